@@ -1,0 +1,614 @@
+//! # sm-abi — the contract between smcore and its routing engines
+//!
+//! smcore loads every routing engine from a shared library (`cdylib`) at run
+//! time. This crate is the *only* thing the two sides share: the types that
+//! cross the library boundary, the engine trait object, and the root module a
+//! library exports. Everything here is `#[repr(C)]` and checked by
+//! [`abi_stable`] when a library is loaded, so an engine built against an
+//! incompatible version of this crate is rejected with a clear error instead
+//! of crashing the subnet manager.
+//!
+//! ## The data flow
+//!
+//! 1. The core discovers the fabric, assigns LIDs and hands every engine a
+//!    read-only [`FabricSnapshot`]: flat arrays of [`Node`]s and [`Port`]s
+//!    addressed by index. No pointers, no callbacks into the core.
+//! 2. The engine computes a [`Routing`]: one linear forwarding table per
+//!    switch, a [`PathSl`] object answering `path_sl(slid, dlid)`, and
+//!    optionally SL2VL tables, VL arbitration tables and a multicast spanning
+//!    tree, plus diagnostics.
+//! 3. The core *verifies* the result (every end port reaches every end-port
+//!    LID, no forwarding loops, no cycle in the channel dependency graph of
+//!    any VL). A result that fails verification counts as a failed engine and
+//!    the next engine of the chain is tried.
+//!
+//! Engines never send MADs and the core never computes routes.
+//!
+//! ## Writing an engine
+//!
+//! A vendor engine is a crate with `crate-type = ["cdylib"]` that depends on
+//! this crate (and usually on the engine kit, `smcore-kit`, which provides
+//! graph helpers, the OpenSM min-hop port balancing and conformance checks).
+//! Implement [`RoutingEngine`] and export the library with
+//! [`export_engines!`]:
+//!
+//! ```ignore
+//! use sm_abi::{FabricSnapshot, Routing, RoutingEngine, EngineError};
+//!
+//! struct MyEngine { /* options parsed from the TOML text */ }
+//!
+//! impl RoutingEngine for MyEngine {
+//!     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+//!         // ... fill one Lft per switch, choose path SLs ...
+//!         # unimplemented!()
+//!     }
+//! }
+//!
+//! fn make(config: &str) -> Result<MyEngine, EngineError> {
+//!     // `config` is the TOML text of the engine's section of smcore.toml,
+//!     // with global options (lmc, guid files...) merged in.
+//!     Ok(MyEngine { })
+//! }
+//!
+//! sm_abi::export_engines! {
+//!     "my-engine" => ("Routes my fabric", make),
+//! }
+//! ```
+//!
+//! Put the resulting `libmy_engine.so` into an engine directory
+//! (`--engine-dir`, `SMCORE_ENGINE_PATH`, or beside the `smcore` binary) and
+//! run `smcore engines` to see it listed; `smcore --engines my-engine` uses it.
+//!
+//! ## Rules of the contract
+//!
+//! * **Panics never cross the boundary.** [`export_engines!`] wraps every
+//!   call in `catch_unwind`; a panic becomes an [`EngineError`] whose reason
+//!   starts with `engine panicked:` and the chain falls through.
+//! * **Results are owned.** The [`Routing`] value (including the boxed
+//!   [`PathSl`] object) is moved to the core. Libraries are never unloaded,
+//!   so the vtables behind trait objects stay valid.
+//! * **LFTs are dense**: [`Lft::ports`] is indexed by LID (entry 0 unused),
+//!   its length is at least `max_lid + 1`, and [`NO_ROUTE`] marks a LID the
+//!   switch cannot reach. Port 0 means "the switch itself".
+//! * **Versioning.** The library records the version of this crate it was
+//!   built with; the loader accepts libraries built with a compatible version
+//!   (same major, or same minor while `0.x`) whose type layouts match, and
+//!   rejects the rest naming the file and the mismatch. [`ABI_VERSION`] is
+//!   bumped whenever a type here changes shape.
+
+#![deny(missing_docs)]
+// `#[sabi_trait]` expands to impls inside an anonymous const; the lint fires
+// on the macro output, not on code written here.
+#![allow(non_local_definitions)]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub use abi_stable;
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    package_version_strings, sabi_trait,
+    sabi_trait::TD_Opaque,
+    sabi_types::VersionStrings,
+    std_types::{RBox, ROption, RResult, RStr, RString, RVec},
+    StableAbi,
+};
+
+/// Version of the shapes in this crate. Bumped whenever a type changes.
+pub const ABI_VERSION: u32 = 1;
+
+/// LFT entry meaning "this switch has no route to this LID" (OpenSM's
+/// `OSM_NO_PATH`).
+pub const NO_ROUTE: u8 = 0xFF;
+
+/// Index value meaning "none" in index fields such as [`Port::peer`].
+pub const NONE: u32 = u32::MAX;
+
+/// Highest unicast LID (0xBFFF); multicast LIDs start at 0xC000.
+pub const MAX_UNICAST_LID: u16 = 0xBFFF;
+
+// ---------------------------------------------------------------------------
+// Fabric snapshot
+// ---------------------------------------------------------------------------
+
+/// What a node is.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeKind {
+    /// Channel adapter (host or target).
+    Ca = 1,
+    /// Switch.
+    Switch = 2,
+    /// Router.
+    Router = 3,
+}
+
+impl NodeKind {
+    /// End ports (CAs and routers) are sources and destinations of traffic.
+    pub fn is_end_node(self) -> bool {
+        !matches!(self, NodeKind::Switch)
+    }
+}
+
+/// Logical state of a port, as in PortInfo:PortState.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortState {
+    /// Physically down or not present.
+    Down = 1,
+    /// Physical link up, not yet configured.
+    Init = 2,
+    /// Configured, waiting for the SM to activate.
+    Armed = 3,
+    /// Passing traffic.
+    Active = 4,
+}
+
+/// One node (switch, CA or router) of the fabric.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct Node {
+    /// NodeInfo:NodeGUID.
+    pub guid: u64,
+    /// NodeInfo:SystemImageGUID (0 when the node reports none).
+    pub system_guid: u64,
+    /// Node type.
+    pub kind: NodeKind,
+    /// Number of external ports (port 0 is not counted).
+    pub num_ports: u8,
+    /// Index in [`FabricSnapshot::ports`] of this node's port 0. Port `p`
+    /// of the node is at `first_port + p`; every node has a port-0 slot
+    /// (for CAs and routers it is a placeholder that is never linked).
+    pub first_port: u32,
+    /// NodeDescription.
+    pub description: RString,
+}
+
+/// One port of a node. Port 0 of a switch carries the switch's LID.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct Port {
+    /// Index of the owning node in [`FabricSnapshot::nodes`].
+    pub node: u32,
+    /// Port number on the node (0 for a switch's management port).
+    pub num: u8,
+    /// Port GUID (for switch ports other than 0 this is the node's port-0
+    /// GUID, as in IBA).
+    pub guid: u64,
+    /// Base LID, 0 if the port has none (external switch ports).
+    pub lid: u16,
+    /// LMC of this port: it answers to `lid .. lid + 2^lmc`.
+    pub lmc: u8,
+    /// Index of the port at the other end of the link, or [`NONE`].
+    pub peer: u32,
+    /// Port state.
+    pub state: PortState,
+    /// Operational data VLs (PortInfo:OperationalVLs as a count: 1, 2, 4, 8 or 15).
+    pub op_vls: u8,
+    /// Active link width as a lane count (1, 2, 4, 8, 12).
+    pub width: u8,
+    /// Active link speed in units of 2.5 Gb/s per lane (1 = SDR, 2 = DDR,
+    /// 4 = QDR, ...; FDR/EDR and faster are given as their nearest multiple).
+    pub speed: u8,
+}
+
+impl Port {
+    /// True when the port is linked to another port.
+    pub fn is_linked(&self) -> bool {
+        self.peer != NONE
+    }
+
+    /// Number of LIDs this port answers to.
+    pub fn lid_count(&self) -> u32 {
+        if self.lid == 0 {
+            0
+        } else {
+            1u32 << self.lmc
+        }
+    }
+}
+
+/// The fabric as the core knows it when routing: flat, index based, read only.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct FabricSnapshot {
+    /// All nodes.
+    pub nodes: RVec<Node>,
+    /// All ports; see [`Node::first_port`].
+    pub ports: RVec<Port>,
+    /// Subnet LMC (end ports get `2^lmc` LIDs each).
+    pub lmc: u8,
+    /// Highest LID in use. LFTs must be at least `max_lid + 1` long.
+    pub max_lid: u16,
+    /// Index of the node the subnet manager runs on, or [`NONE`].
+    pub sm_node: u32,
+}
+
+impl FabricSnapshot {
+    /// Port `num` of node `node`, if the node has it.
+    pub fn port_of(&self, node: u32, num: u8) -> Option<&Port> {
+        let n = self.nodes.get(node as usize)?;
+        if num > n.num_ports {
+            return None;
+        }
+        self.ports.get(n.first_port as usize + num as usize)
+    }
+
+    /// Global index of port `num` of node `node`.
+    pub fn port_index(&self, node: u32, num: u8) -> u32 {
+        self.nodes[node as usize].first_port + num as u32
+    }
+
+    /// Indices of all switches, in node order.
+    pub fn switches(&self) -> impl Iterator<Item = u32> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Switch)
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Indices of all end ports (linked CA and router ports with a LID).
+    pub fn end_ports(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ports.iter().enumerate().filter_map(move |(i, p)| {
+            let kind = self.nodes[p.node as usize].kind;
+            (kind.is_end_node() && p.num != 0 && p.lid != 0 && p.is_linked()).then_some(i as u32)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Routing result
+// ---------------------------------------------------------------------------
+
+/// The linear forwarding table of one switch.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct Lft {
+    /// Node index of the switch.
+    pub node: u32,
+    /// Output port per LID (index = LID), [`NO_ROUTE`] where unreachable.
+    pub ports: RVec<u8>,
+}
+
+/// An SL-to-VL map for traffic entering a port and leaving by another.
+///
+/// For a switch, `in_port` is the port traffic arrives on (0 for traffic the
+/// switch originates) and `out_port` the port it leaves by. For a CA or
+/// router port, `in_port` is 0 and `out_port` is the port.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct Sl2Vl {
+    /// Node index.
+    pub node: u32,
+    /// Input port.
+    pub in_port: u8,
+    /// Output port.
+    pub out_port: u8,
+    /// VL for each SL.
+    pub vl: [u8; 16],
+}
+
+/// One entry of a VL arbitration table.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq)]
+pub struct VlWeight {
+    /// Virtual lane.
+    pub vl: u8,
+    /// Weight in units of 64 bytes.
+    pub weight: u8,
+}
+
+/// VL arbitration configuration of one output port.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct VlArb {
+    /// Node index.
+    pub node: u32,
+    /// Port number.
+    pub port: u8,
+    /// PortInfo:VLHighLimit.
+    pub high_limit: u8,
+    /// High-priority table.
+    pub high: RVec<VlWeight>,
+    /// Low-priority table.
+    pub low: RVec<VlWeight>,
+}
+
+/// One directed edge of a multicast spanning tree: traffic may leave `node`
+/// through `port`.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeEdge {
+    /// Switch node index.
+    pub node: u32,
+    /// Port number.
+    pub port: u8,
+}
+
+/// A multicast spanning tree over the switches. Every group's tree must be a
+/// subset of it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct SpanningTree {
+    /// Root switch node index.
+    pub root: u32,
+    /// Switch-to-switch links of the tree, each given once per direction.
+    pub edges: RVec<TreeEdge>,
+}
+
+/// Severity of a diagnostic message.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Informational.
+    Info = 1,
+    /// Something the admin should look at.
+    Warn = 2,
+}
+
+/// A message from the engine to the admin, logged by the core.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    /// Severity.
+    pub level: Level,
+    /// Text.
+    pub message: RString,
+}
+
+/// Answers which service level a path uses.
+///
+/// The core asks it for every (source LID, destination LID) pair it
+/// verifies and for every SA PathRecord, so it must be cheap.
+#[sabi_trait]
+pub trait PathSl: Send + Sync {
+    /// When every path uses the same SL, that SL. Lets the verifier take its
+    /// fast per-destination-tree path.
+    fn uniform(&self) -> ROption<u8>;
+
+    /// SL of the path from `slid` to `dlid` (0..=15).
+    #[sabi(last_prefix_field)]
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8;
+}
+
+/// Owned, type-erased [`PathSl`].
+pub type PathSlBox = PathSl_TO<'static, RBox<()>>;
+
+/// Every path uses one SL.
+#[derive(Debug, Clone, Copy)]
+pub struct UniformSl(pub u8);
+
+impl PathSl for UniformSl {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RSome(self.0)
+    }
+    fn path_sl(&self, _slid: u16, _dlid: u16) -> u8 {
+        self.0
+    }
+}
+
+/// Box any [`PathSl`] implementation for a [`Routing`].
+pub fn path_sl_box<T: PathSl + 'static>(value: T) -> PathSlBox {
+    PathSl_TO::from_value(value, TD_Opaque)
+}
+
+/// The result of routing, owned by the core once returned.
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct Routing {
+    /// One LFT per switch (any order; switches without an entry get none).
+    pub lfts: RVec<Lft>,
+    /// Path SL oracle.
+    pub path_sl: PathSlBox,
+    /// SL2VL maps; empty when the engine leaves SL2VL alone (then SL n is
+    /// carried on VL n).
+    pub sl2vl: RVec<Sl2Vl>,
+    /// VL arbitration tables; empty when the engine leaves them alone.
+    pub vlarb: RVec<VlArb>,
+    /// Multicast master spanning tree, when the engine builds one.
+    pub mcast_tree: ROption<SpanningTree>,
+    /// Number of VLs the routing needs (1 for single-VL engines).
+    pub vls_used: u8,
+    /// Messages for the admin.
+    pub diagnostics: RVec<Diagnostic>,
+}
+
+impl Routing {
+    /// A routing with the given LFTs, every path on SL 0, one VL.
+    pub fn single_vl(lfts: Vec<Lft>) -> Self {
+        Routing {
+            lfts: lfts.into(),
+            path_sl: path_sl_box(UniformSl(0)),
+            sl2vl: RVec::new(),
+            vlarb: RVec::new(),
+            mcast_tree: ROption::RNone,
+            vls_used: 1,
+            diagnostics: RVec::new(),
+        }
+    }
+
+    /// Add a diagnostic.
+    pub fn diag(&mut self, level: Level, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic { level, message: RString::from(message.into()) });
+    }
+}
+
+impl std::fmt::Debug for Routing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Routing")
+            .field("lfts", &self.lfts.len())
+            .field("sl2vl", &self.sl2vl.len())
+            .field("vlarb", &self.vlarb.len())
+            .field("mcast_tree", &self.mcast_tree.is_some())
+            .field("vls_used", &self.vls_used)
+            .field("diagnostics", &self.diagnostics)
+            .finish()
+    }
+}
+
+/// Why an engine could not route. The reason is shown to the admin verbatim.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct EngineError {
+    /// Human-readable reason.
+    pub reason: RString,
+}
+
+impl EngineError {
+    /// An error with this reason.
+    pub fn new(reason: impl Into<String>) -> Self {
+        EngineError { reason: RString::from(reason.into()) }
+    }
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+// ---------------------------------------------------------------------------
+// Engine trait object and root module
+// ---------------------------------------------------------------------------
+
+/// The engine as seen through the ABI. Implement [`RoutingEngine`] instead
+/// and let [`export_engines!`] adapt it: the adapter catches panics.
+#[sabi_trait]
+pub trait Engine: Send + Sync {
+    /// Route the fabric.
+    #[sabi(last_prefix_field)]
+    fn route(&self, fabric: &FabricSnapshot) -> RResult<Routing, EngineError>;
+}
+
+/// Owned, type-erased engine.
+pub type EngineBox = Engine_TO<'static, RBox<()>>;
+
+/// What engine authors implement.
+pub trait RoutingEngine: Send + Sync + 'static {
+    /// Route the fabric or say why not.
+    fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError>;
+}
+
+/// Adapter from [`RoutingEngine`] to the ABI [`Engine`], turning panics into
+/// errors.
+pub struct Guarded<E>(pub E);
+
+impl<E: RoutingEngine> Engine for Guarded<E> {
+    fn route(&self, fabric: &FabricSnapshot) -> RResult<Routing, EngineError> {
+        guard(|| self.0.route(fabric)).into()
+    }
+}
+
+/// Box an engine for the ABI.
+pub fn engine_box<E: RoutingEngine>(engine: E) -> EngineBox {
+    Engine_TO::from_value(Guarded(engine), TD_Opaque)
+}
+
+/// Run `f`, turning a panic into an [`EngineError`].
+pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+                (*s).to_string()
+            } else if let Some(s) = payload.downcast_ref::<String>() {
+                s.clone()
+            } else {
+                "unknown panic payload".to_string()
+            };
+            Err(EngineError::new(format!("engine panicked: {msg}")))
+        }
+    }
+}
+
+/// One engine a library exports.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct EngineDescriptor {
+    /// Engine name as used in `--engines` (OpenSM's names for the built-in ones).
+    pub name: RString,
+    /// Engine build version (the engine crate's version).
+    pub version: RString,
+    /// One-line description.
+    pub summary: RString,
+}
+
+/// The root module every engine library exports.
+///
+/// It is a prefix type: fields added after the last prefix field in later
+/// versions of this crate are optional for old libraries.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = EngineLibraryRef)))]
+#[sabi(missing_field(panic))]
+pub struct EngineLibrary {
+    /// [`ABI_VERSION`] of the crate the library was built with.
+    pub abi_version: u32,
+    /// The engines this library provides.
+    pub engines: extern "C" fn() -> RVec<EngineDescriptor>,
+    /// Build the engine `name` from the TOML text of its configuration.
+    #[sabi(last_prefix_field)]
+    pub create: extern "C" fn(name: RStr<'_>, config: RStr<'_>) -> RResult<EngineBox, EngineError>,
+}
+
+impl RootModule for EngineLibraryRef {
+    declare_root_module_statics! {EngineLibraryRef}
+    const BASE_NAME: &'static str = "smcore_engine";
+    const NAME: &'static str = "smcore_engine";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// Export engines from a `cdylib`.
+///
+/// Each entry is `"name" => ("summary", constructor)` where the constructor
+/// is `fn(&str) -> Result<E, EngineError>` taking the engine's TOML config
+/// text and `E: RoutingEngine`. The engine version recorded is the calling
+/// crate's `CARGO_PKG_VERSION`.
+#[macro_export]
+macro_rules! export_engines {
+    ($($name:literal => ($summary:literal, $ctor:path)),+ $(,)?) => {
+        extern "C" fn __smcore_engines() -> $crate::abi_stable::std_types::RVec<$crate::EngineDescriptor> {
+            let mut v = $crate::abi_stable::std_types::RVec::new();
+            $(
+                v.push($crate::EngineDescriptor {
+                    name: $name.into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    summary: $summary.into(),
+                });
+            )+
+            v
+        }
+
+        extern "C" fn __smcore_create(
+            name: $crate::abi_stable::std_types::RStr<'_>,
+            config: $crate::abi_stable::std_types::RStr<'_>,
+        ) -> $crate::abi_stable::std_types::RResult<$crate::EngineBox, $crate::EngineError> {
+            let name = name.as_str();
+            let config = config.as_str();
+            $crate::guard(|| {
+                $(
+                    if name == $name {
+                        return $ctor(config).map($crate::engine_box);
+                    }
+                )+
+                Err($crate::EngineError::new(format!("this library has no engine named `{name}`")))
+            })
+            .into()
+        }
+
+        /// Root module of this engine library.
+        #[$crate::abi_stable::export_root_module]
+        pub fn __smcore_root_module() -> $crate::EngineLibraryRef {
+            use $crate::abi_stable::prefix_type::PrefixTypeTrait;
+            $crate::EngineLibrary {
+                abi_version: $crate::ABI_VERSION,
+                engines: __smcore_engines,
+                create: __smcore_create,
+            }
+            .leak_into_prefix()
+        }
+    };
+}

@@ -1,0 +1,1 @@
+//! Topology files, generators and offline LID assignment.
