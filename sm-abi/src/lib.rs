@@ -51,9 +51,12 @@
 //! }
 //!
 //! sm_abi::export_engines! {
-//!     "my-engine" => ("Routes my fabric", make),
+//!     "my-engine" => { summary: "Routes my fabric", deadlock_free: false, create: make },
 //! }
 //! ```
+//!
+//! The engine crate must also depend on `abi_stable` (the export attribute
+//! the macro expands to names that crate).
 //!
 //! Put the resulting `libmy_engine.so` into an engine directory
 //! (`--engine-dir`, `SMCORE_ENGINE_PATH`, or beside the `smcore` binary) and
@@ -534,6 +537,10 @@ pub struct EngineDescriptor {
     pub version: RString,
     /// One-line description.
     pub summary: RString,
+    /// The engine promises routes free of credit loops (given its path SLs
+    /// and SL2VL maps). The core then treats a credit loop in its result as
+    /// a failure; for other engines it is reported but tolerated.
+    pub deadlock_free: bool,
 }
 
 /// The root module every engine library exports.
@@ -563,13 +570,15 @@ impl RootModule for EngineLibraryRef {
 
 /// Export engines from a `cdylib`.
 ///
-/// Each entry is `"name" => ("summary", constructor)` where the constructor
-/// is `fn(&str) -> Result<E, EngineError>` taking the engine's TOML config
-/// text and `E: RoutingEngine`. The engine version recorded is the calling
-/// crate's `CARGO_PKG_VERSION`.
+/// Each entry is
+/// `"name" => { summary: "...", deadlock_free: bool, create: constructor }`
+/// where the constructor is `fn(&str) -> Result<E, EngineError>` taking the
+/// engine's TOML config text, with `E: RoutingEngine`. The engine version
+/// recorded is the calling crate's `CARGO_PKG_VERSION`. The calling crate
+/// must depend on `abi_stable` too.
 #[macro_export]
 macro_rules! export_engines {
-    ($($name:literal => ($summary:literal, $ctor:path)),+ $(,)?) => {
+    ($($name:literal => { summary: $summary:literal, deadlock_free: $df:expr, create: $ctor:path $(,)? }),+ $(,)?) => {
         extern "C" fn __smcore_engines() -> $crate::abi_stable::std_types::RVec<$crate::EngineDescriptor> {
             let mut v = $crate::abi_stable::std_types::RVec::new();
             $(
@@ -577,6 +586,7 @@ macro_rules! export_engines {
                     name: $name.into(),
                     version: env!("CARGO_PKG_VERSION").into(),
                     summary: $summary.into(),
+                    deadlock_free: $df,
                 });
             )+
             v

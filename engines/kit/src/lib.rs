@@ -1,1 +1,27 @@
-//! Engine kit.
+//! # smcore-kit — the engine kit
+//!
+//! Shared building blocks for smcore routing engines, linked into each
+//! engine library (engines depend on `sm-abi` and this crate only):
+//!
+//! * [`graph`] — an index-based routing view of a
+//!   [`FabricSnapshot`](sm_abi::FabricSnapshot): dense switch numbers, usable
+//!   links, LID → port table, BFS and all-pairs switch distances.
+//! * [`balance`] — OpenSM's LFT port selection (least hops, then the port
+//!   with the fewest routes, LMC-aware system/node spreading), driven by any
+//!   [`HopTable`](balance::HopTable) so that min-hop, up/down and
+//!   dimension-ordered engines share it.
+//! * [`verify`] — the route verifier the core runs on every result before it
+//!   is programmed: reachability, forwarding loops, path lengths, link load
+//!   and credit loops per VL.
+//! * [`conformance`] — the same checks packaged as conformance tests over
+//!   generated fabrics of every family, for engine authors.
+//! * [`config`] — parsing of the engine's TOML configuration text.
+
+pub mod balance;
+pub mod config;
+
+pub mod graph;
+pub mod verify;
+
+pub use graph::Graph;
+pub use verify::{verify, Verification, VerifyOptions};

@@ -1,0 +1,310 @@
+//! OpenSM's LFT port selection: for every switch and every target LID, pick
+//! among the ports on a least-hop path the one that carries the fewest routes
+//! so far, with OpenSM's LMC refinements (prefer a neighbour in another
+//! system, then another node) and its target order. The hop counts come from
+//! a [`HopTable`], so min-hop, up/down and dimension-ordered engines share
+//! this code and differ only in which paths they allow.
+
+use rayon::prelude::*;
+use sm_abi::{FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
+
+use crate::graph::{DistanceMatrix, Graph, Sw, SwPort};
+
+/// Hop counts an engine allows between switches.
+pub trait HopTable: Sync {
+    /// Least hops from switch `s` to switch `t`, `u8::MAX` when `t` cannot be
+    /// reached from `s`.
+    fn least(&self, s: Sw, t: Sw) -> u8;
+    /// Hops from `s` to `t` when leaving `s` through `link` (whose peer is a
+    /// switch); `u8::MAX` when that is not allowed.
+    fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8;
+}
+
+/// Unconstrained shortest paths.
+impl HopTable for DistanceMatrix {
+    fn least(&self, s: Sw, t: Sw) -> u8 {
+        self.get(s, t)
+    }
+    fn via(&self, _s: Sw, link: &SwPort, t: Sw) -> u8 {
+        self.get(link.peer_sw, t).saturating_add(1)
+    }
+}
+
+/// Options of the port selection.
+#[derive(Debug, Clone, Default)]
+pub struct BalanceOptions {
+    /// DOR mode: among least-hop ports use only those leading to the same
+    /// neighbour as the first one in search order (spreading only over
+    /// parallel links).
+    pub dor: bool,
+    /// Per switch (by switch number), the order in which ports are searched
+    /// (OpenSM's `port_order` / dimension ordering); `None` = port order.
+    pub search_order: Option<Vec<Vec<u8>>>,
+    /// Ports (node index, port number) left out of the route counting.
+    pub ignored_ports: Vec<(u32, u8)>,
+}
+
+/// Targets in OpenSM's routing order: the ports named by the GUID routing
+/// order (in that order), then end ports grouped by the switch they hang
+/// off (switches with more end ports first, ties in GUID order), then every
+/// other port with a LID in port GUID order. Returns port indices.
+pub fn routing_order(fabric: &FabricSnapshot, graph: &Graph, guid_order: &[u64]) -> Vec<u32> {
+    let mut taken = vec![false; fabric.ports.len()];
+    let mut order = Vec::new();
+    // Ports with a LID, addressable by GUID.
+    let mut lid_ports: Vec<u32> = fabric
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.lid != 0)
+        .map(|(i, _)| i as u32)
+        .collect();
+    lid_ports.sort_by_key(|&i| (fabric.ports[i as usize].guid, i));
+    for guid in guid_order {
+        if let Ok(pos) = lid_ports.binary_search_by_key(guid, |&i| fabric.ports[i as usize].guid) {
+            let pi = lid_ports[pos];
+            if !taken[pi as usize] {
+                taken[pi as usize] = true;
+                order.push(pi);
+            }
+        }
+    }
+    let mut sws: Vec<Sw> = (0..graph.switch_count() as Sw).collect();
+    let end_links = |s: Sw| graph.sw_ports[s as usize].iter().filter(|l| l.peer_sw == NONE).count();
+    sws.sort_by(|&a, &b| {
+        let ga = fabric.nodes[graph.switch_nodes[a as usize] as usize].guid;
+        let gb = fabric.nodes[graph.switch_nodes[b as usize] as usize].guid;
+        end_links(b).cmp(&end_links(a)).then(ga.cmp(&gb))
+    });
+    for s in sws {
+        for link in &graph.sw_ports[s as usize] {
+            let pi = link.peer_port;
+            if link.peer_sw == NONE && fabric.ports[pi as usize].lid != 0 && !taken[pi as usize] {
+                taken[pi as usize] = true;
+                order.push(pi);
+            }
+        }
+    }
+    for pi in lid_ports {
+        if !taken[pi as usize] {
+            taken[pi as usize] = true;
+            order.push(pi);
+        }
+    }
+    order
+}
+
+/// A neighbour already used by an earlier LID of the same target (LMC).
+#[derive(Clone, Copy)]
+struct Remote {
+    node: u32,
+    port: u8,
+    forwarded_to: u32,
+}
+
+/// Compute one LFT per switch.
+pub fn assign_lfts(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    hops: &dyn HopTable,
+    order: &[u32],
+    opts: &BalanceOptions,
+) -> Vec<Lft> {
+    (0..graph.switch_count() as Sw)
+        .into_par_iter()
+        .map(|s| Lft { node: graph.switch_nodes[s as usize], ports: assign_switch(fabric, graph, hops, order, opts, s).into() })
+        .collect()
+}
+
+fn assign_switch(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    hops: &dyn HopTable,
+    order: &[u32],
+    opts: &BalanceOptions,
+    s: Sw,
+) -> Vec<u8> {
+    let node_idx = graph.switch_nodes[s as usize];
+    let node = &fabric.nodes[node_idx as usize];
+    // OpenSM's num_ports counts port 0.
+    let num_ports = node.num_ports as usize + 1;
+    let mut by_num: Vec<Option<SwPort>> = vec![None; num_ports];
+    for l in &graph.sw_ports[s as usize] {
+        by_num[l.port as usize] = Some(*l);
+    }
+    let search: Vec<u8> = match &opts.search_order {
+        Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
+        _ => (0..num_ports as u8).collect(),
+    };
+    let mut ignored = vec![false; num_ports];
+    for &(n, p) in &opts.ignored_ports {
+        if n == node_idx && (p as usize) < num_ports {
+            ignored[p as usize] = true;
+        }
+    }
+    let lmc_aware = fabric.lmc > 0;
+    let mut remotes: Vec<Vec<Remote>> = if lmc_aware { vec![Vec::new(); order.len()] } else { Vec::new() };
+    let mut counts = vec![0u32; num_ports];
+    let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
+    let mut candidates: Vec<SwPort> = Vec::with_capacity(num_ports);
+
+    for offset in 0..(1u32 << fabric.lmc) {
+        for (oi, &target) in order.iter().enumerate() {
+            let tp = &fabric.ports[target as usize];
+            if offset >= tp.lid_count() {
+                continue;
+            }
+            let lid = tp.lid as usize + offset as usize;
+            if lid >= lft.len() {
+                continue;
+            }
+            let target_is_switch = fabric.nodes[tp.node as usize].kind == NodeKind::Switch;
+            // Where the target sits in the switched fabric.
+            let t = if target_is_switch {
+                if tp.node == node_idx {
+                    lft[lid] = 0;
+                    continue;
+                }
+                graph.sw_of_node[tp.node as usize]
+            } else {
+                if tp.peer == NONE {
+                    continue;
+                }
+                let peer = &fabric.ports[tp.peer as usize];
+                if peer.node == node_idx {
+                    // Directly attached end port: only one way to go.
+                    let port = peer.num;
+                    lft[lid] = port;
+                    if !ignored[port as usize] {
+                        counts[port as usize] += 1;
+                        if lmc_aware {
+                            note_remote(&mut remotes[oi], fabric, target, opts.dor);
+                        }
+                    }
+                    continue;
+                }
+                graph.sw_of_node[peer.node as usize]
+            };
+            if t == NONE {
+                continue;
+            }
+            let least = hops.least(s, t);
+            if least == u8::MAX {
+                continue;
+            }
+            let start_from = if offset > 0 { lft[lid - 1] as usize + 1 } else { 1 };
+            candidates.clear();
+            let mut first_remote = NONE;
+            for i in start_from..start_from + num_ports {
+                let num = search[i % num_ports];
+                if num == 0 {
+                    continue;
+                }
+                let Some(link) = by_num.get(num as usize).copied().flatten() else { continue };
+                if link.peer_sw == NONE || hops.via(s, &link, t) != least {
+                    continue;
+                }
+                if opts.dor {
+                    if first_remote == NONE {
+                        first_remote = link.peer_node;
+                    } else if link.peer_node != first_remote {
+                        continue;
+                    }
+                }
+                candidates.push(link);
+            }
+            let Some(choice) = choose(fabric, &candidates, &counts, lmc_aware.then(|| remotes[oi].as_slice()), opts.dor)
+            else {
+                continue;
+            };
+            lft[lid] = choice.port;
+            // OpenSM leaves routes to switches out of the port profile.
+            if !target_is_switch && !ignored[choice.port as usize] {
+                counts[choice.port as usize] += 1;
+                if lmc_aware {
+                    note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
+                }
+            }
+        }
+    }
+    lft
+}
+
+fn note_remote(list: &mut Vec<Remote>, fabric: &FabricSnapshot, peer_port: u32, dor: bool) {
+    let p = &fabric.ports[peer_port as usize];
+    if let Some(r) = list.iter_mut().find(|r| r.node == p.node && (!dor || r.port == p.num)) {
+        r.forwarded_to += 1;
+    } else {
+        list.push(Remote { node: p.node, port: p.num, forwarded_to: 1 });
+    }
+}
+
+/// OpenSM's choice among least-hop candidates (in search order): fewest
+/// routes; with LMC, first a port towards a system not yet used by this
+/// target's earlier LIDs, then towards a node not yet used, then the least
+/// forwarded-to neighbour among equally loaded ports.
+fn choose(
+    fabric: &FabricSnapshot,
+    candidates: &[SwPort],
+    counts: &[u32],
+    remotes: Option<&[Remote]>,
+    dor: bool,
+) -> Option<SwPort> {
+    let mut best: Option<SwPort> = None;
+    let mut least_paths = u32::MAX;
+    let mut best_other_sys: Option<SwPort> = None;
+    let mut least_other_sys = u32::MAX;
+    let mut best_other_node: Option<SwPort> = None;
+    let mut least_other_node = u32::MAX;
+    let mut least_forwarded = u32::MAX;
+    for c in candidates {
+        let count = counts[c.port as usize];
+        let mut used: Option<&Remote> = None;
+        if let Some(rem) = remotes {
+            let peer = &fabric.ports[c.peer_port as usize];
+            if dor {
+                used = rem.iter().find(|r| r.node == peer.node && r.port == peer.num);
+            } else {
+                let sys = fabric.nodes[peer.node as usize].system_guid;
+                let same_sys = rem.iter().find(|r| fabric.nodes[r.node as usize].system_guid == sys);
+                match same_sys {
+                    None => {
+                        if count < least_other_sys {
+                            least_other_sys = count;
+                            best_other_sys = Some(*c);
+                            least_forwarded = 0;
+                        }
+                    }
+                    Some(_) => {
+                        used = rem.iter().find(|r| r.node == peer.node);
+                        if used.is_none() && count < least_other_node {
+                            least_other_node = count;
+                            best_other_node = Some(*c);
+                            least_forwarded = 0;
+                        }
+                    }
+                }
+            }
+        }
+        if count < least_paths {
+            best = Some(*c);
+            least_paths = count;
+            if let Some(u) = used {
+                if u.forwarded_to < least_forwarded {
+                    least_forwarded = u.forwarded_to;
+                }
+            }
+        } else if let Some(u) = used {
+            if count == least_paths && u.forwarded_to < least_forwarded {
+                least_forwarded = u.forwarded_to;
+                best = Some(*c);
+            }
+        }
+    }
+    if remotes.is_some() && best.is_some() {
+        if let Some(b) = best_other_sys.or(best_other_node) {
+            return Some(b);
+        }
+    }
+    best
+}

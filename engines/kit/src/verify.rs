@@ -1,0 +1,832 @@
+//! Route verification: reachability, forwarding loops, path lengths, link
+//! load and credit loops, all computed per destination tree.
+//!
+//! For one destination LID the LFT entries of all switches form a functional
+//! graph ("each switch has one next hop"). Resolving it once per destination
+//! answers, for every switch at once, whether the destination is reached,
+//! how many switch hops it takes and whether the route loops; every source
+//! then needs one lookup. The channel dependency graph (CDG) is built from
+//! the same trees: when all paths share one SL and no SL2VL map splits them,
+//! each carrying tree edge adds one dependency; otherwise each source's path
+//! is walked until it joins a (switch, input port, SL) state already walked
+//! for this destination. Cost ~ destinations × (switches + sources).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use sm_abi::{FabricSnapshot, NodeKind, Routing, NO_ROUTE, NONE};
+
+use crate::graph::{usable, Graph, Sw};
+
+/// What to check.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// Build the channel dependency graph and look for cycles.
+    pub credit_loops: bool,
+    /// Also require every end port to reach every switch LID, and include
+    /// those paths in the credit-loop analysis.
+    pub switch_destinations: bool,
+    /// How many example problems to keep.
+    pub max_examples: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions { credit_loops: true, switch_destinations: false, max_examples: 8 }
+    }
+}
+
+/// A cycle in the channel dependency graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditLoop {
+    /// Channels of one example cycle, as (transmitting port index, VL).
+    pub cycle: Vec<(u32, u8)>,
+    /// Channels that lie on some cycle.
+    pub channels_on_cycles: usize,
+    /// Number of strongly connected components with a cycle.
+    pub cyclic_components: usize,
+}
+
+/// Result of verifying one routing.
+#[derive(Debug, Clone, Default)]
+pub struct Verification {
+    /// (source end port, destination LID) pairs examined.
+    pub pairs: u64,
+    /// Pairs whose route does not arrive.
+    pub unreachable: u64,
+    /// Pairs whose route runs into a forwarding loop.
+    pub looping: u64,
+    /// Pairs routed longer than the shortest path in the fabric.
+    pub non_minimal: u64,
+    /// Sum of hops (links traversed) over routed pairs.
+    pub total_hops: u64,
+    /// Sum of hops of the shortest paths of routed pairs.
+    pub total_min_hops: u64,
+    /// Longest route in links.
+    pub max_hops: u32,
+    /// End-port → end-port routes carried by each transmitting port (index
+    /// = port index). Only inter-switch links are meaningful for balance.
+    pub port_load: Vec<u64>,
+    /// Paths using a VL that the transmitting port does not operate.
+    pub vl_violations: u64,
+    /// Highest VL any path uses, plus one.
+    pub vls_used: u8,
+    /// The CDG cycle found, if any (None also when not checked).
+    pub credit_loop: Option<CreditLoop>,
+    /// Whether credit loops were checked.
+    pub credit_loops_checked: bool,
+    /// Readable descriptions of the first problems found.
+    pub examples: Vec<String>,
+}
+
+impl Verification {
+    /// Everything reached, nothing loops, no credit loop, VLs within limits.
+    pub fn ok(&self) -> bool {
+        self.failure().is_none()
+    }
+
+    /// Why the routing fails verification, in one line.
+    pub fn failure(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.unreachable > 0 {
+            why.push(format!("{} of {} pairs unreachable", self.unreachable, self.pairs));
+        }
+        if self.looping > 0 {
+            why.push(format!("{} pairs in forwarding loops", self.looping));
+        }
+        if self.vl_violations > 0 {
+            why.push(format!("{} paths use a VL beyond the port's operational VLs", self.vl_violations));
+        }
+        if let Some(cl) = &self.credit_loop {
+            why.push(format!(
+                "credit loop: {} channels on cycles in {} components",
+                cl.channels_on_cycles, cl.cyclic_components
+            ));
+        }
+        if why.is_empty() {
+            None
+        } else {
+            let mut s = why.join("; ");
+            if let Some(e) = self.examples.first() {
+                s.push_str(" (e.g. ");
+                s.push_str(e);
+                s.push(')');
+            }
+            Some(s)
+        }
+    }
+
+    /// Average hops per routed pair.
+    pub fn avg_hops(&self) -> f64 {
+        let routed = self.pairs - self.unreachable - self.looping;
+        if routed == 0 {
+            0.0
+        } else {
+            self.total_hops as f64 / routed as f64
+        }
+    }
+
+    /// (max, mean) routes over directed inter-switch links.
+    pub fn inter_switch_load(&self, fabric: &FabricSnapshot) -> (u64, f64) {
+        let mut max = 0;
+        let mut sum = 0u64;
+        let mut n = 0u64;
+        for (i, p) in fabric.ports.iter().enumerate() {
+            if p.peer == NONE || fabric.nodes[p.node as usize].kind != NodeKind::Switch {
+                continue;
+            }
+            if fabric.nodes[fabric.ports[p.peer as usize].node as usize].kind != NodeKind::Switch {
+                continue;
+            }
+            if !usable(fabric, i as u32) {
+                continue;
+            }
+            let l = self.port_load.get(i).copied().unwrap_or(0);
+            max = max.max(l);
+            sum += l;
+            n += 1;
+        }
+        (max, if n == 0 { 0.0 } else { sum as f64 / n as f64 })
+    }
+}
+
+/// Per-switch resolution state for one destination.
+const UNKNOWN: u8 = 0;
+const ACTIVE: u8 = 1;
+const REACHES: u8 = 2;
+const DEAD: u8 = 3;
+const LOOPS: u8 = 4;
+
+/// SL → VL lookup built from the routing's SL2VL list.
+struct VlMap {
+    /// Per node: offset into `maps` of its (in, out) table, or NONE.
+    base: Vec<u32>,
+    /// Per node: ports + 1 (row length).
+    width: Vec<u32>,
+    maps: Vec<[u8; 16]>,
+    identity: bool,
+}
+
+const IDENTITY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+impl VlMap {
+    fn new(fabric: &FabricSnapshot, routing: &Routing) -> VlMap {
+        let n = fabric.nodes.len();
+        if routing.sl2vl.is_empty() {
+            return VlMap { base: Vec::new(), width: Vec::new(), maps: Vec::new(), identity: true };
+        }
+        let mut base = vec![NONE; n];
+        let mut width = vec![0u32; n];
+        let mut maps = Vec::new();
+        for e in routing.sl2vl.iter() {
+            let node = e.node as usize;
+            if node >= n {
+                continue;
+            }
+            let w = fabric.nodes[node].num_ports as u32 + 1;
+            if base[node] == NONE {
+                base[node] = maps.len() as u32;
+                width[node] = w;
+                maps.extend(std::iter::repeat_n(IDENTITY, (w * w) as usize));
+            }
+            if (e.in_port as u32) < w && (e.out_port as u32) < w {
+                maps[(base[node] + e.in_port as u32 * w + e.out_port as u32) as usize] = e.vl;
+            }
+        }
+        VlMap { base, width, maps, identity: false }
+    }
+
+    #[inline]
+    fn vl(&self, node: u32, in_port: u8, out_port: u8, sl: u8) -> u8 {
+        let sl = (sl & 15) as usize;
+        if self.identity {
+            return sl as u8;
+        }
+        let b = self.base[node as usize];
+        if b == NONE {
+            return sl as u8;
+        }
+        let w = self.width[node as usize];
+        self.maps[(b + in_port as u32 * w + out_port as u32) as usize][sl]
+    }
+
+    fn max_vl(&self) -> u8 {
+        if self.identity {
+            return 15;
+        }
+        self.maps.iter().flat_map(|m| m.iter().copied()).filter(|&v| v < 15).max().unwrap_or(0)
+    }
+}
+
+/// Deduplicated channel dependencies: per switch a bit matrix over
+/// (input port, VL) × (output port, VL), shared between threads.
+struct DepBits {
+    vls: u32,
+    /// Per switch number: offset in `bits` (in u64 words) and side length.
+    base: Vec<usize>,
+    side: Vec<u32>,
+    bits: Vec<AtomicU64>,
+}
+
+impl DepBits {
+    fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
+        let mut base = Vec::with_capacity(graph.switch_count());
+        let mut side = Vec::with_capacity(graph.switch_count());
+        let mut words = 0usize;
+        for &node in &graph.switch_nodes {
+            let s = (fabric.nodes[node as usize].num_ports as u32 + 1) * vls;
+            base.push(words);
+            side.push(s);
+            words += ((s as usize * s as usize) + 63) / 64;
+        }
+        let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
+        DepBits { vls, base, side, bits }
+    }
+
+    #[inline]
+    fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
+        let side = self.side[sw as usize] as usize;
+        let a = in_port as usize * self.vls as usize + in_vl as usize;
+        let b = out_port as usize * self.vls as usize + out_vl as usize;
+        let bit = a * side + b;
+        self.bits[self.base[sw as usize] + bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
+    }
+}
+
+/// Destination LIDs to examine, each with the port that owns it.
+fn destinations(fabric: &FabricSnapshot, graph: &Graph, opts: &VerifyOptions) -> Vec<(u16, u32)> {
+    let mut out = Vec::new();
+    for (lid, &pi) in graph.lid_port.iter().enumerate() {
+        if pi == NONE || lid == 0 {
+            continue;
+        }
+        let kind = fabric.nodes[fabric.ports[pi as usize].node as usize].kind;
+        if kind.is_end_node() || opts.switch_destinations {
+            out.push((lid as u16, pi));
+        }
+    }
+    out
+}
+
+/// Thread-local accumulation.
+struct Acc {
+    v: Verification,
+    status: Vec<u8>,
+    depth: Vec<u32>,
+    next: Vec<u32>,
+    stack: Vec<Sw>,
+    dist: Vec<u8>,
+    queue: Vec<Sw>,
+    load: Vec<u64>,
+    by_depth: Vec<Vec<Sw>>,
+    stamp: Vec<u32>,
+}
+
+/// Verify a routing against a fabric.
+pub fn verify(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Verification {
+    let graph = Graph::new(fabric);
+    verify_with(fabric, &graph, routing, opts)
+}
+
+/// [`verify`] with a prebuilt [`Graph`].
+pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, opts: &VerifyOptions) -> Verification {
+    let nsw = graph.switch_count();
+    // LFT per switch number (empty when the engine gave none).
+    let mut lfts: Vec<&[u8]> = vec![&[]; nsw];
+    for lft in routing.lfts.iter() {
+        if let Some(&s) = graph.sw_of_node.get(lft.node as usize) {
+            if s != NONE {
+                lfts[s as usize] = lft.ports.as_slice();
+            }
+        }
+    }
+    let vlmap = VlMap::new(fabric, routing);
+    let uniform = routing.path_sl.uniform().into_option();
+    let max_op_vls = fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).max(1);
+    // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
+    let vls: u32 = match (uniform, vlmap.identity) {
+        (Some(sl), true) => sl as u32 + 1,
+        (None, true) => max_op_vls.min(15) as u32,
+        (_, false) => vlmap.max_vl() as u32 + 1,
+    }
+    .clamp(1, 16);
+    let deps = opts.credit_loops.then(|| DepBits::new(fabric, graph, vls));
+    let dests = destinations(fabric, graph, opts);
+    // Group destinations by the switch they hang off, so one BFS serves a group.
+    let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
+    {
+        let mut by_sw: Vec<Vec<(u16, u32)>> = vec![Vec::new(); nsw];
+        let mut orphan = Vec::new();
+        for (lid, pi) in dests {
+            let t = graph.entry_switch(fabric, pi);
+            if t == NONE {
+                orphan.push((lid, pi));
+            } else {
+                by_sw[t as usize].push((lid, pi));
+            }
+        }
+        for (t, v) in by_sw.into_iter().enumerate() {
+            if !v.is_empty() {
+                groups.push((t as Sw, v));
+            }
+        }
+        if !orphan.is_empty() {
+            groups.push((NONE, orphan));
+        }
+    }
+    let sources: Vec<u32> = graph.end_ports.clone();
+    let examples = Mutex::new(Vec::<String>::new());
+    let ctx = Ctx { fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
+
+    let make_acc = || Acc {
+        v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
+        status: vec![UNKNOWN; nsw],
+        depth: vec![0; nsw],
+        next: vec![NONE; nsw],
+        stack: Vec::new(),
+        dist: vec![u8::MAX; nsw],
+        queue: Vec::new(),
+        load: vec![0; nsw],
+        by_depth: Vec::new(),
+        stamp: if uniform.is_some() && vlmap.identity { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
+    };
+    let mut total = groups
+        .par_iter()
+        .fold(make_acc, |mut acc, (t, group)| {
+            if *t != NONE {
+                graph.bfs(*t, &mut acc.dist, &mut acc.queue);
+            }
+            for &(lid, pi) in group {
+                ctx.destination(&mut acc, *t, lid, pi);
+            }
+            acc
+        })
+        .map(|a| a.v)
+        .reduce(
+            || Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
+            |mut a, b| {
+                a.pairs += b.pairs;
+                a.unreachable += b.unreachable;
+                a.looping += b.looping;
+                a.non_minimal += b.non_minimal;
+                a.total_hops += b.total_hops;
+                a.total_min_hops += b.total_min_hops;
+                a.max_hops = a.max_hops.max(b.max_hops);
+                a.vl_violations += b.vl_violations;
+                a.vls_used = a.vls_used.max(b.vls_used);
+                for (x, y) in a.port_load.iter_mut().zip(b.port_load) {
+                    *x += y;
+                }
+                a
+            },
+        );
+    total.examples = examples.into_inner().unwrap_or_default();
+    if let Some(deps) = &deps {
+        total.credit_loops_checked = true;
+        total.credit_loop = find_credit_loop(fabric, graph, deps);
+        if let Some(cl) = &total.credit_loop {
+            if total.examples.len() < opts.max_examples {
+                total.examples.push(describe_cycle(fabric, &cl.cycle));
+            }
+        }
+    }
+    total
+}
+
+struct Ctx<'a> {
+    fabric: &'a FabricSnapshot,
+    graph: &'a Graph,
+    lfts: &'a [&'a [u8]],
+    vlmap: &'a VlMap,
+    uniform: Option<u8>,
+    routing: &'a Routing,
+    deps: Option<&'a DepBits>,
+    sources: &'a [u32],
+    opts: &'a VerifyOptions,
+    examples: &'a Mutex<Vec<String>>,
+    vls: u32,
+}
+
+impl Ctx<'_> {
+    fn example(&self, msg: impl FnOnce() -> String) {
+        if let Ok(mut ex) = self.examples.lock() {
+            if ex.len() < self.opts.max_examples {
+                ex.push(msg());
+            }
+        }
+    }
+
+    fn node_name(&self, node: u32) -> String {
+        let n = &self.fabric.nodes[node as usize];
+        if n.description.is_empty() {
+            format!("0x{:016x}", n.guid)
+        } else {
+            format!("\"{}\"", n.description)
+        }
+    }
+
+    /// Next hop of switch `s` towards `lid`: Ok(Some(switch)) to continue,
+    /// Ok(None) when the destination port is reached, Err(()) when the
+    /// route dies here.
+    #[inline]
+    fn step(&self, s: Sw, lid: u16, dest_port: u32) -> Result<Option<Sw>, ()> {
+        let lft = self.lfts[s as usize];
+        let out = *lft.get(lid as usize).ok_or(())?;
+        if out == NO_ROUTE {
+            return Err(());
+        }
+        let node = self.graph.switch_nodes[s as usize];
+        let n = &self.fabric.nodes[node as usize];
+        if out == 0 {
+            return if n.first_port == dest_port { Ok(None) } else { Err(()) };
+        }
+        if out > n.num_ports {
+            return Err(());
+        }
+        let pi = n.first_port + out as u32;
+        if !usable(self.fabric, pi) {
+            return Err(());
+        }
+        let peer = self.fabric.ports[pi as usize].peer;
+        if peer == dest_port {
+            return Ok(None);
+        }
+        let peer_sw = self.graph.sw_of_node[self.fabric.ports[peer as usize].node as usize];
+        if peer_sw == NONE {
+            Err(())
+        } else {
+            Ok(Some(peer_sw))
+        }
+    }
+
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+        let nsw = self.graph.switch_count();
+        acc.status.fill(UNKNOWN);
+        // Resolve every switch's fate for this destination.
+        for s0 in 0..nsw as Sw {
+            if acc.status[s0 as usize] != UNKNOWN {
+                continue;
+            }
+            acc.stack.clear();
+            let mut s = s0;
+            let verdict = loop {
+                match acc.status[s as usize] {
+                    UNKNOWN => {}
+                    ACTIVE => break LOOPS,
+                    v => break v,
+                }
+                acc.status[s as usize] = ACTIVE;
+                acc.stack.push(s);
+                match self.step(s, lid, dest_port) {
+                    Err(()) => {
+                        acc.next[s as usize] = NONE;
+                        break DEAD;
+                    }
+                    Ok(None) => {
+                        acc.next[s as usize] = NONE;
+                        acc.depth[s as usize] = 0;
+                        acc.stack.pop();
+                        acc.status[s as usize] = REACHES;
+                        break REACHES;
+                    }
+                    Ok(Some(n)) => {
+                        acc.next[s as usize] = n;
+                        s = n;
+                    }
+                }
+            };
+            while let Some(x) = acc.stack.pop() {
+                acc.status[x as usize] = verdict;
+                if verdict == REACHES {
+                    let n = acc.next[x as usize];
+                    acc.depth[x as usize] = acc.depth[n as usize] + 1;
+                }
+            }
+        }
+
+        let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
+        let fast = self.uniform.is_some() && self.vlmap.identity;
+        acc.load.fill(0);
+        let mut max_depth = 0u32;
+        for &sp in self.sources {
+            if sp == dest_port {
+                continue;
+            }
+            acc.v.pairs += 1;
+            let src = &self.fabric.ports[sp as usize];
+            if src.peer == dest_port {
+                acc.v.total_hops += 1;
+                acc.v.total_min_hops += 1;
+                acc.v.max_hops = acc.v.max_hops.max(1);
+                continue;
+            }
+            let e = self.graph.entry_switch(self.fabric, sp);
+            let st = if e == NONE { DEAD } else { acc.status[e as usize] };
+            if st != REACHES {
+                if st == LOOPS {
+                    acc.v.looping += 1;
+                } else {
+                    acc.v.unreachable += 1;
+                }
+                self.example(|| {
+                    format!(
+                        "{} port {} -> LID {}: {}",
+                        self.node_name(src.node),
+                        src.num,
+                        lid,
+                        if st == LOOPS { "forwarding loop" } else { "no route" }
+                    )
+                });
+                continue;
+            }
+            let d = acc.depth[e as usize];
+            max_depth = max_depth.max(d);
+            // Links: source→entry switch, the switch hops, and the last link
+            // into an end port (a switch destination ends on the switch).
+            let hops = 1 + d + dest_is_end as u32;
+            let min = 1 + acc.dist[e as usize] as u32 + dest_is_end as u32;
+            acc.v.total_hops += hops as u64;
+            acc.v.total_min_hops += min as u64;
+            acc.v.max_hops = acc.v.max_hops.max(hops);
+            if hops > min {
+                acc.v.non_minimal += 1;
+            }
+            acc.load[e as usize] += 1;
+            if !fast && self.deps.is_some() {
+                self.walk_deps(acc, sp, e, lid, dest_port);
+            }
+        }
+        // Push source counts down the tree, deepest switches first.
+        if acc.by_depth.len() < max_depth as usize + 1 {
+            acc.by_depth.resize_with(max_depth as usize + 1, Vec::new);
+        }
+        for b in acc.by_depth.iter_mut() {
+            b.clear();
+        }
+        for s in 0..nsw {
+            if acc.status[s] == REACHES && (acc.depth[s] as usize) < acc.by_depth.len() {
+                acc.by_depth[acc.depth[s] as usize].push(s as Sw);
+            }
+        }
+        let sl = self.uniform.unwrap_or(0);
+        for d in (1..acc.by_depth.len()).rev() {
+            for i in 0..acc.by_depth[d].len() {
+                let s = acc.by_depth[d][i];
+                let l = acc.load[s as usize];
+                if l == 0 {
+                    continue;
+                }
+                let n = acc.next[s as usize];
+                let out = self.lfts[s as usize][lid as usize];
+                let node = self.graph.switch_nodes[s as usize];
+                let pi = self.fabric.nodes[node as usize].first_port + out as u32;
+                if dest_is_end {
+                    acc.v.port_load[pi as usize] += l;
+                }
+                acc.load[n as usize] += l;
+                if fast {
+                    self.check_vl(acc, pi, sl);
+                    if let Some(deps) = self.deps {
+                        // Dependency at the next switch: arriving link → its output.
+                        let nout = self.lfts[n as usize][lid as usize];
+                        if nout != 0 {
+                            let in_port = self.fabric.ports[self.fabric.ports[pi as usize].peer as usize].num;
+                            deps.add(n, in_port, sl, nout, sl);
+                        }
+                    }
+                }
+            }
+        }
+        // Last hop into the destination end port.
+        if t != NONE && dest_is_end && acc.status[t as usize] == REACHES {
+            let out = self.lfts[t as usize][lid as usize];
+            let node = self.graph.switch_nodes[t as usize];
+            let pi = self.fabric.nodes[node as usize].first_port + out as u32;
+            acc.v.port_load[pi as usize] += acc.load[t as usize];
+        }
+        if fast && acc.v.vls_used <= sl && acc.load.iter().any(|&l| l > 0) {
+            acc.v.vls_used = sl + 1;
+        }
+    }
+
+    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8) {
+        let p = &self.fabric.ports[port_index as usize];
+        if vl >= p.op_vls.max(1) {
+            acc.v.vl_violations += 1;
+            self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
+        }
+    }
+
+    /// Walk one source's path, adding its dependencies, until it joins a
+    /// (switch input port, SL) state already walked for this destination.
+    fn walk_deps(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16, dest_port: u32) {
+        let Some(deps) = self.deps else { return };
+        let src = &self.fabric.ports[sp as usize];
+        let stamp = lid as u32 + 1;
+        for off in 0..src.lid_count().max(1) {
+            let slid = src.lid + off as u16;
+            let sl = self.routing.path_sl.path_sl(slid, lid) & 15;
+            let mut s = entry;
+            let mut in_pi = src.peer; // port of `s` the traffic arrives on
+            let mut in_vl: Option<u8> = None;
+            let mut guard = self.graph.switch_count() + 2;
+            loop {
+                guard -= 1;
+                if guard == 0 {
+                    break;
+                }
+                let node = self.graph.switch_nodes[s as usize];
+                let in_port = self.fabric.ports[in_pi as usize].num;
+                let out = self.lfts[s as usize][lid as usize];
+                if out == 0 || out == NO_ROUTE {
+                    break;
+                }
+                let vl = self.vlmap.vl(node, in_port, out, sl);
+                let out_pi = self.fabric.nodes[node as usize].first_port + out as u32;
+                if let Some(ivl) = in_vl {
+                    if (ivl as u32) < self.vls && (vl as u32) < self.vls {
+                        deps.add(s, in_port, ivl, out, vl);
+                    }
+                }
+                let key = in_pi as usize * 16 + sl as usize;
+                if acc.stamp[key] == stamp {
+                    break;
+                }
+                acc.stamp[key] = stamp;
+                if vl >= 15 {
+                    acc.v.vl_violations += 1;
+                    self.example(|| format!("LID {slid} -> LID {lid} on SL {sl} is mapped to VL 15 at {}", self.node_name(node)));
+                    break;
+                }
+                self.check_vl(acc, out_pi, vl);
+                if acc.v.vls_used <= vl {
+                    acc.v.vls_used = vl + 1;
+                }
+                let peer = self.fabric.ports[out_pi as usize].peer;
+                if peer == dest_port {
+                    break;
+                }
+                let next = self.graph.sw_of_node[self.fabric.ports[peer as usize].node as usize];
+                if next == NONE {
+                    break;
+                }
+                s = next;
+                in_pi = peer;
+                in_vl = Some(vl);
+            }
+        }
+    }
+}
+
+/// Find a cycle in the channel dependency graph (Tarjan's SCC, iterative).
+fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> Option<CreditLoop> {
+    let v = deps.vls as usize;
+    let nch = fabric.ports.len() * v;
+    // Adjacency in CSR form.
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for (s, &node) in graph.switch_nodes.iter().enumerate() {
+        let n = &fabric.nodes[node as usize];
+        let side = deps.side[s] as usize;
+        let words = (side * side).div_ceil(64);
+        for w in 0..words {
+            let mut word = deps.bits[deps.base[s] + w].load(Ordering::Relaxed);
+            while word != 0 {
+                let b = word.trailing_zeros() as usize;
+                word &= word - 1;
+                let bit = w * 64 + b;
+                let (a, o) = (bit / side, bit % side);
+                let (in_port, in_vl) = (a / v, a % v);
+                let (out_port, out_vl) = (o / v, o % v);
+                let in_pi = n.first_port as usize + in_port;
+                let from_port = fabric.ports[in_pi].peer;
+                if from_port == NONE {
+                    continue;
+                }
+                let out_pi = n.first_port as usize + out_port;
+                edges.push(((from_port as usize * v + in_vl) as u32, (out_pi * v + out_vl) as u32));
+            }
+        }
+    }
+    let mut start = vec![0u32; nch + 1];
+    for &(a, _) in &edges {
+        start[a as usize + 1] += 1;
+    }
+    for i in 0..nch {
+        start[i + 1] += start[i];
+    }
+    let mut adj = vec![0u32; edges.len()];
+    let mut fill = start.clone();
+    for &(a, b) in &edges {
+        adj[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+    }
+    drop(edges);
+
+    // Iterative Tarjan.
+    let mut index = vec![u32::MAX; nch];
+    let mut low = vec![0u32; nch];
+    let mut on_stack = vec![false; nch];
+    let mut comp = vec![u32::MAX; nch];
+    let mut stack: Vec<u32> = Vec::new();
+    let mut call: Vec<(u32, u32)> = Vec::new();
+    let mut next_index = 0u32;
+    let mut ncomp = 0u32;
+    let mut cyclic: Vec<u32> = Vec::new();
+    let mut on_cycles = 0usize;
+    for root in 0..nch as u32 {
+        if index[root as usize] != u32::MAX || start[root as usize] == start[root as usize + 1] {
+            continue;
+        }
+        call.push((root, start[root as usize]));
+        index[root as usize] = next_index;
+        low[root as usize] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(&mut (u, ref mut ei)) = call.last_mut() {
+            if *ei < start[u as usize + 1] {
+                let w = adj[*ei as usize];
+                *ei += 1;
+                if index[w as usize] == u32::MAX {
+                    index[w as usize] = next_index;
+                    low[w as usize] = next_index;
+                    next_index += 1;
+                    stack.push(w);
+                    on_stack[w as usize] = true;
+                    call.push((w, start[w as usize]));
+                } else if on_stack[w as usize] {
+                    low[u as usize] = low[u as usize].min(index[w as usize]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(p, _)) = call.last() {
+                    low[p as usize] = low[p as usize].min(low[u as usize]);
+                }
+                if low[u as usize] == index[u as usize] {
+                    let mut size = 0usize;
+                    let mut self_loop = false;
+                    loop {
+                        let Some(w) = stack.pop() else { break };
+                        on_stack[w as usize] = false;
+                        comp[w as usize] = ncomp;
+                        size += 1;
+                        if w == u {
+                            break;
+                        }
+                    }
+                    if size == 1 {
+                        let r = start[u as usize] as usize..start[u as usize + 1] as usize;
+                        self_loop = adj[r].contains(&u);
+                    }
+                    if size > 1 || self_loop {
+                        cyclic.push(u);
+                        on_cycles += size;
+                    }
+                    ncomp += 1;
+                }
+            }
+        }
+    }
+    let &first = cyclic.first()?;
+    // Walk inside the first cyclic component until a channel repeats.
+    let c = comp[first as usize];
+    let mut seen_at = std::collections::HashMap::new();
+    let mut path = Vec::new();
+    let mut u = first;
+    loop {
+        if let Some(&i) = seen_at.get(&u) {
+            path.drain(..i);
+            break;
+        }
+        seen_at.insert(u, path.len());
+        path.push(u);
+        let r = start[u as usize] as usize..start[u as usize + 1] as usize;
+        match adj[r].iter().find(|&&w| comp[w as usize] == c) {
+            Some(&w) => u = w,
+            None => break,
+        }
+    }
+    Some(CreditLoop {
+        cycle: path.iter().map(|&ch| (ch / v as u32, (ch % v as u32) as u8)).collect(),
+        channels_on_cycles: on_cycles,
+        cyclic_components: cyclic.len(),
+    })
+}
+
+/// One line naming the channels of a cycle.
+pub fn describe_cycle(fabric: &FabricSnapshot, cycle: &[(u32, u8)]) -> String {
+    let mut s = String::from("credit loop through ");
+    for (i, &(pi, vl)) in cycle.iter().enumerate().take(12) {
+        if i > 0 {
+            s.push_str(" -> ");
+        }
+        let p = &fabric.ports[pi as usize];
+        let n = &fabric.nodes[p.node as usize];
+        s.push_str(&format!("0x{:016x}[{}] VL{}", n.guid, p.num, vl));
+    }
+    if cycle.len() > 12 {
+        s.push_str(&format!(" ... ({} channels)", cycle.len()));
+    }
+    s
+}
