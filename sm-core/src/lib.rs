@@ -1,1 +1,12 @@
+//! # sm-core — the smcore subnet manager library
+//!
+//! The core discovers the fabric, assigns LIDs, hands a
+//! [`FabricSnapshot`](sm_abi::FabricSnapshot) to the engine chain, verifies
+//! the result and programs (or, offline, dumps) it. It never computes routes
+//! itself: every routing engine is a shared library loaded through `sm-abi`.
 
+pub mod config;
+pub mod dump;
+pub mod engines;
+pub mod offline;
+pub mod report;

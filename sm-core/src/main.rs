@@ -1,1 +1,172 @@
-fn main() {}
+//! The `smcore` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use sm_core::config::Config;
+use sm_core::engines::loader::{search_path, Registry};
+use tracing::warn;
+
+mod gen_cmd;
+
+/// smcore: an InfiniBand subnet manager with dynamically loaded routing engines.
+#[derive(Parser, Debug)]
+#[command(name = "smcore", version, about, long_about = None)]
+struct Cli {
+    /// Engine directory to search (repeatable; searched before
+    /// SMCORE_ENGINE_PATH and the executable's directory).
+    #[arg(long = "engine-dir", global = true, value_name = "DIR")]
+    engine_dirs: Vec<PathBuf>,
+    /// Configuration file (TOML; see config/smcore.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log filter (tracing env-filter syntax, e.g. `info`, `sm_core=debug`).
+    #[arg(long, global = true, default_value = "warn", env = "SMCORE_LOG")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Route a topology file offline: verify, report, dump.
+    Route(RouteArgs),
+    /// List the engines found in the engine directories.
+    Engines,
+    /// Write a generated topology file.
+    Gen(gen_cmd::GenArgs),
+}
+
+/// Engine options shared by `route` and the SM, spelled as OpenSM's options.
+#[derive(Args, Debug, Default)]
+struct EngineOptions {
+    /// LMC: end ports get 2^LMC LIDs.
+    #[arg(long)]
+    lmc: Option<u8>,
+    /// Route the ports of these GUIDs first (minhop, updn).
+    #[arg(long, value_name = "FILE")]
+    guid_routing_order_file: Option<PathBuf>,
+    /// Switch ports (`<guid> <port>` lines) left out of load equalisation.
+    #[arg(long, value_name = "FILE")]
+    port_prof_ignore_file: Option<PathBuf>,
+}
+
+impl EngineOptions {
+    fn apply(&self, config: &mut Config) {
+        if let Some(l) = self.lmc {
+            config.lmc = l;
+        }
+        if let Some(p) = &self.guid_routing_order_file {
+            config.set_option("guid_routing_order_file", p.display().to_string());
+        }
+        if let Some(p) = &self.port_prof_ignore_file {
+            config.set_option("port_prof_ignore_file", p.display().to_string());
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct RouteArgs {
+    /// Topology file (ibnetdiscover / ibsim net format).
+    topology: PathBuf,
+    /// Engine list, e.g. `updn,minhop` or `torus-2QoS,no_fallback`.
+    #[arg(long, value_name = "LIST")]
+    engines: Option<String>,
+    /// Write OpenSM-format dumps here.
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
+    /// Write the report as JSON here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    options: EngineOptions,
+}
+
+/// Exit status when no engine routed.
+const EXIT_NOT_ROUTED: u8 = 3;
+/// Exit status for bad input (file, config, engine list).
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+
+    let mut config = match &cli.config {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => Config::default(),
+    };
+    if let Command::Gen(args) = &cli.command {
+        return gen_cmd::run(args);
+    }
+    let mut dirs = cli.engine_dirs.clone();
+    dirs.extend(config.engine_dirs.iter().cloned());
+    let env = std::env::var("SMCORE_ENGINE_PATH").ok();
+    let registry = Registry::scan(&search_path(&dirs, env.as_deref()));
+
+    match &cli.command {
+        Command::Engines => {
+            if registry.engines.is_empty() {
+                println!("no engines found (searched: {})", dir_list(&registry));
+            }
+            for e in &registry.engines {
+                println!("{:<12} {:<8} {}", e.name, e.version, e.library.display());
+            }
+            for p in &registry.problems {
+                println!("skipped      {p}");
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Route(args) => {
+            for p in &registry.problems {
+                warn!("engine library skipped: {p}");
+            }
+            args.options.apply(&mut config);
+            let engines = args.engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
+            let dump_dir = args.dump_dir.clone().or_else(|| config.dump_dir.clone());
+            if let Some(d) = &dump_dir {
+                if let Err(e) = std::fs::create_dir_all(d) {
+                    return fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display()));
+                }
+            }
+            let (report, outcome) =
+                match sm_core::offline::route_file(&args.topology, &registry, &engines, &config, dump_dir.as_deref()) {
+                    Ok(r) => r,
+                    Err(e) => return fail(EXIT_BAD_INPUT, e),
+                };
+            print!("{report}");
+            if let Some(path) = &args.report {
+                let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+                if let Err(e) = std::fs::write(path, json + "\n") {
+                    return fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display()));
+                }
+            }
+            if outcome.routed.is_some() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_NOT_ROUTED)
+            }
+        }
+        Command::Gen(_) => ExitCode::SUCCESS,
+    }
+}
+
+fn dir_list(r: &Registry) -> String {
+    r.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":")
+}
+
+/// One clear line on stderr, and the exit status.
+fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("smcore: error: {e}");
+    ExitCode::from(code)
+}

@@ -1,0 +1,139 @@
+//! `smcore.toml`: defaults for the SM and the engines. Command-line flags
+//! override it.
+//!
+//! Keys follow OpenSM's option names (snake case) where one exists. Any
+//! top-level key that is not one of the core's own is an engine option and
+//! is passed to every engine; `[engines.<name>]` tables add or override
+//! options for one engine.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::engines::CreditLoopPolicy;
+
+/// A configuration file that cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// Unreadable file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Bad TOML or a bad value; the message names line and column.
+    #[error("{}:{line}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Verifier settings.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct VerifyConfig {
+    /// Look for credit loops.
+    pub check_credit_loops: bool,
+    /// `auto`, `fatal` or `warn`.
+    pub credit_loops: CreditLoopPolicy,
+    /// Also check routes to switch LIDs.
+    pub switch_destinations: bool,
+}
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        VerifyConfig { check_credit_loops: true, credit_loops: CreditLoopPolicy::Auto, switch_destinations: false }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(default)]
+pub struct Config {
+    /// Engine list, as OpenSM's `routing_engine` (e.g. `"torus-2QoS,no_fallback"`).
+    pub routing_engine: Option<String>,
+    /// LMC for end ports.
+    pub lmc: u8,
+    /// Extra engine directories, searched before `SMCORE_ENGINE_PATH` and the
+    /// executable's directory.
+    pub engine_dirs: Vec<PathBuf>,
+    /// Where dumps go.
+    pub dump_dir: Option<PathBuf>,
+    /// Verification.
+    pub verify: VerifyConfig,
+    /// Per-engine option tables.
+    pub engines: BTreeMap<String, toml::Table>,
+    /// Every other top-level key: engine options shared by all engines.
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+impl Config {
+    /// Read a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parse configuration text; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
+            ConfigError::Parse { path: path.to_path_buf(), line, message: e.message().to_string() }
+        })
+    }
+
+    /// Set a shared engine option (a command-line flag overriding the file).
+    pub fn set_option(&mut self, key: &str, value: impl Into<toml::Value>) {
+        self.options.insert(key.to_string(), value.into());
+    }
+
+    /// The TOML text given to engine `name`'s constructor: shared options,
+    /// `lmc`, then the engine's own table.
+    pub fn engine_text(&self, name: &str) -> String {
+        let mut t = self.options.clone();
+        t.insert("lmc".into(), toml::Value::Integer(self.lmc as i64));
+        if let Some(own) = self.engines.get(name) {
+            for (k, v) in own {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+        toml::to_string(&t).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_text_merges_shared_and_own_options() {
+        let c = Config::parse(
+            "lmc = 2\nguid_routing_order_file = \"/o\"\n[engines.updn]\nroot_guid_file = \"/r\"\nguid_routing_order_file = \"/u\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let t: toml::Table = toml::from_str(&c.engine_text("updn")).unwrap();
+        assert_eq!(t["lmc"].as_integer(), Some(2));
+        assert_eq!(t["root_guid_file"].as_str(), Some("/r"));
+        assert_eq!(t["guid_routing_order_file"].as_str(), Some("/u"));
+        let m: toml::Table = toml::from_str(&c.engine_text("minhop")).unwrap();
+        assert_eq!(m["guid_routing_order_file"].as_str(), Some("/o"));
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let e = Config::parse("lmc = 1\n\n[verify]\ncredit_loops = \"sometimes\"\n", Path::new("smcore.toml")).unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("smcore.toml:4:"), "{s}");
+    }
+}

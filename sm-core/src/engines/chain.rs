@@ -1,0 +1,265 @@
+//! The engine chain with OpenSM's semantics plus a verification gate.
+//!
+//! `--engines a,b,c` tries each engine in order. An engine has failed when
+//! its constructor or `route` returns an error, when it panics (the ABI
+//! adapter turns the panic into an error), or when its result does not pass
+//! verification. If every listed engine fails, `minhop` routes — unless the
+//! list contains `no_fallback`, in which case nothing is routed and the
+//! caller keeps what the switches already hold (the torus-2QoS rule).
+
+use std::time::{Duration, Instant};
+
+use sm_abi::{FabricSnapshot, Routing};
+use smcore_kit::verify::{verify_with, Verification, VerifyOptions};
+use smcore_kit::Graph;
+use thiserror::Error;
+use tracing::{info, info_span, warn};
+
+use super::loader::Registry;
+
+/// The engine OpenSM falls back to.
+pub const FALLBACK: &str = "minhop";
+/// The list keyword that disables the fallback.
+pub const NO_FALLBACK: &str = "no_fallback";
+
+/// A bad `--engines` list.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ChainError {
+    /// A name no loaded library provides.
+    #[error("unknown routing engine `{name}`; known engines: {}", known.join(", "))]
+    UnknownEngine {
+        /// The name given.
+        name: String,
+        /// Engines the libraries provide.
+        known: Vec<String>,
+    },
+    /// An empty list.
+    #[error("no routing engine given (known engines: {})", known.join(", "))]
+    Empty {
+        /// Engines the libraries provide.
+        known: Vec<String>,
+    },
+    /// The fallback is needed but no library provides it.
+    #[error("the fallback engine `minhop` is not in any engine directory; add `no_fallback` to the list or install it")]
+    NoFallbackEngine,
+}
+
+/// A parsed engine list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainSpec {
+    /// Engines in the order to try.
+    pub engines: Vec<String>,
+    /// `no_fallback` was given.
+    pub no_fallback: bool,
+}
+
+impl ChainSpec {
+    /// Parse `a,b,no_fallback` and check every name against the registry.
+    pub fn parse(list: &str, registry: &Registry) -> Result<ChainSpec, ChainError> {
+        let known = || registry.names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut engines = Vec::new();
+        let mut no_fallback = false;
+        for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            if word == NO_FALLBACK {
+                no_fallback = true;
+            } else if registry.get(word).is_some() {
+                engines.push(word.to_string());
+            } else {
+                return Err(ChainError::UnknownEngine { name: word.to_string(), known: known() });
+            }
+        }
+        if engines.is_empty() {
+            return Err(ChainError::Empty { known: known() });
+        }
+        if !no_fallback && !engines.iter().any(|e| e == FALLBACK) && registry.get(FALLBACK).is_none() {
+            return Err(ChainError::NoFallbackEngine);
+        }
+        Ok(ChainSpec { engines, no_fallback })
+    }
+
+    /// The engines that will be tried, fallback included.
+    pub fn sequence(&self) -> Vec<String> {
+        let mut v = self.engines.clone();
+        if !self.no_fallback && !v.iter().any(|e| e == FALLBACK) {
+            v.push(FALLBACK.to_string());
+        }
+        v
+    }
+}
+
+/// When a credit loop fails an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CreditLoopPolicy {
+    /// Fatal for engines that promise deadlock freedom, reported otherwise.
+    #[default]
+    Auto,
+    /// Always fatal.
+    Fatal,
+    /// Never fatal (reported only).
+    Warn,
+}
+
+/// How results are judged.
+#[derive(Debug, Clone, Default)]
+pub struct GateOptions {
+    /// Verifier options.
+    pub verify: VerifyOptions,
+    /// Credit loop policy.
+    pub credit_loops: CreditLoopPolicy,
+}
+
+/// Why an engine did not route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The constructor failed (bad configuration, missing file...).
+    Create(String),
+    /// `route` returned an error.
+    Error(String),
+    /// The engine panicked.
+    Panic(String),
+    /// The result failed verification.
+    Verification(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Create(r) => write!(f, "could not be created: {r}"),
+            Failure::Error(r) => write!(f, "failed: {r}"),
+            Failure::Panic(r) => write!(f, "panicked: {r}"),
+            Failure::Verification(r) => write!(f, "result rejected by verification: {r}"),
+        }
+    }
+}
+
+/// One engine tried.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// Engine name.
+    pub engine: String,
+    /// None when it routed.
+    pub failure: Option<Failure>,
+    /// Time in the engine's `route`.
+    pub route_time: Duration,
+    /// Time verifying its result.
+    pub verify_time: Duration,
+}
+
+/// What the chain did.
+#[derive(Debug)]
+pub struct ChainOutcome {
+    /// Every engine tried, in order.
+    pub attempts: Vec<Attempt>,
+    /// The accepted routing, with the engine name and its verification.
+    pub routed: Option<Routed>,
+}
+
+/// An accepted routing.
+#[derive(Debug)]
+pub struct Routed {
+    /// Engine that produced it.
+    pub engine: String,
+    /// The routing.
+    pub routing: Routing,
+    /// Its verification (credit loops may be present if tolerated).
+    pub verification: Verification,
+}
+
+impl ChainOutcome {
+    /// One line per engine: who routed and why the others did not.
+    pub fn describe(&self) -> Vec<String> {
+        self.attempts
+            .iter()
+            .map(|a| match &a.failure {
+                None => format!("{}: routed", a.engine),
+                Some(f) => format!("{}: {f}", a.engine),
+            })
+            .collect()
+    }
+}
+
+/// Run the chain on a fabric. `config_for` gives each engine's config text.
+pub fn run(
+    registry: &Registry,
+    spec: &ChainSpec,
+    fabric: &FabricSnapshot,
+    config_for: &dyn Fn(&str) -> String,
+    gate: &GateOptions,
+) -> ChainOutcome {
+    let graph = Graph::new(fabric);
+    let mut attempts = Vec::new();
+    for name in spec.sequence() {
+        let span = info_span!("engine", name = %name);
+        let _g = span.enter();
+        let mut attempt = Attempt { engine: name.clone(), failure: None, route_time: Duration::ZERO, verify_time: Duration::ZERO };
+        let Some(entry) = registry.get(&name) else {
+            attempt.failure = Some(Failure::Create("no engine library provides it".into()));
+            attempts.push(attempt);
+            continue;
+        };
+        let engine = match entry.create(&config_for(&name)) {
+            Ok(e) => e,
+            Err(r) => {
+                warn!(engine = %name, "{}", Failure::Create(r.clone()));
+                attempt.failure = Some(classify(r, Failure::Create));
+                attempts.push(attempt);
+                continue;
+            }
+        };
+        let t = Instant::now();
+        let result = engine.route(fabric).into_result();
+        attempt.route_time = t.elapsed();
+        let routing = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let f = classify(e.reason.into_string(), Failure::Error);
+                warn!(engine = %name, "{f}");
+                attempt.failure = Some(f);
+                attempts.push(attempt);
+                continue;
+            }
+        };
+        for d in routing.diagnostics.iter() {
+            match d.level {
+                sm_abi::Level::Info => info!(engine = %name, "{}", d.message),
+                sm_abi::Level::Warn => warn!(engine = %name, "{}", d.message),
+            }
+        }
+        let t = Instant::now();
+        let verification = verify_with(fabric, &graph, &routing, &gate.verify);
+        attempt.verify_time = t.elapsed();
+        let loops_fatal = match gate.credit_loops {
+            CreditLoopPolicy::Auto => entry.deadlock_free,
+            CreditLoopPolicy::Fatal => true,
+            CreditLoopPolicy::Warn => false,
+        };
+        let mut rejected = verification.unreachable > 0 || verification.looping > 0 || verification.vl_violations > 0;
+        if verification.credit_loop.is_some() {
+            if loops_fatal {
+                rejected = true;
+            } else {
+                warn!(engine = %name, "routing has credit loops (tolerated: the engine does not promise deadlock freedom)");
+            }
+        }
+        if rejected {
+            let why = verification.failure().unwrap_or_else(|| "verification failed".into());
+            warn!(engine = %name, "result rejected: {why}");
+            attempt.failure = Some(Failure::Verification(why));
+            attempts.push(attempt);
+            continue;
+        }
+        info!(engine = %name, route_ms = attempt.route_time.as_secs_f64() * 1e3, "routed");
+        attempts.push(attempt);
+        return ChainOutcome { attempts, routed: Some(Routed { engine: name, routing, verification }) };
+    }
+    ChainOutcome { attempts, routed: None }
+}
+
+/// The ABI adapter reports panics as errors starting with this prefix.
+fn classify(reason: String, otherwise: fn(String) -> Failure) -> Failure {
+    match reason.strip_prefix("engine panicked: ") {
+        Some(msg) => Failure::Panic(msg.to_string()),
+        None => otherwise(reason),
+    }
+}

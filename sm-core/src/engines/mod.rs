@@ -1,0 +1,7 @@
+//! Routing engines: loading libraries and running the engine chain.
+
+pub mod chain;
+pub mod loader;
+
+pub use chain::{Attempt, ChainError, ChainOutcome, ChainSpec, CreditLoopPolicy, Failure, GateOptions};
+pub use loader::{EngineEntry, LoadProblem, Registry};

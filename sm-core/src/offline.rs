@@ -1,0 +1,104 @@
+//! `smcore route`: the routing pipeline on a topology file, without MADs.
+//!
+//! topology file → fabric snapshot with LIDs → engine chain (+ verify gate)
+//! → report and OpenSM-format dumps. The same chain and gate run in the SM.
+
+use std::path::Path;
+use std::time::Instant;
+
+use sm_abi::FabricSnapshot;
+use thiserror::Error;
+use tracing::info_span;
+
+use crate::config::Config;
+use crate::dump::{self, DumpError};
+use crate::engines::chain::{self, ChainError, ChainOutcome, GateOptions};
+use crate::engines::Registry;
+use crate::report::{peak_rss_mib, RouteReport};
+
+/// What stops `smcore route` before any engine runs, or after.
+#[derive(Debug, Error)]
+pub enum OfflineError {
+    /// Bad topology file.
+    #[error(transparent)]
+    Topology(#[from] sm_topology::TopologyError),
+    /// Bad engine list.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// Dumps could not be written.
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+}
+
+/// The verifier and gate settings from the configuration.
+pub fn gate_options(config: &Config) -> GateOptions {
+    GateOptions {
+        verify: smcore_kit::VerifyOptions {
+            credit_loops: config.verify.check_credit_loops,
+            switch_destinations: config.verify.switch_destinations,
+            ..Default::default()
+        },
+        credit_loops: config.verify.credit_loops,
+    }
+}
+
+/// Load a topology file and assign LIDs.
+pub fn load_fabric(path: &Path, lmc: u8) -> Result<FabricSnapshot, OfflineError> {
+    let topo = sm_topology::parse_file(path)?;
+    Ok(sm_topology::lids::snapshot(&topo, lmc)?)
+}
+
+/// Route a fabric through the chain, filling a report; writes dumps when
+/// `dump_dir` is given and something routed.
+pub fn route_fabric(
+    fabric: &FabricSnapshot,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    dump_dir: Option<&Path>,
+    report: &mut RouteReport,
+) -> Result<ChainOutcome, OfflineError> {
+    let spec = chain::ChainSpec::parse(engines, registry)?;
+    let gate = gate_options(config);
+    let outcome = chain::run(registry, &spec, fabric, &|name| config.engine_text(name), &gate);
+    let (mut route, mut verify) = (0.0, 0.0);
+    for a in &outcome.attempts {
+        route += a.route_time.as_secs_f64();
+        verify += a.verify_time.as_secs_f64();
+    }
+    report.phase("route", std::time::Duration::from_secs_f64(route));
+    report.phase("verify", std::time::Duration::from_secs_f64(verify));
+    report.fill(fabric, &outcome);
+    if let (Some(dir), Some(routed)) = (dump_dir, &outcome.routed) {
+        let t = Instant::now();
+        let files = dump::write_all(dir, fabric, &routed.routing)?;
+        report.phase("dump", t.elapsed());
+        report.dumps = files.iter().map(|p| p.display().to_string()).collect();
+    }
+    Ok(outcome)
+}
+
+/// The whole of `smcore route`.
+pub fn route_file(
+    topology: &Path,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    dump_dir: Option<&Path>,
+) -> Result<(RouteReport, ChainOutcome), OfflineError> {
+    let span = info_span!("route", topology = %topology.display());
+    let _g = span.enter();
+    let total = Instant::now();
+    let mut report = RouteReport { topology: topology.display().to_string(), ..Default::default() };
+    let t = Instant::now();
+    let topo = sm_topology::parse_file(topology)?;
+    report.phase("parse", t.elapsed());
+    let t = Instant::now();
+    let fabric = sm_topology::lids::snapshot(&topo, config.lmc)?;
+    drop(topo);
+    report.phase("lids", t.elapsed());
+    let outcome = route_fabric(&fabric, registry, engines, config, dump_dir, &mut report)?;
+    report.phase("total", total.elapsed());
+    report.peak_rss_mib = peak_rss_mib();
+    Ok((report, outcome))
+}

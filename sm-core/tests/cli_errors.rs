@@ -1,0 +1,69 @@
+//! Bad input gives one clear error line and a non-zero status, never a panic.
+
+mod common;
+
+use common::*;
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+#[test]
+fn unknown_engine_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "small.net", SMALL_NET);
+    let (code, _, err) = smcore(&["route", net.to_str().unwrap(), "--engines", "minhop,bogus"]);
+    assert_eq!(code, 2);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("unknown routing engine `bogus`") && lines[0].contains("minhop"), "{err}");
+}
+
+#[test]
+fn bad_topology_names_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "bad.net", "Switch 4 \"sw1\"\n[1] \"h1\"[1]\n[9] \"h2\"[1]\nHca 1 \"h1\"\nHca 1 \"h2\"\n");
+    let (code, _, err) = smcore(&["route", net.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("bad.net:3"), "{err}");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn bad_engine_file_is_one_line_and_routing_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "small.net", SMALL_NET);
+    let dir = tmp.path().join("engines");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("libbroken.so"), b"\x7fELF truncated").unwrap();
+    let (code, out, err) = smcore(&["route", net.to_str().unwrap(), "--engine-dir", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("libbroken.so") && lines[0].contains("not a loadable library"), "{err}");
+    assert!(out.contains("routed by minhop"), "{out}");
+}
+
+#[test]
+fn bad_config_names_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "small.net", SMALL_NET);
+    let cfg = write(tmp.path(), "smcore.toml", "lmc = 0\n[verify]\ncredit_loops = 7\n");
+    let (code, _, err) = smcore(&["route", net.to_str().unwrap(), "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("smcore.toml:3"), "{err}");
+}
+
+#[test]
+fn nothing_routed_exits_non_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "small.net", SMALL_NET);
+    let fx = fixtures_dir();
+    let (code, out, _) = smcore(&["route", net.to_str().unwrap(), "--engine-dir", fx.to_str().unwrap(), "--engines", "test-decline,no_fallback"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("NOT ROUTED") && out.contains("not for me"), "{out}");
+}

@@ -1,0 +1,73 @@
+//! Shared helpers for sm-core integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// Directory of the smcore binary under test; the workspace's engine cdylibs
+/// are built there too (`cargo build --workspace`).
+pub fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_smcore")).parent().expect("bin dir").to_path_buf()
+}
+
+/// Build the deliberately broken engines (a separate workspace, so they never
+/// sit beside the real binary) and return the directory holding them.
+pub fn fixtures_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let ws = workspace();
+        let target = ws.join("target").join("fixtures");
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--manifest-path"])
+            .arg(ws.join("tests/fixtures/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("run cargo for fixtures");
+        assert!(status.success(), "building test engine fixtures failed");
+        target.join("debug")
+    })
+    .clone()
+}
+
+/// A small two-level fabric: 2 leaves with 2 hosts each, joined by two
+/// parallel links.
+pub const SMALL_NET: &str = r#"
+Switch 4 "sw1"
+[1] "h1"[1]
+[2] "h2"[1]
+[3] "sw2"[3]
+[4] "sw2"[4]
+
+Switch 4 "sw2"
+[1] "h3"[1]
+[2] "h4"[1]
+
+Hca 1 "h1"
+Hca 1 "h2"
+Hca 1 "h3"
+Hca 1 "h4"
+"#;
+
+/// Write `text` to `dir/name`.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write test file");
+    p
+}
+
+/// Run smcore with arguments; returns (status code, stdout, stderr).
+pub fn smcore(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore")).args(args).output().expect("run smcore");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
