@@ -19,6 +19,7 @@
 
 pub mod balance;
 pub mod config;
+pub mod conformance;
 
 pub mod graph;
 pub mod verify;

@@ -51,8 +51,12 @@ pub struct CreditLoop {
 /// Result of verifying one routing.
 #[derive(Debug, Clone, Default)]
 pub struct Verification {
-    /// (source end port, destination LID) pairs examined.
+    /// (source end port, destination LID) pairs examined: both ends in the
+    /// same physically connected part of the fabric.
     pub pairs: u64,
+    /// Pairs skipped because no cable path joins them (a partitioned fabric
+    /// is not the engine's fault).
+    pub disconnected: u64,
     /// Pairs whose route does not arrive.
     pub unreachable: u64,
     /// Pairs whose route runs into a forwarding loop.
@@ -336,8 +340,9 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
         }
     }
     let sources: Vec<u32> = graph.end_ports.clone();
+    let component = components(graph);
     let examples = Mutex::new(Vec::<String>::new());
-    let ctx = Ctx { fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
+    let ctx = Ctx { component: &component, fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
 
     let make_acc = || Acc {
         v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
@@ -367,6 +372,7 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
             || Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
             |mut a, b| {
                 a.pairs += b.pairs;
+                a.disconnected += b.disconnected;
                 a.unreachable += b.unreachable;
                 a.looping += b.looping;
                 a.non_minimal += b.non_minimal;
@@ -395,6 +401,7 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
 }
 
 struct Ctx<'a> {
+    component: &'a [u32],
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
@@ -513,16 +520,20 @@ impl Ctx<'_> {
             if sp == dest_port {
                 continue;
             }
-            acc.v.pairs += 1;
             let src = &self.fabric.ports[sp as usize];
+            let e = self.graph.entry_switch(self.fabric, sp);
+            if src.peer != dest_port && (e == NONE || t == NONE || self.component[e as usize] != self.component[t as usize]) {
+                acc.v.disconnected += 1;
+                continue;
+            }
+            acc.v.pairs += 1;
             if src.peer == dest_port {
                 acc.v.total_hops += 1;
                 acc.v.total_min_hops += 1;
                 acc.v.max_hops = acc.v.max_hops.max(1);
                 continue;
             }
-            let e = self.graph.entry_switch(self.fabric, sp);
-            let st = if e == NONE { DEAD } else { acc.status[e as usize] };
+            let st = acc.status[e as usize];
             if st != REACHES {
                 if st == LOOPS {
                     acc.v.looping += 1;
@@ -677,6 +688,32 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// Connected component of each switch over usable links.
+fn components(graph: &Graph) -> Vec<u32> {
+    let n = graph.switch_count();
+    let mut comp = vec![NONE; n];
+    let mut queue = Vec::new();
+    let mut next = 0;
+    for s in 0..n {
+        if comp[s] != NONE {
+            continue;
+        }
+        comp[s] = next;
+        queue.clear();
+        queue.push(s as Sw);
+        while let Some(x) = queue.pop() {
+            for &y in &graph.sw_adj[x as usize] {
+                if comp[y as usize] == NONE {
+                    comp[y as usize] = next;
+                    queue.push(y);
+                }
+            }
+        }
+        next += 1;
+    }
+    comp
 }
 
 /// Find a cycle in the channel dependency graph (Tarjan's SCC, iterative).
