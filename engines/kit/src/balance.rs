@@ -21,12 +21,16 @@ pub trait HopTable: Sync {
 }
 
 /// Unconstrained shortest paths.
+/// (The matrix is symmetric; reading row `t` keeps a target's lookups in
+/// one cache-friendly row.)
 impl HopTable for DistanceMatrix {
+    #[inline]
     fn least(&self, s: Sw, t: Sw) -> u8 {
-        self.get(s, t)
+        self.to(t)[s as usize]
     }
+    #[inline]
     fn via(&self, _s: Sw, link: &SwPort, t: Sw) -> u8 {
-        self.get(link.peer_sw, t).saturating_add(1)
+        self.to(t)[link.peer_sw as usize].saturating_add(1)
     }
 }
 
@@ -103,24 +107,59 @@ struct Remote {
 }
 
 /// Compute one LFT per switch.
-pub fn assign_lfts(
+pub fn assign_lfts<H: HopTable>(
     fabric: &FabricSnapshot,
     graph: &Graph,
-    hops: &dyn HopTable,
+    hops: &H,
     order: &[u32],
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
+    let targets = targets(fabric, graph, order);
     (0..graph.switch_count() as Sw)
         .into_par_iter()
-        .map(|s| Lft { node: graph.switch_nodes[s as usize], ports: assign_switch(fabric, graph, hops, order, opts, s).into() })
+        .map(|s| Lft { node: graph.switch_nodes[s as usize], ports: assign_switch(fabric, graph, hops, &targets, opts, s).into() })
         .collect()
 }
 
-fn assign_switch(
+/// A routing target, flattened once so that every switch's pass over the
+/// order list reads one compact array.
+#[derive(Clone, Copy)]
+struct Target {
+    /// Port index of the target.
+    port: u32,
+    base_lid: u16,
+    lid_count: u16,
+    /// Switch the target is on or hangs off (NONE: not attached).
+    t: Sw,
+    /// Port of `t` the target is on (0 for a switch's own LID).
+    t_port: u8,
+    is_switch: bool,
+}
+
+fn targets(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Vec<Target> {
+    order
+        .iter()
+        .map(|&pi| {
+            let p = &fabric.ports[pi as usize];
+            let is_switch = fabric.nodes[p.node as usize].kind == NodeKind::Switch;
+            let (t, t_port) = if is_switch {
+                (graph.sw_of_node[p.node as usize], 0)
+            } else if p.peer == NONE {
+                (NONE, 0)
+            } else {
+                let peer = &fabric.ports[p.peer as usize];
+                (graph.sw_of_node[peer.node as usize], peer.num)
+            };
+            Target { port: pi, base_lid: p.lid, lid_count: p.lid_count().min(u16::MAX as u32) as u16, t, t_port, is_switch }
+        })
+        .collect()
+}
+
+fn assign_switch<H: HopTable>(
     fabric: &FabricSnapshot,
     graph: &Graph,
-    hops: &dyn HopTable,
-    order: &[u32],
+    hops: &H,
+    targets: &[Target],
     opts: &BalanceOptions,
     s: Sw,
 ) -> Vec<u8> {
@@ -143,83 +182,93 @@ fn assign_switch(
         }
     }
     let lmc_aware = fabric.lmc > 0;
-    let mut remotes: Vec<Vec<Remote>> = if lmc_aware { vec![Vec::new(); order.len()] } else { Vec::new() };
+    let mut remotes: Vec<Vec<Remote>> = if lmc_aware { vec![Vec::new(); targets.len()] } else { Vec::new() };
     let mut counts = vec![0u32; num_ports];
     let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
-    let mut candidates: Vec<SwPort> = Vec::with_capacity(num_ports);
+    let mut candidates: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
+    let mut ordered: Vec<SwPort> = Vec::with_capacity(num_ports);
+    let mut cached_t = NONE;
 
-    for offset in 0..(1u32 << fabric.lmc) {
-        for (oi, &target) in order.iter().enumerate() {
-            let tp = &fabric.ports[target as usize];
-            if offset >= tp.lid_count() {
+    for offset in 0..(1u16 << fabric.lmc) {
+        for (oi, tg) in targets.iter().enumerate() {
+            if offset >= tg.lid_count {
                 continue;
             }
-            let lid = tp.lid as usize + offset as usize;
-            if lid >= lft.len() {
+            let lid = tg.base_lid as usize + offset as usize;
+            if lid >= lft.len() || tg.t == NONE {
                 continue;
             }
-            let target_is_switch = fabric.nodes[tp.node as usize].kind == NodeKind::Switch;
-            // Where the target sits in the switched fabric.
-            let t = if target_is_switch {
-                if tp.node == node_idx {
-                    lft[lid] = 0;
-                    continue;
+            let t = tg.t;
+            if t == s {
+                // The switch's own LID, or an end port on this switch: only
+                // one way to go.
+                lft[lid] = tg.t_port;
+                if !tg.is_switch && !ignored[tg.t_port as usize] {
+                    counts[tg.t_port as usize] += 1;
+                    if lmc_aware {
+                        note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
+                    }
                 }
-                graph.sw_of_node[tp.node as usize]
-            } else {
-                if tp.peer == NONE {
-                    continue;
-                }
-                let peer = &fabric.ports[tp.peer as usize];
-                if peer.node == node_idx {
-                    // Directly attached end port: only one way to go.
-                    let port = peer.num;
-                    lft[lid] = port;
-                    if !ignored[port as usize] {
-                        counts[port as usize] += 1;
-                        if lmc_aware {
-                            note_remote(&mut remotes[oi], fabric, target, opts.dor);
+                continue;
+            }
+            // Least-hop ports towards `t`, as positions in the search
+            // order; consecutive targets usually share `t`, so keep them.
+            if t != cached_t {
+                cached_t = t;
+                candidates.clear();
+                let least = hops.least(s, t);
+                if least != u8::MAX {
+                    let mut first_remote = NONE;
+                    for (pos, &num) in search.iter().enumerate() {
+                        if num == 0 {
+                            continue;
                         }
+                        let Some(link) = by_num.get(num as usize).copied().flatten() else { continue };
+                        if link.peer_sw == NONE || hops.via(s, &link, t) != least {
+                            continue;
+                        }
+                        if opts.dor {
+                            if first_remote == NONE {
+                                first_remote = link.peer_node;
+                            } else if link.peer_node != first_remote {
+                                continue;
+                            }
+                        }
+                        candidates.push((pos, link));
                     }
-                    continue;
                 }
-                graph.sw_of_node[peer.node as usize]
-            };
-            if t == NONE {
+            }
+            if candidates.is_empty() {
                 continue;
             }
-            let least = hops.least(s, t);
-            if least == u8::MAX {
-                continue;
-            }
+            // OpenSM scans from `start_from` round the search order; for a
+            // port's later LMC LIDs that starts after the previous LID's port.
             let start_from = if offset > 0 { lft[lid - 1] as usize + 1 } else { 1 };
-            candidates.clear();
-            let mut first_remote = NONE;
-            for i in start_from..start_from + num_ports {
-                let num = search[i % num_ports];
-                if num == 0 {
-                    continue;
-                }
-                let Some(link) = by_num.get(num as usize).copied().flatten() else { continue };
-                if link.peer_sw == NONE || hops.via(s, &link, t) != least {
-                    continue;
-                }
-                if opts.dor {
-                    if first_remote == NONE {
-                        first_remote = link.peer_node;
-                    } else if link.peer_node != first_remote {
-                        continue;
+            let rot = start_from % num_ports;
+            let split = candidates.partition_point(|&(pos, _)| pos < rot);
+            let choice = if !lmc_aware {
+                // Fewest routes, first in scan order.
+                let mut best = candidates[split % candidates.len()].1;
+                let mut least = u32::MAX;
+                for &(_, l) in candidates[split..].iter().chain(&candidates[..split]) {
+                    let c = counts[l.port as usize];
+                    if c < least {
+                        least = c;
+                        best = l;
                     }
                 }
-                candidates.push(link);
-            }
-            let Some(choice) = choose(fabric, &candidates, &counts, lmc_aware.then(|| remotes[oi].as_slice()), opts.dor)
-            else {
-                continue;
+                best
+            } else {
+                ordered.clear();
+                ordered.extend(candidates[split..].iter().chain(&candidates[..split]).map(|&(_, l)| l));
+                match choose(fabric, &ordered, &counts, Some(remotes[oi].as_slice()), opts.dor) {
+                    Some(c) => c,
+                    None => continue,
+                }
             };
             lft[lid] = choice.port;
             // OpenSM leaves routes to switches out of the port profile.
-            if !target_is_switch && !ignored[choice.port as usize] {
+            if !tg.is_switch && !ignored[choice.port as usize] {
                 counts[choice.port as usize] += 1;
                 if lmc_aware {
                     note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);

@@ -254,7 +254,13 @@ impl DepBits {
         let a = in_port as usize * self.vls as usize + in_vl as usize;
         let b = out_port as usize * self.vls as usize + out_vl as usize;
         let bit = a * side + b;
-        self.bits[self.base[sw as usize] + bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
+        let word = &self.bits[self.base[sw as usize] + bit / 64];
+        let mask = 1 << (bit % 64);
+        // Most dependencies recur for many destinations: a plain load spares
+        // the cache line a locked write.
+        if word.load(Ordering::Relaxed) & mask == 0 {
+            word.fetch_or(mask, Ordering::Relaxed);
+        }
     }
 }
 
@@ -271,6 +277,110 @@ fn destinations(fabric: &FabricSnapshot, graph: &Graph, opts: &VerifyOptions) ->
         }
     }
     out
+}
+
+/// Where a packet goes when a switch sends it out of a port.
+enum Next {
+    /// Into this switch.
+    Switch(Sw),
+    /// Delivered to this port (an end port, or the switch's own port 0).
+    Port(u32),
+    /// Nowhere: no such port, or the link is down.
+    Dead,
+}
+
+/// Per switch and output port, the precomputed [`Next`]: the hot loop of
+/// the verifier is one LFT read and one table read per hop.
+struct HopTab {
+    base: Vec<u32>,
+    width: Vec<u16>,
+    /// `< PORT_BIT`: switch number; `PORT_BIT | i`: port index `i`; DEAD_HOP.
+    code: Vec<u32>,
+}
+
+const PORT_BIT: u32 = 1 << 31;
+const DEAD_HOP: u32 = u32::MAX;
+
+impl HopTab {
+    fn new(fabric: &FabricSnapshot, graph: &Graph) -> HopTab {
+        let mut base = Vec::with_capacity(graph.switch_count());
+        let mut width = Vec::with_capacity(graph.switch_count());
+        let mut code = Vec::new();
+        for &node in &graph.switch_nodes {
+            let n = &fabric.nodes[node as usize];
+            base.push(code.len() as u32);
+            width.push(n.num_ports as u16 + 1);
+            code.push(PORT_BIT | n.first_port);
+            for p in 1..=n.num_ports {
+                let pi = n.first_port + p as u32;
+                let c = if !usable(fabric, pi) {
+                    DEAD_HOP
+                } else {
+                    let peer = fabric.ports[pi as usize].peer;
+                    match graph.sw_of_node[fabric.ports[peer as usize].node as usize] {
+                        NONE => PORT_BIT | peer,
+                        sw => sw,
+                    }
+                };
+                code.push(c);
+            }
+        }
+        HopTab { base, width, code }
+    }
+
+    #[inline]
+    fn next(&self, s: Sw, out: u8) -> Next {
+        if out as u16 >= self.width[s as usize] {
+            return Next::Dead;
+        }
+        match self.code[(self.base[s as usize] + out as u32) as usize] {
+            DEAD_HOP => Next::Dead,
+            c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
+            c => Next::Switch(c),
+        }
+    }
+}
+
+/// End-port sources grouped by the switch their traffic enters at, so a
+/// destination costs O(switches), not O(sources), on the fast path.
+struct Sources {
+    /// CSR offsets per switch into `ports`.
+    start: Vec<u32>,
+    ports: Vec<u32>,
+    /// Sources not attached to a switch (back-to-back end ports).
+    switchless: Vec<u32>,
+}
+
+impl Sources {
+    fn new(fabric: &FabricSnapshot, graph: &Graph) -> Sources {
+        let n = graph.switch_count();
+        let mut start = vec![0u32; n + 1];
+        let mut switchless = Vec::new();
+        let entries: Vec<Sw> = graph.end_ports.iter().map(|&p| graph.entry_switch(fabric, p)).collect();
+        for &e in &entries {
+            if e != NONE {
+                start[e as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut ports = vec![0u32; start[n] as usize];
+        for (&p, &e) in graph.end_ports.iter().zip(&entries) {
+            if e == NONE {
+                switchless.push(p);
+            } else {
+                ports[fill[e as usize] as usize] = p;
+                fill[e as usize] += 1;
+            }
+        }
+        Sources { start, ports, switchless }
+    }
+
+    fn at(&self, s: Sw) -> &[u32] {
+        &self.ports[self.start[s as usize] as usize..self.start[s as usize + 1] as usize]
+    }
 }
 
 /// Thread-local accumulation.
@@ -339,10 +449,11 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
             groups.push((NONE, orphan));
         }
     }
-    let sources: Vec<u32> = graph.end_ports.clone();
+    let sources = Sources::new(fabric, graph);
     let component = components(graph);
     let examples = Mutex::new(Vec::<String>::new());
-    let ctx = Ctx { component: &component, fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
+    let hops = HopTab::new(fabric, graph);
+    let ctx = Ctx { hops: &hops, component: &component, fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
 
     let make_acc = || Acc {
         v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
@@ -401,6 +512,7 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
 }
 
 struct Ctx<'a> {
+    hops: &'a HopTab,
     component: &'a [u32],
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
@@ -409,7 +521,7 @@ struct Ctx<'a> {
     uniform: Option<u8>,
     routing: &'a Routing,
     deps: Option<&'a DepBits>,
-    sources: &'a [u32],
+    sources: &'a Sources,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
@@ -438,32 +550,11 @@ impl Ctx<'_> {
     /// route dies here.
     #[inline]
     fn step(&self, s: Sw, lid: u16, dest_port: u32) -> Result<Option<Sw>, ()> {
-        let lft = self.lfts[s as usize];
-        let out = *lft.get(lid as usize).ok_or(())?;
-        if out == NO_ROUTE {
-            return Err(());
-        }
-        let node = self.graph.switch_nodes[s as usize];
-        let n = &self.fabric.nodes[node as usize];
-        if out == 0 {
-            return if n.first_port == dest_port { Ok(None) } else { Err(()) };
-        }
-        if out > n.num_ports {
-            return Err(());
-        }
-        let pi = n.first_port + out as u32;
-        if !usable(self.fabric, pi) {
-            return Err(());
-        }
-        let peer = self.fabric.ports[pi as usize].peer;
-        if peer == dest_port {
-            return Ok(None);
-        }
-        let peer_sw = self.graph.sw_of_node[self.fabric.ports[peer as usize].node as usize];
-        if peer_sw == NONE {
-            Err(())
-        } else {
-            Ok(Some(peer_sw))
+        let out = *self.lfts[s as usize].get(lid as usize).ok_or(())?;
+        match self.hops.next(s, out) {
+            Next::Switch(n) => Ok(Some(n)),
+            Next::Port(p) if p == dest_port => Ok(None),
+            _ => Err(()),
         }
     }
 
@@ -516,30 +607,43 @@ impl Ctx<'_> {
         let fast = self.uniform.is_some() && self.vlmap.identity;
         acc.load.fill(0);
         let mut max_depth = 0u32;
-        for &sp in self.sources {
+        // End ports cabled straight to the destination (no switch between).
+        for &sp in &self.sources.switchless {
             if sp == dest_port {
                 continue;
             }
-            let src = &self.fabric.ports[sp as usize];
-            let e = self.graph.entry_switch(self.fabric, sp);
-            if src.peer != dest_port && (e == NONE || t == NONE || self.component[e as usize] != self.component[t as usize]) {
-                acc.v.disconnected += 1;
-                continue;
-            }
-            acc.v.pairs += 1;
-            if src.peer == dest_port {
+            if self.fabric.ports[sp as usize].peer == dest_port {
+                acc.v.pairs += 1;
                 acc.v.total_hops += 1;
                 acc.v.total_min_hops += 1;
                 acc.v.max_hops = acc.v.max_hops.max(1);
+            } else {
+                acc.v.disconnected += 1;
+            }
+        }
+        for e in 0..nsw as Sw {
+            let srcs = self.sources.at(e);
+            if srcs.is_empty() {
                 continue;
             }
+            // The destination port is not its own source.
+            let c = srcs.len() as u64 - srcs.contains(&dest_port) as u64;
+            if c == 0 {
+                continue;
+            }
+            if t == NONE || self.component[e as usize] != self.component[t as usize] {
+                acc.v.disconnected += c;
+                continue;
+            }
+            acc.v.pairs += c;
             let st = acc.status[e as usize];
             if st != REACHES {
                 if st == LOOPS {
-                    acc.v.looping += 1;
+                    acc.v.looping += c;
                 } else {
-                    acc.v.unreachable += 1;
+                    acc.v.unreachable += c;
                 }
+                let src = &self.fabric.ports[srcs[0] as usize];
                 self.example(|| {
                     format!(
                         "{} port {} -> LID {}: {}",
@@ -557,15 +661,19 @@ impl Ctx<'_> {
             // into an end port (a switch destination ends on the switch).
             let hops = 1 + d + dest_is_end as u32;
             let min = 1 + acc.dist[e as usize] as u32 + dest_is_end as u32;
-            acc.v.total_hops += hops as u64;
-            acc.v.total_min_hops += min as u64;
+            acc.v.total_hops += hops as u64 * c;
+            acc.v.total_min_hops += min as u64 * c;
             acc.v.max_hops = acc.v.max_hops.max(hops);
             if hops > min {
-                acc.v.non_minimal += 1;
+                acc.v.non_minimal += c;
             }
-            acc.load[e as usize] += 1;
+            acc.load[e as usize] += c;
             if !fast && self.deps.is_some() {
-                self.walk_deps(acc, sp, e, lid, dest_port);
+                for &sp in srcs {
+                    if sp != dest_port {
+                        self.walk_deps(acc, sp, e, lid, dest_port);
+                    }
+                }
             }
         }
         // Push source counts down the tree, deepest switches first.
@@ -616,7 +724,7 @@ impl Ctx<'_> {
             let pi = self.fabric.nodes[node as usize].first_port + out as u32;
             acc.v.port_load[pi as usize] += acc.load[t as usize];
         }
-        if fast && acc.v.vls_used <= sl && acc.load.iter().any(|&l| l > 0) {
+        if fast && acc.v.vls_used <= sl && acc.v.pairs > acc.v.unreachable + acc.v.looping {
             acc.v.vls_used = sl + 1;
         }
     }
