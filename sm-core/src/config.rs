@@ -131,6 +131,13 @@ mod tests {
     }
 
     #[test]
+    fn shipped_config_states_the_defaults() {
+        let shipped = Config::parse(include_str!("../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
+        let defaults = Config { routing_engine: Some("minhop".into()), ..Config::default() };
+        assert_eq!(shipped, defaults);
+    }
+
+    #[test]
     fn errors_name_file_and_line() {
         let e = Config::parse("lmc = 1\n\n[verify]\ncredit_loops = \"sometimes\"\n", Path::new("smcore.toml")).unwrap_err();
         let s = e.to_string();
