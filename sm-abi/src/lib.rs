@@ -39,8 +39,9 @@
 //!
 //! impl RoutingEngine for MyEngine {
 //!     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
-//!         // ... fill one Lft per switch, choose path SLs ...
-//!         # unimplemented!()
+//!         // One Lft per switch, indexed by LID; path SLs via `Routing::path_sl`.
+//!         let lfts = my_algorithm(fabric)?;
+//!         Ok(Routing::single_vl(lfts))
 //!     }
 //! }
 //!

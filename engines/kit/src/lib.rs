@@ -10,7 +10,7 @@
 //!   with the fewest routes, LMC-aware system/node spreading), driven by any
 //!   [`HopTable`](balance::HopTable) so that min-hop, up/down and
 //!   dimension-ordered engines share it.
-//! * [`verify`] — the route verifier the core runs on every result before it
+//! * [`verify`](mod@verify) — the route verifier the core runs on every result before it
 //!   is programmed: reachability, forwarding loops, path lengths, link load
 //!   and credit loops per VL.
 //! * [`conformance`] — the same checks packaged as conformance tests over
