@@ -175,6 +175,16 @@ fn assign_switch<H: HopTable>(
         Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
         _ => (0..num_ports as u8).collect(),
     };
+    // Switch-to-switch links (the only possible least-hop candidates) with
+    // their search position, in OpenSM's scan order from position 1: 1, 2,
+    // ..., then position 0 last.
+    let mut links: Vec<(usize, SwPort)> = search
+        .iter()
+        .enumerate()
+        .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
+        .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
+        .collect();
+    links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
     let mut ignored = vec![false; num_ports];
     for &(n, p) in &opts.ignored_ports {
         if n == node_idx && (p as usize) < num_ports {
@@ -186,8 +196,14 @@ fn assign_switch<H: HopTable>(
     let mut counts = vec![0u32; num_ports];
     let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
     let mut candidates: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
-    let mut ordered: Vec<SwPort> = Vec::with_capacity(num_ports);
+    let mut ordered: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
+    let mut scan: Vec<SwPort> = Vec::with_capacity(num_ports);
     let mut cached_t = NONE;
+    let mut previous: Vec<u8> = Vec::with_capacity(num_ports);
+    // Sorted candidate keys live in queue[head..].
+    let mut queue: Vec<(u32, u16)> = Vec::with_capacity(8 * num_ports);
+    let mut head = 0usize;
+    let mut queue_valid = false;
 
     for offset in 0..(1u16 << fabric.lmc) {
         for (oi, tg) in targets.iter().enumerate() {
@@ -215,16 +231,14 @@ fn assign_switch<H: HopTable>(
             // order; consecutive targets usually share `t`, so keep them.
             if t != cached_t {
                 cached_t = t;
+                previous.clear();
+                previous.extend(candidates.iter().map(|&(_, l)| l.port));
                 candidates.clear();
                 let least = hops.least(s, t);
                 if least != u8::MAX {
                     let mut first_remote = NONE;
-                    for (pos, &num) in search.iter().enumerate() {
-                        if num == 0 {
-                            continue;
-                        }
-                        let Some(link) = by_num.get(num as usize).copied().flatten() else { continue };
-                        if link.peer_sw == NONE || hops.via(s, &link, t) != least {
+                    for &(pos, link) in &links {
+                        if hops.via(s, &link, t) != least {
                             continue;
                         }
                         if opts.dor {
@@ -237,31 +251,58 @@ fn assign_switch<H: HopTable>(
                         candidates.push((pos, link));
                     }
                 }
+                queue_valid &= candidates.len() == previous.len()
+                    && candidates.iter().zip(&previous).all(|(&(_, l), &p)| l.port == p);
             }
             if candidates.is_empty() {
                 continue;
             }
-            // OpenSM scans from `start_from` round the search order; for a
-            // port's later LMC LIDs that starts after the previous LID's port.
-            let start_from = if offset > 0 { lft[lid - 1] as usize + 1 } else { 1 };
-            let rot = start_from % num_ports;
-            let split = candidates.partition_point(|&(pos, _)| pos < rot);
             let choice = if !lmc_aware {
-                // Fewest routes, first in scan order.
-                let mut best = candidates[split % candidates.len()].1;
-                let mut least = u32::MAX;
-                for &(_, l) in candidates[split..].iter().chain(&candidates[..split]) {
-                    let c = counts[l.port as usize];
-                    if c < least {
-                        least = c;
-                        best = l;
-                    }
+                // Fewest routes, first in scan order. Without LMC the scan
+                // always starts at position 1 (the order of `candidates`), so
+                // the candidates can be kept
+                // sorted by (routes, scan position): the choice is the front,
+                // and its new key goes back in from the rear, which in the
+                // usual round-robin state is where it belongs. The order is
+                // rebuilt whenever the candidate set changes (counts of its
+                // ports change only through choices made from it: routes to
+                // end ports on this switch use host ports, routes to switches
+                // are not counted).
+                if !queue_valid || head >= queue.len() {
+                    queue.clear();
+                    head = 0;
+                    queue.extend(candidates.iter().enumerate().map(|(i, &(_, l))| (counts[l.port as usize], i as u16)));
+                    queue.sort_unstable();
+                    queue_valid = true;
+                } else if head > 4 * candidates.len() {
+                    queue.drain(..head);
+                    head = 0;
                 }
-                best
+                let (count, i) = queue[head];
+                head += 1;
+                let l = candidates[i as usize].1;
+                let key = (count + u32::from(!tg.is_switch && !ignored[l.port as usize]), i);
+                let mut at = queue.len();
+                while at > head && queue[at - 1] > key {
+                    at -= 1;
+                }
+                if at == queue.len() {
+                    queue.push(key);
+                } else {
+                    queue.insert(at, key);
+                }
+                l
             } else {
+                // OpenSM scans from `start_from` round the search order; for
+                // a port's later LMC LIDs that is after the previous LID's port.
+                let start_from = if offset > 0 { lft[lid - 1] as usize + 1 } else { 1 };
+                let rot = start_from % num_ports;
                 ordered.clear();
-                ordered.extend(candidates[split..].iter().chain(&candidates[..split]).map(|&(_, l)| l));
-                match choose(fabric, &ordered, &counts, Some(remotes[oi].as_slice()), opts.dor) {
+                ordered.extend(candidates.iter().copied());
+                ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
+                scan.clear();
+                scan.extend(ordered.iter().map(|&(_, l)| l));
+                match choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) {
                     Some(c) => c,
                     None => continue,
                 }
