@@ -398,3 +398,61 @@ fn choose(
     }
     best
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two switches joined by parallel links on ports 1 and 2, two hosts on
+    /// the far switch.
+    fn pair() -> FabricSnapshot {
+        let text = "Switch 4 \"a\"\n[1] \"b\"[1]\n[2] \"b\"[2]\n\nSwitch 4 \"b\"\n[3] \"h1\"[1]\n[4] \"h2\"[1]\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n";
+        let topo = sm_topology::parse_str(text, "pair").unwrap();
+        sm_topology::lids::snapshot(&topo, 0).unwrap()
+    }
+
+    fn route(f: &FabricSnapshot, opts: &BalanceOptions) -> Vec<u8> {
+        let g = Graph::new(f);
+        let d = g.distance_matrix();
+        let order = routing_order(f, &g, &[]);
+        let lfts = assign_lfts(f, &g, &d, &order, opts);
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
+        let lft = lfts.into_iter().find(|l| l.node == a).unwrap();
+        f.end_ports().map(|p| lft.ports[f.ports[p as usize].lid as usize]).collect()
+    }
+
+    #[test]
+    fn equal_ports_alternate_starting_with_the_lowest() {
+        assert_eq!(route(&pair(), &BalanceOptions::default()), vec![1, 2]);
+    }
+
+    #[test]
+    fn search_position_zero_is_scanned_last() {
+        // OpenSM scans positions 1, 2, ... and position 0 last; with port 2
+        // at position 0 the first host goes to port 1 and the second to 2.
+        let f = pair();
+        let g = Graph::new(&f);
+        let mut orders = vec![vec![0u8, 1, 2, 3, 4]; g.switch_count()];
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
+        orders[g.sw_of_node[a as usize] as usize] = vec![2, 1, 0, 3, 4];
+        let opts = BalanceOptions { search_order: Some(orders), ..Default::default() };
+        assert_eq!(route(&f, &opts), vec![1, 2]);
+        // Position 1 holds port 2 here, so it is the first choice.
+        let mut orders = vec![vec![0u8, 1, 2, 3, 4]; g.switch_count()];
+        orders[g.sw_of_node[a as usize] as usize] = vec![0, 2, 1, 3, 4];
+        let opts = BalanceOptions { search_order: Some(orders), ..Default::default() };
+        assert_eq!(route(&f, &opts), vec![2, 1]);
+    }
+
+    #[test]
+    fn dor_keeps_to_the_first_neighbour_and_ignored_ports_are_not_counted() {
+        let f = pair();
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
+        // Port 1 ignored for counting: it never gets busier, so it keeps winning.
+        let opts = BalanceOptions { ignored_ports: vec![(a, 1)], ..Default::default() };
+        assert_eq!(route(&f, &opts), vec![1, 1]);
+        // DOR still spreads over parallel links to the same neighbour.
+        let opts = BalanceOptions { dor: true, ..Default::default() };
+        assert_eq!(route(&f, &opts), vec![1, 2]);
+    }
+}
