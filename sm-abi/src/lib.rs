@@ -392,9 +392,27 @@ impl PathSl for UniformSl {
     }
 }
 
-/// Box any [`PathSl`] implementation for a [`Routing`].
+/// SL value meaning "the oracle failed for this pair" (a panic inside it).
+pub const INVALID_SL: u8 = 0xFF;
+
+/// Adapter that keeps a panicking [`PathSl`] from aborting the core: a
+/// panic answers [`INVALID_SL`] (or "not uniform"), which the verifier
+/// rejects.
+struct GuardedSl<T>(T);
+
+impl<T: PathSl> PathSl for GuardedSl<T> {
+    fn uniform(&self) -> ROption<u8> {
+        catch_unwind(AssertUnwindSafe(|| self.0.uniform())).unwrap_or(ROption::RNone)
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        catch_unwind(AssertUnwindSafe(|| self.0.path_sl(slid, dlid))).unwrap_or(INVALID_SL)
+    }
+}
+
+/// Box any [`PathSl`] implementation for a [`Routing`]. Always use this
+/// rather than building the trait object by hand: it catches panics.
 pub fn path_sl_box<T: PathSl + 'static>(value: T) -> PathSlBox {
-    PathSl_TO::from_value(value, TD_Opaque)
+    PathSl_TO::from_value(GuardedSl(value), TD_Opaque)
 }
 
 /// The result of routing, owned by the core once returned.

@@ -72,7 +72,8 @@ pub struct Verification {
     /// End-port → end-port routes carried by each transmitting port (index
     /// = port index). Only inter-switch links are meaningful for balance.
     pub port_load: Vec<u64>,
-    /// Paths using a VL that the transmitting port does not operate.
+    /// Paths on a VL the transmitting port does not operate, mapped to VL 15,
+    /// or given an invalid SL by the engine.
     pub vl_violations: u64,
     /// Highest VL any path uses, plus one.
     pub vls_used: u8,
@@ -416,7 +417,7 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
         }
     }
     let vlmap = VlMap::new(fabric, routing);
-    let uniform = routing.path_sl.uniform().into_option();
+    let uniform = routing.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
     let max_op_vls = fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).max(1);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
@@ -745,7 +746,12 @@ impl Ctx<'_> {
         let stamp = lid as u32 + 1;
         for off in 0..src.lid_count().max(1) {
             let slid = src.lid + off as u16;
-            let sl = self.routing.path_sl.path_sl(slid, lid) & 15;
+            let sl = self.routing.path_sl.path_sl(slid, lid);
+            if sl > 15 {
+                acc.v.vl_violations += 1;
+                self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
+                continue;
+            }
             let mut s = entry;
             let mut in_pi = src.peer; // port of `s` the traffic arrives on
             let mut in_vl: Option<u8> = None;

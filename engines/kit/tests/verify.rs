@@ -204,3 +204,30 @@ fn load_counts_every_pair_once_per_link() {
     assert_eq!(max, 6);
     assert!((mean - 3.0).abs() < 1e-9, "{mean}"); // anticlockwise links carry none
 }
+
+/// Panics for one destination: the guard in `path_sl_box` must turn that
+/// into an invalid SL the verifier rejects, not an abort.
+struct Panicky;
+
+impl PathSl for Panicky {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RNone
+    }
+    fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
+        if dlid % 2 == 0 {
+            panic!("no SL for {dlid}");
+        }
+        0
+    }
+}
+
+#[test]
+fn panicking_sl_oracle_is_a_verification_failure() {
+    let f = ring(3);
+    let mut r = Routing::single_vl(clockwise(&f));
+    r.path_sl = path_sl_box(Panicky);
+    let v = verify(&f, &r, &opts());
+    assert!(v.vl_violations > 0);
+    assert!(v.examples.iter().any(|e| e.contains("path SL oracle gave SL 255")), "{:?}", v.examples);
+    assert!(!v.ok());
+}
