@@ -1,0 +1,185 @@
+//! The `ibdmchk` (Debian `ibutils`) verdict on a dump directory.
+//!
+//! `ibdmchk -s opensm-subnet.lst -f opensm.fdbs -m opensm.mcfdbs` rebuilds
+//! the fabric from the subnet file, follows the unicast FDBs from every CA
+//! port to every CA LID, and, only when all of them arrive, searches the
+//! channel dependency graph for a credit loop. It works on any SM's dumps,
+//! which is why tests use it as the judge independent of both SMs.
+//!
+//! Reading its verdict:
+//! * the exit status says nothing once the loop check ran: ibutils 1.5.7
+//!   crashes (SIGSEGV) in its clean-up right after printing the verdict;
+//! * a fabric it could not read passes vacuously (0 nodes, 0 paths), so a
+//!   verdict counts only with nodes defined and paths scanned;
+//! * lines of the subnet file it cannot parse only give `-W-` warnings.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::proc::{self, Outcome};
+use crate::{Error, Result};
+
+/// What `ibdmchk` concluded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Nodes defined from the subnet file.
+    pub nodes: Option<usize>,
+    /// CA-to-CA paths scanned (printed only when all were traversed).
+    pub paths_scanned: Option<usize>,
+    /// CA-to-CA pairs it could not traverse.
+    pub connectivity_errors: usize,
+    /// `Some(true)`: a credit loop; `Some(false)`: none; `None`: the check
+    /// did not run (connectivity failed) or did not finish.
+    pub credit_loops: Option<bool>,
+    /// Every `-E-` line (message only).
+    pub errors: Vec<String>,
+    /// Every `-W-` line (message only).
+    pub warnings: Vec<String>,
+    /// The process was killed for taking too long.
+    pub timed_out: bool,
+    /// Everything it printed.
+    pub output: String,
+}
+
+impl Verdict {
+    /// The fabric was read and every CA pair traversed.
+    pub fn connected(&self) -> bool {
+        self.nodes.unwrap_or(0) > 0 && self.paths_scanned.unwrap_or(0) > 0 && self.connectivity_errors == 0
+    }
+
+    /// Connected, checked, loop free, and nothing else complained.
+    pub fn is_clean(&self) -> bool {
+        self.connected() && self.credit_loops == Some(false) && self.errors.is_empty() && self.warnings.is_empty()
+    }
+
+    /// One line for test output.
+    pub fn summary(&self) -> String {
+        format!(
+            "nodes {}, paths {}, connectivity errors {}, credit loops {}, {} errors, {} warnings{}",
+            self.nodes.map_or("?".into(), |n| n.to_string()),
+            self.paths_scanned.map_or("-".into(), |n| n.to_string()),
+            self.connectivity_errors,
+            match self.credit_loops {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "not checked",
+            },
+            self.errors.len(),
+            self.warnings.len(),
+            if self.timed_out { ", timed out" } else { "" }
+        )
+    }
+}
+
+/// Check the dumps in `dir` (`opensm-subnet.lst`, `opensm.fdbs`,
+/// `opensm.mcfdbs`). Fails only when a file is missing or the program
+/// cannot be started.
+pub fn check_dump_dir(dir: impl AsRef<Path>, timeout: Duration) -> Result<Verdict> {
+    let dir = dir.as_ref();
+    let files = ["opensm-subnet.lst", "opensm.fdbs", "opensm.mcfdbs"];
+    for f in files {
+        if !dir.join(f).is_file() {
+            return Err(Error::Missing { path: dir.join(f), hint: "the SM run did not write its dumps".into() });
+        }
+    }
+    let mut cmd = Command::new("ibdmchk");
+    proc::die_with_parent(&mut cmd);
+    let mut child = cmd
+        .arg("-s")
+        .arg(dir.join(files[0]))
+        .arg("-f")
+        .arg(dir.join(files[1]))
+        .arg("-m")
+        .arg(dir.join(files[2]))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::io("starting ibdmchk (Debian package ibutils)", e))?;
+    let out = child.stdout.take().map(proc::drain);
+    let err = child.stderr.take().map(proc::drain);
+    let outcome = proc::wait_with_timeout(&mut child, timeout, Duration::from_secs(1))?;
+    let mut text = proc::collect(out);
+    text.push_str(&proc::collect(err));
+    let mut v = parse_output(&text);
+    v.timed_out = outcome == Outcome::TimedOut;
+    Ok(v)
+}
+
+/// Parse `ibdmchk`'s verification output (stdout and stderr together).
+pub fn parse_output(text: &str) -> Verdict {
+    let mut v = Verdict { output: text.to_string(), ..Default::default() };
+    let mut failed_pairs = 0usize;
+    let mut missing: Option<usize> = None;
+    for line in text.lines().map(str::trim_end) {
+        if let Some(rest) = line.strip_prefix("-I- Defined ").and_then(|r| r.trim_end().strip_suffix(" systems/nodes"))
+        {
+            v.nodes = rest.split('/').nth(1).and_then(|n| n.trim().parse().ok());
+        } else if let Some(rest) = line.strip_prefix("-I- Scanned:") {
+            v.paths_scanned = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+        } else if line == "-I- no credit loops found" {
+            v.credit_loops = Some(false);
+        } else if let Some(msg) = line.strip_prefix("-E- ") {
+            if msg.starts_with("Fail to find a path from:") {
+                failed_pairs += 1;
+            } else if let Some((m, _)) = msg.strip_prefix("Found ").and_then(|r| r.split_once(" missing paths")) {
+                missing = m.trim().parse().ok();
+            } else if msg == "credit loops in routing" {
+                v.credit_loops = Some(true);
+            }
+            v.errors.push(msg.to_string());
+        } else if let Some(msg) = line.strip_prefix("-W- ") {
+            v.warnings.push(msg.to_string());
+        }
+    }
+    // The summary count covers every failed pair; the per-pair lines are
+    // the fallback when the summary is missing.
+    v.connectivity_errors = missing.unwrap_or(failed_pairs).max(failed_pairs);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean() {
+        let v = parse_output(
+            "-I- Defined 22/22 systems/nodes \n-I- Verifying all CA to CA paths ... \n\
+             -I- Scanned:240 CA to CA paths \n-I- Analyzing Fabric for Credit Loops 1 SLs, 1 VLs used.\n\
+             -I- no credit loops found\n",
+        );
+        assert_eq!((v.nodes, v.paths_scanned, v.credit_loops), (Some(22), Some(240), Some(false)));
+        assert!(v.is_clean(), "{}", v.summary());
+    }
+
+    #[test]
+    fn unreachable_pairs() {
+        let v = parse_output(
+            "-I- Defined 6/6 systems/nodes\n-E- Fail to find a path from:S1/U1/1 to:S4/U1/1\n\
+             -E- Found 2 missing paths out of:12 paths\n-E- Some Point to Point Traversals Failed.\n",
+        );
+        assert_eq!(v.connectivity_errors, 2);
+        assert_eq!(v.credit_loops, None);
+        assert!(!v.connected());
+    }
+
+    #[test]
+    fn empty_fabric_is_not_a_pass() {
+        let v =
+            parse_output("-I- Defined 0/0 systems/nodes\n-I- Scanned:0 CA to CA paths\n-I- no credit loops found\n");
+        assert!(!v.connected() && !v.is_clean());
+    }
+
+    #[test]
+    fn credit_loop() {
+        let v = parse_output(
+            "-I- Defined 8/8 systems/nodes\n-I- Scanned:12 CA to CA paths\n\
+             Found credit loop on: S01/U1/P2 VL: 0\n-E- credit loops in routing\n",
+        );
+        assert_eq!(v.credit_loops, Some(true));
+        assert!(v.connected() && !v.is_clean());
+    }
+}

@@ -1,0 +1,234 @@
+//! The workspace's `smcore` binary, run as a user would.
+//!
+//! Cargo gives `CARGO_BIN_EXE_smcore` only to tests of the package that
+//! owns the binary, so from this package the binary is looked up in the
+//! workspace's target directory; it must have been built first
+//! (`cargo build --workspace`, with `--release` for benchmarks).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::proc::{self, Outcome};
+use crate::{Error, Result};
+
+/// Cargo build profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `target/debug`.
+    Debug,
+    /// `target/release`.
+    Release,
+}
+
+impl Profile {
+    fn dir(self) -> &'static str {
+        match self {
+            Profile::Debug => "debug",
+            Profile::Release => "release",
+        }
+    }
+
+    fn build_command(self) -> &'static str {
+        match self {
+            Profile::Debug => "cargo build --workspace",
+            Profile::Release => "cargo build --workspace --release",
+        }
+    }
+}
+
+/// The workspace root (the parent of this package).
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(Path::to_path_buf).unwrap_or_else(|| here.to_path_buf())
+}
+
+/// The target directory: `CARGO_TARGET_DIR` when set (relative to the
+/// workspace root), else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => workspace_root().join(d),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// A built `smcore` binary and the engines beside it.
+#[derive(Debug, Clone)]
+pub struct Smcore {
+    bin: PathBuf,
+}
+
+impl Smcore {
+    /// The binary of `profile`, checking that it and the minhop engine
+    /// library were built.
+    pub fn locate(profile: Profile) -> Result<Smcore> {
+        let dir = target_dir().join(profile.dir());
+        let bin = dir.join("smcore");
+        for (path, what) in [(&bin, "the smcore binary"), (&dir.join("libsmcore_minhop.so"), "the minhop engine")] {
+            if !path.is_file() {
+                return Err(Error::Missing {
+                    path: path.clone(),
+                    hint: format!("{what} is not built; run `{}` first", profile.build_command()),
+                });
+            }
+        }
+        Ok(Smcore { bin })
+    }
+
+    /// A binary at a given path.
+    pub fn at(bin: impl Into<PathBuf>) -> Smcore {
+        Smcore { bin: bin.into() }
+    }
+
+    /// Path of the binary.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// `smcore gen <args> -o <out>`, e.g. `["torus", "--dims", "4x4", "--hosts", "2"]`.
+    pub fn gen(&self, args: &[&str], out: &Path) -> Result<()> {
+        let output = Command::new(&self.bin)
+            .arg("gen")
+            .args(args)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .map_err(|e| Error::io(format!("running {}", self.bin.display()), e))?;
+        if !output.status.success() {
+            return Err(Error::Failed(format!(
+                "smcore gen {} failed ({}): {}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        Ok(())
+    }
+
+    /// `smcore route <net> --engines <engines> --report <report> [--dump-dir <dir>] [extra]`.
+    pub fn route(&self, net: &Path, opts: &RouteOptions) -> Result<RouteRun> {
+        let mut cmd = Command::new(&self.bin);
+        proc::die_with_parent(&mut cmd);
+        cmd.arg("route").arg(net).arg("--engines").arg(&opts.engines).arg("--report").arg(&opts.report);
+        if let Some(d) = &opts.dump_dir {
+            cmd.arg("--dump-dir").arg(d);
+        }
+        cmd.args(&opts.extra_args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // A report left over from an earlier run must not pass for this one.
+        let _ = std::fs::remove_file(&opts.report);
+        let start = Instant::now();
+        let mut child = cmd.spawn().map_err(|e| Error::io(format!("running {}", self.bin.display()), e))?;
+        let out = child.stdout.take().map(proc::drain);
+        let err = child.stderr.take().map(proc::drain);
+        let outcome = proc::wait_with_timeout(&mut child, opts.timeout, Duration::from_secs(2))?;
+        let wall = start.elapsed();
+        let mut output = proc::collect(out);
+        output.push_str(&proc::collect(err));
+        let status = match outcome {
+            Outcome::Exited(s) => s,
+            Outcome::TimedOut | Outcome::Stopped => {
+                return Err(Error::Timeout {
+                    what: format!("smcore route {}", net.display()),
+                    secs: opts.timeout.as_secs_f64(),
+                })
+            }
+        };
+        let report = match std::fs::read(&opts.report) {
+            Ok(bytes) => Some(serde_json::from_slice::<Report>(&bytes).map_err(|e| {
+                Error::parse(opts.report.display().to_string(), e.line(), format!("smcore report: {e}"))
+            })?),
+            Err(_) => None,
+        };
+        Ok(RouteRun { status, wall, report, output })
+    }
+}
+
+/// Options of [`Smcore::route`].
+#[derive(Debug, Clone)]
+pub struct RouteOptions {
+    /// `--engines`.
+    pub engines: String,
+    /// `--dump-dir`.
+    pub dump_dir: Option<PathBuf>,
+    /// `--report`.
+    pub report: PathBuf,
+    /// More arguments.
+    pub extra_args: Vec<String>,
+    /// Kill it after this long.
+    pub timeout: Duration,
+}
+
+impl RouteOptions {
+    /// Route with `engines`, writing the JSON report to `report`.
+    pub fn new(engines: impl Into<String>, report: impl Into<PathBuf>) -> Self {
+        RouteOptions {
+            engines: engines.into(),
+            dump_dir: None,
+            report: report.into(),
+            extra_args: Vec::new(),
+            timeout: Duration::from_secs(600),
+        }
+    }
+
+    /// Also write dumps to `dir`.
+    pub fn dump_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dump_dir = Some(dir.into());
+        self
+    }
+}
+
+/// One `smcore route` run.
+#[derive(Debug)]
+pub struct RouteRun {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Wall time of the process.
+    pub wall: Duration,
+    /// The JSON report, when it wrote one.
+    pub report: Option<Report>,
+    /// Its stdout and stderr.
+    pub output: String,
+}
+
+/// The parts of smcore's JSON route report the tests read. Fields missing
+/// from the file take their defaults, so the report can grow freely.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Report {
+    /// Engine that routed.
+    pub engine: Option<String>,
+    /// Switches.
+    pub switches: usize,
+    /// End ports.
+    pub end_ports: usize,
+    /// Highest LID.
+    pub max_lid: u32,
+    /// CA pairs checked by smcore's verifier.
+    pub pairs: u64,
+    /// Of them reachable.
+    pub reachable_pairs: u64,
+    /// smcore's own link-load figure.
+    pub max_routes_per_link: u64,
+    /// smcore's own mean link load.
+    pub mean_routes_per_link: f64,
+    /// smcore's own mean hops.
+    pub avg_hops: f64,
+    /// smcore's own mean extra hops.
+    pub avg_extra_hops: f64,
+    /// Credit loop found by smcore's verifier.
+    pub credit_loops: bool,
+    /// Milliseconds per phase (`parse`, `lids`, `route`, `verify`, `dump`, `total`).
+    pub phases_ms: BTreeMap<String, f64>,
+    /// Peak resident memory.
+    pub peak_rss_mib: f64,
+}
+
+impl Report {
+    /// A phase's time in milliseconds (0 when absent).
+    pub fn phase_ms(&self, name: &str) -> f64 {
+        self.phases_ms.get(name).copied().unwrap_or(0.0)
+    }
+}
