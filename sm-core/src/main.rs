@@ -38,7 +38,9 @@ enum Command {
     Gen(gen_cmd::GenArgs),
 }
 
-/// Engine options shared by `route` and the SM, spelled as OpenSM's options.
+/// Engine options shared by `route` and the SM, spelled as OpenSM's options
+/// in kebab case; each sets the snake-case key of the same name for every
+/// engine (an engine ignores keys it does not use).
 #[derive(Args, Debug, Default)]
 struct EngineOptions {
     /// LMC: end ports get 2^LMC LIDs.
@@ -50,6 +52,33 @@ struct EngineOptions {
     /// Switch ports (`<guid> <port>` lines) left out of load equalisation.
     #[arg(long, value_name = "FILE")]
     port_prof_ignore_file: Option<PathBuf>,
+    /// Root switches (updn, ftree).
+    #[arg(long, value_name = "FILE")]
+    root_guid_file: Option<PathBuf>,
+    /// Compute nodes (ftree).
+    #[arg(long, value_name = "FILE")]
+    cn_guid_file: Option<PathBuf>,
+    /// I/O nodes (ftree).
+    #[arg(long, value_name = "FILE")]
+    io_guid_file: Option<PathBuf>,
+    /// Reverse hops allowed for I/O nodes (ftree).
+    #[arg(long, value_name = "N")]
+    max_reverse_hops: Option<u32>,
+    /// LFTs to load (file).
+    #[arg(long, value_name = "FILE")]
+    lfts_file: Option<PathBuf>,
+    /// torus-2QoS.conf (torus-2QoS).
+    #[arg(long, value_name = "FILE")]
+    torus_config: Option<PathBuf>,
+    /// First VL lash may use.
+    #[arg(long, value_name = "VL")]
+    lash_start_vl: Option<u8>,
+    /// Detect a mesh and order ports by dimension (lash).
+    #[arg(long)]
+    do_mesh_analysis: bool,
+    /// VLs nue may use.
+    #[arg(long, value_name = "N")]
+    nue_max_num_vls: Option<u8>,
 }
 
 impl EngineOptions {
@@ -57,11 +86,32 @@ impl EngineOptions {
         if let Some(l) = self.lmc {
             config.lmc = l;
         }
-        if let Some(p) = &self.guid_routing_order_file {
-            config.set_option("guid_routing_order_file", p.display().to_string());
+        let files = [
+            ("guid_routing_order_file", &self.guid_routing_order_file),
+            ("port_prof_ignore_file", &self.port_prof_ignore_file),
+            ("root_guid_file", &self.root_guid_file),
+            ("cn_guid_file", &self.cn_guid_file),
+            ("io_guid_file", &self.io_guid_file),
+            ("lfts_file", &self.lfts_file),
+            ("torus_config", &self.torus_config),
+        ];
+        for (key, value) in files {
+            if let Some(p) = value {
+                config.set_option(key, p.display().to_string());
+            }
         }
-        if let Some(p) = &self.port_prof_ignore_file {
-            config.set_option("port_prof_ignore_file", p.display().to_string());
+        let numbers = [
+            ("max_reverse_hops", self.max_reverse_hops.map(i64::from)),
+            ("lash_start_vl", self.lash_start_vl.map(i64::from)),
+            ("nue_max_num_vls", self.nue_max_num_vls.map(i64::from)),
+        ];
+        for (key, value) in numbers {
+            if let Some(n) = value {
+                config.set_option(key, n);
+            }
+        }
+        if self.do_mesh_analysis {
+            config.set_option("do_mesh_analysis", true);
         }
     }
 }

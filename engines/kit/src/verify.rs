@@ -243,7 +243,7 @@ impl DepBits {
             let s = (fabric.nodes[node as usize].num_ports as u32 + 1) * vls;
             base.push(words);
             side.push(s);
-            words += ((s as usize * s as usize) + 63) / 64;
+            words += (s as usize * s as usize).div_ceil(64);
         }
         let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
         DepBits { vls, base, side, bits }
@@ -917,8 +917,7 @@ fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> O
                 if low[u as usize] == index[u as usize] {
                     let mut size = 0usize;
                     let mut self_loop = false;
-                    loop {
-                        let Some(w) = stack.pop() else { break };
+                    while let Some(w) = stack.pop() {
                         on_stack[w as usize] = false;
                         comp[w as usize] = ncomp;
                         size += 1;

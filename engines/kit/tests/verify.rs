@@ -214,7 +214,7 @@ impl PathSl for Panicky {
         ROption::RNone
     }
     fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
-        if dlid % 2 == 0 {
+        if dlid.is_multiple_of(2) {
             panic!("no SL for {dlid}");
         }
         0
