@@ -255,7 +255,9 @@ fn write_results(args: &Args, results: &[Result_], header: &str) -> std::io::Res
          computation, release build). OpenSM: the log window from `building routing with 'minhop'` \
          to `minhop tables configured on all switches` at `-D 0x07` (hop matrices, LFTs and queueing \
          the LFT blocks; time stamps in µs). Floor: allocating switches × (max LID + 1) bytes and \
-         writing each once, best effort of one core. Goals: smcore ≤ 0.1 × OpenSM and ≤ 30 × floor.\n\n\
+         writing each once, on one core (the first of its runs also pays first-touch page faults; \
+         the median is the warm figure). smcore's port balancing may use both cores (rayon). \
+         Goals: smcore ≤ 0.1 × OpenSM and ≤ 30 × floor.\n\n\
          | fabric | switches | end ports | max LID | smcore route ms | OpenSM route ms | smcore / OpenSM | floor ms | smcore / floor | ≤0.1× OpenSM | ≤30× floor |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|\n",
     );
