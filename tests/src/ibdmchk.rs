@@ -108,36 +108,26 @@ pub fn check_dump_dir(dir: impl AsRef<Path>, timeout: Duration) -> Result<Verdic
     Ok(v)
 }
 
-/// Parse `ibdmchk`'s verification output (stdout and stderr together).
+/// Parse `ibdmchk`'s verification output (stdout and stderr together) with
+/// the SM's own reader (`sm_core::dump::ibdmchk`).
 pub fn parse_output(text: &str) -> Verdict {
-    let mut v = Verdict { output: text.to_string(), ..Default::default() };
-    let mut failed_pairs = 0usize;
-    let mut missing: Option<usize> = None;
-    for line in text.lines().map(str::trim_end) {
-        if let Some(rest) = line.strip_prefix("-I- Defined ").and_then(|r| r.trim_end().strip_suffix(" systems/nodes"))
-        {
-            v.nodes = rest.split('/').nth(1).and_then(|n| n.trim().parse().ok());
-        } else if let Some(rest) = line.strip_prefix("-I- Scanned:") {
-            v.paths_scanned = rest.split_whitespace().next().and_then(|n| n.parse().ok());
-        } else if line == "-I- no credit loops found" {
-            v.credit_loops = Some(false);
-        } else if let Some(msg) = line.strip_prefix("-E- ") {
-            if msg.starts_with("Fail to find a path from:") {
-                failed_pairs += 1;
-            } else if let Some((m, _)) = msg.strip_prefix("Found ").and_then(|r| r.split_once(" missing paths")) {
-                missing = m.trim().parse().ok();
-            } else if msg == "credit loops in routing" {
-                v.credit_loops = Some(true);
-            }
-            v.errors.push(msg.to_string());
-        } else if let Some(msg) = line.strip_prefix("-W- ") {
-            v.warnings.push(msg.to_string());
-        }
+    use sm_core::dump::ibdmchk::{parse_ibdmchk_output, CreditLoops};
+    let r = parse_ibdmchk_output(text);
+    let connectivity_errors = r.missing_paths.map_or(0, |(m, _)| m).max(r.unreachable.len());
+    Verdict {
+        nodes: r.nodes,
+        paths_scanned: r.ca_paths_scanned,
+        connectivity_errors,
+        credit_loops: match r.credit_loops {
+            CreditLoops::Free => Some(false),
+            CreditLoops::Found(_) => Some(true),
+            CreditLoops::NotChecked => None,
+        },
+        errors: r.errors,
+        warnings: r.warnings,
+        timed_out: false,
+        output: r.output,
     }
-    // The summary count covers every failed pair; the per-pair lines are
-    // the fallback when the summary is missing.
-    v.connectivity_errors = missing.unwrap_or(failed_pairs).max(failed_pairs);
-    v
 }
 
 #[cfg(test)]

@@ -80,74 +80,25 @@ pub fn parse_lfts_file(path: impl AsRef<Path>) -> Result<Lfts> {
     parse_lfts_str(&text, &path.display().to_string())
 }
 
-/// Parse the text of an `opensm-lfts.dump`; `origin` names it in errors.
+/// Parse the text of an `opensm-lfts.dump` with the SM's own parser
+/// (`sm_core::dump::lfts_parse`, shared with the `file` engine); `origin`
+/// names it in errors.
 pub fn parse_lfts_str(text: &str, origin: &str) -> Result<Lfts> {
+    let parsed = sm_core::dump::lfts_parse::parse_lfts_detailed(text, origin)
+        .map_err(|e| Error::parse(origin, 0, e.to_string()))?;
     let mut lfts = Lfts::default();
-    let mut current: Option<SwitchLft> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line_no = i + 1;
-        let line = raw.trim();
-        if line.is_empty() {
-            continue;
+    for sw in parsed {
+        let top = sw.entries.iter().map(|e| e.lid as usize).max().unwrap_or(0);
+        let mut ports = vec![NO_ROUTE; top + 1];
+        for e in &sw.entries {
+            ports[e.lid as usize] = e.port;
         }
-        if let Some(rest) = line.strip_prefix("Unicast lids [") {
-            if let Some(done) = current.take() {
-                insert(&mut lfts, done, origin, line_no)?;
-            }
-            current = Some(
-                parse_header(rest)
-                    .ok_or_else(|| Error::parse(origin, line_no, format!("bad switch header: {line}")))?,
-            );
-        } else if line.ends_with(" lids dumped") {
-            if let Some(done) = current.take() {
-                insert(&mut lfts, done, origin, line_no)?;
-            }
-        } else if line.starts_with("0x") {
-            let sw =
-                current.as_mut().ok_or_else(|| Error::parse(origin, line_no, "LFT entry before any switch header"))?;
-            let mut f = line.split_whitespace();
-            let lid = f.next().and_then(|l| u16::from_str_radix(l.trim_start_matches("0x"), 16).ok());
-            let port = f.next().and_then(|p| p.parse::<u8>().ok());
-            let (Some(lid), Some(port)) = (lid, port) else {
-                return Err(Error::parse(origin, line_no, format!("bad LFT entry: {line}")));
-            };
-            if port == NO_ROUTE {
-                continue;
-            }
-            let idx = lid as usize;
-            if sw.ports.len() <= idx {
-                sw.ports.resize(idx + 1, NO_ROUTE);
-            }
-            sw.ports[idx] = port;
-        } else {
-            return Err(Error::parse(origin, line_no, format!("unexpected line: {line}")));
+        let lft = SwitchLft { guid: sw.guid, lid: sw.lid.unwrap_or(0), desc: sw.description, ports };
+        if lfts.switches.insert(sw.guid, lft).is_some() {
+            return Err(Error::parse(origin, sw.line, format!("switch 0x{:016x} dumped twice", sw.guid)));
         }
-    }
-    if let Some(done) = current.take() {
-        insert(&mut lfts, done, origin, text.lines().count())?;
     }
     Ok(lfts)
-}
-
-fn insert(lfts: &mut Lfts, sw: SwitchLft, origin: &str, line: usize) -> Result<()> {
-    if lfts.switches.contains_key(&sw.guid) {
-        return Err(Error::parse(origin, line, format!("switch 0x{:016x} dumped twice", sw.guid)));
-    }
-    lfts.switches.insert(sw.guid, sw);
-    Ok(())
-}
-
-/// `0-22] of switch Lid 17 guid 0x0002c90000000000 ('leaf-0'):`
-fn parse_header(rest: &str) -> Option<SwitchLft> {
-    let (range, rest) = rest.split_once(']')?;
-    let max_lid: usize = range.split_once('-')?.1.trim().parse().ok()?;
-    let rest = rest.trim().strip_prefix("of switch Lid")?.trim_start();
-    let (lid, rest) = rest.split_once(' ')?;
-    let rest = rest.trim_start().strip_prefix("guid")?.trim_start();
-    let (guid, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-    let guid = u64::from_str_radix(guid.trim_start_matches("0x"), 16).ok()?;
-    let desc = rest.trim().trim_end_matches(':').trim_start_matches("('").trim_end_matches("')").to_string();
-    Some(SwitchLft { guid, lid: lid.parse().ok()?, desc, ports: vec![NO_ROUTE; max_lid + 1] })
 }
 
 /// LIDs of one run: which port GUID answers to each LID.
