@@ -18,6 +18,24 @@ pub trait HopTable: Sync {
     /// Hops from `s` to `t` when leaving `s` through `link` (whose peer is a
     /// switch); `u8::MAX` when that is not allowed.
     fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8;
+
+    /// For every switch `t`, bit `j` of `masks[t]` set when `links[j]` (at
+    /// most 64 links of `s`) lies on a least-hop path from `s` to `t`.
+    /// Tables with row access override this with a vectorisable loop.
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
+        for (t, m) in masks.iter_mut().enumerate() {
+            let least = self.least(s, t as Sw);
+            *m = 0;
+            if least == u8::MAX {
+                continue;
+            }
+            for (j, l) in links.iter().enumerate() {
+                if self.via(s, l, t as Sw) == least {
+                    *m |= 1 << j;
+                }
+            }
+        }
+    }
 }
 
 /// Unconstrained shortest paths.
@@ -31,6 +49,20 @@ impl HopTable for DistanceMatrix {
     #[inline]
     fn via(&self, _s: Sw, link: &SwPort, t: Sw) -> u8 {
         self.to(t)[link.peer_sw as usize].saturating_add(1)
+    }
+
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
+        masks.fill(0);
+        let own = self.to(s);
+        for (j, l) in links.iter().enumerate() {
+            let peer = self.to(l.peer_sw);
+            let bit = 1u64 << j;
+            for ((m, &ds), &dp) in masks.iter_mut().zip(own).zip(peer) {
+                // On a least-hop path: one hop closer, and `t` reachable.
+                let hit = (dp.wrapping_add(1) == ds) & (ds != u8::MAX);
+                *m |= bit & (hit as u64).wrapping_neg();
+            }
+        }
     }
 }
 
@@ -185,6 +217,15 @@ fn assign_switch<H: HopTable>(
         .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
         .collect();
     links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
+    // Least-hop candidates towards every switch at once, as bit masks over
+    // `links` (when they fit in 64 bits).
+    let mut masks: Vec<u64> = Vec::new();
+    if links.len() <= 64 {
+        masks.resize(graph.switch_count(), 0);
+        let link_list: Vec<SwPort> = links.iter().map(|&(_, l)| l).collect();
+        hops.candidate_masks(s, &link_list, &mut masks);
+    }
+    let mut cached_mask = 0u64;
     let mut ignored = vec![false; num_ports];
     for &(n, p) in &opts.ignored_ports {
         if n == node_idx && (p as usize) < num_ports {
@@ -229,7 +270,30 @@ fn assign_switch<H: HopTable>(
             }
             // Least-hop ports towards `t`, as positions in the search
             // order; consecutive targets usually share `t`, so keep them.
-            if t != cached_t {
+            if t != cached_t && !masks.is_empty() {
+                cached_t = t;
+                let mask = masks[t as usize];
+                if mask != cached_mask {
+                    cached_mask = mask;
+                    queue_valid = false;
+                    candidates.clear();
+                    let mut first_remote = NONE;
+                    let mut bits = mask;
+                    while bits != 0 {
+                        let (pos, link) = links[bits.trailing_zeros() as usize];
+                        bits &= bits - 1;
+                        if opts.dor {
+                            if first_remote == NONE {
+                                first_remote = link.peer_node;
+                            } else if link.peer_node != first_remote {
+                                continue;
+                            }
+                        }
+                        candidates.push((pos, link));
+                    }
+                }
+            } else if t != cached_t {
+                // More than 64 switch links: per-target scan.
                 cached_t = t;
                 previous.clear();
                 previous.extend(candidates.iter().map(|&(_, l)| l.port));

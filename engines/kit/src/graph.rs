@@ -142,15 +142,55 @@ impl Graph {
         }
     }
 
-    /// All-pairs switch distances, row-major (`[from * n + to]`), computed
-    /// in parallel. Links are bidirectional so the matrix is symmetric.
+    /// All-pairs switch distances, row-major (`[from * n + to]`). Links
+    /// are bidirectional so the matrix is symmetric.
+    ///
+    /// Bit-parallel BFS: 64 sources advance together, one bit each in a
+    /// word per switch, so a level costs one OR per link end for all 64;
+    /// batches run in parallel.
     pub fn distance_matrix(&self) -> DistanceMatrix {
         use rayon::prelude::*;
         let n = self.switch_count();
         let mut d = vec![u8::MAX; n * n];
         if n > 0 {
-            d.par_chunks_mut(n).enumerate().for_each_init(Vec::new, |queue, (s, row)| {
-                self.bfs(s as Sw, row, queue);
+            d.par_chunks_mut(64 * n).enumerate().for_each(|(batch, rows)| {
+                let first = batch * 64;
+                let count = rows.len() / n;
+                let mut visited = vec![0u64; n];
+                let mut frontier = vec![0u64; n];
+                let mut next = vec![0u64; n];
+                for i in 0..count {
+                    visited[first + i] |= 1 << i;
+                    frontier[first + i] |= 1 << i;
+                    rows[i * n + first + i] = 0;
+                }
+                let mut level = 0u8;
+                loop {
+                    level = level.saturating_add(1);
+                    let mut grew = false;
+                    for v in 0..n {
+                        let mut reach = 0u64;
+                        for &u in &self.sw_adj[v] {
+                            reach |= frontier[u as usize];
+                        }
+                        let fresh = reach & !visited[v];
+                        next[v] = fresh;
+                        if fresh != 0 {
+                            grew = true;
+                            visited[v] |= fresh;
+                            let mut bits = fresh;
+                            while bits != 0 {
+                                let i = bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                rows[i * n + v] = level;
+                            }
+                        }
+                    }
+                    if !grew || level == u8::MAX - 1 {
+                        break;
+                    }
+                    std::mem::swap(&mut frontier, &mut next);
+                }
             });
         }
         DistanceMatrix { n, d }
@@ -169,6 +209,16 @@ impl DistanceMatrix {
     #[inline]
     pub fn get(&self, a: Sw, b: Sw) -> u8 {
         self.d[a as usize * self.n + b as usize]
+    }
+
+    /// Number of switches.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for a fabric without switches.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
     }
 
     /// Distances from every switch to `b` (the matrix is symmetric).
