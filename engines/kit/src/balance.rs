@@ -282,12 +282,8 @@ fn assign_switch<H: HopTable>(
                     while bits != 0 {
                         let (pos, link) = links[bits.trailing_zeros() as usize];
                         bits &= bits - 1;
-                        if opts.dor {
-                            if first_remote == NONE {
-                                first_remote = link.peer_node;
-                            } else if link.peer_node != first_remote {
-                                continue;
-                            }
+                        if !dor_admits(opts.dor, &mut first_remote, &link) {
+                            continue;
                         }
                         candidates.push((pos, link));
                     }
@@ -305,12 +301,8 @@ fn assign_switch<H: HopTable>(
                         if hops.via(s, &link, t) != least {
                             continue;
                         }
-                        if opts.dor {
-                            if first_remote == NONE {
-                                first_remote = link.peer_node;
-                            } else if link.peer_node != first_remote {
-                                continue;
-                            }
+                        if !dor_admits(opts.dor, &mut first_remote, &link) {
+                            continue;
                         }
                         candidates.push((pos, link));
                     }
@@ -382,6 +374,19 @@ fn assign_switch<H: HopTable>(
         }
     }
     lft
+}
+
+/// DOR keeps to the neighbour of the first least-hop link in scan order,
+/// spreading only over parallel links to it.
+#[inline]
+fn dor_admits(dor: bool, first_remote: &mut u32, link: &SwPort) -> bool {
+    if !dor {
+        return true;
+    }
+    if *first_remote == NONE {
+        *first_remote = link.peer_node;
+    }
+    link.peer_node == *first_remote
 }
 
 fn note_remote(list: &mut Vec<Remote>, fabric: &FabricSnapshot, peer_port: u32, dor: bool) {

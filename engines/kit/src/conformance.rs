@@ -120,6 +120,39 @@ pub fn cases(lmc: u8) -> Result<Vec<Case>, TopologyError> {
     Ok(v)
 }
 
+/// Parameters of a random irregular fabric with faults, for property tests.
+#[derive(Debug, Clone, Copy)]
+pub struct RandomFabric {
+    /// Switches before faults.
+    pub switches: usize,
+    /// Ports per switch.
+    pub radix: usize,
+    /// Hosts per switch.
+    pub hosts: usize,
+    /// Links added to the random spanning tree.
+    pub extra_links: usize,
+    /// Generator seed (faults use a seed derived from it).
+    pub seed: u64,
+    /// Switch-to-switch links to remove.
+    pub dead_links: usize,
+    /// Switches to remove (at most all but one).
+    pub dead_switches: usize,
+    /// LMC of the snapshot.
+    pub lmc: u8,
+}
+
+impl RandomFabric {
+    /// The fabric, or None when the sizes cannot be cabled or the faults
+    /// ask for more links than remain (the generator refuses; a property
+    /// test skips such a case).
+    pub fn build(&self) -> Option<FabricSnapshot> {
+        let topo = gen::random_irregular(self.switches, self.radix, self.hosts, self.extra_links, self.seed).ok()?;
+        let dead_switches = self.dead_switches.min(self.switches.saturating_sub(1));
+        let (topo, _) = gen::with_faults(&topo, self.dead_links, dead_switches, self.seed ^ 0x5eed).ok()?;
+        lids::snapshot(&topo, self.lmc).ok()
+    }
+}
+
 /// Route one case and judge the result. `Err` carries a one-line reason.
 pub fn check(engine: &dyn RoutingEngine, case: &Case, expect: &Expect) -> Result<Verification, String> {
     let routing = sm_abi::guard(|| engine.route(&case.fabric)).map_err(|e| format!("{}: engine failed: {e}", case.name))?;

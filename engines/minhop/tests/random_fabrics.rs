@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use sm_abi::RoutingEngine;
-use sm_topology::{gen, lids};
+use smcore_kit::conformance::RandomFabric;
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_minhop::MinHop;
 
@@ -22,17 +22,12 @@ proptest! {
         dead_switches in 0usize..2,
         lmc in 0u8..3,
     ) {
-        // Some size combinations cannot be cabled (no free ports for the
-        // spanning tree); the generator says so and the case is skipped.
-        let topo = gen::random_irregular(switches, radix, hosts, extra, seed);
-        prop_assume!(topo.is_ok());
-        let topo = topo.unwrap();
-        let dead_switches = dead_switches.min(switches - 1);
-        // Asking for more dead links than survive the dead switches is refused.
-        let faulted = gen::with_faults(&topo, dead_links, dead_switches, seed ^ 0x5eed);
-        prop_assume!(faulted.is_ok());
-        let (topo, _) = faulted.unwrap();
-        let fabric = lids::snapshot(&topo, lmc).unwrap();
+        let fabric = RandomFabric {
+            switches, radix, hosts, extra_links: extra, seed, dead_links, dead_switches, lmc,
+        }
+        .build();
+        prop_assume!(fabric.is_some());
+        let fabric = fabric.unwrap();
         let routing = MinHop::default().route(&fabric).unwrap();
         let v = verify(&fabric, &routing, &VerifyOptions { credit_loops: false, ..Default::default() });
         prop_assert_eq!(v.unreachable, 0, "{:?}", v.examples);

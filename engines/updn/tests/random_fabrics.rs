@@ -11,6 +11,7 @@ use common::pairs_without_legal_path;
 use proptest::prelude::*;
 use sm_abi::{FabricSnapshot, RoutingEngine};
 use sm_topology::{gen, lids};
+use smcore_kit::conformance::RandomFabric;
 use smcore_kit::graph::{Graph, Sw};
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_updn::{rank, DnUp, UpDn};
@@ -24,11 +25,7 @@ fn fabric(
     dead: (usize, usize),
     lmc: u8,
 ) -> Option<FabricSnapshot> {
-    // Some size combinations cannot be cabled; the generator says so and
-    // the case is skipped.
-    let topo = gen::random_irregular(switches, radix, hosts, extra, seed).ok()?;
-    let (topo, _) = gen::with_faults(&topo, dead.0, dead.1.min(switches - 1), seed ^ 0x5eed).ok()?;
-    lids::snapshot(&topo, lmc).ok()
+    RandomFabric { switches, radix, hosts, extra_links: extra, seed, dead_links: dead.0, dead_switches: dead.1, lmc }.build()
 }
 
 fn guid(f: &FabricSnapshot, g: &Graph, s: Sw) -> u64 {
