@@ -10,3 +10,4 @@ pub mod dump;
 pub mod engines;
 pub mod offline;
 pub mod report;
+pub mod sim;

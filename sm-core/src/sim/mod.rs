@@ -1,0 +1,710 @@
+//! # The embedded simulated fabric
+//!
+//! An in-process fabric built from a [`Topology`] whose switches and CAs
+//! answer SMPs as real ones do, so that the SM runs with no hardware and
+//! no ibsim (design.md, "Transports"). The SM hands it whole MADs, as it
+//! would write them to a umad device, and gets back what a umad read would
+//! return — or nothing, when the fabric loses the packet.
+//!
+//! What is modelled:
+//!
+//! * **Directed routes** hop by hop per IBA 14.2.2: the hop pointer moves
+//!   on every hop out and back, each node records the port it was entered
+//!   by in ReturnPath, the response carries the D bit, only switches
+//!   forward, and a permissive DrSLID/DrDLID ends the path at the SM or at
+//!   the target. A non-permissive DrSLID sends the SMP LID-routed to the
+//!   first node of the directed part (its DLID is the LRH's, given to
+//!   [`SimFabric::handle_to`]); a non-permissive DrDLID makes the switch at
+//!   the end of the directed part LID-route it on, and the response comes
+//!   back the same way.
+//! * **LID routing** through the LFTs the SM programmed: a DLID above
+//!   LinearFDBTop or with no entry is dropped, as is one that meets a
+//!   port that is not Active ([`SimOptions::lid_routing_needs_active`]).
+//! * **SMAs** with NodeInfo, NodeDescription, PortInfo (port state machine
+//!   included), SwitchInfo, LFT and MFT blocks, SL-to-VL tables, VL
+//!   arbitration tables and SMInfo; status codes for unsupported methods
+//!   and attributes and for invalid values or modifiers; M_Key checks.
+//! * **Faults**: links and whole nodes go down and come back
+//!   ([`SimFabric::link_down`], [`SimFabric::remove_node`], ...), switches
+//!   set PortStateChange and send trap 128 to the SM LID they were given
+//!   ([`SimFabric::take_traps`]).
+//! * **Counters** of everything the SM sent, by attribute, and of every
+//!   loss by reason ([`SimFabric::counters`]).
+//!
+//! A malformed MAD never panics the fabric: it is dropped, as a real
+//! device drops what it cannot parse.
+//!
+//! Not modelled: time (packet lifetimes, M_Key leases, traps repeated
+//! until the SM represses them — each trap is sent once), data and
+//! multicast traffic (the MFT is stored, never used), partition
+//! enforcement (P_Key tables are stored only), GUIDInfo and vendor
+//! attributes, LMC on switch port 0 (base port 0 only), routers as
+//! anything but end nodes, and buffer or credit limits.
+//!
+//! ```
+//! use sm_core::sim::SimFabric;
+//! use sm_mad::{mad::attr, smp, Mad, NodeInfoPacket};
+//!
+//! let topo = sm_topology::gen::fat_tree_2level(2, 1, 2, 1)?;
+//! let mut fabric = SimFabric::from_topology(&topo, 0, 1)?;
+//! // NodeInfo of the leaf switch behind host 0's port 1.
+//! let get = smp::Repr::directed_get(1, attr::NODE_INFO, 0, 0, &[1])?;
+//! let mut mad = Mad::zeroed();
+//! get.emit(&mut mad.smp_mut());
+//! let reply = fabric.handle(&mad.0).expect("the leaf answers");
+//! let reply = smp::Packet::new_checked(&reply[..])?;
+//! let info = NodeInfoPacket::new_checked(reply.data())?;
+//! assert_eq!(info.node_type(), 2);
+//! assert_eq!(info.local_port_num(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod counters;
+mod events;
+mod route;
+mod sma;
+mod state;
+
+use sm_abi::NodeKind;
+use sm_mad::mad::{method, MAD_LEN};
+use sm_mad::smp::{self, Direction, PERMISSIVE_LID};
+use sm_mad::{Mad, PortState, SmInfoRepr};
+use sm_topology::model::{DEFAULT_SPEED, DEFAULT_WIDTH};
+use sm_topology::{Topology, TopologyError};
+
+pub use counters::{AttributeCounters, DropReason, SimCounters};
+
+use state::Node;
+
+/// Limits and identities the simulated devices report. The defaults are
+/// those of a current switch ASIC and adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimOptions {
+    /// SwitchInfo.LinearFDBCap: LFT entries per switch (at most 49,152,
+    /// the unicast LID space).
+    pub linear_fdb_cap: u16,
+    /// SwitchInfo.MulticastFDBCap: MFT entries per switch (at most 16,384).
+    pub multicast_fdb_cap: u16,
+    /// PortInfo.VLCap (1 = VL0 … 5 = VL0-14); OperationalVLs starts here.
+    pub vl_cap: u8,
+    /// PortInfo.MTUCap (1 = 256 … 5 = 4096); NeighborMTU starts here.
+    pub mtu_cap: u8,
+    /// PortInfo.VLArbitrationHighCap.
+    pub vl_arb_high_cap: u8,
+    /// PortInfo.VLArbitrationLowCap.
+    pub vl_arb_low_cap: u8,
+    /// LID-routed SMPs cross only links whose two ports are Active. IBA
+    /// lets VL15 through Init and Armed ports too; ibsim does not, and an
+    /// SM that relies on it would fail there, so the default is strict.
+    pub lid_routing_needs_active: bool,
+    /// How trap 128 reaches the SM.
+    pub trap_delivery: TrapDelivery,
+    /// NodeInfo.VendorID of every node (24 bits).
+    pub vendor_id: u32,
+    /// NodeInfo.DeviceID of switches.
+    pub switch_device_id: u16,
+    /// NodeInfo.DeviceID of CAs and routers.
+    pub ca_device_id: u16,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            linear_fdb_cap: 49152,
+            multicast_fdb_cap: 1024,
+            vl_cap: 4,
+            mtu_cap: 5,
+            vl_arb_high_cap: 8,
+            vl_arb_low_cap: 8,
+            lid_routing_needs_active: true,
+            trap_delivery: TrapDelivery::Routed,
+            vendor_id: 0x0002c9,
+            switch_device_id: 0xcb20,
+            ca_device_id: 0x1017,
+        }
+    }
+}
+
+impl SimOptions {
+    fn check(&self) -> Result<(), SimError> {
+        let bad = |what: String| Err(SimError::BadOption(what));
+        if self.linear_fdb_cap > 0xC000 {
+            return bad(format!(
+                "linear_fdb_cap {} exceeds 49152",
+                self.linear_fdb_cap
+            ));
+        }
+        if self.multicast_fdb_cap > 0x4000 {
+            return bad(format!(
+                "multicast_fdb_cap {} exceeds 16384",
+                self.multicast_fdb_cap
+            ));
+        }
+        if !(1..=5).contains(&self.vl_cap) {
+            return bad(format!("vl_cap {} is not 1..=5", self.vl_cap));
+        }
+        if !(1..=5).contains(&self.mtu_cap) {
+            return bad(format!("mtu_cap {} is not 1..=5", self.mtu_cap));
+        }
+        if self.vl_arb_high_cap > 64 || self.vl_arb_low_cap > 64 {
+            return bad("VL arbitration caps above 64".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// How a switch's trap 128 gets to the SM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrapDelivery {
+    /// As on a real fabric: LID-routed from the switch's LID to the
+    /// MasterSMLID it was given, through the LFTs. A switch without both
+    /// LIDs, or without a route, loses the trap (the SM's light sweep
+    /// still finds PortStateChange).
+    #[default]
+    Routed,
+    /// Straight into the SM's queue, with IssuerLID 0 while the switch has
+    /// no LID: for tests of the SM's trap handling on a fabric not yet
+    /// brought up.
+    Always,
+}
+
+/// Why a fabric could not be built or a fault hook not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The topology breaks a structural rule.
+    #[error("topology: {0}")]
+    Topology(#[from] TopologyError),
+    /// A node index out of range.
+    #[error("node {0} does not exist")]
+    NoSuchNode(usize),
+    /// A port number the node does not have.
+    #[error("node {node} has no port {port}")]
+    NoSuchPort {
+        /// Node index.
+        node: usize,
+        /// Port number.
+        port: u8,
+    },
+    /// A port without a cable, for a hook that acts on links.
+    #[error("port {port} of node {node} has no cable")]
+    NoCable {
+        /// Node index.
+        node: usize,
+        /// Port number.
+        port: u8,
+    },
+    /// The SM's port cannot carry an SM.
+    #[error("the SM cannot run on port {port} of node {node}: {why}")]
+    BadSmPort {
+        /// Node index.
+        node: usize,
+        /// Port number.
+        port: u8,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An option out of range.
+    #[error("bad simulator option: {0}")]
+    BadOption(String),
+}
+
+/// A MAD that reached the SM, with the LRH source LID a umad read would
+/// report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimResponse {
+    /// LRH SLID: the responder's LID for a LID-routed response, the
+    /// permissive LID for a purely directed one.
+    pub slid: u16,
+    /// The 256-byte MAD.
+    pub mad: Vec<u8>,
+}
+
+/// A trap a switch sent to the SM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimTrap {
+    /// Node index of the switch (a convenience of the simulator; the SM
+    /// learns the issuer from the Notice).
+    pub node: usize,
+    /// LRH SLID: the switch's LID (0 under [`TrapDelivery::Always`] before
+    /// it has one).
+    pub slid: u16,
+    /// The 256-byte SubnTrap(Notice) MAD.
+    pub mad: Vec<u8>,
+}
+
+/// A cable from the topology and whether it is plugged in.
+#[derive(Debug, Clone)]
+struct Link {
+    a: (usize, u8),
+    b: (usize, u8),
+    /// Cleared by [`SimFabric::link_down`]: the cable is pulled.
+    connected: bool,
+}
+
+impl Link {
+    fn other_end(&self, end: (usize, u8)) -> (usize, u8) {
+        if self.a == end {
+            self.b
+        } else {
+            self.a
+        }
+    }
+}
+
+/// Where a request was delivered: the node, the port it came in by, and
+/// for a directed route with a LID-routed tail, the switch that ended the
+/// directed part.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    node: usize,
+    port: u8,
+    dr_end: Option<usize>,
+}
+
+/// An in-process fabric of simulated switches and CAs. See the
+/// [module documentation](self).
+pub struct SimFabric {
+    /// Kept to power a removed node back up as it was built.
+    topology: Topology,
+    nodes: Vec<Node>,
+    links: Vec<Link>,
+    /// Link index per node and port number.
+    port_links: Vec<Vec<Option<usize>>>,
+    sm_node: usize,
+    sm_port: u8,
+    options: SimOptions,
+    traps: Vec<SimTrap>,
+    next_trap_tid: u64,
+    counters: SimCounters,
+    last_drop: Option<DropReason>,
+    /// Per node: lose every n-th answer (0: none), and answers so far.
+    answer_loss: Vec<(u32, u32)>,
+}
+
+impl std::fmt::Debug for SimFabric {
+    // Per-port state runs to megabytes on a large fabric; logs want the
+    // shape.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimFabric")
+            .field("nodes", &self.nodes.len())
+            .field("links", &self.links.len())
+            .field("sm", &(self.sm_node, self.sm_port))
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimFabric {
+    /// A fabric with every cable plugged in and trained: ports Init, no
+    /// LIDs, empty forwarding tables. The SM sends from `sm_port` of
+    /// `sm_node` (a CA port, or port 0 of a switch).
+    pub fn from_topology(topo: &Topology, sm_node: usize, sm_port: u8) -> Result<Self, SimError> {
+        Self::with_options(topo, sm_node, sm_port, SimOptions::default())
+    }
+
+    /// [`Self::from_topology`] with other device limits or behaviours.
+    pub fn with_options(
+        topo: &Topology,
+        sm_node: usize,
+        sm_port: u8,
+        options: SimOptions,
+    ) -> Result<Self, SimError> {
+        options.check()?;
+        topo.validate()?;
+        let sm = topo
+            .nodes
+            .get(sm_node)
+            .ok_or(SimError::NoSuchNode(sm_node))?;
+        let bad = |why| {
+            Err(SimError::BadSmPort {
+                node: sm_node,
+                port: sm_port,
+                why,
+            })
+        };
+        match sm.kind {
+            NodeKind::Switch if sm_port != 0 => return bad("an SM on a switch uses port 0"),
+            NodeKind::Ca | NodeKind::Router if sm_port == 0 || sm_port > sm.num_ports => {
+                return bad("no such port");
+            }
+            NodeKind::Router => return bad("routers do not host SMs"),
+            _ => {}
+        }
+        let port_links = topo.port_links();
+        let mut fabric = Self {
+            topology: topo.clone(),
+            nodes: Vec::with_capacity(topo.nodes.len()),
+            links: topo
+                .links
+                .iter()
+                .map(|l| Link {
+                    a: l.a,
+                    b: l.b,
+                    connected: true,
+                })
+                .collect(),
+            port_links,
+            sm_node,
+            sm_port,
+            options,
+            traps: Vec::new(),
+            next_trap_tid: 1,
+            counters: SimCounters::default(),
+            last_drop: None,
+            answer_loss: vec![(0, 0); topo.nodes.len()],
+        };
+        for index in 0..topo.nodes.len() {
+            let node = fabric.power_up(index);
+            fabric.nodes.push(node);
+        }
+        for link in 0..fabric.links.len() {
+            // Links train before any SM runs: nothing to report.
+            fabric.settle_link(link, None);
+        }
+        Ok(fabric)
+    }
+
+    /// Node `index` as it powers up, ports Down until its links train.
+    fn power_up(&self, index: usize) -> Node {
+        let topo = &self.topology.nodes[index];
+        let rates: Vec<(u8, u8)> = (0..=topo.num_ports)
+            .map(|port| {
+                self.link_at(index, port)
+                    .and_then(|link| self.topology.links.get(link))
+                    .map_or((DEFAULT_WIDTH, DEFAULT_SPEED), |l| (l.width, l.speed))
+            })
+            .collect();
+        let sm_port = (index == self.sm_node).then_some(self.sm_port);
+        Node::power_up(topo, &rates, &self.options, sm_port)
+    }
+
+    /// Sends one SMP from the SM port with the permissive DLID in its LRH:
+    /// what an SM does for every directed-route SMP. Returns the MAD the
+    /// SM would read back, or `None` when the fabric gives no answer.
+    pub fn handle(&mut self, mad: &[u8]) -> Option<Vec<u8>> {
+        self.handle_to(PERMISSIVE_LID, mad).map(|r| r.mad)
+    }
+
+    /// Sends one SMP from the SM port with `dlid` in its LRH: the target of
+    /// a LID-routed SMP, or the first node of a directed route whose
+    /// DrSLID is not permissive.
+    pub fn handle_to(&mut self, dlid: u16, mad: &[u8]) -> Option<SimResponse> {
+        self.counters.sent += 1;
+        match self.exchange(dlid, mad) {
+            Ok(Some(response)) => {
+                self.counters.answered += 1;
+                let status = smp::Packet::new_unchecked(&response.mad[..]).smp_status();
+                if status != 0 {
+                    self.counters.error_status += 1;
+                }
+                Some(response)
+            }
+            Ok(None) => None,
+            Err(reason) => {
+                self.counters.drop(reason);
+                self.last_drop = Some(reason);
+                None
+            }
+        }
+    }
+
+    /// One request and its response; `Ok(None)` for MADs that rightly get
+    /// none (TrapRepress).
+    fn exchange(&mut self, dlid: u16, bytes: &[u8]) -> Result<Option<SimResponse>, DropReason> {
+        let mut mad = Mad::from_slice(bytes).map_err(|_| DropReason::Malformed)?;
+        let request = {
+            let packet = smp::Packet::new_checked(&mad.0[..]).map_err(|_| DropReason::Malformed)?;
+            smp::Repr::parse(&packet).map_err(|_| DropReason::Malformed)?
+        };
+        if request.method == method::TRAP_REPRESS {
+            // Simulated switches send each trap once, so there is nothing
+            // to stop repeating.
+            self.counters.trap_represses += 1;
+            return Ok(None);
+        }
+        if request.is_response() {
+            return Err(DropReason::NotARequest);
+        }
+        if request
+            .directed()
+            .is_some_and(|dr| dr.direction == Direction::Inbound)
+        {
+            return Err(DropReason::NotARequest);
+        }
+        if !self.nodes[self.sm_node].present {
+            return Err(DropReason::NoLink);
+        }
+        let target = match request.routing {
+            smp::Routing::Lid => {
+                let (node, port) = self.route_lid((self.sm_node, self.sm_port), dlid)?;
+                Target {
+                    node,
+                    port,
+                    dr_end: None,
+                }
+            }
+            smp::Routing::Directed(_) => self.dr_outbound(&mut mad, dlid)?,
+        };
+        let answer = self.sma(target.node, target.port, &request)?;
+        if self.lose_answer(target.node) {
+            return Err(DropReason::Injected);
+        }
+        {
+            let mut packet = mad.smp_mut();
+            packet.set_method(method::GET_RESP);
+            packet.data_mut().copy_from_slice(&answer.data);
+            if packet.is_directed() {
+                packet.set_status(answer.status & !smp::DIRECTION_BIT);
+                packet.set_direction(Direction::Inbound);
+            } else {
+                packet.set_status(answer.status);
+            }
+        }
+        let slid = match request.routing {
+            smp::Routing::Lid => {
+                // The response goes to the request's LRH SLID: the SM
+                // port's LID, which must have been assigned by now.
+                let sm_lid = self.responder_lid(self.sm_node, self.sm_port);
+                if sm_lid == 0 {
+                    return Err(DropReason::NoLid);
+                }
+                let (node, port) = self.route_lid((target.node, target.port), sm_lid)?;
+                self.deliver_to_sm(node, port)?;
+                self.responder_lid(target.node, target.port)
+            }
+            smp::Routing::Directed(dr) => {
+                self.dr_inbound(&mut mad, target)?;
+                // The last leg of a response with a real DrSLID is
+                // LID-routed from the node the request's LRH named.
+                if dr.dr_slid == PERMISSIVE_LID {
+                    PERMISSIVE_LID
+                } else {
+                    dlid
+                }
+            }
+        };
+        Ok(Some(SimResponse {
+            slid,
+            mad: mad.0[..MAD_LEN].to_vec(),
+        }))
+    }
+
+    /// The base LID a packet from `port` of `node` carries as its SLID.
+    fn responder_lid(&self, node: usize, port: u8) -> u16 {
+        self.nodes[node]
+            .address_port(port)
+            .map_or(0, |p| p.info.lid)
+    }
+
+    /// Accepts a packet that arrived at (`node`, `port`) if the SM listens
+    /// there.
+    fn deliver_to_sm(&self, node: usize, port: u8) -> Result<(), DropReason> {
+        if node == self.sm_node && (self.nodes[node].is_switch() || port == self.sm_port) {
+            Ok(())
+        } else {
+            Err(DropReason::NotForSm)
+        }
+    }
+
+    /// Whether the answer `node` just produced is to be lost.
+    fn lose_answer(&mut self, node: usize) -> bool {
+        let Some((every, seen)) = self.answer_loss.get_mut(node) else {
+            return false;
+        };
+        if *every == 0 {
+            return false;
+        }
+        *seen += 1;
+        *seen % *every == 0
+    }
+
+    /// Makes `node` lose every `every`-th answer after processing the
+    /// request (0 stops it): a Set still takes effect, as when a response
+    /// dies on a flaky link, so an SM's retries must be harmless.
+    pub fn set_answer_loss(&mut self, node: usize, every: u32) -> Result<(), SimError> {
+        let slot = self
+            .answer_loss
+            .get_mut(node)
+            .ok_or(SimError::NoSuchNode(node))?;
+        *slot = (every, 0);
+        Ok(())
+    }
+
+    /// The traps that reached the SM since the last call, oldest first.
+    pub fn take_traps(&mut self) -> Vec<SimTrap> {
+        std::mem::take(&mut self.traps)
+    }
+
+    /// Totals since the fabric was built or [`Self::reset_counters`].
+    pub fn counters(&self) -> &SimCounters {
+        &self.counters
+    }
+
+    /// Zeroes the counters, e.g. between sweeps.
+    pub fn reset_counters(&mut self) {
+        self.counters = SimCounters::default();
+        self.last_drop = None;
+    }
+
+    /// Why the most recent unanswered MAD got no answer.
+    pub fn last_drop(&self) -> Option<DropReason> {
+        self.last_drop
+    }
+
+    /// Number of nodes (indices as in the topology).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The SM's node and port.
+    pub fn sm_location(&self) -> (usize, u8) {
+        (self.sm_node, self.sm_port)
+    }
+
+    /// Whether `node` is in the fabric (not removed).
+    pub fn is_present(&self, node: usize) -> bool {
+        self.nodes.get(node).is_some_and(|n| n.present)
+    }
+
+    /// Logical state of a port, as PortInfo would report it.
+    pub fn port_state(&self, node: usize, port: u8) -> Option<PortState> {
+        self.nodes.get(node)?.port(port).map(|p| p.state)
+    }
+
+    /// The LID a port answers to: a CA port's own, a switch's port 0 LID
+    /// for any of its ports.
+    pub fn port_lid(&self, node: usize, port: u8) -> Option<u16> {
+        Some(self.nodes.get(node)?.address_port(port)?.info.lid)
+    }
+
+    /// A switch's LFT as programmed (entries past the end read as 0xFF).
+    pub fn lft(&self, node: usize) -> Option<&[u8]> {
+        self.nodes.get(node)?.switch.as_ref().map(|sw| &sw.lft[..])
+    }
+
+    /// A switch's LinearFDBTop.
+    pub fn linear_fdb_top(&self, node: usize) -> Option<u16> {
+        self.nodes
+            .get(node)?
+            .switch
+            .as_ref()
+            .map(|sw| sw.info.linear_fdb_top)
+    }
+
+    /// A switch's SwitchInfo.PortStateChange.
+    pub fn port_state_change(&self, node: usize) -> Option<bool> {
+        self.nodes
+            .get(node)?
+            .switch
+            .as_ref()
+            .map(|sw| sw.info.port_state_change)
+    }
+
+    /// Puts another SM behind a CA port (or port 0 of a switch), or takes
+    /// it away: the port then advertises IsSM and answers SMInfo with
+    /// `info`, for SM election tests.
+    pub fn set_sm_info(
+        &mut self,
+        node: usize,
+        port: u8,
+        info: Option<SmInfoRepr>,
+    ) -> Result<(), SimError> {
+        let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
+        let is_switch = n.is_switch();
+        if is_switch && port != 0 {
+            return Err(SimError::NoSuchPort { node, port });
+        }
+        let p = match n.port_mut(port) {
+            Some(p) if is_switch || port != 0 => p,
+            _ => return Err(SimError::NoSuchPort { node, port }),
+        };
+        if info.is_some() {
+            p.info.capability_mask |= sm_mad::port_info::capability::IS_SM;
+        } else {
+            p.info.capability_mask &= !sm_mad::port_info::capability::IS_SM;
+        }
+        p.sm_info = info;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sm_topology::gen;
+
+    use super::*;
+
+    #[test]
+    fn options_are_checked() {
+        assert!(SimOptions::default().check().is_ok());
+        for bad in [
+            SimOptions {
+                linear_fdb_cap: 0xC001,
+                ..SimOptions::default()
+            },
+            SimOptions {
+                multicast_fdb_cap: 0x4001,
+                ..SimOptions::default()
+            },
+            SimOptions {
+                vl_cap: 0,
+                ..SimOptions::default()
+            },
+            SimOptions {
+                mtu_cap: 6,
+                ..SimOptions::default()
+            },
+            SimOptions {
+                vl_arb_low_cap: 65,
+                ..SimOptions::default()
+            },
+        ] {
+            assert!(matches!(bad.check(), Err(SimError::BadOption(_))));
+        }
+    }
+
+    #[test]
+    fn debug_output_is_a_summary() {
+        let topo = gen::kary_ntree(2, 2, 1).unwrap();
+        let f = SimFabric::from_topology(&topo, 0, 1).unwrap();
+        let text = format!("{f:?}");
+        assert!(text.starts_with("SimFabric { nodes: 6, links: 6"), "{text}");
+        assert!(text.len() < 1000);
+    }
+
+    #[test]
+    fn counters_add_up_and_reset() {
+        let topo = gen::kary_ntree(2, 2, 1).unwrap();
+        let mut f = SimFabric::from_topology(&topo, 0, 1).unwrap();
+        let mut mad = Mad::zeroed();
+        smp::Repr::directed_get(1, sm_mad::mad::attr::NODE_INFO, 0, 0, &[1])
+            .unwrap()
+            .emit(&mut mad.smp_mut());
+        assert!(f.handle(&mad.0).is_some());
+        assert!(f.handle(&mad.0[..10]).is_none());
+        let c = f.counters();
+        assert_eq!((c.sent, c.handled, c.answered, c.dropped), (2, 1, 1, 1));
+        assert_eq!(c.by_attribute[&sm_mad::mad::attr::NODE_INFO].get, 1);
+        assert_eq!(f.last_drop(), Some(DropReason::Malformed));
+        f.reset_counters();
+        assert_eq!(f.counters(), &SimCounters::default());
+        assert_eq!(f.last_drop(), None);
+    }
+
+    #[test]
+    fn an_sm_can_be_added_and_removed() {
+        let topo = gen::kary_ntree(2, 2, 1).unwrap();
+        let mut f = SimFabric::from_topology(&topo, 0, 1).unwrap();
+        let info = SmInfoRepr {
+            guid: 5,
+            ..SmInfoRepr::default()
+        };
+        assert!(f.set_sm_info(1, 1, Some(info)).is_ok());
+        assert!(f.set_sm_info(1, 0, Some(info)).is_err());
+        assert!(f.set_sm_info(2, 1, Some(info)).is_err());
+        assert!(f.set_sm_info(2, 0, Some(info)).is_ok());
+        assert!(f.set_sm_info(1, 1, None).is_ok());
+        assert_eq!(f.nodes[1].ports[1].info.capability_mask & 2, 0);
+        assert!(f.set_sm_info(77, 1, None).is_err());
+    }
+}
