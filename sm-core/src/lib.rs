@@ -11,3 +11,4 @@ pub mod engines;
 pub mod offline;
 pub mod report;
 pub mod sim;
+pub mod sweep;

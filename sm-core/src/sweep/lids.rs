@@ -1,0 +1,396 @@
+//! LID assignment and its programming by directed-route PortInfo Sets.
+//!
+//! A LID is an address that hosts, caches and path records keep using
+//! after the SM has moved on, so a LID a port already holds is kept
+//! whenever it is valid (unicast, aligned to the port's block, not claimed
+//! by an earlier port). Ports without one get, in order of preference, the
+//! LID the `guid2lid` file remembers for their GUID (so a fabric that
+//! powers up again gets its old addresses), then the lowest free block not
+//! remembered for a port that is absent today. Switches take one LID on
+//! port 0; CA and router ports take `2^lmc` LIDs aligned to `2^lmc`.
+//! `reassign` forgets both the held LIDs and the file (OpenSM's
+//! `--reassign_lids`).
+//!
+//! Programming reads nothing extra: discovery has just read every PortInfo,
+//! so a Set is sent only to ports whose LID, LMC or master SM LID/SL
+//! differ, with the rest of the attribute written back as it was read.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sm_abi::MAX_UNICAST_LID;
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use sm_mad::{PhysState, PortInfoPacket, PortState};
+use tracing::{debug, warn};
+
+use super::discovery::{parse_port_info, Fabric};
+use super::transport::SmpClient;
+
+/// Highest LMC IBA allows.
+pub const MAX_LMC: u8 = 7;
+
+/// The `guid2lid` file: port GUID → first and last LID, as OpenSM keeps it
+/// between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guid2Lid {
+    /// Port GUID → (base LID, last LID).
+    pub entries: BTreeMap<u64, (u16, u16)>,
+}
+
+/// A line of `guid2lid` that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum Guid2LidError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A line is not `0x<guid> 0x<lid> 0x<lid_end>` with a sane range.
+    #[error("{origin}:{line}: {why}")]
+    Syntax {
+        /// File name or other origin.
+        origin: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl Guid2Lid {
+    /// Reads OpenSM's format: one `0x<port guid> 0x<lid> 0x<lid_end>` per
+    /// line; blank lines and `#` comments are skipped.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, Guid2LidError> {
+        let mut entries = BTreeMap::new();
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let err = |why: String| Guid2LidError::Syntax {
+                origin: origin.to_string(),
+                line: n + 1,
+                why,
+            };
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [guid, lid, end] = fields[..] else {
+                return Err(err(format!("expected 3 fields, found {}", fields.len())));
+            };
+            let hex = |s: &str| {
+                let digits = s
+                    .strip_prefix("0x")
+                    .or_else(|| s.strip_prefix("0X"))
+                    .unwrap_or(s);
+                u64::from_str_radix(digits, 16).map_err(|e| err(format!("{s:?}: {e}")))
+            };
+            let (guid, lid, end) = (hex(guid)?, hex(lid)?, hex(end)?);
+            if lid == 0 || lid > end || end > u64::from(MAX_UNICAST_LID) {
+                return Err(err(format!("bad LID range {lid:#x}..{end:#x}")));
+            }
+            entries.insert(guid, (lid as u16, end as u16));
+        }
+        Ok(Self { entries })
+    }
+
+    /// The file's text, in GUID order.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (guid, (lid, end)) in &self.entries {
+            let _ = writeln!(out, "0x{guid:016x} 0x{lid:04x} 0x{end:04x}");
+        }
+        out
+    }
+
+    /// Reads `path`; a missing file is an empty map (a first start).
+    pub fn read(path: &Path) -> Result<Self, Guid2LidError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(Guid2LidError::Io {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes `path` through a temporary file, so a crash never leaves a
+    /// half-written map behind.
+    pub fn write(&self, path: &Path) -> Result<(), Guid2LidError> {
+        let io = |source| Guid2LidError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.to_text()).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+/// Where each LID came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LidAssignment {
+    /// Ports that kept the LID they held.
+    pub kept: usize,
+    /// Ports given the LID `guid2lid` remembered.
+    pub from_file: usize,
+    /// Ports given a new LID.
+    pub fresh: usize,
+    /// Ports that needed a LID and found no room (logged).
+    pub unassigned: usize,
+    /// Highest LID in use.
+    pub max_lid: u16,
+}
+
+/// The ports that hold LIDs: (node, port, block size as LMC).
+fn holders(fabric: &Fabric, lmc: u8) -> Vec<(usize, u8, u8)> {
+    let mut out = Vec::new();
+    for (i, n) in fabric.nodes.iter().enumerate() {
+        if n.is_switch() {
+            if n.ports[0].info.is_some() {
+                out.push((i, 0, 0));
+            }
+        } else {
+            for (p, port) in n.ports.iter().enumerate().skip(1) {
+                if port.info.is_some() && port.path.is_some() {
+                    out.push((i, p as u8, lmc));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Which LIDs are taken, as a bitmap over the unicast range.
+struct LidSpace {
+    used: Vec<bool>,
+}
+
+impl LidSpace {
+    fn new() -> Self {
+        Self {
+            used: vec![false; usize::from(MAX_UNICAST_LID) + 1],
+        }
+    }
+
+    /// Whether `lid .. lid + 2^lmc` is a valid, free, aligned block.
+    fn fits(&self, lid: u16, lmc: u8) -> bool {
+        let count = 1usize << lmc;
+        let lid = usize::from(lid);
+        lid != 0
+            && lid % count == 0
+            && lid + count - 1 <= usize::from(MAX_UNICAST_LID)
+            && self.used[lid..lid + count].iter().all(|u| !u)
+    }
+
+    fn take(&mut self, lid: u16, lmc: u8) {
+        let lid = usize::from(lid);
+        self.used[lid..lid + (1usize << lmc)].fill(true);
+    }
+}
+
+/// Decides every port's LID (see the module documentation), updates the
+/// model's PortInfo LID and LMC to what the ports are to hold, and records
+/// the result in `guid2lid` (entries of absent ports stay). Nothing is sent.
+pub fn assign(
+    fabric: &mut Fabric,
+    lmc: u8,
+    reassign: bool,
+    guid2lid: &mut Guid2Lid,
+) -> LidAssignment {
+    let lmc = lmc.min(MAX_LMC);
+    let holders = holders(fabric, lmc);
+    let mut space = LidSpace::new();
+    let mut chosen: Vec<Option<u16>> = vec![None; holders.len()];
+    let mut result = LidAssignment::default();
+
+    if !reassign {
+        for (k, &(node, port, block)) in holders.iter().enumerate() {
+            let info = fabric.nodes[node].ports[usize::from(port)].info.as_ref();
+            if let Some(lid) = info.map(|i| i.lid).filter(|&l| space.fits(l, block)) {
+                space.take(lid, block);
+                chosen[k] = Some(lid);
+                result.kept += 1;
+            }
+        }
+        for (k, &(node, port, block)) in holders.iter().enumerate() {
+            if chosen[k].is_some() {
+                continue;
+            }
+            let guid = fabric.nodes[node].ports[usize::from(port)].guid;
+            if let Some(&(lid, _)) = guid2lid.entries.get(&guid) {
+                if space.fits(lid, block) {
+                    space.take(lid, block);
+                    chosen[k] = Some(lid);
+                    result.from_file += 1;
+                }
+            }
+        }
+    }
+
+    // LIDs the file keeps for ports that are away today are handed out
+    // only when nothing else is left, so those ports get them back.
+    let present: HashSet<u64> = holders
+        .iter()
+        .map(|&(n, p, _)| fabric.nodes[n].ports[usize::from(p)].guid)
+        .collect();
+    let mut reserved = LidSpace::new();
+    if !reassign {
+        for (guid, &(lid, end)) in &guid2lid.entries {
+            if !present.contains(guid) {
+                reserved.used[usize::from(lid)..=usize::from(end)].fill(true);
+            }
+        }
+    }
+    // One cursor per block size: the space only fills, so nothing below a
+    // cursor can become free for that size again.
+    let mut cursor = [1usize; MAX_LMC as usize + 1];
+    for (k, &(node, port, block)) in holders.iter().enumerate() {
+        if chosen[k].is_some() {
+            continue;
+        }
+        let count = 1usize << block;
+        let mut found = None;
+        for respect_reserved in [true, false] {
+            let mut lid = cursor[usize::from(block)].div_ceil(count) * count;
+            while lid + count - 1 <= usize::from(MAX_UNICAST_LID) {
+                let free = space.fits(lid as u16, block)
+                    && !(respect_reserved && reserved.used[lid..lid + count].iter().any(|&r| r));
+                if free {
+                    found = Some(lid as u16);
+                    break;
+                }
+                lid += count;
+            }
+            if found.is_some() {
+                if respect_reserved {
+                    cursor[usize::from(block)] = lid;
+                }
+                break;
+            }
+        }
+        match found {
+            Some(lid) => {
+                space.take(lid, block);
+                chosen[k] = Some(lid);
+                result.fresh += 1;
+            }
+            None => {
+                warn!(
+                    guid = format_args!("{:#018x}", fabric.nodes[node].guid),
+                    port, "no free LID left; port gets none"
+                );
+                result.unassigned += 1;
+            }
+        }
+    }
+
+    for (k, &(node, port, block)) in holders.iter().enumerate() {
+        let Some(lid) = chosen[k] else { continue };
+        let slot = &mut fabric.nodes[node].ports[usize::from(port)];
+        let end = lid + ((1u16 << block) - 1);
+        guid2lid.entries.insert(slot.guid, (lid, end));
+        result.max_lid = result.max_lid.max(end);
+        if let Some(info) = slot.info.as_mut() {
+            info.lid = lid;
+            info.lmc = block;
+        }
+    }
+    debug!(?result, "LIDs assigned");
+    result
+}
+
+/// What programming sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProgramReport {
+    /// Ports that already held everything: no SMP.
+    pub unchanged: usize,
+    /// PortInfo Sets that took effect.
+    pub set: usize,
+    /// Sets refused, unanswered or not taking effect (logged).
+    pub failed: usize,
+}
+
+/// Writes the model's LIDs and LMCs and the SM's LID and SL into the ports
+/// that do not hold them yet, by directed-route PortInfo Sets.
+///
+/// `read` is the fabric as discovery read it (what the ports hold now),
+/// `fabric` the same with the LIDs [`assign`] chose. The SM LID is the
+/// SM port's new LID. Each Set carries the attribute as it was read with
+/// only the SM's fields changed: PortState and PortPhysicalState go as
+/// NoChange, so that writing addresses never moves a port's state.
+pub fn program(
+    client: &mut SmpClient<'_>,
+    read: &Fabric,
+    fabric: &mut Fabric,
+    sm_sl: u8,
+) -> ProgramReport {
+    let mut report = ProgramReport::default();
+    let sm_lid = fabric
+        .nodes
+        .first()
+        .and_then(|n| n.ports.get(usize::from(fabric.sm_port)))
+        .and_then(|p| p.info.as_ref())
+        .map_or(0, |i| i.lid);
+    // The LMC argument only sizes blocks, which programming does not need.
+    for (node, port, _) in holders(fabric, 0) {
+        let slot = &fabric.nodes[node].ports[usize::from(port)];
+        let (Some(target), Some(path)) = (slot.info, slot.path.clone()) else {
+            continue;
+        };
+        let Some(current) = read
+            .nodes
+            .get(node)
+            .and_then(|n| n.ports.get(usize::from(port)))
+            .and_then(|p| p.info)
+        else {
+            continue;
+        };
+        let holds = current.lid == target.lid
+            && current.lmc == target.lmc
+            && current.master_sm_lid == sm_lid
+            && current.master_sm_sl == sm_sl;
+        if holds {
+            report.unchanged += 1;
+            continue;
+        }
+        let mut want = current;
+        want.lid = target.lid;
+        want.lmc = target.lmc;
+        want.master_sm_lid = sm_lid;
+        want.master_sm_sl = sm_sl;
+        want.port_state = PortState::NoChange;
+        want.port_physical_state = PhysState::NoChange;
+        let mut data = [0u8; DATA_LEN];
+        want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+        let guid = fabric.nodes[node].guid;
+        let answer = client
+            .set(attr::PORT_INFO, u32::from(port), &path, data)
+            .and_then(|d| parse_port_info(&d));
+        match answer {
+            Ok(now) if now.lid == target.lid && now.master_sm_lid == sm_lid => {
+                report.set += 1;
+                fabric.nodes[node].ports[usize::from(port)].info = Some(now);
+            }
+            Ok(now) => {
+                warn!(
+                    guid = format_args!("{guid:#018x}"),
+                    port,
+                    lid = now.lid,
+                    wanted = target.lid,
+                    "PortInfo Set did not take effect"
+                );
+                report.failed += 1;
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortInfo Set failed");
+                report.failed += 1;
+            }
+        }
+    }
+    report
+}

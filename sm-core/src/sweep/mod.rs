@@ -1,0 +1,97 @@
+//! # One sweep: discovery, LID assignment, PortInfo programming
+//!
+//! The first stages of design.md's "Data flow of one sweep": SMPs go out
+//! through an [`SmpPort`], [`discovery`] builds the core model
+//! ([`Fabric`]), [`lids`] decides and programs the LIDs, and
+//! [`Fabric::snapshot`] hands the result to the engine chain as a
+//! [`FabricSnapshot`](sm_abi::FabricSnapshot).
+//!
+//! Still to come on top of this: the windowed asynchronous transport,
+//! port states Init → Armed → Active, SwitchInfo, LFT and SL2VL
+//! programming, and light sweeps.
+
+pub mod discovery;
+pub mod lids;
+pub mod transport;
+
+pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
+pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
+pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError};
+
+/// Settings of one sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepOptions {
+    /// Subnet LMC: end ports get `2^lmc` LIDs.
+    pub lmc: u8,
+    /// Forget held LIDs and `guid2lid`; number the fabric afresh.
+    pub reassign_lids: bool,
+    /// Extra tries of an unanswered SMP.
+    pub retries: u32,
+    /// MasterSMSL written to every port.
+    pub sm_sl: u8,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        Self {
+            lmc: 0,
+            reassign_lids: false,
+            retries: 2,
+            sm_sl: 0,
+        }
+    }
+}
+
+/// What one sweep found and did, with its SMP figures per phase.
+#[derive(Debug, Clone)]
+pub struct SweepOutcome {
+    /// The fabric with the LIDs it now holds.
+    pub fabric: Fabric,
+    /// What went wrong during discovery (also logged).
+    pub discovery: DiscoveryReport,
+    /// Where the LIDs came from.
+    pub lids: LidAssignment,
+    /// What programming sent.
+    pub program: ProgramReport,
+    /// SMPs of discovery.
+    pub discovery_smps: SmpStats,
+    /// SMPs of LID programming.
+    pub program_smps: SmpStats,
+}
+
+impl SweepOutcome {
+    /// All SMPs of the sweep.
+    pub fn total_smps(&self) -> u64 {
+        self.discovery_smps.sent + self.program_smps.sent
+    }
+}
+
+/// Discovers the fabric behind `port`, assigns LIDs (updating `guid2lid`)
+/// and programs them. Fails only when the SM's own node does not answer.
+pub fn sweep(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    guid2lid: &mut Guid2Lid,
+) -> Result<SweepOutcome, SmpError> {
+    let mut client = SmpClient::new(port, options.retries);
+    let (read, discovery) = discover(&mut client)?;
+    let discovery_smps = client.stats().clone();
+    let mut fabric = read.clone();
+    let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
+    let program = program(&mut client, &read, &mut fabric, options.sm_sl);
+    let program_smps = client.stats().since(&discovery_smps);
+    tracing::info!(
+        nodes = fabric.nodes.len(),
+        discovery_smps = discovery_smps.sent,
+        program_smps = program_smps.sent,
+        "sweep done"
+    );
+    Ok(SweepOutcome {
+        fabric,
+        discovery,
+        lids,
+        program,
+        discovery_smps,
+        program_smps,
+    })
+}

@@ -1,0 +1,344 @@
+//! How the sweep reaches the fabric: one SMP out, its answer back.
+//!
+//! [`SmpPort`] is deliberately synchronous with one SMP outstanding: it is
+//! the smallest interface discovery and LID programming need, and it lets
+//! them be written and tested against the embedded fabric now. The
+//! transport design.md describes (a window of pipelined MADs with
+//! timeouts and retries on tokio, for umad and ibsim) comes later; it will
+//! sit behind the same request/answer contract, so the sweep logic does
+//! not change when it arrives, only the waiting does.
+//!
+//! [`SmpClient`] is the layer the sweep talks to: it stamps transaction
+//! IDs, retries unanswered requests, checks that an answer really belongs
+//! to its request, and counts every SMP, because the SMP count per sweep is
+//! a first-class figure (design.md, "Performance principles").
+
+use std::collections::BTreeMap;
+
+use sm_mad::mad::method;
+use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
+use sm_mad::Mad;
+
+use crate::sim::SimFabric;
+
+/// Why a transport could not carry an SMP at all (as opposed to the fabric
+/// not answering, which is `Ok(None)`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The device or simulator cannot be used any more.
+    #[error("transport closed: {0}")]
+    Closed(String),
+    /// The request itself cannot be sent (wrong length, unsupported routing).
+    #[error("cannot send: {0}")]
+    Unsendable(String),
+    /// Any other I/O failure, with the OS's or device's words.
+    #[error("transport I/O: {0}")]
+    Io(String),
+}
+
+/// A port the SM sends SMPs from. Synchronous, one SMP outstanding; see the
+/// module documentation for the windowed version that comes later.
+pub trait SmpPort {
+    /// Sends one directed-route SMP (permissive DLID in the LRH) and waits
+    /// for its answer: `Ok(None)` when none came.
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError>;
+
+    /// Sends one SMP with `dlid` in the LRH (LID-routed SMPs, or directed
+    /// routes with a LID-routed head). Transports that cannot address LIDs
+    /// yet refuse.
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        if dlid == PERMISSIVE_LID {
+            self.send(mad)
+        } else {
+            Err(TransportError::Unsendable(format!(
+                "LID-routed SMPs (DLID {dlid:#x}) are not supported by this transport"
+            )))
+        }
+    }
+}
+
+/// [`SmpPort`] over the embedded simulated fabric. It borrows the fabric so
+/// that tests can inspect and perturb it between sweeps.
+pub struct SimPort<'a> {
+    fabric: &'a mut SimFabric,
+}
+
+impl<'a> SimPort<'a> {
+    /// Sends from the SM port the fabric was built with.
+    pub fn new(fabric: &'a mut SimFabric) -> Self {
+        Self { fabric }
+    }
+
+    /// The fabric behind the port.
+    pub fn fabric(&mut self) -> &mut SimFabric {
+        self.fabric
+    }
+}
+
+impl SmpPort for SimPort<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        Ok(self.fabric.handle(mad))
+    }
+
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        Ok(self.fabric.handle_to(dlid, mad).map(|r| r.mad))
+    }
+}
+
+/// SMPs sent, by attribute and method, and how they ended. Retries count
+/// as SMPs: they cost the fabric as much as the first try.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SmpStats {
+    /// Every SMP handed to the transport.
+    pub sent: u64,
+    /// Of those, answered with a well-formed, matching response.
+    pub answered: u64,
+    /// Sent again after no answer.
+    pub retries: u64,
+    /// No answer after the last retry.
+    pub unanswered: u64,
+    /// Answers that could not be parsed or did not match the request.
+    pub malformed: u64,
+    /// Answers carrying a non-zero status.
+    pub error_status: u64,
+    /// SMPs sent per (AttributeID, method).
+    pub by_attribute: BTreeMap<(u16, u8), u64>,
+}
+
+impl SmpStats {
+    /// SubnGets of `attribute` sent (retries included).
+    pub fn gets(&self, attribute: u16) -> u64 {
+        self.by_attribute
+            .get(&(attribute, method::GET))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// SubnSets of `attribute` sent (retries included).
+    pub fn sets(&self, attribute: u16) -> u64 {
+        self.by_attribute
+            .get(&(attribute, method::SET))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// What was counted since `earlier`, a copy taken from the same client:
+    /// the figure of one phase of a sweep.
+    pub fn since(&self, earlier: &SmpStats) -> SmpStats {
+        let mut by_attribute = self.by_attribute.clone();
+        for (key, count) in &mut by_attribute {
+            *count -= earlier.by_attribute.get(key).copied().unwrap_or(0);
+        }
+        by_attribute.retain(|_, count| *count != 0);
+        SmpStats {
+            sent: self.sent - earlier.sent,
+            answered: self.answered - earlier.answered,
+            retries: self.retries - earlier.retries,
+            unanswered: self.unanswered - earlier.unanswered,
+            malformed: self.malformed - earlier.malformed,
+            error_status: self.error_status - earlier.error_status,
+            by_attribute,
+        }
+    }
+}
+
+/// Why an SMP exchange gave no usable attribute.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SmpError {
+    /// The transport failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// No answer, retries included.
+    #[error("no answer after {tries} tries")]
+    NoAnswer {
+        /// SMPs sent for this request.
+        tries: u32,
+    },
+    /// The answer is not a well-formed response to this request.
+    #[error("malformed answer: {0}")]
+    Malformed(String),
+    /// The responder refused the request.
+    #[error("status {0:#06x}")]
+    Status(u16),
+    /// The request could not be built (path too long).
+    #[error("bad request: {0}")]
+    BadRequest(sm_mad::Error),
+}
+
+/// The sweep's side of a transport: builds directed-route SMPs, matches
+/// answers, retries and counts.
+pub struct SmpClient<'p> {
+    port: &'p mut dyn SmpPort,
+    next_tid: u64,
+    retries: u32,
+    m_key: u64,
+    stats: SmpStats,
+}
+
+impl<'p> SmpClient<'p> {
+    /// A client over `port` that sends a request up to `1 + retries` times
+    /// when no answer comes. A real fabric loses MADs now and then; giving
+    /// up on a node at the first loss would drop it from the subnet for a
+    /// whole sweep.
+    pub fn new(port: &'p mut dyn SmpPort, retries: u32) -> Self {
+        Self {
+            port,
+            // TID 0 is what a zeroed buffer carries; never match on it.
+            next_tid: 1,
+            retries,
+            m_key: 0,
+            stats: SmpStats::default(),
+        }
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> &SmpStats {
+        &self.stats
+    }
+
+    /// A SubnGet along the directed path `path`; the attribute data of
+    /// the answer.
+    pub fn get(
+        &mut self,
+        attribute: u16,
+        modifier: u32,
+        path: &[u8],
+    ) -> Result<[u8; DATA_LEN], SmpError> {
+        let request = smp::Repr::directed_get(0, attribute, modifier, self.m_key, path)
+            .map_err(SmpError::BadRequest)?;
+        self.exchange(request)
+    }
+
+    /// A SubnSet of `data` along `path`; the attribute as the responder
+    /// holds it afterwards.
+    pub fn set(
+        &mut self,
+        attribute: u16,
+        modifier: u32,
+        path: &[u8],
+        data: [u8; DATA_LEN],
+    ) -> Result<[u8; DATA_LEN], SmpError> {
+        let request = smp::Repr::directed_set(0, attribute, modifier, self.m_key, path, data)
+            .map_err(SmpError::BadRequest)?;
+        self.exchange(request)
+    }
+
+    fn exchange(&mut self, mut request: smp::Repr) -> Result<[u8; DATA_LEN], SmpError> {
+        let mut tries = 0;
+        loop {
+            // A fresh TID per try, so that a late answer to an earlier try
+            // is never taken for this one's.
+            request.transaction_id = self.next_tid;
+            self.next_tid = self.next_tid.wrapping_add(1).max(1);
+            let mut mad = Mad::zeroed();
+            request.emit(&mut mad.smp_mut());
+            tries += 1;
+            self.stats.sent += 1;
+            *self
+                .stats
+                .by_attribute
+                .entry((request.attribute_id, request.method))
+                .or_default() += 1;
+            match self.port.send(&mad.0)? {
+                Some(answer) => return self.check(&request, &answer),
+                None if tries <= self.retries => self.stats.retries += 1,
+                None => {
+                    self.stats.unanswered += 1;
+                    return Err(SmpError::NoAnswer { tries });
+                }
+            }
+        }
+    }
+
+    /// Accepts `answer` only as a directed-route GetResp to `request`.
+    fn check(&mut self, request: &smp::Repr, answer: &[u8]) -> Result<[u8; DATA_LEN], SmpError> {
+        let parsed = smp::Packet::new_checked(answer)
+            .and_then(|packet| smp::Repr::parse(&packet))
+            .map_err(|e| e.to_string())
+            .and_then(|repr| {
+                let inbound = repr
+                    .directed()
+                    .is_some_and(|dr| dr.direction == Direction::Inbound);
+                if repr.method != method::GET_RESP {
+                    Err(format!("method {:#04x} is not GetResp", repr.method))
+                } else if repr.transaction_id != request.transaction_id {
+                    Err(format!(
+                        "TID {:#x} answers no request of ours (sent {:#x})",
+                        repr.transaction_id, request.transaction_id
+                    ))
+                } else if repr.attribute_id != request.attribute_id
+                    || repr.attribute_modifier != request.attribute_modifier
+                {
+                    Err(format!(
+                        "answer is for attribute {:#06x}/{:#x}",
+                        repr.attribute_id, repr.attribute_modifier
+                    ))
+                } else if !inbound {
+                    Err("not a directed-route response".to_string())
+                } else {
+                    Ok(repr)
+                }
+            });
+        match parsed {
+            Err(why) => {
+                self.stats.malformed += 1;
+                Err(SmpError::Malformed(why))
+            }
+            Ok(repr) if repr.status != 0 => {
+                self.stats.error_status += 1;
+                Err(SmpError::Status(repr.status))
+            }
+            Ok(repr) => {
+                self.stats.answered += 1;
+                Ok(repr.data)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers from a script, whatever was asked.
+    struct Scripted(Vec<Option<Vec<u8>>>);
+
+    impl SmpPort for Scripted {
+        fn send(&mut self, _mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+            Ok(if self.0.is_empty() {
+                None
+            } else {
+                self.0.remove(0)
+            })
+        }
+    }
+
+    #[test]
+    fn garbage_truncated_and_foreign_answers_are_errors() {
+        let mut good = Mad::zeroed();
+        smp::Repr::directed_get(1, 0x11, 0, 0, &[])
+            .map(|r| r.response(0, [0; DATA_LEN]))
+            .expect("empty path is valid")
+            .emit(&mut good.smp_mut());
+        let mut port = Scripted(vec![
+            Some(vec![0xAB; 256]),
+            Some(vec![1, 0x81, 1]),
+            Some(good.0.to_vec()), // TID 1, but the third try has TID 3
+            None,
+        ]);
+        let mut client = SmpClient::new(&mut port, 1);
+        for _ in 0..3 {
+            assert!(matches!(
+                client.get(0x11, 0, &[]),
+                Err(SmpError::Malformed(_))
+            ));
+        }
+        assert_eq!(
+            client.get(0x11, 0, &[]),
+            Err(SmpError::NoAnswer { tries: 2 })
+        );
+        let s = client.stats();
+        assert_eq!((s.sent, s.malformed, s.retries, s.unanswered), (5, 3, 1, 1));
+        assert_eq!(s.gets(0x11), 5);
+    }
+}
