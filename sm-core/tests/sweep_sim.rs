@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use sm_abi::NodeKind;
 use sm_core::sim::SimFabric;
 use sm_core::sweep::{
-    self, Guid2Lid, SimPort, SmpPort, SweepOptions, SweepOutcome, TransportError,
+    self, Guid2Lid, SimPort, SmpClient, SmpPort, SweepOptions, SweepOutcome, TransportError,
 };
 use sm_mad::mad::attr;
 use sm_topology::{gen, Topology, TopologyBuilder};
@@ -411,4 +411,97 @@ fn truncated_and_garbage_answers_are_survived() {
     assert_eq!(out.discovery.lost_probes, remote_hosts);
     assert!(out.discovery_smps.malformed >= remote_hosts as u64);
     assert_eq!(out.program.failed, 0);
+}
+
+/// Gives port `port` of discovered node `node` the LID `lid` behind the
+/// SM's back, as a previous SM might have left it.
+fn force_lid(sim: &mut SimFabric, out: &SweepOutcome, node: usize, port: u8, lid: u16) {
+    use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
+    let slot = &out.fabric.nodes[node].ports[usize::from(port)];
+    let path = slot.path.clone().expect("reached port");
+    let mut sim_port = SimPort::new(sim);
+    let mut client = SmpClient::new(&mut sim_port, 0);
+    let data = client
+        .get(attr::PORT_INFO, u32::from(port), &path)
+        .expect("PortInfo");
+    let mut info = PortInfoRepr::parse(&PortInfoPacket::new_checked(&data[..]).expect("length"))
+        .expect("PortInfo parses");
+    info.lid = lid;
+    info.port_state = PortState::NoChange;
+    info.port_physical_state = PhysState::NoChange;
+    let mut data = [0u8; 64];
+    info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+    client
+        .set(attr::PORT_INFO, u32::from(port), &path, data)
+        .expect("Set");
+}
+
+#[test]
+fn held_lids_are_kept_when_valid_and_replaced_when_not() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let mut sim = SimFabric::from_topology(&topo, 0, 1).expect("sim");
+    let mut g2l = Guid2Lid::default();
+    let first = run(&mut sim, &lmc2(), &mut g2l);
+    let hosts: Vec<usize> = (0..first.fabric.nodes.len())
+        .filter(|&i| !first.fabric.nodes[i].is_switch())
+        .collect();
+    let lid_of = |out: &SweepOutcome, node: usize| {
+        out.fabric.nodes[node].ports[1]
+            .info
+            .as_ref()
+            .map(|i| i.lid)
+            .expect("LID")
+    };
+    // hosts[1] moved to a free aligned block: valid, kept. hosts[2] takes
+    // hosts[3]'s LID: hosts[3] comes first in discovery order and keeps
+    // it. hosts[4] holds a LID not aligned to LMC 2.
+    let (moved, thief, victim, crooked) = (hosts[1], hosts[3], hosts[2], hosts[4]);
+    assert!(thief > victim);
+    force_lid(&mut sim, &first, moved, 1, 0x400);
+    force_lid(&mut sim, &first, thief, 1, lid_of(&first, victim));
+    force_lid(&mut sim, &first, crooked, 1, 0x401);
+    let second = run(&mut sim, &lmc2(), &mut g2l);
+    check_sweep("moved", &topo, &sim, &second, 2);
+    assert_eq!(lid_of(&second, moved), 0x400);
+    assert_eq!(lid_of(&second, victim), lid_of(&first, victim));
+    assert_ne!(lid_of(&second, thief), lid_of(&first, victim));
+    assert_eq!(lid_of(&second, crooked) % 4, 0);
+    assert_eq!(
+        second.program_smps.sets(attr::PORT_INFO),
+        2,
+        "thief and crooked only"
+    );
+    let moved_guid = second.fabric.nodes[moved].ports[1].guid;
+    assert_eq!(g2l.entries[&moved_guid], (0x400, 0x403));
+}
+
+#[test]
+fn lids_remembered_for_absent_ports_stay_free_and_a_switch_can_host_the_sm() {
+    let topo = gen::torus(&[3, 3], 1, true).expect("mesh").0;
+    let leaf = topo.switches().next().expect("a switch");
+    let mut sim = SimFabric::from_topology(&topo, leaf, 0).expect("sim on a switch");
+    let mut g2l = Guid2Lid::parse(
+        "# ports of a rack that is powered off today\n\
+         0x00000000deadbeef 0x0001 0x0001\n0x00000000deadbeee 0x0004 0x0007\n",
+        "test",
+    )
+    .expect("parses");
+    let out = run(&mut sim, &lmc2(), &mut g2l);
+    check_sweep("mesh", &topo, &sim, &out, 2);
+    assert_eq!(out.fabric.sm_port, 0);
+    assert_eq!(out.fabric.nodes[0].guid, topo.nodes[leaf].node_guid);
+    let snap = out.fabric.snapshot(2);
+    assert!(snap
+        .ports
+        .iter()
+        .all(|p| p.lid != 1 && !(4..=7).contains(&p.lid)));
+    assert_eq!(
+        g2l.entries[&0xdead_beef],
+        (1, 1),
+        "absent ports are remembered"
+    );
+    println!(
+        "3x3 mesh from a switch: discovery {} SMPs, programming {}",
+        out.discovery_smps.sent, out.program_smps.sent
+    );
 }
