@@ -127,16 +127,16 @@ impl SmpStats {
     pub fn since(&self, earlier: &SmpStats) -> SmpStats {
         let mut by_attribute = self.by_attribute.clone();
         for (key, count) in &mut by_attribute {
-            *count -= earlier.by_attribute.get(key).copied().unwrap_or(0);
+            *count = count.saturating_sub(earlier.by_attribute.get(key).copied().unwrap_or(0));
         }
         by_attribute.retain(|_, count| *count != 0);
         SmpStats {
-            sent: self.sent - earlier.sent,
-            answered: self.answered - earlier.answered,
-            retries: self.retries - earlier.retries,
-            unanswered: self.unanswered - earlier.unanswered,
-            malformed: self.malformed - earlier.malformed,
-            error_status: self.error_status - earlier.error_status,
+            sent: self.sent.saturating_sub(earlier.sent),
+            answered: self.answered.saturating_sub(earlier.answered),
+            retries: self.retries.saturating_sub(earlier.retries),
+            unanswered: self.unanswered.saturating_sub(earlier.unanswered),
+            malformed: self.malformed.saturating_sub(earlier.malformed),
+            error_status: self.error_status.saturating_sub(earlier.error_status),
             by_attribute,
         }
     }
