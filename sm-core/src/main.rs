@@ -25,7 +25,38 @@ struct Cli {
     #[arg(long, global = true, default_value = "warn", env = "SMCORE_LOG")]
     log: String,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    sm: SmArgs,
+}
+
+/// The SM itself: what runs when no subcommand is given.
+#[derive(Args, Debug)]
+struct SmArgs {
+    /// Run on the embedded simulated fabric built from this topology file
+    /// (the SM sits on its first CA with a linked port).
+    #[arg(long, value_name = "TOPOLOGY")]
+    fabric: Option<PathBuf>,
+    /// Engine list, e.g. `updn,minhop` or `torus-2QoS,no_fallback`.
+    #[arg(long, value_name = "LIST")]
+    engines: Option<String>,
+    /// One full sweep, then exit (as `opensm -o`).
+    #[arg(long)]
+    once: bool,
+    /// Write OpenSM-format dumps (and guid2lid) here.
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
+    /// Write the report as JSON here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Forget held LIDs and guid2lid; number the fabric afresh.
+    #[arg(long)]
+    reassign_lids: bool,
+    /// The guid2lid file (default: guid2lid in the dump directory).
+    #[arg(long, value_name = "FILE")]
+    guid2lid: Option<PathBuf>,
+    #[command(flatten)]
+    options: EngineOptions,
 }
 
 #[derive(Subcommand, Debug)]
@@ -156,7 +187,10 @@ fn main() -> ExitCode {
         },
         None => Config::default(),
     };
-    if let Command::Gen(args) = &cli.command {
+    let Some(command) = &cli.command else {
+        return run_sm(&cli, config);
+    };
+    if let Command::Gen(args) = command {
         return gen_cmd::run(args);
     }
     let mut dirs = cli.engine_dirs.clone();
@@ -164,7 +198,7 @@ fn main() -> ExitCode {
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
     let registry = Registry::scan(&search_path(&dirs, env.as_deref()));
 
-    match &cli.command {
+    match command {
         Command::Engines => {
             if registry.engines.is_empty() {
                 println!("no engines found (searched: {})", dir_list(&registry));
@@ -209,6 +243,135 @@ fn main() -> ExitCode {
         }
         Command::Gen(_) => ExitCode::SUCCESS,
     }
+}
+
+fn registry(cli: &Cli, config: &Config) -> Registry {
+    let mut dirs = cli.engine_dirs.clone();
+    dirs.extend(config.engine_dirs.iter().cloned());
+    let env = std::env::var("SMCORE_ENGINE_PATH").ok();
+    let registry = Registry::scan(&search_path(&dirs, env.as_deref()));
+    for p in &registry.problems {
+        warn!("engine library skipped: {p}");
+    }
+    registry
+}
+
+/// `smcore [--fabric TOPOLOGY] --once ...`: one full sweep of the fabric.
+fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
+    use sm_core::sweep::{self, Guid2Lid, HeldLfts, OnceOptions, SimPort, SweepOptions};
+
+    let args = &cli.sm;
+    let Some(topology) = &args.fabric else {
+        return fail(EXIT_BAD_INPUT, "no --fabric given, and the umad transport is not implemented yet");
+    };
+    if !args.once {
+        return fail(EXIT_BAD_INPUT, "continuous operation is not implemented yet; use --once");
+    }
+    args.options.apply(&mut config);
+    let engines = args.engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
+    let dump_dir = args.dump_dir.clone().or_else(|| config.dump_dir.clone());
+    if let Some(d) = &dump_dir {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            return fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display()));
+        }
+    }
+    let registry = registry(cli, &config);
+    // The engine list is checked before any SMP goes out, so a typo costs
+    // nothing on the fabric.
+    if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&engines, &registry) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
+    let topo = match sm_topology::parse_file(topology) {
+        Ok(t) => t,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    // Where the offline snapshot puts its sm_node: the first CA with a
+    // cable, on its first cabled port.
+    let links = topo.port_links();
+    let sm = topo.nodes.iter().enumerate().find_map(|(i, n)| {
+        (n.kind == sm_abi::NodeKind::Ca)
+            .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
+            .flatten()
+            .map(|p| (i, p))
+    });
+    let Some((sm_node, sm_port)) = sm else {
+        return fail(EXIT_BAD_INPUT, format!("{}: no CA with a linked port to run the SM on", topology.display()));
+    };
+    let mut sim = match sm_core::sim::SimFabric::from_topology(&topo, sm_node, sm_port) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, format!("{}: {e}", topology.display())),
+    };
+    drop(topo);
+    let g2l_path = sweep::program::guid2lid_path(args.guid2lid.as_deref(), dump_dir.as_deref());
+    let mut guid2lid = match &g2l_path {
+        Some(p) => match Guid2Lid::read(p) {
+            Ok(g) => g,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => Guid2Lid::default(),
+    };
+    let options = OnceOptions {
+        sweep: SweepOptions { lmc: config.lmc, reassign_lids: args.reassign_lids, ..SweepOptions::default() },
+        engines: &engines,
+        dump_dir: dump_dir.as_deref(),
+    };
+    let mut port = SimPort::new(&mut sim);
+    let mut held = HeldLfts::default();
+    let mut outcome = match sweep::once(&mut port, &options, &registry, &config, &mut guid2lid, &mut held) {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    outcome.report.topology = topology.display().to_string();
+    // After the dumps, which write a guid2lid of today's ports only: this
+    // one also remembers ports that are away.
+    if let Some(p) = &g2l_path {
+        if let Err(e) = guid2lid.write(p) {
+            return fail(EXIT_BAD_INPUT, e);
+        }
+    }
+    print!("{}", outcome.report);
+    let s = &outcome.sweep;
+    let p = &outcome.program;
+    let phases = [
+        ("discovery", s.discovery_smps.sent, String::new()),
+        (
+            "lids",
+            s.program_smps.sent,
+            format!("{} set, {} unchanged, {} failed", s.program.set, s.program.unchanged, s.program.failed),
+        ),
+        ("switch_info", p.switch_info.smps.sent, phase_line(&p.switch_info, "switches")),
+        ("lft", p.lft.smps.sent, format!("{}, {} read", phase_line(&p.lft, "blocks"), p.lft.read)),
+        ("arm", p.arm.smps.sent, phase_line(&p.arm, "ports")),
+        ("activate", p.activate.smps.sent, phase_line(&p.activate, "ports")),
+    ];
+    println!("SMPs per phase:");
+    let mut json_phases = serde_json::Map::new();
+    for (name, sent, detail) in &phases {
+        println!("  {name:<12} {sent:>7}  {detail}");
+        json_phases.insert((*name).to_string(), serde_json::json!(sent));
+    }
+    let total = s.total_smps() + p.total_smps();
+    println!("  {:<12} {total:>7}", "total");
+    if let Some(path) = &args.report {
+        let mut json = serde_json::to_value(&outcome.report).unwrap_or_default();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("smps_per_phase".into(), serde_json::Value::Object(json_phases));
+            obj.insert("smps_total".into(), serde_json::json!(total));
+        }
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display()));
+        }
+    }
+    if outcome.chain.routed.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_ROUTED)
+    }
+}
+
+fn phase_line(p: &sm_core::sweep::PhaseReport, what: &str) -> String {
+    format!("{} {what} set, {} unchanged, {} failed", p.set, p.unchanged, p.failed)
 }
 
 fn dir_list(r: &Registry) -> String {

@@ -6,16 +6,23 @@
 //! [`Fabric::snapshot`] hands the result to the engine chain as a
 //! [`FabricSnapshot`](sm_abi::FabricSnapshot).
 //!
+//! [`program`] writes the accepted routing (SwitchInfo, LFT blocks) and
+//! brings ports up; [`once`] is the whole full sweep.
+//!
 //! Still to come on top of this: the windowed asynchronous transport,
-//! port states Init → Armed → Active, SwitchInfo, LFT and SL2VL
-//! programming, and light sweeps.
+//! SL2VL and VLArb programming, and light sweeps.
 
 pub mod discovery;
 pub mod lids;
+pub mod program;
 pub mod transport;
 
 pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
+pub use program::{
+    activate_ports, once, program_routing, HeldLfts, OnceError, OnceOptions, OnceOutcome, PhaseReport,
+    RoutingProgramReport,
+};
 pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError};
 
 /// Settings of one sweep.

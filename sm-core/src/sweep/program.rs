@@ -1,0 +1,517 @@
+//! Programming a routing into the fabric, and bringing ports up.
+//!
+//! The last stages of design.md's "Data flow of one sweep": SwitchInfo's
+//! LinearFDBTop, the LFT blocks that differ from what each switch holds,
+//! then every linked port Init → Armed → Active. Everything goes by
+//! directed route, because until the LFTs are in and the ports Active no
+//! LID-routed SMP gets through.
+//!
+//! SMPs are the cost that matters (design.md, "Performance principles"), so
+//! each phase is counted on its own and nothing is sent that the fabric
+//! already holds:
+//!
+//! * LinearFDBTop is Set only where discovery read another value.
+//! * LFT blocks are compared with what the switch holds. An earlier sweep's
+//!   writes ([`HeldLfts`]) are trusted while the switch still reports the
+//!   top that sweep left; otherwise blocks the switch forwards with (those
+//!   at or below its current top) are read first, and blocks above it are
+//!   written without reading, since a switch drops those LIDs anyway and
+//!   reading would cost as much as writing. A switch that comes up with top
+//!   0 is therefore programmed with one Set per block and no Get.
+//! * Port states are Set only on ports not there yet. All ports are Armed
+//!   before any is made Active, because a port may go Active only once its
+//!   neighbour has left Init.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
+use sm_mad::forwarding::{LftPacket, LftRepr, LFT_BLOCK_LEN};
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use sm_mad::{PhysState, PortInfoPacket, PortState, SwitchInfoPacket, SwitchInfoRepr};
+use tracing::{debug, warn};
+
+use super::discovery::{parse_port_info, Fabric};
+use super::transport::{SmpClient, SmpError, SmpPort, SmpStats};
+use super::{sweep, Guid2Lid, SweepOptions, SweepOutcome};
+use crate::config::Config;
+use crate::engines::chain::ChainOutcome;
+use crate::engines::Registry;
+use crate::offline::{self, OfflineError};
+use crate::report::RouteReport;
+
+/// The LFT contents an earlier sweep wrote, by switch node GUID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldLfts {
+    switches: HashMap<u64, HeldSwitch>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct HeldSwitch {
+    /// LinearFDBTop left on the switch.
+    top: u16,
+    /// Blocks `0..=top/64`; `None` where a write failed and the content is
+    /// unknown.
+    blocks: Vec<Option<[u8; LFT_BLOCK_LEN]>>,
+}
+
+impl HeldLfts {
+    /// Switches known.
+    pub fn len(&self) -> usize {
+        self.switches.len()
+    }
+
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        self.switches.is_empty()
+    }
+}
+
+/// Sets of one phase: how many took effect, were not needed, failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhaseReport {
+    /// Sets that took effect.
+    pub set: usize,
+    /// Items that already held what was wanted (no Set).
+    pub unchanged: usize,
+    /// Items read to learn what they hold.
+    pub read: usize,
+    /// Sets or reads that failed or did not take effect (logged).
+    pub failed: usize,
+    /// SMPs of the phase.
+    pub smps: SmpStats,
+}
+
+/// What [`program_routing`] and [`activate_ports`] did, per phase.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoutingProgramReport {
+    /// SwitchInfo (LinearFDBTop), per switch.
+    pub switch_info: PhaseReport,
+    /// LFT blocks.
+    pub lft: PhaseReport,
+    /// Ports Init → Armed.
+    pub arm: PhaseReport,
+    /// Ports Armed → Active.
+    pub activate: PhaseReport,
+}
+
+impl RoutingProgramReport {
+    /// SMPs of all phases.
+    pub fn total_smps(&self) -> u64 {
+        self.switch_info.smps.sent
+            + self.lft.smps.sent
+            + self.arm.smps.sent
+            + self.activate.smps.sent
+    }
+}
+
+/// The 64 entries of block `block` as `routing` wants them, with every LID
+/// above `top` dropped (the switch would drop them anyway; writing them as
+/// such keeps the comparison with what it holds exact).
+fn wanted_block(ports: &[u8], block: u16, top: u16) -> [u8; LFT_BLOCK_LEN] {
+    let mut out = [NO_ROUTE; LFT_BLOCK_LEN];
+    let first = usize::from(block) * LFT_BLOCK_LEN;
+    for (i, slot) in out.iter_mut().enumerate() {
+        let lid = first + i;
+        if lid <= usize::from(top) {
+            if let Some(&p) = ports.get(lid) {
+                *slot = p;
+            }
+        }
+    }
+    out
+}
+
+fn parse_lft(data: &[u8; DATA_LEN]) -> Result<[u8; LFT_BLOCK_LEN], SmpError> {
+    LftPacket::new_checked(&data[..])
+        .and_then(|p| LftRepr::parse(&p))
+        .map(|r| r.ports)
+        .map_err(|e| SmpError::Malformed(format!("LFT block: {e}")))
+}
+
+fn parse_switch_info(data: &[u8; DATA_LEN]) -> Result<SwitchInfoRepr, SmpError> {
+    SwitchInfoPacket::new_checked(&data[..])
+        .and_then(|p| SwitchInfoRepr::parse(&p))
+        .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
+}
+
+/// Writes `routing`'s LFTs into the switches of `fabric` (node `i` of the
+/// snapshot the routing was computed on is node `i` of `fabric`), with
+/// LinearFDBTop `max_lid`. Fills the SwitchInfo and LFT phases of the
+/// report; `held` is read and updated.
+pub fn program_routing(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    routing: &Routing,
+    max_lid: u16,
+    held: &mut HeldLfts,
+    report: &mut RoutingProgramReport,
+) {
+    let before = client.stats().clone();
+    // Per routed switch: (node, top it held before this sweep, top it
+    // holds now as far as we know).
+    let mut targets: Vec<(usize, u16, Option<u16>)> = Vec::new();
+    for lft in routing.lfts.iter() {
+        let node = lft.node as usize;
+        let Some(n) = fabric.nodes.get(node).filter(|n| n.is_switch()) else {
+            warn!(
+                node,
+                "routing has an LFT for a node that is not a discovered switch; ignored"
+            );
+            continue;
+        };
+        let Some(info) = n.switch_info else {
+            warn!(
+                guid = format_args!("{:#018x}", n.guid),
+                "SwitchInfo unknown; LFT not programmed"
+            );
+            report.switch_info.failed += 1;
+            continue;
+        };
+        let old_top = info.linear_fdb_top;
+        if old_top == max_lid {
+            report.switch_info.unchanged += 1;
+            targets.push((node, old_top, Some(max_lid)));
+            continue;
+        }
+        let mut want = info;
+        want.linear_fdb_top = max_lid;
+        // PortStateChange is write-one-to-clear: writing back a set bit
+        // would hide a change the next light sweep must see.
+        want.port_state_change = false;
+        let mut data = [0u8; DATA_LEN];
+        want.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
+        let guid = n.guid;
+        let path = n.path.clone();
+        let now = match client
+            .set(attr::SWITCH_INFO, 0, &path, data)
+            .and_then(|d| parse_switch_info(&d))
+        {
+            Ok(now) if now.linear_fdb_top == max_lid => {
+                report.switch_info.set += 1;
+                Some(now)
+            }
+            Ok(now) => {
+                warn!(
+                    guid = format_args!("{guid:#018x}"),
+                    top = now.linear_fdb_top,
+                    wanted = max_lid,
+                    "LinearFDBTop Set did not take effect"
+                );
+                report.switch_info.failed += 1;
+                None
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), error = %e, "SwitchInfo Set failed");
+                report.switch_info.failed += 1;
+                None
+            }
+        };
+        if let Some(now) = now {
+            fabric.nodes[node].switch_info = Some(now);
+        }
+        targets.push((node, old_top, now.map(|i| i.linear_fdb_top)));
+    }
+    let after_switch_info = client.stats().clone();
+    report.switch_info.smps = after_switch_info.since(&before);
+
+    let lft_of: HashMap<usize, &[u8]> = routing
+        .lfts
+        .iter()
+        .map(|l| (l.node as usize, &l.ports[..]))
+        .collect();
+    for (node, old_top, top_now) in targets {
+        let Some(ports) = lft_of.get(&node) else {
+            continue;
+        };
+        let n = &fabric.nodes[node];
+        let (guid, path) = (n.guid, n.path.clone());
+        if top_now != Some(max_lid) {
+            // With the top wrong, the blocks would forward the wrong LIDs
+            // or none; the next sweep retries the switch whole.
+            held.switches.remove(&guid);
+            continue;
+        }
+        let last_block = max_lid / LFT_BLOCK_LEN as u16;
+        let mut known: Vec<Option<[u8; LFT_BLOCK_LEN]>> = match held.switches.get(&guid) {
+            // The switch still shows the top we left: nothing but us
+            // rewrote it (a reset switch comes back with top 0).
+            Some(h) if h.top == old_top => h.blocks.clone(),
+            _ => Vec::new(),
+        };
+        known.resize(usize::from(last_block) + 1, None);
+        let trusted_cache = held.switches.get(&guid).is_some_and(|h| h.top == old_top);
+        if !trusted_cache && old_top != 0 {
+            let readable = old_top.min(max_lid) / LFT_BLOCK_LEN as u16;
+            for block in 0..=readable {
+                let read = LftRepr::modifier(block)
+                    .map_err(SmpError::BadRequest)
+                    .and_then(|m| client.get(attr::LINEAR_FORWARDING_TABLE, m, &path))
+                    .and_then(|d| parse_lft(&d));
+                match read {
+                    Ok(mut held_block) => {
+                        report.lft.read += 1;
+                        // Entries above the old top were not forwarding;
+                        // compare them as what they meant.
+                        let first = usize::from(block) * LFT_BLOCK_LEN;
+                        for (i, e) in held_block.iter_mut().enumerate() {
+                            if first + i > usize::from(old_top) {
+                                *e = NO_ROUTE;
+                            }
+                        }
+                        known[usize::from(block)] = Some(held_block);
+                    }
+                    Err(e) => {
+                        debug!(guid = format_args!("{guid:#018x}"), block, error = %e,
+                            "LFT block unreadable; written blind");
+                        report.lft.failed += 1;
+                    }
+                }
+            }
+        }
+        for block in 0..=last_block {
+            let want = wanted_block(ports, block, max_lid);
+            if known[usize::from(block)] == Some(want) {
+                report.lft.unchanged += 1;
+                continue;
+            }
+            let Ok(modifier) = LftRepr::modifier(block) else {
+                report.lft.failed += 1;
+                continue;
+            };
+            let mut data = [0u8; DATA_LEN];
+            data[..LFT_BLOCK_LEN].copy_from_slice(&want);
+            let result = client
+                .set(attr::LINEAR_FORWARDING_TABLE, modifier, &path, data)
+                .and_then(|d| parse_lft(&d));
+            match result {
+                Ok(now) if now == want => {
+                    report.lft.set += 1;
+                    known[usize::from(block)] = Some(want);
+                }
+                Ok(now) => {
+                    warn!(
+                        guid = format_args!("{guid:#018x}"),
+                        block, "LFT block Set did not take effect"
+                    );
+                    report.lft.failed += 1;
+                    known[usize::from(block)] = Some(now);
+                }
+                Err(e) => {
+                    warn!(guid = format_args!("{guid:#018x}"), block, error = %e, "LFT block Set failed");
+                    report.lft.failed += 1;
+                    known[usize::from(block)] = None;
+                }
+            }
+        }
+        held.switches.insert(
+            guid,
+            HeldSwitch {
+                top: max_lid,
+                blocks: known,
+            },
+        );
+    }
+    report.lft.smps = client.stats().since(&after_switch_info);
+}
+
+/// Moves every linked port of `fabric` to `to` (Armed or Active) if it is
+/// in `from`, by read-modify-write PortInfo Sets that carry the attribute
+/// as last read with NoChange in PortPhysicalState.
+fn move_ports(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    from: PortState,
+    to: PortState,
+    phase: &mut PhaseReport,
+) {
+    let before = client.stats().clone();
+    for node in 0..fabric.nodes.len() {
+        for port in 1..fabric.nodes[node].ports.len() {
+            let slot = &fabric.nodes[node].ports[port];
+            let (Some(current), Some(path), Some(_)) = (slot.info, slot.path.clone(), slot.peer)
+            else {
+                continue;
+            };
+            if current.port_state == to || current.port_state == PortState::Active {
+                phase.unchanged += 1;
+                continue;
+            }
+            if current.port_state != from {
+                // Down: the link is not up, nothing to bring up.
+                continue;
+            }
+            let mut want = current;
+            want.port_state = to;
+            want.port_physical_state = PhysState::NoChange;
+            let mut data = [0u8; DATA_LEN];
+            want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+            let guid = fabric.nodes[node].guid;
+            let answer = client
+                .set(attr::PORT_INFO, port as u32, &path, data)
+                .and_then(|d| parse_port_info(&d));
+            match answer {
+                Ok(now) if now.port_state == to => {
+                    phase.set += 1;
+                    fabric.nodes[node].ports[port].info = Some(now);
+                }
+                Ok(now) => {
+                    warn!(guid = format_args!("{guid:#018x}"), port, state = ?now.port_state, wanted = ?to,
+                        "PortState Set did not take effect");
+                    phase.failed += 1;
+                    fabric.nodes[node].ports[port].info = Some(now);
+                }
+                Err(e) => {
+                    warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set failed");
+                    phase.failed += 1;
+                }
+            }
+        }
+    }
+    phase.smps = client.stats().since(&before);
+}
+
+/// Every linked port Init → Armed, then Armed → Active. Fills the arm and
+/// activate phases of the report.
+pub fn activate_ports(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    report: &mut RoutingProgramReport,
+) {
+    move_ports(
+        client,
+        fabric,
+        PortState::Init,
+        PortState::Armed,
+        &mut report.arm,
+    );
+    move_ports(
+        client,
+        fabric,
+        PortState::Armed,
+        PortState::Active,
+        &mut report.activate,
+    );
+}
+
+/// Settings of [`once`].
+#[derive(Debug, Clone)]
+pub struct OnceOptions<'a> {
+    /// The sweep's own settings (LMC, LID reassignment, retries).
+    pub sweep: SweepOptions,
+    /// Engine list, as `smcore route --engines`.
+    pub engines: &'a str,
+    /// Dumps go here when given.
+    pub dump_dir: Option<&'a Path>,
+}
+
+/// Everything one full sweep found and did.
+#[derive(Debug)]
+pub struct OnceOutcome {
+    /// Discovery and LID programming.
+    pub sweep: SweepOutcome,
+    /// The snapshot the engines routed.
+    pub snapshot: FabricSnapshot,
+    /// The chain's outcome (`routed` is `None` when nothing routed; then
+    /// nothing was programmed).
+    pub chain: ChainOutcome,
+    /// The routing figures, as `smcore route` reports them.
+    pub report: RouteReport,
+    /// Routing programming and port activation.
+    pub program: RoutingProgramReport,
+}
+
+/// Why [`once`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum OnceError {
+    /// The SM's own node did not answer.
+    #[error("sweep: {0}")]
+    Sweep(#[from] SmpError),
+    /// Bad engine list, or dumps not written.
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+}
+
+/// One full sweep: discover, assign and program LIDs, route through the
+/// same chain and verify gate as `smcore route`, program the accepted
+/// routing and bring the ports up. When no engine routes, nothing past the
+/// LIDs is programmed: an unverified routing is worse than none.
+///
+/// `guid2lid` is read and updated (the caller persists it); `held` carries
+/// the LFTs written from one sweep to the next.
+pub fn once(
+    port: &mut dyn SmpPort,
+    options: &OnceOptions<'_>,
+    registry: &Registry,
+    config: &Config,
+    guid2lid: &mut Guid2Lid,
+    held: &mut HeldLfts,
+) -> Result<OnceOutcome, OnceError> {
+    let total = Instant::now();
+    let mut report = RouteReport::default();
+    let t = Instant::now();
+    let mut swept = sweep(port, &options.sweep, guid2lid)?;
+    report.phase("sweep", t.elapsed());
+    let snapshot = swept.fabric.snapshot(options.sweep.lmc);
+    let chain = offline::route_fabric(
+        &snapshot,
+        registry,
+        options.engines,
+        config,
+        options.dump_dir,
+        &mut report,
+    )?;
+    let mut program = RoutingProgramReport::default();
+    if let Some(routed) = &chain.routed {
+        let t = Instant::now();
+        // A client of its own: the sweep's counts stay the sweep's, and each
+        // phase here is measured from zero.
+        let mut client = SmpClient::new(port, options.sweep.retries);
+        program_routing(
+            &mut client,
+            &mut swept.fabric,
+            &routed.routing,
+            snapshot.max_lid,
+            held,
+            &mut program,
+        );
+        activate_ports(&mut client, &mut swept.fabric, &mut program);
+        report.phase("program", t.elapsed());
+    }
+    report.phase("total", total.elapsed());
+    report.peak_rss_mib = crate::report::peak_rss_mib();
+    Ok(OnceOutcome {
+        sweep: swept,
+        snapshot,
+        chain,
+        report,
+        program,
+    })
+}
+
+/// Where `guid2lid` lives: the file given, else `guid2lid` in the dump
+/// directory, else nowhere (LIDs then persist only in the ports).
+pub fn guid2lid_path(file: Option<&Path>, dump_dir: Option<&Path>) -> Option<PathBuf> {
+    file.map(Path::to_path_buf)
+        .or_else(|| dump_dir.map(|d| d.join("guid2lid")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wanted_block_drops_lids_above_top_and_past_the_table() {
+        let ports: Vec<u8> = (0..70).map(|i| (i % 7) as u8).collect();
+        let b0 = wanted_block(&ports, 0, 65);
+        assert_eq!(b0[5], 5);
+        let b1 = wanted_block(&ports, 1, 65);
+        assert_eq!(&b1[..3], &[64 % 7, 65 % 7, NO_ROUTE]);
+        assert!(b1[3..].iter().all(|&p| p == NO_ROUTE));
+        let short = wanted_block(&ports[..10], 0, 65);
+        assert_eq!(short[9], 2);
+        assert_eq!(short[10], NO_ROUTE);
+    }
+}
