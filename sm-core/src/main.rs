@@ -190,6 +190,10 @@ fn main() -> ExitCode {
     let Some(command) = &cli.command else {
         return run_sm(&cli, config);
     };
+    if cli.sm.fabric.is_some() || cli.sm.once {
+        // Otherwise `smcore --fabric X route Y` would quietly route Y only.
+        return fail(EXIT_BAD_INPUT, "--fabric and --once run the SM; they do not go with a subcommand");
+    }
     if let Command::Gen(args) = command {
         return gen_cmd::run(args);
     }

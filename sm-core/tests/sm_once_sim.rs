@@ -134,6 +134,8 @@ fn once_refuses_what_it_cannot_do() {
     let out = smcore(&["--fabric", &topo]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not implemented"));
+    let out = smcore(&["--fabric", &topo, "--once", "route", &topo]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
