@@ -220,13 +220,10 @@ fn main() -> ExitCode {
                 warn!("engine library skipped: {p}");
             }
             args.options.apply(&mut config);
-            let engines = args.engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
-            let dump_dir = args.dump_dir.clone().or_else(|| config.dump_dir.clone());
-            if let Some(d) = &dump_dir {
-                if let Err(e) = std::fs::create_dir_all(d) {
-                    return fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display()));
-                }
-            }
+            let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &config) {
+                Ok(x) => x,
+                Err(code) => return code,
+            };
             let (report, outcome) =
                 match sm_core::offline::route_file(&args.topology, &registry, &engines, &config, dump_dir.as_deref()) {
                     Ok(r) => r,
@@ -247,6 +244,17 @@ fn main() -> ExitCode {
         }
         Command::Gen(_) => ExitCode::SUCCESS,
     }
+}
+
+/// The engine list (flag, else `routing_engine`, else minhop) and the dump
+/// directory (flag, else `dump_dir`), created if given.
+fn outputs(engines: &Option<String>, dump_dir: &Option<PathBuf>, config: &Config) -> Result<(String, Option<PathBuf>), ExitCode> {
+    let engines = engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
+    let dump_dir = dump_dir.clone().or_else(|| config.dump_dir.clone());
+    if let Some(d) = &dump_dir {
+        std::fs::create_dir_all(d).map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display())))?;
+    }
+    Ok((engines, dump_dir))
 }
 
 fn registry(cli: &Cli, config: &Config) -> Registry {
@@ -272,13 +280,10 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         return fail(EXIT_BAD_INPUT, "continuous operation is not implemented yet; use --once");
     }
     args.options.apply(&mut config);
-    let engines = args.engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
-    let dump_dir = args.dump_dir.clone().or_else(|| config.dump_dir.clone());
-    if let Some(d) = &dump_dir {
-        if let Err(e) = std::fs::create_dir_all(d) {
-            return fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display()));
-        }
-    }
+    let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &config) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
