@@ -64,6 +64,9 @@ pub struct SweepOutcome {
     pub discovery_smps: SmpStats,
     /// SMPs of LID programming.
     pub program_smps: SmpStats,
+    /// Transaction ID for the next SMP on this port (later phases continue
+    /// the sequence).
+    pub next_tid: u64,
 }
 
 impl SweepOutcome {
@@ -100,5 +103,6 @@ pub fn sweep(
         program,
         discovery_smps,
         program_smps,
+        next_tid: client.next_tid(),
     })
 }

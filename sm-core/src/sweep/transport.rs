@@ -191,6 +191,18 @@ impl<'p> SmpClient<'p> {
         }
     }
 
+    /// Continue another client's transaction IDs on the same port, so that
+    /// a late answer to an earlier request can never match a new one.
+    pub fn continuing_from(mut self, next_tid: u64) -> Self {
+        self.next_tid = next_tid.max(1);
+        self
+    }
+
+    /// The transaction ID the next request will carry.
+    pub fn next_tid(&self) -> u64 {
+        self.next_tid
+    }
+
     /// Counts so far.
     pub fn stats(&self) -> &SmpStats {
         &self.stats
@@ -340,5 +352,19 @@ mod tests {
         let s = client.stats();
         assert_eq!((s.sent, s.malformed, s.retries, s.unanswered), (5, 3, 1, 1));
         assert_eq!(s.gets(0x11), 5);
+    }
+
+    #[test]
+    fn a_later_client_continues_the_transaction_ids() {
+        let mut port = Scripted(vec![None, None, None]);
+        let mut first = SmpClient::new(&mut port, 0);
+        for _ in 0..3 {
+            assert!(first.get(0x11, 0, &[]).is_err());
+        }
+        let next = first.next_tid();
+        assert_eq!(next, 4, "three requests used TIDs 1, 2 and 3");
+        let second = SmpClient::new(&mut port, 0).continuing_from(next);
+        assert_eq!(second.next_tid(), 4);
+        assert_eq!(SmpClient::new(&mut port, 0).continuing_from(0).next_tid(), 1, "TID 0 is never used");
     }
 }
