@@ -273,9 +273,6 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     use sm_core::sweep::{self, Guid2Lid, HeldLfts, OnceOptions, SimPort, SweepOptions};
 
     let args = &cli.sm;
-    let Some(topology) = &args.fabric else {
-        return fail(EXIT_BAD_INPUT, "no --fabric given, and the umad transport is not implemented yet");
-    };
     if !args.once {
         return fail(EXIT_BAD_INPUT, "continuous operation is not implemented yet; use --once");
     }
@@ -290,27 +287,25 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&engines, &registry) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    let topo = match sm_topology::parse_file(topology) {
-        Ok(t) => t,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    // Without --fabric the SM runs on the first umad device (real HCA, or
+    // ibsim under umad2sim's LD_PRELOAD).
+    let mut sim = None;
+    let mut sim_port = None;
+    let mut umad = None;
+    let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
+        match sim_fabric(topology) {
+            Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
+            Err(code) => return code,
+        }
+    } else {
+        match sweep::UmadPort::open(None, None, std::time::Duration::from_millis(500)) {
+            Ok(u) => {
+                let source = format!("umad:{}/{}", u.device().ca, u.device().port);
+                (umad.insert(u), source)
+            }
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        }
     };
-    // Where the offline snapshot puts its sm_node: the first CA with a
-    // cable, on its first cabled port.
-    let links = topo.port_links();
-    let sm = topo.nodes.iter().enumerate().find_map(|(i, n)| {
-        (n.kind == sm_abi::NodeKind::Ca)
-            .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
-            .flatten()
-            .map(|p| (i, p))
-    });
-    let Some((sm_node, sm_port)) = sm else {
-        return fail(EXIT_BAD_INPUT, format!("{}: no CA with a linked port to run the SM on", topology.display()));
-    };
-    let mut sim = match sm_core::sim::SimFabric::from_topology(&topo, sm_node, sm_port) {
-        Ok(s) => s,
-        Err(e) => return fail(EXIT_BAD_INPUT, format!("{}: {e}", topology.display())),
-    };
-    drop(topo);
     let g2l_path = sweep::program::guid2lid_path(args.guid2lid.as_deref(), dump_dir.as_deref());
     let mut guid2lid = match &g2l_path {
         Some(p) => match Guid2Lid::read(p) {
@@ -324,13 +319,12 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         engines: &engines,
         dump_dir: dump_dir.as_deref(),
     };
-    let mut port = SimPort::new(&mut sim);
     let mut held = HeldLfts::default();
-    let mut outcome = match sweep::once(&mut port, &options, &registry, &config, &mut guid2lid, &mut held) {
+    let mut outcome = match sweep::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
         Ok(o) => o,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    outcome.report.topology = topology.display().to_string();
+    outcome.report.topology = source;
     // After the dumps, which write a guid2lid of today's ports only: this
     // one also remembers ports that are away.
     if let Some(p) = &g2l_path {
@@ -377,6 +371,29 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     } else {
         ExitCode::from(EXIT_NOT_ROUTED)
     }
+}
+
+/// The embedded fabric of `--fabric TOPOLOGY`, with the SM where the
+/// offline snapshot puts it.
+fn sim_fabric(topology: &std::path::Path) -> Result<sm_core::sim::SimFabric, ExitCode> {
+    let topo = match sm_topology::parse_file(topology) {
+        Ok(t) => t,
+        Err(e) => return Err(fail(EXIT_BAD_INPUT, e)),
+    };
+    // Where the offline snapshot puts its sm_node: the first CA with a
+    // cable, on its first cabled port.
+    let links = topo.port_links();
+    let sm = topo.nodes.iter().enumerate().find_map(|(i, n)| {
+        (n.kind == sm_abi::NodeKind::Ca)
+            .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
+            .flatten()
+            .map(|p| (i, p))
+    });
+    let Some((sm_node, sm_port)) = sm else {
+        return Err(fail(EXIT_BAD_INPUT, format!("{}: no CA with a linked port to run the SM on", topology.display())));
+    };
+    sm_core::sim::SimFabric::from_topology(&topo, sm_node, sm_port)
+        .map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", topology.display())))
 }
 
 fn phase_line(p: &sm_core::sweep::PhaseReport, what: &str) -> String {

@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod lids;
 pub mod program;
 pub mod transport;
+pub mod umad;
 
 pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
@@ -24,6 +25,7 @@ pub use program::{
     RoutingProgramReport,
 };
 pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError};
+pub use umad::{UmadDevice, UmadPort};
 
 /// Settings of one sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
