@@ -85,6 +85,11 @@ fn dr_set(
     send(fabric, PERMISSIVE_LID, &request)
 }
 
+/// Writes one LFT block over a directed route; the set must be answered.
+fn set_lft_block(fabric: &mut SimFabric, block: u16, path: &[u8], lft: [u8; DATA_LEN]) {
+    dr_set(fabric, attr::LINEAR_FORWARDING_TABLE, u32::from(block), path, lft).expect("LFT block set answered");
+}
+
 fn lid_get(fabric: &mut SimFabric, dlid: u16, attribute: u16, modifier: u32) -> Option<Reply> {
     send(fabric, dlid, &smp::Repr::lid_get(9, attribute, modifier, 0))
 }
@@ -735,38 +740,17 @@ fn lid_routing_follows_the_programmed_lfts() {
     let good = lft[index];
     let host_port = 2;
     lft[index] = host_port;
-    dr_set(
-        &mut f,
-        attr::LINEAR_FORWARDING_TABLE,
-        u32::from(block),
-        &leaf_path,
-        lft,
-    )
-    .unwrap();
+    set_lft_block(&mut f, block, &leaf_path, lft);
     assert!(lid_get(&mut f, far_lid, attr::NODE_INFO, 0).is_none());
     assert_eq!(f.last_drop(), Some(DropReason::LidNotHere));
     // No entry at all.
     lft[index] = NO_ROUTE;
-    dr_set(
-        &mut f,
-        attr::LINEAR_FORWARDING_TABLE,
-        u32::from(block),
-        &leaf_path,
-        lft,
-    )
-    .unwrap();
+    set_lft_block(&mut f, block, &leaf_path, lft);
     assert!(lid_get(&mut f, far_lid, attr::NODE_INFO, 0).is_none());
     assert_eq!(f.last_drop(), Some(DropReason::NoRoute));
     // Restored, it works again.
     lft[index] = good;
-    dr_set(
-        &mut f,
-        attr::LINEAR_FORWARDING_TABLE,
-        u32::from(block),
-        &leaf_path,
-        lft,
-    )
-    .unwrap();
+    set_lft_block(&mut f, block, &leaf_path, lft);
     assert!(lid_get(&mut f, far_lid, attr::NODE_INFO, 0).is_some());
     // LinearFDBTop below the LID drops it too.
     let mut info = dr_get(&mut f, attr::SWITCH_INFO, 0, &leaf_path)

@@ -32,6 +32,27 @@ fn guid(f: &FabricSnapshot, g: &Graph, s: Sw) -> u64 {
     f.nodes[g.switch_nodes[s as usize] as usize].guid
 }
 
+/// Either the engine routed cleanly and the independent search agrees every
+/// pair has a legal path, or it refused and the search confirms some pair
+/// has none.
+fn routes_or_none_legal(
+    f: &FabricSnapshot,
+    result: Result<sm_abi::Routing, sm_abi::EngineError>,
+    missing: usize,
+) -> Result<(), TestCaseError> {
+    match result {
+        Ok(r) => {
+            prop_assert_eq!(missing, 0);
+            check_clean(f, &r)
+        }
+        Err(e) => {
+            prop_assert!(e.reason.contains("without a legal route"), "{e}");
+            prop_assert!(missing > 0, "engine failed but every pair has a legal path: {e}");
+            Ok(())
+        }
+    }
+}
+
 fn check_clean(f: &FabricSnapshot, r: &sm_abi::Routing) -> Result<(), TestCaseError> {
     let v = verify(f, r, &VerifyOptions::default());
     prop_assert_eq!(v.unreachable, 0, "{:?}", v.examples);
@@ -89,16 +110,7 @@ proptest! {
         sws.dedup();
         let roots = sws.iter().map(|&s| guid(&f, &g, s)).collect();
         let missing = pairs_without_legal_path(&f, &g, &rank::updn(&f, &g, &sws));
-        match UpDn::default().with_root_guids(roots).route(&f) {
-            Ok(r) => {
-                prop_assert_eq!(missing, 0);
-                check_clean(&f, &r)?;
-            }
-            Err(e) => {
-                prop_assert!(e.reason.contains("without a legal route"), "{e}");
-                prop_assert!(missing > 0, "engine failed but every pair has a legal path: {e}");
-            }
-        }
+        routes_or_none_legal(&f, UpDn::default().with_root_guids(roots).route(&f), missing)?;
     }
 
     #[test]
@@ -147,16 +159,7 @@ proptest! {
         let leaves = rank::ca_switches(&g);
         prop_assume!(!leaves.is_empty());
         let missing = pairs_without_legal_path(&f, &g, &rank::dnup(&f, &g, &leaves));
-        match DnUp::default().route(&f) {
-            Ok(r) => {
-                prop_assert_eq!(missing, 0);
-                check_clean(&f, &r)?;
-            }
-            Err(e) => {
-                prop_assert!(e.reason.contains("without a legal route"), "{e}");
-                prop_assert!(missing > 0, "engine failed but every pair has a legal path: {e}");
-            }
-        }
+        routes_or_none_legal(&f, DnUp::default().route(&f), missing)?;
     }
 
     #[test]
