@@ -102,6 +102,11 @@ impl Config {
     pub fn engine_text(&self, name: &str) -> String {
         let mut t = self.options.clone();
         t.insert("lmc".into(), toml::Value::Integer(self.lmc as i64));
+        // Engines that write their own dumps (ftree's CA order) put them
+        // beside the core's.
+        if let Some(d) = &self.dump_dir {
+            t.entry("dump_dir").or_insert_with(|| toml::Value::String(d.display().to_string()));
+        }
         if let Some(own) = self.engines.get(name) {
             for (k, v) in own {
                 t.insert(k.clone(), v.clone());

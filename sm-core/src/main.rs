@@ -220,7 +220,7 @@ fn main() -> ExitCode {
                 warn!("engine library skipped: {p}");
             }
             args.options.apply(&mut config);
-            let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &config) {
+            let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &mut config) {
                 Ok(x) => x,
                 Err(code) => return code,
             };
@@ -248,12 +248,14 @@ fn main() -> ExitCode {
 
 /// The engine list (flag, else `routing_engine`, else minhop) and the dump
 /// directory (flag, else `dump_dir`), created if given.
-fn outputs(engines: &Option<String>, dump_dir: &Option<PathBuf>, config: &Config) -> Result<(String, Option<PathBuf>), ExitCode> {
+fn outputs(engines: &Option<String>, dump_dir: &Option<PathBuf>, config: &mut Config) -> Result<(String, Option<PathBuf>), ExitCode> {
     let engines = engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
     let dump_dir = dump_dir.clone().or_else(|| config.dump_dir.clone());
     if let Some(d) = &dump_dir {
         std::fs::create_dir_all(d).map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display())))?;
     }
+    // Engines that write dumps of their own are told where.
+    config.dump_dir = dump_dir.clone();
     Ok((engines, dump_dir))
 }
 
@@ -277,7 +279,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         return fail(EXIT_BAD_INPUT, "continuous operation is not implemented yet; use --once");
     }
     args.options.apply(&mut config);
-    let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &config) {
+    let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &mut config) {
         Ok(x) => x,
         Err(code) => return code,
     };

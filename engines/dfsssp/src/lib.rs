@@ -1,0 +1,1 @@
+//! smcore routing engine: OpenSM's SSSP and DFSSSP algorithms.

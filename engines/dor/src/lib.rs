@@ -1,0 +1,1 @@
+//! smcore routing engine: dimension-order routing (dor).

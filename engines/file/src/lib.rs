@@ -1,0 +1,1 @@
+//! smcore routing engine: the file engine (LFTs loaded from a dump).

@@ -1,0 +1,1 @@
+//! smcore routing engine: OpenSM's fat-tree (ftree) algorithm.

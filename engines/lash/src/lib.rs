@@ -1,0 +1,1 @@
+//! smcore routing engine: LASH (layered shortest path).

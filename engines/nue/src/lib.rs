@@ -1,0 +1,1 @@
+//! smcore routing engine: Nue (deadlock-free routing in the complete CDG).

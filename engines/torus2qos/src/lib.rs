@@ -1,0 +1,1 @@
+//! smcore routing engine: torus-2QoS.
