@@ -16,12 +16,15 @@
 //! * [`conformance`] — the same checks packaged as conformance tests over
 //!   generated fabrics of every family, for engine authors.
 //! * [`config`] — parsing of the engine's TOML configuration text.
+//! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
+//!   `file` engine's input) and writing `opensm-lfts.dump`.
 
 pub mod balance;
 pub mod config;
 pub mod conformance;
 
 pub mod graph;
+pub mod lfts_file;
 pub mod verify;
 
 pub use graph::Graph;
