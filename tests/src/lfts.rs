@@ -624,3 +624,70 @@ Hca 1 "h4"
         assert_eq!((sw.lid, sw.desc.as_str(), sw.port(1), sw.port(2)), (3, "my switch (a)", Some(1), None));
     }
 }
+
+/// The (source port GUID, destination port GUID) pairs of end ports whose
+/// LFT walk arrives, every LID of a destination counted as its port.
+///
+/// [`Quality`] gives counts only; comparing two SMs pair by pair ("every
+/// pair OpenSM reaches, smcore reaches too") needs the pairs themselves.
+/// Each pair is walked on its own, so this is for small fabrics (pairs ×
+/// path length).
+pub fn reachable_pairs(
+    topo: &Topology,
+    lfts: &Lfts,
+    lids: &LidMap,
+) -> Result<std::collections::BTreeSet<(u64, u64)>> {
+    let port_links = topo.port_links();
+    let peer = |node: usize, port: u8| -> Option<(usize, u8)> {
+        let link = (*port_links.get(node)?.get(port as usize)?)?;
+        topo.links.get(link)?.other_end((node, port))
+    };
+    // End ports cabled to a switch: GUID -> (node, port, switch node).
+    let mut ends: HashMap<u64, (usize, u8, usize)> = HashMap::new();
+    for (i, node) in topo.nodes.iter().enumerate() {
+        if node.is_switch() {
+            continue;
+        }
+        for p in 1..=node.num_ports {
+            if let Some((sw, _)) = peer(i, p).filter(|&(pn, _)| topo.nodes[pn].is_switch()) {
+                ends.insert(node.port_guid(p), (i, p, sw));
+            }
+        }
+    }
+    let sources: Vec<(u64, usize)> = {
+        let mut v: Vec<(u64, usize)> = lids
+            .by_lid
+            .values()
+            .filter_map(|g| ends.get(g).map(|&(_, _, sw)| (*g, sw)))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let max_walk = topo.num_switches() + 1;
+    let mut out = std::collections::BTreeSet::new();
+    for (&dlid, &dguid) in &lids.by_lid {
+        let Some(&(dnode, dport, _)) = ends.get(&dguid) else { continue };
+        for &(sguid, ssw) in &sources {
+            if sguid == dguid {
+                continue;
+            }
+            let mut sw = ssw;
+            for _ in 0..max_walk {
+                let Some(port) = lfts.get(topo.nodes[sw].node_guid).and_then(|l| l.port(dlid)) else {
+                    break;
+                };
+                match peer(sw, port) {
+                    _ if port == 0 => break,
+                    Some(end) if end == (dnode, dport) => {
+                        out.insert((sguid, dguid));
+                        break;
+                    }
+                    Some((next, _)) if topo.nodes[next].is_switch() => sw = next,
+                    _ => break,
+                }
+            }
+        }
+    }
+    Ok(out)
+}

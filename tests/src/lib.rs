@@ -13,6 +13,7 @@
 //! * [`smcore`]: finding and running the workspace's `smcore` binary.
 //! * [`proc`]: waiting for child processes with a deadline.
 
+pub mod bench;
 pub mod ibdmchk;
 pub mod ibsim;
 pub mod lfts;

@@ -1,0 +1,237 @@
+//! Shared pieces of benchmarks and differential tests: an `smcore route`
+//! run that keeps whatever the report says (refusals included), medians,
+//! and a description of the machine a figure was measured on.
+//!
+//! [`crate::smcore::Smcore::route`] reads the report into a fixed struct,
+//! which rejects the report of a fabric no engine routed (its loop verdict
+//! is `null` then). Here the report stays a JSON value, and the attempts
+//! list gives each engine's own route time, which is what a per-engine
+//! benchmark must quote (the `route` phase covers the whole chain).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::proc::{self, Outcome};
+use crate::smcore::Smcore;
+use crate::{Error, Result};
+
+/// Exit status of `smcore route` when no engine produced an acceptable
+/// routing (and `no_fallback` kept minhop out).
+pub const NOT_ROUTED_STATUS: i32 = 3;
+
+/// One `smcore route` run, report kept as JSON.
+#[derive(Debug)]
+pub struct RouteOutcome {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Wall time of the process.
+    pub wall: Duration,
+    /// The JSON report (`Value::Null` when none was written).
+    pub report: Value,
+    /// Its stdout and stderr.
+    pub output: String,
+}
+
+impl RouteOutcome {
+    /// The engine that routed, per the report.
+    pub fn engine(&self) -> Option<&str> {
+        self.report.get("engine").and_then(Value::as_str)
+    }
+
+    /// Exited 0 and `engine` is the one that routed.
+    pub fn routed_by(&self, engine: &str) -> bool {
+        self.status.success() && self.engine() == Some(engine)
+    }
+
+    /// Exited with [`NOT_ROUTED_STATUS`]: the chain refused the fabric.
+    pub fn refused(&self) -> bool {
+        self.status.code() == Some(NOT_ROUTED_STATUS)
+    }
+
+    /// The attempt record of `engine` (`outcome`, `reason`, `route_ms`, ...).
+    pub fn attempt(&self, engine: &str) -> Option<&Value> {
+        self.report
+            .get("attempts")?
+            .as_array()?
+            .iter()
+            .find(|a| a.get("engine").and_then(Value::as_str) == Some(engine))
+    }
+
+    /// `engine`'s own route time in milliseconds, from its attempt record.
+    pub fn engine_route_ms(&self, engine: &str) -> Option<f64> {
+        self.attempt(engine)?.get("route_ms")?.as_f64()
+    }
+
+    /// Why `engine` did not route (its attempt's `reason`).
+    pub fn reason(&self, engine: &str) -> Option<&str> {
+        self.attempt(engine)?.get("reason")?.as_str()
+    }
+
+    /// A number of the report (`max_routes_per_link`, `mean_routes_per_link`, ...).
+    pub fn number(&self, key: &str) -> Option<f64> {
+        self.report.get(key)?.as_f64()
+    }
+
+    /// A phase time in milliseconds (`parse`, `lids`, `route`, `verify`, `dump`, `total`).
+    pub fn phase_ms(&self, name: &str) -> Option<f64> {
+        self.report.get("phases_ms")?.get(name)?.as_f64()
+    }
+}
+
+/// `smcore route NET --engines ENGINES --report REPORT [--dump-dir DIR] [extra]`.
+pub fn route(
+    sm: &Smcore,
+    net: &Path,
+    engines: &str,
+    report: &Path,
+    dump_dir: Option<&Path>,
+    extra_args: &[String],
+    timeout: Duration,
+) -> Result<RouteOutcome> {
+    let mut cmd = Command::new(sm.bin());
+    proc::die_with_parent(&mut cmd);
+    cmd.arg("route")
+        .arg(net)
+        .arg("--engines")
+        .arg(engines)
+        .arg("--report")
+        .arg(report);
+    if let Some(d) = dump_dir {
+        cmd.arg("--dump-dir").arg(d);
+    }
+    cmd.args(extra_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // A report left over from an earlier run must not pass for this one.
+    let _ = std::fs::remove_file(report);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io(format!("running {}", sm.bin().display()), e))?;
+    let out = child.stdout.take().map(proc::drain);
+    let err = child.stderr.take().map(proc::drain);
+    let outcome = proc::wait_with_timeout(&mut child, timeout, Duration::from_secs(2))?;
+    let wall = start.elapsed();
+    let mut output = proc::collect(out);
+    output.push_str(&proc::collect(err));
+    let Outcome::Exited(status) = outcome else {
+        return Err(Error::Timeout {
+            what: format!("smcore route {}", net.display()),
+            secs: timeout.as_secs_f64(),
+        });
+    };
+    let report = match std::fs::read(report) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Error::parse(
+                report.display().to_string(),
+                e.line(),
+                format!("smcore report is not JSON: {e}"),
+            )
+        })?,
+        Err(_) => Value::Null,
+    };
+    Ok(RouteOutcome {
+        status,
+        wall,
+        report,
+        output,
+    })
+}
+
+/// Median of the finite values.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Milliseconds with a precision that suits their size; `-` for none.
+pub fn fmt_ms(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) if x >= 1.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// Output of a shell command, trimmed (empty when it fails).
+pub fn sh(cmd: &str) -> String {
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// What a benchmark ran on.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// `nproc`.
+    pub cpus: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Total memory (`free -h`).
+    pub memory: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// OpenSM package version.
+    pub opensm: String,
+    /// ibsim package version.
+    pub ibsim: String,
+    /// `git describe --always --dirty` of the workspace.
+    pub commit: String,
+}
+
+impl Machine {
+    /// Describe this machine.
+    pub fn here(workspace: &Path) -> Machine {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        Machine {
+            cpus: sh("nproc"),
+            cpu_model,
+            memory: sh("free -h | awk '/^Mem:/{print $2}'"),
+            kernel: sh("uname -r"),
+            opensm: sh("dpkg-query -W -f='opensm ${Version}' opensm"),
+            ibsim: sh("dpkg-query -W -f='ibsim-utils ${Version}' ibsim-utils"),
+            commit: sh(&format!("git -C {} describe --always --dirty", workspace.display())),
+        }
+    }
+}
+
+/// 1-, 5- and 15-minute load averages.
+pub fn load_average() -> String {
+    sh("cut -d' ' -f1-3 /proc/loadavg")
+}
+
+/// The current UTC time, to the minute.
+pub fn now_utc() -> String {
+    sh("date -u '+%Y-%m-%d %H:%M UTC'")
+}
+
+/// A scratch path `dir/name`, created as a directory.
+pub fn scratch_dir(dir: &Path, name: &str) -> Result<PathBuf> {
+    let p = dir.join(name);
+    std::fs::create_dir_all(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
+    Ok(p)
+}
