@@ -1,1 +1,815 @@
-//! smcore routing engine: Nue (deadlock-free routing in the complete CDG).
+//! smcore routing engine: Nue, deadlock-free routing inside the complete
+//! channel dependency graph (Domke, Hoefler, Matsuoka, HPDC 2016; OpenSM's
+//! `nue`).
+//!
+//! # Algorithm
+//!
+//! Other VL-based engines route first and break credit loops afterwards,
+//! which can need more VLs than the fabric has. Nue instead decides every
+//! turn against the channel dependency graph (CDG) while routing, so it
+//! never needs more virtual layers than it is given — one suffices.
+//!
+//! 1. **Layers.** The destination LIDs are split into `k` subsets, one per
+//!    virtual layer (`k` = `nue_max_num_vls`, or the operational VLs). The
+//!    split is per destination switch and keeps each subset compact and the
+//!    subsets balanced ([`partition`]); a destination's path SL is its layer,
+//!    and SL2VL maps SL *i* to VL *i* on every port, so the layers' CDGs are
+//!    disjoint.
+//! 2. **Escape paths.** Per layer, a spanning tree of the switches is rooted
+//!    at a central switch of the layer's destinations (least total hop
+//!    distance to them) and grown by Dijkstra on the current link weights,
+//!    so layers get different trees. Every turn between two tree channels
+//!    (other than a U-turn) is marked used at once: on a tree a walk without
+//!    U-turns can never come back, so these turns are acyclic, and routing
+//!    any destination purely along the tree only needs them.
+//! 3. **Routing in the CDG.** For each destination of the layer, a
+//!    Dijkstra-like search grows the destination's sink tree backwards over
+//!    channels: a switch `u` joins through channel `u→v` only if the turn
+//!    from `u→v` into `v`'s already chosen channel is used or can be used
+//!    without closing a cycle among the layer's used turns ([`cdg::Layer`]
+//!    keeps a topological order of the channels incrementally, so most
+//!    checks are one comparison). Turns that would close a cycle are blocked
+//!    for the rest of the layer. Channel weights are `D²` (`D` = destination
+//!    LIDs) plus the routes already placed on the link, so paths are short
+//!    first and balanced second; after each destination the weights grow by
+//!    the number of sources routed over each link.
+//! 4. **Impasse.** If the search cannot attach a switch that has sources,
+//!    the destination's new turns are withdrawn and it is routed along the
+//!    escape tree, whose turns are already in the acyclic set. So every
+//!    pair is reachable and the used turns of each layer stay acyclic by
+//!    construction, on any topology, with any number of layers ≥ 1.
+//!
+//! Switch LIDs are data destinations only with `nue_include_switches`;
+//! otherwise (OpenSM's default) they get plain weighted shortest paths on
+//! SL 0, outside the deadlock-freedom argument, as in OpenSM. With LMC > 0
+//! every LID of a port is a destination of its own, so the weight updates
+//! spread a port's LIDs over different paths.
+//!
+//! Differences from OpenSM's implementation: the partitioner is a balanced
+//! region-growing one instead of METIS (see [`partition`] for why), the
+//! layer root is the switch of least total distance to the layer's
+//! destinations instead of Brandes' betweenness centre of their convex
+//! hull, and an impasse goes straight to the escape tree without OpenSM's
+//! local backtracking.
+//!
+//! # Options (OpenSM names)
+//!
+//! * `nue_max_num_vls` — layers/VLs Nue may use: `0` = the operational VLs
+//!   (the least `op_vls` over all linked ports, at most 8), `1` = no VLs
+//!   needed at all, `2..=15` = at most that many (capped, with a warning, at
+//!   the operational VLs; VLs left over are free for QoS).
+//! * `nue_include_switches` — route towards switch LIDs inside the layers
+//!   too (deadlock-free switch traffic).
+//! * `nue_partition` (smcore only) — `"grown"` (default) or `"round_robin"`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use abi_stable::std_types::ROption;
+use sm_abi::{
+    path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, Routing, RoutingEngine, Sl2Vl,
+    NONE, NO_ROUTE,
+};
+use smcore_kit::graph::{Graph, Sw};
+
+pub mod cdg;
+pub mod partition;
+
+use cdg::{Ch, Channels, Layer, BLOCKED, UNKNOWN, USED};
+pub use partition::Partitioner;
+
+/// Most VLs auto detection hands to Nue.
+pub const AUTO_VL_CAP: u8 = 8;
+
+/// Nue options, named as OpenSM's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NueConfig {
+    /// `nue_max_num_vls`: 0 = auto, else 1..=15.
+    pub max_num_vls: u8,
+    /// `nue_include_switches`.
+    pub include_switches: bool,
+    /// `nue_partition`.
+    pub partitioner: Partitioner,
+}
+
+impl NueConfig {
+    /// Parse the engine's TOML text. Unknown keys belong to other layers
+    /// and are ignored; bad values of Nue's keys are errors naming them.
+    pub fn parse(text: &str) -> Result<NueConfig, EngineError> {
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| EngineError::new(format!("nue: bad configuration: {}", e.message())))?;
+        let mut cfg = NueConfig::default();
+        if let Some(v) = table.get("nue_max_num_vls") {
+            let n = v.as_integer().ok_or_else(|| {
+                EngineError::new(format!(
+                    "nue: nue_max_num_vls must be an integer 0..=15 (0 = the operational VLs), not {v}"
+                ))
+            })?;
+            if !(0..=15).contains(&n) {
+                return Err(EngineError::new(format!(
+                    "nue: nue_max_num_vls = {n} is out of range: use 0 (the operational VLs) or 1..=15"
+                )));
+            }
+            cfg.max_num_vls = n as u8;
+        }
+        if let Some(v) = table.get("nue_include_switches") {
+            cfg.include_switches = v.as_bool().ok_or_else(|| {
+                EngineError::new(format!(
+                    "nue: nue_include_switches must be true or false, not {v}"
+                ))
+            })?;
+        }
+        if let Some(v) = table.get("nue_partition") {
+            cfg.partitioner = match v.as_str() {
+                Some("grown") => Partitioner::Grown,
+                Some("round_robin") => Partitioner::RoundRobin,
+                _ => {
+                    return Err(EngineError::new(format!(
+                        "nue: nue_partition must be \"grown\" or \"round_robin\", not {v}"
+                    )))
+                }
+            };
+        }
+        Ok(cfg)
+    }
+}
+
+/// The Nue engine.
+#[derive(Debug, Clone, Default)]
+pub struct Nue {
+    /// Options.
+    pub cfg: NueConfig,
+}
+
+impl Nue {
+    /// Build from the TOML configuration text.
+    pub fn from_config(text: &str) -> Result<Nue, EngineError> {
+        Ok(Nue {
+            cfg: NueConfig::parse(text)?,
+        })
+    }
+
+    /// Build from options.
+    pub fn new(cfg: NueConfig) -> Nue {
+        Nue { cfg }
+    }
+}
+
+/// Path SL = layer of the destination LID.
+#[derive(Debug, Clone)]
+pub struct LayerSl {
+    /// Layer per destination LID (index = LID).
+    pub layer: Vec<u8>,
+    /// Layers in use.
+    pub layers: u8,
+}
+
+impl PathSl for LayerSl {
+    fn uniform(&self) -> ROption<u8> {
+        if self.layers <= 1 {
+            ROption::RSome(0)
+        } else {
+            ROption::RNone
+        }
+    }
+    fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
+        self.layer.get(dlid as usize).copied().unwrap_or(0)
+    }
+}
+
+/// Figures of one routing run, also reported as diagnostics.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Operational VLs of the fabric (least op_vls over linked ports).
+    pub operational_vls: u8,
+    /// Layers routed.
+    pub layers: usize,
+    /// Destination LIDs per layer.
+    pub layer_sizes: Vec<usize>,
+    /// Destinations routed along the escape tree after an impasse.
+    pub fallbacks: usize,
+    /// Turns blocked because they would have closed a cycle.
+    pub blocked: u64,
+    /// Order-window searches of the incremental cycle check.
+    pub searches: u64,
+}
+
+impl RoutingEngine for Nue {
+    fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        self.route_with_stats(fabric).map(|(r, _)| r)
+    }
+}
+
+/// One destination LID.
+#[derive(Debug, Clone, Copy)]
+struct Dest {
+    lid: u16,
+    sw: Sw,
+    /// Port of `sw` that delivers it (0 for the switch's own LID).
+    port: u8,
+}
+
+const FREE: u32 = u32::MAX;
+/// `route` value of the destination switch itself.
+const SINK: u32 = u32::MAX - 1;
+
+impl Nue {
+    /// Route and return the run's figures as well.
+    pub fn route_with_stats(
+        &self,
+        fabric: &FabricSnapshot,
+    ) -> Result<(Routing, Stats), EngineError> {
+        let graph = Graph::new(fabric);
+        let n = graph.switch_count();
+        if n == 0 {
+            return Err(EngineError::new("nue: the fabric has no switches"));
+        }
+        let mut notes: Vec<(Level, String)> = Vec::new();
+        let mut stats = Stats::default();
+
+        // Operational VLs: the least over linked ports that report some.
+        let operational = fabric
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                p.num != 0 && smcore_kit::graph::usable(fabric, *i as u32) && p.op_vls > 0
+            })
+            .map(|(_, p)| p.op_vls)
+            .min()
+            .unwrap_or(1)
+            .clamp(1, 15);
+        stats.operational_vls = operational;
+        let k = match self.cfg.max_num_vls {
+            0 => operational.min(AUTO_VL_CAP),
+            v if v > operational => {
+                notes.push((
+                    Level::Warn,
+                    format!(
+                        "nue: nue_max_num_vls = {v} exceeds the {operational} operational VLs of the fabric; using {operational}"
+                    ),
+                ));
+                operational
+            }
+            v => v,
+        } as usize;
+
+        let ctx = Ctx::new(fabric, &graph, self.cfg.include_switches);
+        let mut run = Run::new(&ctx);
+
+        // Destinations: every LID of every end port (and of every switch
+        // when switches are traffic sinks), with its switch and port.
+        let mut dests = Vec::new();
+        for &p in &graph.end_ports {
+            let port = &fabric.ports[p as usize];
+            let sw = graph.entry_switch(fabric, p);
+            if sw == NONE {
+                continue;
+            }
+            let out = fabric.ports[port.peer as usize].num;
+            for l in port.lid as u32..port.lid as u32 + port.lid_count() {
+                dests.push(Dest {
+                    lid: l as u16,
+                    sw,
+                    port: out,
+                });
+            }
+        }
+        let ca_dests = dests.len();
+        let mut sw_dests = Vec::new();
+        for s in 0..n as Sw {
+            let p0 = &fabric.ports
+                [fabric.nodes[graph.switch_nodes[s as usize] as usize].first_port as usize];
+            for l in p0.lid as u32..p0.lid as u32 + p0.lid_count() {
+                sw_dests.push(Dest {
+                    lid: l as u16,
+                    sw: s,
+                    port: 0,
+                });
+            }
+        }
+        if self.cfg.include_switches {
+            dests.extend(sw_dests.iter().copied());
+        }
+
+        let mut weights = vec![0u64; n];
+        for d in &dests {
+            weights[d.sw as usize] += 1;
+        }
+        let (part, layers) = partition::partition(&graph, &weights, k, self.cfg.partitioner);
+        stats.layers = layers;
+        let total = dests.len() as u64;
+        run.w0 = (total * total).max(1);
+
+        let mut by_layer: Vec<Vec<Dest>> = vec![Vec::new(); layers];
+        for d in &dests {
+            by_layer[part[d.sw as usize] as usize].push(*d);
+        }
+        stats.layer_sizes = by_layer.iter().map(|v| v.len()).collect();
+        let mut sl_of = vec![0u8; fabric.max_lid as usize + 1];
+        let mut layer = Layer::new(&ctx.ch);
+        for (l, ds) in by_layer.iter_mut().enumerate() {
+            if ds.is_empty() {
+                continue;
+            }
+            // OpenSM's order: CA LIDs first, then switch LIDs, each by LID.
+            ds.sort_by_key(|d| (d.port == 0, d.lid));
+            layer.reset();
+            let tree = run.escape_tree(&ctx, ds);
+            run.mark_escape(&ctx, &tree, &mut layer)?;
+            for d in ds.iter() {
+                if !run.route_dest(&ctx, &mut layer, d.sw) {
+                    run.route_on_tree(&ctx, &tree, d.sw);
+                    stats.fallbacks += 1;
+                }
+                run.commit(&ctx, d, true);
+                if let Some(slot) = sl_of.get_mut(d.lid as usize) {
+                    *slot = l as u8;
+                }
+            }
+            stats.blocked += layer.status.iter().filter(|&&s| s == BLOCKED).count() as u64;
+            stats.searches += layer.searches;
+            layer.searches = 0;
+        }
+        if !self.cfg.include_switches {
+            for d in &sw_dests {
+                run.route_plain(&ctx, d.sw);
+                run.commit(&ctx, d, false);
+            }
+        }
+
+        let lfts: Vec<Lft> = run
+            .lft
+            .into_iter()
+            .enumerate()
+            .map(|(s, ports)| Lft {
+                node: graph.switch_nodes[s],
+                ports: ports.into(),
+            })
+            .collect();
+        let mut routing = Routing::single_vl(lfts);
+        routing.vls_used = layers as u8;
+        if layers > 1 {
+            routing.path_sl = path_sl_box(LayerSl {
+                layer: sl_of,
+                layers: layers as u8,
+            });
+            routing.sl2vl = sl2vl_one_to_one(fabric, operational).into();
+        }
+        notes.push((
+            Level::Info,
+            format!(
+                "nue: {} destination LIDs ({} of CAs) in {} virtual layer(s) of sizes {:?} ({} operational VLs); \
+                 {} routed along the escape tree after an impasse; {} turns blocked",
+                dests.len(),
+                ca_dests,
+                layers,
+                stats.layer_sizes,
+                operational,
+                stats.fallbacks,
+                stats.blocked
+            ),
+        ));
+        for (level, m) in notes {
+            routing.diag(level, m);
+        }
+        Ok((routing, stats))
+    }
+}
+
+/// SL *i* → VL *i mod operational* on every switch port pair and CA port:
+/// the layers stay apart and SLs beyond them remain usable for QoS.
+fn sl2vl_one_to_one(fabric: &FabricSnapshot, operational: u8) -> Vec<Sl2Vl> {
+    let mut vl = [0u8; 16];
+    for (sl, v) in vl.iter_mut().enumerate() {
+        *v = (sl as u8) % operational.max(1);
+    }
+    let mut out = Vec::new();
+    for (i, node) in fabric.nodes.iter().enumerate() {
+        if node.kind.is_end_node() {
+            for p in 1..=node.num_ports {
+                let pi = node.first_port + p as u32;
+                if fabric.ports.get(pi as usize).is_some_and(|x| x.is_linked()) {
+                    out.push(Sl2Vl {
+                        node: i as u32,
+                        in_port: 0,
+                        out_port: p,
+                        vl,
+                    });
+                }
+            }
+        } else {
+            for ip in 0..=node.num_ports {
+                for op in 1..=node.num_ports {
+                    if ip != op {
+                        out.push(Sl2Vl {
+                            node: i as u32,
+                            in_port: ip,
+                            out_port: op,
+                            vl,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Read-only facts about the fabric.
+struct Ctx<'a> {
+    graph: &'a Graph,
+    ch: Channels,
+    /// Traffic sources per switch: attached end ports (+1 for the switch
+    /// itself when switches are sinks and sources).
+    sources: Vec<u64>,
+    /// Connected component per switch.
+    comp: Vec<u32>,
+    /// Whether a switch's routes must be deadlock-free (it has sources).
+    needed: Vec<bool>,
+    /// Per channel, the switch ports that realise it.
+    ports_of: Vec<Vec<(u8, u32)>>,
+    /// Ports in the snapshot.
+    nports: usize,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(fabric: &FabricSnapshot, graph: &'a Graph, include_switches: bool) -> Ctx<'a> {
+        let n = graph.switch_count();
+        let ch = Channels::new(graph);
+        let mut sources = vec![include_switches as u64; n];
+        for &p in &graph.end_ports {
+            let s = graph.entry_switch(fabric, p);
+            if s != NONE {
+                sources[s as usize] += 1;
+            }
+        }
+        let needed = sources.iter().map(|&c| c > 0).collect();
+        let mut comp = vec![NONE; n];
+        let mut dist = vec![0u8; n];
+        let mut queue = Vec::new();
+        let mut c = 0;
+        for s in 0..n {
+            if comp[s] == NONE {
+                graph.bfs(s as Sw, &mut dist, &mut queue);
+                for &t in &queue {
+                    comp[t as usize] = c;
+                }
+                c += 1;
+            }
+        }
+        let mut ports_of = vec![Vec::new(); ch.len()];
+        for u in 0..n {
+            for sp in &graph.sw_ports[u] {
+                if sp.peer_sw == NONE {
+                    continue;
+                }
+                if let Some(c) = ch.find(u as Sw, sp.peer_sw) {
+                    ports_of[c as usize].push((sp.port, sp.port_index));
+                }
+            }
+        }
+        Ctx {
+            graph,
+            ch,
+            sources,
+            comp,
+            needed,
+            ports_of,
+            nports: fabric.ports.len(),
+        }
+    }
+}
+
+/// Mutable routing state.
+struct Run {
+    n: usize,
+    w0: u64,
+    chan_load: Vec<u64>,
+    port_load: Vec<u64>,
+    lft: Vec<Vec<u8>>,
+    // Per destination scratch.
+    route: Vec<u32>,
+    dist: Vec<u64>,
+    order: Vec<Sw>,
+    heap: BinaryHeap<Reverse<(u64, u8, Ch)>>,
+    touched: Vec<(Ch, Ch)>,
+    sub: Vec<u64>,
+    hop: Vec<u8>,
+    queue: Vec<Sw>,
+}
+
+/// Escape spanning forest of one layer.
+struct Tree {
+    /// Tree channels leaving each switch (CSR).
+    start: Vec<u32>,
+    chans: Vec<Ch>,
+}
+
+impl Run {
+    fn new(ctx: &Ctx) -> Run {
+        let n = ctx.graph.switch_count();
+        let max_lid = ctx.graph.lid_port.len();
+        Run {
+            n,
+            w0: 1,
+            chan_load: vec![0; ctx.ch.len()],
+            port_load: vec![0; ctx.nports],
+            lft: (0..n).map(|_| vec![NO_ROUTE; max_lid]).collect(),
+            route: vec![FREE; n],
+            dist: vec![u64::MAX; n],
+            order: Vec::with_capacity(n),
+            heap: BinaryHeap::new(),
+            touched: Vec::new(),
+            sub: vec![0; n],
+            hop: vec![0; n],
+            queue: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn weight(&self, c: Ch) -> u64 {
+        self.w0 + self.chan_load[c as usize]
+    }
+
+    /// Spanning forest rooted, per component, at the switch with the least
+    /// total hop distance to (a sample of) the layer's destination switches,
+    /// grown by Dijkstra on the current weights.
+    fn escape_tree(&mut self, ctx: &Ctx, ds: &[Dest]) -> Tree {
+        let n = self.n;
+        let g = ctx.graph;
+        let mut dsw: Vec<Sw> = ds.iter().map(|d| d.sw).collect();
+        dsw.sort_unstable();
+        dsw.dedup();
+        const SAMPLES: usize = 32;
+        let stride = dsw.len().div_ceil(SAMPLES).max(1);
+        let mut sum = vec![0u64; n];
+        let mut hits = vec![0u32; n];
+        for &s in dsw.iter().step_by(stride) {
+            g.bfs(s, &mut self.hop, &mut self.queue);
+            for &t in &self.queue {
+                sum[t as usize] += self.hop[t as usize] as u64;
+                hits[t as usize] += 1;
+            }
+        }
+        let comps = ctx.comp.iter().copied().max().map_or(0, |c| c as usize + 1);
+        let mut root = vec![NONE; comps];
+        for s in 0..n {
+            let c = ctx.comp[s] as usize;
+            let better = match root[c] {
+                NONE => true,
+                r => (Reverse(hits[s]), sum[s]) < (Reverse(hits[r as usize]), sum[r as usize]),
+            };
+            if better {
+                root[c] = s as Sw;
+            }
+        }
+        let mut up = vec![NONE; n];
+        self.dist.fill(u64::MAX);
+        self.heap.clear();
+        let mut done = vec![false; n];
+        for &r in &root {
+            self.dist[r as usize] = 0;
+            self.heap.push(Reverse((0, 0, r)));
+        }
+        while let Some(Reverse((d, _, u))) = self.heap.pop() {
+            if done[u as usize] {
+                continue;
+            }
+            done[u as usize] = true;
+            for c in ctx.ch.out(u) {
+                let v = ctx.ch.head[c as usize];
+                let nd = d + self.weight(c) + self.chan_load[ctx.ch.rev[c as usize] as usize];
+                if !done[v as usize] && nd < self.dist[v as usize] {
+                    self.dist[v as usize] = nd;
+                    up[v as usize] = ctx.ch.rev[c as usize];
+                    self.heap.push(Reverse((nd, 0, v)));
+                }
+            }
+        }
+        let mut start = vec![0u32; n + 1];
+        for v in 0..n {
+            if up[v] != NONE {
+                start[v + 1] += 1;
+                start[ctx.ch.head[up[v] as usize] as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut chans = vec![0; start[n] as usize];
+        for v in 0..n {
+            let c = up[v];
+            if c != NONE {
+                let p = ctx.ch.head[c as usize] as usize;
+                chans[fill[v] as usize] = c;
+                fill[v] += 1;
+                chans[fill[p] as usize] = ctx.ch.rev[c as usize];
+                fill[p] += 1;
+            }
+        }
+        Tree { start, chans }
+    }
+
+    /// Mark every non-U-turn between tree channels used.
+    fn mark_escape(
+        &mut self,
+        ctx: &Ctx,
+        tree: &Tree,
+        layer: &mut Layer,
+    ) -> Result<(), EngineError> {
+        for b in 0..self.n {
+            let outs = &tree.chans[tree.start[b] as usize..tree.start[b + 1] as usize];
+            for &o_in in outs {
+                let x = ctx.ch.rev[o_in as usize]; // (a→b)
+                for &y in outs {
+                    if y == o_in {
+                        continue; // U-turn
+                    }
+                    if !layer.try_use(&ctx.ch, x, y) {
+                        return Err(EngineError::new(
+                            "nue: internal error: the escape tree's turns are not acyclic",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The search in the layer's CDG for destination switch `t`. Returns
+    /// false at an impasse (a switch with sources left unattached); the
+    /// turns it added are then withdrawn.
+    fn route_dest(&mut self, ctx: &Ctx, layer: &mut Layer, t: Sw) -> bool {
+        let ch = &ctx.ch;
+        self.route.fill(FREE);
+        self.order.clear();
+        self.heap.clear();
+        self.touched.clear();
+        self.route[t as usize] = SINK;
+        self.order.push(t);
+        self.dist[t as usize] = 0;
+        for o in ch.out(t) {
+            let c = ch.rev[o as usize];
+            self.heap.push(Reverse((self.weight(c), 0, c)));
+        }
+        while let Some(Reverse((d, _, c))) = self.heap.pop() {
+            let u = ch.tail[c as usize];
+            if self.route[u as usize] != FREE {
+                continue;
+            }
+            let v = ch.head[c as usize];
+            let next = self.route[v as usize];
+            if next != SINK {
+                let slot = ch.dep(c, next) as usize;
+                let before = layer.status[slot];
+                let ok = layer.try_use(ch, c, next);
+                if before == UNKNOWN {
+                    self.touched.push((c, next));
+                }
+                if !ok {
+                    continue;
+                }
+            }
+            self.route[u as usize] = c;
+            self.dist[u as usize] = d;
+            self.order.push(u);
+            for o in ch.out(u) {
+                let w = ch.head[o as usize];
+                if self.route[w as usize] != FREE {
+                    continue;
+                }
+                let x = ch.rev[o as usize];
+                let st = layer.status[ch.dep(x, c) as usize];
+                if st == BLOCKED {
+                    continue;
+                }
+                self.heap
+                    .push(Reverse((d + self.weight(x), (st != USED) as u8, x)));
+            }
+        }
+        let tc = ctx.comp[t as usize];
+        let stuck =
+            (0..self.n).any(|s| self.route[s] == FREE && ctx.needed[s] && ctx.comp[s] == tc);
+        if stuck {
+            for &(x, y) in &self.touched {
+                layer.forget(ch.dep(x, y));
+            }
+            return false;
+        }
+        // Switches without sources the search left out carry no routed
+        // traffic; give them a next hop towards the attached part anyway so
+        // switch-originated packets are delivered.
+        let mut head = 0;
+        let mut frontier: Vec<Sw> = self.order.clone();
+        while head < frontier.len() {
+            let v = frontier[head];
+            head += 1;
+            for o in ch.out(v) {
+                let u = ch.head[o as usize];
+                if self.route[u as usize] == FREE {
+                    self.route[u as usize] = ch.rev[o as usize];
+                    self.order.push(u);
+                    frontier.push(u);
+                }
+            }
+        }
+        true
+    }
+
+    /// Route towards `t` along the escape tree only.
+    fn route_on_tree(&mut self, ctx: &Ctx, tree: &Tree, t: Sw) {
+        self.route.fill(FREE);
+        self.order.clear();
+        self.route[t as usize] = SINK;
+        self.order.push(t);
+        let mut head = 0;
+        while head < self.order.len() {
+            let v = self.order[head];
+            head += 1;
+            for &o in
+                &tree.chans[tree.start[v as usize] as usize..tree.start[v as usize + 1] as usize]
+            {
+                let u = ctx.ch.head[o as usize];
+                if self.route[u as usize] == FREE {
+                    self.route[u as usize] = ctx.ch.rev[o as usize];
+                    self.order.push(u);
+                }
+            }
+        }
+    }
+
+    /// Weighted shortest paths towards switch `t`, no CDG constraint
+    /// (switch LIDs when switches are not traffic sinks).
+    fn route_plain(&mut self, ctx: &Ctx, t: Sw) {
+        let ch = &ctx.ch;
+        self.route.fill(FREE);
+        self.order.clear();
+        self.heap.clear();
+        self.route[t as usize] = SINK;
+        self.order.push(t);
+        for o in ch.out(t) {
+            let c = ch.rev[o as usize];
+            self.heap.push(Reverse((self.weight(c), 0, c)));
+        }
+        while let Some(Reverse((d, _, c))) = self.heap.pop() {
+            let u = ch.tail[c as usize];
+            if self.route[u as usize] != FREE {
+                continue;
+            }
+            self.route[u as usize] = c;
+            self.order.push(u);
+            for o in ch.out(u) {
+                if self.route[ch.head[o as usize] as usize] == FREE {
+                    let x = ch.rev[o as usize];
+                    self.heap.push(Reverse((d + self.weight(x), 0, x)));
+                }
+            }
+        }
+    }
+
+    /// Write the routes of `self.route` for destination `d` into the LFTs
+    /// and add the routed sources to the link weights. `order` lists every
+    /// routed switch after its next hop.
+    fn commit(&mut self, ctx: &Ctx, d: &Dest, count: bool) {
+        let lid = d.lid as usize;
+        for &u in self.order.iter() {
+            self.sub[u as usize] = ctx.sources[u as usize];
+        }
+        for i in (0..self.order.len()).rev() {
+            let u = self.order[i] as usize;
+            let c = self.route[u];
+            if c == SINK {
+                self.lft[u][lid] = d.port;
+                continue;
+            }
+            let s = self.sub[u];
+            let v = ctx.ch.head[c as usize] as usize;
+            self.sub[v] += s;
+            if count {
+                self.chan_load[c as usize] += s;
+            }
+            // Parallel cables: the least loaded one, first in port order.
+            let ports = &ctx.ports_of[c as usize];
+            let mut best = ports[0];
+            for &p in &ports[1..] {
+                if self.port_load[p.1 as usize] < self.port_load[best.1 as usize] {
+                    best = p;
+                }
+            }
+            if count {
+                self.port_load[best.1 as usize] += s.max(1);
+            }
+            self.lft[u][lid] = best.0;
+        }
+    }
+}
+
+sm_abi::export_engines! {
+    "nue" => {
+        summary: "Nue: routes inside the complete channel dependency graph per virtual layer, credit-loop free within any VL budget (1 VL included)",
+        deadlock_free: true,
+        create: Nue::from_config,
+    },
+}

@@ -1,0 +1,282 @@
+//! The complete channel dependency graph of one virtual layer.
+//!
+//! Channels are directed switch-to-switch links; parallel cables between
+//! the same two switches collapse into one channel. That is safe: a cycle
+//! among per-cable channels maps onto a closed walk, hence a cycle, among
+//! the collapsed ones, so an acyclic collapsed graph proves the per-cable
+//! graph acyclic too. A dependency is a turn `(t→u) → (u→v)` with `v ≠ t`.
+//!
+//! Every dependency of a layer is *unknown*, *used* (some route of the
+//! layer takes that turn, or it belongs to the escape paths) or *blocked*
+//! (using it would close a cycle among the used ones). The used set is
+//! kept acyclic by construction: a dependency joins it only through
+//! [`Layer::try_use`], which maintains a topological order of the channels
+//! incrementally (Pearce and Kelly's dynamic topological sort). An edge
+//! that agrees with the current order costs one comparison; one that does
+//! not triggers a search bounded to the channels between its two ends in
+//! the order, which either finds the cycle or reorders just that window.
+
+use smcore_kit::graph::{Graph, Sw};
+
+/// Index of a channel.
+pub type Ch = u32;
+
+/// Channels of the switch graph and the dependency slots between them.
+#[derive(Debug, Clone)]
+pub struct Channels {
+    /// Per switch, its out-channels are `start[u]..start[u + 1]`.
+    pub start: Vec<u32>,
+    /// Head switch of each channel.
+    pub head: Vec<Sw>,
+    /// Tail switch of each channel.
+    pub tail: Vec<Sw>,
+    /// The channel in the opposite direction.
+    pub rev: Vec<Ch>,
+    /// Per channel `c = (u→v)`: its out-dependencies are the slots
+    /// `dep_start[c] + k` for the `k`-th out-channel of `v`.
+    pub dep_start: Vec<u32>,
+    /// Total dependency slots (U-turn slots included, never used).
+    pub deps: usize,
+}
+
+impl Channels {
+    /// Channels of the distinct switch neighbours in `graph`.
+    pub fn new(graph: &Graph) -> Channels {
+        let n = graph.switch_count();
+        let mut start = Vec::with_capacity(n + 1);
+        let mut head = Vec::new();
+        let mut tail = Vec::new();
+        start.push(0);
+        for u in 0..n {
+            for &v in &graph.sw_adj[u] {
+                head.push(v);
+                tail.push(u as Sw);
+            }
+            start.push(head.len() as u32);
+        }
+        let m = head.len();
+        let mut rev = vec![0; m];
+        for c in 0..m {
+            let (u, v) = (tail[c], head[c]);
+            let back = (start[v as usize]..start[v as usize + 1]).find(|&o| head[o as usize] == u);
+            // sw_adj is built from bidirectional links, so the reverse exists.
+            rev[c] = back.unwrap_or(c as u32);
+        }
+        let mut dep_start = Vec::with_capacity(m);
+        let mut deps = 0usize;
+        for &v in head.iter() {
+            dep_start.push(deps as u32);
+            deps += (start[v as usize + 1] - start[v as usize]) as usize;
+        }
+        Channels {
+            start,
+            head,
+            tail,
+            rev,
+            dep_start,
+            deps,
+        }
+    }
+
+    /// Number of channels.
+    pub fn len(&self) -> usize {
+        self.head.len()
+    }
+
+    /// True without channels.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    /// Out-channels of switch `u`.
+    #[inline]
+    pub fn out(&self, u: Sw) -> std::ops::Range<u32> {
+        self.start[u as usize]..self.start[u as usize + 1]
+    }
+
+    /// The channel `u→v`, if the two are neighbours.
+    pub fn find(&self, u: Sw, v: Sw) -> Option<Ch> {
+        self.out(u).find(|&c| self.head[c as usize] == v)
+    }
+
+    /// Slot of the dependency `x → y`; `y` must leave the head of `x`.
+    #[inline]
+    pub fn dep(&self, x: Ch, y: Ch) -> u32 {
+        let v = self.head[x as usize];
+        self.dep_start[x as usize] + (y - self.start[v as usize])
+    }
+}
+
+/// State of one dependency slot.
+pub const UNKNOWN: u8 = 0;
+/// Some route (or escape path) of the layer takes this turn.
+pub const USED: u8 = 1;
+/// Taking this turn would close a cycle among the used ones.
+pub const BLOCKED: u8 = 2;
+
+/// The used/blocked dependencies of one layer with a topological order of
+/// the channels under the used ones.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// Per dependency slot: [`UNKNOWN`], [`USED`] or [`BLOCKED`].
+    pub status: Vec<u8>,
+    ord: Vec<u32>,
+    at: Vec<Ch>,
+    mark: Vec<u32>,
+    epoch: u32,
+    stack: Vec<Ch>,
+    fwd: Vec<Ch>,
+    back: Vec<Ch>,
+    slots: Vec<u32>,
+    /// Window searches done (order violations), for the diagnostics.
+    pub searches: u64,
+}
+
+impl Layer {
+    /// A layer with no dependency used yet.
+    pub fn new(ch: &Channels) -> Layer {
+        let m = ch.len();
+        Layer {
+            status: vec![UNKNOWN; ch.deps],
+            ord: (0..m as u32).collect(),
+            at: (0..m as u32).collect(),
+            mark: vec![0; m],
+            epoch: 0,
+            stack: Vec::new(),
+            fwd: Vec::new(),
+            back: Vec::new(),
+            slots: Vec::new(),
+            searches: 0,
+        }
+    }
+
+    /// Forget every dependency (the next layer starts afresh) keeping the
+    /// allocations.
+    pub fn reset(&mut self) {
+        self.status.fill(UNKNOWN);
+        for (i, (o, a)) in self.ord.iter_mut().zip(self.at.iter_mut()).enumerate() {
+            *o = i as u32;
+            *a = i as u32;
+        }
+    }
+
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.fill(0);
+            self.epoch = 1;
+        }
+        self.epoch
+    }
+
+    /// Mark the dependency `x → y` used unless that closes a cycle among
+    /// the used dependencies; then mark it blocked. Returns whether it is
+    /// used now.
+    pub fn try_use(&mut self, ch: &Channels, x: Ch, y: Ch) -> bool {
+        let d = ch.dep(x, y) as usize;
+        match self.status[d] {
+            USED => return true,
+            BLOCKED => return false,
+            _ => {}
+        }
+        let (ox, oy) = (self.ord[x as usize], self.ord[y as usize]);
+        if ox < oy {
+            self.status[d] = USED;
+            return true;
+        }
+        self.searches += 1;
+        // Forward from y among channels ordered at most at x: meeting x
+        // means x is reachable from y, so x → y would close a cycle.
+        let e = self.next_epoch();
+        self.fwd.clear();
+        self.stack.clear();
+        self.stack.push(y);
+        self.mark[y as usize] = e;
+        while let Some(w) = self.stack.pop() {
+            self.fwd.push(w);
+            let v = ch.head[w as usize];
+            let base = ch.dep_start[w as usize];
+            for (k, z) in ch.out(v).enumerate() {
+                if self.status[base as usize + k] != USED {
+                    continue;
+                }
+                if z == x {
+                    self.status[d] = BLOCKED;
+                    return false;
+                }
+                if self.ord[z as usize] < ox && self.mark[z as usize] != e {
+                    self.mark[z as usize] = e;
+                    self.stack.push(z);
+                }
+            }
+        }
+        // Backward from x among channels ordered after y.
+        let e2 = self.next_epoch();
+        self.back.clear();
+        self.stack.push(x);
+        self.mark[x as usize] = e2;
+        while let Some(w) = self.stack.pop() {
+            self.back.push(w);
+            // In-dependencies of w = (u→v) come from channels (t→u), t ≠ v.
+            let u = ch.tail[w as usize];
+            let v = ch.head[w as usize];
+            let k = w - ch.start[u as usize];
+            for o in ch.out(u) {
+                let t = ch.head[o as usize];
+                if t == v {
+                    continue;
+                }
+                let z = ch.rev[o as usize];
+                if self.status[(ch.dep_start[z as usize] + k) as usize] != USED {
+                    continue;
+                }
+                if self.ord[z as usize] > oy && self.mark[z as usize] != e2 {
+                    self.mark[z as usize] = e2;
+                    self.stack.push(z);
+                }
+            }
+        }
+        // Everything that must precede x (back) goes before everything
+        // reachable from y (fwd), reusing the same order positions.
+        let ord = &self.ord;
+        self.back.sort_unstable_by_key(|&c| ord[c as usize]);
+        self.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
+        self.slots.clear();
+        self.slots.extend(
+            self.back
+                .iter()
+                .chain(self.fwd.iter())
+                .map(|&c| ord[c as usize]),
+        );
+        self.slots.sort_unstable();
+        for (i, &c) in self.back.iter().chain(self.fwd.iter()).enumerate() {
+            let p = self.slots[i];
+            self.ord[c as usize] = p;
+            self.at[p as usize] = c;
+        }
+        self.status[d] = USED;
+        true
+    }
+
+    /// Drop a dependency this layer marked (used or blocked) so that it is
+    /// unknown again. Removing a used edge keeps the order topological.
+    pub fn forget(&mut self, slot: u32) {
+        self.status[slot as usize] = UNKNOWN;
+    }
+
+    /// Check the used set is acyclic against the maintained order (every
+    /// used dependency goes forward). For tests.
+    pub fn order_is_topological(&self, ch: &Channels) -> bool {
+        for x in 0..ch.len() as u32 {
+            let v = ch.head[x as usize];
+            for (k, y) in ch.out(v).enumerate() {
+                if self.status[(ch.dep_start[x as usize] as usize) + k] == USED
+                    && self.ord[x as usize] >= self.ord[y as usize]
+                {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
