@@ -68,6 +68,8 @@ pub struct Config {
     pub engine_dirs: Vec<PathBuf>,
     /// Where dumps go.
     pub dump_dir: Option<PathBuf>,
+    /// Seconds between light sweeps (OpenSM `sweep_interval`).
+    pub sweep_interval: Option<f64>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.
@@ -138,7 +140,7 @@ mod tests {
     #[test]
     fn shipped_config_states_the_defaults() {
         let shipped = Config::parse(include_str!("../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
-        let defaults = Config { routing_engine: Some("minhop".into()), ..Config::default() };
+        let defaults = Config { routing_engine: Some("minhop".into()), sweep_interval: Some(10.0), ..Config::default() };
         assert_eq!(shipped, defaults);
     }
 

@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use sm_core::config::Config;
@@ -55,6 +58,16 @@ struct SmArgs {
     /// The guid2lid file (default: guid2lid in the dump directory).
     #[arg(long, value_name = "FILE")]
     guid2lid: Option<PathBuf>,
+    /// Seconds between light sweeps (OpenSM `sweep_interval`; default 10).
+    #[arg(long, value_name = "SECONDS")]
+    sweep_interval: Option<f64>,
+    /// The umad CA to run on, e.g. `mlx5_0` (default: the first CA with an
+    /// active port).
+    #[arg(long, value_name = "CA")]
+    device: Option<String>,
+    /// The port of the CA to run on (default: its first active port).
+    #[arg(long, value_name = "PORT")]
+    port: Option<u8>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -270,18 +283,22 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
     registry
 }
 
-/// `smcore [--fabric TOPOLOGY] --once ...`: one full sweep of the fabric.
+/// `smcore [--fabric TOPOLOGY] [--once] ...`: the SM, on the embedded
+/// fabric or a umad port; one full sweep with `--once`, else the loop of
+/// [`sm_core::daemon`] until SIGINT or SIGTERM.
 fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     use sm_core::sweep::{self, Guid2Lid, HeldLfts, OnceOptions, SimPort, SweepOptions};
 
     let args = &cli.sm;
-    if !args.once {
-        return fail(EXIT_BAD_INPUT, "continuous operation is not implemented yet; use --once");
-    }
     args.options.apply(&mut config);
     let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &mut config) {
         Ok(x) => x,
         Err(code) => return code,
+    };
+    let interval = match args.sweep_interval.or(config.sweep_interval) {
+        Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+        Some(s) => return fail(EXIT_BAD_INPUT, format!("sweep interval {s}: must be a positive number of seconds")),
+        None => Duration::from_secs(10),
     };
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
@@ -289,8 +306,8 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&engines, &registry) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    // Without --fabric the SM runs on the first umad device (real HCA, or
-    // ibsim under umad2sim's LD_PRELOAD).
+    // Without --fabric the SM runs on a umad device (real HCA, or ibsim
+    // under umad2sim's LD_PRELOAD).
     let mut sim = None;
     let mut sim_port = None;
     let mut umad = None;
@@ -300,7 +317,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             Err(code) => return code,
         }
     } else {
-        match sweep::UmadPort::open(None, None, std::time::Duration::from_millis(500)) {
+        match sweep::UmadPort::open(args.device.as_deref(), args.port, Duration::from_millis(500)) {
             Ok(u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
                 (umad.insert(u), source)
@@ -322,19 +339,65 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         dump_dir: dump_dir.as_deref(),
     };
     let mut held = HeldLfts::default();
-    let mut outcome = match sweep::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
-        Ok(o) => o,
-        Err(e) => return fail(EXIT_BAD_INPUT, e),
-    };
-    outcome.report.topology = source;
-    // After the dumps, which write a guid2lid of today's ports only: this
-    // one also remembers ports that are away.
-    if let Some(p) = &g2l_path {
-        if let Err(e) = guid2lid.write(p) {
-            return fail(EXIT_BAD_INPUT, e);
+    if args.once {
+        let mut outcome = match sweep::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
+            Ok(o) => o,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        };
+        outcome.report.topology = source;
+        // After the dumps, which write a guid2lid of today's ports only: this
+        // one also remembers ports that are away.
+        if let Some(p) = &g2l_path {
+            if let Err(e) = guid2lid.write(p) {
+                return fail(EXIT_BAD_INPUT, e);
+            }
+        }
+        if let Err(code) = show_sweep(&outcome, None, args.report.as_deref()) {
+            return code;
+        }
+        return if outcome.chain.routed.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&stop)) {
+            return fail(EXIT_BAD_INPUT, format!("cannot handle signal {signal}: {e}"));
         }
     }
-    print!("{}", outcome.report);
+    let daemon = sm_core::daemon::DaemonOptions {
+        once: options,
+        interval,
+        trap_settle: Duration::from_millis(300).min(interval),
+        guid2lid_path: g2l_path,
+    };
+    let report_path = args.report.clone();
+    let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
+        println!("== heavy sweep {n} ({cause:?})");
+        let mut outcome_report = outcome.report.clone();
+        outcome_report.topology = source.clone();
+        let _ = show_sweep_report(outcome, &outcome_report, Some(n), report_path.as_deref());
+    };
+    let summary = sm_core::daemon::run(port, &daemon, &registry, &config, &mut guid2lid, &mut held, &stop, &mut on_heavy);
+    println!(
+        "smcore stopped: {} heavy sweeps, {} light sweeps, {} traps",
+        summary.heavy_sweeps, summary.light_sweeps, summary.traps
+    );
+    ExitCode::SUCCESS
+}
+
+fn show_sweep(outcome: &sm_core::sweep::OnceOutcome, n: Option<u64>, report: Option<&std::path::Path>) -> Result<(), ExitCode> {
+    show_sweep_report(outcome, &outcome.report, n, report)
+}
+
+/// Prints a heavy sweep's routing report and SMP figures; writes them as
+/// JSON to `report` (replaced atomically, so a reader never sees half).
+fn show_sweep_report(
+    outcome: &sm_core::sweep::OnceOutcome,
+    route_report: &sm_core::report::RouteReport,
+    n: Option<u64>,
+    report: Option<&std::path::Path>,
+) -> Result<(), ExitCode> {
+    print!("{route_report}");
     let s = &outcome.sweep;
     let p = &outcome.program;
     let phases = [
@@ -357,22 +420,24 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     }
     let total = s.total_smps() + p.total_smps();
     println!("  {:<12} {total:>7}", "total");
-    if let Some(path) = &args.report {
-        let mut json = serde_json::to_value(&outcome.report).unwrap_or_default();
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    if let Some(path) = report {
+        let mut json = serde_json::to_value(route_report).unwrap_or_default();
         if let Some(obj) = json.as_object_mut() {
             obj.insert("smps_per_phase".into(), serde_json::Value::Object(json_phases));
             obj.insert("smps_total".into(), serde_json::json!(total));
+            if let Some(n) = n {
+                obj.insert("heavy_sweep".into(), serde_json::json!(n));
+            }
         }
         let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            return fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display()));
+        let tmp = path.with_extension("json.tmp");
+        if let Err(e) = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, path)) {
+            return Err(fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display())));
         }
     }
-    if outcome.chain.routed.is_some() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_NOT_ROUTED)
-    }
+    Ok(())
 }
 
 /// The embedded fabric of `--fabric TOPOLOGY`, with the SM where the

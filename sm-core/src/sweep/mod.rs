@@ -9,10 +9,11 @@
 //! [`program`] writes the accepted routing (SwitchInfo, LFT blocks) and
 //! brings ports up; [`once`] is the whole full sweep.
 //!
-//! Still to come on top of this: the windowed asynchronous transport,
-//! SL2VL and VLArb programming, and light sweeps.
+//! [`light`] is the cheap check between heavy sweeps; the loop that
+//! drives both is [`crate::daemon`].
 
 pub mod discovery;
+pub mod light;
 pub mod lids;
 pub mod program;
 pub mod transport;
@@ -24,7 +25,7 @@ pub use program::{
     activate_ports, once, program_routing, HeldLfts, OnceError, OnceOptions, OnceOutcome, PhaseReport,
     RoutingProgramReport,
 };
-pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError};
+pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError, TrapMad};
 pub use umad::{UmadDevice, UmadPort};
 
 /// Settings of one sweep.
@@ -66,9 +67,6 @@ pub struct SweepOutcome {
     pub discovery_smps: SmpStats,
     /// SMPs of LID programming.
     pub program_smps: SmpStats,
-    /// Transaction ID for the next SMP on this port (later phases continue
-    /// the sequence).
-    pub next_tid: u64,
 }
 
 impl SweepOutcome {
@@ -105,6 +103,5 @@ pub fn sweep(
         program,
         discovery_smps,
         program_smps,
-        next_tid: client.next_tid(),
     })
 }

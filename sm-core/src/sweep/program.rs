@@ -467,8 +467,8 @@ pub fn once(
     if let Some(routed) = &chain.routed {
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each
-        // phase here is measured from zero; transaction IDs carry on.
-        let mut client = SmpClient::new(port, options.sweep.retries).continuing_from(swept.next_tid);
+        // phase here is measured from zero (TIDs are process-wide).
+        let mut client = SmpClient::new(port, options.sweep.retries);
         program_routing(
             &mut client,
             &mut swept.fabric,

@@ -13,7 +13,9 @@
 //! to its request, and counts every SMP, because the SMP count per sweep is
 //! a first-class figure (design.md, "Performance principles").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sm_mad::mad::method;
 use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
@@ -55,18 +57,36 @@ pub trait SmpPort {
             )))
         }
     }
+
+    /// Waits up to `timeout` for an unsolicited SubnTrap addressed to the
+    /// SM and returns it. Transports that cannot receive traps just wait:
+    /// the light sweep still finds every change through PortStateChange.
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        std::thread::sleep(timeout);
+        Ok(None)
+    }
+}
+
+/// A SubnTrap as it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrapMad {
+    /// LRH SLID: the LID of the port that sent it.
+    pub slid: u16,
+    /// The 256-byte MAD.
+    pub mad: Vec<u8>,
 }
 
 /// [`SmpPort`] over the embedded simulated fabric. It borrows the fabric so
 /// that tests can inspect and perturb it between sweeps.
 pub struct SimPort<'a> {
     fabric: &'a mut SimFabric,
+    traps: VecDeque<TrapMad>,
 }
 
 impl<'a> SimPort<'a> {
     /// Sends from the SM port the fabric was built with.
     pub fn new(fabric: &'a mut SimFabric) -> Self {
-        Self { fabric }
+        Self { fabric, traps: VecDeque::new() }
     }
 
     /// The fabric behind the port.
@@ -82,6 +102,39 @@ impl SmpPort for SimPort<'_> {
 
     fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
         Ok(self.fabric.handle_to(dlid, mad).map(|r| r.mad))
+    }
+
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.traps
+                .extend(self.fabric.take_traps().into_iter().map(|t| TrapMad { slid: t.slid, mad: t.mad }));
+            if let Some(t) = self.traps.pop_front() {
+                return Ok(Some(t));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // Something else (a test) may change the fabric meanwhile.
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
+    }
+}
+
+/// Transaction IDs are unique across every client of the process: sweeps
+/// follow one another on the same port, and a late answer to a request of
+/// an earlier sweep must never match a request of this one.
+static NEXT_TID: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_tid() -> u64 {
+    loop {
+        let t = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+        // The kernel keeps only the lower 32 bits; 0 is what a zeroed
+        // buffer carries, so never hand it out.
+        if t as u32 != 0 {
+            return t;
+        }
     }
 }
 
@@ -183,19 +236,11 @@ impl<'p> SmpClient<'p> {
     pub fn new(port: &'p mut dyn SmpPort, retries: u32) -> Self {
         Self {
             port,
-            // TID 0 is what a zeroed buffer carries; never match on it.
-            next_tid: 1,
+            next_tid: fresh_tid(),
             retries,
             m_key: 0,
             stats: SmpStats::default(),
         }
-    }
-
-    /// Continue another client's transaction IDs on the same port, so that
-    /// a late answer to an earlier request can never match a new one.
-    pub fn continuing_from(mut self, next_tid: u64) -> Self {
-        self.next_tid = next_tid.max(1);
-        self
     }
 
     /// The transaction ID the next request will carry.
@@ -241,7 +286,7 @@ impl<'p> SmpClient<'p> {
             // A fresh TID per try, so that a late answer to an earlier try
             // is never taken for this one's.
             request.transaction_id = self.next_tid;
-            self.next_tid = self.next_tid.wrapping_add(1).max(1);
+            self.next_tid = fresh_tid();
             let mut mad = Mad::zeroed();
             request.emit(&mut mad.smp_mut());
             tries += 1;
@@ -355,16 +400,23 @@ mod tests {
     }
 
     #[test]
-    fn a_later_client_continues_the_transaction_ids() {
-        let mut port = Scripted(vec![None, None, None]);
+    fn clients_never_share_a_transaction_id() {
+        let mut port = Scripted(vec![None, None, None, None]);
         let mut first = SmpClient::new(&mut port, 0);
-        for _ in 0..3 {
+        let mut used = Vec::new();
+        for _ in 0..2 {
+            used.push(first.next_tid());
             assert!(first.get(0x11, 0, &[]).is_err());
         }
-        let next = first.next_tid();
-        assert_eq!(next, 4, "three requests used TIDs 1, 2 and 3");
-        let second = SmpClient::new(&mut port, 0).continuing_from(next);
-        assert_eq!(second.next_tid(), 4);
-        assert_eq!(SmpClient::new(&mut port, 0).continuing_from(0).next_tid(), 1, "TID 0 is never used");
+        let mut second = SmpClient::new(&mut port, 0);
+        for _ in 0..2 {
+            used.push(second.next_tid());
+            assert!(second.get(0x11, 0, &[]).is_err());
+        }
+        let mut sorted = used.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 4, "TIDs {used:?}");
+        assert!(used.iter().all(|&t| t as u32 != 0));
     }
 }

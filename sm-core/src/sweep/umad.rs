@@ -9,7 +9,11 @@
 //!
 //! One SMP is outstanding at a time, as [`SmpPort`] asks; the windowed
 //! transport of design.md will replace the waiting, not the wire format.
+//! SubnTraps (trap 128 from a switch whose port changed state) arrive on
+//! the LID-routed agent; they are repressed at once and queued for the SM
+//! loop.
 
+use std::collections::VecDeque;
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -18,7 +22,8 @@ use nix::fcntl::{self, OFlag};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
-use super::transport::{SmpPort, TransportError};
+use super::transport::{SmpPort, TransportError, TrapMad};
+use sm_mad::mad::method;
 use sm_mad::smp::PERMISSIVE_LID;
 
 /// `struct ib_user_mad_hdr_old`, the header without the P_Key index, which
@@ -152,6 +157,8 @@ pub struct UmadPort {
     dr_agent: u32,
     lid_agent: u32,
     timeout: Duration,
+    /// Traps that arrived and were not yet asked for.
+    traps: VecDeque<TrapMad>,
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> TransportError {
@@ -172,8 +179,10 @@ impl UmadPort {
         };
         let path = format!("/dev/infiniband/umad{}", device.index);
         let fd = UmadFd::open(&path, OFlag::O_RDWR).map_err(|e| io(&path, e))?;
-        let dr_agent = Self::register(&fd, CLASS_DR)?;
-        let lid_agent = Self::register(&fd, CLASS_LID)?;
+        let dr_agent = Self::register(&fd, CLASS_DR, 0)?;
+        // The LID-routed agent also claims SubnTrap, so that the traps
+        // switches send to the SM's LID reach us.
+        let lid_agent = Self::register(&fd, CLASS_LID, 1 << method::TRAP)?;
         // Non-blocking: another SM holding issm must not hang us.
         let issm_path = format!("/dev/infiniband/issm{}", device.index);
         let issm = match UmadFd::open(&issm_path, OFlag::O_RDWR | OFlag::O_NONBLOCK) {
@@ -184,13 +193,13 @@ impl UmadPort {
             }
         };
         tracing::info!(ca = %device.ca, port = device.port, umad = device.index, "umad transport bound");
-        Ok(Self { device, fd, _issm: issm, dr_agent, lid_agent, timeout })
+        Ok(Self { device, fd, _issm: issm, dr_agent, lid_agent, timeout, traps: VecDeque::new() })
     }
 
-    fn register(fd: &UmadFd, mgmt_class: u8) -> Result<u32, TransportError> {
-        // Responses reach an agent by the TID the kernel stamps, so no
-        // methods need to be claimed.
-        let mut req = RegReq { mgmt_class, mgmt_class_version: 1, ..RegReq::default() };
+    fn register(fd: &UmadFd, mgmt_class: u8, methods: u32) -> Result<u32, TransportError> {
+        // Responses reach an agent by the TID the kernel stamps; only
+        // unsolicited methods need claiming.
+        let mut req = RegReq { mgmt_class, mgmt_class_version: 1, method_mask: [methods, 0, 0, 0], ..RegReq::default() };
         // SAFETY: `req` is the `ib_user_mad_reg_req` the ioctl number encodes.
         unsafe { register_agent(fd.0, &mut req) }
             .map_err(|e| io(&format!("IB_USER_MAD_REGISTER_AGENT class {mgmt_class:#x}"), e))?;
@@ -202,7 +211,11 @@ impl UmadPort {
         &self.device
     }
 
-    fn exchange(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+    /// Writes one MAD to `dlid`. `timeout_ms` 0 sends without waiting for
+    /// an answer (a TrapRepress); otherwise the kernel keeps the request on
+    /// its wait list that long, since a zero timeout would make it drop the
+    /// answer as unsolicited.
+    fn write_mad(&mut self, dlid: u16, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
         if mad.len() < 24 || mad.len() > MAD_LEN {
             return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
         }
@@ -211,14 +224,8 @@ impl UmadPort {
             CLASS_LID => self.lid_agent,
             c => return Err(TransportError::Unsendable(format!("management class {c:#x} is not an SMP"))),
         };
-        let mut tid = [0u8; 8];
-        tid.copy_from_slice(&mad[TID_OFFSET..TID_OFFSET + 8]);
-        let timeout_ms = u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX).max(1);
-
         let mut buf = [0u8; HDR_LEN + MAD_LEN];
         buf[0..4].copy_from_slice(&agent.to_ne_bytes());
-        // The kernel keeps the request on its wait list for this long; a
-        // zero timeout would make it drop the answer as unsolicited.
         buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
         buf[16..20].copy_from_slice(&((HDR_LEN + MAD_LEN) as u32).to_ne_bytes());
         // qpn 0 (SMI) and qkey 0 are already zero; the LID is big-endian.
@@ -228,17 +235,19 @@ impl UmadPort {
             // SAFETY: `buf` is valid for its length.
             let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
             if n >= 0 {
-                break;
+                return Ok(());
             }
             match Errno::last() {
                 Errno::EINTR => continue,
                 e => return Err(io("umad write", e)),
             }
         }
+    }
 
-        // Margin over the kernel's own timeout so its ETIMEDOUT report is
-        // what ends the wait on hardware.
-        let deadline = Instant::now() + self.timeout + Duration::from_millis(50);
+    /// Reads the next MAD that arrives before `deadline`. Traps are queued
+    /// for [`SmpPort::wait_trap`] and repressed here, whoever was waiting,
+    /// so a trap never gets lost behind a sweep.
+    fn read_mad(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -273,29 +282,69 @@ impl UmadPort {
                 tracing::debug!(len = n, "short umad read ignored");
                 continue;
             }
-            let got = &rbuf[HDR_LEN..n];
+            let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
+            let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
+            let mut mad = vec![0u8; MAD_LEN];
+            mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
+            if status == 0 && mad[1] == CLASS_LID && mad[3] == method::TRAP {
+                self.repress(slid, &mad);
+                self.traps.push_back(TrapMad { slid, mad });
+                continue;
+            }
+            return Ok(Some(Received { status, mad }));
+        }
+    }
+
+    /// Tells the issuer its trap arrived, so it stops repeating it
+    /// (IBA 13.4.9); a failure only means the trap will come again.
+    fn repress(&mut self, slid: u16, trap: &[u8]) {
+        let mut repress = trap.to_vec();
+        repress[3] = method::TRAP_REPRESS;
+        if let Err(e) = self.write_mad(slid, &repress, 0) {
+            tracing::debug!(slid, "TrapRepress not sent: {e}");
+        }
+    }
+
+    fn exchange(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        if mad.len() < TID_OFFSET + 8 {
+            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
+        }
+        let mut tid = [0u8; 8];
+        tid.copy_from_slice(&mad[TID_OFFSET..TID_OFFSET + 8]);
+        let timeout_ms = u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX).max(1);
+        self.write_mad(dlid, mad, timeout_ms)?;
+        // Margin over the kernel's own timeout so its ETIMEDOUT report is
+        // what ends the wait on hardware.
+        let deadline = Instant::now() + self.timeout + Duration::from_millis(50);
+        while let Some(Received { status, mut mad }) = self.read_mad(deadline)? {
             // The kernel (and umad2sim) replace the TID's upper 32 bits
             // with the agent's, so only the lower half identifies ours.
-            if got[TID_OFFSET + 4..TID_OFFSET + 8] != tid[4..8] {
+            if mad[TID_OFFSET + 4..TID_OFFSET + 8] != tid[4..8] {
                 tracing::debug!("umad read of another transaction ignored");
                 continue;
             }
-            let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
             if status != 0 {
                 // The kernel hands back our own request with ETIMEDOUT.
                 tracing::debug!(status, "umad send reported failure");
                 return Ok(None);
             }
-            if got[3] & 0x80 == 0 {
+            if mad[3] & 0x80 == 0 {
                 // A request that happens to share our TID, not the answer.
                 continue;
             }
-            let mut answer = vec![0u8; MAD_LEN];
-            answer[..got.len()].copy_from_slice(got);
-            answer[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&tid);
-            return Ok(Some(answer));
+            mad[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&tid);
+            return Ok(Some(mad));
         }
+        Ok(None)
     }
+}
+
+/// One MAD read from the device.
+struct Received {
+    /// The `ib_user_mad` status: non-zero when the kernel returns our own
+    /// request unanswered.
+    status: u32,
+    mad: Vec<u8>,
 }
 
 impl SmpPort for UmadPort {
@@ -305,6 +354,20 @@ impl SmpPort for UmadPort {
 
     fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
         self.exchange(dlid, mad)
+    }
+
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        if let Some(t) = self.traps.pop_front() {
+            return Ok(Some(t));
+        }
+        let deadline = Instant::now() + timeout;
+        while let Some(r) = self.read_mad(deadline)? {
+            tracing::debug!(status = r.status, method = r.mad[3], "umad: MAD outside any transaction ignored");
+            if let Some(t) = self.traps.pop_front() {
+                return Ok(Some(t));
+            }
+        }
+        Ok(self.traps.pop_front())
     }
 }
 

@@ -1,0 +1,71 @@
+//! The light sweep: one SwitchInfo Get per switch, to learn whether
+//! anything changed since the last heavy sweep.
+//!
+//! A switch sets SwitchInfo.PortStateChange whenever one of its ports goes
+//! down or comes up through the link (IBA 14.2.5.4). Reading that bit from
+//! every switch is a cheap census: a fabric of N switches costs N SMPs,
+//! against the thousands of a heavy sweep. A switch that no longer answers
+//! on its directed route is a change too (it, or a switch on the way, is
+//! gone). The bits found set are cleared at once (the bit is
+//! write-one-to-clear), so that a change during the heavy sweep that
+//! follows is seen by the next light sweep rather than lost.
+
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use sm_mad::{SwitchInfoPacket, SwitchInfoRepr};
+
+use super::discovery::Fabric;
+use super::transport::{SmpClient, SmpError};
+
+/// What a light sweep found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LightOutcome {
+    /// Switches (node index, GUID) with PortStateChange set.
+    pub changed: Vec<(usize, u64)>,
+    /// Switches that did not answer, or answered garbage.
+    pub lost: Vec<(usize, u64)>,
+    /// SMPs sent.
+    pub smps: u64,
+}
+
+impl LightOutcome {
+    /// Whether a heavy sweep is due.
+    pub fn needs_heavy_sweep(&self) -> bool {
+        !self.changed.is_empty() || !self.lost.is_empty()
+    }
+}
+
+fn parse(data: &[u8; DATA_LEN]) -> Result<SwitchInfoRepr, SmpError> {
+    SwitchInfoPacket::new_checked(&data[..])
+        .and_then(|p| SwitchInfoRepr::parse(&p))
+        .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
+}
+
+/// Reads PortStateChange from every switch of `fabric` (as the last heavy
+/// sweep found it) and clears the bits found set.
+pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome {
+    let before = client.stats().sent;
+    let mut out = LightOutcome::default();
+    for (i, node) in fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()) {
+        let info = client.get(attr::SWITCH_INFO, 0, &node.path).and_then(|d| parse(&d));
+        match info {
+            Ok(info) if info.port_state_change => {
+                out.changed.push((i, node.guid));
+                let mut data = [0u8; DATA_LEN];
+                // Everything else written back as read: the Set must only
+                // clear the bit.
+                info.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
+                if let Err(e) = client.set(attr::SWITCH_INFO, 0, &node.path, data) {
+                    tracing::debug!(guid = format_args!("{:#018x}", node.guid), "PortStateChange not cleared: {e}");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(guid = format_args!("{:#018x}", node.guid), "light sweep: {e}");
+                out.lost.push((i, node.guid));
+            }
+        }
+    }
+    out.smps = client.stats().sent - before;
+    out
+}

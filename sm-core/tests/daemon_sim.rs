@@ -1,0 +1,279 @@
+//! The SM loop on the embedded fabric: links and switches fail and come
+//! back while it runs; it must find each change (by trap, or by the light
+//! sweep when traps are lost), re-route through the chain, program what
+//! it routed, and never change a LID.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::bin_dir;
+use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
+use sm_core::config::Config;
+use sm_core::daemon::{self, Cause, DaemonOptions};
+use sm_core::engines::Registry;
+use sm_core::sim::SimFabric;
+use sm_core::sweep::{Guid2Lid, HeldLfts, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_topology::{gen, Topology};
+
+/// What to do to the fabric before the next wait.
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    LinkDown(usize, u8),
+    LinkUp(usize, u8),
+    Remove(usize),
+    Restore(usize),
+}
+
+/// The embedded fabric behind a port whose test script acts on it between
+/// sweeps; with `deaf`, traps are dropped so only light sweeps can notice.
+struct Scripted<'a> {
+    port: SimPort<'a>,
+    pending: Rc<RefCell<VecDeque<Act>>>,
+    deaf: bool,
+}
+
+impl SmpPort for Scripted<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        let acts: Vec<Act> = self.pending.borrow_mut().drain(..).collect();
+        for act in acts {
+            let f = self.port.fabric();
+            let r = match act {
+                Act::LinkDown(n, p) => f.link_down(n, p),
+                Act::LinkUp(n, p) => f.link_up(n, p),
+                Act::Remove(n) => f.remove_node(n),
+                Act::Restore(n) => f.restore_node(n),
+            };
+            r.expect("script acts on the fabric");
+        }
+        if self.deaf {
+            self.port.fabric().take_traps();
+            std::thread::sleep(timeout);
+            return Ok(None);
+        }
+        self.port.wait_trap(timeout)
+    }
+}
+
+fn sm_location(topo: &Topology) -> (usize, u8) {
+    let links = topo.port_links();
+    topo.nodes
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| {
+            (!n.is_switch())
+                .then(|| (1..=n.num_ports).find(|&p| links[i][usize::from(p)].is_some()))
+                .flatten()
+                .map(|p| (i, p))
+        })
+        .expect("a CA with a cable")
+}
+
+/// Port GUID → LID, from a sweep's snapshot.
+fn lids(out: &OnceOutcome) -> BTreeMap<u64, u16> {
+    out.snapshot.ports.iter().filter(|p| p.lid != 0).map(|p| (p.guid, p.lid)).collect()
+}
+
+/// Every switch of the fabric holds what `routing` says for `snapshot`.
+fn assert_programmed(sim: &SimFabric, index: &BTreeMap<u64, usize>, snapshot: &FabricSnapshot, routing: &Routing) {
+    for lft in routing.lfts.iter() {
+        let guid = snapshot.nodes[lft.node as usize].guid;
+        let held = sim.lft(index[&guid]).expect("a switch");
+        for lid in 1..=usize::from(snapshot.max_lid) {
+            let want = lft.ports.get(lid).copied().unwrap_or(NO_ROUTE);
+            assert_eq!(held[lid], want, "switch {guid:#x} LID {lid}");
+        }
+    }
+}
+
+/// One sweep record: cause, nodes found, whether routed, LIDs, and the
+/// check of the programmed tables done while the fabric was at hand.
+struct Seen {
+    cause: Cause,
+    nodes: usize,
+    lids: BTreeMap<u64, u16>,
+    uses_link: bool,
+}
+
+fn scenario(deaf: bool) {
+    // Two spines, four leaves with two uplinks each (one per spine): any
+    // single spine or uplink can fail and every host stays reachable.
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let spines: Vec<usize> =
+        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
+    assert_eq!(spines.len(), 2);
+    // A leaf–spine cable: the first link of spine 0.
+    let link = topo.links.iter().find(|l| l.a.0 == spines[0] || l.b.0 == spines[0]).expect("a spine link");
+    let (cut_node, cut_port) = if link.a.0 == spines[0] { link.b } else { link.a };
+    let cut_guids = (topo.nodes[link.a.0].node_guid, topo.nodes[link.b.0].node_guid);
+
+    // Actions after heavy sweep n (1-based); stop after the last.
+    let script: Vec<Vec<Act>> = vec![
+        vec![Act::LinkDown(cut_node, cut_port)],
+        vec![Act::LinkUp(cut_node, cut_port)],
+        vec![Act::Remove(spines[1])],
+        vec![Act::Restore(spines[1])],
+    ];
+    let pending = Rc::new(RefCell::new(VecDeque::new()));
+    let stop = AtomicBool::new(false);
+    let seen: RefCell<Vec<Seen>> = RefCell::new(Vec::new());
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions {
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_millis(50),
+        trap_settle: Duration::from_millis(10),
+        guid2lid_path: None,
+    };
+    let mut g2l = Guid2Lid::default();
+    let mut held = HeldLfts::default();
+    let summary = {
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            let uses_link = {
+                let s = &out.snapshot;
+                s.ports.iter().any(|p| {
+                    p.peer != u32::MAX
+                        && s.nodes[p.node as usize].guid == cut_guids.0
+                        && s.nodes[s.ports[p.peer as usize].node as usize].guid == cut_guids.1
+                })
+            };
+            let routed = out.chain.routed.as_ref().expect("every sweep routes");
+            assert_eq!(routed.verification.unreachable, 0, "sweep {n}");
+            seen.borrow_mut().push(Seen { cause, nodes: out.sweep.fabric.nodes.len(), lids: lids(out), uses_link });
+            match script.get(n as usize - 1) {
+                Some(acts) => pending.borrow_mut().extend(acts.iter().copied()),
+                None => stop.store(true, Ordering::Relaxed),
+            }
+        };
+        daemon::run(&mut port, &options, &registry, &Config::default(), &mut g2l, &mut held, &stop, &mut on_heavy)
+    };
+    let seen = seen.into_inner();
+    assert_eq!(seen.len(), 5, "one heavy sweep per change plus the first");
+    assert_eq!(summary.heavy_sweeps, 5);
+    let all = topo.nodes.len();
+    let want_cause = if deaf { Cause::Change } else { Cause::Trap };
+    assert_eq!(seen[0].cause, Cause::Start);
+    for s in &seen[1..] {
+        assert_eq!(s.cause, want_cause);
+    }
+    if deaf {
+        assert_eq!(summary.traps, 0);
+        assert!(summary.light_sweeps >= 4);
+    } else {
+        assert!(summary.traps >= 4);
+    }
+    assert!(seen[0].uses_link);
+    assert!(!seen[1].uses_link, "the cut cable is not in the fabric routed");
+    assert!(seen[2].uses_link, "the cable is back");
+    assert_eq!(seen[3].nodes, all - 1, "the spine is gone");
+    assert_eq!(seen[4].nodes, all);
+    // LIDs never change: every port keeps the LID the first sweep gave it.
+    for (i, s) in seen.iter().enumerate() {
+        for (guid, lid) in &s.lids {
+            assert_eq!(seen[0].lids.get(guid), Some(lid), "sweep {}: port {guid:#x}", i + 1);
+        }
+    }
+}
+
+#[test]
+fn traps_cause_heavy_sweeps_that_route_around_failures() {
+    scenario(false);
+}
+
+#[test]
+fn light_sweeps_find_changes_when_traps_are_lost() {
+    scenario(true);
+}
+
+#[test]
+fn the_last_sweep_is_what_the_switches_hold() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let index: BTreeMap<u64, usize> = topo.nodes.iter().enumerate().map(|(i, n)| (n.node_guid, i)).collect();
+    let spine = topo.nodes.iter().position(|n| n.desc.contains("spine")).expect("spine");
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions {
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_millis(50),
+        trap_settle: Duration::from_millis(10),
+        guid2lid_path: None,
+    };
+    let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
+    let stop = AtomicBool::new(false);
+    let mut last: Option<FabricSnapshot> = None;
+    let mut g2l = Guid2Lid::default();
+    let mut held = HeldLfts::default();
+    {
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        // Sweep 1 sees the whole fabric, then the spine goes; stop after
+        // the sweep that followed.
+        let mut on_heavy = |out: &OnceOutcome, n: u64, _cause: Cause| {
+            if n >= 2 {
+                stop.store(true, Ordering::Relaxed);
+            }
+            last = Some(out.snapshot.clone());
+        };
+        daemon::run(&mut port, &options, &registry, &Config::default(), &mut g2l, &mut held, &stop, &mut on_heavy);
+    }
+    let last = last.expect("a sweep");
+    assert_eq!(last.nodes.len(), topo.nodes.len() - 1);
+    // Route the last snapshot again with the same engine: the switches
+    // must hold exactly that (minhop is deterministic).
+    let outcome = sm_core::offline::route_fabric(&last, &registry, "minhop", &Config::default(), None, &mut Default::default())
+        .expect("route");
+    let routed = outcome.routed.expect("routed");
+    assert_programmed(&sim, &index, &last, &routed.routing);
+}
+
+#[test]
+fn the_sm_process_sweeps_until_sigterm_and_stops_cleanly() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let report = tmp.path().join("report.json");
+    let topo = common::workspace().join("config/topologies/fat-tree-64.net");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(&topo)
+        .args(["--sweep-interval", "0.2", "--report"])
+        .arg(&report)
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn smcore");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !report.exists() {
+        assert!(std::time::Instant::now() < deadline, "no heavy sweep reported");
+        assert!(child.try_wait().expect("wait").is_none(), "smcore exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let it run a few light sweeps.
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(child.try_wait().expect("wait").is_none(), "smcore exited on its own");
+    // SAFETY: plain kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("== heavy sweep 1 (Start)"), "{stdout}");
+    let stopped = stdout.lines().find(|l| l.starts_with("smcore stopped")).expect("a stop line");
+    // Nothing changed on the embedded fabric: one heavy sweep, light
+    // sweeps after it.
+    assert!(stopped.contains(" 1 heavy sweeps"), "{stopped}");
+    assert!(!stopped.contains(" 0 light sweeps"), "{stopped}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
+    assert_eq!(json["heavy_sweep"], 1);
+    assert_eq!(json["reachable_pairs"], json["pairs"], "{json}");
+}
