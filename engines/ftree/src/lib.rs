@@ -1,1 +1,318 @@
-//! smcore routing engine: OpenSM's fat-tree (ftree) algorithm.
+//! smcore routing engine: OpenSM's fat-tree (`ftree`) algorithm.
+//!
+//! Fat-tree routing is made for k-ary n-trees and their relatives (trees
+//! with a non-constant K, missing CAs or leaves, any oversubscription),
+//! and for one traffic pattern above all: shift / all-to-all, where every
+//! compute node sends to the node a fixed distance further in the CA order
+//! this engine writes out (`opensm-ftree-ca-order.dump`).
+//!
+//! ## Finding the tree ([`tree`])
+//!
+//! * **Ranks.** With a `root_guid_file`, rank 0 is the listed switches and
+//!   every other switch its BFS distance from them. Without one, the
+//!   switches with compute nodes are the leaves: ranks are the distance
+//!   from them, reversed, then recomputed from the switches that came out
+//!   as roots. Switches the ranking does not reach are left out.
+//! * **Compute nodes.** Every CA port, or only those in `cn_guid_file`
+//!   (port GUIDs; a node GUID stands for all its ports). Ports in
+//!   `io_guid_file` are I/O nodes: they may hang anywhere (a spine, say)
+//!   and their routes may turn down-then-up `max_reverse_hops` times.
+//! * **Port groups.** Links from a switch to one neighbour form a group;
+//!   groups towards lower ranks are up-going, towards higher ranks
+//!   down-going. Links between switches of one rank are not used.
+//! * **Rules** (OpenSM's; a fabric that breaks one is refused with the
+//!   rule in the error, so the chain falls through): 2 to 8 levels of
+//!   switches; all compute nodes on switches of the leaf rank; at least two
+//!   leaves. Without a root file the tree must also be pure: per rank the
+//!   same number of up groups, the same number of down groups (leaves
+//!   excepted), and the same number of ports in every up group and in every
+//!   down group. (Down groups here count switch neighbours only, so I/O
+//!   nodes on upper switches do not spoil a pure tree.)
+//! * **Index.** Switches get OpenSM's index tuples by BFS from the first
+//!   leaf, so sorting by index keeps subtrees together. Leaves in index
+//!   order, each with its compute nodes in port order and padded with
+//!   dummies to the fullest leaf's count, give the CA order.
+//!
+//! ## Routing ([`route`])
+//!
+//! Destinations are routed one at a time, in CA order: for each compute
+//! node, climb from its leaf through the up group whose links carry the
+//! fewest destinations so far (least loaded port within it) up to a root,
+//! setting each switch on the way to forward down; from every switch on the
+//! way, descend into the subtrees not yet routed, least loaded down group
+//! first, setting them to forward up. Other parents of the path are routed
+//! too (without counting) so every switch gets the shortest up/down route.
+//! Dummies for missing compute nodes move the counters without writing
+//! entries, which keeps the rotation over the up links aligned between
+//! leaves: on a complete tree every inter-switch link carries the same
+//! number of CA-to-CA routes. Then the other CA ports are routed the same
+//! way, then switch LIDs (not counted). All routes go up then down, so
+//! there are no credit loops (unless reverse hops are allowed).
+//!
+//! LMC > 0 is refused, as in OpenSM. The result is checked before it is
+//! returned: a CA that some CA-carrying switch cannot reach makes the
+//! engine fail with the example, rather than hand the core tables with holes.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sm_abi::{EngineError, FabricSnapshot, Level, Lft, Routing, RoutingEngine, NO_ROUTE};
+use smcore_kit::config::{self, read_guid_list};
+use smcore_kit::graph::{Graph, Sw};
+
+pub mod route;
+pub mod tree;
+
+use route::{RouteOptions, Tables};
+use tree::{Roles, Tree, UNRANKED};
+
+/// Name of the CA order file (OpenSM's).
+pub const CA_ORDER_FILE: &str = "opensm-ftree-ca-order.dump";
+
+/// Options, named as OpenSM's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct FtreeConfig {
+    /// Root switch node GUIDs, one a line (OpenSM `root_guid_file`, `-a`).
+    pub root_guid_file: Option<PathBuf>,
+    /// Compute node port GUIDs (OpenSM `cn_guid_file`, `-u`).
+    pub cn_guid_file: Option<PathBuf>,
+    /// I/O node port GUIDs (OpenSM `io_guid_file`, `-G`).
+    pub io_guid_file: Option<PathBuf>,
+    /// Down-then-up turns allowed on routes to I/O nodes (OpenSM
+    /// `max_reverse_hops`, `-H`). Such routes may form credit loops.
+    pub max_reverse_hops: u32,
+    /// Route switch LIDs that up/down leaves unreachable from upper
+    /// switches through the last leaf (OpenSM `connect_roots`, `-z`).
+    pub connect_roots: bool,
+    /// Subnet LMC (shared key); fat-tree routing needs 0.
+    pub lmc: u8,
+    /// Where to write the CA order file (shared key).
+    pub dump_dir: Option<PathBuf>,
+}
+
+/// The engine.
+#[derive(Debug, Clone, Default)]
+pub struct Ftree {
+    cfg: FtreeConfig,
+}
+
+impl Ftree {
+    /// Build from the TOML configuration text.
+    pub fn from_config(text: &str) -> Result<Ftree, EngineError> {
+        Ok(Ftree {
+            cfg: config::parse("ftree", text)?,
+        })
+    }
+
+    /// Build from parsed options.
+    pub fn new(cfg: FtreeConfig) -> Ftree {
+        Ftree { cfg }
+    }
+
+    fn roles(&self, notes: &mut Vec<String>) -> Result<Roles, EngineError> {
+        let mut read = |path: &Option<PathBuf>,
+                        what: &str|
+         -> Result<Option<Vec<u64>>, EngineError> {
+            let Some(p) = path else { return Ok(None) };
+            let list = read_guid_list(p).map_err(|e| EngineError::new(format!("ftree: {e}")))?;
+            notes.extend(list.warnings.iter().cloned());
+            if list.entries.is_empty() {
+                return Err(EngineError::new(format!(
+                    "ftree: {what} {} lists no valid GUID",
+                    p.display()
+                )));
+            }
+            Ok(Some(list.guids()))
+        };
+        let roots = read(&self.cfg.root_guid_file, "root_guid_file")?;
+        let cns = read(&self.cfg.cn_guid_file, "cn_guid_file")?
+            .map(|v| v.into_iter().collect::<HashSet<_>>());
+        let ios = read(&self.cfg.io_guid_file, "io_guid_file")?
+            .map(|v| v.into_iter().collect::<HashSet<_>>());
+        Ok(Roles { roots, cns, ios })
+    }
+}
+
+/// Route a fabric, returning the tree too (for the CA order and tests).
+pub fn route_fabric(
+    fabric: &FabricSnapshot,
+    cfg: &FtreeConfig,
+    roles: &Roles,
+) -> Result<(Tree, Vec<Lft>, Vec<String>), EngineError> {
+    if cfg.lmc > 0 || fabric.lmc > 0 {
+        return Err(EngineError::new(format!(
+            "ftree: LMC {} is not supported by fat-tree routing (LMC must be 0)",
+            cfg.lmc.max(fabric.lmc)
+        )));
+    }
+    let graph = Graph::new(fabric);
+    let tree = Tree::build(fabric, &graph, roles)?;
+    let opts = RouteOptions {
+        max_reverse_hops: cfg.max_reverse_hops.min(u16::MAX as u32) as u16,
+        connect_roots: cfg.connect_roots,
+    };
+    let tables = route::route(&tree, fabric.max_lid, &opts);
+    let mut notes = Vec::new();
+    check_reach(fabric, &tree, &tables, &mut notes)?;
+    if tree.sibling_links > 0 {
+        notes.push(format!(
+            "ftree: {} link(s) between switches of equal rank are not used",
+            tree.sibling_links
+        ));
+    }
+    if tree.unranked > 0 {
+        notes.push(format!(
+            "ftree: {} switch(es) not connected to the tree are not routed",
+            tree.unranked
+        ));
+    }
+    let lfts = graph
+        .switch_nodes
+        .iter()
+        .enumerate()
+        .map(|(s, &node)| Lft {
+            node,
+            ports: tables.row(s as Sw).to_vec().into(),
+        })
+        .collect();
+    Ok((tree, lfts, notes))
+}
+
+/// Every switch with CA ports must reach every CA port; otherwise the
+/// up/down rules of this tree cannot connect them and the engine fails.
+/// Switch LIDs missing only get a note (switch traffic is not required).
+fn check_reach(
+    fabric: &FabricSnapshot,
+    tree: &Tree,
+    tables: &Tables,
+    notes: &mut Vec<String>,
+) -> Result<(), EngineError> {
+    let mut entry: Vec<Sw> = tree.cas.iter().map(|c| c.sw).collect();
+    entry.sort_unstable();
+    entry.dedup();
+    let mut missing = 0u64;
+    let mut example = None;
+    for &s in &entry {
+        let row = tables.row(s);
+        for c in &tree.cas {
+            if row[c.lid as usize] == NO_ROUTE {
+                missing += 1;
+                if example.is_none() {
+                    example = Some((s, c));
+                }
+            }
+        }
+    }
+    if let Some((s, c)) = example {
+        return Err(EngineError::new(format!(
+            "ftree: {missing} routes from CA-carrying switches to CA ports are missing under the fat tree's \
+             up/down rules (e.g. switch 0x{:016x} to LID {} of {:?}); non-compute nodes need io_guid_file and \
+             max_reverse_hops",
+            tree.switches[s as usize].guid,
+            c.lid,
+            fabric.nodes[c.node as usize].description.as_str()
+        )));
+    }
+    let mut sw_missing = 0u64;
+    for &s in &entry {
+        let row = tables.row(s);
+        for t in &tree.switches {
+            if t.rank != UNRANKED
+                && t.lid != 0
+                && (t.lid as usize) < row.len()
+                && row[t.lid as usize] == NO_ROUTE
+            {
+                sw_missing += 1;
+            }
+        }
+    }
+    if sw_missing > 0 {
+        notes.push(format!(
+            "ftree: {sw_missing} routes from CA-carrying switches to switch LIDs are missing"
+        ));
+    }
+    Ok(())
+}
+
+/// The CA order file's text: per leaf in index order, one line per compute
+/// node port (`0x<lid>\t<description>`), then `0xFFFF\tDUMMY` for each
+/// compute node the leaf lacks against the fullest leaf.
+pub fn ca_order_text(fabric: &FabricSnapshot, tree: &Tree) -> String {
+    let mut out = String::new();
+    for &leaf in &tree.leaves {
+        let mut printed = 0;
+        for &ci in &tree.switches[leaf as usize].cas {
+            let c = &tree.cas[ci as usize];
+            if !c.is_cn {
+                continue;
+            }
+            out.push_str(&format!(
+                "0x{:04x}\t{}\n",
+                c.lid, fabric.nodes[c.node as usize].description
+            ));
+            printed += 1;
+        }
+        for _ in printed..tree.max_cn_per_leaf {
+            out.push_str("0xFFFF\tDUMMY\n");
+        }
+    }
+    out
+}
+
+/// Write the CA order file into `dir` (through a temporary name, so a
+/// reader never sees half a file).
+pub fn write_ca_order(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
+    let path = dir.join(CA_ORDER_FILE);
+    let tmp = dir.join(format!("{CA_ORDER_FILE}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+impl RoutingEngine for Ftree {
+    fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        let mut notes = Vec::new();
+        let roles = self.roles(&mut notes)?;
+        let (tree, lfts, more) = route_fabric(fabric, &self.cfg, &roles)?;
+        notes.extend(more);
+        let mut routing = Routing::single_vl(lfts);
+        for n in notes {
+            routing.diag(Level::Warn, n);
+        }
+        routing.diag(
+            Level::Info,
+            format!(
+                "ftree: {} levels, {} leaves, {} compute nodes (at most {} per leaf)",
+                tree.leaf_rank + 1,
+                tree.leaves.len(),
+                tree.cn_count(),
+                tree.max_cn_per_leaf
+            ),
+        );
+        if let Some(dir) = &self.cfg.dump_dir {
+            if let Err(e) = write_ca_order(dir, &ca_order_text(fabric, &tree)) {
+                routing.diag(
+                    Level::Warn,
+                    format!(
+                        "ftree: cannot write {}: {e}",
+                        dir.join(CA_ORDER_FILE).display()
+                    ),
+                );
+            }
+        }
+        if self.cfg.max_reverse_hops > 0 && tree.cas.iter().any(|c| c.is_io) {
+            routing.diag(Level::Warn, "ftree: max_reverse_hops > 0 lets I/O routes turn down then up; they may form credit loops");
+        }
+        Ok(routing)
+    }
+}
+
+sm_abi::export_engines! {
+    "ftree" => {
+        summary: "OpenSM fat-tree: k-ary n-trees and relatives, balanced for shift/all-to-all, credit-loop free",
+        deadlock_free: true,
+        create: Ftree::from_config,
+    },
+}

@@ -1,0 +1,657 @@
+//! The fat-tree model: which switches form the tree, their ranks, the port
+//! groups between them, the compute nodes, and the checks that the fabric
+//! is a fat tree at all.
+//!
+//! Everything is indexed densely: switches by the kit's switch number,
+//! port groups and their ports in flat arrays. Ranks follow OpenSM: 0 for
+//! the roots, growing towards the leaves.
+
+use std::collections::HashSet;
+
+use sm_abi::{EngineError, FabricSnapshot, NodeKind, NONE};
+use smcore_kit::graph::{Graph, Sw};
+
+/// Rank of a switch the ranking did not reach (it is left out of the tree).
+pub const UNRANKED: u32 = u32::MAX;
+
+/// Length of an index tuple (OpenSM's `FTREE_TUPLE_LEN`); also bounds the
+/// tree rank.
+pub const TUPLE_LEN: usize = 8;
+
+/// Lowest and highest tree rank (levels of switches) OpenSM accepts.
+pub const MIN_TREE_RANK: u32 = 2;
+/// See [`MIN_TREE_RANK`].
+pub const MAX_TREE_RANK: u32 = 8;
+
+/// An index tuple: `[rank, digits...]`, `0xFF` where unassigned.
+pub type Tuple = [u8; TUPLE_LEN];
+
+const UNASSIGNED: Tuple = [0xFF; TUPLE_LEN];
+
+/// The links from one switch to one neighbouring switch.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// Switch at the other end.
+    pub remote: Sw,
+    /// This group's ports in [`Tree::ports`].
+    pub first: u32,
+    /// Number of ports.
+    pub len: u32,
+}
+
+/// One port of a group.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupPort {
+    /// Port number on the owning switch.
+    pub num: u8,
+    /// Port number on the remote switch.
+    pub remote_num: u8,
+}
+
+/// One CA port cabled to a switch of the tree.
+#[derive(Debug, Clone)]
+pub struct CaPort {
+    /// Index of the CA port in the snapshot.
+    pub port: u32,
+    /// Its LID.
+    pub lid: u16,
+    /// CA node index.
+    pub node: u32,
+    /// Switch it is cabled to.
+    pub sw: Sw,
+    /// Port number on that switch.
+    pub sw_port: u8,
+    /// A compute node (all CA ports are, unless a `cn_guid_file` says otherwise).
+    pub is_cn: bool,
+    /// Listed in the `io_guid_file` (and not a compute node).
+    pub is_io: bool,
+}
+
+/// One switch of the tree.
+#[derive(Debug, Clone)]
+pub struct TreeSwitch {
+    /// Node index.
+    pub node: u32,
+    /// Node GUID.
+    pub guid: u64,
+    /// LID of port 0.
+    pub lid: u16,
+    /// Rank (0 = root), or [`UNRANKED`].
+    pub rank: u32,
+    /// Has compute nodes cabled to it.
+    pub is_leaf: bool,
+    /// Index tuple.
+    pub tuple: Tuple,
+    /// Groups towards lower ranks (closer to the roots), as indices in [`Tree::groups`].
+    pub up: Vec<u32>,
+    /// Groups towards higher ranks (switches only).
+    pub down: Vec<u32>,
+    /// CA ports cabled to it, in port order, as indices in [`Tree::cas`].
+    pub cas: Vec<u32>,
+}
+
+/// What the GUID files say.
+#[derive(Debug, Clone, Default)]
+pub struct Roles {
+    /// Root switch node GUIDs (empty: detect from the leaves).
+    pub roots: Option<Vec<u64>>,
+    /// Compute node port GUIDs (None: every CA port is one).
+    pub cns: Option<HashSet<u64>>,
+    /// I/O node port GUIDs.
+    pub ios: Option<HashSet<u64>>,
+}
+
+/// The fat tree found in a fabric.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// All switches by kit switch number (unranked ones included).
+    pub switches: Vec<TreeSwitch>,
+    /// Port groups.
+    pub groups: Vec<Group>,
+    /// Ports of the groups.
+    pub ports: Vec<GroupPort>,
+    /// CA ports attached to ranked switches.
+    pub cas: Vec<CaPort>,
+    /// Rank of the leaf switches.
+    pub leaf_rank: u32,
+    /// Highest switch rank.
+    pub max_rank: u32,
+    /// Leaf-rank switches in index order, from the first to the last switch
+    /// with compute nodes.
+    pub leaves: Vec<Sw>,
+    /// Most compute nodes on one leaf.
+    pub max_cn_per_leaf: u32,
+    /// Per switch: its position when all switches are sorted by tuple (the
+    /// tie-break between equally loaded groups).
+    pub order: Vec<u32>,
+    /// Links between switches of equal rank, which the routing leaves unused.
+    pub sibling_links: usize,
+    /// Switches the ranking did not reach.
+    pub unranked: usize,
+}
+
+fn err(msg: impl Into<String>) -> EngineError {
+    EngineError::new(format!("ftree: {}", msg.into()))
+}
+
+/// BFS over switch adjacency from `sources` (distance 0), giving distances
+/// (or [`UNRANKED`]).
+fn bfs(graph: &Graph, sources: &[Sw]) -> Vec<u32> {
+    let mut dist = vec![UNRANKED; graph.switch_count()];
+    let mut queue = Vec::with_capacity(graph.switch_count());
+    for &s in sources {
+        if dist[s as usize] == UNRANKED {
+            dist[s as usize] = 0;
+            queue.push(s);
+        }
+    }
+    let mut head = 0;
+    while head < queue.len() {
+        let s = queue[head];
+        head += 1;
+        for &t in &graph.sw_adj[s as usize] {
+            if dist[t as usize] == UNRANKED {
+                dist[t as usize] = dist[s as usize] + 1;
+                queue.push(t);
+            }
+        }
+    }
+    dist
+}
+
+impl Tree {
+    /// Build and check the tree. Fails with the rule the fabric breaks.
+    pub fn build(
+        fabric: &FabricSnapshot,
+        graph: &Graph,
+        roles: &Roles,
+    ) -> Result<Tree, EngineError> {
+        let nsw = graph.switch_count();
+        if nsw < 2 {
+            return Err(err(format!(
+                "the fabric has {nsw} switch(es); a fat tree needs at least two"
+            )));
+        }
+        let ca_nodes = fabric
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Ca)
+            .count();
+        if ca_nodes < 2 {
+            return Err(err(format!(
+                "the fabric has {ca_nodes} CA(s); a fat tree needs at least two"
+            )));
+        }
+
+        let mut switches: Vec<TreeSwitch> = graph
+            .switch_nodes
+            .iter()
+            .map(|&node| {
+                let n = &fabric.nodes[node as usize];
+                TreeSwitch {
+                    node,
+                    guid: n.guid,
+                    lid: fabric.ports[n.first_port as usize].lid,
+                    rank: UNRANKED,
+                    is_leaf: false,
+                    tuple: UNASSIGNED,
+                    up: Vec::new(),
+                    down: Vec::new(),
+                    cas: Vec::new(),
+                }
+            })
+            .collect();
+
+        // CA ports, in CA GUID order then port order (OpenSM walks its CA
+        // table, keyed by GUID).
+        let mut ca_order: Vec<u32> = (0..fabric.nodes.len() as u32)
+            .filter(|&i| fabric.nodes[i as usize].kind == NodeKind::Ca)
+            .collect();
+        ca_order.sort_by_key(|&i| fabric.nodes[i as usize].guid);
+        let mut cas: Vec<CaPort> = Vec::new();
+        for &node in &ca_order {
+            let n = &fabric.nodes[node as usize];
+            for num in 1..=n.num_ports {
+                let pi = n.first_port + num as u32;
+                if !smcore_kit::graph::usable(fabric, pi) {
+                    continue;
+                }
+                let p = &fabric.ports[pi as usize];
+                let peer = &fabric.ports[p.peer as usize];
+                let peer_kind = fabric.nodes[peer.node as usize].kind;
+                match peer_kind {
+                    NodeKind::Ca => {
+                        return Err(err(format!(
+                            "CA 0x{:016x} is cabled directly to CA 0x{:016x}; not a fat tree",
+                            n.guid, fabric.nodes[peer.node as usize].guid
+                        )))
+                    }
+                    NodeKind::Router => continue,
+                    NodeKind::Switch => {}
+                }
+                if p.lid == 0 {
+                    continue;
+                }
+                // A GUID file may name the port or, for convenience, its node.
+                let listed = |set: &Option<HashSet<u64>>| {
+                    set.as_ref()
+                        .map(|s| s.contains(&p.guid) || s.contains(&n.guid))
+                };
+                let in_cn = listed(&roles.cns);
+                let in_io = listed(&roles.ios).unwrap_or(false);
+                let (is_cn, is_io) = match in_cn {
+                    None => (!in_io, in_io),
+                    Some(true) => (true, false),
+                    Some(false) => (false, in_io),
+                };
+                cas.push(CaPort {
+                    port: pi,
+                    lid: p.lid,
+                    node,
+                    sw: graph.sw_of_node[peer.node as usize],
+                    sw_port: peer.num,
+                    is_cn,
+                    is_io,
+                });
+            }
+        }
+
+        // Ranking.
+        let explicit_roots = roles.roots.is_some();
+        let rank: Vec<u32> = match &roles.roots {
+            Some(guids) => {
+                let mut roots: Vec<Sw> = Vec::new();
+                for g in guids {
+                    if let Some(s) = switches.iter().position(|s| s.guid == *g) {
+                        roots.push(s as Sw);
+                    }
+                }
+                if roots.is_empty() {
+                    return Err(err(
+                        "none of the switches in root_guid_file is in the fabric",
+                    ));
+                }
+                bfs(graph, &roots)
+            }
+            None => {
+                // Leaves are the switches with compute nodes; rank by the
+                // distance from them, reversed, then again from the
+                // switches that came out as roots so every switch's rank is
+                // its distance from the nearest root.
+                let mut leaves: Vec<Sw> = cas.iter().filter(|c| c.is_cn).map(|c| c.sw).collect();
+                if leaves.is_empty() {
+                    leaves = cas.iter().map(|c| c.sw).collect();
+                }
+                let dist = bfs(graph, &leaves);
+                let max = dist
+                    .iter()
+                    .copied()
+                    .filter(|&d| d != UNRANKED)
+                    .max()
+                    .unwrap_or(0);
+                let roots: Vec<Sw> = (0..nsw as Sw)
+                    .filter(|&s| dist[s as usize] == max)
+                    .collect();
+                bfs(graph, &roots)
+            }
+        };
+        let mut unranked = 0;
+        for (s, r) in rank.iter().enumerate() {
+            switches[s].rank = *r;
+            if *r == UNRANKED {
+                unranked += 1;
+            }
+        }
+        let max_rank = rank
+            .iter()
+            .copied()
+            .filter(|&r| r != UNRANKED)
+            .max()
+            .unwrap_or(0);
+        if max_rank == 0 && nsw - unranked > 1 {
+            return Err(err(
+                "ranking found more than one root and no other switches",
+            ));
+        }
+        // CAs cabled only to switches out of the tree are out of it too.
+        cas.retain(|c| rank[c.sw as usize] != UNRANKED);
+
+        // Port groups.
+        let mut groups: Vec<Group> = Vec::new();
+        let mut ports: Vec<GroupPort> = Vec::new();
+        let mut sibling_links = 0;
+        let mut ca_of_port = vec![NONE; fabric.ports.len()];
+        for (i, c) in cas.iter().enumerate() {
+            ca_of_port[c.port as usize] = i as u32;
+        }
+        for s in 0..nsw {
+            if rank[s] == UNRANKED {
+                continue;
+            }
+            // (remote, is_up, ports) in first-port order.
+            let mut local: Vec<(Sw, bool, Vec<GroupPort>)> = Vec::new();
+            for sp in &graph.sw_ports[s] {
+                if sp.peer_sw == NONE {
+                    let ci = ca_of_port[sp.peer_port as usize];
+                    if ci != NONE {
+                        switches[s].cas.push(ci);
+                    }
+                    continue;
+                }
+                let r = sp.peer_sw;
+                if r as usize == s || rank[r as usize] == UNRANKED {
+                    continue;
+                }
+                if rank[r as usize] == rank[s] {
+                    sibling_links += 1;
+                    continue;
+                }
+                let gp = GroupPort {
+                    num: sp.port,
+                    remote_num: fabric.ports[sp.peer_port as usize].num,
+                };
+                match local.iter_mut().find(|(rr, _, _)| *rr == r) {
+                    Some(entry) => entry.2.push(gp),
+                    None => local.push((r, rank[r as usize] < rank[s], vec![gp])),
+                }
+            }
+            for (r, is_up, gps) in local {
+                let gi = groups.len() as u32;
+                groups.push(Group {
+                    remote: r,
+                    first: ports.len() as u32,
+                    len: gps.len() as u32,
+                });
+                ports.extend(gps);
+                if is_up {
+                    switches[s].up.push(gi);
+                } else {
+                    switches[s].down.push(gi);
+                }
+            }
+        }
+        let sibling_links = sibling_links / 2;
+
+        let first_cn = cas.iter().find(|c| c.is_cn);
+        let Some(first_cn) = first_cn else {
+            return Err(err("the fabric has no compute nodes cabled to the tree"));
+        };
+        let leaf_rank = if explicit_roots {
+            rank[first_cn.sw as usize]
+        } else {
+            max_rank
+        };
+        let tree_rank = leaf_rank + 1;
+        if !(MIN_TREE_RANK..=MAX_TREE_RANK).contains(&tree_rank) {
+            return Err(err(format!(
+                "the tree has {tree_rank} level(s) of switches; fat-tree routing handles {MIN_TREE_RANK} to {MAX_TREE_RANK}"
+            )));
+        }
+        for c in &cas {
+            if !c.is_cn {
+                continue;
+            }
+            let sw = &mut switches[c.sw as usize];
+            if sw.rank != leaf_rank {
+                return Err(err(format!(
+                    "compute node port 0x{:016x} is cabled to switch 0x{:016x} of rank {}, but the leaf rank is \
+                     {leaf_rank}: all compute nodes must hang at the same tree level",
+                    fabric.ports[c.port as usize].guid, sw.guid, sw.rank
+                )));
+            }
+            sw.is_leaf = true;
+        }
+
+        let mut tree = Tree {
+            switches,
+            groups,
+            ports,
+            cas,
+            leaf_rank,
+            max_rank,
+            leaves: Vec::new(),
+            max_cn_per_leaf: 0,
+            order: Vec::new(),
+            sibling_links,
+            unranked,
+        };
+        tree.index();
+        tree.make_leaf_array()?;
+        if !explicit_roots {
+            tree.validate()?;
+        }
+        Ok(tree)
+    }
+
+    /// Number of compute nodes.
+    pub fn cn_count(&self) -> usize {
+        self.cas.iter().filter(|c| c.is_cn).count()
+    }
+
+    /// Assign index tuples by BFS from the first leaf (in GUID order), as
+    /// OpenSM does: a switch reached going down from `t` gets `t` with the
+    /// rank raised and the next free digit at position `rank`; going up,
+    /// the rank lowered and the next free digit at the old rank's position.
+    /// Switches under one parent thus get neighbouring tuples, so sorting by
+    /// tuple keeps subtrees together.
+    fn index(&mut self) {
+        let nsw = self.switches.len();
+        let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
+        by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
+        let first = by_guid
+            .iter()
+            .copied()
+            .find(|&s| self.switches[s as usize].is_leaf);
+        let mut taken: HashSet<Tuple> = HashSet::new();
+        if let Some(first) = first {
+            let mut t = UNASSIGNED;
+            t[0] = self.switches[first as usize].rank as u8;
+            for d in t.iter_mut().take(self.leaf_rank as usize + 1).skip(1) {
+                *d = 0;
+            }
+            self.switches[first as usize].tuple = t;
+            taken.insert(t);
+            let mut queue = vec![first];
+            let mut head = 0;
+            while head < queue.len() {
+                let s = queue[head] as usize;
+                head += 1;
+                let rank = self.switches[s].rank;
+                let mut dirs: Vec<bool> = Vec::with_capacity(2);
+                if rank < self.leaf_rank {
+                    dirs.push(false);
+                }
+                if rank != 0 {
+                    dirs.push(true);
+                }
+                for up in dirs {
+                    let list = if up {
+                        self.switches[s].up.clone()
+                    } else {
+                        self.switches[s].down.clone()
+                    };
+                    for g in list {
+                        let r = self.groups[g as usize].remote as usize;
+                        if self.switches[r].tuple != UNASSIGNED {
+                            continue;
+                        }
+                        let from = self.switches[s].tuple;
+                        if let Some(t) = new_tuple(&taken, from, up) {
+                            self.switches[r].tuple = t;
+                            taken.insert(t);
+                            queue.push(r as Sw);
+                        }
+                    }
+                }
+            }
+        }
+        let mut sorted: Vec<Sw> = (0..nsw as Sw).collect();
+        sorted.sort_by_key(|&s| {
+            (
+                self.switches[s as usize].tuple,
+                self.switches[s as usize].guid,
+            )
+        });
+        self.order = vec![0; nsw];
+        for (i, &s) in sorted.iter().enumerate() {
+            self.order[s as usize] = i as u32;
+        }
+        // Group lists in index order: the starting order of every balancing
+        // decision.
+        for s in 0..nsw {
+            let mut up = std::mem::take(&mut self.switches[s].up);
+            let mut down = std::mem::take(&mut self.switches[s].down);
+            up.sort_by_key(|&g| self.order[self.groups[g as usize].remote as usize]);
+            down.sort_by_key(|&g| self.order[self.groups[g as usize].remote as usize]);
+            self.switches[s].up = up;
+            self.switches[s].down = down;
+        }
+    }
+
+    fn make_leaf_array(&mut self) -> Result<(), EngineError> {
+        let mut level: Vec<Sw> = (0..self.switches.len() as Sw)
+            .filter(|&s| self.switches[s as usize].rank == self.leaf_rank)
+            .collect();
+        level.sort_by_key(|&s| self.order[s as usize]);
+        let first = level
+            .iter()
+            .position(|&s| self.switches[s as usize].is_leaf);
+        let last = level
+            .iter()
+            .rposition(|&s| self.switches[s as usize].is_leaf);
+        match (first, last) {
+            (Some(f), Some(l)) if f < l => self.leaves = level[f..=l].to_vec(),
+            _ => {
+                return Err(err(
+                    "fewer than two leaf switches carry compute nodes; not a fat tree",
+                ))
+            }
+        }
+        self.max_cn_per_leaf = self
+            .leaves
+            .iter()
+            .map(|&s| {
+                self.switches[s as usize]
+                    .cas
+                    .iter()
+                    .filter(|&&c| self.cas[c as usize].is_cn)
+                    .count() as u32
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(())
+    }
+
+    fn group_sizes<'a>(&'a self, list: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+        list.iter().map(|&g| self.groups[g as usize].len)
+    }
+
+    /// OpenSM's rules for a pure fat tree (used when no roots are given):
+    /// per rank, equal numbers of up groups, equal numbers of down groups
+    /// (leaves excepted: CAs may be missing), and equal port counts in all
+    /// up groups and in all down groups (leaves excepted).
+    fn validate(&self) -> Result<(), EngineError> {
+        let mut by_guid: Vec<Sw> = (0..self.switches.len() as Sw).collect();
+        by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
+        let mut reference: Vec<Option<Sw>> = vec![None; self.max_rank as usize + 1];
+        let name = |s: &TreeSwitch| format!("switch 0x{:016x} (rank {})", s.guid, s.rank);
+        for &s in &by_guid {
+            let sw = &self.switches[s as usize];
+            if sw.rank == UNRANKED {
+                continue;
+            }
+            let leaf_level = sw.rank == self.leaf_rank;
+            let Some(r) = reference[sw.rank as usize] else {
+                reference[sw.rank as usize] = Some(s);
+                // The reference's own groups must agree with each other.
+                if let Some(first) = self.group_sizes(&sw.up).next() {
+                    if let Some(bad) = self.group_sizes(&sw.up).find(|&n| n != first) {
+                        return Err(err(format!(
+                            "{} has up-going port groups of {first} and {bad} ports; not a pure fat tree \
+                             (give root_guid_file to route it anyway)",
+                            name(sw)
+                        )));
+                    }
+                }
+                if !leaf_level {
+                    if let Some(first) = self.group_sizes(&sw.down).next() {
+                        if let Some(bad) = self.group_sizes(&sw.down).find(|&n| n != first) {
+                            return Err(err(format!(
+                                "{} has down-going port groups of {first} and {bad} ports; not a pure fat tree \
+                                 (give root_guid_file to route it anyway)",
+                                name(sw)
+                            )));
+                        }
+                    }
+                }
+                continue;
+            };
+            let rs = &self.switches[r as usize];
+            if rs.up.len() != sw.up.len() {
+                return Err(err(format!(
+                    "{} has {} up-going port groups but {} has {}; not a pure fat tree \
+                     (give root_guid_file to route it anyway)",
+                    name(rs),
+                    rs.up.len(),
+                    name(sw),
+                    sw.up.len()
+                )));
+            }
+            if !leaf_level && rs.down.len() != sw.down.len() {
+                return Err(err(format!(
+                    "{} has {} down-going port groups but {} has {}; not a pure fat tree \
+                     (give root_guid_file to route it anyway)",
+                    name(rs),
+                    rs.down.len(),
+                    name(sw),
+                    sw.down.len()
+                )));
+            }
+            if let Some(want) = self.group_sizes(&rs.up).next() {
+                if let Some(bad) = self.group_sizes(&sw.up).find(|&n| n != want) {
+                    return Err(err(format!(
+                        "{} has up-going port groups of {want} ports but {} one of {bad}; not a pure fat tree \
+                         (give root_guid_file to route it anyway)",
+                        name(rs),
+                        name(sw)
+                    )));
+                }
+            }
+            if !leaf_level {
+                if let Some(want) = self.group_sizes(&rs.down).next() {
+                    if let Some(bad) = self.group_sizes(&sw.down).find(|&n| n != want) {
+                        return Err(err(format!(
+                            "{} has down-going port groups of {want} ports but {} one of {bad}; not a pure fat \
+                             tree (give root_guid_file to route it anyway)",
+                            name(rs),
+                            name(sw)
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first free tuple one step up or down from `from`.
+fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool) -> Option<Tuple> {
+    let mut t = from;
+    let var = if up {
+        t[0] = t[0].checked_sub(1)?;
+        from[0] as usize
+    } else {
+        t[0] = t[0].checked_add(1)?;
+        from[0] as usize + 1
+    };
+    if var >= TUPLE_LEN {
+        return None;
+    }
+    for i in 0..0xFFu8 {
+        t[var] = i;
+        if !taken.contains(&t) {
+            return Some(t);
+        }
+    }
+    None
+}
