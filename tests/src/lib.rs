@@ -14,6 +14,7 @@
 //! * [`proc`]: waiting for child processes with a deadline.
 
 pub mod bench;
+pub mod fabric_check;
 pub mod ibdmchk;
 pub mod ibsim;
 pub mod lfts;
