@@ -10,8 +10,8 @@
 //! * smcore's report names the engine asked for (no fallback happened).
 //!
 //! Needs `cargo build -p sm-core -p smcore-engine-minhop -p
-//! smcore-engine-updn` first, and the Debian packages ibsim-utils and
-//! infiniband-diags. `-- --nocapture` prints the figures.
+//! smcore-engine-updn -p smcore-engine-ftree` first, and the Debian
+//! packages ibsim-utils and infiniband-diags. `-- --nocapture` prints the figures.
 
 use std::time::{Duration, Instant};
 
@@ -113,4 +113,9 @@ fn updn() {
 #[test]
 fn dnup() {
     end_to_end("dnup");
+}
+
+#[test]
+fn ftree() {
+    end_to_end("ftree");
 }
