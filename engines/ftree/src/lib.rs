@@ -10,9 +10,12 @@
 //!
 //! * **Ranks.** With a `root_guid_file`, rank 0 is the listed switches and
 //!   every other switch its BFS distance from them. Without one, the
-//!   switches with compute nodes are the leaves: ranks are the distance
-//!   from them, reversed, then recomputed from the switches that came out
-//!   as roots. Switches the ranking does not reach are left out.
+//!   switches with CAs are the leaves: ranks are the distance from them,
+//!   reversed, then recomputed from the switches that came out as roots.
+//!   If that fails and a `cn_guid_file` is given, the ranking is redone
+//!   from the compute nodes' switches alone (so I/O nodes may sit on the
+//!   spines without a root file). Switches the ranking does not reach are
+//!   left out.
 //! * **Compute nodes.** Every CA port, or only those in `cn_guid_file`
 //!   (port GUIDs; a node GUID stands for all its ports). Ports in
 //!   `io_guid_file` are I/O nodes: they may hang anywhere (a spine, say)
@@ -131,11 +134,22 @@ impl Ftree {
             .map(|v| v.into_iter().collect::<HashSet<_>>());
         let ios = read(&self.cfg.io_guid_file, "io_guid_file")?
             .map(|v| v.into_iter().collect::<HashSet<_>>());
-        Ok(Roles { roots, cns, ios })
+        Ok(Roles {
+            roots,
+            cns,
+            ios,
+            leaves_from_cns: false,
+        })
     }
 }
 
 /// Route a fabric, returning the tree too (for the CA order and tests).
+///
+/// Without a root file the leaves are the switches with CAs, as in
+/// OpenSM. When that fails and a compute node file is given, the ranking
+/// is tried once more from the compute nodes' switches alone: that is
+/// what lets I/O nodes hang on the spines without a root file. The first
+/// attempt's error is the one reported when both fail.
 pub fn route_fabric(
     fabric: &FabricSnapshot,
     cfg: &FtreeConfig,
@@ -148,7 +162,33 @@ pub fn route_fabric(
         )));
     }
     let graph = Graph::new(fabric);
-    let tree = Tree::build(fabric, &graph, roles)?;
+    let first = route_ranked(fabric, &graph, cfg, roles);
+    if first.is_ok() || roles.roots.is_some() || roles.cns.is_none() || roles.leaves_from_cns {
+        return first;
+    }
+    let retry = Roles {
+        leaves_from_cns: true,
+        ..roles.clone()
+    };
+    match route_ranked(fabric, &graph, cfg, &retry) {
+        Ok(mut done) => {
+            done.2.push(
+                "ftree: ranked from the compute nodes' switches (ranking from all CAs failed)"
+                    .into(),
+            );
+            Ok(done)
+        }
+        Err(_) => first,
+    }
+}
+
+fn route_ranked(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    cfg: &FtreeConfig,
+    roles: &Roles,
+) -> Result<(Tree, Vec<Lft>, Vec<String>), EngineError> {
+    let tree = Tree::build(fabric, graph, roles)?;
     let opts = RouteOptions {
         max_reverse_hops: cfg.max_reverse_hops.min(u16::MAX as u32) as u16,
         connect_roots: cfg.connect_roots,

@@ -99,6 +99,9 @@ pub struct Roles {
     pub cns: Option<HashSet<u64>>,
     /// I/O node port GUIDs.
     pub ios: Option<HashSet<u64>>,
+    /// Without roots, rank from the switches with compute nodes rather
+    /// than from all switches with CAs.
+    pub leaves_from_cns: bool,
 }
 
 /// The fat tree found in a fabric.
@@ -274,11 +277,16 @@ impl Tree {
                 bfs(graph, &roots)
             }
             None => {
-                // Leaves are the switches with compute nodes; rank by the
-                // distance from them, reversed, then again from the
-                // switches that came out as roots so every switch's rank is
-                // its distance from the nearest root.
-                let mut leaves: Vec<Sw> = cas.iter().filter(|c| c.is_cn).map(|c| c.sw).collect();
+                // Leaves are the switches with CAs (or, when asked, with
+                // compute nodes only); rank by the distance from them,
+                // reversed, then again from the switches that came out as
+                // roots so every switch's rank is its distance from the
+                // nearest root.
+                let mut leaves: Vec<Sw> = if roles.leaves_from_cns {
+                    cas.iter().filter(|c| c.is_cn).map(|c| c.sw).collect()
+                } else {
+                    Vec::new()
+                };
                 if leaves.is_empty() {
                     leaves = cas.iter().map(|c| c.sw).collect();
                 }
@@ -309,9 +317,10 @@ impl Tree {
             .max()
             .unwrap_or(0);
         if max_rank == 0 && nsw - unranked > 1 {
-            return Err(err(
-                "ranking found more than one root and no other switches",
-            ));
+            return Err(err(format!(
+                "all {} switches rank as roots (every switch carries CAs); not a fat tree",
+                nsw - unranked
+            )));
         }
         // CAs cabled only to switches out of the tree are out of it too.
         cas.retain(|c| rank[c.sw as usize] != UNRANKED);

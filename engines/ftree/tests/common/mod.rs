@@ -17,12 +17,27 @@ pub fn snap(t: &Topology) -> FabricSnapshot {
 /// Route with `engine` and verify with credit loops and switch LIDs as
 /// destinations; panics naming `what` on an engine error or a failure.
 pub fn route_ok(engine: &Ftree, f: &FabricSnapshot, what: &str) -> (Routing, Verification) {
+    route_checked(engine, f, what, true)
+}
+
+/// [`route_ok`] with CA LIDs as the only destinations (what the core's
+/// gate requires): on damaged trees up/down cannot reach every switch.
+pub fn route_ok_ca(engine: &Ftree, f: &FabricSnapshot, what: &str) -> (Routing, Verification) {
+    route_checked(engine, f, what, false)
+}
+
+fn route_checked(
+    engine: &Ftree,
+    f: &FabricSnapshot,
+    what: &str,
+    switches: bool,
+) -> (Routing, Verification) {
     let r = engine
         .route(f)
         .unwrap_or_else(|e| panic!("{what}: ftree refused: {e}"));
     let opts = VerifyOptions {
         credit_loops: true,
-        switch_destinations: true,
+        switch_destinations: switches,
         max_examples: 4,
     };
     let v = verify(f, &r, &opts);
