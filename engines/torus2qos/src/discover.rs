@@ -1,0 +1,541 @@
+//! Torus topology discovery: place switches into torus coordinates.
+//!
+//! The seed fixes the origin switch and the neighbour it has in some
+//! directions. From there the torus grows one empty position at a time,
+//! driven by a work list of positions next to newly placed switches:
+//!
+//! * **Square completion.** If a switch is linked to two or more of the
+//!   already placed torus neighbours of an empty position (two corners of
+//!   a 4-loop whose third corner is placed), and it is the only unplaced
+//!   switch with that many, it goes there. This is the 4-loop / cube-face
+//!   rule, and the way a radix-4 ring is closed once both seed directions
+//!   are known.
+//! * **Line extension.** Behind a placed switch `w` (towards the position
+//!   `p` ahead) lies a placed switch `b`. The switch ahead of `w` is the
+//!   one neighbour of `w` that forms no 4-loop with `b`: sideways
+//!   neighbours of `w` close a face with a sideways neighbour of `b`. On a
+//!   radix-4 torus dimension the ring itself is a 4-loop, so this rule is
+//!   not used there (hence both seed directions for such dimensions).
+//!
+//! A candidate linked to a placed switch that is not a torus neighbour of
+//! the position is never placed there, and an ambiguous choice is left for
+//! later, when more of the neighbourhood is known. Missing switches leave
+//! positions empty; missing links only lower a candidate's support, so a
+//! degraded torus still fills in from other faces. Mesh dimensions are
+//! discovered in unbounded coordinates and shifted so the lowest is 0.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use sm_abi::{FabricSnapshot, NONE};
+use smcore_kit::graph::{Graph, Sw};
+
+use crate::config::TorusConf;
+
+/// Direction code: `2 * dim` for +, `2 * dim + 1` for -.
+pub type Dir = usize;
+
+/// The torus as discovered.
+#[derive(Debug, Clone)]
+pub struct Torus {
+    /// Radix per dimension.
+    pub radix: [usize; 3],
+    /// Dimensions with radix 2 or more, in DOR order.
+    pub dims: Vec<usize>,
+    /// Dimension wraps around with a dateline (torus of radix 3 or more;
+    /// a radix-2 ring is a mesh dimension with parallel links).
+    pub wrap: [bool; 3],
+    /// Switch at each position (`x + X*(y + Y*z)`), or [`NONE`].
+    pub sw_at: Vec<Sw>,
+    /// Position of each switch, or [`NONE`] when it could not be placed.
+    pub pos_of: Vec<u32>,
+    /// Ports leaving each position in each direction, in port order.
+    pub ports: Vec<[Vec<u8>; 6]>,
+    /// Direction of each port of each switch (by switch number, then
+    /// port number), when the port carries a torus link.
+    pub port_dir: Vec<Vec<Option<Dir>>>,
+    /// What could not be placed, for the admin.
+    pub warnings: Vec<String>,
+    /// Index of the seed that anchored discovery.
+    pub seed: usize,
+}
+
+impl Torus {
+    /// Number of positions.
+    pub fn positions(&self) -> usize {
+        self.radix[0] * self.radix[1] * self.radix[2]
+    }
+
+    /// Coordinates of a position.
+    #[inline]
+    pub fn coord(&self, pos: u32) -> [usize; 3] {
+        let p = pos as usize;
+        [
+            p % self.radix[0],
+            (p / self.radix[0]) % self.radix[1],
+            p / (self.radix[0] * self.radix[1]),
+        ]
+    }
+
+    /// Position of coordinates.
+    #[inline]
+    pub fn pos(&self, c: [usize; 3]) -> u32 {
+        (c[0] + self.radix[0] * (c[1] + self.radix[1] * c[2])) as u32
+    }
+
+    /// A switch sits at the position.
+    #[inline]
+    pub fn present(&self, pos: u32) -> bool {
+        self.sw_at[pos as usize] != NONE
+    }
+
+    /// Coordinates one step from `c` along `dir`, or None off a mesh edge.
+    #[inline]
+    pub fn step(&self, c: [usize; 3], dir: Dir) -> Option<[usize; 3]> {
+        let d = dir / 2;
+        let r = self.radix[d];
+        let mut n = c;
+        if dir & 1 == 0 {
+            if c[d] + 1 < r {
+                n[d] = c[d] + 1;
+            } else if self.wrap[d] {
+                n[d] = 0;
+            } else {
+                return None;
+            }
+        } else if c[d] > 0 {
+            n[d] = c[d] - 1;
+        } else if self.wrap[d] {
+            n[d] = r - 1;
+        } else {
+            return None;
+        }
+        Some(n)
+    }
+
+    /// A link leaves position `pos` in direction `dir`.
+    #[inline]
+    pub fn has_link(&self, pos: u32, dir: Dir) -> bool {
+        !self.ports[pos as usize][dir].is_empty()
+    }
+
+    /// Readable coordinates.
+    pub fn name(&self, c: [usize; 3]) -> String {
+        match self.dims.len() {
+            3 => format!("({},{},{})", c[0], c[1], c[2]),
+            _ => {
+                let v: Vec<String> = self.dims.iter().map(|&d| c[d].to_string()).collect();
+                format!("({})", v.join(","))
+            }
+        }
+    }
+}
+
+/// Relative coordinates during discovery: torus dimensions modulo their
+/// radix, mesh dimensions unbounded.
+type RC = [i32; 3];
+
+struct Disc<'a> {
+    conf: &'a TorusConf,
+    graph: &'a Graph,
+    /// Dimension treated as a ring while discovering (looped, any radix ≥ 2).
+    ring: [bool; 3],
+    at: HashMap<RC, Sw>,
+    coord: Vec<Option<RC>>,
+    lo: [i32; 3],
+    hi: [i32; 3],
+}
+
+impl Disc<'_> {
+    fn norm(&self, mut c: RC) -> RC {
+        for d in 0..3 {
+            if self.ring[d] || self.conf.radix[d] == 1 {
+                c[d] = c[d].rem_euclid(self.conf.radix[d] as i32);
+            }
+        }
+        c
+    }
+
+    fn neighbours(&self, c: RC) -> Vec<RC> {
+        let mut v = Vec::with_capacity(6);
+        for d in 0..3 {
+            if self.conf.radix[d] < 2 {
+                continue;
+            }
+            for s in [1, -1] {
+                let mut n = c;
+                n[d] += s;
+                let n = self.norm(n);
+                if n != c && !v.contains(&n) {
+                    v.push(n);
+                }
+            }
+        }
+        v
+    }
+
+    fn fits(&self, c: RC) -> bool {
+        (0..3).all(|d| {
+            if self.ring[d] || self.conf.radix[d] == 1 {
+                return true;
+            }
+            let lo = self.lo[d].min(c[d]);
+            let hi = self.hi[d].max(c[d]);
+            (hi - lo) < self.conf.radix[d] as i32
+        })
+    }
+
+    fn linked(&self, a: Sw, b: Sw) -> bool {
+        self.graph.sw_adj[a as usize].contains(&b)
+    }
+
+    fn place(&mut self, s: Sw, c: RC, queue: &mut VecDeque<RC>) {
+        self.at.insert(c, s);
+        self.coord[s as usize] = Some(c);
+        for d in 0..3 {
+            self.lo[d] = self.lo[d].min(c[d]);
+            self.hi[d] = self.hi[d].max(c[d]);
+        }
+        for d in 0..3 {
+            if self.conf.radix[d] < 2 {
+                continue;
+            }
+            for s in [1, -1, 2, -2] {
+                let mut n = c;
+                n[d] += s;
+                queue.push_back(self.norm(n));
+            }
+        }
+    }
+
+    /// Placed switches at torus-neighbour positions of `p`.
+    fn placed_around(&self, p: RC) -> Vec<(RC, Sw)> {
+        self.neighbours(p)
+            .into_iter()
+            .filter_map(|n| self.at.get(&n).map(|&s| (n, s)))
+            .collect()
+    }
+
+    /// A candidate linked to a placed switch that is not around `p` cannot be at `p`.
+    fn conflicts(&self, f: Sw, around: &[(RC, Sw)]) -> bool {
+        self.graph.sw_adj[f as usize]
+            .iter()
+            .any(|&g| self.coord[g as usize].is_some() && !around.iter().any(|&(_, w)| w == g))
+    }
+
+    fn try_place(&self, p: RC) -> Option<Sw> {
+        if self.at.contains_key(&p) || !self.fits(p) {
+            return None;
+        }
+        let around = self.placed_around(p);
+        if around.is_empty() {
+            return None;
+        }
+        let mut cands: Vec<(Sw, usize)> = Vec::new();
+        for &(_, w) in &around {
+            for &f in &self.graph.sw_adj[w as usize] {
+                if self.coord[f as usize].is_some() || cands.iter().any(|&(g, _)| g == f) {
+                    continue;
+                }
+                if self.conflicts(f, &around) {
+                    continue;
+                }
+                let score = around.iter().filter(|&&(_, x)| self.linked(f, x)).count();
+                cands.push((f, score));
+            }
+        }
+        let best = cands.iter().map(|&(_, s)| s).max()?;
+        if best >= 2 {
+            let mut top = cands.iter().filter(|&&(_, s)| s == best);
+            let first = top.next()?;
+            return top.next().is_none().then_some(first.0);
+        }
+        // Line extension from some placed neighbour w with a placed switch behind it.
+        for &(wc, w) in &around {
+            for d in 0..3 {
+                let r = self.conf.radix[d];
+                if r < 3 || (r == 4 && self.ring[d]) {
+                    continue;
+                }
+                for s in [1i32, -1] {
+                    let mut ahead = wc;
+                    ahead[d] += s;
+                    if self.norm(ahead) != p {
+                        continue;
+                    }
+                    let mut behind = wc;
+                    behind[d] -= s;
+                    let Some(&b) = self.at.get(&self.norm(behind)) else {
+                        continue;
+                    };
+                    let line: Vec<Sw> = self.graph.sw_adj[w as usize]
+                        .iter()
+                        .copied()
+                        .filter(|&f| {
+                            self.coord[f as usize].is_none() && !self.conflicts(f, &around)
+                        })
+                        .filter(|&f| {
+                            // No 4-loop f - w - b - x - f with x != w.
+                            !self.graph.sw_adj[f as usize]
+                                .iter()
+                                .any(|&x| x != w && self.linked(x, b))
+                        })
+                        .collect();
+                    if line.len() == 1 {
+                        return Some(line[0]);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Why discovery failed.
+pub fn discover(fabric: &FabricSnapshot, graph: &Graph, conf: &TorusConf) -> Result<Torus, String> {
+    let mut why = Vec::new();
+    for (i, seed) in conf.seeds.iter().enumerate() {
+        match discover_from(fabric, graph, conf, i) {
+            Ok(t) => return Ok(t),
+            Err(e) => why.push(format!("seed {} (line {}): {e}", i + 1, seed.line)),
+        }
+    }
+    Err(format!(
+        "topology discovery failed for every seed: {}",
+        why.join("; ")
+    ))
+}
+
+fn switch_by_guid(fabric: &FabricSnapshot, graph: &Graph, guid: u64) -> Option<Sw> {
+    graph
+        .switch_nodes
+        .iter()
+        .position(|&n| fabric.nodes[n as usize].guid == guid)
+        .map(|s| s as Sw)
+}
+
+fn discover_from(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    conf: &TorusConf,
+    seed_ix: usize,
+) -> Result<Torus, String> {
+    let seed = &conf.seeds[seed_ix];
+    let n = graph.switch_count();
+    let origin_guid = seed.origin.ok_or("the seed has no links")?;
+    let origin = switch_by_guid(fabric, graph, origin_guid)
+        .ok_or_else(|| format!("switch {origin_guid:#x} is not in the fabric"))?;
+    let ring = [conf.looped[0], conf.looped[1], conf.looped[2]];
+    let mut disc = Disc {
+        conf,
+        graph,
+        ring,
+        at: HashMap::new(),
+        coord: vec![None; n],
+        lo: [0; 3],
+        hi: [0; 3],
+    };
+    let mut c0: RC = [0; 3];
+    for d in 0..3 {
+        if ring[d] {
+            c0[d] = (-seed.dateline[d]).rem_euclid(conf.radix[d] as i64) as i32;
+        }
+    }
+    let mut queue = VecDeque::new();
+    disc.place(origin, c0, &mut queue);
+    for d in 0..3 {
+        if conf.radix[d] < 2 {
+            continue;
+        }
+        let mut any = false;
+        for (k, s) in [(2 * d, 1), (2 * d + 1, -1)] {
+            let Some(g) = seed.links[k] else { continue };
+            let Some(nb) = switch_by_guid(fabric, graph, g) else {
+                return Err(format!("seed switch {g:#x} is not in the fabric"));
+            };
+            if !disc.linked(origin, nb) {
+                return Err(format!(
+                    "seed switches {origin_guid:#x} and {g:#x} are not linked"
+                ));
+            }
+            let mut c = c0;
+            c[d] += s;
+            let c = disc.norm(c);
+            match (disc.at.get(&c), disc.coord[nb as usize]) {
+                (None, None) => disc.place(nb, c, &mut queue),
+                (Some(&x), _) if x == nb => {}
+                _ => {
+                    return Err(format!(
+                        "seed switch {g:#x} is given two different positions"
+                    ))
+                }
+            }
+            any = true;
+        }
+        if !any {
+            return Err(format!(
+                "no seed link for the {} dimension",
+                ['x', 'y', 'z'][d]
+            ));
+        }
+    }
+    let mut queued: HashSet<RC> = HashSet::new();
+    // Positions that could not be decided wait until a neighbour is placed.
+    while let Some(p) = queue.pop_front() {
+        queued.remove(&p);
+        if disc.at.contains_key(&p) {
+            continue;
+        }
+        if let Some(s) = disc.try_place(p) {
+            let mut fresh = VecDeque::new();
+            disc.place(s, p, &mut fresh);
+            for q in fresh {
+                if !disc.at.contains_key(&q) && queued.insert(q) {
+                    queue.push_back(q);
+                }
+            }
+        }
+    }
+
+    // Shift mesh dimensions so the lowest coordinate is 0.
+    let mut shift = [0i32; 3];
+    for d in 0..3 {
+        if !ring[d] && conf.radix[d] > 1 {
+            shift[d] = disc.lo[d];
+        }
+    }
+    let radix = conf.radix;
+    let wrap = [
+        ring[0] && radix[0] > 2,
+        ring[1] && radix[1] > 2,
+        ring[2] && radix[2] > 2,
+    ];
+    let dims = conf.dims();
+    let npos = radix[0] * radix[1] * radix[2];
+    let mut t = Torus {
+        radix,
+        dims,
+        wrap,
+        sw_at: vec![NONE; npos],
+        pos_of: vec![NONE; n],
+        ports: vec![Default::default(); npos],
+        port_dir: graph
+            .switch_nodes
+            .iter()
+            .map(|&nd| vec![None; fabric.nodes[nd as usize].num_ports as usize + 1])
+            .collect(),
+        warnings: Vec::new(),
+        seed: seed_ix,
+    };
+    for (s, c) in disc.coord.iter().enumerate() {
+        if let Some(c) = c {
+            let u = [
+                (c[0] - shift[0]) as usize,
+                (c[1] - shift[1]) as usize,
+                (c[2] - shift[2]) as usize,
+            ];
+            let p = t.pos(u);
+            t.sw_at[p as usize] = s as Sw;
+            t.pos_of[s] = p;
+        }
+    }
+    // Classify links.
+    let mut misfit = Vec::new();
+    let mut unplaced_links = 0usize;
+    for s in 0..n {
+        let p = t.pos_of[s];
+        if p == NONE {
+            continue;
+        }
+        let c = t.coord(p);
+        for sp in &graph.sw_ports[s] {
+            if sp.peer_sw == NONE {
+                continue;
+            }
+            let q = t.pos_of[sp.peer_sw as usize];
+            if q == NONE {
+                unplaced_links += 1;
+                continue;
+            }
+            let qc = t.coord(q);
+            let mut dir = None;
+            for &d in &t.dims {
+                if radix[d] == 2 && !wrap[d] && ring[d] {
+                    // Radix-2 ring: both cables join the same two switches;
+                    // all of them point "towards the other one".
+                    let mut o = c;
+                    o[d] = 1 - c[d];
+                    if o == qc {
+                        dir = Some(2 * d + c[d]);
+                    }
+                    continue;
+                }
+                if t.step(c, 2 * d) == Some(qc) {
+                    dir = Some(2 * d);
+                } else if t.step(c, 2 * d + 1) == Some(qc) {
+                    dir = Some(2 * d + 1);
+                }
+            }
+            match dir {
+                Some(k) => {
+                    t.ports[p as usize][k].push(sp.port);
+                    t.port_dir[s][sp.port as usize] = Some(k);
+                }
+                None => misfit.push(format!(
+                    "{}[{}] {} - {}[{}] {}",
+                    node_name(fabric, graph.switch_nodes[s]),
+                    sp.port,
+                    t.name(c),
+                    node_name(fabric, sp.peer_node),
+                    fabric.ports[sp.peer_port as usize].num,
+                    t.name(qc)
+                )),
+            }
+        }
+    }
+    let unplaced: Vec<Sw> = (0..n as Sw)
+        .filter(|&s| t.pos_of[s as usize] == NONE)
+        .collect();
+    if !unplaced.is_empty() {
+        let names: Vec<String> = unplaced
+            .iter()
+            .take(8)
+            .map(|&s| node_name(fabric, graph.switch_nodes[s as usize]))
+            .collect();
+        t.warnings.push(format!(
+            "{} switch(es) could not be placed into the {}x{}x{} torus ({} link(s) to them unused): {}{}",
+            unplaced.len(),
+            radix[0],
+            radix[1],
+            radix[2],
+            unplaced_links / 2 + unplaced_links % 2,
+            names.join(", "),
+            if unplaced.len() > 8 { ", ..." } else { "" }
+        ));
+    }
+    if !misfit.is_empty() {
+        t.warnings.push(format!(
+            "{} link end(s) join placed switches that are not torus neighbours and are not used: {}{}",
+            misfit.len(),
+            misfit.iter().take(4).cloned().collect::<Vec<_>>().join("; "),
+            if misfit.len() > 4 { "; ..." } else { "" }
+        ));
+    }
+    let placed = n - unplaced.len();
+    if placed * 2 < n.max(1) && n > 4 {
+        return Err(format!(
+            "only {placed} of {n} switches could be placed: the fabric does not look like the configured {}x{}x{} torus from this seed",
+            radix[0], radix[1], radix[2]
+        ));
+    }
+    Ok(t)
+}
+
+/// Description or GUID of a node.
+pub fn node_name(fabric: &FabricSnapshot, node: u32) -> String {
+    let n = &fabric.nodes[node as usize];
+    if n.description.is_empty() {
+        format!("{:#018x}", n.guid)
+    } else {
+        format!("\"{}\" ({:#x})", n.description, n.guid)
+    }
+}
