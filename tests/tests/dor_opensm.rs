@@ -1,5 +1,6 @@
-//! Differential test: smcore's dor against OpenSM's `-R dor` on a small
-//! mesh and a hypercube, judged from both SMs' dump files.
+//! Differential test: smcore's dor against OpenSM's `-R dor` on small
+//! meshes, a hypercube, a fat tree with parallel links (LMC 0 and 2) and a
+//! torus, judged from both SMs' dump files.
 //!
 //! Both must reach every CA pair over shortest paths; `ibdmchk` must give
 //! both the same verdict (connected, no credit loop: DOR on consistently
@@ -35,15 +36,20 @@ fn line(who: &str, q: &Quality) -> String {
     )
 }
 
-/// (switch GUID, destination port GUID) → output port, from a dump directory.
-fn guid_tables(dir: &Path) -> BTreeMap<(u64, u64), u8> {
+/// (switch GUID, destination port GUID, LID offset within the port's LMC
+/// block) → output port, from a dump directory.
+fn guid_tables(dir: &Path) -> BTreeMap<(u64, u64, u16), u8> {
     let lfts = parse_lfts_file(dir.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
     let lids = lid_map_for_dump_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut base: BTreeMap<u64, u16> = BTreeMap::new();
+    for (&lid, &guid) in &lids.by_lid {
+        base.entry(guid).or_insert(lid);
+    }
     let mut t = BTreeMap::new();
     for (sw, lft) in &lfts.switches {
         for (&lid, &guid) in &lids.by_lid {
             if let Some(p) = lft.port(lid) {
-                t.insert((*sw, guid), p);
+                t.insert((*sw, guid, lid - base[&guid]), p);
             }
         }
     }
@@ -54,7 +60,7 @@ fn check(dir: &Path) -> ibdmchk::Verdict {
     ibdmchk::check_dump_dir(dir, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn differential(name: &str, gen_args: &[&str], loops: bool) {
+fn differential(name: &str, gen_args: &[&str], lmc: u8, loops: bool) {
     let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
     let tmp = tempfile::Builder::new()
         .prefix(&format!("dor-{name}-"))
@@ -68,7 +74,11 @@ fn differential(name: &str, gen_args: &[&str], loops: bool) {
     let run = sm
         .route(
             &net,
-            &RouteOptions::new("dor,no_fallback", tmp.path().join("report.json")).dump_dir(&sm_dir),
+            &RouteOptions {
+                extra_args: vec!["--lmc".into(), lmc.to_string()],
+                ..RouteOptions::new("dor,no_fallback", tmp.path().join("report.json"))
+                    .dump_dir(&sm_dir)
+            },
         )
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(
@@ -95,8 +105,14 @@ fn differential(name: &str, gen_args: &[&str], loops: bool) {
         quality_of_dump_dir(&topo, &sm_dir).unwrap_or_else(|e| panic!("{name}: smcore dumps: {e}"));
 
     let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let osm =
-        opensm::run(&sim, &OpenSmOptions::new("dor")).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let osm = opensm::run(
+        &sim,
+        &OpenSmOptions {
+            extra_args: vec!["-l".into(), lmc.to_string()],
+            ..OpenSmOptions::new("dor")
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     assert!(
         osm.success(),
         "{name}: opensm did not finish cleanly ({:?}):\n{}",
@@ -117,6 +133,13 @@ fn differential(name: &str, gen_args: &[&str], loops: bool) {
     let differing: Vec<_> = theirs
         .iter()
         .filter(|(k, v)| ours.get(k) != Some(v))
+        .map(|(k, v)| {
+            (
+                format!("sw 0x{:x} dst 0x{:x} +{}", k.0, k.1, k.2),
+                *v,
+                ours.get(k).copied(),
+            )
+        })
         .take(5)
         .collect();
     println!(
@@ -182,7 +205,7 @@ fn differential(name: &str, gen_args: &[&str], loops: bool) {
     assert_eq!(ours.len(), theirs.len(), "{name}: entry counts differ");
     assert!(
         differing.is_empty(),
-        "{name}: tables differ from OpenSM's, e.g. {differing:?}"
+        "{name}: tables differ from OpenSM's, e.g. (entry, OpenSM, smcore) {differing:?}"
     );
 }
 
@@ -191,6 +214,7 @@ fn mesh_4x3() {
     differential(
         "mesh-4x3",
         &["mesh", "--dims", "4x3", "--hosts", "2"],
+        0,
         false,
     );
 }
@@ -200,6 +224,7 @@ fn mesh_3x3x2() {
     differential(
         "mesh-3x3x2",
         &["mesh", "--dims", "3x3x2", "--hosts", "1"],
+        0,
         false,
     );
 }
@@ -209,6 +234,7 @@ fn hypercube_4() {
     differential(
         "hypercube-4",
         &["hypercube", "--dim", "4", "--hosts", "2"],
+        0,
         false,
     );
 }
@@ -229,6 +255,7 @@ fn fat_tree_with_parallel_links() {
             "--uplinks",
             "4",
         ],
+        0,
         false,
     );
 }
@@ -239,6 +266,38 @@ fn torus_4x4_has_credit_loops_in_both() {
     differential(
         "torus-4x4",
         &["torus", "--dims", "4x4", "--hosts", "1"],
+        0,
         true,
+    );
+}
+
+#[test]
+fn mesh_3x3_with_lmc_1() {
+    // LMC: every LID of a port leaves by the DOR port, spread over parallel links.
+    differential(
+        "mesh-3x3-lmc1",
+        &["mesh", "--dims", "3x3", "--hosts", "2"],
+        1,
+        false,
+    );
+}
+
+#[test]
+fn fat_tree_with_parallel_links_and_lmc_2() {
+    differential(
+        "fat-tree-parallel-lmc2",
+        &[
+            "fat-tree",
+            "--leaves",
+            "4",
+            "--spines",
+            "2",
+            "--hosts-per-leaf",
+            "4",
+            "--uplinks",
+            "4",
+        ],
+        2,
+        false,
     );
 }

@@ -280,3 +280,60 @@ fn options_and_bad_files() {
     );
     assert!(Dor::from_config("port_prof_ignore_file = 1\n").is_err());
 }
+
+#[test]
+fn own_lmc_builder_equals_the_kit_dor_mode_without_lmc() {
+    // The LMC rules only change LIDs after a port's first, so on LMC 0 the
+    // crate's builder and the kit's DOR mode must agree exactly.
+    use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
+    use smcore_kit::Graph;
+    for c in cases(0).unwrap() {
+        let f = &c.fabric;
+        let g = Graph::new(f);
+        let d = g.distance_matrix();
+        let order = routing_order(f, &g, &[]);
+        let kit = assign_lfts(
+            f,
+            &g,
+            &d,
+            &order,
+            &BalanceOptions {
+                dor: true,
+                ..Default::default()
+            },
+        );
+        let own = smcore_dor::lmc_lfts(f, &g, &d, &order, &[]);
+        assert_eq!(kit, own, "{}", c.name);
+    }
+}
+
+#[test]
+fn lmc_lids_of_a_port_spread_over_parallel_links() {
+    // Two cables between each leaf and spine: the LIDs of a remote host
+    // leave a leaf over both cables to the DOR neighbour.
+    let c = cases(1)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "fat-tree-4x2-h8-u4-parallel")
+        .unwrap();
+    let f = &c.fabric;
+    let r = Dor::default().route(f).unwrap();
+    deadlock_free_minimal(&c.name, f);
+    let leaf = r
+        .lfts
+        .iter()
+        .find(|l| f.nodes[l.node as usize].description.contains("leaf"))
+        .unwrap();
+    let mut spread = 0;
+    for host in f
+        .end_ports()
+        .filter(|&p| f.ports[f.ports[p as usize].peer as usize].node != leaf.node)
+    {
+        let base = f.ports[host as usize].lid as usize;
+        let (a, b) = (leaf.ports[base], leaf.ports[base + 1]);
+        let peer = |p: u8| f.ports[f.port_of(leaf.node, p).unwrap().peer as usize].node;
+        assert_eq!(peer(a), peer(b), "both LIDs go to the DOR neighbour");
+        spread += usize::from(a != b);
+    }
+    assert!(spread > 0, "LMC LIDs never use the parallel cable");
+}
