@@ -1,5 +1,5 @@
 //! Route a generated torus (or mesh) with lash and print the layers and time:
-//! `cargo run --release -p smcore-engine-lash --example lash_torus -- 6 6 6 [hosts] [mesh] [fixed] [nomesh-analysis]`
+//! `cargo run --release -p smcore-engine-lash --example lash_torus -- 6 6 6 [h=HOSTS] [mesh] [fixed] [no-analysis] [shuffle] [random=SWITCHES]`
 
 use std::time::Instant;
 
@@ -23,7 +23,13 @@ fn main() {
     let fixed = args.iter().any(|a| a == "fixed");
     let analysis = !args.iter().any(|a| a == "no-analysis");
     let shuffle = args.iter().any(|a| a == "shuffle");
-    let topo = if shuffle {
+    let random = args.iter().find_map(|a| {
+        a.strip_prefix("random=")
+            .and_then(|n| n.parse::<usize>().ok())
+    });
+    let topo = if let Some(n) = random {
+        gen::random_irregular(n, 16, hosts, n * 3, 1).expect("random")
+    } else if shuffle {
         common::shuffled_torus(&dims, hosts, open, 7)
     } else {
         gen::torus(&dims, hosts, open).expect("torus").0
@@ -51,6 +57,7 @@ fn main() {
         ),
         Err(e) => println!("plan failed: {e}"),
     }
+
     let t = Instant::now();
     let r = engine.route(&fabric);
     let route_time = t.elapsed();

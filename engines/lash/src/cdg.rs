@@ -22,12 +22,15 @@ pub struct Cdg {
     out: Vec<Vec<(u32, u32)>>,
     /// Predecessors (no counts; `out` holds them).
     inn: Vec<Vec<u32>>,
-    /// Search marks (`mark[c] == epoch` means visited in this search).
+    /// Search marks (`mark[c] == epoch`: seen by the forward search,
+    /// `bmark`: by the backward one).
     mark: Vec<u32>,
+    bmark: Vec<u32>,
     epoch: u32,
     fwd: Vec<u32>,
     bwd: Vec<u32>,
     stack: Vec<u32>,
+    bstack: Vec<u32>,
     slots: Vec<u32>,
     /// Paths in this layer (counted by the caller's units).
     pub paths: usize,
@@ -41,10 +44,12 @@ impl Cdg {
             out: vec![Vec::new(); n],
             inn: vec![Vec::new(); n],
             mark: vec![0; n],
+            bmark: vec![0; n],
             epoch: 0,
             fwd: Vec::new(),
             bwd: Vec::new(),
             stack: Vec::new(),
+            bstack: Vec::new(),
             slots: Vec::new(),
             paths: 0,
         }
@@ -54,6 +59,7 @@ impl Cdg {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.mark.fill(0);
+            self.bmark.fill(0);
             self.epoch = 1;
         }
         self.epoch
@@ -79,39 +85,53 @@ impl Cdg {
     }
 
     /// Pearce–Kelly: the new edge x → y goes against the order (ord y < ord x).
-    /// Finds the channels reachable from y below x's position and those
-    /// reaching x above y's position, then moves the first group after the
-    /// second within the positions they occupy.
+    /// Finds the channels reachable from y below x's position (forward) and
+    /// those reaching x above y's position (backward), then moves the
+    /// backward group before the forward group within the positions they
+    /// occupy. Any path from y to x runs strictly upwards in the order, so
+    /// it lies in both groups: the two searches run in turns and a channel
+    /// seen by both is a cycle. Most rejected paths meet early that way,
+    /// long before either search would have finished.
     fn reorder(&mut self, x: u32, y: u32, ox: u32, oy: u32) -> bool {
         let ep = self.next_epoch();
         self.fwd.clear();
+        self.bwd.clear();
         self.stack.clear();
+        self.bstack.clear();
         self.stack.push(y);
         self.mark[y as usize] = ep;
-        while let Some(c) = self.stack.pop() {
-            self.fwd.push(c);
-            for &(w, _) in &self.out[c as usize] {
-                if w == x {
-                    return false;
-                }
-                let ow = self.ord[w as usize];
-                if self.mark[w as usize] != ep && ow < ox {
-                    self.mark[w as usize] = ep;
-                    self.stack.push(w);
+        self.bstack.push(x);
+        self.bmark[x as usize] = ep;
+        loop {
+            let mut busy = false;
+            if let Some(c) = self.stack.pop() {
+                busy = true;
+                self.fwd.push(c);
+                for &(w, _) in &self.out[c as usize] {
+                    if self.bmark[w as usize] == ep {
+                        return false;
+                    }
+                    if self.mark[w as usize] != ep && self.ord[w as usize] < ox {
+                        self.mark[w as usize] = ep;
+                        self.stack.push(w);
+                    }
                 }
             }
-        }
-        self.bwd.clear();
-        self.stack.push(x);
-        self.mark[x as usize] = ep;
-        while let Some(c) = self.stack.pop() {
-            self.bwd.push(c);
-            for &w in &self.inn[c as usize] {
-                let ow = self.ord[w as usize];
-                if self.mark[w as usize] != ep && ow > oy {
-                    self.mark[w as usize] = ep;
-                    self.stack.push(w);
+            if let Some(c) = self.bstack.pop() {
+                busy = true;
+                self.bwd.push(c);
+                for &w in &self.inn[c as usize] {
+                    if self.mark[w as usize] == ep {
+                        return false;
+                    }
+                    if self.bmark[w as usize] != ep && self.ord[w as usize] > oy {
+                        self.bmark[w as usize] = ep;
+                        self.bstack.push(w);
+                    }
                 }
+            }
+            if !busy {
+                break;
             }
         }
         let ord = &self.ord;
