@@ -1,1 +1,418 @@
-//! smcore routing engine: OpenSM's SSSP and DFSSSP algorithms.
+//! smcore routing engines `sssp` and `dfsssp`: OpenSM's (Deadlock-Free)
+//! Single-Source-Shortest-Path routing (Domke, Hoefler, Nagel, IPDPS 2011).
+//!
+//! **sssp** routes one destination LID at a time (every CA LID, every LID
+//! of a port with LMC > 0, every switch LID) with Dijkstra over the switch
+//! graph, and after each destination adds the routes just placed to the
+//! weights of the channels they use, so the routing is balanced globally
+//! rather than per switch port ([`sssp`]). Destinations are routed in
+//! OpenSM's priority order: ports listed in `cn_guid_file` first, then those
+//! in `io_guid_file`, then other end ports, switches' own LIDs last, each
+//! group switch by switch (switches with the most end ports first). The
+//! result has no forwarding loops and near-shortest paths but may have
+//! credit loops on fabrics with cycles (tori, random graphs).
+//!
+//! **dfsssp** routes exactly as sssp and then gives every (source,
+//! destination) path a virtual layer so that the channel dependency graph
+//! of every layer is acyclic ([`layers`], with the incremental cycle check
+//! of [`cdg`]). The path's SL is its layer's VL; every port gets an SL2VL
+//! map sending SL i to VL i, so the credit-loop freedom holds on the wire.
+//! Layers are limited by the operational VLs of the fabric (the fewest any
+//! linked port operates, at most 8); if the paths need more, the engine
+//! fails and says so, and the core's chain falls through.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use sm_abi::abi_stable::std_types::ROption;
+use sm_abi::{
+    path_sl_box, EngineError, FabricSnapshot, Level, Lft, NodeKind, PathSl, Routing, RoutingEngine,
+    Sl2Vl, NONE,
+};
+use smcore_kit::config::{self, read_guid_list};
+use smcore_kit::graph::{usable, Graph, Sw};
+
+pub mod cdg;
+pub mod layers;
+pub mod net;
+pub mod sssp;
+
+use net::Net;
+use sssp::{Class, Tables};
+
+/// Options of both engines, named as OpenSM's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SsspConfig {
+    /// Port GUIDs of compute nodes, balanced first (OpenSM `cn_guid_file`, `-u`).
+    pub cn_guid_file: Option<PathBuf>,
+    /// Port GUIDs of I/O nodes, balanced after the compute nodes
+    /// (OpenSM `io_guid_file`, `-G`).
+    pub io_guid_file: Option<PathBuf>,
+}
+
+/// Most VLs the layers may use: data VLs 0..7 are what every IB switch in
+/// practice operates; VL 15 is management.
+pub const MAX_LAYERS: u8 = 8;
+
+/// The sssp engine.
+#[derive(Debug, Clone, Default)]
+pub struct Sssp {
+    cfg: SsspConfig,
+}
+
+/// The dfsssp engine.
+#[derive(Debug, Clone, Default)]
+pub struct Dfsssp {
+    cfg: SsspConfig,
+}
+
+impl Sssp {
+    /// Build from the TOML configuration text.
+    pub fn from_config(text: &str) -> Result<Sssp, EngineError> {
+        Ok(Sssp {
+            cfg: config::parse("sssp", text)?,
+        })
+    }
+    /// Build from parsed options.
+    pub fn new(cfg: SsspConfig) -> Sssp {
+        Sssp { cfg }
+    }
+}
+
+impl Dfsssp {
+    /// Build from the TOML configuration text.
+    pub fn from_config(text: &str) -> Result<Dfsssp, EngineError> {
+        Ok(Dfsssp {
+            cfg: config::parse("dfsssp", text)?,
+        })
+    }
+    /// Build from parsed options.
+    pub fn new(cfg: SsspConfig) -> Dfsssp {
+        Dfsssp { cfg }
+    }
+}
+
+/// What the shared routing step produces.
+pub struct Routed {
+    /// The routing view.
+    pub graph: Graph,
+    /// Channels.
+    pub net: Net,
+    /// Forwarding decisions.
+    pub tables: Tables,
+    /// Messages for the admin.
+    pub notes: Vec<(Level, String)>,
+}
+
+/// Route with SSSP: the part both engines share.
+///
+/// `share_trees`: route the LIDs of one switch along one tree (see
+/// [`sssp::route`]).
+pub fn route_sssp(
+    engine: &str,
+    cfg: &SsspConfig,
+    fabric: &FabricSnapshot,
+    share_trees: bool,
+) -> Result<Routed, EngineError> {
+    let graph = Graph::new(fabric);
+    if graph.switch_count() == 0 {
+        return Err(EngineError::new(format!(
+            "{engine}: the fabric has no switches"
+        )));
+    }
+    let mut notes = Vec::new();
+    let cn = guid_set(
+        engine,
+        &cfg.cn_guid_file,
+        "cn_guid_file",
+        fabric,
+        &mut notes,
+    )?;
+    let io = guid_set(
+        engine,
+        &cfg.io_guid_file,
+        "io_guid_file",
+        fabric,
+        &mut notes,
+    )?;
+    let net = Net::new(fabric, &graph);
+    let order = sssp::routing_order(fabric, &graph, &net, &cn, &io);
+    let count = |c: Class| order.iter().filter(|(_, k)| *k == c).count();
+    if !cn.is_empty() || !io.is_empty() {
+        notes.push((
+            Level::Info,
+            format!(
+                "{engine}: balancing {} compute node ports first, then {} I/O node ports, then {} other end ports",
+                count(Class::Compute),
+                count(Class::Io),
+                count(Class::Other)
+            ),
+        ));
+    }
+    let tables = sssp::route(fabric, &net, &order, share_trees);
+    Ok(Routed {
+        graph,
+        net,
+        tables,
+        notes,
+    })
+}
+
+fn guid_set(
+    engine: &str,
+    path: &Option<PathBuf>,
+    key: &str,
+    fabric: &FabricSnapshot,
+    notes: &mut Vec<(Level, String)>,
+) -> Result<HashSet<u64>, EngineError> {
+    let Some(p) = path else {
+        return Ok(HashSet::new());
+    };
+    let list = read_guid_list(p).map_err(|e| EngineError::new(format!("{engine}: {key}: {e}")))?;
+    for w in &list.warnings {
+        notes.push((Level::Warn, format!("{engine}: {w}")));
+    }
+    let known: HashSet<u64> = fabric
+        .ports
+        .iter()
+        .filter(|p| p.num != 0 && fabric.nodes[p.node as usize].kind.is_end_node())
+        .map(|p| p.guid)
+        .collect();
+    let mut set = HashSet::new();
+    for g in list.guids() {
+        if known.contains(&g) {
+            set.insert(g);
+        } else {
+            notes.push((
+                Level::Warn,
+                format!(
+                    "{engine}: {}: 0x{g:016x} is not the port GUID of an end port in this fabric",
+                    p.display()
+                ),
+            ));
+        }
+    }
+    if set.is_empty() {
+        notes.push((
+            Level::Warn,
+            format!(
+                "{engine}: {} names no end port of this fabric; it has no effect",
+                p.display()
+            ),
+        ));
+    }
+    Ok(set)
+}
+
+fn lfts_of(routed: &Routed) -> Vec<Lft> {
+    routed
+        .graph
+        .switch_nodes
+        .iter()
+        .enumerate()
+        .map(|(s, &node)| Lft {
+            node,
+            ports: routed.tables.lft(s as Sw).into(),
+        })
+        .collect()
+}
+
+impl RoutingEngine for Sssp {
+    fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        let routed = route_sssp("sssp", &self.cfg, fabric, false)?;
+        let mut routing = Routing::single_vl(lfts_of(&routed));
+        for (level, m) in routed.notes {
+            routing.diag(level, m);
+        }
+        Ok(routing)
+    }
+}
+
+/// The VLs every path can use: the fewest data VLs any linked port
+/// operates (ports reporting 0 are unknown and ignored), at most
+/// [`MAX_LAYERS`].
+pub fn available_vls(fabric: &FabricSnapshot) -> u8 {
+    fabric
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| p.num != 0 && p.op_vls > 0 && usable(fabric, *i as u32))
+        .map(|(_, p)| p.op_vls)
+        .min()
+        .unwrap_or(1)
+        .clamp(1, MAX_LAYERS)
+}
+
+impl RoutingEngine for Dfsssp {
+    fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        let vl_avail = available_vls(fabric);
+        // OpenSM's routes first (one balanced tree per LID); when their
+        // paths need more layers than the fabric has VLs, route again with
+        // one tree per destination switch, which has a third or less of
+        // the distinct paths on typical fabrics and needs fewer layers.
+        let first = route_sssp("dfsssp", &self.cfg, fabric, false)?;
+        let (routed, assignment, retried) = match layer(fabric, &first, vl_avail) {
+            Ok(a) => (first, a, None),
+            Err(why) => {
+                let second = route_sssp("dfsssp", &self.cfg, fabric, true)?;
+                match layer(fabric, &second, vl_avail) {
+                    Ok(a) => (second, a, Some(why)),
+                    Err(why2) => {
+                        return Err(EngineError::new(format!(
+                            "dfsssp: the routes need more than the {vl_avail} virtual layers available (the fewest \
+                             operational VLs of any linked port{}): with one tree per destination LID {why}; with one \
+                             tree per destination switch {why2}",
+                            if vl_avail == MAX_LAYERS { ", capped at 8" } else { "" },
+                        )))
+                    }
+                }
+            }
+        };
+        let lid_sw = source_switches(fabric, &routed).0;
+        let vls = assignment.vls_used as u8;
+        let mut routing = Routing::single_vl(lfts_of(&routed));
+        routing.vls_used = vls;
+        if vls > 1 {
+            routing.sl2vl = sl2vl_maps(fabric, &routed.graph, vls).into();
+            routing.path_sl = path_sl_box(LayerSl {
+                lids: assignment.lids,
+                lid_sw,
+                sl: assignment.sl,
+            });
+        }
+        for (level, m) in routed.notes {
+            routing.diag(level, m);
+        }
+        if let Some(why) = retried {
+            routing.diag(
+                Level::Info,
+                format!(
+                    "dfsssp: routed with one tree per destination switch: with one tree per destination LID {why}"
+                ),
+            );
+        }
+        routing.diag(
+            Level::Info,
+            format!(
+                "dfsssp: {} paths in {} layer(s) free of credit loops, spread over {} of {} available VLs (paths per VL, \
+                 counted per source LID: {:?})",
+                assignment.paths,
+                assignment.layers_needed,
+                vls,
+                vl_avail,
+                assignment.paths_per_vl
+            ),
+        );
+        Ok(routing)
+    }
+}
+
+/// Source LIDs entering the fabric at each switch: the switch of every
+/// LID, and how many LIDs each switch is the source switch of.
+fn source_switches(fabric: &FabricSnapshot, routed: &Routed) -> (Vec<Sw>, Vec<u64>) {
+    let mut lid_sw = vec![NONE; routed.tables.lids];
+    let mut src_weight = vec![0u64; routed.net.nsw];
+    for (lid, &pi) in routed.graph.lid_port.iter().enumerate() {
+        if pi == NONE || lid == 0 || lid >= lid_sw.len() {
+            continue;
+        }
+        let s = routed.graph.entry_switch(fabric, pi);
+        if s != NONE {
+            lid_sw[lid] = s;
+            src_weight[s as usize] += 1;
+        }
+    }
+    (lid_sw, src_weight)
+}
+
+/// Layers for the paths of `routed`, or why they do not fit.
+fn layer(
+    fabric: &FabricSnapshot,
+    routed: &Routed,
+    vl_avail: u8,
+) -> Result<layers::Assignment, String> {
+    let (_, src_weight) = source_switches(fabric, routed);
+    layers::assign(&routed.net, &routed.tables, &src_weight, vl_avail as usize).map_err(|e| {
+        let node = &fabric.nodes[routed.graph.switch_nodes[e.src as usize] as usize];
+        format!(
+            "the path from switch 0x{:016x} \"{}\" to LID {} ({} switch-to-switch hops) closes a credit loop in \
+             every layer after {} paths were placed",
+            node.guid, node.description, e.lid, e.hops, e.placed
+        )
+    })
+}
+
+/// SL i on VL i for the VLs in use; higher SLs (no path is given one)
+/// wrap onto them so packets sent with them still flow.
+fn sl2vl_maps(fabric: &FabricSnapshot, graph: &Graph, vls: u8) -> Vec<Sl2Vl> {
+    let mut vl = [0u8; 16];
+    for (sl, v) in vl.iter_mut().enumerate() {
+        *v = sl as u8 % vls;
+    }
+    let mut out = Vec::new();
+    for &node in &graph.switch_nodes {
+        let n = &fabric.nodes[node as usize];
+        let live: Vec<u8> = (1..=n.num_ports)
+            .filter(|&p| usable(fabric, n.first_port + p as u32))
+            .collect();
+        for &o in &live {
+            for i in std::iter::once(0).chain(live.iter().copied()) {
+                out.push(Sl2Vl {
+                    node,
+                    in_port: i,
+                    out_port: o,
+                    vl,
+                });
+            }
+        }
+    }
+    for &p in &graph.end_ports {
+        let port = &fabric.ports[p as usize];
+        if fabric.nodes[port.node as usize].kind != NodeKind::Switch {
+            out.push(Sl2Vl {
+                node: port.node,
+                in_port: 0,
+                out_port: port.num,
+                vl,
+            });
+        }
+    }
+    out
+}
+
+/// The path SL oracle: source LID → the switch it enters at, then one
+/// byte per (switch, destination LID).
+struct LayerSl {
+    lids: usize,
+    lid_sw: Vec<Sw>,
+    sl: Vec<u8>,
+}
+
+impl PathSl for LayerSl {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RNone
+    }
+
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        let (slid, dlid) = (slid as usize, dlid as usize);
+        match self.lid_sw.get(slid) {
+            Some(&s) if s != NONE && dlid < self.lids => self.sl[s as usize * self.lids + dlid],
+            _ => 0,
+        }
+    }
+}
+
+sm_abi::export_engines! {
+    "dfsssp" => {
+        summary: "OpenSM DFSSSP: globally balanced shortest paths, paths spread over virtual layers free of credit loops",
+        deadlock_free: true,
+        create: Dfsssp::from_config,
+    },
+    "sssp" => {
+        summary: "OpenSM SSSP: globally balanced shortest paths (Dijkstra with link loads as weights), LMC-aware",
+        deadlock_free: false,
+        create: Sssp::from_config,
+    },
+}

@@ -1,0 +1,324 @@
+//! Channel dependency graphs, one per virtual layer, kept acyclic while
+//! paths are added to them.
+//!
+//! A dependency is a pair of channels a path uses back to back: it enters
+//! switch `v` by channel `x` and leaves by channel `y`. Each layer stores
+//! its dependencies twice as bit rows per switch (input port × output
+//! port, and the transpose) so that successors and predecessors of a
+//! channel are one word scan away, and keeps a topological order of the
+//! channels that every dependency respects.
+//!
+//! Adding a dependency `x → y` that already agrees with the order is free.
+//! Otherwise the Pearce–Kelly search visits only the channels ordered
+//! between `y` and `x`: forward from `y` (a path back to `x` means the new
+//! dependency closes a cycle, and it is refused) and backward from `x`,
+//! then renumbers just those channels. Removing dependencies never breaks
+//! a topological order, so a path that does not fit is rolled back by
+//! clearing its new bits.
+
+use smcore_kit::graph::Sw;
+
+use crate::net::{Ch, Net};
+
+/// The dependency graphs of all layers.
+pub struct LayeredCdg<'a> {
+    net: &'a Net,
+    /// Words per bit row of each switch.
+    row_words: Vec<u32>,
+    /// First word of each switch's rows.
+    base: Vec<usize>,
+    /// Per layer: `fwd[base + in_port * W + out / 64]`.
+    fwd: Vec<Vec<u64>>,
+    /// Per layer: `bwd[base + out_port * W + in / 64]`.
+    bwd: Vec<Vec<u64>>,
+    /// Per layer: position of each channel in the topological order.
+    ord: Vec<Vec<u32>>,
+    // Scratch for the searches.
+    mark: Vec<u32>,
+    epoch: u32,
+    stack: Vec<Ch>,
+    delta_f: Vec<Ch>,
+    delta_b: Vec<Ch>,
+    slots: Vec<u32>,
+    added: Vec<(Ch, Ch)>,
+    /// Dependencies each layer holds.
+    pub edges: Vec<u64>,
+    /// Per layer: paths inducing each dependency (`dep_base` numbering).
+    count: Vec<Vec<u32>>,
+    dep_base: Vec<u32>,
+    /// Forward search tree, to name the cycle a refused dependency closes.
+    parent: Vec<Ch>,
+    /// After a refused path: the channels from the refused dependency's
+    /// head back to its tail, all joined by dependencies of the layer.
+    pub cycle: Vec<Ch>,
+}
+
+impl<'a> LayeredCdg<'a> {
+    /// Empty graphs for `layers` layers.
+    pub fn new(net: &'a Net, layers: usize) -> LayeredCdg<'a> {
+        let mut row_words = Vec::with_capacity(net.nsw);
+        let mut base = Vec::with_capacity(net.nsw);
+        let mut words = 0usize;
+        for s in 0..net.nsw {
+            let w = (net.num_ports[s] as usize + 1).div_ceil(64);
+            row_words.push(w as u32);
+            base.push(words);
+            words += w * (net.num_ports[s] as usize + 1);
+        }
+        let n = net.channels();
+        let mut dep_base = Vec::with_capacity(net.nsw);
+        let mut deps = 0u32;
+        for s in 0..net.nsw {
+            dep_base.push(deps);
+            deps += (net.num_ports[s] as u32 + 1) * (net.num_ports[s] as u32 + 1);
+        }
+        LayeredCdg {
+            net,
+            row_words,
+            base,
+            fwd: vec![vec![0; words]; layers],
+            bwd: vec![vec![0; words]; layers],
+            ord: vec![(0..n as u32).collect(); layers],
+            mark: vec![0; n],
+            epoch: 0,
+            stack: Vec::new(),
+            delta_f: Vec::new(),
+            delta_b: Vec::new(),
+            slots: Vec::new(),
+            added: Vec::new(),
+            edges: vec![0; layers],
+            count: vec![vec![0; deps as usize]; layers],
+            dep_base,
+            parent: vec![0; n],
+            cycle: Vec::new(),
+        }
+    }
+
+    /// Dense number of the dependency `x → y`.
+    #[inline]
+    pub fn dep(&self, x: Ch, y: Ch) -> usize {
+        let v = self.net.to[x as usize] as usize;
+        let side = self.net.num_ports[v] as u32 + 1;
+        (self.dep_base[v]
+            + self.net.in_port[x as usize] as u32 * side
+            + self.net.out_port[y as usize] as u32) as usize
+    }
+
+    /// Paths of layer `l` inducing `x → y`.
+    pub fn paths_on(&self, l: usize, x: Ch, y: Ch) -> u32 {
+        self.count[l][self.dep(x, y)]
+    }
+
+    /// Number of layers.
+    pub fn layers(&self) -> usize {
+        self.fwd.len()
+    }
+
+    #[inline]
+    fn bit_index(&self, s: Sw, row: u8, col: u8) -> (usize, u64) {
+        let w = self.row_words[s as usize] as usize;
+        (
+            self.base[s as usize] + row as usize * w + col as usize / 64,
+            1u64 << (col % 64),
+        )
+    }
+
+    /// Whether layer `l` holds the dependency `x → y` (`y` leaves the switch `x` enters).
+    #[inline]
+    pub fn has(&self, l: usize, x: Ch, y: Ch) -> bool {
+        let v = self.net.to[x as usize];
+        let (i, m) = self.bit_index(
+            v,
+            self.net.in_port[x as usize],
+            self.net.out_port[y as usize],
+        );
+        self.fwd[l][i] & m != 0
+    }
+
+    fn set(&mut self, l: usize, x: Ch, y: Ch, on: bool) {
+        let v = self.net.to[x as usize];
+        let (ip, op) = (self.net.in_port[x as usize], self.net.out_port[y as usize]);
+        let (i, m) = self.bit_index(v, ip, op);
+        let (j, n) = self.bit_index(v, op, ip);
+        if on {
+            self.fwd[l][i] |= m;
+            self.bwd[l][j] |= n;
+            self.edges[l] += 1;
+        } else {
+            self.fwd[l][i] &= !m;
+            self.bwd[l][j] &= !n;
+            self.edges[l] -= 1;
+        }
+    }
+
+    fn next_epoch(&mut self) -> u32 {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.fill(0);
+            self.epoch = 1;
+        }
+        self.epoch
+    }
+
+    /// Add `x → y` to layer `l` unless it closes a cycle; true when the
+    /// layer holds it afterwards.
+    fn insert(&mut self, l: usize, x: Ch, y: Ch) -> bool {
+        if self.has(l, x, y) {
+            return true;
+        }
+        let (ox, oy) = (self.ord[l][x as usize], self.ord[l][y as usize]);
+        if oy > ox {
+            self.set(l, x, y, true);
+            return true;
+        }
+        // Forward from y over channels ordered before x.
+        let fe = self.next_epoch();
+        self.delta_f.clear();
+        self.stack.clear();
+        self.stack.push(y);
+        self.mark[y as usize] = fe;
+        while let Some(c) = self.stack.pop() {
+            self.delta_f.push(c);
+            let v = self.net.to[c as usize];
+            let w = self.row_words[v as usize] as usize;
+            let row = self.base[v as usize] + self.net.in_port[c as usize] as usize * w;
+            for k in 0..w {
+                let mut bits = self.fwd[l][row + k];
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let port = (k * 64 + b) as u8;
+                    let d = self.net.out_channel(v, port);
+                    let od = self.ord[l][d as usize];
+                    if od == ox {
+                        self.cycle.clear();
+                        let mut k = c;
+                        self.cycle.push(x);
+                        while k != y {
+                            self.cycle.push(k);
+                            k = self.parent[k as usize];
+                        }
+                        self.cycle.push(y);
+                        self.cycle.reverse();
+                        return false;
+                    }
+                    if od < ox && self.mark[d as usize] != fe {
+                        self.mark[d as usize] = fe;
+                        self.parent[d as usize] = c;
+                        self.stack.push(d);
+                    }
+                }
+            }
+        }
+        // Backward from x over channels ordered after y.
+        let be = self.next_epoch();
+        self.delta_b.clear();
+        self.stack.push(x);
+        self.mark[x as usize] = be;
+        while let Some(c) = self.stack.pop() {
+            self.delta_b.push(c);
+            let u = self.net.from[c as usize];
+            let w = self.row_words[u as usize] as usize;
+            let row = self.base[u as usize] + self.net.out_port[c as usize] as usize * w;
+            for k in 0..w {
+                let mut bits = self.bwd[l][row + k];
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let port = (k * 64 + b) as usize;
+                    let d = self.net.port_in[self.net.port_base[u as usize] as usize + port];
+                    if self.ord[l][d as usize] > oy && self.mark[d as usize] != be {
+                        self.mark[d as usize] = be;
+                        self.stack.push(d);
+                    }
+                }
+            }
+        }
+        // Everything that reaches x goes before everything y reaches,
+        // reusing the positions these channels held.
+        let ord = &mut self.ord[l];
+        self.delta_b.sort_unstable_by_key(|&c| ord[c as usize]);
+        self.delta_f.sort_unstable_by_key(|&c| ord[c as usize]);
+        self.slots.clear();
+        self.slots.extend(
+            self.delta_b
+                .iter()
+                .chain(self.delta_f.iter())
+                .map(|&c| ord[c as usize]),
+        );
+        self.slots.sort_unstable();
+        for (&c, &p) in self
+            .delta_b
+            .iter()
+            .chain(self.delta_f.iter())
+            .zip(self.slots.iter())
+        {
+            ord[c as usize] = p;
+        }
+        self.set(l, x, y, true);
+        true
+    }
+
+    /// Add all dependencies of the channel sequence `chain` to layer `l`,
+    /// or none of them when that would close a cycle.
+    pub fn try_add_path(&mut self, l: usize, chain: &[Ch]) -> bool {
+        self.added.clear();
+        for pair in chain.windows(2) {
+            let (x, y) = (pair[0], pair[1]);
+            if self.has(l, x, y) {
+                continue;
+            }
+            if self.insert(l, x, y) {
+                self.added.push((x, y));
+            } else {
+                let added = std::mem::take(&mut self.added);
+                for &(a, b) in &added {
+                    self.set(l, a, b, false);
+                }
+                self.added = added;
+                return false;
+            }
+        }
+        for pair in chain.windows(2) {
+            let d = self.dep(pair[0], pair[1]);
+            self.count[l][d] += 1;
+        }
+        true
+    }
+
+    /// Take a path `try_add_path` put into layer `l` out again; the
+    /// dependencies no other path of the layer induces disappear.
+    pub fn remove_path(&mut self, l: usize, chain: &[Ch]) {
+        for pair in chain.windows(2) {
+            let d = self.dep(pair[0], pair[1]);
+            self.count[l][d] -= 1;
+            if self.count[l][d] == 0 {
+                self.set(l, pair[0], pair[1], false);
+            }
+        }
+    }
+
+    /// Whether every dependency of `chain` is already in layer `l`.
+    pub fn holds_path(&self, l: usize, chain: &[Ch]) -> bool {
+        chain.windows(2).all(|p| self.has(l, p[0], p[1]))
+    }
+
+    /// Check that layer `l` is acyclic by its order: every dependency
+    /// points forward. For tests.
+    pub fn order_is_topological(&self, l: usize) -> bool {
+        let net = self.net;
+        for x in 0..net.channels() as Ch {
+            let v = net.to[x as usize];
+            for port in 1..=net.num_ports[v as usize] {
+                let y = net.out_channel(v, port);
+                if y != sm_abi::NONE
+                    && self.has(l, x, y)
+                    && self.ord[l][x as usize] >= self.ord[l][y as usize]
+                {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,312 @@
+//! Globally balanced shortest paths: one Dijkstra per destination LID over
+//! the switch graph, with channel weights that grow with every route
+//! placed, so later destinations avoid the channels earlier ones loaded.
+//!
+//! * Every channel starts at weight P² (P = end ports in the fabric). One
+//!   destination adds at most P routes to a channel, so a detour of one hop
+//!   costs more than any load difference the early destinations can build
+//!   up: the weights choose among (nearly) shortest paths.
+//! * After the Dijkstra for one LID, every switch's route to it adds the
+//!   number of end ports attached to that switch (the routes its CAs will
+//!   send) to each channel of the route (OpenSM's update rule). Done in one
+//!   sweep over the switches in reverse settling order, as subtree sums.
+//! * Parallel cables between two switches form one group in the search;
+//!   the lightest cable of the group carries the route, so the routes to
+//!   consecutive destinations alternate over the cables.
+//! * With LMC > 0 the LIDs of one port are routed one after the other, and
+//!   the channels the port's earlier LIDs used cost extra (a fraction of a
+//!   hop) so the next LID takes a different path where an equally short
+//!   one exists.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+
+use sm_abi::{FabricSnapshot, NodeKind, NONE, NO_ROUTE};
+use smcore_kit::graph::{Graph, Sw};
+
+use crate::net::{Ch, Net};
+
+/// One destination port with the switch its LIDs hang off and the port of
+/// that switch leading to it (0 for the switch's own LID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dest {
+    /// Port index in the snapshot.
+    pub port: u32,
+    /// Switch the destination is attached to (or is).
+    pub sw: Sw,
+    /// Output port of `sw` towards it.
+    pub last_port: u8,
+}
+
+/// Balancing class of a destination (OpenSM's priority order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// Listed in `cn_guid_file`.
+    Compute,
+    /// Listed in `io_guid_file`.
+    Io,
+    /// Any other end port.
+    Other,
+    /// A switch's own LID (routed last: lowest priority for balance).
+    Switch,
+}
+
+/// The destination ports in routing order: switches ordered by attached
+/// end ports (most first), then for each class in priority order the
+/// ports of each switch in port order; switches' own LIDs last.
+pub fn routing_order(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    net: &Net,
+    cn: &HashSet<u64>,
+    io: &HashSet<u64>,
+) -> Vec<(Dest, Class)> {
+    let nsw = net.nsw;
+    let mut attached: Vec<Vec<(u8, u32)>> = vec![Vec::new(); nsw];
+    for &p in &graph.end_ports {
+        let s = graph.entry_switch(fabric, p);
+        if s == NONE {
+            continue;
+        }
+        let peer = fabric.ports[p as usize].peer;
+        attached[s as usize].push((fabric.ports[peer as usize].num, p));
+    }
+    for a in attached.iter_mut() {
+        a.sort_unstable();
+    }
+    let mut sw_order: Vec<Sw> = (0..nsw as Sw).collect();
+    sw_order.sort_by_key(|&s| Reverse(net.num_hca[s as usize]));
+    let class_of = |p: u32| {
+        let guid = fabric.ports[p as usize].guid;
+        if cn.contains(&guid) {
+            Class::Compute
+        } else if io.contains(&guid) {
+            Class::Io
+        } else {
+            Class::Other
+        }
+    };
+    let mut out = Vec::new();
+    for class in [Class::Compute, Class::Io, Class::Other] {
+        for &s in &sw_order {
+            for &(num, p) in &attached[s as usize] {
+                if class_of(p) == class {
+                    out.push((
+                        Dest {
+                            port: p,
+                            sw: s,
+                            last_port: num,
+                        },
+                        class,
+                    ));
+                }
+            }
+        }
+    }
+    for &s in &sw_order {
+        let node = graph.switch_nodes[s as usize];
+        let p0 = fabric.nodes[node as usize].first_port;
+        let port = &fabric.ports[p0 as usize];
+        if port.lid != 0 && fabric.nodes[node as usize].kind == NodeKind::Switch {
+            out.push((
+                Dest {
+                    port: p0,
+                    sw: s,
+                    last_port: 0,
+                },
+                Class::Switch,
+            ));
+        }
+    }
+    out
+}
+
+/// Forwarding decisions, stored per LID (`next[lid * nsw + s]`) because
+/// both the routing and the layer assignment work one destination at a
+/// time.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Switches.
+    pub nsw: usize,
+    /// LIDs + 1.
+    pub lids: usize,
+    /// Output port of each switch for each LID, [`NO_ROUTE`] if none.
+    pub next: Vec<u8>,
+    /// LIDs in the order they were routed (with their destination switch).
+    pub routed: Vec<(u16, Sw)>,
+}
+
+impl Tables {
+    /// Output port of switch `s` for `lid`.
+    #[inline]
+    pub fn port(&self, s: Sw, lid: u16) -> u8 {
+        self.next[lid as usize * self.nsw + s as usize]
+    }
+
+    /// The LFT of switch `s`.
+    pub fn lft(&self, s: Sw) -> Vec<u8> {
+        (0..self.lids)
+            .map(|l| self.next[l * self.nsw + s as usize])
+            .collect()
+    }
+}
+
+/// Route every destination in `order`. With `share`, the LIDs of one
+/// switch (its CAs' and its own, the k-th LID of each port with LMC > 0)
+/// share one tree, routed for the first of them: fewer distinct paths,
+/// hence fewer channel dependencies for DFSSSP's layers, at a coarser
+/// grain of balance.
+pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share: bool) -> Tables {
+    let mut shared: std::collections::HashMap<(Sw, u32), (u16, Vec<Sw>, Vec<Ch>)> =
+        std::collections::HashMap::new();
+    let nsw = net.nsw;
+    let lids = fabric.max_lid as usize + 1;
+    let mut next = vec![NO_ROUTE; lids * nsw];
+    let p = net.num_hca.iter().map(|&h| h as u64).sum::<u64>().max(1);
+    let mut weight = vec![p * p; net.channels()];
+    // Extra cost of a channel an earlier LID of the same port uses.
+    let lmc_penalty = (p * p / 4).max(1) / (nsw as u64).max(1) + p;
+    let mut penalty = vec![0u32; net.channels()];
+    let mut used: Vec<Ch> = Vec::new();
+    let mut d = Dijkstra::new(nsw);
+    let mut routed = Vec::new();
+    for (dest, _) in order {
+        let port = &fabric.ports[dest.port as usize];
+        let count = port.lid_count();
+        for off in 0..count {
+            let lid = port.lid as u32 + off;
+            if lid as usize >= lids {
+                break;
+            }
+            let lid = lid as u16;
+            if share {
+                let key = (dest.sw, off);
+                if let Some((l0, order, via)) = shared.get(&key) {
+                    let (src, dst) = (*l0 as usize * nsw, lid as usize * nsw);
+                    next.copy_within(src..src + nsw, dst);
+                    next[dst + dest.sw as usize] = dest.last_port;
+                    d.order.clone_from(order);
+                    d.via.clone_from(via);
+                    d.add_load(net, &mut weight);
+                    routed.push((lid, dest.sw));
+                    continue;
+                }
+            }
+            d.run(net, dest.sw, &weight, &penalty, lmc_penalty);
+            let row = &mut next[lid as usize * nsw..(lid as usize + 1) * nsw];
+            for &v in &d.order {
+                row[v as usize] = if v == dest.sw {
+                    dest.last_port
+                } else {
+                    net.out_port[d.via[v as usize] as usize]
+                };
+            }
+            d.add_load(net, &mut weight);
+            routed.push((lid, dest.sw));
+            if share {
+                let key = (dest.sw, off);
+                shared.insert(key, (lid, d.order.clone(), d.via.clone()));
+            }
+            if off + 1 < count {
+                for &v in &d.order {
+                    if v != dest.sw {
+                        let c = d.via[v as usize];
+                        if penalty[c as usize] == 0 {
+                            penalty[c as usize] = 1;
+                            used.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        for c in used.drain(..) {
+            penalty[c as usize] = 0;
+        }
+    }
+    Tables {
+        nsw,
+        lids,
+        next,
+        routed,
+    }
+}
+
+/// Dijkstra towards one destination switch over the reversed channels.
+struct Dijkstra {
+    dist: Vec<u64>,
+    via: Vec<Ch>,
+    /// Switches in settling order (the destination first).
+    order: Vec<Sw>,
+    heap: BinaryHeap<Reverse<(u64, Sw)>>,
+    load: Vec<u64>,
+}
+
+impl Dijkstra {
+    fn new(nsw: usize) -> Dijkstra {
+        Dijkstra {
+            dist: vec![u64::MAX; nsw],
+            via: vec![NONE; nsw],
+            order: Vec::with_capacity(nsw),
+            heap: BinaryHeap::with_capacity(nsw),
+            load: vec![0; nsw],
+        }
+    }
+
+    fn run(&mut self, net: &Net, t: Sw, weight: &[u64], penalty: &[u32], lmc_penalty: u64) {
+        self.dist.fill(u64::MAX);
+        self.order.clear();
+        self.heap.clear();
+        self.dist[t as usize] = 0;
+        self.via[t as usize] = NONE;
+        self.heap.push(Reverse((0, t)));
+        while let Some(Reverse((dv, v))) = self.heap.pop() {
+            if dv > self.dist[v as usize] {
+                continue;
+            }
+            self.order.push(v);
+            let groups = &net.groups
+                [net.rin_start[v as usize] as usize..net.rin_start[v as usize + 1] as usize];
+            for &(u, a, b) in groups {
+                if self.dist[u as usize] <= dv {
+                    continue;
+                }
+                // Lightest cable of the group; first in port order on ties.
+                let mut best = NONE;
+                let mut bw = u64::MAX;
+                for &c in &net.group_ch[a as usize..b as usize] {
+                    let w = weight[c as usize]
+                        + if penalty[c as usize] > 0 {
+                            lmc_penalty
+                        } else {
+                            0
+                        };
+                    if w < bw {
+                        bw = w;
+                        best = c;
+                    }
+                }
+                let nd = dv + bw;
+                if nd < self.dist[u as usize] {
+                    self.dist[u as usize] = nd;
+                    self.via[u as usize] = best;
+                    self.heap.push(Reverse((nd, u)));
+                }
+            }
+        }
+    }
+
+    /// Add the routes of this destination's tree to the channel weights.
+    fn add_load(&mut self, net: &Net, weight: &mut [u64]) {
+        for &v in &self.order {
+            self.load[v as usize] = net.num_hca[v as usize] as u64;
+        }
+        for &v in self.order.iter().skip(1).rev() {
+            let c = self.via[v as usize];
+            let l = self.load[v as usize];
+            if l > 0 {
+                weight[c as usize] += l;
+                self.load[net.to[c as usize] as usize] += l;
+            }
+        }
+    }
+}
