@@ -32,7 +32,7 @@ use tracing::{info, info_span, warn};
 
 use crate::config::Config;
 use crate::engines::Registry;
-use crate::sweep::{self, Fabric, Guid2Lid, HeldLfts, OnceOptions, OnceOutcome, SmpClient, SmpPort};
+use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort};
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -81,7 +81,7 @@ pub fn run(
     registry: &Registry,
     config: &Config,
     guid2lid: &mut Guid2Lid,
-    held: &mut HeldLfts,
+    held: &mut HeldTables,
     stop: &AtomicBool,
     on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause),
 ) -> DaemonSummary {

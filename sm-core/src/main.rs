@@ -287,7 +287,7 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// fabric or a umad port; one full sweep with `--once`, else the loop of
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
 fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
-    use sm_core::sweep::{self, Guid2Lid, HeldLfts, OnceOptions, SimPort, SweepOptions};
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
 
     let args = &cli.sm;
     args.options.apply(&mut config);
@@ -338,7 +338,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         engines: &engines,
         dump_dir: dump_dir.as_deref(),
     };
-    let mut held = HeldLfts::default();
+    let mut held = HeldTables::default();
     if args.once {
         let mut outcome = match sweep::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
             Ok(o) => o,
@@ -409,6 +409,8 @@ fn show_sweep_report(
         ),
         ("switch_info", p.switch_info.smps.sent, phase_line(&p.switch_info, "switches")),
         ("lft", p.lft.smps.sent, format!("{}, {} read", phase_line(&p.lft, "blocks"), p.lft.read)),
+        ("sl2vl", p.sl2vl.smps.sent, phase_line(&p.sl2vl, "tables")),
+        ("vlarb", p.vlarb.smps.sent, phase_line(&p.vlarb, "blocks")),
         ("arm", p.arm.smps.sent, phase_line(&p.arm, "ports")),
         ("activate", p.activate.smps.sent, phase_line(&p.activate, "ports")),
     ];

@@ -17,7 +17,7 @@ use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions};
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
-use sm_core::sweep::{Guid2Lid, HeldLfts, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
 use sm_topology::{gen, Topology};
 
 /// What to do to the fabric before the next wait.
@@ -137,7 +137,7 @@ fn scenario(deaf: bool) {
         guid2lid_path: None,
     };
     let mut g2l = Guid2Lid::default();
-    let mut held = HeldLfts::default();
+    let mut held = HeldTables::default();
     let summary = {
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf };
         let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
@@ -215,7 +215,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
     let stop = AtomicBool::new(false);
     let mut last: Option<FabricSnapshot> = None;
     let mut g2l = Guid2Lid::default();
-    let mut held = HeldLfts::default();
+    let mut held = HeldTables::default();
     {
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
         // Sweep 1 sees the whole fabric, then the spine goes; stop after

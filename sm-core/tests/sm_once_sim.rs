@@ -15,7 +15,7 @@ use sm_core::config::Config;
 use sm_core::dump::lfts_parse::parse_lfts_file_detailed;
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
-use sm_core::sweep::{self, Guid2Lid, HeldLfts, OnceOptions, OnceOutcome, SimPort, SweepOptions};
+use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SweepOptions};
 use sm_mad::mad::{attr, method};
 use sm_mad::{smp, Mad, NodeInfoPacket, NodeInfoRepr, PortState};
 use sm_topology::Topology;
@@ -187,7 +187,7 @@ fn run_once(
     sim: &mut SimFabric,
     engines: &str,
     g2l: &mut Guid2Lid,
-    held: &mut HeldLfts,
+    held: &mut HeldTables,
 ) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions {
@@ -287,7 +287,7 @@ fn full_sweep_then_unchanged(file: &str, engines: &str) -> OnceOutcome {
         .expect("topology");
     let (node, port) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
-    let (mut g2l, mut held) = (Guid2Lid::default(), HeldLfts::default());
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let first = run_once(&mut sim, engines, &mut g2l, &mut held);
     check_programmed(file, &topo, &mut sim, &first);
     let p = &first.program;
@@ -317,7 +317,7 @@ fn full_sweep_then_unchanged(file: &str, engines: &str) -> OnceOutcome {
     check_programmed(file, &topo, &mut sim, &second);
 
     // A restarted SM (nothing remembered) reads the blocks and writes none.
-    let mut forgetful = HeldLfts::default();
+    let mut forgetful = HeldTables::default();
     let third = run_once(&mut sim, engines, &mut g2l, &mut forgetful);
     let r = &third.program;
     assert_eq!(r.lft.set, 0, "{file}: {r:?}");
@@ -370,7 +370,7 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
         engines: "test-decline,no_fallback",
         dump_dir: None,
     };
-    let (mut g2l, mut held) = (Guid2Lid::default(), HeldLfts::default());
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = sweep::once(
         &mut SimPort::new(&mut sim),
         &options,
@@ -391,4 +391,43 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
     let (a, b) = (topo.links[0].a, topo.links[0].b);
     assert_eq!(sim.port_state(a.0, a.1), Some(PortState::Init));
     assert_eq!(sim.port_state(b.0, b.1), Some(PortState::Init));
+}
+
+/// SL2VL of `(node, in, out)` as the node answers a SubnGet for it.
+fn read_sl2vl(sim: &mut SimFabric, fabric: &sweep::Fabric, node: usize, input: u8, output: u8) -> [u8; 16] {
+    use sm_mad::{Sl2VlModifier, Sl2VlPacket, Sl2VlRepr};
+    let n = &fabric.nodes[node];
+    let (path, modifier) = if n.is_switch() {
+        (n.path.clone(), Sl2VlModifier { input_port: input, output_port: output, ..Default::default() }.to_u32())
+    } else {
+        (n.ports[usize::from(output)].path.clone().expect("a linked CA port"), 0)
+    };
+    let mut port = SimPort::new(sim);
+    let mut client = sweep::SmpClient::new(&mut port, 0);
+    let data = client.get(attr::SL_TO_VL_MAPPING_TABLE, modifier, &path).expect("SL2VL Get");
+    Sl2VlRepr::parse(&Sl2VlPacket::new_checked(&data[..]).expect("length")).expect("SL2VL").vl_by_sl
+}
+
+#[test]
+fn sl2vl_tables_of_a_layered_engine_are_programmed_once() {
+    // 6-rings: lash needs more than one layer (a 4x4x4 torus fits in one).
+    let (topo, _) = sm_topology::gen::torus(&[6, 6], 1, false).expect("torus");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let mut g2l = Guid2Lid::default();
+    let mut held = HeldTables::default();
+    let out = run_once(&mut sim, "lash,no_fallback", &mut g2l, &mut held);
+    let routed = out.chain.routed.as_ref().expect("lash routes a 6x6 torus");
+    assert!(routed.routing.vls_used > 1, "a torus needs more than one layer");
+    assert!(!routed.routing.sl2vl.is_empty(), "lash gives SL2VL tables");
+    assert_eq!(out.program.sl2vl.set as usize, routed.routing.sl2vl.len(), "{:?}", out.program.sl2vl);
+    assert_eq!(out.program.sl2vl.failed, 0);
+    for e in routed.routing.sl2vl.iter() {
+        let held_now = read_sl2vl(&mut sim, &out.sweep.fabric, e.node as usize, e.in_port, e.out_port);
+        assert_eq!(held_now, e.vl, "node {} {}->{}", e.node, e.in_port, e.out_port);
+    }
+    // Nothing changed: the next sweep writes no table.
+    let again = run_once(&mut sim, "lash,no_fallback", &mut g2l, &mut held);
+    assert_eq!(again.program.sl2vl.set, 0);
+    assert_eq!(again.program.sl2vl.unchanged as usize, routed.routing.sl2vl.len());
 }

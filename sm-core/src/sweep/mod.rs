@@ -18,11 +18,12 @@ pub mod lids;
 pub mod program;
 pub mod transport;
 pub mod umad;
+pub mod vl;
 
 pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
 pub use program::{
-    activate_ports, once, program_routing, HeldLfts, OnceError, OnceOptions, OnceOutcome, PhaseReport,
+    activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
     RoutingProgramReport,
 };
 pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError, TrapMad};

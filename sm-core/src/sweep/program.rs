@@ -12,7 +12,7 @@
 //!
 //! * LinearFDBTop is Set only where discovery read another value.
 //! * LFT blocks are compared with what the switch holds. An earlier sweep's
-//!   writes ([`HeldLfts`]) are trusted while the switch still reports the
+//!   writes ([`HeldTables`]) are trusted while the switch still reports the
 //!   top that sweep left; otherwise blocks the switch forwards with (those
 //!   at or below its current top) are read first, and blocks above it are
 //!   written without reading, since a switch drops those LIDs anyway and
@@ -42,10 +42,15 @@ use crate::engines::Registry;
 use crate::offline::{self, OfflineError};
 use crate::report::RouteReport;
 
-/// The LFT contents an earlier sweep wrote, by switch node GUID.
+/// The tables earlier sweeps wrote: LFTs by switch node GUID, SL2VL and
+/// VLArb by (node GUID, ports).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeldLfts {
+pub struct HeldTables {
     switches: HashMap<u64, HeldSwitch>,
+    /// SL2VL per (node GUID, input port, output port).
+    pub(super) sl2vl: HashMap<(u64, u8, u8), [u8; 16]>,
+    /// VLArb blocks per (node GUID, port, block number 1..=4).
+    pub(super) vlarb: HashMap<(u64, u8, u16), [(u8, u8); 32]>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,7 +62,7 @@ struct HeldSwitch {
     blocks: Vec<Option<[u8; LFT_BLOCK_LEN]>>,
 }
 
-impl HeldLfts {
+impl HeldTables {
     /// Switches known.
     pub fn len(&self) -> usize {
         self.switches.len()
@@ -66,6 +71,12 @@ impl HeldLfts {
     /// Whether nothing is known.
     pub fn is_empty(&self) -> bool {
         self.switches.is_empty()
+    }
+
+    /// Forgets what node `guid`'s SL2VL and VLArb tables hold.
+    pub(super) fn forget_vl_tables(&mut self, guid: u64) {
+        self.sl2vl.retain(|k, _| k.0 != guid);
+        self.vlarb.retain(|k, _| k.0 != guid);
     }
 }
 
@@ -91,6 +102,10 @@ pub struct RoutingProgramReport {
     pub switch_info: PhaseReport,
     /// LFT blocks.
     pub lft: PhaseReport,
+    /// SL2VL tables (per node and port pair).
+    pub sl2vl: PhaseReport,
+    /// VL arbitration blocks.
+    pub vlarb: PhaseReport,
     /// Ports Init → Armed.
     pub arm: PhaseReport,
     /// Ports Armed → Active.
@@ -102,6 +117,8 @@ impl RoutingProgramReport {
     pub fn total_smps(&self) -> u64 {
         self.switch_info.smps.sent
             + self.lft.smps.sent
+            + self.sl2vl.smps.sent
+            + self.vlarb.smps.sent
             + self.arm.smps.sent
             + self.activate.smps.sent
     }
@@ -146,7 +163,7 @@ pub fn program_routing(
     fabric: &mut Fabric,
     routing: &Routing,
     max_lid: u16,
-    held: &mut HeldLfts,
+    held: &mut HeldTables,
     report: &mut RoutingProgramReport,
 ) {
     let before = client.stats().clone();
@@ -243,6 +260,11 @@ pub fn program_routing(
         };
         known.resize(usize::from(last_block) + 1, None);
         let trusted_cache = held.switches.get(&guid).is_some_and(|h| h.top == old_top);
+        if !trusted_cache {
+            // A switch we cannot vouch for may have been reset: its SL2VL
+            // and VLArb tables are unknown too.
+            held.forget_vl_tables(guid);
+        }
         if !trusted_cache && old_top != 0 {
             let readable = old_top.min(max_lid) / LFT_BLOCK_LEN as u16;
             for block in 0..=readable {
@@ -447,7 +469,7 @@ pub fn once(
     registry: &Registry,
     config: &Config,
     guid2lid: &mut Guid2Lid,
-    held: &mut HeldLfts,
+    held: &mut HeldTables,
 ) -> Result<OnceOutcome, OnceError> {
     let total = Instant::now();
     let mut report = RouteReport::default();
@@ -477,6 +499,7 @@ pub fn once(
             held,
             &mut program,
         );
+        super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
     }

@@ -1,0 +1,147 @@
+//! Programming SL2VL and VL arbitration tables, when the engine gives any.
+//!
+//! Deadlock-free engines (torus-2QoS, lash, dfsssp, nue) keep their routes
+//! apart by virtual lane: the path SL picks a layer and the SL2VL tables
+//! map it to a VL at every hop, so a routing whose LFTs are in but whose
+//! SL2VL tables are not is not the routing that was verified. They are
+//! written after the LFTs and before the ports go Active, so traffic never
+//! flows on the new routes with the old lanes.
+//!
+//! As with LFT blocks, only what differs from what the node is known to
+//! hold is written. What an earlier sweep wrote is trusted while the node
+//! cannot have been reset: a switch whose LFT cache was trusted, a CA
+//! whose port did not come back through Init. Otherwise the table is
+//! written again (a Set costs what a Get costs).
+
+use sm_abi::Routing;
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use sm_mad::{PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
+use tracing::warn;
+
+use super::discovery::Fabric;
+use super::program::{HeldTables, RoutingProgramReport};
+use super::transport::SmpClient;
+
+/// Writes `routing`'s SL2VL and VLArb tables into `fabric`.
+pub fn program_vl_tables(
+    client: &mut SmpClient<'_>,
+    fabric: &Fabric,
+    routing: &Routing,
+    held: &mut HeldTables,
+    report: &mut RoutingProgramReport,
+) {
+    // CAs whose port trained afresh may have lost their tables.
+    for node in fabric.nodes.iter().filter(|n| !n.is_switch()) {
+        let reset = node.ports.iter().any(|p| p.info.as_ref().is_some_and(|i| i.port_state == PortState::Init));
+        if reset {
+            held.forget_vl_tables(node.guid);
+        }
+    }
+    let before = client.stats().clone();
+    for entry in routing.sl2vl.iter() {
+        let Some(node) = fabric.nodes.get(entry.node as usize) else {
+            warn!(node = entry.node, "SL2VL for a node not in the fabric; ignored");
+            report.sl2vl.failed += 1;
+            continue;
+        };
+        // A switch is addressed on its own path with the port pair in the
+        // modifier; a CA port through itself, modifier 0.
+        let (path, modifier) = if node.is_switch() {
+            let m = Sl2VlModifier { input_port: entry.in_port, output_port: entry.out_port, ..Default::default() };
+            (Some(&node.path), m.to_u32())
+        } else {
+            (node.ports.get(usize::from(entry.out_port)).and_then(|p| p.path.as_ref()), 0)
+        };
+        let Some(path) = path else {
+            // An unlinked CA port: nothing to program.
+            continue;
+        };
+        let key = (node.guid, entry.in_port, entry.out_port);
+        if held.sl2vl.get(&key) == Some(&entry.vl) {
+            report.sl2vl.unchanged += 1;
+            continue;
+        }
+        let mut data = [0u8; DATA_LEN];
+        Sl2VlRepr { vl_by_sl: entry.vl }.emit(&mut Sl2VlPacket::new_unchecked(&mut data[..]));
+        let now = client.set(attr::SL_TO_VL_MAPPING_TABLE, modifier, path, data).and_then(|d| {
+            Sl2VlPacket::new_checked(&d[..])
+                .and_then(|p| Sl2VlRepr::parse(&p))
+                .map_err(|e| super::SmpError::Malformed(format!("SL2VL: {e}")))
+        });
+        match now {
+            Ok(now) if now.vl_by_sl == entry.vl => {
+                report.sl2vl.set += 1;
+                held.sl2vl.insert(key, entry.vl);
+            }
+            Ok(_) => {
+                warn!(guid = format_args!("{:#018x}", node.guid), in_port = entry.in_port, out_port = entry.out_port,
+                    "SL2VL Set did not take effect");
+                report.sl2vl.failed += 1;
+                held.sl2vl.remove(&key);
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{:#018x}", node.guid), in_port = entry.in_port, out_port = entry.out_port,
+                    error = %e, "SL2VL Set failed");
+                report.sl2vl.failed += 1;
+                held.sl2vl.remove(&key);
+            }
+        }
+    }
+    let after_sl2vl = client.stats().clone();
+    report.sl2vl.smps = after_sl2vl.since(&before);
+
+    for arb in routing.vlarb.iter() {
+        let Some(node) = fabric.nodes.get(arb.node as usize) else {
+            warn!(node = arb.node, "VLArb for a node not in the fabric; ignored");
+            report.vlarb.failed += 1;
+            continue;
+        };
+        let path = if node.is_switch() {
+            Some(&node.path)
+        } else {
+            node.ports.get(usize::from(arb.port)).and_then(|p| p.path.as_ref())
+        };
+        let Some(path) = path else { continue };
+        let tables = [
+            (VlArbBlock::Low0, &arb.low[..arb.low.len().min(32)]),
+            (VlArbBlock::Low32, arb.low.get(32..).unwrap_or(&[])),
+            (VlArbBlock::High0, &arb.high[..arb.high.len().min(32)]),
+            (VlArbBlock::High32, arb.high.get(32..).unwrap_or(&[])),
+        ];
+        for (block, weights) in tables {
+            if weights.is_empty() {
+                continue;
+            }
+            let mut want = [(0u8, 0u8); 32];
+            for (slot, w) in want.iter_mut().zip(weights) {
+                *slot = (w.vl, w.weight);
+            }
+            let key = (node.guid, arb.port, block as u16);
+            if held.vlarb.get(&key) == Some(&want) {
+                report.vlarb.unchanged += 1;
+                continue;
+            }
+            let mut repr = VlArbRepr { entries: [VlArbEntry::default(); 32] };
+            for (e, &(vl, weight)) in repr.entries.iter_mut().zip(&want) {
+                *e = VlArbEntry { vl, weight };
+            }
+            let mut data = [0u8; DATA_LEN];
+            repr.emit(&mut VlArbPacket::new_unchecked(&mut data[..]));
+            let port = if node.is_switch() { u16::from(arb.port) } else { 0 };
+            let modifier = VlArbModifier { block, port }.to_u32();
+            match client.set(attr::VL_ARBITRATION_TABLE, modifier, path, data) {
+                Ok(_) => {
+                    report.vlarb.set += 1;
+                    held.vlarb.insert(key, want);
+                }
+                Err(e) => {
+                    warn!(guid = format_args!("{:#018x}", node.guid), port = arb.port, error = %e, "VLArb Set failed");
+                    report.vlarb.failed += 1;
+                    held.vlarb.remove(&key);
+                }
+            }
+        }
+    }
+    report.vlarb.smps = client.stats().since(&after_sl2vl);
+}
