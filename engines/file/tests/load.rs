@@ -354,7 +354,7 @@ fn ref_data(name: &str) -> PathBuf {
 /// `ref-fabric.net` (2 switches, 4 CAs) with smcore's LIDs, which differ
 /// from the ones OpenSM gave when its `ibroute` output was captured.
 fn ref_fabric() -> FabricSnapshot {
-    let topo = sm_topology::parse_file(&ref_data("ref-fabric.net")).unwrap();
+    let topo = sm_topology::parse_file(ref_data("ref-fabric.net")).unwrap();
     sm_topology::lids::snapshot(&topo, 0).unwrap()
 }
 
