@@ -282,7 +282,11 @@ fn plan(
             cur = ch.to[c as usize];
         }
     };
-    let candidates = |out: &mut Vec<u32>, s: Sw, d: Sw, k: u8| {
+    // Parallel links to one neighbour are interchangeable for the layers;
+    // the one carrying the fewest first hops so far goes first, so they
+    // share the load.
+    let mut uses = vec![0u32; nch];
+    let candidates = |out: &mut Vec<u32>, uses: &[u32], s: Sw, d: Sw, k: u8| {
         out.clear();
         let row = dist.to(d);
         for &c in &ch.ranked[ch.base[s as usize] as usize..ch.base[s as usize + 1] as usize] {
@@ -290,12 +294,28 @@ fn plan(
                 out.push(c);
             }
         }
+        if out.len() > 1 {
+            // Neighbours keep the order of their best-ranked link.
+            let first = |t: Sw, out: &[u32]| {
+                out.iter()
+                    .position(|&c| ch.to[c as usize] == t)
+                    .unwrap_or(0)
+            };
+            let keys: Vec<(usize, u32, u32)> = out
+                .iter()
+                .map(|&c| (first(ch.to[c as usize], out), uses[c as usize], c))
+                .collect();
+            let mut order: Vec<usize> = (0..out.len()).collect();
+            order.sort_by_key(|&i| (keys[i].0, keys[i].1, i));
+            let sorted: Vec<u32> = order.iter().map(|&i| out[i]).collect();
+            out.copy_from_slice(&sorted);
+        }
     };
 
     for &(a, b) in &pairs {
         let k = dist.get(a, b);
-        candidates(&mut cand_a, a, b, k);
-        candidates(&mut cand_b, b, a, k);
+        candidates(&mut cand_a, &uses, a, b, k);
+        candidates(&mut cand_b, &uses, b, a, k);
         if choice == PathChoice::Fixed {
             cand_a.truncate(1);
             cand_b.truncate(1);
@@ -337,6 +357,8 @@ fn plan(
             }
         };
         layers[l].paths += 2;
+        uses[ca as usize] += 1;
+        uses[cb as usize] += 1;
         next[a as usize * n + b as usize] = ca;
         next[b as usize * n + a as usize] = cb;
         layer[a as usize * n + b as usize] = l as u8;

@@ -260,3 +260,45 @@ fn the_layers_are_what_breaks_the_cycles() {
         .credit_loop
         .is_some());
 }
+
+#[test]
+fn parallel_links_share_the_routes() {
+    let c = cases(0)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "fat-tree-4x2-h8-u4-parallel")
+        .unwrap();
+    let r = lash(0, false).route(&c.fabric).unwrap();
+    let g = Graph::new(&c.fabric);
+    let mut groups = 0;
+    for lft in r.lfts.iter() {
+        let s = g.sw_of_node[lft.node as usize] as usize;
+        // Routes go per destination switch (all its LIDs share the path).
+        let mut load = vec![0usize; 256];
+        for &node in &g.switch_nodes {
+            let lid = c.fabric.ports[c.fabric.nodes[node as usize].first_port as usize].lid;
+            let p = lft.ports[lid as usize];
+            if p != sm_abi::NO_ROUTE {
+                load[p as usize] += 1;
+            }
+        }
+        for sp in &g.sw_ports[s] {
+            let twins: Vec<u8> = g.sw_ports[s]
+                .iter()
+                .filter(|o| o.peer_sw == sp.peer_sw && sp.peer_sw != NONE)
+                .map(|o| o.port)
+                .collect();
+            if twins.len() < 2 || twins[0] != sp.port {
+                continue;
+            }
+            groups += 1;
+            let loads: Vec<usize> = twins.iter().map(|&p| load[p as usize]).collect();
+            let (min, max) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+            assert!(
+                max - min <= 1 + max / 4,
+                "switch {s}: parallel ports {twins:?} lead to {loads:?} destination switches"
+            );
+        }
+    }
+    assert!(groups > 0, "the fabric has parallel links");
+}
