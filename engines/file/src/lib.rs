@@ -234,7 +234,7 @@ pub fn load(
         notes.push((
             Level::Warn,
             format!(
-                "{origin}: LIDs changed since the dump, but {} entries name no destination GUID (ibroute -n?); they stay at their old LIDs",
+                "{origin}: LIDs changed since the dump, but {} entries name no destination GUID (`ibroute -n` output or \"unknown node\" lines); they stay at their old LIDs",
                 tally.without_guid
             ),
         ));
