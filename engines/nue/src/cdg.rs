@@ -130,6 +130,8 @@ pub struct Layer {
     slots: Vec<u32>,
     /// Window searches done (order violations), for the diagnostics.
     pub searches: u64,
+    /// Channels visited by those searches.
+    pub visited: u64,
 }
 
 impl Layer {
@@ -147,6 +149,18 @@ impl Layer {
             back: Vec::new(),
             slots: Vec::new(),
             searches: 0,
+            visited: 0,
+        }
+    }
+
+    /// Start from this channel order (a permutation of all channels) when
+    /// no dependency is used yet, so that turns agreeing with it are free.
+    pub fn seed(&mut self, order: &[Ch]) {
+        debug_assert_eq!(order.len(), self.at.len());
+        debug_assert!(self.status.iter().all(|&s| s != USED));
+        for (p, &c) in order.iter().enumerate() {
+            self.at[p] = c;
+            self.ord[c as usize] = p as u32;
         }
     }
 
@@ -160,13 +174,14 @@ impl Layer {
         }
     }
 
-    fn next_epoch(&mut self) -> u32 {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
+    /// Two fresh mark values (forward, backward) for one search.
+    fn fresh_marks(&mut self) -> (u32, u32) {
+        if self.epoch >= u32::MAX - 2 {
             self.mark.fill(0);
-            self.epoch = 1;
+            self.epoch = 0;
         }
-        self.epoch
+        self.epoch += 2;
+        (self.epoch - 1, self.epoch)
     }
 
     /// Mark the dependency `x → y` used unless that closes a cycle among
@@ -187,12 +202,13 @@ impl Layer {
         self.searches += 1;
         // Forward from y among channels ordered at most at x: meeting x
         // means x is reachable from y, so x → y would close a cycle.
-        let e = self.next_epoch();
+        let (e, e2) = self.fresh_marks();
         self.fwd.clear();
         self.stack.clear();
         self.stack.push(y);
         self.mark[y as usize] = e;
         while let Some(w) = self.stack.pop() {
+            self.visited += 1;
             self.fwd.push(w);
             let v = ch.head[w as usize];
             let base = ch.dep_start[w as usize];
@@ -211,11 +227,11 @@ impl Layer {
             }
         }
         // Backward from x among channels ordered after y.
-        let e2 = self.next_epoch();
         self.back.clear();
         self.stack.push(x);
         self.mark[x as usize] = e2;
         while let Some(w) = self.stack.pop() {
+            self.visited += 1;
             self.back.push(w);
             // In-dependencies of w = (u→v) come from channels (t→u), t ≠ v.
             let u = ch.tail[w as usize];
@@ -237,18 +253,38 @@ impl Layer {
             }
         }
         // Everything that must precede x (back) goes before everything
-        // reachable from y (fwd), reusing the same order positions.
-        let ord = &self.ord;
-        self.back.sort_unstable_by_key(|&c| ord[c as usize]);
-        self.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
+        // reachable from y (fwd), reusing the same order positions. Both
+        // sets lie in the window oy..=ox of the order; a short window is
+        // scanned (already sorted), a long one sorted by set.
+        let window = (ox - oy + 1) as usize;
+        let marked = self.back.len() + self.fwd.len();
         self.slots.clear();
-        self.slots.extend(
-            self.back
-                .iter()
-                .chain(self.fwd.iter())
-                .map(|&c| ord[c as usize]),
-        );
-        self.slots.sort_unstable();
+        if window <= marked * 8 {
+            self.back.clear();
+            self.fwd.clear();
+            for p in oy..=ox {
+                let c = self.at[p as usize];
+                let m = self.mark[c as usize];
+                if m == e2 {
+                    self.back.push(c);
+                    self.slots.push(p);
+                } else if m == e {
+                    self.fwd.push(c);
+                    self.slots.push(p);
+                }
+            }
+        } else {
+            let ord = &self.ord;
+            self.back.sort_unstable_by_key(|&c| ord[c as usize]);
+            self.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
+            self.slots.extend(
+                self.back
+                    .iter()
+                    .chain(self.fwd.iter())
+                    .map(|&c| ord[c as usize]),
+            );
+            self.slots.sort_unstable();
+        }
         for (i, &c) in self.back.iter().chain(self.fwd.iter()).enumerate() {
             let p = self.slots[i];
             self.ord[c as usize] = p;
@@ -278,5 +314,37 @@ impl Layer {
             }
         }
         true
+    }
+}
+
+/// Priority queue of the searches: least key first, and among equal keys
+/// first in, first out. The tie order matters: ties are the rule (every
+/// link starts with the same weight), and serving them in arrival order
+/// grows the sink trees breadth-first, which measured far fewer impasses
+/// than a last-in-first-out order.
+#[derive(Debug, Clone, Default)]
+pub struct Queue {
+    seq: u32,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32, u32)>>,
+}
+
+impl Queue {
+    /// Empty the queue.
+    pub fn clear(&mut self) {
+        self.heap.clear();
+        self.seq = 0;
+    }
+
+    /// Insert.
+    #[inline]
+    pub fn push(&mut self, key: u64, value: u32) {
+        self.seq = self.seq.wrapping_add(1);
+        self.heap.push(std::cmp::Reverse((key, self.seq, value)));
+    }
+
+    /// Remove an entry of least key.
+    #[inline]
+    pub fn pop(&mut self) -> Option<(u64, u32)> {
+        self.heap.pop().map(|std::cmp::Reverse((k, _, v))| (k, v))
     }
 }

@@ -63,7 +63,6 @@
 //! * `nue_partition` (smcore only) — `"grown"` (default) or `"round_robin"`.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use abi_stable::std_types::ROption;
 use sm_abi::{
@@ -75,7 +74,7 @@ use smcore_kit::graph::{Graph, Sw};
 pub mod cdg;
 pub mod partition;
 
-use cdg::{Ch, Channels, Layer, BLOCKED, UNKNOWN, USED};
+use cdg::{Ch, Channels, Layer, Queue, BLOCKED, UNKNOWN, USED};
 pub use partition::Partitioner;
 
 /// Most VLs auto detection hands to Nue.
@@ -186,12 +185,17 @@ pub struct Stats {
     pub layers: usize,
     /// Destination LIDs per layer.
     pub layer_sizes: Vec<usize>,
-    /// Destinations routed along the escape tree after an impasse.
-    pub fallbacks: usize,
+    /// Destinations whose search reached an impasse and was repaired by
+    /// pinning switches to the escape tree.
+    pub repaired: usize,
+    /// Switches pinned to the escape tree, summed over destinations.
+    pub pinned: u64,
     /// Turns blocked because they would have closed a cycle.
     pub blocked: u64,
     /// Order-window searches of the incremental cycle check.
     pub searches: u64,
+    /// Channels those searches visited.
+    pub visited: u64,
 }
 
 impl RoutingEngine for Nue {
@@ -318,9 +322,10 @@ impl Nue {
             let tree = run.escape_tree(&ctx, ds);
             run.mark_escape(&ctx, &tree, &mut layer)?;
             for d in ds.iter() {
-                if !run.route_dest(&ctx, &mut layer, d.sw) {
-                    run.route_on_tree(&ctx, &tree, d.sw);
-                    stats.fallbacks += 1;
+                let pinned = run.route_dest(&ctx, &mut layer, &tree, d.sw);
+                if pinned > 0 {
+                    stats.repaired += 1;
+                    stats.pinned += pinned as u64;
                 }
                 run.commit(&ctx, d, true);
                 if let Some(slot) = sl_of.get_mut(d.lid as usize) {
@@ -329,7 +334,9 @@ impl Nue {
             }
             stats.blocked += layer.status.iter().filter(|&&s| s == BLOCKED).count() as u64;
             stats.searches += layer.searches;
+            stats.visited += layer.visited;
             layer.searches = 0;
+            layer.visited = 0;
         }
         if !self.cfg.include_switches {
             for d in &sw_dests {
@@ -360,13 +367,14 @@ impl Nue {
             Level::Info,
             format!(
                 "nue: {} destination LIDs ({} of CAs) in {} virtual layer(s) of sizes {:?} ({} operational VLs); \
-                 {} routed along the escape tree after an impasse; {} turns blocked",
+                 {} repaired after an impasse by pinning {} switch routes to the escape tree; {} turns blocked",
                 dests.len(),
                 ca_dests,
                 layers,
                 stats.layer_sizes,
                 operational,
-                stats.fallbacks,
+                stats.repaired,
+                stats.pinned,
                 stats.blocked
             ),
         ));
@@ -492,15 +500,27 @@ struct Run {
     route: Vec<u32>,
     dist: Vec<u64>,
     order: Vec<Sw>,
-    heap: BinaryHeap<Reverse<(u64, u8, Ch)>>,
+    /// Keys are distance * 2 + (1 for a turn not yet used).
+    heap: Queue,
     touched: Vec<(Ch, Ch)>,
     sub: Vec<u64>,
+    /// Per switch, its best queued offer in the current search.
+    best: Vec<u64>,
+    /// Per channel, the search (stamp) that queued it last.
+    pushed: Vec<u32>,
+    stamp: u32,
+    pinned: Vec<bool>,
+    tnext: Vec<u32>,
+    tdist: Vec<u64>,
+    torder: Vec<Sw>,
     hop: Vec<u8>,
     queue: Vec<Sw>,
 }
 
 /// Escape spanning forest of one layer.
 struct Tree {
+    /// Channel order in which the tree's turns are all forward.
+    order: Vec<Ch>,
     /// Tree channels leaving each switch (CSR).
     start: Vec<u32>,
     chans: Vec<Ch>,
@@ -519,9 +539,16 @@ impl Run {
             route: vec![FREE; n],
             dist: vec![u64::MAX; n],
             order: Vec::with_capacity(n),
-            heap: BinaryHeap::new(),
+            heap: Queue::default(),
             touched: Vec::new(),
             sub: vec![0; n],
+            best: vec![u64::MAX; n],
+            pushed: vec![0; ctx.ch.len()],
+            stamp: 0,
+            pinned: vec![false; n],
+            tnext: vec![FREE; n],
+            tdist: vec![0; n],
+            torder: Vec::with_capacity(n),
             hop: vec![0; n],
             queue: Vec::new(),
         }
@@ -568,22 +595,25 @@ impl Run {
         self.dist.fill(u64::MAX);
         self.heap.clear();
         let mut done = vec![false; n];
+        let mut settled = Vec::with_capacity(n);
         for &r in &root {
             self.dist[r as usize] = 0;
-            self.heap.push(Reverse((0, 0, r)));
+            self.heap.push(0, r);
         }
-        while let Some(Reverse((d, _, u))) = self.heap.pop() {
+        while let Some((d, u)) = self.heap.pop() {
+            let d = d >> 1;
             if done[u as usize] {
                 continue;
             }
             done[u as usize] = true;
+            settled.push(u);
             for c in ctx.ch.out(u) {
                 let v = ctx.ch.head[c as usize];
                 let nd = d + self.weight(c) + self.chan_load[ctx.ch.rev[c as usize] as usize];
                 if !done[v as usize] && nd < self.dist[v as usize] {
                     self.dist[v as usize] = nd;
                     up[v as usize] = ctx.ch.rev[c as usize];
-                    self.heap.push(Reverse((nd, 0, v)));
+                    self.heap.push(nd * 2, v);
                 }
             }
         }
@@ -609,7 +639,31 @@ impl Run {
                 fill[p] += 1;
             }
         }
-        Tree { start, chans }
+        // A channel order under which every tree turn goes forward: up
+        // channels from the deepest switches first, then the rest, then
+        // down channels from the roots outwards.
+        let mut in_tree = vec![false; ctx.ch.len()];
+        let mut order = Vec::with_capacity(ctx.ch.len());
+        for &v in settled.iter().rev() {
+            let c = up[v as usize];
+            if c != NONE {
+                order.push(c);
+                in_tree[c as usize] = true;
+                in_tree[ctx.ch.rev[c as usize] as usize] = true;
+            }
+        }
+        order.extend((0..ctx.ch.len() as Ch).filter(|&c| !in_tree[c as usize]));
+        for &v in &settled {
+            let c = up[v as usize];
+            if c != NONE {
+                order.push(ctx.ch.rev[c as usize]);
+            }
+        }
+        Tree {
+            start,
+            chans,
+            order,
+        }
     }
 
     /// Mark every non-U-turn between tree channels used.
@@ -619,6 +673,7 @@ impl Run {
         tree: &Tree,
         layer: &mut Layer,
     ) -> Result<(), EngineError> {
+        layer.seed(&tree.order);
         for b in 0..self.n {
             let outs = &tree.chans[tree.start[b] as usize..tree.start[b + 1] as usize];
             for &o_in in outs {
@@ -638,23 +693,104 @@ impl Run {
         Ok(())
     }
 
-    /// The search in the layer's CDG for destination switch `t`. Returns
-    /// false at an impasse (a switch with sources left unattached); the
-    /// turns it added are then withdrawn.
-    fn route_dest(&mut self, ctx: &Ctx, layer: &mut Layer, t: Sw) -> bool {
+    /// Route every switch towards destination switch `t` inside the
+    /// layer's CDG. Returns how many switches had to be pinned to their
+    /// escape-tree path (0 when the plain search attached every switch).
+    ///
+    /// At an impasse the attempt's new turns are withdrawn, the switches
+    /// left unattached are pinned — with their whole escape path towards
+    /// `t` — to the escape tree (whose turns are used already), and the
+    /// search runs again around them. The pinned set only grows, so this
+    /// ends; in the worst case every switch follows the tree.
+    fn route_dest(&mut self, ctx: &Ctx, layer: &mut Layer, tree: &Tree, t: Sw) -> usize {
+        self.pinned.fill(false);
+        let mut pinned = 0usize;
+        let mut oriented = false;
+        loop {
+            if self.attempt(ctx, layer, t, pinned > 0) {
+                return pinned;
+            }
+            for &(x, y) in &self.touched {
+                layer.forget(ctx.ch.dep(x, y));
+            }
+            if !oriented {
+                self.orient_tree(ctx, tree, t);
+                oriented = true;
+            }
+            let tc = ctx.comp[t as usize];
+            for s in 0..self.n {
+                if self.route[s] != FREE || !ctx.needed[s] || ctx.comp[s] != tc {
+                    continue;
+                }
+                let mut u = s as Sw;
+                while u != t && !self.pinned[u as usize] {
+                    self.pinned[u as usize] = true;
+                    pinned += 1;
+                    u = ctx.ch.head[self.tnext[u as usize] as usize];
+                }
+            }
+        }
+    }
+
+    /// Escape paths towards `t`: each switch's tree channel towards `t`,
+    /// the tree distance, and the tree in BFS order from `t`.
+    fn orient_tree(&mut self, ctx: &Ctx, tree: &Tree, t: Sw) {
+        self.tnext.fill(FREE);
+        self.torder.clear();
+        self.tnext[t as usize] = SINK;
+        self.tdist[t as usize] = 0;
+        self.torder.push(t);
+        let mut head = 0;
+        while head < self.torder.len() {
+            let v = self.torder[head];
+            head += 1;
+            for &o in
+                &tree.chans[tree.start[v as usize] as usize..tree.start[v as usize + 1] as usize]
+            {
+                let u = ctx.ch.head[o as usize];
+                if self.tnext[u as usize] == FREE {
+                    let c = ctx.ch.rev[o as usize];
+                    self.tnext[u as usize] = c;
+                    self.tdist[u as usize] = self.tdist[v as usize] + self.weight(c);
+                    self.torder.push(u);
+                }
+            }
+        }
+    }
+
+    /// One search; false when a switch with sources stays unattached.
+    fn attempt(&mut self, ctx: &Ctx, layer: &mut Layer, t: Sw, use_pins: bool) -> bool {
         let ch = &ctx.ch;
         self.route.fill(FREE);
         self.order.clear();
         self.heap.clear();
         self.touched.clear();
+        self.best.fill(u64::MAX);
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.pushed.fill(0);
+            self.stamp = 1;
+        }
         self.route[t as usize] = SINK;
         self.order.push(t);
         self.dist[t as usize] = 0;
-        for o in ch.out(t) {
-            let c = ch.rev[o as usize];
-            self.heap.push(Reverse((self.weight(c), 0, c)));
+        if use_pins {
+            // Pinned switches first, each after its tree parent.
+            for i in 1..self.torder.len() {
+                let u = self.torder[i];
+                if self.pinned[u as usize] {
+                    self.route[u as usize] = self.tnext[u as usize];
+                    self.dist[u as usize] = self.tdist[u as usize];
+                    self.order.push(u);
+                }
+            }
         }
-        while let Some(Reverse((d, _, c))) = self.heap.pop() {
+        for i in 0..self.order.len() {
+            let u = self.order[i];
+            self.push_into(ctx, layer, u);
+        }
+        while let Some((d, c)) = self.heap.pop() {
+            let d = d >> 1;
             let u = ch.tail[c as usize];
             if self.route[u as usize] != FREE {
                 continue;
@@ -669,74 +805,96 @@ impl Run {
                     self.touched.push((c, next));
                 }
                 if !ok {
+                    self.reoffer(ctx, layer, u);
                     continue;
                 }
             }
             self.route[u as usize] = c;
             self.dist[u as usize] = d;
             self.order.push(u);
-            for o in ch.out(u) {
-                let w = ch.head[o as usize];
-                if self.route[w as usize] != FREE {
-                    continue;
-                }
-                let x = ch.rev[o as usize];
-                let st = layer.status[ch.dep(x, c) as usize];
-                if st == BLOCKED {
-                    continue;
-                }
-                self.heap
-                    .push(Reverse((d + self.weight(x), (st != USED) as u8, x)));
-            }
+            self.push_into(ctx, layer, u);
         }
         let tc = ctx.comp[t as usize];
-        let stuck =
-            (0..self.n).any(|s| self.route[s] == FREE && ctx.needed[s] && ctx.comp[s] == tc);
-        if stuck {
-            for &(x, y) in &self.touched {
-                layer.forget(ch.dep(x, y));
-            }
+        if (0..self.n).any(|s| self.route[s] == FREE && ctx.needed[s] && ctx.comp[s] == tc) {
             return false;
         }
         // Switches without sources the search left out carry no routed
         // traffic; give them a next hop towards the attached part anyway so
         // switch-originated packets are delivered.
         let mut head = 0;
-        let mut frontier: Vec<Sw> = self.order.clone();
-        while head < frontier.len() {
-            let v = frontier[head];
+        while head < self.order.len() {
+            let v = self.order[head];
             head += 1;
             for o in ch.out(v) {
                 let u = ch.head[o as usize];
                 if self.route[u as usize] == FREE {
                     self.route[u as usize] = ch.rev[o as usize];
                     self.order.push(u);
-                    frontier.push(u);
                 }
             }
         }
         true
     }
 
-    /// Route towards `t` along the escape tree only.
-    fn route_on_tree(&mut self, ctx: &Ctx, tree: &Tree, t: Sw) {
-        self.route.fill(FREE);
-        self.order.clear();
-        self.route[t as usize] = SINK;
-        self.order.push(t);
-        let mut head = 0;
-        while head < self.order.len() {
-            let v = self.order[head];
-            head += 1;
-            for &o in
-                &tree.chans[tree.start[v as usize] as usize..tree.start[v as usize + 1] as usize]
-            {
-                let u = ctx.ch.head[o as usize];
-                if self.route[u as usize] == FREE {
-                    self.route[u as usize] = ctx.ch.rev[o as usize];
-                    self.order.push(u);
-                }
+    /// Offer the channels into the newly attached switch `u`. Like
+    /// Dijkstra with decrease-key, a candidate only enters the queue when
+    /// it beats its switch's best offer so far; the others are offered
+    /// again by [`Run::reoffer`] if the best is refused.
+    #[inline]
+    fn push_into(&mut self, ctx: &Ctx, layer: &Layer, u: Sw) {
+        let ch = &ctx.ch;
+        let c = self.route[u as usize];
+        let d = self.dist[u as usize];
+        for o in ch.out(u) {
+            let w = ch.head[o as usize];
+            if self.route[w as usize] != FREE {
+                continue;
             }
+            let x = ch.rev[o as usize];
+            let st = if c == SINK {
+                USED
+            } else {
+                layer.status[ch.dep(x, c) as usize]
+            };
+            if st == BLOCKED {
+                continue;
+            }
+            let key = (d + self.weight(x)) * 2 + (st != USED) as u64;
+            if key < self.best[w as usize] {
+                self.best[w as usize] = key;
+                self.pushed[x as usize] = self.stamp;
+                self.heap.push(key, x);
+            }
+        }
+    }
+
+    /// `u`'s best offer was refused: queue every channel from `u` into an
+    /// attached switch not queued yet in this search. Their keys are at
+    /// least the refused one's, so the queue stays monotone.
+    fn reoffer(&mut self, ctx: &Ctx, layer: &Layer, u: Sw) {
+        let ch = &ctx.ch;
+        self.best[u as usize] = u64::MAX;
+        for x in ch.out(u) {
+            if self.pushed[x as usize] == self.stamp {
+                continue;
+            }
+            let v = ch.head[x as usize];
+            let c = self.route[v as usize];
+            if c == FREE {
+                continue;
+            }
+            let st = if c == SINK {
+                USED
+            } else {
+                layer.status[ch.dep(x, c) as usize]
+            };
+            if st == BLOCKED {
+                continue;
+            }
+            let key = (self.dist[v as usize] + self.weight(x)) * 2 + (st != USED) as u64;
+            self.best[u as usize] = self.best[u as usize].min(key);
+            self.pushed[x as usize] = self.stamp;
+            self.heap.push(key, x);
         }
     }
 
@@ -751,9 +909,10 @@ impl Run {
         self.order.push(t);
         for o in ch.out(t) {
             let c = ch.rev[o as usize];
-            self.heap.push(Reverse((self.weight(c), 0, c)));
+            self.heap.push(self.weight(c) * 2, c);
         }
-        while let Some(Reverse((d, _, c))) = self.heap.pop() {
+        while let Some((d, c)) = self.heap.pop() {
+            let d = d >> 1;
             let u = ch.tail[c as usize];
             if self.route[u as usize] != FREE {
                 continue;
@@ -763,7 +922,7 @@ impl Run {
             for o in ch.out(u) {
                 if self.route[ch.head[o as usize] as usize] == FREE {
                     let x = ch.rev[o as usize];
-                    self.heap.push(Reverse((d + self.weight(x), 0, x)));
+                    self.heap.push((d + self.weight(x)) * 2, x);
                 }
             }
         }
