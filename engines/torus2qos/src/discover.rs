@@ -305,12 +305,15 @@ pub fn discover(fabric: &FabricSnapshot, graph: &Graph, conf: &TorusConf) -> Res
     ))
 }
 
+/// A seed switch: present and linked to some other switch (a switch whose
+/// every link is down is as good as failed).
 fn switch_by_guid(fabric: &FabricSnapshot, graph: &Graph, guid: u64) -> Option<Sw> {
     graph
         .switch_nodes
         .iter()
         .position(|&n| fabric.nodes[n as usize].guid == guid)
         .map(|s| s as Sw)
+        .filter(|&s| !graph.sw_adj[s as usize].is_empty())
 }
 
 fn discover_from(
@@ -322,8 +325,9 @@ fn discover_from(
     let seed = &conf.seeds[seed_ix];
     let n = graph.switch_count();
     let origin_guid = seed.origin.ok_or("the seed has no links")?;
-    let origin = switch_by_guid(fabric, graph, origin_guid)
-        .ok_or_else(|| format!("switch {origin_guid:#x} is not in the fabric"))?;
+    let origin = switch_by_guid(fabric, graph, origin_guid).ok_or_else(|| {
+        format!("switch {origin_guid:#x} is not in the fabric or has no working link")
+    })?;
     let ring = [conf.looped[0], conf.looped[1], conf.looped[2]];
     let mut disc = Disc {
         conf,
@@ -350,13 +354,12 @@ fn discover_from(
         for (k, s) in [(2 * d, 1), (2 * d + 1, -1)] {
             let Some(g) = seed.links[k] else { continue };
             let Some(nb) = switch_by_guid(fabric, graph, g) else {
-                return Err(format!("seed switch {g:#x} is not in the fabric"));
-            };
-            if !disc.linked(origin, nb) {
                 return Err(format!(
-                    "seed switches {origin_guid:#x} and {g:#x} are not linked"
+                    "seed switch {g:#x} is not in the fabric or has no working link"
                 ));
-            }
+            };
+            // An unlinked pair still fixes both positions (the link may
+            // have failed); its absence shows up as a failed link.
             let mut c = c0;
             c[d] += s;
             let c = disc.norm(c);

@@ -11,17 +11,27 @@ use smcore_torus2qos::Torus2Qos;
 pub struct Fab {
     pub topo: Topology,
     pub layout: gen::TorusLayout,
+    /// Add a second seed in the middle of the torus to the configuration.
+    pub backup_seed: bool,
 }
 
 impl Fab {
     pub fn torus(dims: &[usize], hosts: usize) -> Fab {
         let (topo, layout) = gen::torus(dims, hosts, false).unwrap();
-        Fab { topo, layout }
+        Fab {
+            topo,
+            layout,
+            backup_seed: false,
+        }
     }
 
     pub fn mesh(dims: &[usize], hosts: usize) -> Fab {
         let (topo, layout) = gen::torus(dims, hosts, true).unwrap();
-        Fab { topo, layout }
+        Fab {
+            topo,
+            layout,
+            backup_seed: false,
+        }
     }
 
     pub fn node(&self, c: [usize; 3]) -> usize {
@@ -53,7 +63,11 @@ impl Fab {
     }
 
     pub fn conf(&self) -> TorusConf {
-        TorusConf::parse(&gen::torus_2qos_conf(&self.layout), "gen.conf").unwrap()
+        let mut text = gen::torus_2qos_conf(&self.layout);
+        if self.backup_seed {
+            text.push_str(&backup_seed(&self.layout));
+        }
+        TorusConf::parse(&text, "gen.conf").unwrap()
     }
 
     pub fn snapshot(&self) -> FabricSnapshot {
@@ -164,4 +178,34 @@ pub fn all_sls(f: &FabricSnapshot, r: &Routing) -> Vec<(u64, u64, u8)> {
         }
     }
     v
+}
+
+/// A `next_seed` block anchored at the middle switch, with datelines that
+/// put the origin where the first seed has it.
+pub fn backup_seed(l: &gen::TorusLayout) -> String {
+    let mid = [l.dims[0] / 2, l.dims[1] / 2, l.dims[2] / 2];
+    let origin = l.at(mid).unwrap();
+    let mut s = String::from("next_seed\n");
+    for d in 0..3 {
+        if l.dims[d] < 2 {
+            continue;
+        }
+        let axis = ['x', 'y', 'z'][d];
+        for (sign, delta) in [('p', 1), ('m', l.dims[d] - 1)] {
+            if sign == 'm' && l.dims[d] != 4 {
+                continue;
+            }
+            let mut c = mid;
+            c[d] = (mid[d] + delta) % l.dims[d];
+            s.push_str(&format!(
+                "{axis}{sign}_link {:#x} {:#x}\n",
+                origin.guid,
+                l.at(c).unwrap().guid
+            ));
+        }
+        if !l.mesh {
+            s.push_str(&format!("{axis}_dateline -{}\n", mid[d]));
+        }
+    }
+    s
 }

@@ -1,0 +1,472 @@
+//! Properties on generated 2D/3D tori and meshes: discovery places every
+//! switch where the generator put it; every CA pair is reached and the
+//! routing is free of credit loops by the kit verifier (which follows the
+//! engine's path SLs and SL2VL maps) with no failure, a failed switch and
+//! failed links; path SLs never change because of a failure; refusals
+//! name a ring broken into disjoint segments.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use proptest::prelude::*;
+use sm_abi::{NodeKind, RoutingEngine, NONE};
+use smcore_torus2qos::config::TorusConf;
+use smcore_torus2qos::Torus2Qos;
+
+fn check_placement(fab: &Fab, f: &sm_abi::FabricSnapshot, eng: &Torus2Qos) {
+    let t = eng.discover(f).unwrap();
+    for s in &fab.layout.switches {
+        let sw = (0..t.pos_of.len()).find(|&i| {
+            let node = f.switches().nth(i).unwrap();
+            node as usize == s.node
+        });
+        let sw = sw.unwrap();
+        if t.pos_of[sw] == NONE {
+            continue;
+        }
+        assert_eq!(
+            t.coord(t.pos_of[sw]),
+            s.coord,
+            "switch {} misplaced",
+            s.node
+        );
+    }
+}
+
+fn sl_map(f: &sm_abi::FabricSnapshot, r: &sm_abi::Routing) -> BTreeMap<(u64, u64), u8> {
+    all_sls(f, r)
+        .into_iter()
+        .map(|(a, b, s)| ((a, b), s))
+        .collect()
+}
+
+/// Routes, verifies and compares SLs with the pristine fabric.
+fn route_and_compare(name: &str, base: &BTreeMap<(u64, u64), u8>, fab: &Fab) -> Result<(), String> {
+    let f = fab.snapshot();
+    let r = fab.engine().route(&f).map_err(|e| e.to_string())?;
+    assert_ok(name, &f, &r);
+    for (k, sl) in sl_map(&f, &r) {
+        assert_eq!(base.get(&k), Some(&sl), "{name}: SL of {k:x?} changed");
+    }
+    Ok(())
+}
+
+#[test]
+fn healthy_tori_and_meshes() {
+    let cases: Vec<(Vec<usize>, usize, bool)> = vec![
+        (vec![4, 4, 4], 1, false),
+        (vec![5, 5, 5], 1, false),
+        (vec![6, 6], 2, false),
+        (vec![3, 3, 3], 2, false),
+        (vec![5, 4], 2, false),
+        (vec![4, 2, 2], 1, false),
+        (vec![2, 3, 5], 1, false),
+        (vec![7, 1, 3], 1, false),
+        (vec![4, 4], 2, true),
+        (vec![3, 4, 2], 1, true),
+    ];
+    for (dims, hosts, mesh) in cases {
+        let fab = if mesh {
+            Fab::mesh(&dims, hosts)
+        } else {
+            Fab::torus(&dims, hosts)
+        };
+        let name = format!("{}{:?}", if mesh { "mesh" } else { "torus" }, dims);
+        let f = fab.snapshot();
+        let eng = fab.engine();
+        check_placement(&fab, &f, &eng);
+        let r = eng.route(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let v = assert_ok(&name, &f, &r);
+        // DOR on a healthy torus is minimal.
+        assert_eq!(v.non_minimal, 0, "{name}");
+        assert_eq!(r.vls_used, 8);
+        assert!(r.mcast_tree.is_some());
+        // SLs use only the dateline bits of wrapped dimensions.
+        let wrapped: u8 = (0..dims.len())
+            .filter(|&d| !mesh && dims[d] > 2)
+            .map(|d| 1 << d)
+            .sum();
+        for (_, _, sl) in all_sls(&f, &r) {
+            assert_eq!(sl & !wrapped, 0, "{name}: SL {sl}");
+        }
+        // The master tree spans every switch: n-1 links, each given twice.
+        let t = r.mcast_tree.clone().into_option().unwrap();
+        assert_eq!(t.edges.len(), 2 * (fab.layout.switches.len() - 1), "{name}");
+    }
+}
+
+#[test]
+fn eight_cubed_healthy() {
+    let fab = Fab::torus(&[8, 8, 8], 1);
+    let (f, r) = fab.route();
+    let r = r.unwrap();
+    assert_ok("8x8x8", &f, &r);
+}
+
+#[test]
+fn one_failed_switch_anywhere() {
+    for dims in [vec![4, 4, 4], vec![5, 5, 5], vec![6, 6], vec![5, 4]] {
+        let pristine = Fab::torus(&dims, 1);
+        let (f0, r0) = pristine.route();
+        let base = sl_map(&f0, &r0.unwrap());
+        let n = pristine.layout.switches.len();
+        // A spread of positions, including corners next to the datelines.
+        for k in [0, n / 3, n / 2 + 1, n - 1] {
+            let c = pristine.layout.switches[k].coord;
+            let mut fab = Fab::torus(&dims, 1);
+            fab.fail_switch(c);
+            let name = format!("{dims:?} switch {c:?} down");
+            // The first seed's switch may be the failed one: a second seed
+            // with datelines that keep the coordinates takes over.
+            fab.backup_seed = true;
+            route_and_compare(&name, &base, &fab).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn switches_adjacent_in_z_are_routed() {
+    let pristine = Fab::torus(&[4, 4, 4], 1);
+    let (f0, r0) = pristine.route();
+    let base = sl_map(&f0, &r0.unwrap());
+    let mut fab = Fab::torus(&[4, 4, 4], 1);
+    fab.fail_switch([1, 2, 1]);
+    fab.fail_switch([1, 2, 2]);
+    route_and_compare("4x4x4 two in z", &base, &fab).unwrap();
+    let mut fab = Fab::torus(&[4, 4, 4], 1);
+    fab.fail_switch([1, 2, 1]);
+    fab.fail_switch([1, 3, 1]);
+    let e = fab.route().1.unwrap_err().to_string();
+    assert!(e.contains("adjacent in the y dimension"), "{e}");
+}
+
+/// All inter-switch cables of a topology, as (node, port) pairs.
+fn cables(fab: &Fab) -> Vec<((usize, u8), (usize, u8))> {
+    fab.topo
+        .links
+        .iter()
+        .filter(|l| fab.topo.nodes[l.a.0].is_switch() && fab.topo.nodes[l.b.0].is_switch())
+        .map(|l| (l.a, l.b))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Several failed links on 2D and 3D tori: either routed (reachable,
+    /// loop free, same SLs) or refused because a ring fell apart.
+    #[test]
+    fn failed_links(shape in 0usize..3, picks in proptest::collection::vec(any::<u32>(), 1..5)) {
+        let dims: Vec<usize> = [vec![4, 4, 4], vec![6, 5], vec![3, 5, 4]][shape].clone();
+        let pristine = Fab::torus(&dims, 1);
+        let (f0, r0) = pristine.route();
+        let base = sl_map(&f0, &r0.unwrap());
+        let mut fab = Fab::torus(&dims, 1);
+        let all = cables(&fab);
+        for p in &picks {
+            let (a, b) = all[*p as usize % all.len()];
+            fab.topo.links.retain(|l| !(l.a == a && l.b == b));
+        }
+        let name = format!("{dims:?} with {} failed links", picks.len());
+        match route_and_compare(&name, &base, &fab) {
+            Ok(()) => {}
+            Err(e) => prop_assert!(e.contains("disjoint segments"), "{}: {}", name, e),
+        }
+    }
+}
+
+#[test]
+fn one_failed_link_is_always_routed() {
+    for dims in [vec![4, 4, 4], vec![5, 3]] {
+        let pristine = Fab::torus(&dims, 1);
+        let (f0, r0) = pristine.route();
+        let base = sl_map(&f0, &r0.unwrap());
+        for (a, b) in cables(&pristine).into_iter().step_by(7) {
+            let mut fab = Fab::torus(&dims, 1);
+            fab.topo.links.retain(|l| !(l.a == a && l.b == b));
+            route_and_compare(&format!("{dims:?} {a:?}-{b:?}"), &base, &fab).unwrap();
+        }
+    }
+}
+
+#[test]
+fn seed_elsewhere_with_datelines_gives_the_same_coordinates() {
+    let fab = Fab::torus(&[5, 6, 3], 1);
+    let g = |c: [usize; 3]| fab.layout.at(c).unwrap().guid;
+    let (o, xp, ym, zp) = (g([2, 1, 1]), g([3, 1, 1]), g([2, 0, 1]), g([2, 1, 2]));
+    let text = format!(
+        "torus 5 6 3\nxp_link {o:#x} {xp:#x}\nym_link {o:#x} {ym:#x}\nzp_link {o:#x} {zp:#x}\nx_dateline -2\ny_dateline -1\nz_dateline -1\n"
+    );
+    let eng = Torus2Qos::with_conf(TorusConf::parse(&text, "d.conf").unwrap());
+    let f = fab.snapshot();
+    check_placement(&fab, &f, &eng);
+    let r = eng.route(&f).unwrap();
+    let r0 = fab.engine().route(&f).unwrap();
+    assert_eq!(
+        all_sls(&f, &r),
+        all_sls(&f, &r0),
+        "same datelines, same SLs"
+    );
+}
+
+#[test]
+fn next_seed_is_used_when_the_first_seed_switch_failed() {
+    let mut fab = Fab::torus(&[5, 5], 1);
+    let g = |c: [usize; 3]| fab.layout.at(c).unwrap().guid;
+    let (a, b) = (g([2, 2, 0]), g([3, 2, 0]));
+    let (c, d) = (g([2, 3, 0]), g([2, 2, 0]));
+    let text = format!(
+        "torus 5 5 1\nxp_link {:#x} {:#x}\nyp_link {:#x} {:#x}\nnext_seed\nxp_link {a:#x} {b:#x}\nym_link {c:#x} {d:#x}\n",
+        g([0, 0, 0]),
+        g([1, 0, 0]),
+        g([0, 0, 0]),
+        g([0, 1, 0])
+    );
+    // Oops-proof: the second seed's links must share a first switch.
+    assert!(TorusConf::parse(&text, "n.conf").is_err());
+    let text = format!(
+        "torus 5 5 1\nxp_link {:#x} {:#x}\nyp_link {:#x} {:#x}\nnext_seed\nxp_link {a:#x} {b:#x}\nyp_link {a:#x} {c:#x}\nx_dateline -2\ny_dateline -2\n",
+        g([0, 0, 0]),
+        g([1, 0, 0]),
+        g([0, 0, 0]),
+        g([0, 1, 0])
+    );
+    let _ = d;
+    fab.fail_switch([0, 0, 0]);
+    let eng = Torus2Qos::with_conf(TorusConf::parse(&text, "n.conf").unwrap());
+    let f = fab.snapshot();
+    check_placement(&fab, &f, &eng);
+    let r = eng.route(&f).unwrap();
+    assert_ok("5x5 seed 2", &f, &r);
+}
+
+#[test]
+fn radix_four_needs_both_seed_directions() {
+    let fab = Fab::torus(&[4, 5], 1);
+    let g = |c: [usize; 3]| fab.layout.at(c).unwrap().guid;
+    let text = format!(
+        "torus 4 5 1\nxp_link {:#x} {:#x}\nyp_link {:#x} {:#x}\n",
+        g([0, 0, 0]),
+        g([1, 0, 0]),
+        g([0, 0, 0]),
+        g([0, 1, 0])
+    );
+    let conf = TorusConf::parse(&text, "r4.conf").unwrap();
+    assert!(
+        conf.warnings
+            .iter()
+            .any(|w| w.contains("insufficient seed") && w.contains("radix-4")),
+        "{:?}",
+        conf.warnings
+    );
+    // With the generator's conf (both directions) it works.
+    let (f, r) = fab.route();
+    assert_ok("4x5", &f, &r.unwrap());
+}
+
+#[test]
+fn parallel_links_round_robin_and_redistribute() {
+    // 5x5 torus, 3 hosts per switch; the host on port 5 of (1,0) and of
+    // (2,0) make way for a second cable (1,0)[5] - (2,0)[5] beside the +x link.
+    let mut fab = Fab::torus(&[5, 5], 3);
+    let (a, b) = (fab.node([1, 0, 0]), fab.node([2, 0, 0]));
+    fab.topo
+        .links
+        .retain(|l| !(l.a == (a, 5) || l.b == (a, 5) || l.a == (b, 5) || l.b == (b, 5)));
+    fab.topo
+        .links
+        .push(sm_topology::model::TopoLink::new((a, 5), (b, 5)));
+    fab.topo.canonicalize();
+    let f = fab.snapshot();
+    let r = fab.engine().route(&f).unwrap();
+    assert_ok("parallel", &f, &r);
+    let lft = r.lfts.iter().find(|l| l.node == a as u32).unwrap();
+    // LIDs delivered by (2,0): its management port and hosts on ports 6, 7.
+    let mut dest_lids = vec![f.ports[f.nodes[b].first_port as usize].lid];
+    for p in [6u8, 7] {
+        let port = f.port_of(b as u32, p).unwrap();
+        dest_lids.push(f.ports[port.peer as usize].lid);
+    }
+    let used: Vec<u8> = dest_lids.iter().map(|&l| lft.ports[l as usize]).collect();
+    assert_eq!(used, vec![1, 5, 1], "round robin by destination port rank");
+    // port_order reverses the hosts' ranks.
+    let mut conf = fab.conf();
+    conf.port_order = vec![7];
+    let r2 = Torus2Qos::with_conf(conf).route(&f).unwrap();
+    let lft2 = r2.lfts.iter().find(|l| l.node == a as u32).unwrap();
+    let used2: Vec<u8> = dest_lids.iter().map(|&l| lft2.ports[l as usize]).collect();
+    assert_eq!(
+        used2,
+        vec![5, 1, 1],
+        "port 7 first, then the management port, then port 6"
+    );
+    // One of the two fails: everything takes the other.
+    fab.fail_port([1, 0, 0], 5);
+    let f = fab.snapshot();
+    let r = fab.engine().route(&f).unwrap();
+    let lft = r.lfts.iter().find(|l| l.node == a as u32).unwrap();
+    for &l in &dest_lids {
+        assert_eq!(lft.ports[l as usize], 1);
+    }
+}
+
+#[test]
+fn sl2vl_follows_the_qos_rules() {
+    let fab = Fab::torus(&[4, 4, 4], 1);
+    let (f, r) = fab.route();
+    let r = r.unwrap();
+    let sw = fab.node([1, 1, 1]) as u32;
+    // Port 1 = +x, 3 = +y, 5 = +z, 7 = host.
+    for sl in 0..16u8 {
+        let q = (sl >> 3) & 1;
+        assert_eq!(vl_at(&r, sw, 7, 1, sl), 4 * q + (sl & 1), "x out, SL {sl}");
+        assert_eq!(
+            vl_at(&r, sw, 1, 3, sl),
+            4 * q + ((sl >> 1) & 1),
+            "x->y legal"
+        );
+        assert_eq!(
+            vl_at(&r, sw, 3, 1, sl),
+            4 * q + 2 + (sl & 1),
+            "y->x illegal"
+        );
+        assert_eq!(
+            vl_at(&r, sw, 5, 3, sl),
+            4 * q + 2 + ((sl >> 1) & 1),
+            "z->y illegal"
+        );
+        assert_eq!(
+            vl_at(&r, sw, 3, 5, sl),
+            4 * q + ((sl >> 2) & 1),
+            "y->z legal"
+        );
+        assert_eq!(vl_at(&r, sw, 1, 7, sl), q, "to the host");
+    }
+    // CA ports: VL 0/1 by QoS level.
+    let ca = f.nodes.iter().position(|n| n.kind == NodeKind::Ca).unwrap() as u32;
+    let e = r.sl2vl.iter().find(|e| e.node == ca).unwrap();
+    assert_eq!(e.vl, [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
+}
+
+#[test]
+fn configuration_through_toml_and_qos_warnings() {
+    let fab = Fab::torus(&[4, 4], 1);
+    let dir = std::env::temp_dir().join(format!("torus2qos-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("torus-2QoS.conf");
+    std::fs::write(&conf, sm_topology::gen::torus_2qos_conf(&fab.layout)).unwrap();
+    let text = format!(
+        "lmc = 0\ntorus_config = \"{}\"\nqos_swe_sl2vl = \"0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7\"\nqos_swe_vlarb_low = \"0:64,1:64,2:32,3:64,4:8,5:8,6:8,7:8\"\nunrelated = 3\n",
+        conf.display()
+    );
+    let eng = Torus2Qos::from_config(&text).unwrap();
+    let r = eng.route(&fab.snapshot()).unwrap();
+    let msgs: Vec<String> = r
+        .diagnostics
+        .iter()
+        .map(|d| d.message.to_string())
+        .collect();
+    assert!(
+        msgs.iter().any(|m| m.contains("qos_swe_sl2vl is ignored")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("unfair across VLs 0-3")),
+        "{msgs:?}"
+    );
+    assert!(
+        !msgs.iter().any(|m| m.contains("unfair across VLs 4-7")),
+        "{msgs:?}"
+    );
+    // A second sweep with a switch gone reports the change.
+    let mut fab2 = Fab::torus(&[4, 4], 1);
+    fab2.fail_switch([2, 2, 0]);
+    let r = eng.route(&fab2.snapshot()).unwrap();
+    let msgs: Vec<String> = r
+        .diagnostics
+        .iter()
+        .map(|d| d.message.to_string())
+        .collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("moved from (2,2) to unplaced")),
+        "{msgs:?}"
+    );
+    // Errors name the file and line.
+    std::fs::write(&conf, "torus 4 4 1\nxp_link 0x1 nonsense\n").unwrap();
+    let e = Torus2Qos::from_config(&text).unwrap_err().to_string();
+    assert!(e.contains("torus-2QoS.conf:2:"), "{e}");
+    let e = Torus2Qos::from_config("torus_config = \"/nonexistent/t.conf\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/nonexistent/t.conf"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn exported_through_the_abi() {
+    let module = smcore_torus2qos::__smcore_root_module();
+    let list = (module.engines())();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].name.as_str(), "torus-2QoS");
+    assert!(list[0].deadlock_free);
+}
+
+#[test]
+fn misconfigured_radix_fails_with_a_reason() {
+    let fab = Fab::torus(&[5, 5], 1);
+    let mut conf = fab.conf();
+    conf.radix = [6, 5, 1];
+    let e = Torus2Qos::with_conf(conf).route(&fab.snapshot());
+    assert!(e.is_err(), "a 5x5 torus configured as 6x5 must not route");
+}
+
+#[test]
+fn switches_removed_from_the_fabric() {
+    // gen::with_faults drops the switch node itself (as discovery would).
+    for (dims, seed) in [
+        (vec![4, 4, 4], 1u64),
+        (vec![5, 5, 5], 2),
+        (vec![6, 6], 3),
+        (vec![4, 4, 4], 4),
+    ] {
+        let pristine = Fab::torus(&dims, 1);
+        let (f0, r0) = pristine.route();
+        let base = sl_map(&f0, &r0.unwrap());
+        let (topo, report) = sm_topology::gen::with_faults(&pristine.topo, 0, 1, seed).unwrap();
+        let fab = Fab {
+            topo,
+            layout: pristine.layout.clone(),
+            backup_seed: true,
+        };
+        let name = format!("{dims:?} without {:?}", report.removed_switches);
+        route_and_compare(&name, &base, &fab).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn separate_failed_switches_are_routed_only_without_credit_loops() {
+    let pristine = Fab::torus(&[6, 6], 1);
+    let (f0, r0) = pristine.route();
+    let base = sl_map(&f0, &r0.unwrap());
+    for pair in [
+        [[1, 1, 0], [4, 4, 0]],
+        [[1, 1, 0], [3, 2, 0]],
+        [[0, 0, 0], [2, 0, 0]],
+    ] {
+        let mut fab = Fab::torus(&[6, 6], 1);
+        fab.backup_seed = true;
+        for c in pair {
+            fab.fail_switch(c);
+        }
+        match route_and_compare(&format!("{pair:?}"), &base, &fab) {
+            Ok(()) => eprintln!("{pair:?}: routed"),
+            Err(e) => assert!(
+                e.contains("separate groups") || e.contains("disjoint"),
+                "{pair:?}: {e}"
+            ),
+        }
+    }
+}
