@@ -41,14 +41,18 @@ struct Router<'a> {
     p_down: Vec<u32>,
     /// Per switch: rotating start for reverse hops from roots.
     down_idx: Vec<u32>,
-    /// Hops from the current destination, valid where `stamp == cur`.
-    hop: Vec<u8>,
-    stamp: Vec<u32>,
+    /// Per switch: `destination serial << 8 | hops`; the hops count for the
+    /// current destination only when the serial is `cur`.
+    mark: Vec<u32>,
+    /// Per switch: remote switch of each up and down group, inline.
+    up_remote: Vec<Vec<Sw>>,
+    down_remote: Vec<Vec<Sw>>,
     cur: u32,
     lft: Vec<u8>,
     stride: usize,
     /// Group lists being walked, one slice per active call.
-    stack: Vec<u32>,
+    /// (counter, group) pairs.
+    stack: Vec<(u32, u32)>,
 }
 
 /// Options of one routing run.
@@ -72,8 +76,26 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         p_up: vec![0; tree.ports.len()],
         p_down: vec![0; tree.ports.len()],
         down_idx: vec![0; nsw],
-        hop: vec![0; nsw],
-        stamp: vec![0; nsw],
+        mark: vec![0; nsw],
+        up_remote: tree
+            .switches
+            .iter()
+            .map(|s| {
+                s.up.iter()
+                    .map(|&g| tree.groups[g as usize].remote)
+                    .collect()
+            })
+            .collect(),
+        down_remote: tree
+            .switches
+            .iter()
+            .map(|s| {
+                s.down
+                    .iter()
+                    .map(|&g| tree.groups[g as usize].remote)
+                    .collect()
+            })
+            .collect(),
         cur: 0,
         lft: vec![NO_ROUTE; nsw * stride],
         stride,
@@ -143,14 +165,8 @@ impl Router<'_> {
     }
 
     #[inline]
-    fn is_set(&self, s: Sw) -> bool {
-        self.stamp[s as usize] == self.cur
-    }
-
-    #[inline]
     fn set(&mut self, s: Sw, lid: u16, port: u8, hops: u8) {
-        self.stamp[s as usize] = self.cur;
-        self.hop[s as usize] = hops;
+        self.mark[s as usize] = self.cur << 8 | hops as u32;
         if lid != 0 {
             self.lft[s as usize * self.stride + lid as usize] = port;
         }
@@ -159,7 +175,8 @@ impl Router<'_> {
     /// Whether `s` already has a route to the destination no longer than `hops`.
     #[inline]
     fn has_route_within(&self, s: Sw, hops: u8) -> bool {
-        self.is_set(s) && hops >= self.hop[s as usize]
+        let m = self.mark[s as usize];
+        m >> 8 == self.cur && hops as u32 >= m & 0xFF
     }
 
     /// The first port of group `g` with the lowest counter.
@@ -176,25 +193,46 @@ impl Router<'_> {
         best
     }
 
-    /// Push `list` on the stack ordered by (counter, remote index); returns
-    /// the slice's start.
-    fn push_sorted(&mut self, list: &[u32], up_counter: bool) -> usize {
+    /// Load counter of group `g` that orders it.
+    #[inline]
+    fn counter(&self, g: u32, up_counter: bool) -> u32 {
+        if up_counter {
+            self.g_up[g as usize]
+        } else {
+            self.g_down[g as usize]
+        }
+    }
+
+    /// Push the groups of `list` whose remote switch is not `skip` and has
+    /// no route within `hops` yet, ordered by counter then remote index; returns the
+    /// slice's start. Sorting only these is enough: a walk below one of
+    /// them never reaches the others' rank, so no candidate appears or
+    /// disappears on the way, and most calls have none.
+    fn push_candidates(&mut self, s: Sw, up: bool, skip: Sw, hops: u8) -> usize {
         let base = self.stack.len();
-        let counters = if up_counter { &self.g_up } else { &self.g_down };
-        let groups = &self.tree.groups;
-        let order = &self.tree.order;
-        let key = |g: u32| {
-            ((counters[g as usize] as u64) << 32) | order[groups[g as usize].remote as usize] as u64
+        let sw = &self.tree.switches[s as usize];
+        let (list, remotes) = if up {
+            (&sw.up, &self.up_remote[s as usize])
+        } else {
+            (&sw.down, &self.down_remote[s as usize])
         };
-        for &g in list {
-            let k = key(g);
-            let mut i = self.stack.len();
-            self.stack.push(g);
-            while i > base && key(self.stack[i - 1]) > k {
-                self.stack[i] = self.stack[i - 1];
-                i -= 1;
+        // Up groups are ordered by their down counter and vice versa.
+        let up_counter = !up;
+        for (i, &remote) in remotes.iter().enumerate() {
+            if remote == skip || self.has_route_within(remote, hops) {
+                continue;
             }
-            self.stack[i] = g;
+            let g = list[i];
+            // Lists are in remote index order, so a stable insertion by
+            // counter orders by (counter, index).
+            let k = self.counter(g, up_counter);
+            let mut j = self.stack.len();
+            self.stack.push((k, g));
+            while j > base && self.stack[j - 1].0 > k {
+                self.stack[j] = self.stack[j - 1];
+                j -= 1;
+            }
+            self.stack[j] = (k, g);
         }
         base
     }
@@ -209,16 +247,10 @@ impl Router<'_> {
             return false;
         }
         let mut created = !sw.cas.is_empty();
-        let base = self.push_sorted(&sw.down, true);
-        for i in base..base + sw.down.len() {
-            let g = self.stack[i];
+        let base = self.push_candidates(s, false, prev, hops + 1);
+        for i in base..self.stack.len() {
+            let g = self.stack[i].1;
             let remote = tree.groups[g as usize].remote;
-            if remote == prev {
-                continue;
-            }
-            if self.has_route_within(remote, hops + 1) {
-                continue;
-            }
             let p = self.min_port(g, true);
             self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
             let routed = self.upgoing(remote, NONE, lid, hops + 1);
@@ -260,23 +292,30 @@ impl Router<'_> {
         if sw.up.is_empty() {
             return created;
         }
-        let base = self.push_sorted(&sw.up, false);
-        let n = sw.up.len();
-        let mut first = base;
+        let mut main_remote = NONE;
         if main {
-            let g = self.stack[base];
+            // First group with the lowest counter, in index order.
+            let mut g = sw.up[0];
+            for &h in &sw.up[1..] {
+                if self.g_down[h as usize] < self.g_down[g as usize] {
+                    g = h;
+                }
+            }
             let p = self.min_port(g, false);
             self.g_down[g as usize] += 1;
             self.p_down[p as usize] += 1;
             let remote = tree.groups[g as usize].remote;
-            if !self.is_set(remote) || hops + 1 < self.hop[remote as usize] {
+            if !self.has_route_within(remote, hops + 1) {
                 self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
             }
             created |= self.downgoing(remote, s, lid, true, credit, hops + 1);
-            first += 1;
+            main_remote = remote;
         }
-        for i in first..base + n {
-            let g = self.stack[i];
+        // The other parents, if the main path did not reach them already.
+        // A walk through one may reach another, hence the check again.
+        let base = self.push_candidates(s, true, main_remote, hops + 1);
+        for i in base..self.stack.len() {
+            let g = self.stack[i].1;
             let remote = tree.groups[g as usize].remote;
             if self.has_route_within(remote, hops + 1) {
                 continue;
