@@ -7,18 +7,18 @@
 //! switch's own) follows the same channels to a given LID, so they share
 //! a layer. That keeps the table at switches × LIDs bytes.
 //!
-//! The paper (Domke, Hoefler, Nagel, IPDPS 2011) puts every path in layer 0,
-//! then repeatedly finds a cycle, picks its weakest dependency and moves
-//! all paths inducing it one layer up. That heuristic wastes layers: a
-//! moved path may not have needed to move, and a path is moved whole to
-//! the next layer even when a lower one would take it. Here every path is
-//! placed directly into the lowest layer whose graph stays acyclic with it
-//! (first fit), checked incrementally with an online topological order
-//! ([`crate::cdg`]). Longest paths go first, as in first-fit-decreasing
-//! bin packing: they carry the most dependencies and are the hardest to
-//! fit, while short paths slot in between. This routes, for example, a
-//! 6×6×6 torus with 2 hosts per switch in fewer layers than the 8 VLs
-//! the hardware has, where OpenSM's heuristic asks for 9.
+//! The paper (Domke, Hoefler, Nagel, IPDPS 2011) and OpenSM put every path
+//! in layer 0, then repeatedly find a cycle, pick its weakest dependency
+//! and move all paths inducing it one layer up. That wastes layers: many
+//! moved paths did not need to move, and they move only one layer up. Here
+//! every path goes straight into the lowest layer whose graph stays
+//! acyclic with it (first fit, destinations in routing order), checked
+//! incrementally with an online topological order ([`crate::cdg`]). A path
+//! that fits no layer gets room made for it ([`repair`]): the cycle it
+//! would close in a layer is known from the failed check, the cycle's
+//! dependency that the fewest paths of the layer induce is cleared by
+//! moving those paths to other layers that take them, and the path is
+//! tried again.
 //!
 //! When fewer layers are needed than VLs are available, the layers are
 //! spread over the spare VLs as OpenSM does (each spare VL goes to the
