@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use sm_core::dump::lfts_parse::{parse_lfts, parse_lfts_file_detailed};
 use sm_topology::Topology;
+use smcore_tests::fabric_check::lfts_read_back;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::{parse_guid2lid_file, parse_lfts_file, quality, LidMap};
 use smcore_tests::proc::{collect, die_with_parent, drain, terminate};
@@ -63,28 +63,9 @@ impl Running {
     }
 }
 
-fn ibsim_run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
-    let out = sim
-        .client_command(program)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Every switch in the dump holds, as `ibroute` reads it, what the dump says.
 fn assert_switches_hold_the_dump(sim: &Ibsim, dumps: &Path, when: &str) {
-    let ours = parse_lfts_file_detailed(&dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
-    for sw in &ours {
-        let lid = sw.lid.unwrap_or_else(|| panic!("{when}: switch {:#x} has no LID", sw.guid));
-        let text = ibsim_run(sim, "ibroute", &[&lid.to_string()]);
-        let read = parse_lfts(&text, &format!("ibroute {lid}")).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let held: BTreeMap<u16, u8> = read[0].1.iter().copied().collect();
-        let dumped: BTreeMap<u16, u8> = sw.pairs().into_iter().collect();
-        assert_eq!(held, dumped, "{when}: LFT of switch LID {lid} ({})", sw.description);
-    }
+    lfts_read_back(sim, dumps).unwrap_or_else(|e| panic!("{when}: {e}"));
 }
 
 /// `topo` without the given links (indices).
