@@ -10,10 +10,19 @@ use smcore_nue::{Nue, NueConfig, Partitioner};
 
 fn main() {
     let fabrics = vec![
-        ("torus-6x6x6-h2", gen::torus(&[6, 6, 6], 2, false).unwrap().0),
-        ("torus-4x4x4-h2", gen::torus(&[4, 4, 4], 2, false).unwrap().0),
+        (
+            "torus-6x6x6-h2",
+            gen::torus(&[6, 6, 6], 2, false).unwrap().0,
+        ),
+        (
+            "torus-4x4x4-h2",
+            gen::torus(&[4, 4, 4], 2, false).unwrap().0,
+        ),
         ("kary-4-3-h4", gen::kary_ntree(4, 3, 4).unwrap()),
-        ("random-64-r12-h4", gen::random_irregular(64, 12, 4, 100, 7).unwrap()),
+        (
+            "random-64-r12-h4",
+            gen::random_irregular(64, 12, 4, 100, 7).unwrap(),
+        ),
     ];
     let filter: Option<String> = std::env::args().nth(1);
     // `measure FABRIC VLS RUNS`: only route, for `perf stat`.
