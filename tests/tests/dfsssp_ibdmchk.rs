@@ -1,0 +1,237 @@
+//! dfsssp judged from the outside.
+//!
+//! * `smcore route --engines dfsssp,no_fallback --dump-dir D` on a 3D torus
+//!   and on a random irregular fabric (both have credit loops under
+//!   shortest-path routing on one VL), then `ibdmchk` on D with the path-SL
+//!   file (`-c`) and the SL2VL file (`-d`) the core writes: every CA pair
+//!   connected, no credit loop, no complaint. The same dumps without `-c`
+//!   and `-d` (every path on VL 0) must show a credit loop, so the layers
+//!   are what makes the routing deadlock free.
+//! * Differential against OpenSM 3.3.23's `-R dfsssp` under ibsim on small
+//!   fabrics: the same verdict (both route, or both refuse), and where both
+//!   route, every CA pair reachable in both dumps.
+//!
+//! Needs `cargo build -p sm-core -p smcore-engine-minhop -p
+//! smcore-engine-dfsssp` first, and the Debian packages opensm, ibsim-utils,
+//! ibutils. `-- --nocapture` prints the figures.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use sm_core::dump::ibdmchk::{ibdmchk_args, IbdmchkOptions};
+use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibsim::Ibsim;
+use smcore_tests::lfts::quality_of_dump_dir;
+use smcore_tests::opensm::{self, OpenSmOptions};
+use smcore_tests::proc;
+use smcore_tests::smcore::{Profile, RouteOptions, Smcore};
+
+fn smcore() -> Smcore {
+    Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `ibdmchk` with the path-SL and SL2VL files, under a deadline.
+fn ibdmchk_with_sls(dir: &Path) -> Verdict {
+    let mut cmd = Command::new("ibdmchk");
+    proc::die_with_parent(&mut cmd);
+    let mut child = cmd
+        .args(ibdmchk_args(dir, &IbdmchkOptions::default()))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting ibdmchk (Debian package ibutils): {e}"));
+    let out = child.stdout.take().map(proc::drain);
+    let err = child.stderr.take().map(proc::drain);
+    let outcome =
+        proc::wait_with_timeout(&mut child, Duration::from_secs(300), Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mut text = proc::collect(out);
+    text.push_str(&proc::collect(err));
+    let mut v = ibdmchk::parse_output(&text);
+    v.timed_out = outcome == proc::Outcome::TimedOut;
+    v
+}
+
+/// Route `gen_args`'s fabric with dfsssp and judge the dumps with ibdmchk.
+fn route_and_check(name: &str, gen_args: &[&str]) {
+    let sm = smcore();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("dfsssp-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join(format!("{name}.net"));
+    sm.gen(gen_args, &net).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("dumps");
+    let run = sm
+        .route(
+            &net,
+            &RouteOptions::new("dfsssp,no_fallback", tmp.path().join("report.json")).dump_dir(&dir),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        run.status.success(),
+        "{name}: smcore route failed ({}):\n{}",
+        run.status,
+        run.output
+    );
+    let report = run
+        .report
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: no report:\n{}", run.output));
+    assert_eq!(
+        report.engine.as_deref(),
+        Some("dfsssp"),
+        "{name}:\n{}",
+        run.output
+    );
+    assert!(
+        !report.credit_loops,
+        "{name}: smcore's own verifier found a credit loop"
+    );
+
+    let with_sls = ibdmchk_with_sls(&dir);
+    let plain =
+        ibdmchk::check_dump_dir(&dir, Duration::from_secs(300)).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "{name}: {} switches, {} end ports, {} pairs; route {:.1} ms (debug build)\n  ibdmchk -c -d: {}\n  ibdmchk (VL 0 only): {}",
+        report.switches,
+        report.end_ports,
+        report.pairs,
+        report.phase_ms("route"),
+        with_sls.summary(),
+        plain.summary()
+    );
+    assert!(
+        with_sls.is_clean(),
+        "{name}: ibdmchk with path SLs: {}\n{}",
+        with_sls.summary(),
+        with_sls.output
+    );
+    assert!(
+        with_sls.output.contains("VLs used") && !with_sls.output.contains(" 1 VLs used"),
+        "{name}: ibdmchk did not analyse several VLs:\n{}",
+        with_sls.output
+    );
+    assert!(plain.connected(), "{name}: {}", plain.summary());
+    assert_eq!(
+        plain.credit_loops,
+        Some(true),
+        "{name}: the same routes on one VL should loop: {}",
+        plain.summary()
+    );
+}
+
+#[test]
+fn torus_4x4x3_is_credit_loop_free_per_ibdmchk() {
+    route_and_check("torus", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
+}
+
+#[test]
+fn random_fabric_is_credit_loop_free_per_ibdmchk() {
+    route_and_check(
+        "random",
+        &[
+            "random",
+            "--switches",
+            "24",
+            "--ports",
+            "12",
+            "--hosts",
+            "4",
+            "--extra-links",
+            "12",
+            "--seed",
+            "1",
+        ],
+    );
+}
+
+/// Same verdict as OpenSM's dfsssp on the same fabric.
+fn differential(name: &str, gen_args: &[&str]) {
+    let sm = smcore();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("dfsssp-diff-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join(format!("{name}.net"));
+    sm.gen(gen_args, &net).unwrap_or_else(|e| panic!("{e}"));
+    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+
+    let dir = tmp.path().join("smcore");
+    let run = sm
+        .route(
+            &net,
+            &RouteOptions::new("dfsssp,no_fallback", tmp.path().join("report.json")).dump_dir(&dir),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ours = run.status.success()
+        && run.report.as_ref().and_then(|r| r.engine.as_deref()) == Some("dfsssp");
+
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut opts = OpenSmOptions::new("dfsssp");
+    opts.timeout = Duration::from_secs(120);
+    let osm = opensm::run(&sim, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+    drop(sim);
+    let theirs = osm.asked_engine_routed();
+    println!(
+        "{name}: smcore dfsssp {}, OpenSM dfsssp {} (routed by {:?}, outcome {:?})",
+        if ours { "routed" } else { "refused" },
+        if theirs { "routed" } else { "refused" },
+        osm.routed_by(),
+        osm.outcome
+    );
+    assert_eq!(
+        ours,
+        theirs,
+        "{name}: verdicts differ; smcore:\n{}\nOpenSM log {}",
+        run.output,
+        osm.log_file.display()
+    );
+    if ours {
+        let sq = quality_of_dump_dir(&topo, &dir)
+            .unwrap_or_else(|e| panic!("{name}: smcore dumps: {e}"));
+        let oq = quality_of_dump_dir(&topo, osm.dump_dir())
+            .unwrap_or_else(|e| panic!("{name}: OpenSM dumps: {e}"));
+        println!(
+            "  smcore: reachable {}/{}, routes/link max {} mean {:.1}, extra hops {:.3}\n  OpenSM: reachable {}/{}, routes/link max {} mean {:.1}, extra hops {:.3}",
+            sq.reachable_pairs,
+            sq.pairs,
+            sq.max_routes_per_link,
+            sq.mean_routes_per_link,
+            sq.avg_extra_hops,
+            oq.reachable_pairs,
+            oq.pairs,
+            oq.max_routes_per_link,
+            oq.mean_routes_per_link,
+            oq.avg_extra_hops
+        );
+        assert!(
+            sq.all_reachable(),
+            "{name}: smcore leaves pairs unreachable: {:?}",
+            sq.unreachable_examples
+        );
+        assert!(
+            oq.all_reachable(),
+            "{name}: OpenSM leaves pairs unreachable: {:?}",
+            oq.unreachable_examples
+        );
+    }
+}
+
+#[test]
+fn same_verdict_as_opensm_on_a_kary_ntree() {
+    differential("kary-ntree", &["kary-ntree", "--k", "4", "--n", "2"]);
+}
+
+#[test]
+fn same_verdict_as_opensm_on_a_2d_torus() {
+    differential("torus-2d", &["torus", "--dims", "4x4", "--hosts", "1"]);
+}
+
+#[test]
+fn same_verdict_as_opensm_on_a_3d_torus() {
+    differential("torus-3d", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
+}
