@@ -23,6 +23,10 @@
 //!    first hops in link rank order, and opens a new layer only when none
 //!    fits. The acyclicity check is incremental: each layer keeps an
 //!    online topological order of its channels ([`cdg`]).
+//!    OpenSM instead fixes each path first (its BFS order) and only then
+//!    searches a layer for it ([`PathChoice::Fixed`] reproduces that): on
+//!    a 6x6x6 torus with two hosts per switch that needs 9 layers, more
+//!    than the 8 VLs, while choosing the first hop per layer needs 3.
 //! 3. **Balancing**: paths move from the layers above the average to the
 //!    least filled layers where they fit, as OpenSM does, so the SLs carry
 //!    similar numbers of paths. The number of layers does not grow.
