@@ -9,6 +9,11 @@
 //! loops, and both SMs write the same compute node order
 //! (`opensm-ftree-ca-order.dump`, compared by node description).
 //!
+//! Fabrics: 4-ary 2- and 3-trees, a 2:1 oversubscribed two-level tree, a
+//! 4-ary 3-tree with three hosts missing (dummies in the CA order), the
+//! same tree with three cables cut (both refuse it as impure; both route
+//! it given the spines as roots), and a torus (both refuse).
+//!
 //! Needs `cargo build -p sm-core -p smcore-engine-ftree` first, and the
 //! Debian packages opensm, ibsim-utils, ibutils. `-- --nocapture` prints
 //! the figures.
@@ -65,13 +70,51 @@ fn ca_order(dir: &Path) -> Vec<String> {
 /// Route `gen_args`'s fabric with both SMs and compare; returns whether
 /// they routed.
 fn differential(name: &str, gen_args: &[&str]) -> bool {
-    let sm = smcore();
     let tmp = tempfile::Builder::new()
         .prefix(&format!("ftree-{name}-"))
         .tempdir()
         .expect("temp dir");
     let net = tmp.path().join(format!("{name}.net"));
-    sm.gen(gen_args, &net).unwrap_or_else(|e| panic!("{e}"));
+    smcore()
+        .gen(gen_args, &net)
+        .unwrap_or_else(|e| panic!("{e}"));
+    compare(name, &tmp, &net, &[], &[])
+}
+
+/// [`differential`] on a topology built here, with extra arguments for
+/// each SM (`root` adds a root GUID file listing the `spine-*` switches).
+fn differential_topo(name: &str, topo: &Topology, root: bool) -> bool {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("ftree-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join(format!("{name}.net"));
+    sm_topology::emit::write_file(topo, &net).unwrap_or_else(|e| panic!("{e}"));
+    let (mut sm_args, mut osm_args) = (Vec::new(), Vec::new());
+    if root {
+        let file = tmp.path().join("roots");
+        let text: String = topo
+            .nodes
+            .iter()
+            .filter(|n| n.is_switch() && n.desc.starts_with("spine"))
+            .map(|n| format!("0x{:016x}\n", n.node_guid))
+            .collect();
+        std::fs::write(&file, text).expect("root file");
+        sm_args = vec!["--root-guid-file".to_string(), file.display().to_string()];
+        osm_args = vec!["-a".to_string(), file.display().to_string()];
+    }
+    compare(name, &tmp, &net, &sm_args, &osm_args)
+}
+
+fn compare(
+    name: &str,
+    tmp: &tempfile::TempDir,
+    net: &Path,
+    sm_args: &[String],
+    osm_args: &[String],
+) -> bool {
+    let sm = smcore();
+    let net = net.to_path_buf();
     let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
 
     let sm_dir = tmp.path().join("smcore");
@@ -81,7 +124,7 @@ fn differential(name: &str, gen_args: &[&str]) -> bool {
         "ftree,no_fallback",
         &tmp.path().join("report.json"),
         Some(&sm_dir),
-        &[],
+        sm_args,
         Duration::from_secs(60),
     )
     .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -97,6 +140,7 @@ fn differential(name: &str, gen_args: &[&str]) -> bool {
     let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut opts = OpenSmOptions::new("ftree");
     opts.timeout = Duration::from_secs(60);
+    opts.extra_args = osm_args.to_vec();
     let osm = opensm::run(&sim, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert!(
         osm.success(),
@@ -206,4 +250,49 @@ fn torus_is_refused_by_both() {
         "torus-4x4",
         &["torus", "--dims", "4x4", "--hosts", "2"]
     ));
+}
+
+#[test]
+fn missing_hosts_pad_the_ca_order_alike() {
+    // Two hosts gone from one leaf and one from another: both SMs route
+    // dummies in their place and list them as DUMMY.
+    let mut topo = sm_topology::gen::kary_ntree(4, 3, 4).unwrap();
+    for host in ["host-5", "host-6", "host-40"] {
+        let h = topo.find_node_by_desc(host).unwrap();
+        topo.links.retain(|l| !l.touches(h));
+        topo.nodes[h].desc = format!("gone-{host}");
+    }
+    let gone: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].desc.starts_with("gone-"))
+        .collect();
+    let mut keep = (0..topo.nodes.len()).map(|i| !gone.contains(&i));
+    // Drop the disconnected hosts themselves: ibsim would still list them.
+    let mut remap = vec![usize::MAX; topo.nodes.len()];
+    let mut next = 0;
+    for (i, r) in remap.iter_mut().enumerate() {
+        if !gone.contains(&i) {
+            *r = next;
+            next += 1;
+        }
+    }
+    topo.nodes.retain(|_| keep.next().unwrap_or(true));
+    for l in &mut topo.links {
+        l.a.0 = remap[l.a.0];
+        l.b.0 = remap[l.b.0];
+    }
+    topo.canonicalize();
+    assert!(differential_topo(
+        "4-ary-3-tree-minus-3-hosts",
+        &topo,
+        false
+    ));
+}
+
+#[test]
+fn cut_links_need_roots_on_both() {
+    let base = sm_topology::gen::kary_ntree(4, 3, 4).unwrap();
+    let (topo, _) = sm_topology::gen::with_faults(&base, 3, 0, 2).unwrap();
+    assert!(topo.is_connected());
+    assert!(!differential_topo("4-ary-3-tree-cut", &topo, false));
+    assert!(differential_topo("4-ary-3-tree-cut-roots", &topo, true));
 }
