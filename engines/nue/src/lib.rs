@@ -54,7 +54,8 @@
 //!
 //! # Options (OpenSM names)
 //!
-//! * `nue_max_num_vls` — layers/VLs Nue may use: `0` = the operational VLs
+//! * `nue_max_num_vls` — layers/VLs Nue may use (default 1, as OpenSM's):
+//!   `0` = the operational VLs
 //!   (the least `op_vls` over all linked ports, at most 8), `1` = no VLs
 //!   needed at all, `2..=15` = at most that many (capped, with a warning, at
 //!   the operational VLs; VLs left over are free for QoS).
@@ -81,14 +82,25 @@ pub use partition::Partitioner;
 pub const AUTO_VL_CAP: u8 = 8;
 
 /// Nue options, named as OpenSM's.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NueConfig {
-    /// `nue_max_num_vls`: 0 = auto, else 1..=15.
+    /// `nue_max_num_vls`: 0 = auto, else 1..=15. Default 1, as OpenSM:
+    /// deadlock-free without any SL2VL setup or SL-aware applications.
     pub max_num_vls: u8,
     /// `nue_include_switches`.
     pub include_switches: bool,
     /// `nue_partition`.
     pub partitioner: Partitioner,
+}
+
+impl Default for NueConfig {
+    fn default() -> Self {
+        NueConfig {
+            max_num_vls: 1,
+            include_switches: false,
+            partitioner: Partitioner::Grown,
+        }
+    }
 }
 
 impl NueConfig {

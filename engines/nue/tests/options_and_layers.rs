@@ -59,18 +59,31 @@ fn smcore_nue_shortest(fabric: &sm_abi::FabricSnapshot) -> sm_abi::Routing {
     ))
 }
 
+fn auto() -> Nue {
+    Nue::from_config("nue_max_num_vls = 0").unwrap()
+}
+
+#[test]
+fn default_is_one_vl_as_opensm() {
+    let r = Nue::from_config("")
+        .unwrap()
+        .route(&torus(&[3, 3, 3], 1))
+        .unwrap();
+    assert_eq!(r.vls_used, 1);
+}
+
 #[test]
 fn auto_uses_the_operational_vls_capped_at_8() {
     let mut fabric = torus(&[3, 3, 3], 2);
     // Generated fabrics operate 8 data VLs.
-    let (r, st) = Nue::default().route_with_stats(&fabric).unwrap();
+    let (r, st) = auto().route_with_stats(&fabric).unwrap();
     assert_eq!(st.operational_vls, 8);
     assert_eq!(r.vls_used, 8);
     // 15 operational VLs: auto still stops at 8.
     for p in fabric.ports.iter_mut().filter(|p| p.op_vls > 0) {
         p.op_vls = 15;
     }
-    let (r, _) = Nue::default().route_with_stats(&fabric).unwrap();
+    let (r, _) = auto().route_with_stats(&fabric).unwrap();
     assert_eq!(r.vls_used, 8);
     // One port with 2 VLs limits the whole fabric.
     let linked = fabric
@@ -79,7 +92,7 @@ fn auto_uses_the_operational_vls_capped_at_8() {
         .position(|p| p.op_vls > 0 && p.num > 0 && p.is_linked())
         .unwrap();
     fabric.ports[linked].op_vls = 2;
-    let (r, st) = Nue::default().route_with_stats(&fabric).unwrap();
+    let (r, st) = auto().route_with_stats(&fabric).unwrap();
     assert_eq!(st.operational_vls, 2);
     assert_eq!(r.vls_used, 2);
     let v = verify(&fabric, &r, &VerifyOptions::default());

@@ -1,0 +1,270 @@
+//! nue through the `smcore` binary, judged by `ibdmchk`, and against
+//! OpenSM 3.3.23's `-R nue` on the same fabric.
+//!
+//! * `smcore route --engines nue,no_fallback --nue-max-num-vls 1 --dump-dir D`
+//!   on a generated 3D torus and a random irregular fabric routes on one VL,
+//!   and `ibdmchk` finds D connected and free of credit loops. Min hop's
+//!   tables on the same torus do have credit loops by ibdmchk's own count,
+//!   so the verdict is not vacuous.
+//! * With `--nue-max-num-vls 0` (the operational VLs) nue uses several
+//!   layers and ibdmchk, given smcore's path-SL (`-c`) and SL2VL (`-d`)
+//!   files, still finds no credit loop.
+//! * OpenSM's `-R nue --nue_max_num_vls 1` under ibsim on a small torus:
+//!   the same verdict (both route), every CA pair OpenSM connects smcore
+//!   connects too, and both sides' tables are free of credit loops.
+//!
+//! Needs `cargo build -p sm-core -p smcore-engine-minhop -p
+//! smcore-engine-nue` first, and the Debian packages opensm, ibsim-utils,
+//! ibutils. `-- --nocapture` prints the figures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use smcore_tests::bench;
+use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibsim::Ibsim;
+use smcore_tests::lfts;
+use smcore_tests::opensm::{self, OpenSmOptions};
+use smcore_tests::proc;
+use smcore_tests::smcore::{Profile, Smcore};
+
+fn smcore() -> Smcore {
+    Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `ibdmchk` on a dump directory, with smcore's path-SL and SL2VL files
+/// when `with_sls`.
+fn ibdmchk_run(dir: &Path, with_sls: bool) -> Verdict {
+    let mut cmd = Command::new("ibdmchk");
+    proc::die_with_parent(&mut cmd);
+    cmd.arg("-s").arg(dir.join("opensm-subnet.lst"));
+    cmd.arg("-f").arg(dir.join("opensm.fdbs"));
+    cmd.arg("-m").arg(dir.join("opensm.mcfdbs"));
+    if with_sls {
+        for (flag, file) in [("-c", "smcore-path-sl.psl"), ("-d", "opensm-sl2vl.dump")] {
+            assert!(
+                dir.join(file).is_file(),
+                "{} missing",
+                dir.join(file).display()
+            );
+            cmd.arg(flag).arg(dir.join(file));
+        }
+    }
+    let mut child = cmd
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting ibdmchk (Debian package ibutils)");
+    let out = child.stdout.take().map(proc::drain);
+    let err = child.stderr.take().map(proc::drain);
+    let outcome =
+        proc::wait_with_timeout(&mut child, Duration::from_secs(120), Duration::from_secs(1))
+            .expect("waiting for ibdmchk");
+    let mut text = proc::collect(out);
+    text.push_str(&proc::collect(err));
+    let mut v = ibdmchk::parse_output(&text);
+    v.timed_out = outcome == proc::Outcome::TimedOut;
+    v
+}
+
+struct Fabric {
+    name: String,
+    net: PathBuf,
+    tmp: tempfile::TempDir,
+}
+
+impl Fabric {
+    fn generated(name: &str, args: &[&str]) -> Fabric {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("nue-{name}-"))
+            .tempdir()
+            .expect("temp dir");
+        let net = tmp.path().join(format!("{name}.net"));
+        smcore().gen(args, &net).unwrap_or_else(|e| panic!("{e}"));
+        Fabric {
+            name: name.into(),
+            net,
+            tmp,
+        }
+    }
+
+    /// Route with `engines` and extra flags; returns the dump directory and
+    /// the VLs the report says were used.
+    fn route(&self, engines: &str, tag: &str, extra: &[&str]) -> (PathBuf, u64) {
+        let dir = self.tmp.path().join(tag);
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let run = bench::route(
+            &smcore(),
+            &self.net,
+            engines,
+            &self.tmp.path().join(format!("{tag}.json")),
+            Some(&dir),
+            &extra,
+            Duration::from_secs(120),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        let first = engines.split(',').next().unwrap_or(engines);
+        assert!(
+            run.routed_by(first),
+            "{}/{tag}: {first} did not route ({}):\n{}",
+            self.name,
+            run.status,
+            run.output
+        );
+        (dir, run.number("vls_used").unwrap_or(0.0) as u64)
+    }
+
+    /// nue routes with `--nue-max-num-vls vls`; ibdmchk (with the SL files)
+    /// finds the dumps connected and loop free. Returns the VLs used.
+    fn nue_clean(&self, vls: u8) -> u64 {
+        let tag = format!("nue-vls{vls}");
+        let (dir, used) = self.route(
+            "nue,no_fallback",
+            &tag,
+            &["--nue-max-num-vls", &vls.to_string()],
+        );
+        let v = ibdmchk_run(&dir, true);
+        println!(
+            "{}/{tag}: {used} VLs; ibdmchk with SLs: {}",
+            self.name,
+            v.summary()
+        );
+        assert!(
+            v.connected(),
+            "{}/{tag}: {}\n{}",
+            self.name,
+            v.summary(),
+            v.output
+        );
+        assert_eq!(
+            v.credit_loops,
+            Some(false),
+            "{}/{tag}: {}\n{}",
+            self.name,
+            v.summary(),
+            v.output
+        );
+        if vls == 1 {
+            assert_eq!(used, 1, "{}/{tag}", self.name);
+            // One VL: the tables alone must be loop free.
+            let plain = ibdmchk::check_dump_dir(&dir, Duration::from_secs(120))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                plain.is_clean(),
+                "{}/{tag} without SL files: {}\n{}",
+                self.name,
+                plain.summary(),
+                plain.output
+            );
+        }
+        used
+    }
+}
+
+#[test]
+fn torus_on_one_vl_is_credit_loop_free() {
+    let f = Fabric::generated("torus-4x4x3", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
+    f.nue_clean(1);
+    let used = f.nue_clean(0);
+    assert!(
+        used > 1 && used <= 8,
+        "auto on 8 operational VLs used {used}"
+    );
+    // Shortest paths on the same torus close credit loops (ibdmchk says so).
+    let (dir, _) = f.route("minhop", "minhop", &[]);
+    let v =
+        ibdmchk::check_dump_dir(&dir, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    println!("{}/minhop: {}", f.name, v.summary());
+    assert_eq!(
+        v.credit_loops,
+        Some(true),
+        "{}: min hop on a torus: {}",
+        f.name,
+        v.summary()
+    );
+}
+
+#[test]
+fn random_fabric_on_one_vl_is_credit_loop_free() {
+    let f = Fabric::generated(
+        "random-24",
+        &[
+            "random",
+            "--switches",
+            "24",
+            "--ports",
+            "8",
+            "--hosts",
+            "2",
+            "--extra-links",
+            "20",
+            "--seed",
+            "4",
+        ],
+    );
+    f.nue_clean(1);
+    f.nue_clean(0);
+}
+
+/// OpenSM's nue on the same small torus with one VL: both route, smcore
+/// connects every pair OpenSM connects, neither has a credit loop.
+#[test]
+fn same_verdict_as_opensm_nue() {
+    let f = Fabric::generated("torus-4x3x3", &["torus", "--dims", "4x3x3", "--hosts", "1"]);
+    let (dir, used) = f.route("nue,no_fallback", "nue", &["--nue-max-num-vls", "1"]);
+    assert_eq!(used, 1);
+    let ours = ibdmchk_run(&dir, true);
+    let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = OpenSmOptions::new("nue");
+    o.timeout = Duration::from_secs(240);
+    o.extra_args.push("--nue_max_num_vls".into());
+    o.extra_args.push("1".into());
+    let osm = opensm::run(&sim, &o).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        osm.success(),
+        "opensm did not finish ({:?}); log {}:\n{}",
+        osm.outcome,
+        osm.log_file.display(),
+        osm.output
+    );
+    let theirs = ibdmchk::check_dump_dir(osm.dump_dir(), Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "{}: smcore nue: {}; OpenSM routed by {:?}: {}",
+        f.name,
+        ours.summary(),
+        osm.routed_by(),
+        theirs.summary()
+    );
+    assert!(
+        osm.asked_engine_routed(),
+        "OpenSM's nue did not route: {:?}",
+        osm.log.errors
+    );
+    assert!(
+        ours.connected() && ours.credit_loops == Some(false),
+        "smcore: {}",
+        ours.summary()
+    );
+    assert_eq!(
+        theirs.credit_loops,
+        Some(false),
+        "OpenSM: {}",
+        theirs.summary()
+    );
+    let topo = sm_topology::parse_file(&f.net).unwrap_or_else(|e| panic!("{e}"));
+    let judge = |d: &Path| {
+        let t = lfts::parse_lfts_file(d.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
+        let l = lfts::lid_map_for_dump_dir(d).unwrap_or_else(|e| panic!("{e}"));
+        lfts::reachable_pairs(&topo, &t, &l).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (ours_pairs, theirs_pairs) = (judge(&dir), judge(osm.dump_dir()));
+    assert!(!ours_pairs.is_empty());
+    assert!(
+        theirs_pairs.is_subset(&ours_pairs),
+        "pairs OpenSM's nue connects that smcore's does not"
+    );
+}
