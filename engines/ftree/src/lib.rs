@@ -50,7 +50,11 @@
 //! leaves: on a complete tree every inter-switch link carries the same
 //! number of CA-to-CA routes. Then the other CA ports are routed the same
 //! way, then switch LIDs (not counted). All routes go up then down, so
-//! there are no credit loops (unless reverse hops are allowed).
+//! there are no credit loops. Routes to I/O nodes with reverse hops
+//! (`max_reverse_hops` > 0) do turn down then up; OpenSM warns they may
+//! close credit loops, so here paths to I/O nodes get SL 1 (VL 1 under
+//! the default SL2VL map) and stay apart from the up/down traffic on SL 0,
+//! whenever every switch port has a second data VL.
 //!
 //! LMC > 0 is refused, as in OpenSM. The result is checked before it is
 //! returned: a CA that some CA-carrying switch cannot reach makes the
@@ -60,7 +64,10 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sm_abi::{EngineError, FabricSnapshot, Level, Lft, Routing, RoutingEngine, NO_ROUTE};
+use sm_abi::abi_stable::std_types::ROption;
+use sm_abi::{
+    path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, Routing, RoutingEngine, NO_ROUTE,
+};
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
 
@@ -84,7 +91,7 @@ pub struct FtreeConfig {
     /// I/O node port GUIDs (OpenSM `io_guid_file`, `-G`).
     pub io_guid_file: Option<PathBuf>,
     /// Down-then-up turns allowed on routes to I/O nodes (OpenSM
-    /// `max_reverse_hops`, `-H`). Such routes may form credit loops.
+    /// `max_reverse_hops`, `-H`). Paths to I/O nodes then use SL 1.
     pub max_reverse_hops: u32,
     /// Route switch LIDs that up/down leaves unreachable from upper
     /// switches through the last leaf (OpenSM `connect_roots`, `-z`).
@@ -311,6 +318,55 @@ pub fn write_ca_order(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// SL 1 for paths to I/O nodes, SL 0 for the rest.
+struct IoSl {
+    io_lid: Vec<bool>,
+}
+
+impl PathSl for IoSl {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RNone
+    }
+    fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
+        self.io_lid.get(dlid as usize).copied().unwrap_or(false) as u8
+    }
+}
+
+/// Routes to I/O nodes with reverse hops turn down then up, which pure
+/// up/down routes never do; mixed on one VL the two can close a credit
+/// loop. Paths to I/O nodes therefore go on SL 1 (VL 1 with the default
+/// SL2VL map), away from the compute traffic on SL 0, when every switch
+/// port has a second data VL; otherwise a warning says loops may form.
+fn reverse_hop_sl(fabric: &FabricSnapshot, tree: &Tree, routing: &mut Routing) {
+    let two_vls = tree.switches.iter().all(|s| {
+        let n = &fabric.nodes[s.node as usize];
+        (1..=n.num_ports).all(|p| {
+            let port = &fabric.ports[(n.first_port + p as u32) as usize];
+            port.peer == sm_abi::NONE || port.op_vls >= 2
+        })
+    });
+    if !two_vls {
+        routing.diag(
+            Level::Warn,
+            "ftree: max_reverse_hops > 0 lets I/O routes turn down then up and some switch port has a single \
+             data VL to keep them apart: they may form credit loops",
+        );
+        return;
+    }
+    let mut io_lid = vec![false; fabric.max_lid as usize + 1];
+    for c in tree.cas.iter().filter(|c| c.is_io) {
+        if let Some(slot) = io_lid.get_mut(c.lid as usize) {
+            *slot = true;
+        }
+    }
+    routing.path_sl = path_sl_box(IoSl { io_lid });
+    routing.vls_used = 2;
+    routing.diag(
+        Level::Info,
+        "ftree: paths to I/O nodes use SL 1 (reverse hops are allowed for them), the rest SL 0",
+    );
+}
+
 impl RoutingEngine for Ftree {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
         let mut notes = Vec::new();
@@ -343,7 +399,7 @@ impl RoutingEngine for Ftree {
             }
         }
         if self.cfg.max_reverse_hops > 0 && tree.cas.iter().any(|c| c.is_io) {
-            routing.diag(Level::Warn, "ftree: max_reverse_hops > 0 lets I/O routes turn down then up; they may form credit loops");
+            reverse_hop_sl(fabric, &tree, &mut routing);
         }
         Ok(routing)
     }

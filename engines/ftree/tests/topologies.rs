@@ -142,10 +142,33 @@ fn io_nodes_on_the_spines() {
         "{}",
         v.failure().unwrap_or_default()
     );
-    assert!(r
+    // Reverse hops turn down then up; on their own SL they close no credit loop.
+    assert!(v.credit_loop.is_none(), "{:?}", v.credit_loop);
+    assert_eq!(r.vls_used, 2);
+    let io_lid = f.ports[f
+        .end_ports()
+        .find(|&p| ca_port_guids(&f, "io").contains(&f.ports[p as usize].guid))
+        .unwrap() as usize]
+        .lid;
+    let host_lid = f.ports[f
+        .end_ports()
+        .find(|&p| ca_port_guids(&f, "host").contains(&f.ports[p as usize].guid))
+        .unwrap() as usize]
+        .lid;
+    assert_eq!(r.path_sl.path_sl(host_lid, io_lid), 1);
+    assert_eq!(r.path_sl.path_sl(io_lid, host_lid), 0);
+
+    // With a single data VL the split is impossible: a warning says so.
+    let mut one_vl = f.clone();
+    for p in one_vl.ports.iter_mut() {
+        p.op_vls = p.op_vls.min(1);
+    }
+    let r1 = eng.route(&one_vl).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r1
         .diagnostics
         .iter()
         .any(|d| d.level == Level::Warn && d.message.contains("credit loops")));
+    assert_eq!(r1.vls_used, 1);
 
     // The same with the roots given.
     let roots = scratch_file("io", "roots", &guid_file_text(&guids_of(&f, "spine")));
