@@ -398,6 +398,16 @@ impl RoutingEngine for Ftree {
                 );
             }
         }
+        if self.cfg.max_reverse_hops > route::MAX_REVERSE_HOPS as u32 {
+            routing.diag(
+                Level::Warn,
+                format!(
+                    "ftree: max_reverse_hops {} capped at {}",
+                    self.cfg.max_reverse_hops,
+                    route::MAX_REVERSE_HOPS
+                ),
+            );
+        }
         if self.cfg.max_reverse_hops > 0 && tree.cas.iter().any(|c| c.is_io) {
             reverse_hop_sl(fabric, &tree, &mut routing);
         }

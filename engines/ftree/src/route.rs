@@ -51,14 +51,23 @@ struct Router<'a> {
     lft: Vec<u8>,
     stride: usize,
     /// Group lists being walked, one slice per active call.
+    /// Per switch: `destination serial << 8 | hops` of the best reverse-hop
+    /// visit so far, and the credit it had.
+    rev_mark: Vec<u32>,
+    rev_credit: Vec<u16>,
     /// (counter, group) pairs.
     stack: Vec<(u32, u32)>,
 }
 
+/// Highest reverse hop credit used: enough to join any two switches of
+/// an 8-level tree, and it keeps hop counts within a byte.
+pub const MAX_REVERSE_HOPS: u16 = 8;
+
 /// Options of one routing run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RouteOptions {
-    /// Down-up turns an I/O node's routes may take (OpenSM `max_reverse_hops`).
+    /// Down-up turns an I/O node's routes may take (OpenSM `max_reverse_hops`),
+    /// at most [`MAX_REVERSE_HOPS`].
     pub max_reverse_hops: u16,
     /// Give switches above the leaves routes to switch LIDs the up/down
     /// rules leave out, through the last leaf (OpenSM `connect_roots`).
@@ -77,6 +86,8 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         p_down: vec![0; tree.ports.len()],
         down_idx: vec![0; nsw],
         mark: vec![0; nsw],
+        rev_mark: vec![0; nsw],
+        rev_credit: vec![0; nsw],
         up_remote: tree
             .switches
             .iter()
@@ -128,7 +139,11 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         if c.is_cn || c.lid as usize >= stride {
             continue;
         }
-        let credit = if c.is_io { opts.max_reverse_hops } else { 0 };
+        let credit = if c.is_io {
+            opts.max_reverse_hops.min(MAX_REVERSE_HOPS)
+        } else {
+            0
+        };
         r.start();
         r.set(c.sw, c.lid, c.sw_port, 1);
         r.downgoing(c.sw, NONE, c.lid, true, credit, 1);
@@ -170,6 +185,21 @@ impl Router<'_> {
         if lid != 0 {
             self.lft[s as usize * self.stride + lid as usize] = port;
         }
+    }
+
+    /// Whether a reverse hop into `s` with `credit` left at `hops` can
+    /// still add anything: not when an earlier one for this destination
+    /// had at least as much credit at no more hops (OpenSM walks every
+    /// such repeat, which grows as the number of children to the power of
+    /// the credit). Records the visit when it goes ahead.
+    fn first_reverse_visit(&mut self, s: Sw, credit: u16, hops: u8) -> bool {
+        let m = self.rev_mark[s as usize];
+        if m >> 8 == self.cur && self.rev_credit[s as usize] >= credit && (m & 0xFF) as u8 <= hops {
+            return false;
+        }
+        self.rev_mark[s as usize] = self.cur << 8 | hops as u32;
+        self.rev_credit[s as usize] = credit;
+        true
     }
 
     /// Whether `s` already has a route to the destination no longer than `hops`.
@@ -284,7 +314,9 @@ impl Router<'_> {
                 for j in 0..n {
                     let g = sw.down[((start + j) % n) as usize];
                     let remote = tree.groups[g as usize].remote;
-                    created |= self.downgoing(remote, s, lid, main, credit - 1, hops + 1);
+                    if self.first_reverse_visit(remote, credit - 1, hops + 1) {
+                        created |= self.downgoing(remote, s, lid, main, credit - 1, hops + 1);
+                    }
                 }
             }
             return created;
@@ -332,7 +364,9 @@ impl Router<'_> {
         for gi in 0..sw.down.len() {
             let g = sw.down[gi];
             let remote = tree.groups[g as usize].remote;
-            created |= self.downgoing(remote, s, lid, true, credit - 1, hops + 1);
+            if self.first_reverse_visit(remote, credit - 1, hops + 1) {
+                created |= self.downgoing(remote, s, lid, true, credit - 1, hops + 1);
+            }
         }
         created
     }

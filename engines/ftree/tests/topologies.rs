@@ -158,6 +158,19 @@ fn io_nodes_on_the_spines() {
     assert_eq!(r.path_sl.path_sl(host_lid, io_lid), 1);
     assert_eq!(r.path_sl.path_sl(io_lid, host_lid), 0);
 
+    // A huge credit is capped (and repeat visits are pruned, so it stays quick).
+    let big = engine(FtreeConfig {
+        max_reverse_hops: 1000,
+        ..cfg.clone()
+    });
+    let rb = big.route(&f).unwrap_or_else(|e| panic!("{e}"));
+    assert!(rb
+        .diagnostics
+        .iter()
+        .any(|d| d.level == Level::Warn && d.message.contains("capped")));
+    let vb = smcore_kit::verify::verify(&f, &rb, &smcore_kit::VerifyOptions::default());
+    assert!(vb.ok(), "{}", vb.failure().unwrap_or_default());
+
     // With a single data VL the split is impossible: a warning says so.
     let mut one_vl = f.clone();
     for p in one_vl.ports.iter_mut() {
