@@ -209,6 +209,7 @@ fn route_ranked(
             tree.sibling_links
         ));
     }
+    notes.extend(tree.notes.iter().cloned());
     if tree.unranked > 0 {
         notes.push(format!(
             "ftree: {} switch(es) not connected to the tree are not routed",

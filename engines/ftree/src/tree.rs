@@ -131,6 +131,8 @@ pub struct Tree {
     pub sibling_links: usize,
     /// Switches the ranking did not reach.
     pub unranked: usize,
+    /// Things the admin should know (GUIDs of the files not found, ...).
+    pub notes: Vec<String>,
 }
 
 fn err(msg: impl Into<String>) -> EngineError {
@@ -259,14 +261,37 @@ impl Tree {
             }
         }
 
+        let mut notes = Vec::new();
+        for (what, set) in [("cn_guid_file", &roles.cns), ("io_guid_file", &roles.ios)] {
+            let Some(set) = set else { continue };
+            let known: HashSet<u64> = ca_order
+                .iter()
+                .flat_map(|&node| {
+                    let n = &fabric.nodes[node as usize];
+                    let ports = (1..=n.num_ports as u32)
+                        .map(move |p| fabric.ports[(n.first_port + p) as usize].guid);
+                    std::iter::once(n.guid).chain(ports)
+                })
+                .collect();
+            let unknown = set.iter().filter(|g| !known.contains(g)).count();
+            if unknown > 0 {
+                notes.push(format!(
+                    "ftree: {what}: {unknown} GUID(s) name no CA port of the fabric"
+                ));
+            }
+        }
+
         // Ranking.
         let explicit_roots = roles.roots.is_some();
         let rank: Vec<u32> = match &roles.roots {
             Some(guids) => {
                 let mut roots: Vec<Sw> = Vec::new();
                 for g in guids {
-                    if let Some(s) = switches.iter().position(|s| s.guid == *g) {
-                        roots.push(s as Sw);
+                    match switches.iter().position(|s| s.guid == *g) {
+                        Some(s) => roots.push(s as Sw),
+                        None => notes.push(format!(
+                            "ftree: root_guid_file: 0x{g:016x} is not a switch of the fabric"
+                        )),
                     }
                 }
                 if roots.is_empty() {
@@ -423,6 +448,7 @@ impl Tree {
             order: Vec::new(),
             sibling_links,
             unranked,
+            notes,
         };
         tree.index();
         tree.make_leaf_array()?;

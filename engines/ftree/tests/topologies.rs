@@ -342,6 +342,36 @@ fn guid_file_problems() {
         warn.message
     );
 
+    // GUIDs naming nothing in the fabric are warnings, not errors.
+    let mut text = guid_file_text(&guids_of(&f, "spine"));
+    text.push_str("0x00000000deadbeef\n");
+    let roots = scratch_file("guids", "roots-stranger", &text);
+    let mut cn_guids = ca_port_guids(&f, "host");
+    cn_guids.push(0xdead);
+    let cns = scratch_file("guids", "cns-stranger", &guid_file_text(&cn_guids));
+    let cfg = FtreeConfig {
+        root_guid_file: Some(roots),
+        cn_guid_file: Some(cns),
+        ..Default::default()
+    };
+    let (r, _) = route_ok(&engine(cfg), &f, "strangers");
+    let warns: Vec<&str> = r
+        .diagnostics
+        .iter()
+        .filter(|d| d.level == Level::Warn)
+        .map(|d| d.message.as_str())
+        .collect();
+    assert!(
+        warns
+            .iter()
+            .any(|w| w.contains("0x00000000deadbeef is not a switch")),
+        "{warns:?}"
+    );
+    assert!(
+        warns.iter().any(|w| w.contains("cn_guid_file: 1 GUID(s)")),
+        "{warns:?}"
+    );
+
     let empty = scratch_file("guids", "empty", "# nothing\n");
     let e = engine(FtreeConfig {
         root_guid_file: Some(empty),
