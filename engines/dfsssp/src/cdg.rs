@@ -51,6 +51,19 @@ pub struct LayeredCdg<'a> {
     /// After a refused path: the channels from the refused dependency's
     /// head back to its tail, all joined by dependencies of the layer.
     pub cycle: Vec<Ch>,
+    /// Statistics: insertions that needed a Pearce–Kelly search, and
+    /// channels those searches visited.
+    pub searches: u64,
+    /// See [`LayeredCdg::searches`].
+    pub visited: u64,
+    /// Per layer: dependencies known to close a cycle (bit per `dep`).
+    /// Layers only grow between removals, so a refusal stays valid until
+    /// the layer loses a dependency.
+    refused: Vec<Vec<u64>>,
+    /// Search even for known refusals, so that [`LayeredCdg::cycle`] is set.
+    pub want_cycle: bool,
+    /// Dependencies of all paths while seeding the order.
+    union: Vec<u64>,
 }
 
 impl<'a> LayeredCdg<'a> {
@@ -91,6 +104,11 @@ impl<'a> LayeredCdg<'a> {
             dep_base,
             parent: vec![0; n],
             cycle: Vec::new(),
+            searches: 0,
+            visited: 0,
+            refused: vec![vec![0; (deps as usize).div_ceil(64)]; layers],
+            want_cycle: false,
+            union: Vec::new(),
         }
     }
 
@@ -102,6 +120,11 @@ impl<'a> LayeredCdg<'a> {
         (self.dep_base[v]
             + self.net.in_port[x as usize] as u32 * side
             + self.net.out_port[y as usize] as u32) as usize
+    }
+
+    /// Number of possible dependencies (the range of [`LayeredCdg::dep`]).
+    pub fn dep_count(&self) -> usize {
+        self.count.first().map_or(0, Vec::len)
     }
 
     /// Paths of layer `l` inducing `x → y`.
@@ -177,7 +200,9 @@ impl<'a> LayeredCdg<'a> {
         self.stack.clear();
         self.stack.push(y);
         self.mark[y as usize] = fe;
+        self.searches += 1;
         while let Some(c) = self.stack.pop() {
+            self.visited += 1;
             self.delta_f.push(c);
             let v = self.net.to[c as usize];
             let w = self.row_words[v as usize] as usize;
@@ -225,7 +250,7 @@ impl<'a> LayeredCdg<'a> {
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    let port = (k * 64 + b) as usize;
+                    let port = k * 64 + b;
                     let d = self.net.port_in[self.net.port_base[u as usize] as usize + port];
                     if self.ord[l][d as usize] > oy && self.mark[d as usize] != be {
                         self.mark[d as usize] = be;
@@ -268,9 +293,15 @@ impl<'a> LayeredCdg<'a> {
             if self.has(l, x, y) {
                 continue;
             }
-            if self.insert(l, x, y) {
+            let d = self.dep(x, y);
+            let known_bad = !self.want_cycle && self.refused[l][d / 64] & (1 << (d % 64)) != 0;
+            if !known_bad && self.insert(l, x, y) {
                 self.added.push((x, y));
             } else {
+                if known_bad {
+                    self.cycle.clear();
+                }
+                self.refused[l][d / 64] |= 1 << (d % 64);
                 let added = std::mem::take(&mut self.added);
                 for &(a, b) in &added {
                     self.set(l, a, b, false);
@@ -294,7 +325,86 @@ impl<'a> LayeredCdg<'a> {
             self.count[l][d] -= 1;
             if self.count[l][d] == 0 {
                 self.set(l, pair[0], pair[1], false);
+                self.refused[l].fill(0);
             }
+        }
+    }
+
+    /// Start every layer from one order of the channels that respects as
+    /// many dependencies of the paths as a depth-first search finds (all
+    /// of them when their union is acyclic), so that most insertions later
+    /// agree with the order and need no search: give every path to
+    /// `seed_add`, then call `seed_finish`.
+    pub fn seed_add(&mut self, chain: &[Ch]) {
+        let net = self.net;
+        if self.union.is_empty() {
+            self.union = vec![0; self.fwd[0].len()];
+        }
+        for p in chain.windows(2) {
+            let v = net.to[p[0] as usize];
+            let (i, m) = self.bit_index(v, net.in_port[p[0] as usize], net.out_port[p[1] as usize]);
+            self.union[i] |= m;
+        }
+    }
+
+    /// See [`LayeredCdg::seed_add`].
+    pub fn seed_finish(&mut self) {
+        let net = self.net;
+        let union = std::mem::take(&mut self.union);
+        if union.is_empty() {
+            return;
+        }
+        let n = net.channels();
+        let mut state = vec![0u8; n];
+        let mut finished: Vec<Ch> = Vec::with_capacity(n);
+        let mut stack: Vec<(Ch, u16)> = Vec::new();
+        for root in 0..n as Ch {
+            if state[root as usize] != 0 {
+                continue;
+            }
+            state[root as usize] = 1;
+            stack.push((root, 0));
+            while let Some(top) = stack.last_mut() {
+                let (x, k) = (top.0, top.1);
+                let v = net.to[x as usize];
+                let w = self.row_words[v as usize] as usize;
+                let row = self.base[v as usize] + net.in_port[x as usize] as usize * w;
+                // Next successor at or after bit k.
+                let mut found = None;
+                let mut b = k as usize;
+                while b < w * 64 {
+                    let word = union[row + b / 64] >> (b % 64);
+                    if word == 0 {
+                        b = (b / 64 + 1) * 64;
+                        continue;
+                    }
+                    b += word.trailing_zeros() as usize;
+                    let y = net.out_channel(v, b as u8);
+                    b += 1;
+                    if y != sm_abi::NONE && state[y as usize] == 0 {
+                        found = Some(y);
+                        break;
+                    }
+                }
+                top.1 = b as u16;
+                match found {
+                    Some(y) => {
+                        state[y as usize] = 1;
+                        stack.push((y, 0));
+                    }
+                    None => {
+                        finished.push(x);
+                        stack.pop();
+                    }
+                }
+            }
+        }
+        let mut ord = vec![0u32; n];
+        for (i, &c) in finished.iter().enumerate() {
+            ord[c as usize] = (n - 1 - i) as u32;
+        }
+        for o in self.ord.iter_mut() {
+            o.clone_from(&ord);
         }
     }
 

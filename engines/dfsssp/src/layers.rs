@@ -36,10 +36,10 @@ use crate::sssp::Tables;
 /// Layers of all paths.
 #[derive(Debug, Clone)]
 pub struct Assignment {
-    /// LIDs + 1 (row length of `sl`).
-    pub lids: usize,
+    /// Switches (row length of `sl`).
+    pub nsw: usize,
     /// SL of the path from each source switch to each LID:
-    /// `sl[s * lids + lid]`.
+    /// `sl[lid * nsw + s]`.
     pub sl: Vec<u8>,
     /// Layers the cycle breaking needed.
     pub layers_needed: usize,
@@ -64,22 +64,47 @@ pub struct NoFit {
     pub placed: u64,
 }
 
-/// Every path with at least one dependency, its channels stored flat.
-struct Paths {
-    src: Vec<Sw>,
-    lid: Vec<u16>,
-    start: Vec<u32>,
-    chans: Vec<Ch>,
+/// The paths, walked from the forwarding tables when needed rather than
+/// stored (3.7 million of them on a 4,096-CA fat tree). A path is named by
+/// `lid * nsw + source switch`, which is also its cell in the layer table.
+struct Paths<'a> {
+    net: &'a Net,
+    tables: &'a Tables,
+    src_weight: &'a [u64],
 }
 
-impl Paths {
-    fn chain(&self, p: u32) -> &[Ch] {
-        &self.chans[self.start[p as usize] as usize..self.start[p as usize + 1] as usize]
+impl Paths<'_> {
+    /// Walk path `id` into `chain`.
+    fn chain(&self, id: usize, chain: &mut Vec<Ch>) {
+        let nsw = self.net.nsw;
+        walk(
+            self.net,
+            self.tables,
+            (id % nsw) as Sw,
+            (id / nsw) as u16,
+            chain,
+        );
     }
-    fn len(&self) -> usize {
-        self.src.len()
+
+    /// Every path with at least one dependency, in routing order.
+    fn each(&self, mut f: impl FnMut(usize, &[Ch])) {
+        let nsw = self.net.nsw;
+        let mut chain = Vec::with_capacity(16);
+        for &(lid, _) in &self.tables.routed {
+            for s in 0..nsw {
+                if self.src_weight[s] == 0 {
+                    continue;
+                }
+                walk(self.net, self.tables, s as Sw, lid, &mut chain);
+                if chain.len() >= 2 {
+                    f(lid as usize * nsw + s, &chain);
+                }
+            }
+        }
     }
 }
+
+const NO_LAYER: u8 = u8::MAX;
 
 /// Assign layers to the paths of `tables` using at most `vl_avail` VLs.
 /// `src_weight[s]` is the number of source LIDs entering at switch `s`;
@@ -91,72 +116,72 @@ pub fn assign(
     vl_avail: usize,
 ) -> Result<Assignment, NoFit> {
     let nsw = net.nsw;
-    let lids = tables.lids;
     let vl_avail = vl_avail.max(1);
-
-    let mut paths = Paths {
-        src: Vec::new(),
-        lid: Vec::new(),
-        start: vec![0],
-        chans: Vec::new(),
+    let paths = Paths {
+        net,
+        tables,
+        src_weight,
     };
-    let mut chain: Vec<Ch> = Vec::with_capacity(16);
-    for &(lid, _) in &tables.routed {
-        for s in 0..nsw as Sw {
-            if src_weight[s as usize] == 0 {
-                continue;
-            }
-            walk(net, tables, s, lid, &mut chain);
-            if chain.len() >= 2 {
-                paths.src.push(s);
-                paths.lid.push(lid);
-                paths.chans.extend_from_slice(&chain);
-                paths.start.push(paths.chans.len() as u32);
-            }
-        }
-    }
     let mut cdg = LayeredCdg::new(net, vl_avail);
-    let mut layer_of = vec![NO_LAYER; paths.len()];
+    paths.each(|_, c| cdg.seed_add(c));
+    cdg.seed_finish();
+
+    // Paths without dependencies fit anywhere: they stay NO_LAYER here and
+    // count as layer 0 when the layers are spread.
+    let mut layer = vec![NO_LAYER; tables.lids * nsw];
     let mut index: Option<DepPaths> = None;
-    for p in 0..paths.len() as u32 {
-        let c = paths.chain(p);
-        if let Some(l) = (0..vl_avail).find(|&l| cdg.try_add_path(l, c)) {
-            layer_of[p as usize] = l as u8;
-            continue;
+    let mut failed: Option<NoFit> = None;
+    let mut placed = 0u64;
+    paths.each(|id, c| {
+        if failed.is_some() {
+            return;
         }
+        if let Some(l) = (0..vl_avail).find(|&l| cdg.try_add_path(l, c)) {
+            layer[id] = l as u8;
+            placed += 1;
+            return;
+        }
+        layer[id] = NO_LAYER;
         let idx = index.get_or_insert_with(|| DepPaths::new(&cdg, &paths));
-        match repair(&mut cdg, &paths, idx, &mut layer_of, p) {
-            Some(l) => layer_of[p as usize] = l as u8,
+        match repair(&mut cdg, &paths, idx, &mut layer, c) {
+            Some(l) => {
+                layer[id] = l as u8;
+                placed += 1;
+            }
             None => {
-                return Err(NoFit {
-                    src: paths.src[p as usize],
-                    lid: paths.lid[p as usize],
+                failed = Some(NoFit {
+                    src: (id % nsw) as Sw,
+                    lid: (id / nsw) as u16,
                     hops: c.len(),
-                    placed: layer_of.iter().filter(|&&l| l != NO_LAYER).count() as u64,
+                    placed,
                 })
             }
         }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     debug_assert!((0..vl_avail).all(|l| cdg.order_is_topological(l)));
-    let mut layer = vec![0u8; nsw * lids];
-    let mut needed = 1usize;
-    for p in 0..paths.len() {
-        let l = layer_of[p];
-        layer[paths.src[p] as usize * lids + paths.lid[p] as usize] = l;
-        needed = needed.max(l as usize + 1);
-    }
 
     // Spread the layers over the VLs.
-    let mut weight = vec![0u64; needed];
+    let mut needed = 1usize;
+    let mut weight = vec![0u64; vl_avail];
     let mut total_paths = 0u64;
     for &(lid, _) in &tables.routed {
-        for s in 0..nsw {
+        let row = &mut layer[lid as usize * nsw..(lid as usize + 1) * nsw];
+        for (s, l) in row.iter_mut().enumerate() {
+            if *l == NO_LAYER {
+                *l = 0;
+            }
+            let l = *l;
             if src_weight[s] > 0 {
-                weight[layer[s * lids + lid as usize] as usize] += src_weight[s];
+                weight[l as usize] += src_weight[s];
+                needed = needed.max(l as usize + 1);
                 total_paths += 1;
             }
         }
     }
+    weight.truncate(needed);
     let mut split = vec![1usize; needed];
     for _ in needed..vl_avail {
         let l = (0..needed)
@@ -176,11 +201,11 @@ pub fn assign(
     let mut per_vl = vec![0u64; vls];
     let mut sl = layer;
     for &(lid, _) in &tables.routed {
-        for s in 0..nsw {
+        let row = &mut sl[lid as usize * nsw..(lid as usize + 1) * nsw];
+        for (s, cell) in row.iter_mut().enumerate() {
             if src_weight[s] == 0 {
                 continue;
             }
-            let cell = &mut sl[s * lids + lid as usize];
             let l = *cell as usize;
             // The least loaded VL of the layer's share.
             let range = first_vl[l]..first_vl[l] + split[l];
@@ -191,7 +216,7 @@ pub fn assign(
     }
     let vls_used = per_vl.iter().rposition(|&w| w > 0).map_or(1, |i| i + 1);
     Ok(Assignment {
-        lids,
+        nsw,
         sl,
         layers_needed: needed,
         vls_used,
@@ -222,49 +247,39 @@ pub fn walk(net: &Net, tables: &Tables, s: Sw, lid: u16, chain: &mut Vec<Ch>) {
     chain.clear();
 }
 
-const NO_LAYER: u8 = u8::MAX;
-
 /// Which paths induce each dependency (whatever their layer), built the
 /// first time a path fits no layer.
 struct DepPaths {
-    start: Vec<u32>,
-    list: Vec<u32>,
+    start: Vec<u64>,
+    list: Vec<usize>,
 }
 
 impl DepPaths {
-    fn new(cdg: &LayeredCdg<'_>, paths: &Paths) -> DepPaths {
-        let mut n = 0usize;
-        for p in 0..paths.len() as u32 {
-            for w in paths.chain(p).windows(2) {
-                n = n.max(cdg.dep(w[0], w[1]) + 1);
-            }
-        }
-        let mut start = vec![0u32; n + 1];
-        for p in 0..paths.len() as u32 {
-            for w in paths.chain(p).windows(2) {
+    fn new(cdg: &LayeredCdg<'_>, paths: &Paths<'_>) -> DepPaths {
+        let n = cdg.dep_count();
+        let mut start = vec![0u64; n + 1];
+        paths.each(|_, c| {
+            for w in c.windows(2) {
                 start[cdg.dep(w[0], w[1]) + 1] += 1;
             }
-        }
+        });
         for i in 0..n {
             start[i + 1] += start[i];
         }
         let mut fill = start.clone();
-        let mut list = vec![0u32; start[n] as usize];
-        for p in 0..paths.len() as u32 {
-            for w in paths.chain(p).windows(2) {
+        let mut list = vec![0usize; start[n] as usize];
+        paths.each(|id, c| {
+            for w in c.windows(2) {
                 let d = cdg.dep(w[0], w[1]);
-                list[fill[d] as usize] = p;
+                list[fill[d] as usize] = id;
                 fill[d] += 1;
             }
-        }
+        });
         DepPaths { start, list }
     }
 
-    fn paths(&self, d: usize) -> &[u32] {
-        match (self.start.get(d), self.start.get(d + 1)) {
-            (Some(&a), Some(&b)) => &self.list[a as usize..b as usize],
-            _ => &[],
-        }
+    fn paths(&self, d: usize) -> &[usize] {
+        &self.list[self.start[d] as usize..self.start[d + 1] as usize]
     }
 }
 
@@ -273,23 +288,26 @@ impl DepPaths {
 const MAX_MOVED: u32 = 2000;
 const MAX_ROUNDS: usize = 200;
 
-/// Make room for path `p`, which fits no layer as they are. In each layer
-/// in turn: take the cycle the path would close, pick its dependency the
-/// fewest paths of the layer induce, and move those paths to other layers
-/// that take them; repeat while new cycles show up. Returns the layer `p`
-/// went into.
+/// Make room for a path (channels `chain`) that fits no layer as they
+/// are. In each layer in turn: take the cycle the path would close, pick
+/// its dependency the fewest paths of the layer induce, and move those
+/// paths to other layers that take them; repeat while new cycles show up.
+/// Returns the layer the path went into.
 fn repair(
     cdg: &mut LayeredCdg<'_>,
-    paths: &Paths,
+    paths: &Paths<'_>,
     idx: &DepPaths,
-    layer_of: &mut [u8],
-    p: u32,
+    layer: &mut [u8],
+    chain: &[Ch],
 ) -> Option<usize> {
     let layers = cdg.layers();
-    let chain = paths.chain(p);
+    let mut vc = Vec::with_capacity(16);
     for l in 0..layers {
         for _ in 0..MAX_ROUNDS {
-            if cdg.try_add_path(l, chain) {
+            cdg.want_cycle = true;
+            let fits = cdg.try_add_path(l, chain);
+            cdg.want_cycle = false;
+            if fits {
                 return Some(l);
             }
             let cyc = cdg.cycle.clone();
@@ -303,26 +321,27 @@ fn repair(
             if cdg.paths_on(l, x, y) > MAX_MOVED {
                 break;
             }
-            let victims: Vec<u32> = idx
+            let victims: Vec<usize> = idx
                 .paths(cdg.dep(x, y))
                 .iter()
                 .copied()
-                .filter(|&v| layer_of[v as usize] == l as u8)
+                .filter(|&v| layer[v] == l as u8)
                 .collect();
             for &v in &victims {
-                cdg.remove_path(l, paths.chain(v));
+                paths.chain(v, &mut vc);
+                cdg.remove_path(l, &vc);
             }
             let mut stuck = false;
             for &v in &victims {
-                let c = paths.chain(v);
+                paths.chain(v, &mut vc);
                 match (0..layers)
                     .filter(|&m| m != l)
-                    .find(|&m| cdg.try_add_path(m, c))
+                    .find(|&m| cdg.try_add_path(m, &vc))
                 {
-                    Some(m) => layer_of[v as usize] = m as u8,
+                    Some(m) => layer[v] = m as u8,
                     None => {
                         // It came from this layer, so it fits back.
-                        let back = cdg.try_add_path(l, c);
+                        let back = cdg.try_add_path(l, &vc);
                         debug_assert!(back);
                         stuck = true;
                     }

@@ -277,7 +277,7 @@ impl RoutingEngine for Dfsssp {
         if vls > 1 {
             routing.sl2vl = sl2vl_maps(fabric, &routed.graph, vls).into();
             routing.path_sl = path_sl_box(LayerSl {
-                lids: assignment.lids,
+                nsw: assignment.nsw,
                 lid_sw,
                 sl: assignment.sl,
             });
@@ -383,9 +383,9 @@ fn sl2vl_maps(fabric: &FabricSnapshot, graph: &Graph, vls: u8) -> Vec<Sl2Vl> {
 }
 
 /// The path SL oracle: source LID → the switch it enters at, then one
-/// byte per (switch, destination LID).
+/// byte per (destination LID, switch).
 struct LayerSl {
-    lids: usize,
+    nsw: usize,
     lid_sw: Vec<Sw>,
     sl: Vec<u8>,
 }
@@ -398,7 +398,11 @@ impl PathSl for LayerSl {
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
         let (slid, dlid) = (slid as usize, dlid as usize);
         match self.lid_sw.get(slid) {
-            Some(&s) if s != NONE && dlid < self.lids => self.sl[s as usize * self.lids + dlid],
+            Some(&s) if s != NONE => self
+                .sl
+                .get(dlid * self.nsw + s as usize)
+                .copied()
+                .unwrap_or(0),
             _ => 0,
         }
     }

@@ -40,6 +40,15 @@ pub struct Net {
     pub groups: Vec<(Sw, u32, u32)>,
     /// Channels of the groups, contiguous per group.
     pub group_ch: Vec<Ch>,
+    /// Forward adjacency: per switch `u`, `out_start[u]..out_start[u + 1]`
+    /// indexes groups of parallel channels `u → v` in [`Net::out_groups`].
+    pub out_start: Vec<u32>,
+    /// Group: (neighbour `v`, range in [`Net::out_ch`]).
+    pub out_groups: Vec<(Sw, u32, u32)>,
+    /// Channels of the forward groups.
+    pub out_ch: Vec<Ch>,
+    /// Distinct neighbouring switches of each switch, as in the kit's graph.
+    pub adj: Vec<Vec<Sw>>,
     /// End ports (CAs, routers) attached to each switch.
     pub num_hca: Vec<u32>,
 }
@@ -108,6 +117,28 @@ impl Net {
             }
         }
         rin_start.push(groups.len() as u32);
+        let mut out_start = Vec::with_capacity(nsw + 1);
+        let mut out_groups = Vec::new();
+        let mut out_ch = Vec::with_capacity(from.len());
+        let mut outgoing: Vec<Vec<Ch>> = vec![Vec::new(); nsw];
+        for (c, &f) in from.iter().enumerate() {
+            outgoing[f as usize].push(c as Ch);
+        }
+        for out in outgoing.iter_mut() {
+            out_start.push(out_groups.len() as u32);
+            out.sort_by_key(|&c| (to[c as usize], out_port[c as usize]));
+            let mut i = 0;
+            while i < out.len() {
+                let v = to[out[i] as usize];
+                let start = out_ch.len() as u32;
+                while i < out.len() && to[out[i] as usize] == v {
+                    out_ch.push(out[i]);
+                    i += 1;
+                }
+                out_groups.push((v, start, out_ch.len() as u32));
+            }
+        }
+        out_start.push(out_groups.len() as u32);
         Net {
             nsw,
             from,
@@ -121,6 +152,10 @@ impl Net {
             rin_start,
             groups,
             group_ch,
+            out_start,
+            out_groups,
+            out_ch,
+            adj: graph.sw_adj.clone(),
             num_hca,
         }
     }

@@ -157,13 +157,14 @@ impl Tables {
 /// hence fewer channel dependencies for DFSSSP's layers, at a coarser
 /// grain of balance.
 pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share: bool) -> Tables {
-    let mut shared: std::collections::HashMap<(Sw, u32), (u16, Vec<Sw>, Vec<Ch>)> =
+    let mut shared: std::collections::HashMap<(Sw, u32), SharedTree> =
         std::collections::HashMap::new();
     let nsw = net.nsw;
     let lids = fabric.max_lid as usize + 1;
     let mut next = vec![NO_ROUTE; lids * nsw];
     let p = net.num_hca.iter().map(|&h| h as u64).sum::<u64>().max(1);
     let mut weight = vec![p * p; net.channels()];
+    let mut max_weight = p * p;
     // Extra cost of a channel an earlier LID of the same port uses.
     let lmc_penalty = (p * p / 4).max(1) / (nsw as u64).max(1) + p;
     let mut penalty = vec![0u32; net.channels()];
@@ -187,12 +188,21 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
                     next[dst + dest.sw as usize] = dest.last_port;
                     d.order.clone_from(order);
                     d.via.clone_from(via);
-                    d.add_load(net, &mut weight);
+                    max_weight = max_weight.max(d.add_load(net, &mut weight));
                     routed.push((lid, dest.sw));
                     continue;
                 }
             }
-            d.run(net, dest.sw, &weight, &penalty, lmc_penalty);
+            // While no detour can win (see `Dijkstra::by_levels`), the
+            // search runs level by level without a heap.
+            if d.levels_for != dest.sw {
+                d.levels(net, dest.sw);
+            }
+            if (max_weight - p * p + lmc_penalty).saturating_mul(d.depth as u64) < p * p {
+                d.by_levels(net, dest.sw, &weight, &penalty, lmc_penalty);
+            } else {
+                d.run(net, dest.sw, &weight, &penalty, lmc_penalty);
+            }
             let row = &mut next[lid as usize * nsw..(lid as usize + 1) * nsw];
             for &v in &d.order {
                 row[v as usize] = if v == dest.sw {
@@ -201,7 +211,7 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
                     net.out_port[d.via[v as usize] as usize]
                 };
             }
-            d.add_load(net, &mut weight);
+            max_weight = max_weight.max(d.add_load(net, &mut weight));
             routed.push((lid, dest.sw));
             if share {
                 let key = (dest.sw, off);
@@ -231,6 +241,10 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
     }
 }
 
+/// A tree routed for the first LID of a switch (its LID, settle order and
+/// chosen channels), reused for the switch's other LIDs.
+type SharedTree = (u16, Vec<Sw>, Vec<Ch>);
+
 /// Dijkstra towards one destination switch over the reversed channels.
 struct Dijkstra {
     dist: Vec<u64>,
@@ -239,6 +253,11 @@ struct Dijkstra {
     order: Vec<Sw>,
     heap: BinaryHeap<Reverse<(u64, Sw)>>,
     load: Vec<u64>,
+    /// Hop distance of every switch to `levels_for`, BFS order, depth.
+    level: Vec<u8>,
+    bfs: Vec<Sw>,
+    levels_for: Sw,
+    depth: u32,
 }
 
 impl Dijkstra {
@@ -249,6 +268,73 @@ impl Dijkstra {
             order: Vec::with_capacity(nsw),
             heap: BinaryHeap::with_capacity(nsw),
             load: vec![0; nsw],
+            level: vec![u8::MAX; nsw],
+            bfs: Vec::with_capacity(nsw),
+            levels_for: NONE,
+            depth: 0,
+        }
+    }
+
+    fn levels(&mut self, net: &Net, t: Sw) {
+        self.level.fill(u8::MAX);
+        self.bfs.clear();
+        self.level[t as usize] = 0;
+        self.bfs.push(t);
+        let mut head = 0;
+        while head < self.bfs.len() {
+            let v = self.bfs[head];
+            head += 1;
+            let d = self.level[v as usize];
+            for &u in &net.adj[v as usize] {
+                if self.level[u as usize] == u8::MAX {
+                    self.level[u as usize] = d.saturating_add(1);
+                    self.bfs.push(u);
+                }
+            }
+        }
+        self.depth = self
+            .bfs
+            .last()
+            .map_or(0, |&v| self.level[v as usize] as u32);
+        self.levels_for = t;
+    }
+
+    /// Dijkstra's result when every channel weighs P² plus an extra below
+    /// P² / depth: then a path with more hops always costs more, so each
+    /// switch's best route goes through a neighbour one hop closer, and
+    /// the switches can be settled in BFS order with no heap.
+    fn by_levels(&mut self, net: &Net, t: Sw, weight: &[u64], penalty: &[u32], lmc_penalty: u64) {
+        self.order.clear();
+        self.order.extend_from_slice(&self.bfs);
+        self.dist[t as usize] = 0;
+        self.via[t as usize] = NONE;
+        for &u in &self.bfs[1..] {
+            let want = self.level[u as usize] - 1;
+            let mut best = u64::MAX;
+            let mut best_c = NONE;
+            let groups = &net.out_groups
+                [net.out_start[u as usize] as usize..net.out_start[u as usize + 1] as usize];
+            for &(v, a, b) in groups {
+                if self.level[v as usize] != want {
+                    continue;
+                }
+                let dv = self.dist[v as usize];
+                for &c in &net.out_ch[a as usize..b as usize] {
+                    let w = dv
+                        + weight[c as usize]
+                        + if penalty[c as usize] > 0 {
+                            lmc_penalty
+                        } else {
+                            0
+                        };
+                    if w < best {
+                        best = w;
+                        best_c = c;
+                    }
+                }
+            }
+            self.dist[u as usize] = best;
+            self.via[u as usize] = best_c;
         }
     }
 
@@ -295,8 +381,10 @@ impl Dijkstra {
         }
     }
 
-    /// Add the routes of this destination's tree to the channel weights.
-    fn add_load(&mut self, net: &Net, weight: &mut [u64]) {
+    /// Add the routes of this destination's tree to the channel weights;
+    /// returns the heaviest weight it touched.
+    fn add_load(&mut self, net: &Net, weight: &mut [u64]) -> u64 {
+        let mut max = 0;
         for &v in &self.order {
             self.load[v as usize] = net.num_hca[v as usize] as u64;
         }
@@ -305,8 +393,10 @@ impl Dijkstra {
             let l = self.load[v as usize];
             if l > 0 {
                 weight[c as usize] += l;
+                max = max.max(weight[c as usize]);
                 self.load[net.to[c as usize] as usize] += l;
             }
         }
+        max
     }
 }
