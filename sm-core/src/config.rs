@@ -55,6 +55,14 @@ impl Default for VerifyConfig {
     }
 }
 
+/// SMPs in flight when neither flag nor file says (see the README's
+/// window measurement).
+pub const DEFAULT_MAX_WIRE_SMPS: usize = 4;
+/// Answer timeout in milliseconds when neither flag nor file says.
+pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
+/// Retries of an unanswered SMP when neither flag nor file says.
+pub const DEFAULT_TRANSACTION_RETRIES: u32 = 3;
+
 /// The whole configuration.
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(default)]
@@ -70,6 +78,12 @@ pub struct Config {
     pub dump_dir: Option<PathBuf>,
     /// Seconds between light sweeps (OpenSM `sweep_interval`).
     pub sweep_interval: Option<f64>,
+    /// SMPs in flight at once on the umad port (OpenSM `max_wire_smps`).
+    pub max_wire_smps: Option<usize>,
+    /// Milliseconds to wait for an SMP's answer (OpenSM `transaction_timeout`).
+    pub transaction_timeout: Option<u64>,
+    /// Extra tries of an unanswered SMP (OpenSM `transaction_retries`).
+    pub transaction_retries: Option<u32>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.
@@ -140,7 +154,14 @@ mod tests {
     #[test]
     fn shipped_config_states_the_defaults() {
         let shipped = Config::parse(include_str!("../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
-        let defaults = Config { routing_engine: Some("minhop".into()), sweep_interval: Some(10.0), ..Config::default() };
+        let defaults = Config {
+            routing_engine: Some("minhop".into()),
+            sweep_interval: Some(10.0),
+            max_wire_smps: Some(DEFAULT_MAX_WIRE_SMPS),
+            transaction_timeout: Some(DEFAULT_TRANSACTION_TIMEOUT_MS),
+            transaction_retries: Some(DEFAULT_TRANSACTION_RETRIES),
+            ..Config::default()
+        };
         assert_eq!(shipped, defaults);
     }
 

@@ -68,6 +68,12 @@ struct SmArgs {
     /// The port of the CA to run on (default: its first active port).
     #[arg(long, value_name = "PORT")]
     port: Option<u8>,
+    /// SMPs kept in flight at once on a umad port (OpenSM `max_wire_smps`).
+    #[arg(long, value_name = "N")]
+    max_wire_smps: Option<usize>,
+    /// Milliseconds to wait for an SMP's answer (OpenSM `transaction_timeout`).
+    #[arg(long, value_name = "MS")]
+    transaction_timeout: Option<u64>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -317,7 +323,15 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             Err(code) => return code,
         }
     } else {
-        match sweep::UmadPort::open(args.device.as_deref(), args.port, Duration::from_millis(500)) {
+        let window = args.max_wire_smps.or(config.max_wire_smps).unwrap_or(sm_core::config::DEFAULT_MAX_WIRE_SMPS);
+        let timeout = args
+            .transaction_timeout
+            .or(config.transaction_timeout)
+            .unwrap_or(sm_core::config::DEFAULT_TRANSACTION_TIMEOUT_MS);
+        if window == 0 || timeout == 0 {
+            return fail(EXIT_BAD_INPUT, "max_wire_smps and transaction_timeout must be at least 1");
+        }
+        match sweep::UmadPort::open(args.device.as_deref(), args.port, Duration::from_millis(timeout), window) {
             Ok(u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
                 (umad.insert(u), source)
@@ -334,7 +348,12 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         None => Guid2Lid::default(),
     };
     let options = OnceOptions {
-        sweep: SweepOptions { lmc: config.lmc, reassign_lids: args.reassign_lids, ..SweepOptions::default() },
+        sweep: SweepOptions {
+            lmc: config.lmc,
+            reassign_lids: args.reassign_lids,
+            retries: config.transaction_retries.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_RETRIES),
+            ..SweepOptions::default()
+        },
         engines: &engines,
         dump_dir: dump_dir.as_deref(),
     };

@@ -22,7 +22,7 @@ use sm_abi::abi_stable::std_types::{RString, RVec};
 use sm_abi::{FabricSnapshot, NodeKind, Port, PortState as AbiPortState, NONE};
 use sm_mad::mad::attr;
 use sm_mad::port_info::link_width;
-use sm_mad::smp::MAX_HOPS;
+use sm_mad::smp::{DATA_LEN, MAX_HOPS};
 use sm_mad::{
     NodeDescriptionPacket, NodeDescriptionRepr, NodeInfoPacket, NodeInfoRepr, NodeType, PhysState,
     PortInfoPacket, PortInfoRepr, PortState, SwitchInfoPacket, SwitchInfoRepr,
@@ -30,7 +30,7 @@ use sm_mad::{
 use sm_topology::{TopoLink, TopoNode, Topology};
 use tracing::{debug, warn};
 
-use super::transport::{SmpClient, SmpError};
+use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// One port as discovered.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -326,37 +326,19 @@ pub fn discover(client: &mut SmpClient<'_>) -> Result<(Fabric, DiscoveryReport),
     } else {
         // From a CA the only way out is the SM port.
         let sm_port = fabric.sm_port;
-        probe(
-            client,
-            &mut fabric,
-            &mut by_guid,
-            &mut report,
-            &mut queue,
-            0,
-            sm_port,
-        );
+        probe_ports(client, &mut fabric, &mut by_guid, &mut report, &mut queue, 0, &[sm_port]);
     }
     while let Some(node) = queue.pop_front() {
-        for port in 1..=fabric.nodes[node].num_ports {
-            let p = &fabric.nodes[node].ports[usize::from(port)];
-            if p.peer.is_some() {
-                continue;
-            }
-            let up = p.info.as_ref().is_some_and(|i| {
-                i.port_physical_state == PhysState::LinkUp && i.port_state != PortState::Down
-            });
-            if up {
-                probe(
-                    client,
-                    &mut fabric,
-                    &mut by_guid,
-                    &mut report,
-                    &mut queue,
-                    node,
-                    port,
-                );
-            }
-        }
+        let ports: Vec<u8> = (1..=fabric.nodes[node].num_ports)
+            .filter(|&port| {
+                let p = &fabric.nodes[node].ports[usize::from(port)];
+                p.peer.is_none()
+                    && p.info.as_ref().is_some_and(|i| {
+                        i.port_physical_state == PhysState::LinkUp && i.port_state != PortState::Down
+                    })
+            })
+            .collect();
+        probe_ports(client, &mut fabric, &mut by_guid, &mut report, &mut queue, node, &ports);
     }
     debug!(
         nodes = fabric.nodes.len(),
@@ -367,8 +349,47 @@ pub fn discover(client: &mut SmpClient<'_>) -> Result<(Fabric, DiscoveryReport),
     Ok((fabric, report))
 }
 
-/// NodeInfo through `port` of `node`: records the link and, if the far end
-/// is new, the node behind it.
+/// NodeInfo through each of `ports` of `node`, all in flight together,
+/// then each answer taken in port order as if probed one by one.
+fn probe_ports(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    by_guid: &mut HashMap<u64, usize>,
+    report: &mut DiscoveryReport,
+    queue: &mut VecDeque<usize>,
+    node: usize,
+    ports: &[u8],
+) {
+    let mut probes = Vec::new();
+    for &port in ports {
+        let mut path = fabric.nodes[node].path.clone();
+        if path.len() >= usize::from(MAX_HOPS) {
+            warn!(
+                node = format_args!("{:#018x}", fabric.nodes[node].guid),
+                port, "beyond the 63 hops a directed route can take; not probed"
+            );
+            report.lost_probes += 1;
+            continue;
+        }
+        path.push(port);
+        probes.push((port, path));
+    }
+    let ops: Vec<SmpOp> = probes.iter().map(|(_, path)| SmpOp::get(attr::NODE_INFO, 0, path)).collect();
+    let answers = client.run_many(&ops);
+    for ((port, path), answer) in probes.into_iter().zip(answers) {
+        // An earlier answer of this batch may have linked this port
+        // already (a cable between two ports of the same switch).
+        if fabric.nodes[node].ports[usize::from(port)].peer.is_some() {
+            continue;
+        }
+        let info = answer.and_then(|d| parse_node_info(&d));
+        probe(client, fabric, by_guid, report, queue, node, port, path, info);
+    }
+}
+
+/// Records what NodeInfo `info`, read through `port` of `node` along
+/// `path`, says: the link and, if the far end is new, the node behind it.
+#[allow(clippy::too_many_arguments)]
 fn probe(
     client: &mut SmpClient<'_>,
     fabric: &mut Fabric,
@@ -377,18 +398,10 @@ fn probe(
     queue: &mut VecDeque<usize>,
     node: usize,
     port: u8,
+    path: Vec<u8>,
+    info: Result<NodeInfoRepr, SmpError>,
 ) {
-    let mut path = fabric.nodes[node].path.clone();
-    if path.len() >= usize::from(MAX_HOPS) {
-        warn!(
-            node = format_args!("{:#018x}", fabric.nodes[node].guid),
-            port, "beyond the 63 hops a directed route can take; not probed"
-        );
-        report.lost_probes += 1;
-        return;
-    }
-    path.push(port);
-    let info = match node_info(client, &path) {
+    let info = match info {
         Ok(info) => info,
         Err(e) => {
             warn!(path = ?path, error = %e, "no usable NodeInfo; the node behind is left out");
@@ -479,41 +492,48 @@ fn add_node(
             "NodeInfo makes no sense; node left out");
         return;
     }
-    let description = match client.get(attr::NODE_DESCRIPTION, 0, &path) {
-        Ok(data) => NodeDescriptionPacket::new_checked(&data[..])
+    // Description, SwitchInfo and every PortInfo in flight together.
+    let mut ops = vec![SmpOp::get(attr::NODE_DESCRIPTION, 0, &path)];
+    let port_nums: Vec<u8> =
+        if kind == NodeKind::Switch { (0..=info.num_ports).collect() } else { vec![info.local_port_num] };
+    if kind == NodeKind::Switch {
+        ops.push(SmpOp::get(attr::SWITCH_INFO, 0, &path));
+    }
+    ops.extend(port_nums.iter().map(|&num| SmpOp::get(attr::PORT_INFO, u32::from(num), &path)));
+    let mut answers = client.run_many(&ops).into_iter();
+    let description = match answers.next() {
+        Some(Ok(data)) => NodeDescriptionPacket::new_checked(&data[..])
             .and_then(|p| NodeDescriptionRepr::parse(&p))
             .map(|d| d.text())
             .unwrap_or_default(),
-        Err(e) => {
+        Some(Err(e)) => {
             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no NodeDescription");
             report.failed_requests += 1;
             String::new()
         }
+        None => String::new(),
     };
     let mut ports = vec![FabricPort::default(); usize::from(info.num_ports) + 1];
     let mut switch_info = None;
     if kind == NodeKind::Switch {
-        match client.get(attr::SWITCH_INFO, 0, &path) {
-            Ok(data) => {
+        match answers.next() {
+            Some(Ok(data)) => {
                 switch_info = SwitchInfoPacket::new_checked(&data[..])
                     .and_then(|p| SwitchInfoRepr::parse(&p))
                     .ok();
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 warn!(guid = format_args!("{guid:#018x}"), error = %e, "no SwitchInfo");
                 report.failed_requests += 1;
             }
+            None => {}
         }
-        for (num, slot) in ports.iter_mut().enumerate() {
-            slot.guid = info.port_guid;
-            slot.path = Some(path.clone());
-            slot.info = read_port(client, report, &path, num as u8, guid);
-        }
-    } else {
-        let slot = &mut ports[usize::from(info.local_port_num)];
+    }
+    for (&num, answer) in port_nums.iter().zip(answers) {
+        let slot = &mut ports[usize::from(num)];
         slot.guid = info.port_guid;
-        slot.info = read_port(client, report, &path, info.local_port_num, guid);
         slot.path = Some(path.clone());
+        slot.info = port_info_or_log(answer, report, num, guid);
     }
     by_guid.insert(guid, fabric.nodes.len());
     fabric.nodes.push(FabricNode {
@@ -529,8 +549,11 @@ fn add_node(
 }
 
 fn node_info(client: &mut SmpClient<'_>, path: &[u8]) -> Result<NodeInfoRepr, SmpError> {
-    let data = client.get(attr::NODE_INFO, 0, path)?;
-    NodeInfoPacket::new_checked(&data[..])
+    parse_node_info(&client.get(attr::NODE_INFO, 0, path)?)
+}
+
+fn parse_node_info(data: &[u8]) -> Result<NodeInfoRepr, SmpError> {
+    NodeInfoPacket::new_checked(data)
         .and_then(|p| NodeInfoRepr::parse(&p))
         .map_err(|e| SmpError::Malformed(format!("NodeInfo: {e}")))
 }
@@ -543,10 +566,17 @@ pub(super) fn read_port(
     port: u8,
     guid: u64,
 ) -> Option<PortInfoRepr> {
-    let parsed = client
-        .get(attr::PORT_INFO, u32::from(port), path)
-        .and_then(|data| parse_port_info(&data));
-    match parsed {
+    port_info_or_log(client.get(attr::PORT_INFO, u32::from(port), path), report, port, guid)
+}
+
+/// A PortInfo answer parsed, or `None` with the failure logged and counted.
+fn port_info_or_log(
+    answer: Result<[u8; DATA_LEN], SmpError>,
+    report: &mut DiscoveryReport,
+    port: u8,
+    guid: u64,
+) -> Option<PortInfoRepr> {
+    match answer.and_then(|data| parse_port_info(&data)) {
         Ok(info) => Some(info),
         Err(e) => {
             warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "no usable PortInfo");

@@ -26,7 +26,7 @@ pub use program::{
     activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
     RoutingProgramReport,
 };
-pub use transport::{SimPort, SmpClient, SmpError, SmpPort, SmpStats, TransportError, TrapMad};
+pub use transport::{Outgoing, SimPort, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
 pub use umad::{UmadDevice, UmadPort};
 
 /// Settings of one sweep.
@@ -47,7 +47,7 @@ impl Default for SweepOptions {
         Self {
             lmc: 0,
             reassign_lids: false,
-            retries: 2,
+            retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
         }
     }

@@ -58,12 +58,58 @@ pub trait SmpPort {
         }
     }
 
+    /// Sends every MAD of `batch` and returns the answers in the same
+    /// order (`None` where none came). Transports that can keep several
+    /// SMPs in flight override this; the default sends one at a time.
+    fn exchange_many(&mut self, batch: &[Outgoing]) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
+        batch
+            .iter()
+            .map(|o| if o.dlid == PERMISSIVE_LID { self.send(&o.mad) } else { self.send_to(o.dlid, &o.mad) })
+            .collect()
+    }
+
     /// Waits up to `timeout` for an unsolicited SubnTrap addressed to the
     /// SM and returns it. Transports that cannot receive traps just wait:
     /// the light sweep still finds every change through PortStateChange.
     fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
         std::thread::sleep(timeout);
         Ok(None)
+    }
+}
+
+/// One SMP of a batch: the LRH DLID (permissive for directed routes) and
+/// the MAD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// LRH destination LID.
+    pub dlid: u16,
+    /// The 256-byte MAD.
+    pub mad: Vec<u8>,
+}
+
+/// One request of [`SmpClient::run_many`]: a directed-route Get, or a Set
+/// when `data` is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmpOp {
+    /// AttributeID.
+    pub attribute: u16,
+    /// AttributeModifier.
+    pub modifier: u32,
+    /// Directed route from the SM port.
+    pub path: Vec<u8>,
+    /// The attribute to Set; `None` for a Get.
+    pub data: Option<[u8; DATA_LEN]>,
+}
+
+impl SmpOp {
+    /// A SubnGet.
+    pub fn get(attribute: u16, modifier: u32, path: &[u8]) -> Self {
+        Self { attribute, modifier, path: path.to_vec(), data: None }
+    }
+
+    /// A SubnSet.
+    pub fn set(attribute: u16, modifier: u32, path: &[u8], data: [u8; DATA_LEN]) -> Self {
+        Self { attribute, modifier, path: path.to_vec(), data: Some(data) }
     }
 }
 
@@ -278,6 +324,66 @@ impl<'p> SmpClient<'p> {
         let request = smp::Repr::directed_set(0, attribute, modifier, self.m_key, path, data)
             .map_err(SmpError::BadRequest)?;
         self.exchange(request)
+    }
+
+    /// Every request of `ops`, as many in flight at once as the transport
+    /// allows; results in the same order. An unanswered request is sent
+    /// again (with a fresh TID) in the next round, up to the retries.
+    pub fn run_many(&mut self, ops: &[SmpOp]) -> Vec<Result<[u8; DATA_LEN], SmpError>> {
+        let mut results: Vec<Option<Result<[u8; DATA_LEN], SmpError>>> = vec![None; ops.len()];
+        let mut requests: Vec<Option<smp::Repr>> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let built = match op.data {
+                    None => smp::Repr::directed_get(0, op.attribute, op.modifier, self.m_key, &op.path),
+                    Some(d) => smp::Repr::directed_set(0, op.attribute, op.modifier, self.m_key, &op.path, d),
+                };
+                built.map_err(|e| results[i] = Some(Err(SmpError::BadRequest(e)))).ok()
+            })
+            .collect();
+        let mut pending: Vec<usize> = (0..ops.len()).filter(|&i| requests[i].is_some()).collect();
+        let mut tries = 0;
+        while !pending.is_empty() {
+            tries += 1;
+            let mut batch = Vec::with_capacity(pending.len());
+            for &i in &pending {
+                let Some(request) = requests[i].as_mut() else { continue };
+                request.transaction_id = self.next_tid;
+                self.next_tid = fresh_tid();
+                let mut mad = Mad::zeroed();
+                request.emit(&mut mad.smp_mut());
+                self.stats.sent += 1;
+                *self.stats.by_attribute.entry((request.attribute_id, request.method)).or_default() += 1;
+                batch.push(Outgoing { dlid: PERMISSIVE_LID, mad: mad.0.to_vec() });
+            }
+            let answers = match self.port.exchange_many(&batch) {
+                Ok(a) => a,
+                Err(e) => {
+                    for &i in &pending {
+                        results[i] = Some(Err(SmpError::Transport(e.clone())));
+                    }
+                    break;
+                }
+            };
+            let mut again = Vec::new();
+            for (k, &i) in pending.iter().enumerate() {
+                let Some(request) = requests[i].clone() else { continue };
+                match answers.get(k).cloned().flatten() {
+                    Some(answer) => results[i] = Some(self.check(&request, &answer)),
+                    None if tries <= self.retries => {
+                        self.stats.retries += 1;
+                        again.push(i);
+                    }
+                    None => {
+                        self.stats.unanswered += 1;
+                        results[i] = Some(Err(SmpError::NoAnswer { tries }));
+                    }
+                }
+            }
+            pending = again;
+        }
+        results.into_iter().map(|r| r.unwrap_or(Err(SmpError::NoAnswer { tries }))).collect()
     }
 
     fn exchange(&mut self, mut request: smp::Repr) -> Result<[u8; DATA_LEN], SmpError> {

@@ -7,14 +7,16 @@
 //! The same code therefore talks to a real HCA and, under `LD_PRELOAD`, to
 //! ibsim.
 //!
-//! One SMP is outstanding at a time, as [`SmpPort`] asks; the windowed
-//! transport of design.md will replace the waiting, not the wire format.
-//! SubnTraps (trap 128 from a switch whose port changed state) arrive on
-//! the LID-routed agent; they are repressed at once and queued for the SM
-//! loop.
+//! A dedicated poll thread reads; the sending side keeps a window of SMPs
+//! in flight ([`SmpPort::exchange_many`]), matches answers by TID and waits
+//! on tokio timers. SubnTraps (trap 128 from a switch whose port changed
+//! state) arrive on the LID-routed agent; they are queued for the SM loop
+//! and repressed when it takes them.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -22,7 +24,7 @@ use nix::fcntl::{self, OFlag};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
-use super::transport::{SmpPort, TransportError, TrapMad};
+use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
 use sm_mad::mad::method;
 use sm_mad::smp::PERMISSIVE_LID;
 
@@ -147,18 +149,109 @@ impl Drop for UmadFd {
 }
 
 /// An SM port on a umad device, with one agent per SMP class.
-#[derive(Debug)]
+///
+/// Reading is done by a dedicated poll thread (umad2sim's descriptors can
+/// only be waited on with `poll()`, not epoll): it hands every MAD it reads
+/// to tokio channels, responses on one, traps on the other, and the
+/// sending side waits on those with tokio's timers. Only the sending side
+/// writes, so the two threads never share a direction of the descriptor.
 pub struct UmadPort {
     device: UmadDevice,
-    fd: UmadFd,
     /// Held open only so the port advertises IsSM (and ibsim marks us as
     /// the SM); never read.
     _issm: Option<UmadFd>,
     dr_agent: u32,
     lid_agent: u32,
     timeout: Duration,
-    /// Traps that arrived and were not yet asked for.
-    traps: VecDeque<TrapMad>,
+    window: usize,
+    runtime: tokio::runtime::Runtime,
+    responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+    traps: tokio::sync::mpsc::UnboundedReceiver<TrapMad>,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    // Last: closed only after the reader has been joined (see Drop).
+    fd: UmadFd,
+}
+
+impl std::fmt::Debug for UmadPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UmadPort")
+            .field("device", &self.device)
+            .field("fd", &self.fd)
+            .field("timeout", &self.timeout)
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl Drop for UmadPort {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(reader) = self.reader.take() {
+            // It wakes from poll() within READER_SLICE.
+            let _ = reader.join();
+        }
+    }
+}
+
+/// How often the reader looks at its stop flag.
+const READER_SLICE_MS: i32 = 50;
+
+/// The poll thread: every MAD read goes to `responses`, except traps,
+/// which go to `traps`. Ends when told to, when both receivers are gone,
+/// or on an error it reports.
+fn reader_loop(
+    fd: RawFd,
+    stop: Arc<AtomicBool>,
+    responses: tokio::sync::mpsc::UnboundedSender<Result<Received, TransportError>>,
+    traps: tokio::sync::mpsc::UnboundedSender<TrapMad>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: the descriptor outlives this thread (UmadPort joins it
+        // before closing); `borrow_raw` does not check it with the kernel.
+        let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
+        match nix::poll::poll(&mut fds, PollTimeout::from(READER_SLICE_MS as u16)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                let _ = responses.send(Err(io("umad poll", e)));
+                return;
+            }
+        }
+        let mut rbuf = [0u8; HDR_LEN + MAD_LEN];
+        // Plain libc read: umad2sim returns -EWOULDBLOCK as a value (not -1
+        // with errno) when its queue is empty, which nix would misread as
+        // a huge length.
+        // SAFETY: `rbuf` is valid for its length.
+        let n = unsafe { libc::read(fd, rbuf.as_mut_ptr().cast(), rbuf.len()) };
+        if n < 0 {
+            let e = Errno::last();
+            if n == -1 && !matches!(e, Errno::EINTR | Errno::EAGAIN) {
+                let _ = responses.send(Err(io("umad read", e)));
+                return;
+            }
+            continue;
+        }
+        let n = usize::try_from(n).unwrap_or(0).min(rbuf.len());
+        if n < HDR_LEN + 24 {
+            tracing::debug!(len = n, "short umad read ignored");
+            continue;
+        }
+        let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
+        let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
+        let mut mad = vec![0u8; MAD_LEN];
+        mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
+        let delivered = if status == 0 && mad[1] == CLASS_LID && mad[3] == method::TRAP {
+            traps.send(TrapMad { slid, mad }).is_ok()
+        } else {
+            responses.send(Ok(Received { status, mad })).is_ok()
+        };
+        if !delivered && responses.is_closed() && traps.is_closed() {
+            return;
+        }
+    }
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> TransportError {
@@ -168,7 +261,7 @@ fn io(what: &str, e: impl std::fmt::Display) -> TransportError {
 impl UmadPort {
     /// Binds to `ca`/`port` (or the default choice, see [`choose`]) with a
     /// per-SMP answer timeout.
-    pub fn open(ca: Option<&str>, port: Option<u8>, timeout: Duration) -> Result<Self, TransportError> {
+    pub fn open(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize) -> Result<Self, TransportError> {
         let all = devices();
         let Some(device) = choose(&all, ca, port) else {
             return Err(TransportError::Closed(if all.is_empty() {
@@ -192,8 +285,36 @@ impl UmadPort {
                 None
             }
         };
-        tracing::info!(ca = %device.ca, port = device.port, umad = device.index, "umad transport bound");
-        Ok(Self { device, fd, _issm: issm, dr_agent, lid_agent, timeout, traps: VecDeque::new() })
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| io("tokio runtime", e))?;
+        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
+        let (trap_tx, traps) = tokio::sync::mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let raw = fd.0;
+        let reader = std::thread::Builder::new()
+            .name("umad-poll".into())
+            .spawn({
+                let stop = Arc::clone(&stop);
+                move || reader_loop(raw, stop, response_tx, trap_tx)
+            })
+            .map_err(|e| io("umad poll thread", e))?;
+        tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, "umad transport bound");
+        Ok(Self {
+            device,
+            _issm: issm,
+            dr_agent,
+            lid_agent,
+            timeout,
+            window: window.max(1),
+            runtime,
+            responses,
+            traps,
+            stop,
+            reader: Some(reader),
+            fd,
+        })
     }
 
     fn register(fd: &UmadFd, mgmt_class: u8, methods: u32) -> Result<u32, TransportError> {
@@ -244,102 +365,87 @@ impl UmadPort {
         }
     }
 
-    /// Reads the next MAD that arrives before `deadline`. Traps are queued
-    /// for [`SmpPort::wait_trap`] and repressed here, whoever was waiting,
-    /// so a trap never gets lost behind a sweep.
-    fn read_mad(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
-            // SAFETY: the descriptor outlives this borrow; `borrow_raw`
-            // does not check it with the kernel.
-            let fd = unsafe { BorrowedFd::borrow_raw(self.fd.0) };
-            let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-            match nix::poll::poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
-                Ok(0) => return Ok(None),
-                Ok(_) => {}
-                Err(Errno::EINTR) => continue,
-                Err(e) => return Err(io("umad poll", e)),
-            }
-            let mut rbuf = [0u8; HDR_LEN + MAD_LEN];
-            // Plain libc read: umad2sim returns -EWOULDBLOCK as a value
-            // (not -1 with errno) when its queue is empty, which nix would
-            // misread as a huge length.
-            // SAFETY: `rbuf` is valid for its length.
-            let n = unsafe { libc::read(self.fd.0, rbuf.as_mut_ptr().cast(), rbuf.len()) };
-            if n < 0 {
-                let e = Errno::last();
-                if n == -1 && !matches!(e, Errno::EINTR | Errno::EAGAIN) {
-                    return Err(io("umad read", e));
-                }
-                continue;
-            }
-            let n = usize::try_from(n).unwrap_or(0).min(rbuf.len());
-            if n < HDR_LEN + 24 {
-                tracing::debug!(len = n, "short umad read ignored");
-                continue;
-            }
-            let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
-            let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
-            let mut mad = vec![0u8; MAD_LEN];
-            mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
-            if status == 0 && mad[1] == CLASS_LID && mad[3] == method::TRAP {
-                self.repress(slid, &mad);
-                self.traps.push_back(TrapMad { slid, mad });
-                continue;
-            }
-            return Ok(Some(Received { status, mad }));
+    /// The next MAD the poll thread read, if one comes before `deadline`.
+    fn next_response(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let responses = &mut self.responses;
+        match self.runtime.block_on(async { tokio::time::timeout(left, responses.recv()).await }) {
+            Ok(Some(r)) => r.map(Some),
+            Ok(None) => Err(TransportError::Closed("the umad poll thread stopped".into())),
+            Err(_elapsed) => Ok(None),
         }
     }
 
     /// Tells the issuer its trap arrived, so it stops repeating it
     /// (IBA 13.4.9); a failure only means the trap will come again.
-    fn repress(&mut self, slid: u16, trap: &[u8]) {
-        let mut repress = trap.to_vec();
+    fn repress(&mut self, trap: &TrapMad) {
+        let mut repress = trap.mad.clone();
         repress[3] = method::TRAP_REPRESS;
-        if let Err(e) = self.write_mad(slid, &repress, 0) {
-            tracing::debug!(slid, "TrapRepress not sent: {e}");
+        if let Err(e) = self.write_mad(trap.slid, &repress, 0) {
+            tracing::debug!(slid = trap.slid, "TrapRepress not sent: {e}");
         }
     }
 
-    fn exchange(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        if mad.len() < TID_OFFSET + 8 {
-            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
-        }
-        let mut tid = [0u8; 8];
-        tid.copy_from_slice(&mad[TID_OFFSET..TID_OFFSET + 8]);
+    /// Sends `batch` with at most `window` SMPs in flight, each waited for
+    /// `timeout`; answers in batch order.
+    fn exchange_window(&mut self, batch: &[Outgoing]) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
         let timeout_ms = u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX).max(1);
-        self.write_mad(dlid, mad, timeout_ms)?;
         // Margin over the kernel's own timeout so its ETIMEDOUT report is
         // what ends the wait on hardware.
-        let deadline = Instant::now() + self.timeout + Duration::from_millis(50);
-        while let Some(Received { status, mut mad }) = self.read_mad(deadline)? {
-            // The kernel (and umad2sim) replace the TID's upper 32 bits
-            // with the agent's, so only the lower half identifies ours.
-            if mad[TID_OFFSET + 4..TID_OFFSET + 8] != tid[4..8] {
-                tracing::debug!("umad read of another transaction ignored");
-                continue;
+        let wait = self.timeout + Duration::from_millis(50);
+        let mut answers: Vec<Option<Vec<u8>>> = vec![None; batch.len()];
+        // Lower 32 TID bits (the kernel owns the upper half) → (index,
+        // full TID, deadline).
+        let mut in_flight: HashMap<[u8; 4], (usize, [u8; 8], Instant)> = HashMap::new();
+        let mut next = 0;
+        loop {
+            while in_flight.len() < self.window && next < batch.len() {
+                let o = &batch[next];
+                if o.mad.len() < TID_OFFSET + 8 {
+                    return Err(TransportError::Unsendable(format!("MAD of {} bytes", o.mad.len())));
+                }
+                self.write_mad(o.dlid, &o.mad, timeout_ms)?;
+                let mut tid = [0u8; 8];
+                tid.copy_from_slice(&o.mad[TID_OFFSET..TID_OFFSET + 8]);
+                let low = [tid[4], tid[5], tid[6], tid[7]];
+                in_flight.insert(low, (next, tid, Instant::now() + wait));
+                next += 1;
             }
-            if status != 0 {
-                // The kernel hands back our own request with ETIMEDOUT.
-                tracing::debug!(status, "umad send reported failure");
-                return Ok(None);
+            let Some(earliest) = in_flight.values().map(|v| v.2).min() else { break };
+            match self.next_response(earliest)? {
+                Some(Received { status, mut mad }) => {
+                    let low = [mad[TID_OFFSET + 4], mad[TID_OFFSET + 5], mad[TID_OFFSET + 6], mad[TID_OFFSET + 7]];
+                    let Some(&(index, tid, _)) = in_flight.get(&low) else {
+                        tracing::debug!("umad read of another transaction ignored");
+                        continue;
+                    };
+                    if status != 0 {
+                        // The kernel hands back our own request with
+                        // ETIMEDOUT: no answer.
+                        tracing::debug!(status, "umad send reported failure");
+                        in_flight.remove(&low);
+                        continue;
+                    }
+                    if mad[3] & 0x80 == 0 {
+                        // A request that happens to share our TID.
+                        continue;
+                    }
+                    in_flight.remove(&low);
+                    mad[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&tid);
+                    answers[index] = Some(mad);
+                }
+                None => {
+                    let now = Instant::now();
+                    in_flight.retain(|_, v| v.2 > now);
+                }
             }
-            if mad[3] & 0x80 == 0 {
-                // A request that happens to share our TID, not the answer.
-                continue;
-            }
-            mad[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&tid);
-            return Ok(Some(mad));
         }
-        Ok(None)
+        Ok(answers)
     }
 }
 
 /// One MAD read from the device.
+#[derive(Debug)]
 struct Received {
     /// The `ib_user_mad` status: non-zero when the kernel returns our own
     /// request unanswered.
@@ -349,25 +455,29 @@ struct Received {
 
 impl SmpPort for UmadPort {
     fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.exchange(PERMISSIVE_LID, mad)
+        self.send_to(PERMISSIVE_LID, mad)
     }
 
     fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.exchange(dlid, mad)
+        let mut answers = self.exchange_window(&[Outgoing { dlid, mad: mad.to_vec() }])?;
+        Ok(answers.pop().flatten())
+    }
+
+    fn exchange_many(&mut self, batch: &[Outgoing]) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
+        self.exchange_window(batch)
     }
 
     fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
-        if let Some(t) = self.traps.pop_front() {
-            return Ok(Some(t));
-        }
-        let deadline = Instant::now() + timeout;
-        while let Some(r) = self.read_mad(deadline)? {
-            tracing::debug!(status = r.status, method = r.mad[3], "umad: MAD outside any transaction ignored");
-            if let Some(t) = self.traps.pop_front() {
-                return Ok(Some(t));
+        let traps = &mut self.traps;
+        let got = self.runtime.block_on(async { tokio::time::timeout(timeout, traps.recv()).await });
+        match got {
+            Ok(Some(trap)) => {
+                self.repress(&trap);
+                Ok(Some(trap))
             }
+            Ok(None) => Err(TransportError::Closed("the umad poll thread stopped".into())),
+            Err(_elapsed) => Ok(None),
         }
-        Ok(self.traps.pop_front())
     }
 }
 
