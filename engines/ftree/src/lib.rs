@@ -47,9 +47,12 @@
 //! too (without counting) so every switch gets the shortest up/down route.
 //! Dummies for missing compute nodes move the counters without writing
 //! entries, which keeps the rotation over the up links aligned between
-//! leaves: on a complete tree every inter-switch link carries the same
-//! number of CA-to-CA routes. Then the other CA ports are routed the same
-//! way, then switch LIDs (not counted). All routes go up then down, so
+//! leaves: on a complete tree all links between two levels carry the same
+//! number of CA-to-CA routes in each direction (on two-level trees, max =
+//! mean over all inter-switch links). Then the other CA ports are routed
+//! the same way, then switch LIDs (not counted; a switch reaches another
+//! where up/down allows, and with `connect_roots` upper switches reach the
+//! rest through the last leaf). All routes go up then down, so
 //! there are no credit loops. Routes to I/O nodes with reverse hops
 //! (`max_reverse_hops` > 0) do turn down then up; OpenSM warns they may
 //! close credit loops, so here paths to I/O nodes get SL 1 (VL 1 under
