@@ -268,3 +268,70 @@ fn same_verdict_as_opensm_nue() {
         "pairs OpenSM's nue connects that smcore's does not"
     );
 }
+
+/// The benchmark fabric: a 6x6x6 torus with two hosts per switch, one VL,
+/// smcore's nue against OpenSM's on route quality (both LFT dumps judged by
+/// the same reader) and route time. Slow (OpenSM discovers 648 nodes under
+/// ibsim): run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn six_ary_3_cube_against_opensm_nue() {
+    let f = Fabric::generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
+    let topo = sm_topology::parse_file(&f.net).unwrap_or_else(|e| panic!("{e}"));
+    let mut ours_ms = Vec::new();
+    let mut dir = PathBuf::new();
+    for i in 0..5 {
+        let tag = format!("nue-{i}");
+        let extra: Vec<String> = vec!["--nue-max-num-vls".into(), "1".into()];
+        dir = f.tmp.path().join(&tag);
+        let run = bench::route(
+            &smcore(),
+            &f.net,
+            "nue,no_fallback",
+            &f.tmp.path().join(format!("{tag}.json")),
+            Some(&dir),
+            &extra,
+            Duration::from_secs(300),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(run.routed_by("nue"), "{}", run.output);
+        ours_ms.extend(run.engine_route_ms("nue"));
+    }
+    let ours = lfts::quality_of_dump_dir(&topo, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let v =
+        ibdmchk::check_dump_dir(&dir, Duration::from_secs(600)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(v.is_clean(), "{}", v.summary());
+    let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = OpenSmOptions::new("nue");
+    o.timeout = Duration::from_secs(900);
+    o.extra_args.push("--nue_max_num_vls".into());
+    o.extra_args.push("1".into());
+    let osm = opensm::run(&sim, &o).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        osm.asked_engine_routed(),
+        "OpenSM: {:?} {:?}",
+        osm.outcome,
+        osm.log.errors
+    );
+    let theirs = lfts::quality_of_dump_dir(&topo, osm.dump_dir()).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "smcore nue route ms (5 runs): {ours_ms:?}, median {:?}",
+        bench::median(&ours_ms)
+    );
+    println!(
+        "OpenSM nue route window (log, -D 0x0B includes LFT queueing): {:?}",
+        osm.route_time()
+    );
+    for (who, q) in [("smcore", &ours), ("OpenSM", &theirs)] {
+        println!(
+            "{who}: reachable {}/{}, avg hops {:.3} (+{:.3}), max routes/link {}, mean {:.1}",
+            q.reachable_pairs,
+            q.pairs,
+            q.avg_hops,
+            q.avg_extra_hops,
+            q.max_routes_per_link,
+            q.mean_routes_per_link
+        );
+    }
+    assert!(ours.all_reachable() && theirs.all_reachable());
+}

@@ -325,7 +325,8 @@ impl Layer {
 #[derive(Debug, Clone, Default)]
 pub struct Queue {
     seq: u32,
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32, u32)>>,
+    /// key << 64 | seq << 32 | value, so one comparison orders entries.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u128>>,
 }
 
 impl Queue {
@@ -339,13 +340,17 @@ impl Queue {
     #[inline]
     pub fn push(&mut self, key: u64, value: u32) {
         self.seq = self.seq.wrapping_add(1);
-        self.heap.push(std::cmp::Reverse((key, self.seq, value)));
+        self.heap.push(std::cmp::Reverse(
+            (key as u128) << 64 | (self.seq as u128) << 32 | value as u128,
+        ));
     }
 
     /// Remove an entry of least key.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, u32)> {
-        self.heap.pop().map(|std::cmp::Reverse((k, _, v))| (k, v))
+        self.heap
+            .pop()
+            .map(|std::cmp::Reverse(e)| ((e >> 64) as u64, e as u32))
     }
 }
 

@@ -32,11 +32,17 @@
 //!    for the rest of the layer. Channel weights are `D²` (`D` = destination
 //!    LIDs) plus the routes already placed on the link, so paths are short
 //!    first and balanced second; after each destination the weights grow by
-//!    the number of sources routed over each link.
+//!    the number of sources routed over each link. Equal distances are
+//!    served first come, first served, which grows the sink trees
+//!    breadth-first. All layers are routed together, destinations
+//!    interleaved in LID order, so every layer sees the load of the others.
 //! 4. **Impasse.** If the search cannot attach a switch that has sources,
-//!    the destination's new turns are withdrawn and it is routed along the
-//!    escape tree, whose turns are already in the acyclic set. So every
-//!    pair is reachable and the used turns of each layer stay acyclic by
+//!    the destination's new turns are withdrawn, the unattached switches
+//!    are pinned to their escape path (with every switch on it), and the
+//!    search runs again around the pinned part; the pinned set only grows,
+//!    and in the worst case the whole destination follows the escape tree,
+//!    whose turns are already in the acyclic set. So every pair is
+//!    reachable and the used turns of each layer stay acyclic by
 //!    construction, on any topology, with any number of layers ≥ 1.
 //!
 //! Switch LIDs are data destinations only with `nue_include_switches`;
@@ -49,8 +55,8 @@
 //! region-growing one instead of METIS (see [`partition`] for why), the
 //! layer root is the switch of least total distance to the layer's
 //! destinations instead of Brandes' betweenness centre of their convex
-//! hull, and an impasse goes straight to the escape tree without OpenSM's
-//! local backtracking.
+//! hull, and an impasse pins escape paths instead of OpenSM's local
+//! backtracking.
 //!
 //! # Options (OpenSM names)
 //!
@@ -323,32 +329,42 @@ impl Nue {
         }
         stats.layer_sizes = by_layer.iter().map(|v| v.len()).collect();
         let mut sl_of = vec![0u8; fabric.max_lid as usize + 1];
-        let mut layer = Layer::new(&ctx.ch);
-        for (l, ds) in by_layer.iter_mut().enumerate() {
+        // All layers are routed together, destinations interleaved in
+        // OpenSM's order (CA LIDs first, then switch LIDs, each by LID):
+        // the link weights are shared, and letting every layer see the load
+        // the others placed so far balances better than routing one layer
+        // after the other (measured on tori: lower peak link load).
+        let mut states = Vec::with_capacity(layers);
+        for ds in by_layer.iter() {
             if ds.is_empty() {
+                states.push(None);
                 continue;
             }
-            // OpenSM's order: CA LIDs first, then switch LIDs, each by LID.
-            ds.sort_by_key(|d| (d.port == 0, d.lid));
-            layer.reset();
+            let mut layer = Layer::new(&ctx.ch);
             let tree = run.escape_tree(&ctx, ds);
             run.mark_escape(&ctx, &tree, &mut layer)?;
-            for d in ds.iter() {
-                let pinned = run.route_dest(&ctx, &mut layer, &tree, d.sw);
-                if pinned > 0 {
-                    stats.repaired += 1;
-                    stats.pinned += pinned as u64;
-                }
-                run.commit(&ctx, d, true);
-                if let Some(slot) = sl_of.get_mut(d.lid as usize) {
-                    *slot = l as u8;
-                }
+            states.push(Some((layer, tree)));
+        }
+        let mut order: Vec<(Dest, u8)> = dests.iter().map(|d| (*d, part[d.sw as usize])).collect();
+        order.sort_by_key(|(d, _)| (d.port == 0, d.lid));
+        for (d, l) in &order {
+            let Some((layer, tree)) = states[*l as usize].as_mut() else {
+                continue;
+            };
+            let pinned = run.route_dest(&ctx, layer, tree, d.sw);
+            if pinned > 0 {
+                stats.repaired += 1;
+                stats.pinned += pinned as u64;
             }
+            run.commit(&ctx, d, true);
+            if let Some(slot) = sl_of.get_mut(d.lid as usize) {
+                *slot = *l;
+            }
+        }
+        for (layer, _) in states.iter().flatten() {
             stats.blocked += layer.status.iter().filter(|&&s| s == BLOCKED).count() as u64;
             stats.searches += layer.searches;
             stats.visited += layer.visited;
-            layer.searches = 0;
-            layer.visited = 0;
         }
         if !self.cfg.include_switches {
             for d in &sw_dests {
@@ -512,7 +528,7 @@ struct Run {
     route: Vec<u32>,
     dist: Vec<u64>,
     order: Vec<Sw>,
-    /// Keys are distance * 2 + (1 for a turn not yet used).
+    /// Keys are weighted distances; ties are served first in, first out.
     heap: Queue,
     touched: Vec<(Ch, Ch)>,
     sub: Vec<u64>,
@@ -613,7 +629,6 @@ impl Run {
             self.heap.push(0, r);
         }
         while let Some((d, u)) = self.heap.pop() {
-            let d = d >> 1;
             if done[u as usize] {
                 continue;
             }
@@ -625,7 +640,7 @@ impl Run {
                 if !done[v as usize] && nd < self.dist[v as usize] {
                     self.dist[v as usize] = nd;
                     up[v as usize] = ctx.ch.rev[c as usize];
-                    self.heap.push(nd * 2, v);
+                    self.heap.push(nd, v);
                 }
             }
         }
@@ -802,7 +817,6 @@ impl Run {
             self.push_into(ctx, layer, u);
         }
         while let Some((d, c)) = self.heap.pop() {
-            let d = d >> 1;
             let u = ch.tail[c as usize];
             if self.route[u as usize] != FREE {
                 continue;
@@ -871,7 +885,7 @@ impl Run {
             if st == BLOCKED {
                 continue;
             }
-            let key = (d + self.weight(x)) * 2 + (st != USED) as u64;
+            let key = d + self.weight(x);
             if key < self.best[w as usize] {
                 self.best[w as usize] = key;
                 self.pushed[x as usize] = self.stamp;
@@ -903,7 +917,7 @@ impl Run {
             if st == BLOCKED {
                 continue;
             }
-            let key = (self.dist[v as usize] + self.weight(x)) * 2 + (st != USED) as u64;
+            let key = self.dist[v as usize] + self.weight(x);
             self.best[u as usize] = self.best[u as usize].min(key);
             self.pushed[x as usize] = self.stamp;
             self.heap.push(key, x);
@@ -921,10 +935,9 @@ impl Run {
         self.order.push(t);
         for o in ch.out(t) {
             let c = ch.rev[o as usize];
-            self.heap.push(self.weight(c) * 2, c);
+            self.heap.push(self.weight(c), c);
         }
         while let Some((d, c)) = self.heap.pop() {
-            let d = d >> 1;
             let u = ch.tail[c as usize];
             if self.route[u as usize] != FREE {
                 continue;
@@ -934,7 +947,7 @@ impl Run {
             for o in ch.out(u) {
                 if self.route[ch.head[o as usize] as usize] == FREE {
                     let x = ch.rev[o as usize];
-                    self.heap.push((d + self.weight(x)) * 2, x);
+                    self.heap.push(d + self.weight(x), x);
                 }
             }
         }
