@@ -235,3 +235,118 @@ pub fn scratch_dir(dir: &Path, name: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
     Ok(p)
 }
+
+/// A named pipe standing in for a dump file nobody needs, drained by a
+/// thread into nothing.
+///
+/// OpenSM's `-D 0x40` writes every dump, among them `opensm-lid-matrix.dump`
+/// (one line of hop counts per switch and LID) and `opensm.fdbs`: gigabytes
+/// on a 10,000-port fabric, while only `opensm-lfts.dump` is read. OpenSM
+/// opens each with a plain `fopen(path, "w")`, which on a FIFO blocks until
+/// the reader is there and then streams into it, so these files never take
+/// memory or disk.
+pub struct DiscardFifo {
+    path: PathBuf,
+    reader: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl DiscardFifo {
+    /// Create the FIFO at `path` and start draining it.
+    pub fn create(path: &Path) -> Result<DiscardFifo> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::Failed(format!("{} contains a NUL byte", path.display())))?;
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+            return Err(Error::io(
+                format!("mkfifo {}", path.display()),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let p = path.to_path_buf();
+        let reader = std::thread::spawn(move || match std::fs::File::open(&p) {
+            Ok(mut f) => std::io::copy(&mut f, &mut std::io::sink()).unwrap_or(0),
+            Err(_) => 0,
+        });
+        Ok(DiscardFifo {
+            path: path.to_path_buf(),
+            reader: Some(reader),
+        })
+    }
+
+    /// Stop draining (the writer must be done) and remove the FIFO; returns
+    /// the bytes that went through it.
+    pub fn finish(mut self) -> u64 {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> u64 {
+        let Some(reader) = self.reader.take() else { return 0 };
+        // A reader blocked in open() (nobody wrote the file) is released
+        // by a writer that opens and closes at once. The reader may not
+        // have reached open() yet, and the open fails (ENXIO) while no
+        // reader waits, hence the loop.
+        while !reader.is_finished() {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.path);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let n = reader.join().unwrap_or(0);
+        let _ = std::fs::remove_file(&self.path);
+        n
+    }
+}
+
+impl Drop for DiscardFifo {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo`, in MiB.
+pub fn mem_available_mib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib / 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn fifo_drains_a_writer_and_survives_none() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let p = dir.path().join("big.dump");
+        let fifo = DiscardFifo::create(&p).expect("mkfifo");
+        {
+            let mut w = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .expect("open for writing");
+            for _ in 0..100 {
+                w.write_all(&[b'x'; 10_000]).expect("write");
+            }
+        }
+        assert_eq!(fifo.finish(), 1_000_000);
+        assert!(!p.exists());
+        // Nobody writes: finishing must not hang.
+        let fifo = DiscardFifo::create(&p).expect("mkfifo");
+        assert_eq!(fifo.finish(), 0);
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, f64::NAN, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[f64::NAN]), None);
+    }
+}
