@@ -287,6 +287,8 @@ impl DepPaths {
 /// cleared for one path in one layer.
 const MAX_MOVED: u32 = 2000;
 const MAX_ROUNDS: usize = 200;
+/// Dependencies of one cycle tried before giving up on a layer.
+const MAX_TRIED: usize = 64;
 
 /// Make room for a path (channels `chain`) that fits no layer as they
 /// are. In each layer in turn: take the cycle the path would close, pick
@@ -310,44 +312,50 @@ fn repair(
             if fits {
                 return Some(l);
             }
-            let cyc = cdg.cycle.clone();
-            let Some((x, y)) = cyc
+            // The cycle may run through the path's own dependencies (not
+            // counted: they were rolled back); only the others can go.
+            let mut cands: Vec<(u32, Ch, Ch)> = cdg
+                .cycle
                 .windows(2)
-                .map(|w| (w[0], w[1]))
-                .min_by_key(|&(x, y)| cdg.paths_on(l, x, y))
-            else {
-                break;
-            };
-            if cdg.paths_on(l, x, y) > MAX_MOVED {
-                break;
-            }
-            let victims: Vec<usize> = idx
-                .paths(cdg.dep(x, y))
-                .iter()
-                .copied()
-                .filter(|&v| layer[v] == l as u8)
+                .map(|w| (cdg.paths_on(l, w[0], w[1]), w[0], w[1]))
+                .filter(|&(n, _, _)| n > 0 && n <= MAX_MOVED)
                 .collect();
-            for &v in &victims {
-                paths.chain(v, &mut vc);
-                cdg.remove_path(l, &vc);
-            }
-            let mut stuck = false;
-            for &v in &victims {
-                paths.chain(v, &mut vc);
-                match (0..layers)
-                    .filter(|&m| m != l)
-                    .find(|&m| cdg.try_add_path(m, &vc))
-                {
-                    Some(m) => layer[v] = m as u8,
-                    None => {
-                        // It came from this layer, so it fits back.
-                        let back = cdg.try_add_path(l, &vc);
-                        debug_assert!(back);
-                        stuck = true;
+            cands.sort_unstable();
+            cands.dedup();
+            let mut cleared = false;
+            for &(_, x, y) in cands.iter().take(MAX_TRIED) {
+                let victims: Vec<usize> = idx
+                    .paths(cdg.dep(x, y))
+                    .iter()
+                    .copied()
+                    .filter(|&v| layer[v] == l as u8)
+                    .collect();
+                for &v in &victims {
+                    paths.chain(v, &mut vc);
+                    cdg.remove_path(l, &vc);
+                }
+                let mut stuck = false;
+                for &v in &victims {
+                    paths.chain(v, &mut vc);
+                    match (0..layers)
+                        .filter(|&m| m != l)
+                        .find(|&m| cdg.try_add_path(m, &vc))
+                    {
+                        Some(m) => layer[v] = m as u8,
+                        None => {
+                            // It came from this layer, so it fits back.
+                            let back = cdg.try_add_path(l, &vc);
+                            debug_assert!(back);
+                            stuck = true;
+                        }
                     }
                 }
+                if !stuck {
+                    cleared = true;
+                    break;
+                }
             }
-            if stuck {
+            if !cleared {
                 break;
             }
         }

@@ -39,7 +39,7 @@ pub mod net;
 pub mod sssp;
 
 use net::Net;
-use sssp::{Class, Tables};
+use sssp::{Class, Share, Tables};
 
 /// Options of both engines, named as OpenSM's.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -108,13 +108,13 @@ pub struct Routed {
 
 /// Route with SSSP: the part both engines share.
 ///
-/// `share_trees`: route the LIDs of one switch along one tree (see
+/// `share`: which LIDs of a switch reuse an earlier LID's tree (see
 /// [`sssp::route`]).
 pub fn route_sssp(
     engine: &str,
     cfg: &SsspConfig,
     fabric: &FabricSnapshot,
-    share_trees: bool,
+    share: Share,
 ) -> Result<Routed, EngineError> {
     let graph = Graph::new(fabric);
     if graph.switch_count() == 0 {
@@ -151,7 +151,7 @@ pub fn route_sssp(
             ),
         ));
     }
-    let tables = sssp::route(fabric, &net, &order, share_trees);
+    let tables = sssp::route(fabric, &net, &order, share);
     Ok(Routed {
         graph,
         net,
@@ -221,7 +221,7 @@ fn lfts_of(routed: &Routed) -> Vec<Lft> {
 
 impl RoutingEngine for Sssp {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
-        let routed = route_sssp("sssp", &self.cfg, fabric, false)?;
+        let routed = route_sssp("sssp", &self.cfg, fabric, Share::Nothing)?;
         let mut routing = Routing::single_vl(lfts_of(&routed));
         for (level, m) in routed.notes {
             routing.diag(level, m);
@@ -248,27 +248,46 @@ pub fn available_vls(fabric: &FabricSnapshot) -> u8 {
 impl RoutingEngine for Dfsssp {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
         let vl_avail = available_vls(fabric);
-        // OpenSM's routes first (one balanced tree per LID); when their
+        // OpenSM's routes first (one balanced tree per LID). When their
         // paths need more layers than the fabric has VLs, route again with
-        // one tree per destination switch, which has a third or less of
-        // the distinct paths on typical fabrics and needs fewer layers.
-        let first = route_sssp("dfsssp", &self.cfg, fabric, false)?;
-        let (routed, assignment, retried) = match layer(fabric, &first, vl_avail) {
-            Ok(a) => (first, a, None),
-            Err(why) => {
-                let second = route_sssp("dfsssp", &self.cfg, fabric, true)?;
-                match layer(fabric, &second, vl_avail) {
-                    Ok(a) => (second, a, Some(why)),
-                    Err(why2) => {
-                        return Err(EngineError::new(format!(
-                            "dfsssp: the routes need more than the {vl_avail} virtual layers available (the fewest \
-                             operational VLs of any linked port{}): with one tree per destination LID {why}; with one \
-                             tree per destination switch {why2}",
-                            if vl_avail == MAX_LAYERS { ", capped at 8" } else { "" },
-                        )))
-                    }
+        // fewer distinct paths: switch LIDs on the tree of their switch's
+        // first end port, then one tree per destination switch.
+        let mut failures: Vec<String> = Vec::new();
+        let mut chosen = None;
+        let mut ca_failed = false;
+        for (share, what) in [
+            (Share::Nothing, "one tree per destination LID"),
+            (
+                Share::SwitchLids,
+                "switch LIDs sharing their first end port's tree",
+            ),
+            (Share::Everything, "one tree per destination switch"),
+        ] {
+            // CA LIDs are routed before switch LIDs and identically with
+            // or without shared switch-LID trees: if a path to a CA LID
+            // did not fit, sharing the switch LIDs' trees cannot help.
+            if share == Share::SwitchLids && ca_failed {
+                continue;
+            }
+            let routed = route_sssp("dfsssp", &self.cfg, fabric, share)?;
+            match layer(fabric, &routed, vl_avail) {
+                Ok(a) => {
+                    chosen = Some((routed, a, what));
+                    break;
+                }
+                Err((why, to_switch)) => {
+                    ca_failed = !to_switch;
+                    failures.push(format!("with {what} {why}"));
                 }
             }
+        }
+        let Some((routed, assignment, what)) = chosen else {
+            return Err(EngineError::new(format!(
+                "dfsssp: the routes need more than the {vl_avail} virtual layers available (the fewest operational \
+                 VLs of any linked port{}): {}",
+                if vl_avail == MAX_LAYERS { ", capped at 8" } else { "" },
+                failures.join("; ")
+            )));
         };
         let lid_sw = source_switches(fabric, &routed).0;
         let vls = assignment.vls_used as u8;
@@ -285,12 +304,10 @@ impl RoutingEngine for Dfsssp {
         for (level, m) in routed.notes {
             routing.diag(level, m);
         }
-        if let Some(why) = retried {
+        if !failures.is_empty() {
             routing.diag(
                 Level::Info,
-                format!(
-                    "dfsssp: routed with one tree per destination switch: with one tree per destination LID {why}"
-                ),
+                format!("dfsssp: routed with {what}: {}", failures.join("; ")),
             );
         }
         routing.diag(
@@ -332,15 +349,24 @@ fn layer(
     fabric: &FabricSnapshot,
     routed: &Routed,
     vl_avail: u8,
-) -> Result<layers::Assignment, String> {
+) -> Result<layers::Assignment, (String, bool)> {
     let (_, src_weight) = source_switches(fabric, routed);
     layers::assign(&routed.net, &routed.tables, &src_weight, vl_avail as usize).map_err(|e| {
         let node = &fabric.nodes[routed.graph.switch_nodes[e.src as usize] as usize];
-        format!(
-            "the path from switch 0x{:016x} \"{}\" to LID {} ({} switch-to-switch hops) closes a credit loop in \
-             every layer after {} paths were placed",
-            node.guid, node.description, e.lid, e.hops, e.placed
-        )
+        let owner = routed.graph.lid_port.get(e.lid as usize).copied().unwrap_or(NONE);
+        let to_switch =
+            owner != NONE && fabric.nodes[fabric.ports[owner as usize].node as usize].kind == NodeKind::Switch;
+        let why = format!(
+            "the path from switch 0x{:016x} \"{}\" to {} LID {} ({} switch-to-switch hops) closes a credit loop \
+             in every layer after {} paths were placed",
+            node.guid,
+            node.description,
+            if to_switch { "switch" } else { "end port" },
+            e.lid,
+            e.hops,
+            e.placed
+        );
+        (why, to_switch)
     })
 }
 

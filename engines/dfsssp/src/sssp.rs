@@ -151,12 +151,24 @@ impl Tables {
     }
 }
 
+/// Which LIDs reuse the tree of an earlier LID of the same switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// None: every LID gets its own balanced tree (OpenSM).
+    Nothing,
+    /// A switch's own LID reuses the tree of its first end port's LID.
+    SwitchLids,
+    /// Every LID of a switch (the k-th LID of each port with LMC > 0)
+    /// reuses the first one's tree.
+    Everything,
+}
+
 /// Route every destination in `order`. With `share`, the LIDs of one
 /// switch (its CAs' and its own, the k-th LID of each port with LMC > 0)
 /// share one tree, routed for the first of them: fewer distinct paths,
 /// hence fewer channel dependencies for DFSSSP's layers, at a coarser
 /// grain of balance.
-pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share: bool) -> Tables {
+pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share: Share) -> Tables {
     let mut shared: std::collections::HashMap<(Sw, u32), SharedTree> =
         std::collections::HashMap::new();
     let nsw = net.nsw;
@@ -171,7 +183,12 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
     let mut used: Vec<Ch> = Vec::new();
     let mut d = Dijkstra::new(nsw);
     let mut routed = Vec::new();
-    for (dest, _) in order {
+    for (dest, class) in order {
+        let reuse = match share {
+            Share::Nothing => false,
+            Share::SwitchLids => *class == Class::Switch,
+            Share::Everything => true,
+        };
         let port = &fabric.ports[dest.port as usize];
         let count = port.lid_count();
         for off in 0..count {
@@ -180,7 +197,7 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
                 break;
             }
             let lid = lid as u16;
-            if share {
+            if reuse {
                 let key = (dest.sw, off);
                 if let Some((l0, order, via)) = shared.get(&key) {
                     let (src, dst) = (*l0 as usize * nsw, lid as usize * nsw);
@@ -213,9 +230,10 @@ pub fn route(fabric: &FabricSnapshot, net: &Net, order: &[(Dest, Class)], share:
             }
             max_weight = max_weight.max(d.add_load(net, &mut weight));
             routed.push((lid, dest.sw));
-            if share {
-                let key = (dest.sw, off);
-                shared.insert(key, (lid, d.order.clone(), d.via.clone()));
+            if share != Share::Nothing {
+                shared
+                    .entry((dest.sw, off))
+                    .or_insert_with(|| (lid, d.order.clone(), d.via.clone()));
             }
             if off + 1 < count {
                 for &v in &d.order {
