@@ -1,16 +1,20 @@
 //! Torus topology discovery: place switches into torus coordinates.
 //!
 //! The seed fixes the origin switch and the neighbour it has in some
-//! directions. From there the torus grows one empty position at a time,
-//! driven by a work list of positions next to newly placed switches:
+//! directions. From there the torus grows one empty position at a time:
 //!
-//! * **Square completion.** If a switch is linked to two or more of the
-//!   already placed torus neighbours of an empty position (two corners of
-//!   a 4-loop whose third corner is placed), and it is the only unplaced
-//!   switch with that many, it goes there. This is the 4-loop / cube-face
-//!   rule, and the way a radix-4 ring is closed once both seed directions
-//!   are known.
-//! * **Line extension.** Behind a placed switch `w` (towards the position
+//! * **Square completion** (always first, driven by a work list of
+//!   positions next to newly placed switches). Two placed torus neighbours
+//!   `w1`, `w2` of an empty position `p` whose other common neighbour
+//!   positions are all placed (the third corner of a face of the cube, or
+//!   the far switch of a radix-4 ring) leave `p` as the only free corner:
+//!   the one unplaced switch linked to both goes there. If `p`'s switch
+//!   failed, no switch is linked to both and nothing is placed.
+//! * **Line extension**, only when no square can be completed anywhere,
+//!   one placement at a time, along the axes through the seed switch
+//!   first (squares then fill the planes and cubes between the axes) and
+//!   elsewhere only when those are stuck; an extension checked against a
+//!   face with a placed sideways neighbour goes before one that cannot be. Behind a placed switch `w` (towards the position
 //!   `p` ahead) lies a placed switch `b`. The switch ahead of `w` is the
 //!   one neighbour of `w` that forms no 4-loop with `b`: sideways
 //!   neighbours of `w` close a face with a sideways neighbour of `b`. On a
@@ -143,6 +147,9 @@ struct Disc<'a> {
     coord: Vec<Option<RC>>,
     lo: [i32; 3],
     hi: [i32; 3],
+    /// Coordinates of the seed switch: lines are extended only along the
+    /// axes through it (squares fill in everything else).
+    origin: RC,
 }
 
 impl Disc<'_> {
@@ -222,38 +229,61 @@ impl Disc<'_> {
             .any(|&g| self.coord[g as usize].is_some() && !around.iter().any(|&(_, w)| w == g))
     }
 
-    fn try_place(&self, p: RC) -> Option<Sw> {
+    /// Square completion: the one unplaced switch linked to two placed
+    /// neighbours `w1`, `w2` of `p` whose other common neighbour
+    /// positions are all placed (so `p` is the only free corner).
+    fn try_square(&self, p: RC) -> Option<Sw> {
         if self.at.contains_key(&p) || !self.fits(p) {
             return None;
         }
         let around = self.placed_around(p);
-        if around.is_empty() {
+        if around.len() < 2 {
             return None;
         }
-        let mut cands: Vec<(Sw, usize)> = Vec::new();
-        for &(_, w) in &around {
-            for &f in &self.graph.sw_adj[w as usize] {
-                if self.coord[f as usize].is_some() || cands.iter().any(|&(g, _)| g == f) {
+        let mut found: Option<Sw> = None;
+        for (i, &(c1, w1)) in around.iter().enumerate() {
+            for &(c2, w2) in &around[i + 1..] {
+                let n1 = self.neighbours(c1);
+                let closed = self
+                    .neighbours(c2)
+                    .into_iter()
+                    .filter(|q| *q != p && n1.contains(q))
+                    .all(|q| self.at.contains_key(&q));
+                if !closed {
                     continue;
                 }
-                if self.conflicts(f, &around) {
-                    continue;
+                for &f in &self.graph.sw_adj[w1 as usize] {
+                    if self.coord[f as usize].is_some()
+                        || !self.linked(f, w2)
+                        || self.conflicts(f, &around)
+                    {
+                        continue;
+                    }
+                    match found {
+                        None => found = Some(f),
+                        Some(g) if g == f => {}
+                        Some(_) => return None,
+                    }
                 }
-                let score = around.iter().filter(|&&(_, x)| self.linked(f, x)).count();
-                cands.push((f, score));
             }
         }
-        let best = cands.iter().map(|&(_, s)| s).max()?;
-        if best >= 2 {
-            let mut top = cands.iter().filter(|&&(_, s)| s == best);
-            let first = top.next()?;
-            return top.next().is_none().then_some(first.0);
+        found
+    }
+
+    /// Line extension, used only when no square can be completed anywhere.
+    fn try_line(&self, p: RC, axis_only: bool, supported_only: bool) -> Option<Sw> {
+        if self.at.contains_key(&p) || !self.fits(p) {
+            return None;
         }
+        let around = self.placed_around(p);
         // Line extension from some placed neighbour w with a placed switch behind it.
         for &(wc, w) in &around {
             for d in 0..3 {
                 let r = self.conf.radix[d];
                 if r < 3 || (r == 4 && self.ring[d]) {
+                    continue;
+                }
+                if axis_only && (0..3).any(|e| e != d && p[e] != self.origin[e]) {
                     continue;
                 }
                 for s in [1i32, -1] {
@@ -271,13 +301,40 @@ impl Disc<'_> {
                         .iter()
                         .copied()
                         .filter(|&f| {
-                            self.coord[f as usize].is_none() && !self.conflicts(f, &around)
+                            // Into unknown territory: w is its only placed neighbour.
+                            self.coord[f as usize].is_none()
+                                && self.graph.sw_adj[f as usize]
+                                    .iter()
+                                    .all(|&g| g == w || self.coord[g as usize].is_none())
                         })
                         .filter(|&f| {
                             // No 4-loop f - w - b - x - f with x != w.
                             !self.graph.sw_adj[f as usize]
                                 .iter()
                                 .any(|&x| x != w && self.linked(x, b))
+                        })
+                        .filter(|&f| {
+                            // The switch ahead closes a face with every placed
+                            // sideways neighbour of w. A sideways neighbour
+                            // of w posing as the switch ahead cannot close
+                            // one with the neighbour opposite to it.
+                            let sideways: Vec<Sw> = (0..3)
+                                .filter(|&e| e != d && self.conf.radix[e] > 1)
+                                .flat_map(|e| {
+                                    [1, -1].map(|t| {
+                                        let mut q = wc;
+                                        q[e] += t;
+                                        self.at.get(&self.norm(q)).copied()
+                                    })
+                                })
+                                .flatten()
+                                .collect();
+                            !(supported_only && sideways.is_empty())
+                                && sideways.iter().all(|&y| {
+                                    self.graph.sw_adj[f as usize]
+                                        .iter()
+                                        .any(|&x| x != w && self.linked(x, y))
+                                })
                         })
                         .collect();
                     if line.len() == 1 {
@@ -337,6 +394,7 @@ fn discover_from(
         coord: vec![None; n],
         lo: [0; 3],
         hi: [0; 3],
+        origin: [0; 3],
     };
     let mut c0: RC = [0; 3];
     for d in 0..3 {
@@ -344,6 +402,7 @@ fn discover_from(
             c0[d] = (-seed.dateline[d]).rem_euclid(conf.radix[d] as i64) as i32;
         }
     }
+    disc.origin = c0;
     let mut queue = VecDeque::new();
     disc.place(origin, c0, &mut queue);
     for d in 0..3 {
@@ -382,19 +441,48 @@ fn discover_from(
         }
     }
     let mut queued: HashSet<RC> = HashSet::new();
-    // Positions that could not be decided wait until a neighbour is placed.
-    while let Some(p) = queue.pop_front() {
-        queued.remove(&p);
-        if disc.at.contains_key(&p) {
-            continue;
-        }
-        if let Some(s) = disc.try_place(p) {
-            let mut fresh = VecDeque::new();
-            disc.place(s, p, &mut fresh);
-            for q in fresh {
-                if !disc.at.contains_key(&q) && queued.insert(q) {
-                    queue.push_back(q);
+    loop {
+        // Squares first: they are unambiguous. Positions that cannot be
+        // decided yet wait until a neighbour is placed.
+        while let Some(p) = queue.pop_front() {
+            queued.remove(&p);
+            if disc.at.contains_key(&p) {
+                continue;
+            }
+            if let Some(s) = disc.try_square(p) {
+                let mut fresh = VecDeque::new();
+                disc.place(s, p, &mut fresh);
+                for q in fresh {
+                    if !disc.at.contains_key(&q) && queued.insert(q) {
+                        queue.push_back(q);
+                    }
                 }
+            }
+        }
+        // Then one line extension, and back to squares.
+        let mut frontier: Vec<RC> = disc
+            .at
+            .keys()
+            .flat_map(|&c| disc.neighbours(c))
+            .filter(|q| !disc.at.contains_key(q))
+            .collect();
+        frontier.sort();
+        frontier.dedup();
+        // Along the seed's axes first; elsewhere only when that is stuck.
+        // Extensions backed by a face with a placed sideways neighbour go
+        // before those with nothing to check against.
+        let tiers = [(true, true), (false, true), (true, false), (false, false)];
+        let pick = tiers.into_iter().find_map(|(axis_only, supported)| {
+            frontier
+                .iter()
+                .find_map(|&p| disc.try_line(p, axis_only, supported).map(|s| (p, s)))
+        });
+        let Some((p, s)) = pick else { break };
+        let mut fresh = VecDeque::new();
+        disc.place(s, p, &mut fresh);
+        for q in fresh {
+            if !disc.at.contains_key(&q) && queued.insert(q) {
+                queue.push_back(q);
             }
         }
     }

@@ -42,6 +42,9 @@
 //!    centre, along x then y then z lines, never across an intact ring's
 //!    dateline. Multicast should use SL 0 or 8 only.
 
+// Coordinates are indexed by dimension throughout; index loops read best.
+#![allow(clippy::needless_range_loop)]
+
 pub mod config;
 pub mod discover;
 pub mod mcast;
@@ -253,7 +256,18 @@ impl RoutingEngine for Torus2Qos {
         }
         let t = discover::discover(fabric, &graph, &self.conf).map_err(fail)?;
         if let Some(why) = route::refusal(&t) {
-            return Err(fail(why));
+            // Switches or links discovery could not fit usually mean the
+            // configured radix or seed does not match the cabling.
+            let hint = if t.warnings.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (discovery: {}; check the radices and seeds of {})",
+                    t.warnings.join("; "),
+                    self.conf_path
+                )
+            };
+            return Err(fail(format!("{why}{hint}")));
         }
         let max = self.conf.portgroup_max_ports;
         for p in 0..t.positions() as u32 {

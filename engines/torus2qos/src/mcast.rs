@@ -33,12 +33,15 @@ fn order_key(o: i64) -> (i64, bool) {
     (o.abs(), o > 0)
 }
 
+/// Sort key of a root candidate: distance from the centre, then the
+/// offsets of z, y, x (0 before -1 before +1 before -2 ...).
+type RootKey = (i64, (i64, bool), (i64, bool), (i64, bool));
+
 /// Choose the root.
 pub fn choose_root(t: &Torus) -> Option<(u32, bool)> {
     let last = *t.dims.last()?;
     let centre: Vec<i64> = (0..3).map(|d| (t.radix[d] / 2) as i64).collect();
-    let mut cands: Vec<(u32, (i64, (i64, bool), (i64, bool), (i64, bool)))> = (0..t.positions()
-        as u32)
+    let mut cands: Vec<(u32, RootKey)> = (0..t.positions() as u32)
         .filter(|&p| t.present(p))
         .map(|p| {
             let c = t.coord(p);

@@ -84,8 +84,7 @@ impl<'a> Router<'a> {
         for &o in signs {
             let dir = 2 * d + (ps ^ o);
             let mut cur = c;
-            loop {
-                let Some(next) = t.step(cur, dir) else { break };
+            while let Some(next) = t.step(cur, dir) {
                 if next[d] == k {
                     if target_present {
                         if t.has_link(t.pos(cur), dir) {
@@ -251,7 +250,7 @@ pub fn failed_switch_groups(t: &Torus) -> usize {
         }
     }
     // A whole missing ring along the last dimension has no start.
-    if groups == 0 && t.sw_at.iter().any(|&s| s == NONE) {
+    if groups == 0 && t.sw_at.contains(&NONE) {
         groups = 1;
     }
     groups

@@ -145,8 +145,10 @@ fn failed_switches_adjacent_in_x_are_refused() {
     assert!(eng.route(&fab.snapshot()).is_err());
 }
 
+type Edges = BTreeSet<([usize; 3], [usize; 3])>;
+
 /// Tree edges as unordered coordinate pairs, and the root.
-fn tree_of(fab: &Fab) -> ([usize; 3], BTreeSet<([usize; 3], [usize; 3])>) {
+fn tree_of(fab: &Fab) -> ([usize; 3], Edges) {
     let (f, r) = fab.route();
     let r = r.unwrap();
     let t = r.mcast_tree.clone().into_option().expect("a master tree");
@@ -170,7 +172,7 @@ fn link(a: [usize; 2], b: [usize; 2]) -> ([usize; 3], [usize; 3]) {
 }
 
 /// The pristine picture: x line on y=2 without wrap, y lines on every x without wrap.
-fn pristine_tree_edges() -> BTreeSet<([usize; 3], [usize; 3])> {
+fn pristine_tree_edges() -> Edges {
     let mut e = BTreeSet::new();
     for x in 0..5 {
         e.insert(link([x, 2], [x + 1, 2]));

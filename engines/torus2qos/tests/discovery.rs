@@ -1,0 +1,113 @@
+//! Discovery on degraded tori: whatever it places, it places where the
+//! generator put it (never a wrong coordinate: it leaves a switch out
+//! rather than guess), and with one failure it places every switch that
+//! still has links.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use sm_abi::NONE;
+
+/// (placed, misplaced, isolated-or-unplaced) counts.
+fn placement(fab: &Fab) -> Result<(usize, usize, usize), String> {
+    let f = fab.snapshot();
+    let t = fab.engine().discover(&f).map_err(|e| e.to_string())?;
+    let switches: Vec<u32> = f.switches().collect();
+    let (mut placed, mut wrong, mut unplaced) = (0, 0, 0);
+    for s in &fab.layout.switches {
+        let sw = switches.iter().position(|&n| n as usize == s.node).unwrap();
+        if t.pos_of[sw] == NONE {
+            unplaced += 1;
+        } else if t.coord(t.pos_of[sw]) == s.coord {
+            placed += 1;
+        } else {
+            wrong += 1;
+        }
+    }
+    Ok((placed, wrong, unplaced))
+}
+
+fn isolated(fab: &Fab) -> usize {
+    fab.layout
+        .switches
+        .iter()
+        .filter(|s| {
+            !fab.topo.links.iter().any(|l| {
+                let other = if l.a.0 == s.node {
+                    l.b.0
+                } else if l.b.0 == s.node {
+                    l.a.0
+                } else {
+                    return false;
+                };
+                fab.topo.nodes[other].is_switch()
+            })
+        })
+        .count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_misplaces(shape in 0usize..5, links in proptest::collection::vec(any::<u32>(), 0..12),
+                       switches in proptest::collection::vec(any::<u32>(), 0..3)) {
+        let dims = [vec![5, 5, 5], vec![6, 6], vec![4, 4, 4], vec![3, 5, 4], vec![8, 3]][shape].clone();
+        let mut fab = Fab::torus(&dims, 1);
+        fab.backup_seed = true;
+        let n = fab.layout.switches.len();
+        for s in &switches {
+            let c = fab.layout.switches[*s as usize % n].coord;
+            fab.fail_switch(c);
+        }
+        let cables: Vec<_> = fab
+            .topo
+            .links
+            .iter()
+            .filter(|l| fab.topo.nodes[l.a.0].is_switch() && fab.topo.nodes[l.b.0].is_switch())
+            .map(|l| (l.a, l.b))
+            .collect();
+        for p in &links {
+            let (a, b) = cables[*p as usize % cables.len()];
+            fab.topo.links.retain(|l| !(l.a == a && l.b == b));
+        }
+        match placement(&fab) {
+            Ok((placed, wrong, unplaced)) => {
+                prop_assert_eq!(wrong, 0, "{:?}: misplaced switches", dims);
+                // One failure: everything with a link is placed.
+                if links.len() + switches.len() <= 1 {
+                    prop_assert_eq!(unplaced, isolated(&fab), "{:?}: {} placed", dims, placed);
+                }
+            }
+            // Both seeds may be gone; that must be the reason.
+            Err(e) => prop_assert!(e.contains("seed"), "{}", e),
+        }
+    }
+}
+
+#[test]
+fn wrong_radix_is_reported() {
+    let fab = Fab::torus(&[5, 5], 1);
+    let mut conf = fab.conf();
+    conf.radix = [6, 5, 1];
+    let e = smcore_torus2qos::Torus2Qos::with_conf(conf);
+    let r = sm_abi::RoutingEngine::route(&e, &fab.snapshot());
+    let msg = r.unwrap_err().to_string();
+    assert!(
+        msg.contains("not torus neighbours") || msg.contains("could not be placed"),
+        "{msg}"
+    );
+    assert!(msg.contains("check the radices"), "{msg}");
+}
+
+#[test]
+fn meshes_with_a_missing_corner() {
+    let mut fab = Fab::mesh(&[4, 4], 1);
+    fab.backup_seed = true;
+    fab.fail_switch([3, 3, 0]);
+    let (placed, wrong, _) = placement(&fab).unwrap();
+    assert_eq!((placed, wrong), (15, 0));
+    let (f, r) = fab.route();
+    assert_ok("mesh 4x4 without a corner", &f, &r.unwrap());
+}
