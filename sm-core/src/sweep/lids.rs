@@ -26,7 +26,7 @@ use sm_mad::{PhysState, PortInfoPacket, PortState};
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric};
-use super::transport::SmpClient;
+use super::transport::{SmpClient, SmpOp};
 
 /// Highest LMC IBA allows.
 pub const MAX_LMC: u8 = 7;
@@ -337,9 +337,11 @@ pub fn program(
         .and_then(|p| p.info.as_ref())
         .map_or(0, |i| i.lid);
     // The LMC argument only sizes blocks, which programming does not need.
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
     for (node, port, _) in holders(fabric, 0) {
         let slot = &fabric.nodes[node].ports[usize::from(port)];
-        let (Some(target), Some(path)) = (slot.info, slot.path.clone()) else {
+        let (Some(target), Some(path)) = (slot.info, slot.path.as_ref()) else {
             continue;
         };
         let Some(current) = read
@@ -367,23 +369,19 @@ pub fn program(
         want.port_physical_state = PhysState::NoChange;
         let mut data = [0u8; DATA_LEN];
         want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(port), path, data));
+        targets.push((node, port, target.lid));
+    }
+    let answers = client.run_many(&ops);
+    for ((node, port, wanted), answer) in targets.into_iter().zip(answers) {
         let guid = fabric.nodes[node].guid;
-        let answer = client
-            .set(attr::PORT_INFO, u32::from(port), &path, data)
-            .and_then(|d| parse_port_info(&d));
-        match answer {
-            Ok(now) if now.lid == target.lid && now.master_sm_lid == sm_lid => {
+        match answer.and_then(|d| parse_port_info(&d)) {
+            Ok(now) if now.lid == wanted && now.master_sm_lid == sm_lid => {
                 report.set += 1;
                 fabric.nodes[node].ports[usize::from(port)].info = Some(now);
             }
             Ok(now) => {
-                warn!(
-                    guid = format_args!("{guid:#018x}"),
-                    port,
-                    lid = now.lid,
-                    wanted = target.lid,
-                    "PortInfo Set did not take effect"
-                );
+                warn!(guid = format_args!("{guid:#018x}"), port, lid = now.lid, wanted, "PortInfo Set did not take effect");
                 report.failed += 1;
             }
             Err(e) => {

@@ -15,7 +15,7 @@ use sm_mad::smp::DATA_LEN;
 use sm_mad::{SwitchInfoPacket, SwitchInfoRepr};
 
 use super::discovery::Fabric;
-use super::transport::{SmpClient, SmpError};
+use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// What a light sweep found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,24 +46,31 @@ fn parse(data: &[u8; DATA_LEN]) -> Result<SwitchInfoRepr, SmpError> {
 pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome {
     let before = client.stats().sent;
     let mut out = LightOutcome::default();
-    for (i, node) in fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()) {
-        let info = client.get(attr::SWITCH_INFO, 0, &node.path).and_then(|d| parse(&d));
-        match info {
+    let switches: Vec<(usize, &super::FabricNode)> =
+        fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()).collect();
+    let ops: Vec<SmpOp> = switches.iter().map(|(_, n)| SmpOp::get(attr::SWITCH_INFO, 0, &n.path)).collect();
+    let answers = client.run_many(&ops);
+    let mut clears = Vec::new();
+    for (&(i, node), answer) in switches.iter().zip(answers) {
+        match answer.and_then(|d| parse(&d)) {
             Ok(info) if info.port_state_change => {
                 out.changed.push((i, node.guid));
                 let mut data = [0u8; DATA_LEN];
                 // Everything else written back as read: the Set must only
                 // clear the bit.
                 info.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
-                if let Err(e) = client.set(attr::SWITCH_INFO, 0, &node.path, data) {
-                    tracing::debug!(guid = format_args!("{:#018x}", node.guid), "PortStateChange not cleared: {e}");
-                }
+                clears.push(SmpOp::set(attr::SWITCH_INFO, 0, &node.path, data));
             }
             Ok(_) => {}
             Err(e) => {
                 tracing::debug!(guid = format_args!("{:#018x}", node.guid), "light sweep: {e}");
                 out.lost.push((i, node.guid));
             }
+        }
+    }
+    for (op, result) in clears.iter().zip(client.run_many(&clears)) {
+        if let Err(e) = result {
+            tracing::debug!(path = ?op.path, "PortStateChange not cleared: {e}");
         }
     }
     out.smps = client.stats().sent - before;

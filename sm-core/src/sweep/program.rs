@@ -34,7 +34,7 @@ use sm_mad::{PhysState, PortInfoPacket, PortState, SwitchInfoPacket, SwitchInfoR
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric};
-use super::transport::{SmpClient, SmpError, SmpPort, SmpStats};
+use super::transport::{SmpClient, SmpError, SmpOp, SmpPort, SmpStats};
 use super::{sweep, Guid2Lid, SweepOptions, SweepOutcome};
 use crate::config::Config;
 use crate::engines::chain::ChainOutcome;
@@ -170,20 +170,17 @@ pub fn program_routing(
     // Per routed switch: (node, top it held before this sweep, top it
     // holds now as far as we know).
     let mut targets: Vec<(usize, u16, Option<u16>)> = Vec::new();
+    // SwitchInfo Sets, all in flight together: (node, old top).
+    let mut top_sets: Vec<(usize, u16)> = Vec::new();
+    let mut ops = Vec::new();
     for lft in routing.lfts.iter() {
         let node = lft.node as usize;
         let Some(n) = fabric.nodes.get(node).filter(|n| n.is_switch()) else {
-            warn!(
-                node,
-                "routing has an LFT for a node that is not a discovered switch; ignored"
-            );
+            warn!(node, "routing has an LFT for a node that is not a discovered switch; ignored");
             continue;
         };
         let Some(info) = n.switch_info else {
-            warn!(
-                guid = format_args!("{:#018x}", n.guid),
-                "SwitchInfo unknown; LFT not programmed"
-            );
+            warn!(guid = format_args!("{:#018x}", n.guid), "SwitchInfo unknown; LFT not programmed");
             report.switch_info.failed += 1;
             continue;
         };
@@ -200,23 +197,20 @@ pub fn program_routing(
         want.port_state_change = false;
         let mut data = [0u8; DATA_LEN];
         want.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
-        let guid = n.guid;
-        let path = n.path.clone();
-        let now = match client
-            .set(attr::SWITCH_INFO, 0, &path, data)
-            .and_then(|d| parse_switch_info(&d))
-        {
+        ops.push(SmpOp::set(attr::SWITCH_INFO, 0, &n.path, data));
+        top_sets.push((node, old_top));
+    }
+    let answers = client.run_many(&ops);
+    for ((node, old_top), answer) in top_sets.into_iter().zip(answers) {
+        let guid = fabric.nodes[node].guid;
+        let now = match answer.and_then(|d| parse_switch_info(&d)) {
             Ok(now) if now.linear_fdb_top == max_lid => {
                 report.switch_info.set += 1;
                 Some(now)
             }
             Ok(now) => {
-                warn!(
-                    guid = format_args!("{guid:#018x}"),
-                    top = now.linear_fdb_top,
-                    wanted = max_lid,
-                    "LinearFDBTop Set did not take effect"
-                );
+                warn!(guid = format_args!("{guid:#018x}"), top = now.linear_fdb_top, wanted = max_lid,
+                    "LinearFDBTop Set did not take effect");
                 report.switch_info.failed += 1;
                 None
             }
@@ -234,65 +228,81 @@ pub fn program_routing(
     let after_switch_info = client.stats().clone();
     report.switch_info.smps = after_switch_info.since(&before);
 
-    let lft_of: HashMap<usize, &[u8]> = routing
-        .lfts
-        .iter()
-        .map(|l| (l.node as usize, &l.ports[..]))
-        .collect();
+    let lft_of: HashMap<usize, &[u8]> = routing.lfts.iter().map(|l| (l.node as usize, &l.ports[..])).collect();
+    let last_block = max_lid / LFT_BLOCK_LEN as u16;
+    // What each switch to program holds, as far as known: (node, blocks).
+    let mut switches: Vec<(usize, Vec<Option<[u8; LFT_BLOCK_LEN]>>)> = Vec::new();
+    // Blocks to read first: (index into `switches`, block, old top).
+    let mut reads: Vec<(usize, u16, u16)> = Vec::new();
+    let mut ops = Vec::new();
     for (node, old_top, top_now) in targets {
-        let Some(ports) = lft_of.get(&node) else {
+        if !lft_of.contains_key(&node) {
             continue;
-        };
+        }
         let n = &fabric.nodes[node];
-        let (guid, path) = (n.guid, n.path.clone());
+        let guid = n.guid;
         if top_now != Some(max_lid) {
             // With the top wrong, the blocks would forward the wrong LIDs
             // or none; the next sweep retries the switch whole.
             held.switches.remove(&guid);
             continue;
         }
-        let last_block = max_lid / LFT_BLOCK_LEN as u16;
+        let trusted_cache = held.switches.get(&guid).is_some_and(|h| h.top == old_top);
         let mut known: Vec<Option<[u8; LFT_BLOCK_LEN]>> = match held.switches.get(&guid) {
             // The switch still shows the top we left: nothing but us
             // rewrote it (a reset switch comes back with top 0).
-            Some(h) if h.top == old_top => h.blocks.clone(),
+            Some(h) if trusted_cache => h.blocks.clone(),
             _ => Vec::new(),
         };
-        known.resize(usize::from(last_block) + 1, None);
-        let trusted_cache = held.switches.get(&guid).is_some_and(|h| h.top == old_top);
         if !trusted_cache {
             // A switch we cannot vouch for may have been reset: its SL2VL
             // and VLArb tables are unknown too.
             held.forget_vl_tables(guid);
         }
+        known.resize(usize::from(last_block) + 1, None);
         if !trusted_cache && old_top != 0 {
             let readable = old_top.min(max_lid) / LFT_BLOCK_LEN as u16;
             for block in 0..=readable {
-                let read = LftRepr::modifier(block)
-                    .map_err(SmpError::BadRequest)
-                    .and_then(|m| client.get(attr::LINEAR_FORWARDING_TABLE, m, &path))
-                    .and_then(|d| parse_lft(&d));
-                match read {
-                    Ok(mut held_block) => {
-                        report.lft.read += 1;
-                        // Entries above the old top were not forwarding;
-                        // compare them as what they meant.
-                        let first = usize::from(block) * LFT_BLOCK_LEN;
-                        for (i, e) in held_block.iter_mut().enumerate() {
-                            if first + i > usize::from(old_top) {
-                                *e = NO_ROUTE;
-                            }
-                        }
-                        known[usize::from(block)] = Some(held_block);
+                match LftRepr::modifier(block) {
+                    Ok(m) => {
+                        ops.push(SmpOp::get(attr::LINEAR_FORWARDING_TABLE, m, &n.path));
+                        reads.push((switches.len(), block, old_top));
                     }
-                    Err(e) => {
-                        debug!(guid = format_args!("{guid:#018x}"), block, error = %e,
-                            "LFT block unreadable; written blind");
-                        report.lft.failed += 1;
-                    }
+                    Err(_) => report.lft.failed += 1,
                 }
             }
         }
+        switches.push((node, known));
+    }
+    let answers = client.run_many(&ops);
+    for ((k, block, old_top), answer) in reads.into_iter().zip(answers) {
+        let (node, known) = &mut switches[k];
+        match answer.and_then(|d| parse_lft(&d)) {
+            Ok(mut held_block) => {
+                report.lft.read += 1;
+                // Entries above the old top were not forwarding; compare
+                // them as what they meant.
+                let first = usize::from(block) * LFT_BLOCK_LEN;
+                for (i, e) in held_block.iter_mut().enumerate() {
+                    if first + i > usize::from(old_top) {
+                        *e = NO_ROUTE;
+                    }
+                }
+                known[usize::from(block)] = Some(held_block);
+            }
+            Err(e) => {
+                debug!(guid = format_args!("{:#018x}", fabric.nodes[*node].guid), block, error = %e,
+                    "LFT block unreadable; written blind");
+                report.lft.failed += 1;
+            }
+        }
+    }
+
+    // Every block that differs, across all switches, in flight together.
+    let mut writes: Vec<(usize, u16, [u8; LFT_BLOCK_LEN])> = Vec::new();
+    let mut ops = Vec::new();
+    for (k, (node, known)) in switches.iter().enumerate() {
+        let ports = lft_of[node];
         for block in 0..=last_block {
             let want = wanted_block(ports, block, max_lid);
             if known[usize::from(block)] == Some(want) {
@@ -305,36 +315,33 @@ pub fn program_routing(
             };
             let mut data = [0u8; DATA_LEN];
             data[..LFT_BLOCK_LEN].copy_from_slice(&want);
-            let result = client
-                .set(attr::LINEAR_FORWARDING_TABLE, modifier, &path, data)
-                .and_then(|d| parse_lft(&d));
-            match result {
-                Ok(now) if now == want => {
-                    report.lft.set += 1;
-                    known[usize::from(block)] = Some(want);
-                }
-                Ok(now) => {
-                    warn!(
-                        guid = format_args!("{guid:#018x}"),
-                        block, "LFT block Set did not take effect"
-                    );
-                    report.lft.failed += 1;
-                    known[usize::from(block)] = Some(now);
-                }
-                Err(e) => {
-                    warn!(guid = format_args!("{guid:#018x}"), block, error = %e, "LFT block Set failed");
-                    report.lft.failed += 1;
-                    known[usize::from(block)] = None;
-                }
+            ops.push(SmpOp::set(attr::LINEAR_FORWARDING_TABLE, modifier, &fabric.nodes[*node].path, data));
+            writes.push((k, block, want));
+        }
+    }
+    let answers = client.run_many(&ops);
+    for ((k, block, want), answer) in writes.into_iter().zip(answers) {
+        let (node, known) = &mut switches[k];
+        let guid = fabric.nodes[*node].guid;
+        match answer.and_then(|d| parse_lft(&d)) {
+            Ok(now) if now == want => {
+                report.lft.set += 1;
+                known[usize::from(block)] = Some(want);
+            }
+            Ok(now) => {
+                warn!(guid = format_args!("{guid:#018x}"), block, "LFT block Set did not take effect");
+                report.lft.failed += 1;
+                known[usize::from(block)] = Some(now);
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), block, error = %e, "LFT block Set failed");
+                report.lft.failed += 1;
+                known[usize::from(block)] = None;
             }
         }
-        held.switches.insert(
-            guid,
-            HeldSwitch {
-                top: max_lid,
-                blocks: known,
-            },
-        );
+    }
+    for (node, known) in switches {
+        held.switches.insert(fabric.nodes[node].guid, HeldSwitch { top: max_lid, blocks: known });
     }
     report.lft.smps = client.stats().since(&after_switch_info);
 }
@@ -350,11 +357,12 @@ fn move_ports(
     phase: &mut PhaseReport,
 ) {
     let before = client.stats().clone();
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
     for node in 0..fabric.nodes.len() {
         for port in 1..fabric.nodes[node].ports.len() {
             let slot = &fabric.nodes[node].ports[port];
-            let (Some(current), Some(path), Some(_)) = (slot.info, slot.path.clone(), slot.peer)
-            else {
+            let (Some(current), Some(path), Some(_)) = (slot.info, slot.path.as_ref(), slot.peer) else {
                 continue;
             };
             if current.port_state == to || current.port_state == PortState::Active {
@@ -370,25 +378,27 @@ fn move_ports(
             want.port_physical_state = PhysState::NoChange;
             let mut data = [0u8; DATA_LEN];
             want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-            let guid = fabric.nodes[node].guid;
-            let answer = client
-                .set(attr::PORT_INFO, port as u32, &path, data)
-                .and_then(|d| parse_port_info(&d));
-            match answer {
-                Ok(now) if now.port_state == to => {
-                    phase.set += 1;
-                    fabric.nodes[node].ports[port].info = Some(now);
-                }
-                Ok(now) => {
-                    warn!(guid = format_args!("{guid:#018x}"), port, state = ?now.port_state, wanted = ?to,
-                        "PortState Set did not take effect");
-                    phase.failed += 1;
-                    fabric.nodes[node].ports[port].info = Some(now);
-                }
-                Err(e) => {
-                    warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set failed");
-                    phase.failed += 1;
-                }
+            ops.push(SmpOp::set(attr::PORT_INFO, port as u32, path, data));
+            targets.push((node, port));
+        }
+    }
+    let answers = client.run_many(&ops);
+    for ((node, port), answer) in targets.into_iter().zip(answers) {
+        let guid = fabric.nodes[node].guid;
+        match answer.and_then(|d| parse_port_info(&d)) {
+            Ok(now) if now.port_state == to => {
+                phase.set += 1;
+                fabric.nodes[node].ports[port].info = Some(now);
+            }
+            Ok(now) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, state = ?now.port_state, wanted = ?to,
+                    "PortState Set did not take effect");
+                phase.failed += 1;
+                fabric.nodes[node].ports[port].info = Some(now);
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set failed");
+                phase.failed += 1;
             }
         }
     }

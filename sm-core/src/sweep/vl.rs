@@ -21,7 +21,7 @@ use tracing::warn;
 
 use super::discovery::Fabric;
 use super::program::{HeldTables, RoutingProgramReport};
-use super::transport::SmpClient;
+use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// Writes `routing`'s SL2VL and VLArb tables into `fabric`.
 pub fn program_vl_tables(
@@ -39,6 +39,8 @@ pub fn program_vl_tables(
         }
     }
     let before = client.stats().clone();
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
     for entry in routing.sl2vl.iter() {
         let Some(node) = fabric.nodes.get(entry.node as usize) else {
             warn!(node = entry.node, "SL2VL for a node not in the fabric; ignored");
@@ -64,25 +66,29 @@ pub fn program_vl_tables(
         }
         let mut data = [0u8; DATA_LEN];
         Sl2VlRepr { vl_by_sl: entry.vl }.emit(&mut Sl2VlPacket::new_unchecked(&mut data[..]));
-        let now = client.set(attr::SL_TO_VL_MAPPING_TABLE, modifier, path, data).and_then(|d| {
+        ops.push(SmpOp::set(attr::SL_TO_VL_MAPPING_TABLE, modifier, path, data));
+        targets.push((key, entry.vl));
+    }
+    let answers = client.run_many(&ops);
+    for ((key, vl), answer) in targets.into_iter().zip(answers) {
+        let now = answer.and_then(|d| {
             Sl2VlPacket::new_checked(&d[..])
                 .and_then(|p| Sl2VlRepr::parse(&p))
-                .map_err(|e| super::SmpError::Malformed(format!("SL2VL: {e}")))
+                .map_err(|e| SmpError::Malformed(format!("SL2VL: {e}")))
         });
+        let (guid, in_port, out_port) = key;
         match now {
-            Ok(now) if now.vl_by_sl == entry.vl => {
+            Ok(now) if now.vl_by_sl == vl => {
                 report.sl2vl.set += 1;
-                held.sl2vl.insert(key, entry.vl);
+                held.sl2vl.insert(key, vl);
             }
             Ok(_) => {
-                warn!(guid = format_args!("{:#018x}", node.guid), in_port = entry.in_port, out_port = entry.out_port,
-                    "SL2VL Set did not take effect");
+                warn!(guid = format_args!("{guid:#018x}"), in_port, out_port, "SL2VL Set did not take effect");
                 report.sl2vl.failed += 1;
                 held.sl2vl.remove(&key);
             }
             Err(e) => {
-                warn!(guid = format_args!("{:#018x}", node.guid), in_port = entry.in_port, out_port = entry.out_port,
-                    error = %e, "SL2VL Set failed");
+                warn!(guid = format_args!("{guid:#018x}"), in_port, out_port, error = %e, "SL2VL Set failed");
                 report.sl2vl.failed += 1;
                 held.sl2vl.remove(&key);
             }
@@ -91,6 +97,8 @@ pub fn program_vl_tables(
     let after_sl2vl = client.stats().clone();
     report.sl2vl.smps = after_sl2vl.since(&before);
 
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
     for arb in routing.vlarb.iter() {
         let Some(node) = fabric.nodes.get(arb.node as usize) else {
             warn!(node = arb.node, "VLArb for a node not in the fabric; ignored");
@@ -129,17 +137,21 @@ pub fn program_vl_tables(
             let mut data = [0u8; DATA_LEN];
             repr.emit(&mut VlArbPacket::new_unchecked(&mut data[..]));
             let port = if node.is_switch() { u16::from(arb.port) } else { 0 };
-            let modifier = VlArbModifier { block, port }.to_u32();
-            match client.set(attr::VL_ARBITRATION_TABLE, modifier, path, data) {
-                Ok(_) => {
-                    report.vlarb.set += 1;
-                    held.vlarb.insert(key, want);
-                }
-                Err(e) => {
-                    warn!(guid = format_args!("{:#018x}", node.guid), port = arb.port, error = %e, "VLArb Set failed");
-                    report.vlarb.failed += 1;
-                    held.vlarb.remove(&key);
-                }
+            ops.push(SmpOp::set(attr::VL_ARBITRATION_TABLE, VlArbModifier { block, port }.to_u32(), path, data));
+            targets.push((key, want));
+        }
+    }
+    let answers = client.run_many(&ops);
+    for ((key, want), answer) in targets.into_iter().zip(answers) {
+        match answer {
+            Ok(_) => {
+                report.vlarb.set += 1;
+                held.vlarb.insert(key, want);
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{:#018x}", key.0), port = key.1, error = %e, "VLArb Set failed");
+                report.vlarb.failed += 1;
+                held.vlarb.remove(&key);
             }
         }
     }
