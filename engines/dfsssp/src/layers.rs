@@ -87,7 +87,12 @@ impl Paths<'_> {
     }
 
     /// Every path with at least one dependency, in routing order.
-    fn each(&self, mut f: impl FnMut(usize, &[Ch])) {
+    fn each(&self, f: impl FnMut(usize, &[Ch])) {
+        self.each_of_len(2..usize::MAX, f)
+    }
+
+    /// The paths whose channel count is in `len`, in routing order.
+    fn each_of_len(&self, len: std::ops::Range<usize>, mut f: impl FnMut(usize, &[Ch])) {
         let nsw = self.net.nsw;
         let mut chain = Vec::with_capacity(16);
         for &(lid, _) in &self.tables.routed {
@@ -96,12 +101,36 @@ impl Paths<'_> {
                     continue;
                 }
                 walk(self.net, self.tables, s as Sw, lid, &mut chain);
-                if chain.len() >= 2 {
+                if chain.len() >= 2 && len.contains(&chain.len()) {
                     f(lid as usize * nsw + s, &chain);
                 }
             }
         }
     }
+
+    /// Every path with at least one dependency, in `order`.
+    fn each_in(&self, order: Order, mut f: impl FnMut(usize, &[Ch])) {
+        match order {
+            Order::Routing => self.each(f),
+            Order::LongestFirst => {
+                let mut longest = 0;
+                self.each(|_, c| longest = longest.max(c.len()));
+                for len in (2..=longest).rev() {
+                    self.each_of_len(len..len + 1, &mut f);
+                }
+            }
+        }
+    }
+}
+
+/// The order paths are placed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Destination by destination, in routing order (switch LIDs last).
+    Routing,
+    /// Most channels first, as in first-fit-decreasing bin packing: long
+    /// paths carry the most dependencies and are the hardest to fit.
+    LongestFirst,
 }
 
 const NO_LAYER: u8 = u8::MAX;
@@ -114,6 +143,7 @@ pub fn assign(
     tables: &Tables,
     src_weight: &[u64],
     vl_avail: usize,
+    order: Order,
 ) -> Result<Assignment, NoFit> {
     let nsw = net.nsw;
     let vl_avail = vl_avail.max(1);
@@ -132,7 +162,7 @@ pub fn assign(
     let mut index: Option<DepPaths> = None;
     let mut failed: Option<NoFit> = None;
     let mut placed = 0u64;
-    paths.each(|id, c| {
+    paths.each_in(order, |id, c| {
         if failed.is_some() {
             return;
         }

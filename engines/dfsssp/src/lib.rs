@@ -18,8 +18,18 @@
 //! of [`cdg`]). The path's SL is its layer's VL; every port gets an SL2VL
 //! map sending SL i to VL i, so the credit-loop freedom holds on the wire.
 //! Layers are limited by the operational VLs of the fabric (the fewest any
-//! linked port operates, at most 8); if the paths need more, the engine
-//! fails and says so, and the core's chain falls through.
+//! linked port operates, at most 8). When the paths do not fit, dfsssp
+//! tries, in this order: placing them longest first instead of in routing
+//! order; switch LIDs reusing the tree of their switch's first end port
+//! (CA-to-CA routes unchanged, a third fewer distinct paths on a torus
+//! with two hosts per switch, and on fat trees every path up*/down*);
+//! one tree per destination switch. Each step is reported in the
+//! diagnostics. Only when all fail does the engine return an error naming
+//! a path that fits no layer, and the core's chain falls through.
+//!
+//! Sizes: the path SL table is one byte per (switch, LID), 3.7 MB for a
+//! 16-ary 3-tree with 4,096 CAs; paths are walked from the forwarding
+//! tables when needed rather than stored.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -38,6 +48,7 @@ pub mod layers;
 pub mod net;
 pub mod sssp;
 
+use layers::Order;
 use net::Net;
 use sssp::{Class, Share, Tables};
 
@@ -249,13 +260,14 @@ impl RoutingEngine for Dfsssp {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
         let vl_avail = available_vls(fabric);
         // OpenSM's routes first (one balanced tree per LID). When their
-        // paths need more layers than the fabric has VLs, route again with
-        // fewer distinct paths: switch LIDs on the tree of their switch's
-        // first end port, then one tree per destination switch.
+        // paths need more layers than the fabric has VLs, place them again
+        // longest first, then route again with fewer distinct paths:
+        // switch LIDs on the tree of their switch's first end port, then
+        // one tree per destination switch.
         let mut failures: Vec<String> = Vec::new();
         let mut chosen = None;
-        let mut ca_failed = false;
-        for (share, what) in [
+        let mut ca_failed_in_order = false;
+        'levels: for (share, what) in [
             (Share::Nothing, "one tree per destination LID"),
             (
                 Share::SwitchLids,
@@ -263,21 +275,28 @@ impl RoutingEngine for Dfsssp {
             ),
             (Share::Everything, "one tree per destination switch"),
         ] {
-            // CA LIDs are routed before switch LIDs and identically with
-            // or without shared switch-LID trees: if a path to a CA LID
-            // did not fit, sharing the switch LIDs' trees cannot help.
-            if share == Share::SwitchLids && ca_failed {
-                continue;
-            }
             let routed = route_sssp("dfsssp", &self.cfg, fabric, share)?;
-            match layer(fabric, &routed, vl_avail) {
-                Ok(a) => {
-                    chosen = Some((routed, a, what));
-                    break;
+            for (order, how) in [
+                (Order::Routing, "in routing order"),
+                (Order::LongestFirst, "longest first"),
+            ] {
+                // In routing order CA LIDs come before switch LIDs and are
+                // routed the same whether switch LIDs share trees or not:
+                // if a path to a CA LID did not fit, it will not now.
+                if share == Share::SwitchLids && order == Order::Routing && ca_failed_in_order {
+                    continue;
                 }
-                Err((why, to_switch)) => {
-                    ca_failed = !to_switch;
-                    failures.push(format!("with {what} {why}"));
+                match layer(fabric, &routed, vl_avail, order) {
+                    Ok(a) => {
+                        chosen = Some((routed, a, format!("{what}, paths placed {how}")));
+                        break 'levels;
+                    }
+                    Err((why, to_switch)) => {
+                        if share == Share::Nothing && order == Order::Routing {
+                            ca_failed_in_order = !to_switch;
+                        }
+                        failures.push(format!("with {what}, placed {how}: {why}"));
+                    }
                 }
             }
         }
@@ -349,9 +368,10 @@ fn layer(
     fabric: &FabricSnapshot,
     routed: &Routed,
     vl_avail: u8,
+    order: Order,
 ) -> Result<layers::Assignment, (String, bool)> {
     let (_, src_weight) = source_switches(fabric, routed);
-    layers::assign(&routed.net, &routed.tables, &src_weight, vl_avail as usize).map_err(|e| {
+    layers::assign(&routed.net, &routed.tables, &src_weight, vl_avail as usize, order).map_err(|e| {
         let node = &fabric.nodes[routed.graph.switch_nodes[e.src as usize] as usize];
         let owner = routed.graph.lid_port.get(e.lid as usize).copied().unwrap_or(NONE);
         let to_switch =

@@ -301,9 +301,16 @@ fn dfsssp_routes_the_6x6x6_torus_opensm_fails_on() {
     // OpenSM 3.3.23's dfsssp gives up on this fabric ("needs 9 VLs, 8
     // available").
     let f = torus(&[6, 6, 6], 2);
-    let r = Dfsssp::default().route(&f).unwrap_or_else(|e| panic!("{e}"));
+    let r = Dfsssp::default()
+        .route(&f)
+        .unwrap_or_else(|e| panic!("{e}"));
     let v = verify(&f, &r, &VerifyOptions::default());
     assert!(v.ok(), "{:?}", v.failure());
-    assert!(r.vls_used <= 8 && v.vls_used <= 8, "vls_used {} / {}", r.vls_used, v.vls_used);
+    assert!(
+        r.vls_used <= 8 && v.vls_used <= 8,
+        "vls_used {} / {}",
+        r.vls_used,
+        v.vls_used
+    );
     assert_eq!(v.non_minimal, 0);
 }
