@@ -12,13 +12,18 @@
 //! and move all paths inducing it one layer up. That wastes layers: many
 //! moved paths did not need to move, and they move only one layer up. Here
 //! every path goes straight into the lowest layer whose graph stays
-//! acyclic with it (first fit, destinations in routing order), checked
-//! incrementally with an online topological order ([`crate::cdg`]). A path
-//! that fits no layer gets room made for it ([`repair`]): the cycle it
+//! acyclic with it (first fit, in routing order or longest first, see
+//! [`Order`]), checked incrementally with an online topological order
+//! ([`crate::cdg`]). A path
+//! that fits no layer gets room made for it: the cycle it
 //! would close in a layer is known from the failed check, the cycle's
 //! dependency that the fewest paths of the layer induce is cleared by
 //! moving those paths to other layers that take them, and the path is
 //! tried again.
+//!
+//! On the 6×6×6 torus with 2 hosts per switch, where OpenSM 3.3.23 asks
+//! for 9 VLs, the CA-to-CA paths fit 8 layers placed longest first (the
+//! switch LIDs then reuse their first host's tree, see the crate doc).
 //!
 //! When fewer layers are needed than VLs are available, the layers are
 //! spread over the spare VLs as OpenSM does (each spare VL goes to the
