@@ -282,6 +282,7 @@ impl Nue {
         // Destinations: every LID of every end port (and of every switch
         // when switches are traffic sinks), with its switch and port.
         let mut dests = Vec::new();
+        let lids = graph.lid_port.len() as u32;
         for &p in &graph.end_ports {
             let port = &fabric.ports[p as usize];
             let sw = graph.entry_switch(fabric, p);
@@ -289,7 +290,9 @@ impl Nue {
                 continue;
             }
             let out = fabric.ports[port.peer as usize].num;
-            for l in port.lid as u32..port.lid as u32 + port.lid_count() {
+            // LIDs beyond max_lid have no LFT entry (the snapshot is
+            // inconsistent there); they are left out rather than indexed.
+            for l in port.lid as u32..(port.lid as u32 + port.lid_count()).min(lids) {
                 dests.push(Dest {
                     lid: l as u16,
                     sw,
@@ -302,7 +305,7 @@ impl Nue {
         for s in 0..n as Sw {
             let p0 = &fabric.ports
                 [fabric.nodes[graph.switch_nodes[s as usize] as usize].first_port as usize];
-            for l in p0.lid as u32..p0.lid as u32 + p0.lid_count() {
+            for l in p0.lid as u32..(p0.lid as u32 + p0.lid_count()).min(lids) {
                 sw_dests.push(Dest {
                     lid: l as u16,
                     sw: s,
