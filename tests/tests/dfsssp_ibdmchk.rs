@@ -10,6 +10,9 @@
 //! * Differential against OpenSM 3.3.23's `-R dfsssp` under ibsim on small
 //!   fabrics: the same verdict (both route, or both refuse), and where both
 //!   route, every CA pair reachable in both dumps.
+//! * The 6x6x6 torus with 2 hosts per switch: OpenSM's dfsssp stops with
+//!   "Not enough VLs available (avail=8, needed=9)"; smcore's routes it,
+//!   and ibdmchk finds no credit loop within 8 VLs.
 //!
 //! Needs `cargo build -p sm-core -p smcore-engine-minhop -p
 //! smcore-engine-dfsssp` first, and the Debian packages opensm, ibsim-utils,
@@ -234,4 +237,40 @@ fn same_verdict_as_opensm_on_a_2d_torus() {
 #[test]
 fn same_verdict_as_opensm_on_a_3d_torus() {
     differential("torus-3d", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
+}
+
+/// The fabric OpenSM 3.3.23's dfsssp gives up on ("Not enough VLs
+/// available (avail=8, needed=9)"): smcore's dfsssp routes it, and
+/// ibdmchk confirms no credit loop within 8 VLs.
+#[test]
+fn torus_6x6x6_routes_within_8_vls_where_opensm_gives_up() {
+    route_and_check("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
+    let sm = smcore();
+    let tmp = tempfile::Builder::new()
+        .prefix("dfsssp-6x6x6-opensm-")
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join("t.net");
+    sm.gen(&["torus", "--dims", "6x6x6", "--hosts", "2"], &net)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = OpenSmOptions::new("dfsssp");
+    opts.timeout = Duration::from_secs(300);
+    let osm = opensm::run(&sim, &opts).unwrap_or_else(|e| panic!("{e}"));
+    drop(sim);
+    let log = std::fs::read_to_string(&osm.log_file).unwrap_or_default();
+    let why: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Not enough VLs"))
+        .collect();
+    println!("OpenSM dfsssp: routed by {:?}; {:?}", osm.routed_by(), why);
+    assert!(
+        !osm.asked_engine_routed(),
+        "OpenSM's dfsssp routed the 6x6x6 torus after all"
+    );
+    assert!(
+        !why.is_empty(),
+        "OpenSM failed for another reason; log {}",
+        osm.log_file.display()
+    );
 }
