@@ -470,3 +470,38 @@ fn separate_failed_switches_are_routed_only_without_credit_loops() {
         }
     }
 }
+
+#[test]
+fn lmc_two_routes_every_lid() {
+    let fab = Fab::torus(&[4, 4, 3], 1);
+    let f = sm_topology::lids::snapshot(&fab.topo, 2).unwrap();
+    let r = fab.engine().route(&f).unwrap();
+    let v = assert_ok("4x4x3 lmc 2", &f, &r);
+    assert_eq!(v.pairs, 48 * 47 * 4);
+}
+
+#[test]
+fn a_two_dimensional_torus_named_y_and_z() {
+    // "torus 1 5 4": the generator's x axis is the conf's y, its y the conf's z.
+    let fab = Fab::torus(&[5, 4], 1);
+    let g = |c: [usize; 3]| fab.layout.at(c).unwrap().guid;
+    let text = format!(
+        "torus 1 5 4\nyp_link {o:#x} {:#x}\nzp_link {o:#x} {:#x}\nzm_link {o:#x} {:#x}\n",
+        g([1, 0, 0]),
+        g([0, 1, 0]),
+        g([0, 3, 0]),
+        o = g([0, 0, 0])
+    );
+    let eng = Torus2Qos::with_conf(TorusConf::parse(&text, "yz.conf").unwrap());
+    let f = fab.snapshot();
+    let t = eng.discover(&f).unwrap();
+    for s in &fab.layout.switches {
+        let sw = f.switches().position(|n| n as usize == s.node).unwrap();
+        assert_eq!(t.coord(t.pos_of[sw]), [0, s.coord[0], s.coord[1]]);
+    }
+    let r = eng.route(&f).unwrap();
+    assert_ok("torus 1 5 4", &f, &r);
+    // SL bits are those of y and z (1 and 2).
+    assert!(all_sls(&f, &r).iter().all(|&(_, _, sl)| sl & 1 == 0));
+    assert!(all_sls(&f, &r).iter().any(|&(_, _, sl)| sl & 4 != 0));
+}
