@@ -128,6 +128,14 @@ pub struct Layer {
     fwd: Vec<Ch>,
     back: Vec<Ch>,
     slots: Vec<u32>,
+    /// Per channel, bit k set when the turn into the k-th out-channel of
+    /// its head is used (kept only when no switch has over 64 neighbours,
+    /// see `masks`): the searches then visit used turns only.
+    out_mask: Vec<u64>,
+    /// Per channel `(u→v)`, bit j set when the turn from the reverse of
+    /// `u`'s j-th out-channel into it is used.
+    in_mask: Vec<u64>,
+    masks: bool,
     /// Window searches done (order violations), for the diagnostics.
     pub searches: u64,
     /// Channels visited by those searches.
@@ -140,6 +148,9 @@ impl Layer {
         let m = ch.len();
         Layer {
             status: vec![UNKNOWN; ch.deps],
+            out_mask: vec![0; m],
+            in_mask: vec![0; m],
+            masks: (0..ch.start.len().saturating_sub(1) as Sw).all(|u| ch.out(u).len() <= 64),
             ord: (0..m as u32).collect(),
             at: (0..m as u32).collect(),
             mark: vec![0; m],
@@ -168,6 +179,8 @@ impl Layer {
     /// allocations.
     pub fn reset(&mut self) {
         self.status.fill(UNKNOWN);
+        self.out_mask.fill(0);
+        self.in_mask.fill(0);
         for (i, (o, a)) in self.ord.iter_mut().zip(self.at.iter_mut()).enumerate() {
             *o = i as u32;
             *a = i as u32;
@@ -196,7 +209,7 @@ impl Layer {
         }
         let (ox, oy) = (self.ord[x as usize], self.ord[y as usize]);
         if ox < oy {
-            self.status[d] = USED;
+            self.set_used(ch, d, x, y);
             return true;
         }
         self.searches += 1;
@@ -211,6 +224,23 @@ impl Layer {
             self.visited += 1;
             self.fwd.push(w);
             let v = ch.head[w as usize];
+            if self.masks {
+                let s0 = ch.start[v as usize];
+                let mut m = self.out_mask[w as usize];
+                while m != 0 {
+                    let z = s0 + m.trailing_zeros();
+                    m &= m - 1;
+                    if z == x {
+                        self.status[d] = BLOCKED;
+                        return false;
+                    }
+                    if self.ord[z as usize] < ox && self.mark[z as usize] != e {
+                        self.mark[z as usize] = e;
+                        self.stack.push(z);
+                    }
+                }
+                continue;
+            }
             let base = ch.dep_start[w as usize];
             for (k, z) in ch.out(v).enumerate() {
                 if self.status[base as usize + k] != USED {
@@ -235,6 +265,19 @@ impl Layer {
             self.back.push(w);
             // In-dependencies of w = (u→v) come from channels (t→u), t ≠ v.
             let u = ch.tail[w as usize];
+            if self.masks {
+                let s0 = ch.start[u as usize];
+                let mut m = self.in_mask[w as usize];
+                while m != 0 {
+                    let z = ch.rev[(s0 + m.trailing_zeros()) as usize];
+                    m &= m - 1;
+                    if self.ord[z as usize] > oy && self.mark[z as usize] != e2 {
+                        self.mark[z as usize] = e2;
+                        self.stack.push(z);
+                    }
+                }
+                continue;
+            }
             let v = ch.head[w as usize];
             let k = w - ch.start[u as usize];
             for o in ch.out(u) {
@@ -290,14 +333,30 @@ impl Layer {
             self.ord[c as usize] = p;
             self.at[p as usize] = c;
         }
-        self.status[d] = USED;
+        self.set_used(ch, d, x, y);
         true
+    }
+
+    #[inline]
+    fn set_used(&mut self, ch: &Channels, d: usize, x: Ch, y: Ch) {
+        self.status[d] = USED;
+        if self.masks {
+            let u = ch.head[x as usize];
+            self.out_mask[x as usize] |= 1 << (y - ch.start[u as usize]);
+            self.in_mask[y as usize] |= 1 << (ch.rev[x as usize] - ch.start[u as usize]);
+        }
     }
 
     /// Drop a dependency this layer marked (used or blocked) so that it is
     /// unknown again. Removing a used edge keeps the order topological.
-    pub fn forget(&mut self, slot: u32) {
-        self.status[slot as usize] = UNKNOWN;
+    pub fn forget(&mut self, ch: &Channels, x: Ch, y: Ch) {
+        let d = ch.dep(x, y) as usize;
+        if self.status[d] == USED && self.masks {
+            let u = ch.head[x as usize];
+            self.out_mask[x as usize] &= !(1 << (y - ch.start[u as usize]));
+            self.in_mask[y as usize] &= !(1 << (ch.rev[x as usize] - ch.start[u as usize]));
+        }
+        self.status[d] = UNKNOWN;
     }
 
     /// Check the used set is acyclic against the maintained order (every
@@ -404,20 +463,45 @@ mod tests {
             state ^= state << 17;
             turns.swap(i, (state % (i as u64 + 1)) as usize);
         }
-        let mut layer = Layer::new(&ch);
+        for masks in [true, false] {
+            check_turns(&ch, &turns, masks);
+        }
+    }
+
+    fn check_turns(ch: &Channels, turns: &[(Ch, Ch)], masks: bool) {
+        let mut layer = Layer::new(ch);
+        assert!(layer.masks);
+        // Without masks the searches scan every turn slot (switches with
+        // more than 64 neighbours).
+        layer.masks = masks;
         let (mut used, mut blocked) = (0, 0);
-        for &(x, y) in &turns {
-            let closes = reaches(&ch, &layer, y, x);
-            assert_eq!(layer.try_use(&ch, x, y), !closes);
+        for &(x, y) in turns {
+            let closes = reaches(ch, &layer, y, x);
+            assert_eq!(layer.try_use(ch, x, y), !closes);
             if closes {
                 blocked += 1;
             } else {
                 used += 1;
             }
             // Asking again gives the same answer from the cache.
-            assert_eq!(layer.try_use(&ch, x, y), !closes);
+            assert_eq!(layer.try_use(ch, x, y), !closes);
         }
-        assert!(layer.order_is_topological(&ch));
+        assert!(layer.order_is_topological(ch));
+        // Forgetting every used turn leaves nothing for the searches.
+        for &(x, y) in turns {
+            if layer.status[ch.dep(x, y) as usize] == USED {
+                layer.forget(ch, x, y);
+            }
+        }
+        assert!(
+            layer
+                .out_mask
+                .iter()
+                .chain(layer.in_mask.iter())
+                .all(|&m| m == 0)
+                || !masks
+        );
+        assert!(layer.status.iter().all(|&s| s != USED));
         assert!(used > 0 && blocked > 0, "{used} used, {blocked} blocked");
         assert!(layer.searches > 0);
     }

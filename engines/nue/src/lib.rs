@@ -741,7 +741,7 @@ impl Run {
                 return pinned;
             }
             for &(x, y) in &self.touched {
-                layer.forget(ctx.ch.dep(x, y));
+                layer.forget(&ctx.ch, x, y);
             }
             if !oriented {
                 self.orient_tree(ctx, tree, t);
