@@ -274,3 +274,66 @@ fn torus_6x6x6_routes_within_8_vls_where_opensm_gives_up() {
         osm.log_file.display()
     );
 }
+
+/// Route time against OpenSM on the same machine, the same 16-ary 3-tree
+/// (4,096 CAs, 768 switches), alternating the SMs (A B A B). smcore:
+/// release `smcore route`, its `route` phase (the engine call); OpenSM:
+/// its log's route window at `-D 0x07` (`building routing with` to
+/// `tables configured`, which also covers queueing the LFT blocks).
+/// Needs `cargo build --release -p sm-core -p smcore-engine-minhop -p
+/// smcore-engine-dfsssp`. Run with `-- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark: minutes, release build"]
+fn bench_route_time_vs_opensm_on_16_ary_3_tree() {
+    let sm = Smcore::locate(Profile::Release).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::Builder::new()
+        .prefix("dfsssp-bench-")
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join("tree.net");
+    sm.gen(&["kary-ntree", "--k", "16", "--n", "3"], &net)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    for engine in ["sssp", "dfsssp"] {
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for _ in 0..runs {
+            let run = sm
+                .route(
+                    &net,
+                    &RouteOptions::new(
+                        format!("{engine},no_fallback"),
+                        tmp.path().join("report.json"),
+                    ),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            let report = run
+                .report
+                .unwrap_or_else(|| panic!("no report:\n{}", run.output));
+            assert_eq!(report.engine.as_deref(), Some(engine), "{}", run.output);
+            ours.push(report.phase_ms("route") / 1000.0);
+
+            let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+            let mut opts = OpenSmOptions::new(engine);
+            opts.log = opensm::LogMode::Timing;
+            opts.timeout = Duration::from_secs(600);
+            let osm = opensm::run(&sim, &opts).unwrap_or_else(|e| panic!("{e}"));
+            drop(sim);
+            assert!(
+                osm.asked_engine_routed(),
+                "OpenSM {engine} did not route: {:?}",
+                osm.routed_by()
+            );
+            theirs.push(osm.route_time().map_or(f64::NAN, |d| d.as_secs_f64()));
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let (a, b) = (median(&mut ours), median(&mut theirs));
+        println!("{engine}: smcore {ours:.3?} s (median {a:.3}), OpenSM {theirs:.3?} s (median {b:.3}), ratio {:.3}", a / b);
+    }
+}
