@@ -464,6 +464,8 @@ struct Ctx<'a> {
     sources: Vec<u64>,
     /// Connected component per switch.
     comp: Vec<u32>,
+    /// Switches per component.
+    comp_size: Vec<usize>,
     /// Whether a switch's routes must be deadlock-free (it has sources).
     needed: Vec<bool>,
     /// Per channel, the switch ports that realise it.
@@ -488,12 +490,14 @@ impl<'a> Ctx<'a> {
         let mut dist = vec![0u8; n];
         let mut queue = Vec::new();
         let mut c = 0;
+        let mut comp_size = Vec::new();
         for s in 0..n {
             if comp[s] == NONE {
                 graph.bfs(s as Sw, &mut dist, &mut queue);
                 for &t in &queue {
                     comp[t as usize] = c;
                 }
+                comp_size.push(queue.len());
                 c += 1;
             }
         }
@@ -513,6 +517,7 @@ impl<'a> Ctx<'a> {
             ch,
             sources,
             comp,
+            comp_size,
             needed,
             ports_of,
             nports: fabric.ports.len(),
@@ -844,6 +849,9 @@ impl Run {
             self.push_into(ctx, layer, u);
         }
         let tc = ctx.comp[t as usize];
+        if self.order.len() == ctx.comp_size[tc as usize] {
+            return true;
+        }
         if (0..self.n).any(|s| self.route[s] == FREE && ctx.needed[s] && ctx.comp[s] == tc) {
             return false;
         }
@@ -934,23 +942,34 @@ impl Run {
         self.route.fill(FREE);
         self.order.clear();
         self.heap.clear();
+        self.best.fill(u64::MAX);
         self.route[t as usize] = SINK;
         self.order.push(t);
         for o in ch.out(t) {
             let c = ch.rev[o as usize];
-            self.heap.push(self.weight(c), c);
+            let w = ch.head[o as usize] as usize;
+            let key = self.weight(c);
+            if key < self.best[w] {
+                self.best[w] = key;
+                self.heap.push(key, c);
+            }
         }
         while let Some((d, c)) = self.heap.pop() {
             let u = ch.tail[c as usize];
-            if self.route[u as usize] != FREE {
+            if self.route[u as usize] != FREE || d > self.best[u as usize] {
                 continue;
             }
             self.route[u as usize] = c;
             self.order.push(u);
             for o in ch.out(u) {
-                if self.route[ch.head[o as usize] as usize] == FREE {
+                let w = ch.head[o as usize] as usize;
+                if self.route[w] == FREE {
                     let x = ch.rev[o as usize];
-                    self.heap.push(d + self.weight(x), x);
+                    let key = d + self.weight(x);
+                    if key < self.best[w] {
+                        self.best[w] = key;
+                        self.heap.push(key, x);
+                    }
                 }
             }
         }
