@@ -296,8 +296,14 @@ impl RoutingEngine for Torus2Qos {
             }
         }
         let router = Router::new(&t);
-        let dirs = route::decisions(&t, &router, &graph, fabric).map_err(fail)?;
-        let lfts = route::build_lfts(fabric, &graph, &t, &dirs, &dest);
+        // A pristine torus needs no decision matrix: DOR straight from the
+        // coordinates while the tables are written.
+        let dirs = if router.pristine {
+            None
+        } else {
+            Some(route::decisions(&t, &router, &graph).map_err(fail)?)
+        };
+        let lfts = route::build_lfts(fabric, &graph, &t, dirs.as_deref(), &dest);
         let sl = TorusSl::new(fabric, &t, &dest);
         let sl2vl = route::sl2vl(fabric, &graph, &t);
         let mut routing = Routing::single_vl(lfts);

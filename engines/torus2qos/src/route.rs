@@ -18,6 +18,8 @@ pub struct Router<'a> {
     pub t: &'a Torus,
     /// Per position and dimension: the ring through it is whole.
     intact: Vec<[bool; 3]>,
+    /// Every ring is whole: plain DOR, no failure handling needed.
+    pub pristine: bool,
 }
 
 /// Shortest direction from `a` to `b` on a ring of radix `r` (0 = +, 1 = -);
@@ -65,7 +67,12 @@ impl<'a> Router<'a> {
                 }
             }
         }
-        Router { t, intact }
+        let pristine = (0..n).all(|p| t.present(p as u32) && t.dims.iter().all(|&d| intact[p][d]));
+        Router {
+            t,
+            intact,
+            pristine,
+        }
     }
 
     /// Direction from `c` towards coordinate `k` of dimension `d`, or None
@@ -109,6 +116,17 @@ impl<'a> Router<'a> {
     /// ([`HERE`] when `c == dst`), or None when no legal way exists.
     pub fn decide(&self, c: [usize; 3], dst: [usize; 3]) -> Option<u8> {
         let dims = &self.t.dims;
+        if self.pristine {
+            for &d in dims {
+                if c[d] != dst[d] {
+                    return Some(
+                        (2 * d + pristine_sign(c[d], dst[d], self.t.radix[d], self.t.wrap[d]))
+                            as u8,
+                    );
+                }
+            }
+            return Some(HERE);
+        }
         for (i, &d) in dims.iter().enumerate() {
             if c[d] == dst[d] {
                 continue;
@@ -299,89 +317,126 @@ pub fn destination_lids(
     out
 }
 
-/// Decisions for every (destination switch, source switch) pair, row-major
-/// by destination. Err names a pair without a legal route or a loop.
-pub fn decisions(
-    t: &Torus,
-    router: &Router,
-    graph: &Graph,
-    fabric: &FabricSnapshot,
-) -> Result<Vec<u8>, String> {
+/// Decisions for every (source switch, destination switch) pair, row-major
+/// by source. Err names a pair without a legal route, or a forwarding loop.
+pub fn decisions(t: &Torus, router: &Router, graph: &Graph) -> Result<Vec<u8>, String> {
     let n = graph.switch_count();
+    let coords: Vec<Option<[usize; 3]>> = t
+        .pos_of
+        .iter()
+        .map(|&p| (p != NONE).then(|| t.coord(p)))
+        .collect();
     let mut dirs = vec![NOWHERE; n * n];
     dirs.par_chunks_mut(n.max(1))
         .enumerate()
-        .try_for_each(|(dst, row)| -> Result<(), String> {
-            let dp = t.pos_of[dst];
-            if dp == NONE {
-                return Ok(());
-            }
-            let dc = t.coord(dp);
-            for (s, slot) in row.iter_mut().enumerate() {
-                let sp = t.pos_of[s];
-                if sp == NONE {
-                    continue;
-                }
-                *slot = router.decide(t.coord(sp), dc).ok_or_else(|| {
+        .try_for_each(|(s, row)| -> Result<(), String> {
+            let Some(sc) = coords[s] else { return Ok(()) };
+            for (dst, slot) in row.iter_mut().enumerate() {
+                let Some(dc) = coords[dst] else { continue };
+                *slot = router.decide(sc, dc).ok_or_else(|| {
                     format!(
                         "no route from {} to {} around the failed switches",
-                        t.name(t.coord(sp)),
+                        t.name(sc),
                         t.name(dc)
                     )
                 })?;
             }
-            // Every switch's chain of decisions must end at the destination.
+            Ok(())
+        })?;
+    if router.pristine {
+        // DOR on whole rings always arrives.
+        return Ok(dirs);
+    }
+    // Next switch of each switch in each direction.
+    let next: Vec<[Sw; 6]> = coords
+        .iter()
+        .map(|c| {
+            let mut v = [NONE; 6];
+            if let Some(c) = c {
+                for (dir, slot) in v.iter_mut().enumerate() {
+                    if let Some(q) = t.step(*c, dir) {
+                        *slot = t.sw_at[t.pos(q) as usize];
+                    }
+                }
+            }
+            v
+        })
+        .collect();
+    // Every switch's chain of decisions must end at the destination.
+    (0..n)
+        .into_par_iter()
+        .try_for_each(|dst| -> Result<(), String> {
+            let Some(dc) = coords[dst] else { return Ok(()) };
             let mut state = vec![0u8; n];
+            let mut path = Vec::new();
             for s0 in 0..n {
                 let mut s = s0;
-                let mut path = Vec::new();
+                path.clear();
                 loop {
-                    if row[s] == NOWHERE || row[s] == HERE || state[s] == 2 {
+                    let code = dirs[s * n + dst];
+                    if code == NOWHERE || code == HERE || state[s] == 2 {
                         break;
                     }
                     if state[s] == 1 {
                         return Err(format!(
                             "forwarding loop towards {} at {} around failed switches",
                             t.name(dc),
-                            t.name(t.coord(t.pos_of[s]))
+                            coords[s].map_or(String::new(), |c| t.name(c))
                         ));
                     }
                     state[s] = 1;
                     path.push(s);
-                    let next = t
-                        .step(t.coord(t.pos_of[s]), row[s] as usize)
-                        .map(|c| t.sw_at[t.pos(c) as usize]);
-                    match next {
-                        Some(x) if x != NONE => s = x as usize,
-                        _ => {
+                    match next[s][code as usize] {
+                        NONE => {
                             return Err(format!(
                                 "route towards {} leaves the torus at {}",
                                 t.name(dc),
-                                t.name(t.coord(t.pos_of[s]))
+                                coords[s].map_or(String::new(), |c| t.name(c))
                             ))
                         }
+                        x => s = x as usize,
                     }
                 }
-                for x in path {
+                for &x in &path {
                     state[x] = 2;
                 }
             }
-            let _ = fabric;
             Ok(())
         })?;
     Ok(dirs)
 }
 
-/// LFTs from the decisions.
+/// LFTs from the decisions (`dirs`, source-major), or straight from the
+/// coordinates when the torus is pristine (`dirs` = None: plain DOR).
 pub fn build_lfts(
     fabric: &FabricSnapshot,
     graph: &Graph,
     t: &Torus,
-    dirs: &[u8],
+    dirs: Option<&[u8]>,
     dest: &[DestLids],
 ) -> Vec<Lft> {
     let n = graph.switch_count();
     let len = fabric.max_lid as usize + 1;
+    // Destination LIDs flattened: (LID, rank) per switch, CSR.
+    let mut start = Vec::with_capacity(n + 1);
+    let mut flat: Vec<(u16, u32)> = Vec::new();
+    for lids in dest {
+        start.push(flat.len());
+        flat.extend(lids.iter().map(|&(lid, _, rank)| (lid, rank)));
+    }
+    start.push(flat.len());
+    let coords: Vec<[u8; 3]> = t
+        .pos_of
+        .iter()
+        .map(|&p| {
+            if p == NONE {
+                [255; 3]
+            } else {
+                let c = t.coord(p);
+                [c[0] as u8, c[1] as u8, c[2] as u8]
+            }
+        })
+        .collect();
     (0..n)
         .into_par_iter()
         .map(|s| {
@@ -394,18 +449,61 @@ pub fn build_lfts(
             }
             let sp = t.pos_of[s];
             if sp != NONE {
-                for (dst, lids) in dest.iter().enumerate() {
-                    let code = dirs[dst * n + s];
+                let groups: [&[u8]; 6] =
+                    std::array::from_fn(|k| t.ports[sp as usize][k].as_slice());
+                // Pristine DOR: the direction towards coordinate k of dimension d.
+                let sc = coords[s];
+                let table: Vec<Vec<u8>> = (0..3)
+                    .map(|d| {
+                        (0..t.radix[d])
+                            .map(|k| {
+                                if k == sc[d] as usize {
+                                    NOWHERE
+                                } else {
+                                    (2 * d
+                                        + pristine_sign(sc[d] as usize, k, t.radix[d], t.wrap[d]))
+                                        as u8
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let row = dirs.map(|d| &d[s * n..(s + 1) * n]);
+                for dst in 0..n {
+                    let code = match row {
+                        Some(r) => r[dst],
+                        None => {
+                            let dc = coords[dst];
+                            if dc[0] == 255 {
+                                NOWHERE
+                            } else {
+                                t.dims
+                                    .iter()
+                                    .find(|&&d| dc[d] != sc[d])
+                                    .map_or(HERE, |&d| table[d][dc[d] as usize])
+                            }
+                        }
+                    };
                     if code == HERE || code == NOWHERE {
                         continue;
                     }
-                    let group = &t.ports[sp as usize][code as usize];
-                    if group.is_empty() {
-                        continue;
-                    }
-                    for &(lid, _, rank) in lids {
-                        if let Some(slot) = ports.get_mut(lid as usize) {
-                            *slot = group[rank as usize % group.len()];
+                    let group = groups[code as usize];
+                    let lids = &flat[start[dst]..start[dst + 1]];
+                    match group.len() {
+                        0 => {}
+                        1 => {
+                            for &(lid, _) in lids {
+                                if let Some(slot) = ports.get_mut(lid as usize) {
+                                    *slot = group[0];
+                                }
+                            }
+                        }
+                        g => {
+                            for &(lid, rank) in lids {
+                                if let Some(slot) = ports.get_mut(lid as usize) {
+                                    *slot = group[rank as usize % g];
+                                }
+                            }
                         }
                     }
                 }

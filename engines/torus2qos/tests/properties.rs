@@ -505,3 +505,22 @@ fn a_two_dimensional_torus_named_y_and_z() {
     assert!(all_sls(&f, &r).iter().all(|&(_, _, sl)| sl & 1 == 0));
     assert!(all_sls(&f, &r).iter().any(|&(_, _, sl)| sl & 4 != 0));
 }
+
+#[test]
+fn pristine_fast_path_matches_the_decision_matrix() {
+    use smcore_torus2qos::{discover, route};
+    for (dims, hosts) in [(vec![5, 4, 3], 2), (vec![6, 6], 1), (vec![4, 2, 3], 1)] {
+        let fab = Fab::torus(&dims, hosts);
+        let f = fab.snapshot();
+        let g = smcore_kit::Graph::new(&f);
+        let conf = fab.conf();
+        let t = discover::discover(&f, &g, &conf).unwrap();
+        let router = route::Router::new(&t);
+        assert!(router.pristine);
+        let dest = route::destination_lids(&f, &g, &conf.port_order);
+        let dirs = route::decisions(&t, &router, &g).unwrap();
+        let a = route::build_lfts(&f, &g, &t, None, &dest);
+        let b = route::build_lfts(&f, &g, &t, Some(&dirs), &dest);
+        assert_eq!(a, b, "{dims:?}");
+    }
+}
