@@ -17,7 +17,7 @@
 //!    disjoint.
 //! 2. **Escape paths.** Per layer, a spanning tree of the switches is rooted
 //!    at a central switch of the layer's destinations (least total hop
-//!    distance to them) and grown by Dijkstra on the current link weights,
+//!    distance to up to 32 of their switches) and grown by Dijkstra on the current link weights,
 //!    so layers get different trees. Every turn between two tree channels
 //!    (other than a U-turn) is marked used at once: on a tree a walk without
 //!    U-turns can never come back, so these turns are acyclic, and routing
@@ -29,7 +29,8 @@
 //!    without closing a cycle among the layer's used turns ([`cdg::Layer`]
 //!    keeps a topological order of the channels incrementally, so most
 //!    checks are one comparison). Turns that would close a cycle are blocked
-//!    for the rest of the layer. Channel weights are `D²` (`D` = destination
+//!    for the rest of the layer (unless the attempt that met them is
+//!    withdrawn, see 4). Channel weights are `D²` (`D` = destination
 //!    LIDs) plus the routes already placed on the link, so paths are short
 //!    first and balanced second; after each destination the weights grow by
 //!    the number of sources routed over each link. Equal distances are
