@@ -93,6 +93,16 @@ fn main() {
         let f = lids::snapshot(&t, 0).expect("lids");
         run("16-ary-3-tree", &f, runs);
     }
+    if let Some(vls) = which.strip_prefix("tree-vls=") {
+        // The tree with fewer VLs, to time the fallbacks.
+        let t = gen::kary_ntree(16, 3, 16).expect("tree");
+        let mut f = lids::snapshot(&t, 0).expect("lids");
+        let vls: u8 = vls.parse().expect("VL count");
+        for p in f.ports.iter_mut() {
+            p.op_vls = p.op_vls.min(vls);
+        }
+        run(which, &f, runs);
+    }
     if let Some(dims) = which.strip_prefix("torus=") {
         let d: Vec<usize> = dims.split('x').filter_map(|x| x.parse().ok()).collect();
         let (t, _) = gen::torus(&d, 2, false).expect("torus");
