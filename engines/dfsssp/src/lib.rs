@@ -22,7 +22,8 @@
 //! tries, in this order: placing them longest first instead of in routing
 //! order; switch LIDs reusing the tree of their switch's first end port
 //! (CA-to-CA routes unchanged, a third fewer distinct paths on a torus
-//! with two hosts per switch, and on fat trees every path up*/down*);
+//! with two hosts per switch, and on fat trees every path to a leaf
+//! switch up*/down*);
 //! one tree per destination switch. Each step is reported in the
 //! diagnostics. Only when all fail does the engine return an error naming
 //! a path that fits no layer, and the core's chain falls through.
