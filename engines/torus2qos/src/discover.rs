@@ -28,7 +28,7 @@
 //! degraded torus still fills in from other faces. Mesh dimensions are
 //! discovered in unbounded coordinates and shifted so the lowest is 0.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use sm_abi::{FabricSnapshot, NONE};
 use smcore_kit::graph::{Graph, Sw};
@@ -138,12 +138,122 @@ impl Torus {
 /// radix, mesh dimensions unbounded.
 type RC = [i32; 3];
 
+/// Up to six neighbour positions, without allocating.
+#[derive(Clone, Copy)]
+struct Nbrs {
+    v: [RC; 6],
+    n: usize,
+}
+
+impl Nbrs {
+    fn contains(&self, c: &RC) -> bool {
+        self.v[..self.n].contains(c)
+    }
+}
+
+impl IntoIterator for Nbrs {
+    type Item = RC;
+    type IntoIter = std::iter::Take<std::array::IntoIter<RC, 6>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.v.into_iter().take(self.n)
+    }
+}
+
+/// Switch at each relative position, as a dense array: torus dimensions
+/// span their radix, mesh dimensions `-(radix-1) ..= radix-1`.
+struct PosMap {
+    at: Vec<Sw>,
+    span: [i32; 3],
+    offset: [i32; 3],
+    placed: Vec<RC>,
+}
+
+impl PosMap {
+    fn new(radix: [usize; 3], ring: [bool; 3]) -> PosMap {
+        let mut span = [1i32; 3];
+        let mut offset = [0i32; 3];
+        for d in 0..3 {
+            let r = radix[d] as i32;
+            if ring[d] || r == 1 {
+                span[d] = r;
+            } else {
+                span[d] = 2 * r - 1;
+                offset[d] = r - 1;
+            }
+        }
+        let n = (span[0] * span[1] * span[2]) as usize;
+        PosMap {
+            at: vec![NONE; n],
+            span,
+            offset,
+            placed: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn index(&self, c: &RC) -> Option<usize> {
+        let mut i = 0usize;
+        for d in (0..3).rev() {
+            let k = c[d] + self.offset[d];
+            if k < 0 || k >= self.span[d] {
+                return None;
+            }
+            i = i * self.span[d] as usize + k as usize;
+        }
+        Some(i)
+    }
+
+    #[inline]
+    fn get(&self, c: &RC) -> Option<&Sw> {
+        self.index(c).map(|i| &self.at[i]).filter(|&&s| s != NONE)
+    }
+
+    #[inline]
+    fn contains_key(&self, c: &RC) -> bool {
+        self.get(c).is_some()
+    }
+
+    fn insert(&mut self, c: RC, s: Sw) {
+        if let Some(i) = self.index(&c) {
+            if self.at[i] == NONE {
+                self.placed.push(c);
+            }
+            self.at[i] = s;
+        }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &RC> + '_ {
+        self.placed.iter()
+    }
+}
+
+/// Positions waiting in the work list.
+struct PosSet(Vec<bool>);
+
+impl PosSet {
+    fn insert(&mut self, map: &PosMap, c: RC) -> bool {
+        match map.index(&c) {
+            Some(i) if !self.0[i] => {
+                self.0[i] = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn remove(&mut self, map: &PosMap, c: &RC) {
+        if let Some(i) = map.index(c) {
+            self.0[i] = false;
+        }
+    }
+}
+
 struct Disc<'a> {
     conf: &'a TorusConf,
     graph: &'a Graph,
     /// Dimension treated as a ring while discovering (looped, any radix ≥ 2).
     ring: [bool; 3],
-    at: HashMap<RC, Sw>,
+    at: PosMap,
     coord: Vec<Option<RC>>,
     lo: [i32; 3],
     hi: [i32; 3],
@@ -162,8 +272,11 @@ impl Disc<'_> {
         c
     }
 
-    fn neighbours(&self, c: RC) -> Vec<RC> {
-        let mut v = Vec::with_capacity(6);
+    fn neighbours(&self, c: RC) -> Nbrs {
+        let mut v = Nbrs {
+            v: [[0; 3]; 6],
+            n: 0,
+        };
         for d in 0..3 {
             if self.conf.radix[d] < 2 {
                 continue;
@@ -173,7 +286,8 @@ impl Disc<'_> {
                 n[d] += s;
                 let n = self.norm(n);
                 if n != c && !v.contains(&n) {
-                    v.push(n);
+                    v.v[v.n] = n;
+                    v.n += 1;
                 }
             }
         }
@@ -390,7 +504,7 @@ fn discover_from(
         conf,
         graph,
         ring,
-        at: HashMap::new(),
+        at: PosMap::new(conf.radix, ring),
         coord: vec![None; n],
         lo: [0; 3],
         hi: [0; 3],
@@ -440,12 +554,12 @@ fn discover_from(
             ));
         }
     }
-    let mut queued: HashSet<RC> = HashSet::new();
+    let mut queued = PosSet(vec![false; disc.at.at.len()]);
     loop {
         // Squares first: they are unambiguous. Positions that cannot be
         // decided yet wait until a neighbour is placed.
         while let Some(p) = queue.pop_front() {
-            queued.remove(&p);
+            queued.remove(&disc.at, &p);
             if disc.at.contains_key(&p) {
                 continue;
             }
@@ -453,7 +567,7 @@ fn discover_from(
                 let mut fresh = VecDeque::new();
                 disc.place(s, p, &mut fresh);
                 for q in fresh {
-                    if !disc.at.contains_key(&q) && queued.insert(q) {
+                    if !disc.at.contains_key(&q) && queued.insert(&disc.at, q) {
                         queue.push_back(q);
                     }
                 }
@@ -481,7 +595,7 @@ fn discover_from(
         let mut fresh = VecDeque::new();
         disc.place(s, p, &mut fresh);
         for q in fresh {
-            if !disc.at.contains_key(&q) && queued.insert(q) {
+            if !disc.at.contains_key(&q) && queued.insert(&disc.at, q) {
                 queue.push_back(q);
             }
         }
