@@ -936,41 +936,35 @@ impl Run {
         }
     }
 
-    /// Weighted shortest paths towards switch `t`, no CDG constraint
-    /// (switch LIDs when switches are not traffic sinks).
+    /// Least-hop paths towards switch `t`, each switch taking the least
+    /// loaded of its next hops one hop nearer, no CDG constraint (switch
+    /// LIDs when switches are not traffic sinks; their routes carry
+    /// management traffic only, so a BFS does instead of a weighted search).
     fn route_plain(&mut self, ctx: &Ctx, t: Sw) {
         let ch = &ctx.ch;
         self.route.fill(FREE);
         self.order.clear();
-        self.heap.clear();
-        self.best.fill(u64::MAX);
         self.route[t as usize] = SINK;
+        self.dist[t as usize] = 0;
         self.order.push(t);
-        for o in ch.out(t) {
-            let c = ch.rev[o as usize];
-            let w = ch.head[o as usize] as usize;
-            let key = self.weight(c);
-            if key < self.best[w] {
-                self.best[w] = key;
-                self.heap.push(key, c);
-            }
-        }
-        while let Some((d, c)) = self.heap.pop() {
-            let u = ch.tail[c as usize];
-            if self.route[u as usize] != FREE || d > self.best[u as usize] {
-                continue;
-            }
-            self.route[u as usize] = c;
-            self.order.push(u);
-            for o in ch.out(u) {
-                let w = ch.head[o as usize] as usize;
-                if self.route[w] == FREE {
-                    let x = ch.rev[o as usize];
-                    let key = d + self.weight(x);
-                    if key < self.best[w] {
-                        self.best[w] = key;
-                        self.heap.push(key, x);
-                    }
+        let mut head = 0;
+        while head < self.order.len() {
+            let v = self.order[head];
+            head += 1;
+            let next = self.dist[v as usize] + 1;
+            for o in ch.out(v) {
+                let u = ch.head[o as usize] as usize;
+                let x = ch.rev[o as usize];
+                let r = self.route[u];
+                if r == FREE {
+                    self.route[u] = x;
+                    self.dist[u] = next;
+                    self.order.push(u as Sw);
+                } else if r != SINK
+                    && self.dist[u] == next
+                    && self.chan_load[x as usize] < self.chan_load[r as usize]
+                {
+                    self.route[u] = x;
                 }
             }
         }

@@ -32,6 +32,7 @@
 //! faster) and usually lower the peak; round robin's peak is lower in a
 //! few cases (the 8-VL torus above, and by 10-20% on a 4x4x4 torus).
 
+use sm_abi::NONE;
 use smcore_kit::graph::{Graph, Sw};
 
 /// How to split destinations into layers.
