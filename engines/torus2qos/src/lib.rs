@@ -53,9 +53,7 @@ pub mod route;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sm_abi::{
-    path_sl_box, EngineError, FabricSnapshot, Level, NodeKind, Routing, RoutingEngine, NONE,
-};
+use sm_abi::{path_sl_box, EngineError, FabricSnapshot, Level, Routing, RoutingEngine, NONE};
 use smcore_kit::graph::Graph;
 
 use crate::config::TorusConf;
@@ -269,6 +267,46 @@ impl RoutingEngine for Torus2Qos {
             };
             return Err(fail(format!("{why}{hint}")));
         }
+        // End ports on switches discovery could not place cannot be routed:
+        // say so rather than leave the verifier to count unreachable pairs.
+        // Switches cut off from the torus altogether (islands) are not the
+        // torus's business.
+        let mut joined = vec![false; graph.switch_count()];
+        let mut stack: Vec<u32> = (0..graph.switch_count() as u32)
+            .filter(|&s| t.pos_of[s as usize] != NONE)
+            .collect();
+        for &s in &stack {
+            joined[s as usize] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &n in &graph.sw_adj[s as usize] {
+                if !joined[n as usize] {
+                    joined[n as usize] = true;
+                    stack.push(n);
+                }
+            }
+        }
+        let stranded: Vec<String> = fabric
+            .end_ports()
+            .filter_map(|pi| {
+                let p = &fabric.ports[pi as usize];
+                let peer = &fabric.ports[p.peer as usize];
+                let sw = graph.sw_of_node[peer.node as usize];
+                (sw != NONE && t.pos_of[sw as usize] == NONE && joined[sw as usize])
+                    .then(|| node_name(fabric, peer.node))
+            })
+            .collect();
+        if !stranded.is_empty() {
+            let mut names = stranded.clone();
+            names.dedup();
+            return Err(fail(format!(
+                "{} end port(s) hang off switches outside the torus and cannot be routed: {}{}; {}",
+                stranded.len(),
+                names.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+                if names.len() > 4 { ", ..." } else { "" },
+                t.warnings.join("; ")
+            )));
+        }
         let max = self.conf.portgroup_max_ports;
         for p in 0..t.positions() as u32 {
             for dir in 0..6 {
@@ -399,18 +437,6 @@ impl RoutingEngine for Torus2Qos {
                     }
                 }
             }
-        }
-        let unattached = fabric
-            .end_ports()
-            .filter(|&pi| {
-                let p = &fabric.ports[pi as usize];
-                let peer = &fabric.ports[p.peer as usize];
-                fabric.nodes[peer.node as usize].kind == NodeKind::Switch
-                    && t.pos_of[graph.sw_of_node[peer.node as usize] as usize] == NONE
-            })
-            .count();
-        if unattached > 0 {
-            routing.diag(Level::Warn, format!("{unattached} end port(s) hang off switches outside the torus and are not routed"));
         }
         routing.diag(
             Level::Info,

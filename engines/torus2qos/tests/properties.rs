@@ -524,3 +524,52 @@ fn pristine_fast_path_matches_the_decision_matrix() {
         assert_eq!(a, b, "{dims:?}");
     }
 }
+
+#[test]
+fn switch_cut_off_with_its_hosts_is_left_alone() {
+    // All torus cables of (2,2) fail but its host stays: an island, routed around.
+    let mut fab = Fab::torus(&[5, 5], 1);
+    for dir_port in 1..=4u8 {
+        fab.fail_port([2, 2, 0], dir_port);
+    }
+    let (f, r) = fab.route();
+    let r = r.unwrap();
+    let v = assert_ok("5x5 island", &f, &r);
+    assert!(v.disconnected > 0);
+}
+
+#[test]
+fn unplaceable_switch_with_hosts_is_refused_with_the_reason() {
+    // An extra switch with a host, cabled to a torus switch's host port:
+    // it is no torus position, so its host cannot be routed.
+    let mut fab = Fab::torus(&[5, 5], 2);
+    let a = fab.node([1, 1, 0]);
+    let host = fab
+        .topo
+        .links
+        .iter()
+        .find(|l| l.b == (a, 6) || l.a == (a, 6))
+        .map(|l| if l.a.0 == a { l.b.0 } else { l.a.0 })
+        .unwrap();
+    fab.topo.links.retain(|l| !(l.a == (a, 6) || l.b == (a, 6)));
+    let mut extra = fab.topo.nodes[a].clone();
+    extra.node_guid = 0x0002_c900_dead_0000;
+    extra.port_guids =
+        sm_topology::TopoNode::default_port_guids(extra.kind, extra.node_guid, extra.num_ports);
+    extra.name = "S-extra".into();
+    extra.desc = "extra".into();
+    fab.topo.nodes.push(extra);
+    let x = fab.topo.nodes.len() - 1;
+    fab.topo
+        .links
+        .push(sm_topology::TopoLink::new((a, 6), (x, 1)));
+    fab.topo
+        .links
+        .push(sm_topology::TopoLink::new((x, 2), (host, 1)));
+    fab.topo.canonicalize();
+    let e = fab.route().1.unwrap_err().to_string();
+    assert!(
+        e.contains("outside the torus") && e.contains("extra"),
+        "{e}"
+    );
+}
