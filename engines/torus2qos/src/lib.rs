@@ -32,9 +32,13 @@
 //!      Several failed switches are handled when they are adjacent in the
 //!      last DOR dimension.
 //!    - Refused, with the reason: a ring (or mesh line) broken into disjoint
-//!      segments, failed switches adjacent in another dimension, and (after
-//!      an internal check) any other combination that would close a credit
-//!      loop.
+//!      segments; failed switches adjacent in another dimension; a pair with
+//!      no legal way around failed switches (e.g. two diagonal ones); end
+//!      ports on switches cabled to the torus that could not be placed; and,
+//!      when failed switches form more than one group, any result the kit
+//!      verifier finds a credit loop in. (OpenSM 3.3.23 refuses every case
+//!      of several failed switches outside one column of its z dimension;
+//!      this engine routes those it can prove free of credit loops.)
 //!    - Parallel links between two switches are used round-robin by the
 //!      rank of the destination port at its switch (management port and end
 //!      ports, in `port_order`), so a failed one redistributes routes.
