@@ -36,13 +36,12 @@ fn max_link_load(f: &FabricSnapshot, r: &Routing) -> u64 {
 }
 
 #[test]
-fn sssp_balances_fat_trees_better_than_minhop() {
+fn sssp_balances_fat_trees_at_least_as_well_as_minhop() {
     // Min hop balances each switch's ports on its own; on trees of three or
     // more levels those local choices pile routes onto upper links, which
-    // sssp's global link weights avoid (measured: 4-ary-3-tree 64 vs 192,
-    // 2-ary-4-tree 16 vs 32). On a two-level tree min hop's local choice is
-    // already nearly optimal, and sssp's destination-at-a-time trees may
-    // end a little above it (fat-tree-6x3-h4: 40 vs 32).
+    // sssp's global link weights avoid (measured: 4-ary-3-tree 60 vs 192,
+    // 2-ary-4-tree 14 vs 32). On two-level trees min hop is already close
+    // to optimal; sssp must not be worse anywhere.
     let mut sum = (0, 0);
     for c in cases(0)
         .unwrap()
@@ -52,7 +51,7 @@ fn sssp_balances_fat_trees_better_than_minhop() {
         let s = max_link_load(&c.fabric, &Sssp::default().route(&c.fabric).unwrap());
         let m = max_link_load(&c.fabric, &minhop(&c.fabric));
         assert!(
-            s > 0 && s * 4 <= m * 5,
+            s > 0 && s <= m,
             "{}: sssp's busiest link carries {s} routes, minhop's {m}",
             c.name
         );
