@@ -11,19 +11,20 @@
 //! in layer 0, then repeatedly find a cycle, pick its weakest dependency
 //! and move all paths inducing it one layer up. That wastes layers: many
 //! moved paths did not need to move, and they move only one layer up. Here
-//! every path goes straight into the lowest layer whose graph stays
-//! acyclic with it (first fit, in routing order or longest first, see
-//! [`Order`]), checked incrementally with an online topological order
-//! ([`crate::cdg`]). A path
-//! that fits no layer gets room made for it: the cycle it
-//! would close in a layer is known from the failed check, the cycle's
-//! dependency that the fewest paths of the layer induce is cleared by
-//! moving those paths to other layers that take them, and the path is
-//! tried again.
+//! every path goes straight into a layer whose graph stays acyclic with
+//! it, checked incrementally with an online topological order
+//! ([`crate::cdg`]): the layer that already holds the most of its
+//! dependencies (best fit; paths alike gather, the layers' graphs stay
+//! apart), in routing order or longest first (see [`Order`]). A path that
+//! fits no layer gets room made for it: the cycle it would close in a
+//! layer is known from the failed check, the cycle's dependency that the
+//! fewest paths of the layer induce is cleared by moving those paths to
+//! other layers that take them, and the path is tried again.
 //!
 //! On the 6×6×6 torus with 2 hosts per switch, where OpenSM 3.3.23 asks
-//! for 9 VLs, the CA-to-CA paths fit 8 layers placed longest first (the
-//! switch LIDs then reuse their first host's tree, see the crate doc).
+//! for 9 VLs, every path to a CA LID fits 8 layers this way in routing
+//! order (the switch LIDs then reuse their first host's tree, see the
+//! crate doc), so the CA-to-CA routes are exactly sssp's.
 //!
 //! When fewer layers are needed than VLs are available, the layers are
 //! spread over the spare VLs as OpenSM does (each spare VL goes to the
@@ -171,7 +172,7 @@ pub fn assign(
         if failed.is_some() {
             return;
         }
-        if let Some(l) = (0..vl_avail).find(|&l| cdg.try_add_path(l, c)) {
+        if let Some(l) = best_fit(&mut cdg, c) {
             layer[id] = l as u8;
             placed += 1;
             return;
@@ -280,6 +281,33 @@ pub fn walk(net: &Net, tables: &Tables, s: Sw, lid: u16, chain: &mut Vec<Ch>) {
     }
     // A forwarding loop (cannot happen with Dijkstra trees): no path.
     chain.clear();
+}
+
+/// Put a path into the layer that already holds the most of its
+/// dependencies, among those that stay acyclic with it (the lowest on
+/// ties): paths alike gather in one layer, which keeps the layers' graphs
+/// apart and leaves room for the paths that need it. Most paths need no
+/// new dependency in some layer and are placed by bit tests alone.
+fn best_fit(cdg: &mut LayeredCdg<'_>, chain: &[Ch]) -> Option<usize> {
+    let layers = cdg.layers();
+    if let Some(l) = (0..layers).find(|&l| cdg.holds_path(l, chain)) {
+        let held = cdg.try_add_path(l, chain);
+        debug_assert!(held);
+        return Some(l);
+    }
+    let mut ranked: Vec<(usize, usize)> = (0..layers)
+        .map(|l| {
+            (
+                chain.windows(2).filter(|p| !cdg.has(l, p[0], p[1])).count(),
+                l,
+            )
+        })
+        .collect();
+    ranked.sort_unstable();
+    ranked
+        .into_iter()
+        .map(|(_, l)| l)
+        .find(|&l| cdg.try_add_path(l, chain))
 }
 
 /// Which paths induce each dependency (whatever their layer), built the
