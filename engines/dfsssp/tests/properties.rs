@@ -313,4 +313,25 @@ fn dfsssp_routes_the_6x6x6_torus_opensm_fails_on() {
         v.vls_used
     );
     assert_eq!(v.non_minimal, 0);
+    // Every path to a CA LID fits the layers as sssp routed it (only the
+    // switch LIDs reuse their first host's tree), so the CA routes are
+    // sssp's own, balance included.
+    let plain = Sssp::default().route(&f).unwrap();
+    let ca_lids: Vec<usize> = f
+        .end_ports()
+        .map(|p| f.ports[p as usize].lid as usize)
+        .collect();
+    for (a, b) in r.lfts.iter().zip(plain.lfts.iter()) {
+        assert_eq!(a.node, b.node);
+        for &l in &ca_lids {
+            assert_eq!(a.ports[l], b.ports[l], "switch {} LID {l}", a.node);
+        }
+    }
+    assert!(
+        r.diagnostics
+            .iter()
+            .any(|d| d.message.contains("switch LIDs sharing")),
+        "{:?}",
+        r.diagnostics
+    );
 }
