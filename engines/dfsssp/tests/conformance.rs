@@ -1,5 +1,5 @@
 //! sssp and dfsssp on every generated family (healthy and faulty), LMC 0
-//! and 1: sssp reaches every pair; dfsssp reaches every pair with no
+//! and 1 (dfsssp also 2): sssp reaches every pair; dfsssp reaches every pair with no
 //! credit loop under its path SLs and SL2VL maps, within the fabric's VLs.
 
 use sm_abi::RoutingEngine;
@@ -62,4 +62,9 @@ fn sssp_alone_has_credit_loops_on_tori_which_dfsssp_removes() {
         d.lfts, r.lfts,
         "dfsssp routes exactly as sssp when the per-LID trees fit"
     );
+}
+
+#[test]
+fn dfsssp_is_deadlock_free_lmc_2() {
+    assert_conformance(&Dfsssp::default(), 2, &Expect::deadlock_free());
 }
