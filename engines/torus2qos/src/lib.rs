@@ -381,6 +381,23 @@ impl RoutingEngine for Torus2Qos {
             if tree.root_compromised {
                 routing.diag(Level::Warn, "no multicast root has a plane free of failed switches; the master spanning tree makes extra turns");
             }
+            // On a 2D torus a failed switch in the centre row moves the root
+            // off it; multicast flooding on that tree together with
+            // unicast's detour around the failed switch can then close a
+            // credit loop (found by the tests' dependency sweep).
+            if let Some(&last) = t.dims.last() {
+                let rc = t.coord(tree.root);
+                if t.dims.len() == 2 && rc[last] != t.radix[last] / 2 {
+                    routing.diag(
+                        Level::Warn,
+                        format!(
+                            "multicast root moved to {} by failed switches in the centre row of a 2D torus: multicast \
+                             traffic together with unicast routed around them can close a credit loop",
+                            t.name(rc)
+                        ),
+                    );
+                }
+            }
             if tree.extra > 0 {
                 routing.diag(
                     Level::Warn,
