@@ -221,3 +221,27 @@ fn single_failed_switch_sweep() {
         );
     }
 }
+
+#[test]
+fn moved_root_on_a_2d_torus_is_reported() {
+    let mut fab = Fab::torus(&[6, 5], 1);
+    fab.fail_switch([3, 2, 0]);
+    let r = fab.route().1.unwrap();
+    assert!(
+        r.diagnostics
+            .iter()
+            .any(|d| d.message.contains("multicast root moved to (2,1)")),
+        "{:?}",
+        r.diagnostics
+    );
+    let mut fab = Fab::torus(&[6, 5], 1);
+    fab.fail_switch([3, 0, 0]);
+    let r = fab.route().1.unwrap();
+    assert!(
+        !r.diagnostics
+            .iter()
+            .any(|d| d.message.contains("multicast root moved")),
+        "{:?}",
+        r.diagnostics
+    );
+}
