@@ -43,8 +43,11 @@ pub struct LayeredCdg<'a> {
     added: Vec<(Ch, Ch)>,
     /// Dependencies each layer holds.
     pub edges: Vec<u64>,
-    /// Per layer: paths inducing each dependency (`dep_base` numbering).
+    /// Per layer: paths inducing each dependency (`dep_base` numbering);
+    /// allocated when the layer gets its first path.
     count: Vec<Vec<u32>>,
+    /// Number of possible dependencies.
+    deps: usize,
     dep_base: Vec<u32>,
     /// Forward search tree, to name the cycle a refused dependency closes.
     parent: Vec<Ch>,
@@ -100,7 +103,8 @@ impl<'a> LayeredCdg<'a> {
             slots: Vec::new(),
             added: Vec::new(),
             edges: vec![0; layers],
-            count: vec![vec![0; deps as usize]; layers],
+            count: vec![Vec::new(); layers],
+            deps: deps as usize,
             dep_base,
             parent: vec![0; n],
             cycle: Vec::new(),
@@ -124,12 +128,12 @@ impl<'a> LayeredCdg<'a> {
 
     /// Number of possible dependencies (the range of [`LayeredCdg::dep`]).
     pub fn dep_count(&self) -> usize {
-        self.count.first().map_or(0, Vec::len)
+        self.deps
     }
 
     /// Paths of layer `l` inducing `x → y`.
     pub fn paths_on(&self, l: usize, x: Ch, y: Ch) -> u32 {
-        self.count[l][self.dep(x, y)]
+        self.count[l].get(self.dep(x, y)).copied().unwrap_or(0)
     }
 
     /// Number of layers.
@@ -312,6 +316,9 @@ impl<'a> LayeredCdg<'a> {
         }
         for pair in chain.windows(2) {
             let d = self.dep(pair[0], pair[1]);
+            if self.count[l].is_empty() {
+                self.count[l] = vec![0; self.deps];
+            }
             self.count[l][d] += 1;
         }
         true
