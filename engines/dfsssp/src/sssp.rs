@@ -275,9 +275,9 @@ type SharedTree = (u16, Vec<Sw>, Vec<Ch>);
 struct Dijkstra {
     dist: Vec<u64>,
     via: Vec<Ch>,
-    /// Next switch towards the destination (`to[via]`), kept beside `via`
-    /// for the path walks of [`Dijkstra::by_levels`].
-    up: Vec<Sw>,
+    /// `(via, to[via])` side by side, for the path walks of
+    /// [`Dijkstra::by_levels`] (one cache line per step).
+    hop: Vec<(Ch, Sw)>,
     /// Switches in settling order (the destination first).
     order: Vec<Sw>,
     heap: BinaryHeap<Reverse<(u64, Sw)>>,
@@ -297,7 +297,7 @@ impl Dijkstra {
         Dijkstra {
             dist: vec![u64::MAX; nsw],
             via: vec![NONE; nsw],
-            up: vec![NONE; nsw],
+            hop: vec![(NONE, NONE); nsw],
             order: Vec::with_capacity(nsw),
             heap: BinaryHeap::with_capacity(nsw),
             load: vec![0; nsw],
@@ -351,7 +351,7 @@ impl Dijkstra {
         self.version += 1;
         self.dist[t as usize] = 0;
         self.via[t as usize] = NONE;
-        self.up[t as usize] = NONE;
+        self.hop[t as usize] = (NONE, NONE);
         self.stamp[t as usize] = self.version;
         for i in 1..self.bfs.len() {
             let u = self.bfs[i];
@@ -372,8 +372,9 @@ impl Dijkstra {
                     let mut dv = 0u64;
                     let mut x = v;
                     while x != t {
-                        dv += weight[self.via[x as usize] as usize];
-                        x = self.up[x as usize];
+                        let (c, next) = self.hop[x as usize];
+                        dv += weight[c as usize];
+                        x = next;
                     }
                     self.dist[v as usize] = dv;
                     self.stamp[v as usize] = self.version;
@@ -389,17 +390,17 @@ impl Dijkstra {
             }
             self.dist[u as usize] = best;
             self.via[u as usize] = best_c;
-            self.up[u as usize] = net.to[best_c as usize];
+            self.hop[u as usize] = (best_c, net.to[best_c as usize]);
             self.stamp[u as usize] = self.version;
             let l = net.num_hca[u as usize] as u64;
             if l > 0 {
                 self.version += 1;
                 let mut x = u;
                 while x != t {
-                    let c = self.via[x as usize] as usize;
-                    weight[c] += l;
-                    max = max.max(weight[c]);
-                    x = self.up[x as usize];
+                    let (c, next) = self.hop[x as usize];
+                    weight[c as usize] += l;
+                    max = max.max(weight[c as usize]);
+                    x = next;
                 }
             }
         }
