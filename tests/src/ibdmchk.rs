@@ -1,9 +1,11 @@
 //! The `ibdmchk` (Debian `ibutils`) verdict on a dump directory.
 //!
-//! `ibdmchk -s opensm-subnet.lst -f opensm.fdbs -m opensm.mcfdbs` rebuilds
-//! the fabric from the subnet file, follows the unicast FDBs from every CA
-//! port to every CA LID, and, only when all of them arrive, searches the
-//! channel dependency graph for a credit loop. It works on any SM's dumps,
+//! `ibdmchk -s opensm-subnet.lst -f opensm.fdbs -m opensm.mcfdbs [-c
+//! smcore-path-sl.psl -d opensm-sl2vl.dump]` rebuilds the fabric from the
+//! subnet file, follows the unicast FDBs from every CA port to every CA LID,
+//! and, only when all of them arrive, searches the channel dependency graph
+//! (one channel per port and VL, the VLs from the path SLs and SL2VL tables
+//! when given) for a credit loop. It works on any SM's dumps,
 //! which is why tests use it as the judge independent of both SMs.
 //!
 //! Reading its verdict:
@@ -72,26 +74,61 @@ impl Verdict {
     }
 }
 
+/// Which SL files `ibdmchk` is given along with the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SlFiles {
+    /// The path-SL (`-c`) and SL2VL (`-d`) files when both are in the dump
+    /// directory, neither otherwise. smcore always writes both; OpenSM
+    /// writes no path-SL file, so its dumps are checked with every path on
+    /// SL 0, as before.
+    #[default]
+    IfPresent,
+    /// Both files, failing with [`Error::Missing`] when one is absent: for
+    /// multi-SL engines, whose verdict rests on their SLs.
+    Required,
+    /// Neither: every path on SL 0. The same tables of a multi-SL engine
+    /// then usually show credit loops, which is how tests show that the
+    /// SLs are what make the routing loop free.
+    Without,
+}
+
 /// Check the dumps in `dir` (`opensm-subnet.lst`, `opensm.fdbs`,
-/// `opensm.mcfdbs`). Fails only when a file is missing or the program
-/// cannot be started.
+/// `opensm.mcfdbs`, and the SL files when present, see
+/// [`SlFiles::IfPresent`]). Fails only when a file is missing or the
+/// program cannot be started.
 pub fn check_dump_dir(dir: impl AsRef<Path>, timeout: Duration) -> Result<Verdict> {
+    check_dump_dir_with(dir, SlFiles::IfPresent, timeout)
+}
+
+/// [`check_dump_dir`] with an explicit choice of SL files.
+pub fn check_dump_dir_with(dir: impl AsRef<Path>, sls: SlFiles, timeout: Duration) -> Result<Verdict> {
+    use sm_core::dump::ibdmchk::{ibdmchk_args, IbdmchkOptions};
+    use sm_core::dump::{FDBS_FILE, MCFDBS_FILE, PATH_SL_FILE, SL2VL_FILE, SUBNET_FILE};
     let dir = dir.as_ref();
-    let files = ["opensm-subnet.lst", "opensm.fdbs", "opensm.mcfdbs"];
-    for f in files {
+    for f in [SUBNET_FILE, FDBS_FILE, MCFDBS_FILE] {
         if !dir.join(f).is_file() {
             return Err(Error::Missing { path: dir.join(f), hint: "the SM run did not write its dumps".into() });
         }
     }
+    let sl_files = [PATH_SL_FILE, SL2VL_FILE];
+    let with_sls = match sls {
+        SlFiles::Without => false,
+        SlFiles::IfPresent => sl_files.iter().all(|f| dir.join(f).is_file()),
+        SlFiles::Required => {
+            if let Some(f) = sl_files.iter().find(|f| !dir.join(f).is_file()) {
+                return Err(Error::Missing {
+                    path: dir.join(f),
+                    hint: "the SM run did not write the SL files (smcore writes them with --dump-dir)".into(),
+                });
+            }
+            true
+        }
+    };
+    let opts = IbdmchkOptions { path_sl: with_sls, sl2vl: with_sls, ..IbdmchkOptions::default() };
     let mut cmd = Command::new("ibdmchk");
     proc::die_with_parent(&mut cmd);
     let mut child = cmd
-        .arg("-s")
-        .arg(dir.join(files[0]))
-        .arg("-f")
-        .arg(dir.join(files[1]))
-        .arg("-m")
-        .arg(dir.join(files[2]))
+        .args(ibdmchk_args(dir, &opts))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -171,5 +208,17 @@ mod tests {
         );
         assert_eq!(v.credit_loops, Some(true));
         assert!(v.connected() && !v.is_clean());
+    }
+
+    #[test]
+    fn required_sl_files_must_be_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in ["opensm-subnet.lst", "opensm.fdbs", "opensm.mcfdbs", "opensm-sl2vl.dump"] {
+            std::fs::write(tmp.path().join(f), "").unwrap();
+        }
+        match check_dump_dir_with(tmp.path(), SlFiles::Required, Duration::from_secs(5)) {
+            Err(Error::Missing { path, .. }) => assert!(path.ends_with("smcore-path-sl.psl"), "{}", path.display()),
+            other => panic!("expected the missing path-SL file, got {other:?}"),
+        }
     }
 }

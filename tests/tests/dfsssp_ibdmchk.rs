@@ -18,44 +18,16 @@
 //! smcore-engine-dfsssp` first, and the Debian packages opensm, ibsim-utils,
 //! ibutils. `-- --nocapture` prints the figures.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sm_core::dump::ibdmchk::{ibdmchk_args, IbdmchkOptions};
-use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::quality_of_dump_dir;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::proc;
 use smcore_tests::smcore::{Profile, RouteOptions, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `ibdmchk` with the path-SL and SL2VL files, under a deadline.
-fn ibdmchk_with_sls(dir: &Path) -> Verdict {
-    let mut cmd = Command::new("ibdmchk");
-    proc::die_with_parent(&mut cmd);
-    let mut child = cmd
-        .args(ibdmchk_args(dir, &IbdmchkOptions::default()))
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting ibdmchk (Debian package ibutils): {e}"));
-    let out = child.stdout.take().map(proc::drain);
-    let err = child.stderr.take().map(proc::drain);
-    let outcome =
-        proc::wait_with_timeout(&mut child, Duration::from_secs(300), Duration::from_secs(1))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let mut text = proc::collect(out);
-    text.push_str(&proc::collect(err));
-    let mut v = ibdmchk::parse_output(&text);
-    v.timed_out = outcome == proc::Outcome::TimedOut;
-    v
 }
 
 /// Route `gen_args`'s fabric with dfsssp and judge the dumps with ibdmchk.
@@ -95,9 +67,11 @@ fn route_and_check(name: &str, gen_args: &[&str]) {
         "{name}: smcore's own verifier found a credit loop"
     );
 
-    let with_sls = ibdmchk_with_sls(&dir);
-    let plain =
-        ibdmchk::check_dump_dir(&dir, Duration::from_secs(300)).unwrap_or_else(|e| panic!("{e}"));
+    let check = |sls| {
+        ibdmchk::check_dump_dir_with(&dir, sls, Duration::from_secs(300))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (with_sls, plain) = (check(SlFiles::Required), check(SlFiles::Without));
     println!(
         "{name}: {} switches, {} end ports, {} pairs; route {:.1} ms (debug build)\n  ibdmchk -c -d: {}\n  ibdmchk (VL 0 only): {}",
         report.switches,

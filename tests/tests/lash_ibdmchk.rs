@@ -21,56 +21,17 @@
 //! ibutils. `-- --nocapture` prints the figures.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use smcore_tests::bench;
-use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::proc;
 use smcore_tests::smcore::{Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `ibdmchk` on a dump directory, with the path-SL and SL2VL files when
-/// `with_sls`.
-fn ibdmchk_with_sls(dir: &Path, with_sls: bool) -> Verdict {
-    let mut cmd = Command::new("ibdmchk");
-    proc::die_with_parent(&mut cmd);
-    cmd.arg("-s").arg(dir.join("opensm-subnet.lst"));
-    cmd.arg("-f").arg(dir.join("opensm.fdbs"));
-    cmd.arg("-m").arg(dir.join("opensm.mcfdbs"));
-    if with_sls {
-        for (flag, file) in [("-c", "smcore-path-sl.psl"), ("-d", "opensm-sl2vl.dump")] {
-            assert!(
-                dir.join(file).is_file(),
-                "{} missing",
-                dir.join(file).display()
-            );
-            cmd.arg(flag).arg(dir.join(file));
-        }
-    }
-    let mut child = cmd
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ibdmchk (Debian package ibutils)");
-    let out = child.stdout.take().map(proc::drain);
-    let err = child.stderr.take().map(proc::drain);
-    let outcome =
-        proc::wait_with_timeout(&mut child, Duration::from_secs(120), Duration::from_secs(1))
-            .expect("waiting for ibdmchk");
-    let mut text = proc::collect(out);
-    text.push_str(&proc::collect(err));
-    let mut v = ibdmchk::parse_output(&text);
-    v.timed_out = outcome == proc::Outcome::TimedOut;
-    v
 }
 
 struct Fabric {
@@ -123,7 +84,8 @@ impl Fabric {
     /// lash routes, ibdmchk agrees; returns (VLs used, credit loops without SLs).
     fn check(&self, tag: &str, extra: &[&str]) -> (u64, Option<bool>) {
         let (dir, vls) = self.route(tag, extra);
-        let v = ibdmchk_with_sls(&dir, true);
+        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}"));
         println!(
             "{}/{tag}: {vls} VLs; ibdmchk with SLs: {}",
             self.name,
@@ -144,7 +106,8 @@ impl Fabric {
             v.summary(),
             v.output
         );
-        let plain = ibdmchk_with_sls(&dir, false);
+        let plain = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}"));
         println!(
             "{}/{tag}: ibdmchk without SLs: {}",
             self.name,
@@ -288,7 +251,8 @@ fn both(
             "{}/{tag}: pairs OpenSM connects that smcore does not",
             f.name
         );
-        let v = ibdmchk_with_sls(&dir, true);
+        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(
             v.connected() && v.credit_loops == Some(false),
             "{}/{tag}: {}",

@@ -18,56 +18,17 @@
 //! ibutils. `-- --nocapture` prints the figures.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use smcore_tests::bench;
-use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::proc;
 use smcore_tests::smcore::{Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `ibdmchk` on a dump directory, with smcore's path-SL and SL2VL files
-/// when `with_sls`.
-fn ibdmchk_run(dir: &Path, with_sls: bool) -> Verdict {
-    let mut cmd = Command::new("ibdmchk");
-    proc::die_with_parent(&mut cmd);
-    cmd.arg("-s").arg(dir.join("opensm-subnet.lst"));
-    cmd.arg("-f").arg(dir.join("opensm.fdbs"));
-    cmd.arg("-m").arg(dir.join("opensm.mcfdbs"));
-    if with_sls {
-        for (flag, file) in [("-c", "smcore-path-sl.psl"), ("-d", "opensm-sl2vl.dump")] {
-            assert!(
-                dir.join(file).is_file(),
-                "{} missing",
-                dir.join(file).display()
-            );
-            cmd.arg(flag).arg(dir.join(file));
-        }
-    }
-    let mut child = cmd
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ibdmchk (Debian package ibutils)");
-    let out = child.stdout.take().map(proc::drain);
-    let err = child.stderr.take().map(proc::drain);
-    let outcome =
-        proc::wait_with_timeout(&mut child, Duration::from_secs(120), Duration::from_secs(1))
-            .expect("waiting for ibdmchk");
-    let mut text = proc::collect(out);
-    text.push_str(&proc::collect(err));
-    let mut v = ibdmchk::parse_output(&text);
-    v.timed_out = outcome == proc::Outcome::TimedOut;
-    v
 }
 
 struct Fabric {
@@ -126,7 +87,8 @@ impl Fabric {
             &tag,
             &["--nue-max-num-vls", &vls.to_string()],
         );
-        let v = ibdmchk_run(&dir, true);
+        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}"));
         println!(
             "{}/{tag}: {used} VLs; ibdmchk with SLs: {}",
             self.name,
@@ -150,8 +112,9 @@ impl Fabric {
         if vls == 1 {
             assert_eq!(used, 1, "{}/{tag}", self.name);
             // One VL: the tables alone must be loop free.
-            let plain = ibdmchk::check_dump_dir(&dir, Duration::from_secs(120))
-                .unwrap_or_else(|e| panic!("{e}"));
+            let plain =
+                ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+                    .unwrap_or_else(|e| panic!("{e}"));
             assert!(
                 plain.is_clean(),
                 "{}/{tag} without SL files: {}\n{}",
@@ -175,8 +138,8 @@ fn torus_on_one_vl_is_credit_loop_free() {
     );
     // Shortest paths on the same torus close credit loops (ibdmchk says so).
     let (dir, _) = f.route("minhop", "minhop", &[]);
-    let v =
-        ibdmchk::check_dump_dir(&dir, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
     println!("{}/minhop: {}", f.name, v.summary());
     assert_eq!(
         v.credit_loops,
@@ -216,7 +179,8 @@ fn same_verdict_as_opensm_nue() {
     let f = Fabric::generated("torus-4x3x3", &["torus", "--dims", "4x3x3", "--hosts", "1"]);
     let (dir, used) = f.route("nue,no_fallback", "nue", &["--nue-max-num-vls", "1"]);
     assert_eq!(used, 1);
-    let ours = ibdmchk_run(&dir, true);
+    let ours = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
     let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
     let mut o = OpenSmOptions::new("nue");
     o.timeout = Duration::from_secs(240);

@@ -24,58 +24,19 @@
 //! ibsim-utils, ibutils. `-- --nocapture` prints the figures.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use smcore_tests::bench;
-use smcore_tests::ibdmchk::{self, Verdict};
+use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::proc;
 use smcore_tests::smcore::{Profile, Smcore};
 
 const ENGINE: &str = "torus-2QoS";
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `ibdmchk` on a dump directory, with the path-SL and SL2VL files when
-/// `with_sls` (the runner in tests/src/ibdmchk.rs passes neither).
-fn ibdmchk_run(dir: &Path, with_sls: bool) -> Verdict {
-    let mut cmd = Command::new("ibdmchk");
-    proc::die_with_parent(&mut cmd);
-    cmd.arg("-s").arg(dir.join("opensm-subnet.lst"));
-    cmd.arg("-f").arg(dir.join("opensm.fdbs"));
-    cmd.arg("-m").arg(dir.join("opensm.mcfdbs"));
-    if with_sls {
-        for (flag, file) in [("-c", "smcore-path-sl.psl"), ("-d", "opensm-sl2vl.dump")] {
-            assert!(
-                dir.join(file).is_file(),
-                "{} missing",
-                dir.join(file).display()
-            );
-            cmd.arg(flag).arg(dir.join(file));
-        }
-    }
-    let mut child = cmd
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ibdmchk (Debian package ibutils)");
-    let out = child.stdout.take().map(proc::drain);
-    let err = child.stderr.take().map(proc::drain);
-    let outcome =
-        proc::wait_with_timeout(&mut child, Duration::from_secs(120), Duration::from_secs(1))
-            .expect("waiting for ibdmchk");
-    let mut text = proc::collect(out);
-    text.push_str(&proc::collect(err));
-    let mut v = ibdmchk::parse_output(&text);
-    v.timed_out = outcome == proc::Outcome::TimedOut;
-    v
 }
 
 struct Fabric {
@@ -253,7 +214,8 @@ impl Fabric {
 }
 
 fn assert_clean(name: &str, dir: &Path) {
-    let v = ibdmchk_run(dir, true);
+    let v = ibdmchk::check_dump_dir_with(dir, SlFiles::Required, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
     println!("{name}: ibdmchk with SLs: {}", v.summary());
     assert!(v.connected(), "{name}: {}\n{}", v.summary(), v.output);
     assert_eq!(
@@ -272,7 +234,8 @@ fn healthy_torus_is_clean_only_with_the_engines_sls() {
         .smcore_route()
         .unwrap_or_else(|e| panic!("4x4x4 refused: {e}"));
     assert_clean("4x4x4", &dir);
-    let bare = ibdmchk_run(&dir, false);
+    let bare = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
     println!("4x4x4: ibdmchk without SLs: {}", bare.summary());
     assert_eq!(
         bare.credit_loops,
