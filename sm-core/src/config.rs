@@ -57,7 +57,7 @@ impl Default for VerifyConfig {
 
 /// SMPs in flight when neither flag nor file says (see the README's
 /// window measurement).
-pub const DEFAULT_MAX_WIRE_SMPS: usize = 4;
+pub const DEFAULT_MAX_WIRE_SMPS: usize = 8;
 /// Answer timeout in milliseconds when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
 /// Retries of an unanswered SMP when neither flag nor file says.
