@@ -126,9 +126,15 @@ struct EngineOptions {
     /// Detect a mesh and order ports by dimension (lash).
     #[arg(long)]
     do_mesh_analysis: bool,
-    /// VLs nue may use.
+    /// VLs nue may use (0: all operational VLs).
     #[arg(long, value_name = "N")]
     nue_max_num_vls: Option<u8>,
+    /// Route switch LIDs inside nue's layers too (nue).
+    #[arg(long)]
+    nue_include_switches: bool,
+    /// Route between root switches too (ftree).
+    #[arg(long)]
+    connect_roots: bool,
 }
 
 impl EngineOptions {
@@ -160,8 +166,15 @@ impl EngineOptions {
                 config.set_option(key, n);
             }
         }
-        if self.do_mesh_analysis {
-            config.set_option("do_mesh_analysis", true);
+        let switches = [
+            ("do_mesh_analysis", self.do_mesh_analysis),
+            ("nue_include_switches", self.nue_include_switches),
+            ("connect_roots", self.connect_roots),
+        ];
+        for (key, on) in switches {
+            if on {
+                config.set_option(key, true);
+            }
         }
     }
 }
