@@ -20,6 +20,7 @@ pub mod ibsim;
 pub mod lfts;
 pub mod opensm;
 pub mod proc;
+pub mod sm_run;
 pub mod smcore;
 
 use std::path::PathBuf;
