@@ -438,3 +438,125 @@ fn torus_2qos_keeps_path_sls_through_failures_while_running() {
     );
     println!("whole test {:.1} s", test_start.elapsed().as_secs_f64());
 }
+
+/// Balance (ignored; a benchmark, run by `bench/torus.sh` with the release
+/// build): CA-to-CA routes per directed inter-switch link of smcore's
+/// torus-2QoS and OpenSM 3.3.23's `-R torus-2QoS -Q` on the 10x10x10 torus
+/// with 2 CAs per switch that `torus2qos_bench` times, both judged from
+/// their LFT dumps by the same code ([`smcore_tests::lfts::quality`]).
+/// The dumps go to `TORUS2QOS_BENCH_WORK` (default `/dev/shm`) and are
+/// deleted once read. Asserts that both route every pair.
+#[test]
+#[ignore]
+fn balance_10x10x10_against_opensm() {
+    use smcore_tests::bench;
+    use smcore_tests::ibsim::IbsimOptions;
+    use smcore_tests::lfts::{quality_of_dump_dir, Quality};
+    use smcore_tests::opensm::{self, LogMode, OpenSmOptions};
+
+    let sm = Smcore::locate(Profile::Release).unwrap_or_else(|e| panic!("{e}"));
+    let work = std::env::var_os("TORUS2QOS_BENCH_WORK")
+        .map_or_else(|| std::path::PathBuf::from("/dev/shm"), Into::into);
+    let tmp = tempfile::Builder::new()
+        .prefix("torus2qos-balance-")
+        .tempdir_in(&work)
+        .expect("temp dir");
+    let net = tmp.path().join("t10.net");
+    let conf = tmp.path().join("torus-2QoS.conf");
+    let conf_s = conf.display().to_string();
+    sm.gen(
+        &[
+            "torus",
+            "--dims",
+            "10x10x10",
+            "--hosts",
+            "2",
+            "--torus-conf",
+            &conf_s,
+        ],
+        &net,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+
+    let show = |who: &str, q: &Quality| {
+        println!(
+            "{who}: {}/{} CA pairs reached, avg hops {:.3}, non-minimal pairs {}, routes per directed inter-switch link \
+             max {} mean {:.1} max/mean {:.3} ({} links)",
+            q.reachable_pairs,
+            q.pairs,
+            q.avg_hops,
+            q.non_minimal_pairs,
+            q.max_routes_per_link,
+            q.mean_routes_per_link,
+            q.max_routes_per_link as f64 / q.mean_routes_per_link,
+            q.inter_switch_links
+        );
+    };
+
+    let dir = tmp.path().join("smcore");
+    let t = Instant::now();
+    let run = bench::route(
+        &sm,
+        &net,
+        "torus-2QoS,no_fallback",
+        &tmp.path().join("report.json"),
+        Some(&dir),
+        &["--torus-config".to_string(), conf_s.clone()],
+        Duration::from_secs(600),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        run.routed_by("torus-2QoS"),
+        "smcore did not route:\n{}",
+        run.output
+    );
+    let ours = quality_of_dump_dir(&topo, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "smcore run {:.1} s; its report: max {} mean {:.1} routes per link",
+        t.elapsed().as_secs_f64(),
+        run.number("max_routes_per_link").unwrap_or(f64::NAN),
+        run.number("mean_routes_per_link").unwrap_or(f64::NAN)
+    );
+    show("smcore torus-2QoS", &ours);
+
+    let sim = Ibsim::start_with(
+        &net,
+        &IbsimOptions {
+            ready_timeout: Duration::from_secs(1800),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tmp.path().join("opensm");
+    std::fs::create_dir_all(&dir).expect("OpenSM dir");
+    // The LID matrix and FDB dumps are big and not read.
+    let sinks: Vec<bench::DiscardFifo> = ["opensm-lid-matrix.dump", "opensm.fdbs"]
+        .iter()
+        .map(|f| bench::DiscardFifo::create(&dir.join(f)).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut o = OpenSmOptions::new("torus-2QoS");
+    o.log = LogMode::Dumps;
+    o.timeout = Duration::from_secs(1200);
+    o.dir = Some(dir.clone());
+    o.extra_args = vec!["-Q".into(), "--torus_config".into(), conf_s.clone()];
+    let t = Instant::now();
+    let osm = opensm::run(&sim, &o).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        osm.success() && osm.asked_engine_routed(),
+        "OpenSM did not route with torus-2QoS ({:?}): {:?}",
+        osm.outcome,
+        osm.log.errors
+    );
+    let theirs = quality_of_dump_dir(&topo, &dir).unwrap_or_else(|e| panic!("{e}"));
+    for s in sinks {
+        s.finish();
+    }
+    println!("OpenSM run {:.1} s", t.elapsed().as_secs_f64());
+    show("OpenSM torus-2QoS", &theirs);
+    assert!(
+        ours.all_reachable() && theirs.all_reachable(),
+        "not every CA pair reached"
+    );
+}
