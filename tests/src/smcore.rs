@@ -218,17 +218,73 @@ pub struct Report {
     pub avg_hops: f64,
     /// smcore's own mean extra hops.
     pub avg_extra_hops: f64,
-    /// Credit loop found by smcore's verifier.
-    pub credit_loops: bool,
+    /// smcore's verifier on credit loops; not checked (`null` in the
+    /// report) when nothing was routed or the check was off.
+    pub credit_loops: CreditLoops,
     /// Milliseconds per phase (`parse`, `lids`, `route`, `verify`, `dump`, `total`).
     pub phases_ms: BTreeMap<String, f64>,
     /// Peak resident memory.
     pub peak_rss_mib: f64,
 }
 
+/// smcore's credit-loop verdict: `Some(found)` when its verifier checked,
+/// `None` when it did not (an unrouted run writes `null`).
+///
+/// Compared with a `bool` it means "checked, and found loops or not": an
+/// unchecked verdict equals neither `true` nor `false`, so a test asserting
+/// a loop-free routing cannot pass on a run that was never checked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct CreditLoops(pub Option<bool>);
+
+impl CreditLoops {
+    /// The verdict, `None` when not checked.
+    pub fn checked(self) -> Option<bool> {
+        self.0
+    }
+}
+
+impl PartialEq<bool> for CreditLoops {
+    fn eq(&self, found: &bool) -> bool {
+        self.0 == Some(*found)
+    }
+}
+
 impl Report {
     /// A phase's time in milliseconds (0 when absent).
     pub fn phase_ms(&self, name: &str) -> f64 {
         self.phases_ms.get(name).copied().unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unrouted_report_parses() {
+        // What `smcore route --engines torus-2QoS,no_fallback` wrote for a
+        // fat tree without a torus-2QoS.conf.
+        let r: Report = serde_json::from_str(
+            r#"{"topology": "t.net", "engine": null, "attempts": [{"engine": "torus-2QoS", "outcome": "failed",
+                "reason": "could not be created", "route_ms": 0.0, "verify_ms": 0.0}],
+                "switches": 8, "end_nodes": 16, "end_ports": 16, "max_lid": 24, "lmc": 0, "pairs": 0,
+                "reachable_pairs": 0, "looping_pairs": 0, "credit_loops": null, "credit_loop_example": null,
+                "vls_used": 0, "max_routes_per_link": 0, "mean_routes_per_link": 0.0, "avg_hops": 0.0,
+                "avg_extra_hops": 0.0, "non_minimal_pairs": 0, "phases_ms": {"route": 0.0, "total": 0.455223},
+                "peak_rss_mib": 12.9296875, "dumps": []}"#,
+        )
+        .unwrap();
+        assert_eq!((r.engine, r.switches, r.credit_loops.checked()), (None, 8, None));
+        assert!(r.credit_loops != false && r.credit_loops != true, "unchecked is neither verdict");
+    }
+
+    #[test]
+    fn routed_report_parses() {
+        let r: Report = serde_json::from_str(r#"{"engine": "minhop", "credit_loops": true}"#).unwrap();
+        assert_eq!(r.credit_loops.checked(), Some(true));
+        assert!(r.credit_loops == true);
+        let r: Report = serde_json::from_str(r#"{"engine": "minhop", "credit_loops": false}"#).unwrap();
+        assert!(r.credit_loops == false);
     }
 }
