@@ -29,25 +29,18 @@
 //! with min hop (`guid_routing_order_file`, `port_prof_ignore_file`) apply
 //! the same way, as in OpenSM where both engines share the LFT builder.
 //!
-//! With LMC > 0, OpenSM's DOR differs from its min-hop LMC rules in two
-//! ways the kit's DOR mode does not follow: every LID of a port is searched
-//! from port 1 (min hop starts after the port its previous LID took), and
-//! among equally loaded parallel links the one whose far end this port's
-//! LIDs have been forwarded to least wins, a far end not used yet counting
-//! as zero. [`lmc_lfts`] implements those rules (only the DOR choice among
-//! parallel links exists there: no system or node spreading), so that the
-//! tables are OpenSM's for every LMC.
+//! With LMC > 0 the kit's DOR mode also follows OpenSM's DOR rules for a
+//! port's later LIDs (each searched from port 1 like the first; among
+//! equally loaded parallel links the far end this port's LIDs went to least
+//! wins, one not used yet counting as 0), so the tables are OpenSM's for
+//! every LMC.
 
 use std::path::PathBuf;
 
-use rayon::prelude::*;
 use serde::Deserialize;
-use sm_abi::{
-    EngineError, FabricSnapshot, Level, Lft, NodeKind, Routing, RoutingEngine, NONE, NO_ROUTE,
-};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions, HopTable};
+use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
+use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
 use smcore_kit::config::{self, read_guid_list};
-use smcore_kit::graph::{Sw, SwPort};
 use smcore_kit::Graph;
 
 /// Options, named as OpenSM's.
@@ -115,177 +108,13 @@ impl RoutingEngine for Dor {
         }
         let dist = graph.distance_matrix();
         let order = routing_order(fabric, &graph, &guid_order);
-        let lfts = if fabric.lmc == 0 {
-            assign_lfts(fabric, &graph, &dist, &order, &opts)
-        } else {
-            lmc_lfts(fabric, &graph, &dist, &order, &opts.ignored_ports)
-        };
+        let lfts = assign_lfts(fabric, &graph, &dist, &order, &opts);
         let mut routing = Routing::single_vl(lfts);
         for n in notes {
             routing.diag(Level::Warn, n);
         }
         Ok(routing)
     }
-}
-
-/// DOR tables with OpenSM's DOR rules for LMC > 0 (see the crate notes):
-/// targets in `order` (port indices), all targets' first LIDs, then all
-/// second LIDs, and so on; for each, the least-hop ports in port order,
-/// kept to the neighbour of the first one; of those the one with the
-/// fewest routes so far, a later one winning a tie when this port's LIDs
-/// went to its far end fewer times. Routes to switches and through
-/// `ignored` ports (node index, port) are not counted. With LMC 0 the result
-/// equals the kit's DOR mode.
-pub fn lmc_lfts<H: HopTable>(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    hops: &H,
-    order: &[u32],
-    ignored: &[(u32, u8)],
-) -> Vec<Lft> {
-    let targets: Vec<Target> = order
-        .iter()
-        .map(|&pi| Target::new(fabric, graph, pi))
-        .collect();
-    (0..graph.switch_count() as Sw)
-        .into_par_iter()
-        .map(|s| Lft {
-            node: graph.switch_nodes[s as usize],
-            ports: lmc_switch(fabric, graph, hops, &targets, ignored, s).into(),
-        })
-        .collect()
-}
-
-#[derive(Clone, Copy)]
-struct Target {
-    base_lid: u16,
-    lid_count: u32,
-    /// Switch the target is or hangs off, NONE when not attached.
-    t: Sw,
-    /// Port of `t` leading to the target (0 for a switch).
-    t_port: u8,
-    /// The target port's node and number (the far end when `t` is the switch routing).
-    node: u32,
-    num: u8,
-    is_switch: bool,
-}
-
-impl Target {
-    fn new(fabric: &FabricSnapshot, graph: &Graph, pi: u32) -> Target {
-        let p = &fabric.ports[pi as usize];
-        let is_switch = fabric.nodes[p.node as usize].kind == NodeKind::Switch;
-        let (t, t_port) = if is_switch {
-            (graph.sw_of_node[p.node as usize], 0)
-        } else if p.peer == NONE {
-            (NONE, 0)
-        } else {
-            let peer = &fabric.ports[p.peer as usize];
-            (graph.sw_of_node[peer.node as usize], peer.num)
-        };
-        Target {
-            base_lid: p.lid,
-            lid_count: p.lid_count(),
-            t,
-            t_port,
-            node: p.node,
-            num: p.num,
-            is_switch,
-        }
-    }
-}
-
-/// A far end (node, port) this target's LIDs were forwarded to, and how often.
-type FarEnd = (u32, u8, u32);
-
-fn lmc_switch<H: HopTable>(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    hops: &H,
-    targets: &[Target],
-    ignored_ports: &[(u32, u8)],
-    s: Sw,
-) -> Vec<u8> {
-    let node = graph.switch_nodes[s as usize];
-    let num_ports = fabric.nodes[node as usize].num_ports as usize + 1;
-    let mut ignored = vec![false; num_ports];
-    for &(n, p) in ignored_ports {
-        if n == node && (p as usize) < num_ports {
-            ignored[p as usize] = true;
-        }
-    }
-    // Switch-to-switch links in port order: the only least-hop candidates.
-    let links: Vec<SwPort> = graph.sw_ports[s as usize]
-        .iter()
-        .copied()
-        .filter(|l| l.peer_sw != NONE)
-        .collect();
-    let mut counts = vec![0u32; num_ports];
-    let mut far: Vec<Vec<FarEnd>> = vec![Vec::new(); targets.len()];
-    let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
-    let max_count = targets.iter().map(|t| t.lid_count).max().unwrap_or(0);
-    for offset in 0..max_count {
-        for (ti, tg) in targets.iter().enumerate() {
-            if offset >= tg.lid_count || tg.t == NONE {
-                continue;
-            }
-            let lid = tg.base_lid as usize + offset as usize;
-            if lid >= lft.len() {
-                continue;
-            }
-            let (port, far_end) = if tg.t == s {
-                (tg.t_port, (tg.node, tg.num))
-            } else {
-                let least = hops.least(s, tg.t);
-                if least == u8::MAX {
-                    continue;
-                }
-                let mut first_remote = NONE;
-                let mut best: Option<SwPort> = None;
-                let (mut least_paths, mut least_fwd) = (u32::MAX, u32::MAX);
-                for l in &links {
-                    if hops.via(s, l, tg.t) != least {
-                        continue;
-                    }
-                    if first_remote == NONE {
-                        first_remote = l.peer_node;
-                    } else if l.peer_node != first_remote {
-                        continue;
-                    }
-                    let count = counts[l.port as usize];
-                    let peer_num = fabric.ports[l.peer_port as usize].num;
-                    let fwd = far[ti]
-                        .iter()
-                        .find(|f| f.0 == l.peer_node && f.1 == peer_num)
-                        .map_or(0, |f| f.2);
-                    if count < least_paths {
-                        best = Some(*l);
-                        least_paths = count;
-                        least_fwd = least_fwd.min(fwd);
-                    } else if count == least_paths && fwd < least_fwd {
-                        least_fwd = fwd;
-                        best = Some(*l);
-                    }
-                }
-                let Some(b) = best else { continue };
-                (
-                    b.port,
-                    (b.peer_node, fabric.ports[b.peer_port as usize].num),
-                )
-            };
-            lft[lid] = port;
-            if !tg.is_switch && !ignored[port as usize] {
-                counts[port as usize] += 1;
-                match far[ti]
-                    .iter_mut()
-                    .find(|f| f.0 == far_end.0 && f.1 == far_end.1)
-                {
-                    Some(f) => f.2 += 1,
-                    None => far[ti].push((far_end.0, far_end.1, 1)),
-                }
-            }
-        }
-    }
-    lft
 }
 
 sm_abi::export_engines! {

@@ -282,32 +282,6 @@ fn options_and_bad_files() {
 }
 
 #[test]
-fn own_lmc_builder_equals_the_kit_dor_mode_without_lmc() {
-    // The LMC rules only change LIDs after a port's first, so on LMC 0 the
-    // crate's builder and the kit's DOR mode must agree exactly.
-    use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
-    use smcore_kit::Graph;
-    for c in cases(0).unwrap() {
-        let f = &c.fabric;
-        let g = Graph::new(f);
-        let d = g.distance_matrix();
-        let order = routing_order(f, &g, &[]);
-        let kit = assign_lfts(
-            f,
-            &g,
-            &d,
-            &order,
-            &BalanceOptions {
-                dor: true,
-                ..Default::default()
-            },
-        );
-        let own = smcore_dor::lmc_lfts(f, &g, &d, &order, &[]);
-        assert_eq!(kit, own, "{}", c.name);
-    }
-}
-
-#[test]
 fn lmc_lids_of_a_port_spread_over_parallel_links() {
     // Two cables between each leaf and spine: the LIDs of a remote host
     // leave a leaf over both cables to the DOR neighbour.

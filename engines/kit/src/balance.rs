@@ -71,7 +71,10 @@ impl HopTable for DistanceMatrix {
 pub struct BalanceOptions {
     /// DOR mode: among least-hop ports use only those leading to the same
     /// neighbour as the first one in search order (spreading only over
-    /// parallel links).
+    /// parallel links). With LMC > 0 it also follows OpenSM's DOR rules for
+    /// a port's later LIDs: each is searched from position 1 like the first,
+    /// and among equally loaded parallel links the far end this port's LIDs
+    /// went to least wins, one not used yet counting as 0.
     pub dor: bool,
     /// Per switch (by switch number), the order in which ports are searched
     /// (OpenSM's `port_order` / dimension ordering); `None` = port order.
@@ -350,8 +353,9 @@ fn assign_switch<H: HopTable>(
                 l
             } else {
                 // OpenSM scans from `start_from` round the search order; for
-                // a port's later LMC LIDs that is after the previous LID's port.
-                let start_from = if offset > 0 { lft[lid - 1] as usize + 1 } else { 1 };
+                // a port's later LMC LIDs that is after the previous LID's
+                // port, except in DOR mode, where every LID starts at 1.
+                let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
                 let rot = start_from % num_ports;
                 ordered.clear();
                 ordered.extend(candidates.iter().copied());
@@ -401,7 +405,9 @@ fn note_remote(list: &mut Vec<Remote>, fabric: &FabricSnapshot, peer_port: u32, 
 /// OpenSM's choice among least-hop candidates (in search order): fewest
 /// routes; with LMC, first a port towards a system not yet used by this
 /// target's earlier LIDs, then towards a node not yet used, then the least
-/// forwarded-to neighbour among equally loaded ports.
+/// forwarded-to neighbour among equally loaded ports. In DOR mode (all
+/// candidates lead to one neighbour) only the last rule applies, per far
+/// end port, a far end not used yet counting as forwarded to 0 times.
 fn choose(
     fabric: &FabricSnapshot,
     candidates: &[SwPort],
@@ -445,17 +451,25 @@ fn choose(
                 }
             }
         }
+        // How often this target's LIDs already went to the far end. In DOR
+        // mode a far end not used yet takes part as 0, so among equally
+        // loaded parallel links a fresh one beats a used one; otherwise only
+        // used neighbours take part (fresh ones won through the system and
+        // node rules above).
+        let forwarded = match used {
+            Some(u) => Some(u.forwarded_to),
+            None if dor && remotes.is_some() => Some(0),
+            None => None,
+        };
         if count < least_paths {
             best = Some(*c);
             least_paths = count;
-            if let Some(u) = used {
-                if u.forwarded_to < least_forwarded {
-                    least_forwarded = u.forwarded_to;
-                }
+            if let Some(f) = forwarded {
+                least_forwarded = least_forwarded.min(f);
             }
-        } else if let Some(u) = used {
-            if count == least_paths && u.forwarded_to < least_forwarded {
-                least_forwarded = u.forwarded_to;
+        } else if let Some(f) = forwarded {
+            if count == least_paths && f < least_forwarded {
+                least_forwarded = f;
                 best = Some(*c);
             }
         }
@@ -474,20 +488,34 @@ mod tests {
 
     /// Two switches joined by parallel links on ports 1 and 2, two hosts on
     /// the far switch.
-    fn pair() -> FabricSnapshot {
+    fn pair_lmc(lmc: u8) -> FabricSnapshot {
         let text = "Switch 4 \"a\"\n[1] \"b\"[1]\n[2] \"b\"[2]\n\nSwitch 4 \"b\"\n[3] \"h1\"[1]\n[4] \"h2\"[1]\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n";
         let topo = sm_topology::parse_str(text, "pair").unwrap();
-        sm_topology::lids::snapshot(&topo, 0).unwrap()
+        sm_topology::lids::snapshot(&topo, lmc).unwrap()
     }
 
-    fn route(f: &FabricSnapshot, opts: &BalanceOptions) -> Vec<u8> {
+    fn pair() -> FabricSnapshot {
+        pair_lmc(0)
+    }
+
+    /// Switch `a`'s ports towards every LID of every end port, in end port order.
+    fn route_lids(f: &FabricSnapshot, opts: &BalanceOptions) -> Vec<Vec<u8>> {
         let g = Graph::new(f);
         let d = g.distance_matrix();
         let order = routing_order(f, &g, &[]);
         let lfts = assign_lfts(f, &g, &d, &order, opts);
         let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
         let lft = lfts.into_iter().find(|l| l.node == a).unwrap();
-        f.end_ports().map(|p| lft.ports[f.ports[p as usize].lid as usize]).collect()
+        f.end_ports()
+            .map(|p| {
+                let port = &f.ports[p as usize];
+                (0..port.lid_count()).map(|i| lft.ports[port.lid as usize + i as usize]).collect()
+            })
+            .collect()
+    }
+
+    fn route(f: &FabricSnapshot, opts: &BalanceOptions) -> Vec<u8> {
+        route_lids(f, opts).into_iter().map(|lids| lids[0]).collect()
     }
 
     #[test]
@@ -524,4 +552,18 @@ mod tests {
         let opts = BalanceOptions { dor: true, ..Default::default() };
         assert_eq!(route(&f, &opts), vec![1, 2]);
     }
+
+    #[test]
+    fn dor_with_lmc_spreads_each_ports_lids_over_the_parallel_links() {
+        // OpenSM's DOR: every LID is searched from port 1, and on a tie in
+        // load the far end this port's LIDs have not used yet wins. After
+        // h1 -> 1 and h2 -> 2, both links carry one route: h1's second LID
+        // takes port 2 (fresh for h1), h2's then port 1 (now less loaded).
+        // The min-hop LMC rule (start after the previous LID's port, fresh
+        // far ends left out of the tie) would send h1's LIDs both to port 1.
+        let f = pair_lmc(1);
+        let dor = BalanceOptions { dor: true, ..Default::default() };
+        assert_eq!(route_lids(&f, &dor), vec![vec![1, 2], vec![2, 1]]);
+    }
+
 }
