@@ -35,24 +35,14 @@
 //! wins, one not used yet counting as 0), so the tables are OpenSM's for
 //! every LMC.
 
-use std::path::PathBuf;
-
-use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
-use smcore_kit::config::{self, read_guid_list};
+use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::config;
 use smcore_kit::Graph;
 
-/// Options, named as OpenSM's.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct DorConfig {
-    /// Route the ports of these GUIDs first (OpenSM `guid_routing_order_file`).
-    pub guid_routing_order_file: Option<PathBuf>,
-    /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
-    /// (OpenSM `port_prof_ignore_file`, `-i`).
-    pub port_prof_ignore_file: Option<PathBuf>,
-}
+/// Options, named as OpenSM's (`guid_routing_order_file`,
+/// `port_prof_ignore_file`), shared with min hop.
+pub type DorConfig = BalanceFiles;
 
 /// The engine.
 #[derive(Debug, Clone, Default)]
@@ -75,42 +65,19 @@ impl RoutingEngine for Dor {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("dor: the fabric has no switches"));
         }
-        let mut notes = Vec::new();
-        let guid_order = match &self.cfg.guid_routing_order_file {
-            Some(p) => {
-                let list = read_guid_list(p).map_err(|e| EngineError::new(format!("dor: {e}")))?;
-                notes.extend(list.warnings.iter().cloned());
-                list.guids()
-            }
-            None => Vec::new(),
-        };
-        let mut opts = BalanceOptions {
+        let inputs = self
+            .cfg
+            .load(fabric)
+            .map_err(|e| EngineError::new(format!("dor: {e}")))?;
+        let opts = BalanceOptions {
             dor: true,
+            ignored_ports: inputs.ignored_ports,
             ..Default::default()
         };
-        if let Some(p) = &self.cfg.port_prof_ignore_file {
-            let list = read_guid_list(p).map_err(|e| EngineError::new(format!("dor: {e}")))?;
-            notes.extend(list.warnings.iter().cloned());
-            for (guid, rest) in &list.entries {
-                let node = fabric.nodes.iter().position(|n| n.guid == *guid);
-                match (node, rest.trim().parse::<u8>()) {
-                    (Some(n), Ok(port)) => opts.ignored_ports.push((n as u32, port)),
-                    (None, _) => notes.push(format!(
-                        "{}: switch 0x{guid:016x} not in the fabric",
-                        p.display()
-                    )),
-                    (_, Err(_)) => notes.push(format!(
-                        "{}: bad port `{rest}` for 0x{guid:016x}",
-                        p.display()
-                    )),
-                }
-            }
-        }
         let dist = graph.distance_matrix();
-        let order = routing_order(fabric, &graph, &guid_order);
-        let lfts = assign_lfts(fabric, &graph, &dist, &order, &opts);
-        let mut routing = Routing::single_vl(lfts);
-        for n in notes {
+        let order = routing_order(fabric, &graph, &inputs.guid_order);
+        let mut routing = Routing::single_vl(assign_lfts(fabric, &graph, &dist, &order, &opts));
+        for n in inputs.warnings {
             routing.diag(Level::Warn, n);
         }
         Ok(routing)

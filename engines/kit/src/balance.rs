@@ -5,9 +5,13 @@
 //! a [`HopTable`], so min-hop, up/down and dimension-ordered engines share
 //! this code and differ only in which paths they allow.
 
-use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
+use std::path::PathBuf;
 
+use rayon::prelude::*;
+use serde::Deserialize;
+use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
+
+use crate::config::read_guid_list;
 use crate::graph::{DistanceMatrix, Graph, Sw, SwPort};
 
 /// Hop counts an engine allows between switches.
@@ -81,6 +85,55 @@ pub struct BalanceOptions {
     pub search_order: Option<Vec<Vec<u8>>>,
     /// Ports (node index, port number) left out of the route counting.
     pub ignored_ports: Vec<(u32, u8)>,
+}
+
+/// OpenSM's options of the engines sharing this LFT builder, keyed as in
+/// the engine's TOML options (other keys are left to their owners).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct BalanceFiles {
+    /// Route the ports of these GUIDs first (OpenSM `guid_routing_order_file`).
+    pub guid_routing_order_file: Option<PathBuf>,
+    /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
+    /// (OpenSM `port_prof_ignore_file`, `-i`).
+    pub port_prof_ignore_file: Option<PathBuf>,
+}
+
+/// What [`BalanceFiles`] say about one fabric.
+#[derive(Debug, Clone, Default)]
+pub struct BalanceInputs {
+    /// GUIDs for [`routing_order`].
+    pub guid_order: Vec<u64>,
+    /// For [`BalanceOptions::ignored_ports`].
+    pub ignored_ports: Vec<(u32, u8)>,
+    /// Lines that were skipped, for `Routing::diag`: OpenSM goes on without
+    /// them, and so do we.
+    pub warnings: Vec<String>,
+}
+
+impl BalanceFiles {
+    /// Read the files named. Fails only when one cannot be read.
+    pub fn load(&self, fabric: &FabricSnapshot) -> Result<BalanceInputs, EngineError> {
+        let mut inputs = BalanceInputs::default();
+        if let Some(p) = &self.guid_routing_order_file {
+            let list = read_guid_list(p)?;
+            inputs.warnings.extend(list.warnings.iter().cloned());
+            inputs.guid_order = list.guids();
+        }
+        if let Some(p) = &self.port_prof_ignore_file {
+            let list = read_guid_list(p)?;
+            inputs.warnings.extend(list.warnings.iter().cloned());
+            for (guid, rest) in &list.entries {
+                let node = fabric.nodes.iter().position(|n| n.guid == *guid);
+                match (node, rest.trim().parse::<u8>()) {
+                    (Some(n), Ok(port)) => inputs.ignored_ports.push((n as u32, port)),
+                    (None, _) => inputs.warnings.push(format!("{}: switch 0x{guid:016x} not in the fabric", p.display())),
+                    (_, Err(_)) => inputs.warnings.push(format!("{}: bad port `{rest}` for 0x{guid:016x}", p.display())),
+                }
+            }
+        }
+        Ok(inputs)
+    }
 }
 
 /// Targets in OpenSM's routing order: the ports named by the GUID routing
@@ -564,6 +617,25 @@ mod tests {
         let f = pair_lmc(1);
         let dor = BalanceOptions { dor: true, ..Default::default() };
         assert_eq!(route_lids(&f, &dor), vec![vec![1, 2], vec![2, 1]]);
+    }
+
+
+    #[test]
+    fn balance_files_name_ignored_ports_and_skip_bad_lines() {
+        let f = pair();
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap();
+        let path = std::env::temp_dir().join(format!("smcore-kit-port-prof-{}", std::process::id()));
+        let guid = f.nodes[a].guid;
+        std::fs::write(&path, format!("0x{guid:x} 1\n0x{guid:x} one\n0xfeedbeef 2\nnot-a-guid\n")).unwrap();
+        let files = BalanceFiles { port_prof_ignore_file: Some(path.clone()), ..Default::default() };
+        let inputs = files.load(&f);
+        std::fs::remove_file(&path).unwrap();
+        let inputs = inputs.unwrap();
+        assert_eq!(inputs.ignored_ports, vec![(a as u32, 1)]);
+        assert_eq!(inputs.warnings.len(), 3, "{:?}", inputs.warnings);
+        assert!(inputs.warnings.iter().any(|w| w.contains("0x00000000feedbeef not in the fabric")));
+        let missing = BalanceFiles { guid_routing_order_file: Some(path.clone()), ..Default::default() };
+        assert!(missing.load(&f).unwrap_err().reason.contains(&*path.to_string_lossy()));
     }
 
 }
