@@ -187,3 +187,30 @@ fn parallel_links_two_port_cas_and_loops_come_up() {
     sm_topology::emit::write_file(&odd_fabric(), &net).unwrap_or_else(|e| panic!("{e}"));
     bring_up("parallel links + 2-port CA", &net, "minhop", &[]);
 }
+
+#[test]
+fn the_file_engine_programs_a_dumped_routing_on_a_fresh_fabric() {
+    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let net = tmp.path().join("ft.net");
+    sm.gen(&["fat-tree", "--leaves", "4", "--spines", "2", "--hosts-per-leaf", "3", "--uplinks", "2"], &net)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The routing to reproduce: updn's, dumped by an SM run.
+    let first = tmp.path().join("first");
+    {
+        let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+        let run = sm_once(&sim, &sm, "updn,no_fallback", &first, &[], Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(run.ok, "{}\n{}", run.stdout, run.stderr);
+    }
+    // A fresh fabric (new ibsim: no LIDs, empty tables), routed by the file.
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+    let again = tmp.path().join("again");
+    let lfts = first.join("opensm-lfts.dump");
+    let run = sm_once(&sim, &sm, "file,no_fallback", &again, &["--lfts-file", lfts.to_str().expect("utf-8")], Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.ok, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("routed by file"), "{}", run.stdout);
+    lfts_read_back(&sim, &again).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lfts_by_guid(&again), lfts_by_guid(&first), "the file engine changed the routing");
+}
