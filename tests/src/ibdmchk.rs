@@ -50,9 +50,15 @@ impl Verdict {
         self.nodes.unwrap_or(0) > 0 && self.paths_scanned.unwrap_or(0) > 0 && self.connectivity_errors == 0
     }
 
+    /// Connected, checked, and loop free (warnings and other errors
+    /// aside).
+    pub fn loop_free(&self) -> bool {
+        self.connected() && self.credit_loops == Some(false)
+    }
+
     /// Connected, checked, loop free, and nothing else complained.
     pub fn is_clean(&self) -> bool {
-        self.connected() && self.credit_loops == Some(false) && self.errors.is_empty() && self.warnings.is_empty()
+        self.loop_free() && self.errors.is_empty() && self.warnings.is_empty()
     }
 
     /// One line for test output.
@@ -142,6 +148,17 @@ pub fn check_dump_dir_with(dir: impl AsRef<Path>, sls: SlFiles, timeout: Duratio
     text.push_str(&proc::collect(err));
     let mut v = parse_output(&text);
     v.timed_out = outcome == Outcome::TimedOut;
+    Ok(v)
+}
+
+/// [`check_dump_dir_with`], failing (with the verdict and ibdmchk's output)
+/// unless the dumps are connected and loop free.
+pub fn require_loop_free(dir: impl AsRef<Path>, sls: SlFiles, timeout: Duration) -> Result<Verdict> {
+    let dir = dir.as_ref();
+    let v = check_dump_dir_with(dir, sls, timeout)?;
+    if !v.loop_free() {
+        return Err(Error::Failed(format!("ibdmchk on {} ({sls:?}): {}\n{}", dir.display(), v.summary(), v.output)));
+    }
     Ok(v)
 }
 

@@ -108,6 +108,19 @@ impl Smcore {
         Ok(())
     }
 
+    /// `smcore gen <args>` into a new temporary directory named after
+    /// `prefix` and `name`, which also takes the reports and dumps of the
+    /// runs on it (see [`GenFabric::route`]).
+    pub fn gen_temp(&self, prefix: &str, name: &str, args: &[&str]) -> Result<GenFabric> {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("{prefix}-{name}-"))
+            .tempdir()
+            .map_err(|e| Error::io("creating a temporary directory", e))?;
+        let net = tmp.path().join(format!("{name}.net"));
+        self.gen(args, &net)?;
+        Ok(GenFabric { smcore: self.clone(), name: name.into(), net, tmp })
+    }
+
     /// `smcore route <net> --engines <engines> --report <report> [--dump-dir <dir>] [extra]`.
     pub fn route(&self, net: &Path, opts: &RouteOptions) -> Result<RouteRun> {
         let mut cmd = Command::new(&self.bin);
@@ -143,6 +156,46 @@ impl Smcore {
             Err(_) => None,
         };
         Ok(RouteRun { status, wall, report, output })
+    }
+}
+
+/// A fabric written by [`Smcore::gen_temp`]; its directory is removed on drop.
+#[derive(Debug)]
+pub struct GenFabric {
+    smcore: Smcore,
+    /// Name for messages (and of the `.net` file).
+    pub name: String,
+    /// The topology file.
+    pub net: PathBuf,
+    /// The directory holding it and the runs' reports and dumps.
+    pub tmp: tempfile::TempDir,
+}
+
+impl GenFabric {
+    /// `smcore route` with `engines` and `extra` arguments, the report in
+    /// `<tag>.json` and the dumps in `<tag>/` of the fabric's directory.
+    /// Returns the dump directory and the run.
+    pub fn route(&self, engines: &str, tag: &str, extra: &[&str], timeout: Duration) -> Result<(PathBuf, RouteRun)> {
+        let dir = self.tmp.path().join(tag);
+        let opts = RouteOptions {
+            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            timeout,
+            ..RouteOptions::new(engines, self.tmp.path().join(format!("{tag}.json"))).dump_dir(&dir)
+        };
+        Ok((dir, self.smcore.route(&self.net, &opts)?))
+    }
+
+    /// [`GenFabric::route`], failing unless the first of `engines` routed.
+    pub fn route_by(&self, engines: &str, tag: &str, extra: &[&str], timeout: Duration) -> Result<(PathBuf, RouteRun)> {
+        let (dir, run) = self.route(engines, tag, extra, timeout)?;
+        let first = engines.split(',').next().unwrap_or(engines);
+        if !run.routed_by(first) {
+            return Err(Error::Failed(format!(
+                "{}/{tag}: {first} did not route ({}):\n{}",
+                self.name, run.status, run.output
+            )));
+        }
+        Ok((dir, run))
     }
 }
 
@@ -193,6 +246,42 @@ pub struct RouteRun {
     pub output: String,
 }
 
+impl RouteRun {
+    /// Exited 0 and `engine` is the one that routed.
+    pub fn routed_by(&self, engine: &str) -> bool {
+        self.status.success() && self.report.as_ref().and_then(|r| r.engine.as_deref()) == Some(engine)
+    }
+
+    /// Exited with [`crate::bench::NOT_ROUTED_STATUS`]: the chain refused the fabric.
+    pub fn refused(&self) -> bool {
+        self.status.code() == Some(crate::bench::NOT_ROUTED_STATUS)
+    }
+
+    /// `engine`'s own route time in milliseconds, from its attempt record.
+    pub fn engine_route_ms(&self, engine: &str) -> Option<f64> {
+        self.report.as_ref()?.attempts.iter().find(|a| a.engine == engine).map(|a| a.route_ms)
+    }
+
+    /// VLs the routing uses, per the report (0 without one).
+    pub fn vls_used(&self) -> u8 {
+        self.report.as_ref().map_or(0, |r| r.vls_used)
+    }
+}
+
+/// One engine of the chain, as the report lists it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Attempt {
+    /// Engine name.
+    pub engine: String,
+    /// `routed` or `failed`.
+    pub outcome: String,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// Time in the engine.
+    pub route_ms: f64,
+}
+
 /// The parts of smcore's JSON route report the tests read. Fields missing
 /// from the file take their defaults, so the report can grow freely.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -200,6 +289,8 @@ pub struct RouteRun {
 pub struct Report {
     /// Engine that routed.
     pub engine: Option<String>,
+    /// The chain, in order.
+    pub attempts: Vec<Attempt>,
     /// Switches.
     pub switches: usize,
     /// End ports.
@@ -221,6 +312,8 @@ pub struct Report {
     /// smcore's verifier on credit loops; not checked (`null` in the
     /// report) when nothing was routed or the check was off.
     pub credit_loops: CreditLoops,
+    /// VLs the routing uses.
+    pub vls_used: u8,
     /// Milliseconds per phase (`parse`, `lids`, `route`, `verify`, `dump`, `total`).
     pub phases_ms: BTreeMap<String, f64>,
     /// Peak resident memory.
@@ -276,6 +369,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((r.engine, r.switches, r.credit_loops.checked()), (None, 8, None));
+        assert_eq!((r.attempts.len(), r.attempts[0].outcome.as_str()), (1, "failed"));
         assert!(r.credit_loops != false && r.credit_loops != true, "unchecked is neither verdict");
     }
 

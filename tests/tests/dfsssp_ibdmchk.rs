@@ -32,36 +32,16 @@ fn smcore() -> Smcore {
 
 /// Route `gen_args`'s fabric with dfsssp and judge the dumps with ibdmchk.
 fn route_and_check(name: &str, gen_args: &[&str]) {
-    let sm = smcore();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("dfsssp-{name}-"))
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join(format!("{name}.net"));
-    sm.gen(gen_args, &net).unwrap_or_else(|e| panic!("{e}"));
-    let dir = tmp.path().join("dumps");
-    let run = sm
-        .route(
-            &net,
-            &RouteOptions::new("dfsssp,no_fallback", tmp.path().join("report.json")).dump_dir(&dir),
-        )
+    let f = smcore()
+        .gen_temp("dfsssp", name, gen_args)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        run.status.success(),
-        "{name}: smcore route failed ({}):\n{}",
-        run.status,
-        run.output
-    );
+    let (dir, run) = f
+        .route_by("dfsssp,no_fallback", "dumps", &[], Duration::from_secs(600))
+        .unwrap_or_else(|e| panic!("{e}"));
     let report = run
         .report
         .as_ref()
         .unwrap_or_else(|| panic!("{name}: no report:\n{}", run.output));
-    assert_eq!(
-        report.engine.as_deref(),
-        Some("dfsssp"),
-        "{name}:\n{}",
-        run.output
-    );
     assert!(
         report.credit_loops.checked() == Some(false),
         "{name}: smcore's own verifier found a credit loop or did not check: {:?}",
@@ -129,24 +109,21 @@ fn random_fabric_is_credit_loop_free_per_ibdmchk() {
 
 /// Same verdict as OpenSM's dfsssp on the same fabric.
 fn differential(name: &str, gen_args: &[&str]) {
-    let sm = smcore();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("dfsssp-diff-{name}-"))
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join(format!("{name}.net"));
-    sm.gen(gen_args, &net).unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let f = smcore()
+        .gen_temp("dfsssp-diff", name, gen_args)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let net = &f.net;
+    let topo = sm_topology::parse_file(net).unwrap_or_else(|e| panic!("{e}"));
 
-    let dir = tmp.path().join("smcore");
-    let run = sm
+    let (dir, run) = f
         .route(
-            &net,
-            &RouteOptions::new("dfsssp,no_fallback", tmp.path().join("report.json")).dump_dir(&dir),
+            "dfsssp,no_fallback",
+            "smcore",
+            &[],
+            Duration::from_secs(600),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let ours = run.status.success()
-        && run.report.as_ref().and_then(|r| r.engine.as_deref()) == Some("dfsssp");
+    let ours = run.routed_by("dfsssp");
 
     let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut opts = OpenSmOptions::new("dfsssp");

@@ -20,122 +20,69 @@
 //! smcore-engine-lash` first, and the Debian packages opensm, ibsim-utils,
 //! ibutils. `-- --nocapture` prints the figures.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use smcore_tests::bench;
 use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::smcore::{Profile, Smcore};
+use smcore_tests::smcore::{GenFabric, Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Fabric {
-    name: String,
-    net: PathBuf,
-    tmp: tempfile::TempDir,
+fn generated(name: &str, args: &[&str]) -> GenFabric {
+    smcore()
+        .gen_temp("lash", name, args)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl Fabric {
-    fn generated(name: &str, args: &[&str]) -> Fabric {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lash-{name}-"))
-            .tempdir()
-            .expect("temp dir");
-        let net = tmp.path().join(format!("{name}.net"));
-        smcore().gen(args, &net).unwrap_or_else(|e| panic!("{e}"));
-        Fabric {
-            name: name.into(),
-            net,
-            tmp,
-        }
-    }
-
-    /// Route with lash (no fallback) and `extra` flags; returns the dump
-    /// directory and the VLs the report says were used.
-    fn route(&self, tag: &str, extra: &[&str]) -> (PathBuf, u64) {
-        let dir = self.tmp.path().join(tag);
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let run = bench::route(
-            &smcore(),
-            &self.net,
-            "lash,no_fallback",
-            &self.tmp.path().join(format!("{tag}.json")),
-            Some(&dir),
-            &extra,
-            Duration::from_secs(120),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.name));
-        assert!(
-            run.routed_by("lash"),
-            "{}/{tag}: lash did not route ({}):\n{}",
-            self.name,
-            run.status,
-            run.output
-        );
-        let vls = run.number("vls_used").unwrap_or(0.0) as u64;
-        (dir, vls)
-    }
-
-    /// lash routes, ibdmchk agrees; returns (VLs used, credit loops without SLs).
-    fn check(&self, tag: &str, extra: &[&str]) -> (u64, Option<bool>) {
-        let (dir, vls) = self.route(tag, extra);
-        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("{e}"));
-        println!(
-            "{}/{tag}: {vls} VLs; ibdmchk with SLs: {}",
-            self.name,
-            v.summary()
-        );
-        assert!(
-            v.connected(),
-            "{}/{tag}: {}\n{}",
-            self.name,
-            v.summary(),
-            v.output
-        );
-        assert_eq!(
-            v.credit_loops,
-            Some(false),
-            "{}/{tag}: {}\n{}",
-            self.name,
-            v.summary(),
-            v.output
-        );
-        let plain = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("{e}"));
-        println!(
-            "{}/{tag}: ibdmchk without SLs: {}",
-            self.name,
-            plain.summary()
-        );
-        (vls, plain.credit_loops)
-    }
+/// lash routes (no fallback) with `extra` flags, ibdmchk with lash's SLs
+/// finds the dumps connected and loop free; returns (VLs used, credit loops
+/// without SLs).
+fn check(f: &GenFabric, tag: &str, extra: &[&str]) -> (u64, Option<bool>) {
+    let (dir, run) = f
+        .route_by("lash,no_fallback", tag, extra, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let vls = u64::from(run.vls_used());
+    let v = ibdmchk::require_loop_free(&dir, SlFiles::Required, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{}/{tag}: {e}", f.name));
+    println!(
+        "{}/{tag}: {vls} VLs; ibdmchk with SLs: {}",
+        f.name,
+        v.summary()
+    );
+    let plain = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{}/{tag}: ibdmchk without SLs: {}", f.name, plain.summary());
+    (vls, plain.credit_loops)
 }
 
 #[test]
 fn torus_is_credit_loop_free_under_lash_sls() {
-    let f = Fabric::generated("torus-5x5x3", &["torus", "--dims", "5x5x3", "--hosts", "2"]);
-    let (vls, plain) = f.check("plain", &[]);
+    let f = generated("torus-5x5x3", &["torus", "--dims", "5x5x3", "--hosts", "2"]);
+    let (vls, plain) = check(&f, "plain", &[]);
     assert!(vls >= 2, "a 5-ring needs more than one layer");
     assert_eq!(
         plain,
         Some(true),
         "the same tables on one SL have credit loops"
     );
-    let (mvls, _) = f.check("mesh", &["--do-mesh-analysis"]);
+    let (mvls, _) = check(&f, "mesh", &["--do-mesh-analysis"]);
     assert!(mvls <= 8);
-    let (svls, _) = f.check("start2", &["--lash-start-vl", "2", "--do-mesh-analysis"]);
+    let (svls, _) = check(
+        &f,
+        "start2",
+        &["--lash-start-vl", "2", "--do-mesh-analysis"],
+    );
     assert_eq!(svls, mvls + 2, "lash_start_vl moves every layer up");
 }
 
 #[test]
 fn random_fabric_is_credit_loop_free_under_lash_sls() {
-    let f = Fabric::generated(
+    let f = generated(
         "random-24",
         &[
             "random",
@@ -151,8 +98,8 @@ fn random_fabric_is_credit_loop_free_under_lash_sls() {
             "4",
         ],
     );
-    f.check("plain", &[]);
-    f.check("mesh", &["--do-mesh-analysis"]);
+    check(&f, "plain", &[]);
+    check(&f, "mesh", &["--do-mesh-analysis"]);
 }
 
 /// Layers OpenSM's lash reports (`lash_core: Lanes in layer N: ...`).
@@ -167,35 +114,23 @@ fn opensm_layers(log: &str) -> Option<usize> {
 /// Run OpenSM's lash (`-Q` when `qos`) and smcore's on `f`; returns
 /// (smcore routed, smcore VLs, OpenSM routed, OpenSM layers).
 fn both(
-    f: &Fabric,
+    f: &GenFabric,
     sim: &Ibsim,
     tag: &str,
     mesh: bool,
     qos: bool,
 ) -> (bool, u64, bool, Option<usize>) {
-    let dir = f.tmp.path().join(tag);
-    let flags: Vec<String> = if mesh {
-        vec!["--do-mesh-analysis".into()]
-    } else {
-        vec![]
-    };
-    let run = bench::route(
-        &smcore(),
-        &f.net,
-        "lash,no_fallback",
-        &f.tmp.path().join(format!("{tag}.json")),
-        Some(&dir),
-        &flags,
-        Duration::from_secs(300),
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", f.name));
+    let flags: &[&str] = if mesh { &["--do-mesh-analysis"] } else { &[] };
+    let (dir, run) = f
+        .route("lash,no_fallback", tag, flags, Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("{}: {e}", f.name));
     assert!(
         run.routed_by("lash") || run.refused(),
         "{}/{tag}: smcore failed oddly:\n{}",
         f.name,
         run.output
     );
-    let vls = run.number("vls_used").unwrap_or(0.0) as u64;
+    let vls = u64::from(run.vls_used());
     let mut o = OpenSmOptions::new("lash");
     o.timeout = Duration::from_secs(240);
     if qos {
@@ -251,14 +186,8 @@ fn both(
             "{}/{tag}: pairs OpenSM connects that smcore does not",
             f.name
         );
-        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            v.connected() && v.credit_loops == Some(false),
-            "{}/{tag}: {}",
-            f.name,
-            v.summary()
-        );
+        ibdmchk::require_loop_free(&dir, SlFiles::Required, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{}/{tag}: {e}", f.name));
     }
     (
         run.routed_by("lash"),
@@ -272,7 +201,7 @@ fn both(
 /// connects left out by smcore, and smcore needs no more layers.
 #[test]
 fn same_verdict_as_opensm_lash() {
-    let f = Fabric::generated("torus-5x5x3", &["torus", "--dims", "5x5x3", "--hosts", "1"]);
+    let f = generated("torus-5x5x3", &["torus", "--dims", "5x5x3", "--hosts", "1"]);
     let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
     for mesh in [false, true] {
         let tag = if mesh { "mesh" } else { "plain" };
@@ -302,7 +231,7 @@ fn same_verdict_as_opensm_lash() {
 #[test]
 #[ignore]
 fn six_ary_3_cube() {
-    let f = Fabric::generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
+    let f = generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
     let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
     for mesh in [false, true] {
         let tag = if mesh { "mesh" } else { "plain" };

@@ -25,119 +25,71 @@ use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::smcore::{Profile, Smcore};
+use smcore_tests::smcore::{GenFabric, Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Fabric {
-    name: String,
-    net: PathBuf,
-    tmp: tempfile::TempDir,
+fn generated(name: &str, args: &[&str]) -> GenFabric {
+    smcore()
+        .gen_temp("nue", name, args)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl Fabric {
-    fn generated(name: &str, args: &[&str]) -> Fabric {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("nue-{name}-"))
-            .tempdir()
-            .expect("temp dir");
-        let net = tmp.path().join(format!("{name}.net"));
-        smcore().gen(args, &net).unwrap_or_else(|e| panic!("{e}"));
-        Fabric {
-            name: name.into(),
-            net,
-            tmp,
-        }
-    }
+/// Route with `engines` (the first must route) and extra flags; returns the
+/// dump directory and the VLs the report says were used.
+fn route(f: &GenFabric, engines: &str, tag: &str, extra: &[&str]) -> (PathBuf, u64) {
+    let (dir, run) = f
+        .route_by(engines, tag, extra, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (dir, u64::from(run.vls_used()))
+}
 
-    /// Route with `engines` and extra flags; returns the dump directory and
-    /// the VLs the report says were used.
-    fn route(&self, engines: &str, tag: &str, extra: &[&str]) -> (PathBuf, u64) {
-        let dir = self.tmp.path().join(tag);
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let run = bench::route(
-            &smcore(),
-            &self.net,
-            engines,
-            &self.tmp.path().join(format!("{tag}.json")),
-            Some(&dir),
-            &extra,
-            Duration::from_secs(120),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.name));
-        let first = engines.split(',').next().unwrap_or(engines);
-        assert!(
-            run.routed_by(first),
-            "{}/{tag}: {first} did not route ({}):\n{}",
-            self.name,
-            run.status,
-            run.output
-        );
-        (dir, run.number("vls_used").unwrap_or(0.0) as u64)
-    }
-
-    /// nue routes with `--nue-max-num-vls vls`; ibdmchk (with the SL files)
-    /// finds the dumps connected and loop free. Returns the VLs used.
-    fn nue_clean(&self, vls: u8) -> u64 {
-        let tag = format!("nue-vls{vls}");
-        let (dir, used) = self.route(
-            "nue,no_fallback",
-            &tag,
-            &["--nue-max-num-vls", &vls.to_string()],
-        );
-        let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
+/// nue routes with `--nue-max-num-vls vls`; ibdmchk (with the SL files)
+/// finds the dumps connected and loop free. Returns the VLs used.
+fn nue_clean(f: &GenFabric, vls: u8) -> u64 {
+    let tag = format!("nue-vls{vls}");
+    let (dir, used) = route(
+        f,
+        "nue,no_fallback",
+        &tag,
+        &["--nue-max-num-vls", &vls.to_string()],
+    );
+    let v = ibdmchk::require_loop_free(&dir, SlFiles::Required, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{}/{tag}: {e}", f.name));
+    println!(
+        "{}/{tag}: {used} VLs; ibdmchk with SLs: {}",
+        f.name,
+        v.summary()
+    );
+    if vls == 1 {
+        assert_eq!(used, 1, "{}/{tag}", f.name);
+        // One VL: the tables alone must be loop free.
+        let plain = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("{e}"));
-        println!(
-            "{}/{tag}: {used} VLs; ibdmchk with SLs: {}",
-            self.name,
-            v.summary()
-        );
         assert!(
-            v.connected(),
-            "{}/{tag}: {}\n{}",
-            self.name,
-            v.summary(),
-            v.output
+            plain.is_clean(),
+            "{}/{tag} without SL files: {}\n{}",
+            f.name,
+            plain.summary(),
+            plain.output
         );
-        assert_eq!(
-            v.credit_loops,
-            Some(false),
-            "{}/{tag}: {}\n{}",
-            self.name,
-            v.summary(),
-            v.output
-        );
-        if vls == 1 {
-            assert_eq!(used, 1, "{}/{tag}", self.name);
-            // One VL: the tables alone must be loop free.
-            let plain =
-                ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
-                    .unwrap_or_else(|e| panic!("{e}"));
-            assert!(
-                plain.is_clean(),
-                "{}/{tag} without SL files: {}\n{}",
-                self.name,
-                plain.summary(),
-                plain.output
-            );
-        }
-        used
     }
+    used
 }
 
 #[test]
 fn torus_on_one_vl_is_credit_loop_free() {
-    let f = Fabric::generated("torus-4x4x3", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
-    f.nue_clean(1);
-    let used = f.nue_clean(0);
+    let f = generated("torus-4x4x3", &["torus", "--dims", "4x4x3", "--hosts", "2"]);
+    nue_clean(&f, 1);
+    let used = nue_clean(&f, 0);
     assert!(
         used > 1 && used <= 8,
         "auto on 8 operational VLs used {used}"
     );
     // Shortest paths on the same torus close credit loops (ibdmchk says so).
-    let (dir, _) = f.route("minhop", "minhop", &[]);
+    let (dir, _) = route(&f, "minhop", "minhop", &[]);
     let v = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));
     println!("{}/minhop: {}", f.name, v.summary());
@@ -152,7 +104,7 @@ fn torus_on_one_vl_is_credit_loop_free() {
 
 #[test]
 fn random_fabric_on_one_vl_is_credit_loop_free() {
-    let f = Fabric::generated(
+    let f = generated(
         "random-24",
         &[
             "random",
@@ -168,16 +120,16 @@ fn random_fabric_on_one_vl_is_credit_loop_free() {
             "4",
         ],
     );
-    f.nue_clean(1);
-    f.nue_clean(0);
+    nue_clean(&f, 1);
+    nue_clean(&f, 0);
 }
 
 /// OpenSM's nue on the same small torus with one VL: both route, smcore
 /// connects every pair OpenSM connects, neither has a credit loop.
 #[test]
 fn same_verdict_as_opensm_nue() {
-    let f = Fabric::generated("torus-4x3x3", &["torus", "--dims", "4x3x3", "--hosts", "1"]);
-    let (dir, used) = f.route("nue,no_fallback", "nue", &["--nue-max-num-vls", "1"]);
+    let f = generated("torus-4x3x3", &["torus", "--dims", "4x3x3", "--hosts", "1"]);
+    let (dir, used) = route(&f, "nue,no_fallback", "nue", &["--nue-max-num-vls", "1"]);
     assert_eq!(used, 1);
     let ours = ibdmchk::check_dump_dir_with(&dir, SlFiles::Required, Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -208,11 +160,7 @@ fn same_verdict_as_opensm_nue() {
         "OpenSM's nue did not route: {:?}",
         osm.log.errors
     );
-    assert!(
-        ours.connected() && ours.credit_loops == Some(false),
-        "smcore: {}",
-        ours.summary()
-    );
+    assert!(ours.loop_free(), "smcore: {}", ours.summary());
     assert_eq!(
         theirs.credit_loops,
         Some(false),
@@ -243,7 +191,7 @@ fn same_verdict_as_opensm_nue() {
 #[test]
 #[ignore]
 fn six_ary_3_cube_against_opensm_nue() {
-    let f = Fabric::generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
+    let f = generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
     let topo = sm_topology::parse_file(&f.net).unwrap_or_else(|e| panic!("{e}"));
     let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
     let mut ours_ms = Vec::new();
@@ -252,19 +200,15 @@ fn six_ary_3_cube_against_opensm_nue() {
     let mut osm_dir = PathBuf::new();
     for i in 0..5 {
         let tag = format!("nue-{i}");
-        let extra: Vec<String> = vec!["--nue-max-num-vls".into(), "1".into()];
-        dir = f.tmp.path().join(&tag);
-        let run = bench::route(
-            &smcore(),
-            &f.net,
-            "nue,no_fallback",
-            &f.tmp.path().join(format!("{tag}.json")),
-            Some(&dir),
-            &extra,
-            Duration::from_secs(300),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert!(run.routed_by("nue"), "{}", run.output);
+        let (d, run) = f
+            .route_by(
+                "nue,no_fallback",
+                &tag,
+                &["--nue-max-num-vls", "1"],
+                Duration::from_secs(300),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        dir = d;
         ours_ms.extend(run.engine_route_ms("nue"));
         let mut o = OpenSmOptions::new("nue");
         o.timeout = Duration::from_secs(900);

@@ -214,17 +214,9 @@ impl Fabric {
 }
 
 fn assert_clean(name: &str, dir: &Path) {
-    let v = ibdmchk::check_dump_dir_with(dir, SlFiles::Required, Duration::from_secs(120))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let v = ibdmchk::require_loop_free(dir, SlFiles::Required, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     println!("{name}: ibdmchk with SLs: {}", v.summary());
-    assert!(v.connected(), "{name}: {}\n{}", v.summary(), v.output);
-    assert_eq!(
-        v.credit_loops,
-        Some(false),
-        "{name}: {}\n{}",
-        v.summary(),
-        v.output
-    );
 }
 
 #[test]
