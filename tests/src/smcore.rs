@@ -15,6 +15,14 @@ use serde::Deserialize;
 use crate::proc::{self, Outcome};
 use crate::{Error, Result};
 
+/// `smcore gen` arguments of fabrics that several tests route.
+pub mod gen_args {
+    /// An irregular fabric small enough for debug-build tests: 24 switches
+    /// of 8 ports, two hosts each, 20 links beyond a spanning tree (seed 4).
+    pub const RANDOM_24: &[&str] =
+        &["random", "--switches", "24", "--ports", "8", "--hosts", "2", "--extra-links", "20", "--seed", "4"];
+}
+
 /// Cargo build profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {

@@ -27,7 +27,7 @@ use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::smcore::{GenFabric, Profile, Smcore};
+use smcore_tests::smcore::{gen_args, GenFabric, Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
@@ -82,22 +82,7 @@ fn torus_is_credit_loop_free_under_lash_sls() {
 
 #[test]
 fn random_fabric_is_credit_loop_free_under_lash_sls() {
-    let f = generated(
-        "random-24",
-        &[
-            "random",
-            "--switches",
-            "24",
-            "--ports",
-            "8",
-            "--hosts",
-            "2",
-            "--extra-links",
-            "20",
-            "--seed",
-            "4",
-        ],
-    );
+    let f = generated("random-24", gen_args::RANDOM_24);
     check(&f, "plain", &[]);
     check(&f, "mesh", &["--do-mesh-analysis"]);
 }

@@ -25,7 +25,7 @@ use smcore_tests::ibdmchk::{self, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts;
 use smcore_tests::opensm::{self, OpenSmOptions};
-use smcore_tests::smcore::{GenFabric, Profile, Smcore};
+use smcore_tests::smcore::{gen_args, GenFabric, Profile, Smcore};
 
 fn smcore() -> Smcore {
     Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"))
@@ -104,22 +104,7 @@ fn torus_on_one_vl_is_credit_loop_free() {
 
 #[test]
 fn random_fabric_on_one_vl_is_credit_loop_free() {
-    let f = generated(
-        "random-24",
-        &[
-            "random",
-            "--switches",
-            "24",
-            "--ports",
-            "8",
-            "--hosts",
-            "2",
-            "--extra-links",
-            "20",
-            "--seed",
-            "4",
-        ],
-    );
+    let f = generated("random-24", gen_args::RANDOM_24);
     nue_clean(&f, 1);
     nue_clean(&f, 0);
 }
