@@ -20,6 +20,9 @@
 //! light sweep until it succeeds. LIDs are kept throughout; the heavy
 //! sweep re-reads them from the ports and `guid2lid`.
 //!
+//! A reload flag (SIGHUP) rescans the engine directories: a new build of
+//! an engine routes from the next heavy sweep, which follows at once.
+//!
 //! Shutdown is a flag the caller's signal handler sets; every wait here is
 //! sliced so the loop notices it within a fraction of a second, and a sweep
 //! in progress finishes first, so the fabric is never left half-programmed.
@@ -58,6 +61,9 @@ pub enum Cause {
     Change,
     /// The previous heavy sweep did not route (or did not finish).
     Retry,
+    /// The engine directories were rescanned (SIGHUP): engines of a new
+    /// build route from this sweep on.
+    Reload,
 }
 
 /// Counts over the life of the loop.
@@ -71,20 +77,33 @@ pub struct DaemonSummary {
     pub traps: u64,
 }
 
-/// Runs the SM on `port` until `stop` is set. `on_heavy` sees every heavy
-/// sweep's outcome (to print it, write the report) with its number and
-/// cause.
+/// The signals the loop watches: set by the caller's handlers.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// Finish the sweep in progress and return (SIGINT, SIGTERM).
+    pub stop: AtomicBool,
+    /// Rescan the engine directories before the next sweep (SIGHUP).
+    pub reload: AtomicBool,
+}
+
+/// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
+/// heavy sweep's outcome (to print it, write the report) with its number
+/// and cause. On `signals.reload` the engine directories are rescanned
+/// ([`Registry::rescan`]) and a heavy sweep routes with what they hold now;
+/// LIDs and programmed tables are kept, and a new build that does not load
+/// leaves the old one in service.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     port: &mut dyn SmpPort,
     options: &DaemonOptions<'_>,
-    registry: &Registry,
+    registry: &mut Registry,
     config: &Config,
     guid2lid: &mut Guid2Lid,
     held: &mut HeldTables,
-    stop: &AtomicBool,
+    signals: &Signals,
     on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause),
 ) -> DaemonSummary {
+    let stop = &signals.stop;
     let mut summary = DaemonSummary::default();
     // The fabric as the last complete heavy sweep left it, and whether
     // that sweep's routing is in the switches.
@@ -92,6 +111,17 @@ pub fn run(
     let mut routed = false;
     let mut due = Some(Cause::Start);
     while !stop.load(Ordering::Relaxed) {
+        if signals.reload.swap(false, Ordering::Relaxed) {
+            let span = info_span!("reload");
+            let _enter = span.enter();
+            *registry = registry.rescan();
+            for p in &registry.problems {
+                warn!("engine library skipped: {p}");
+            }
+            let engines: Vec<String> = registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
+            info!(engines = %engines.join(", "), "engine directories rescanned");
+            due = Some(Cause::Reload);
+        }
         if let Some(cause) = due.take() {
             summary.heavy_sweeps += 1;
             let n = summary.heavy_sweeps;
@@ -126,8 +156,8 @@ pub fn run(
                 }
             }
         }
-        due = wait(port, options, stop, &mut summary);
-        if due.is_some() || stop.load(Ordering::Relaxed) {
+        due = wait(port, options, signals, &mut summary);
+        if due.is_some() || stop.load(Ordering::Relaxed) || signals.reload.load(Ordering::Relaxed) {
             continue;
         }
         summary.light_sweeps += 1;
@@ -151,14 +181,14 @@ pub fn run(
 
 /// Waits one interval, or until a trap or `stop`. A trap is followed by a
 /// short settling time whose traps it absorbs.
-fn wait(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, stop: &AtomicBool, summary: &mut DaemonSummary) -> Option<Cause> {
+fn wait(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, signals: &Signals, summary: &mut DaemonSummary) -> Option<Cause> {
     // Short slices: the shutdown flag is checked between them.
     const SLICE: Duration = Duration::from_millis(100);
     let end = Instant::now() + options.interval;
     let mut settle_until: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if stop.load(Ordering::Relaxed) {
+        if signals.stop.load(Ordering::Relaxed) || signals.reload.load(Ordering::Relaxed) {
             return None;
         }
         let until = settle_until.unwrap_or(end);

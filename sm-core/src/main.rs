@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -390,9 +389,23 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         return if outcome.chain.routed.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&stop)) {
+    let signals = Arc::new(sm_core::daemon::Signals::default());
+    let handlers = [
+        (signal_hook::consts::SIGINT, false),
+        (signal_hook::consts::SIGTERM, false),
+        (signal_hook::consts::SIGHUP, true),
+    ];
+    for (signal, reload) in handlers {
+        let signals = Arc::clone(&signals);
+        // SAFETY: the handler only stores to an atomic, which is
+        // async-signal-safe.
+        let registered = unsafe {
+            signal_hook::low_level::register(signal, move || {
+                let flag = if reload { &signals.reload } else { &signals.stop };
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        if let Err(e) = registered {
             return fail(EXIT_BAD_INPUT, format!("cannot handle signal {signal}: {e}"));
         }
     }
@@ -409,7 +422,9 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         outcome_report.topology = source.clone();
         let _ = show_sweep_report(outcome, &outcome_report, Some(n), report_path.as_deref());
     };
-    let summary = sm_core::daemon::run(port, &daemon, &registry, &config, &mut guid2lid, &mut held, &stop, &mut on_heavy);
+    let mut registry = registry;
+    let summary =
+        sm_core::daemon::run(port, &daemon, &mut registry, &config, &mut guid2lid, &mut held, &signals, &mut on_heavy);
     println!(
         "smcore stopped: {} heavy sweeps, {} light sweeps, {} traps",
         summary.heavy_sweeps, summary.light_sweeps, summary.traps

@@ -8,13 +8,13 @@ mod common;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::bin_dir;
 use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
 use sm_core::config::Config;
-use sm_core::daemon::{self, Cause, DaemonOptions};
+use sm_core::daemon::{self, Cause, DaemonOptions, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
 use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
@@ -127,9 +127,9 @@ fn scenario(deaf: bool) {
         vec![Act::Restore(spines[1])],
     ];
     let pending = Rc::new(RefCell::new(VecDeque::new()));
-    let stop = AtomicBool::new(false);
+    let signals = Signals::default();
     let seen: RefCell<Vec<Seen>> = RefCell::new(Vec::new());
-    let registry = Registry::scan(&[bin_dir()]);
+    let mut registry = Registry::scan(&[bin_dir()]);
     let options = DaemonOptions {
         once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
         interval: Duration::from_millis(50),
@@ -154,10 +154,10 @@ fn scenario(deaf: bool) {
             seen.borrow_mut().push(Seen { cause, nodes: out.sweep.fabric.nodes.len(), lids: lids(out), uses_link });
             match script.get(n as usize - 1) {
                 Some(acts) => pending.borrow_mut().extend(acts.iter().copied()),
-                None => stop.store(true, Ordering::Relaxed),
+                None => signals.stop.store(true, Ordering::Relaxed),
             }
         };
-        daemon::run(&mut port, &options, &registry, &Config::default(), &mut g2l, &mut held, &stop, &mut on_heavy)
+        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy)
     };
     let seen = seen.into_inner();
     assert_eq!(seen.len(), 5, "one heavy sweep per change plus the first");
@@ -204,7 +204,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let index: BTreeMap<u64, usize> = topo.nodes.iter().enumerate().map(|(i, n)| (n.node_guid, i)).collect();
     let spine = topo.nodes.iter().position(|n| n.desc.contains("spine")).expect("spine");
-    let registry = Registry::scan(&[bin_dir()]);
+    let mut registry = Registry::scan(&[bin_dir()]);
     let options = DaemonOptions {
         once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
         interval: Duration::from_millis(50),
@@ -212,7 +212,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
         guid2lid_path: None,
     };
     let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
-    let stop = AtomicBool::new(false);
+    let signals = Signals::default();
     let mut last: Option<FabricSnapshot> = None;
     let mut g2l = Guid2Lid::default();
     let mut held = HeldTables::default();
@@ -222,11 +222,11 @@ fn the_last_sweep_is_what_the_switches_hold() {
         // the sweep that followed.
         let mut on_heavy = |out: &OnceOutcome, n: u64, _cause: Cause| {
             if n >= 2 {
-                stop.store(true, Ordering::Relaxed);
+                signals.stop.store(true, Ordering::Relaxed);
             }
             last = Some(out.snapshot.clone());
         };
-        daemon::run(&mut port, &options, &registry, &Config::default(), &mut g2l, &mut held, &stop, &mut on_heavy);
+        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
     }
     let last = last.expect("a sweep");
     assert_eq!(last.nodes.len(), topo.nodes.len() - 1);

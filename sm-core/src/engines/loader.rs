@@ -37,7 +37,30 @@ pub struct EngineEntry {
     pub deadlock_free: bool,
     /// The library file it comes from.
     pub library: PathBuf,
+    /// That file as it was when loaded, to tell a new build on reload.
+    identity: Option<FileIdentity>,
     module: EngineLibraryRef,
+}
+
+/// What tells one build of a library file from the next: a new build
+/// installed over the old one changes at least one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(FileIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    })
 }
 
 impl std::fmt::Debug for EngineEntry {
@@ -74,46 +97,73 @@ impl Registry {
     /// reported and skipped.
     pub fn scan(dirs: &[PathBuf]) -> Registry {
         let mut reg = Registry { dirs: dirs.to_vec(), ..Default::default() };
-        for dir in dirs {
-            let entries = match std::fs::read_dir(dir) {
-                Ok(e) => e,
-                Err(e) => {
-                    reg.problems.push(LoadProblem { path: dir.clone(), reason: format!("cannot read engine directory: {e}") });
-                    continue;
+        for f in library_files(dirs, &mut reg.problems) {
+            reg.load_file(&f);
+        }
+        reg
+    }
+
+    /// Scans the same directories again, for engine hot swap. A library
+    /// whose file has not changed keeps its loaded engines. A changed or
+    /// new file is loaded from a private copy (the dynamic loader would
+    /// hand back the old build for the same path); if that fails, the
+    /// problem is reported and the engines the old build provided stay in
+    /// service. Engines whose file is gone are dropped.
+    pub fn rescan(&self) -> Registry {
+        let mut reg = Registry { dirs: self.dirs.clone(), ..Default::default() };
+        for f in library_files(&self.dirs, &mut reg.problems) {
+            let old: Vec<EngineEntry> = self.engines.iter().filter(|e| e.library == f).cloned().collect();
+            let now = identity(&f);
+            if !old.is_empty() && old.iter().all(|e| e.identity.is_some() && e.identity == now) {
+                reg.add(&f, old);
+                continue;
+            }
+            match private_copy(&f).and_then(|copy| open_library(&copy)) {
+                Ok(mut found) => {
+                    for e in &mut found {
+                        e.library = f.clone();
+                        e.identity = now;
+                    }
+                    for e in &found {
+                        tracing::info!(engine = %e.name, version = %e.version, library = %f.display(), "engine build loaded");
+                    }
+                    reg.add(&f, found);
                 }
-            };
-            let mut files: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "so"))
-                .collect();
-            files.sort();
-            for f in files {
-                reg.load_file(&f);
+                Err(mut problem) => {
+                    problem.path = f.clone();
+                    if !old.is_empty() {
+                        let names: Vec<&str> = old.iter().map(|e| e.name.as_str()).collect();
+                        tracing::warn!(library = %f.display(), reason = %problem.reason,
+                            "new build refused; the loaded build of {} stays in service", names.join(", "));
+                        problem.reason = format!("{} (the loaded build stays in service)", problem.reason);
+                        reg.add(&f, old);
+                    }
+                    reg.problems.push(problem);
+                }
             }
         }
         reg
     }
 
+    /// Adds the engines of library `path`; a name already provided by an
+    /// earlier library is reported and skipped.
+    fn add(&mut self, path: &Path, found: Vec<EngineEntry>) {
+        for e in found {
+            if let Some(prev) = self.get(&e.name) {
+                self.problems.push(LoadProblem {
+                    path: path.to_path_buf(),
+                    reason: format!("engine `{}` ignored: already provided by {}", e.name, prev.library.display()),
+                });
+            } else {
+                self.engines.push(e);
+            }
+        }
+    }
+
     /// Load one library file into the registry.
     pub fn load_file(&mut self, path: &Path) {
         match open_library(path) {
-            Ok(found) => {
-                for e in found {
-                    if let Some(prev) = self.get(&e.name) {
-                        self.problems.push(LoadProblem {
-                            path: path.to_path_buf(),
-                            reason: format!(
-                                "engine `{}` ignored: already provided by {}",
-                                e.name,
-                                prev.library.display()
-                            ),
-                        });
-                    } else {
-                        self.engines.push(e);
-                    }
-                }
-            }
+            Ok(found) => self.add(path, found),
             Err(p) => self.problems.push(p),
         }
     }
@@ -150,9 +200,48 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
             summary: d.summary.into_string(),
             deadlock_free: d.deadlock_free,
             library: path.to_path_buf(),
+            identity: identity(path),
             module,
         })
         .collect())
+}
+
+/// The `*.so` files of `dirs`, each directory's sorted by name; unreadable
+/// directories are reported.
+fn library_files(dirs: &[PathBuf], problems: &mut Vec<LoadProblem>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push(LoadProblem { path: dir.clone(), reason: format!("cannot read engine directory: {e}") });
+                continue;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "so"))
+            .collect();
+        files.sort();
+        out.extend(files);
+    }
+    out
+}
+
+/// Copies a library to a file of its own, so that it loads as a new
+/// object: copies are never removed while the process runs, since the
+/// engines loaded from them stay mapped.
+fn private_copy(path: &Path) -> Result<PathBuf, LoadProblem> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
+    let dir = std::env::temp_dir().join(format!("smcore-engines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| problem(format!("cannot stage a copy in {}: {e}", dir.display())))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "engine.so".into());
+    let copy = dir.join(format!("{}-{name}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    std::fs::copy(path, &copy).map_err(|e| problem(format!("cannot copy for loading: {e}")))?;
+    Ok(copy)
 }
 
 /// One line for each way a library can be rejected.
