@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
-use smcore_kit::config::{self, read_guid_list};
+use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::config;
 use smcore_kit::Graph;
 
 /// Options, named as OpenSM's.
@@ -45,28 +45,14 @@ impl RoutingEngine for MinHop {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("minhop: the fabric has no switches"));
         }
-        let mut notes = Vec::new();
-        let guid_order = match &self.cfg.guid_routing_order_file {
-            Some(p) => {
-                let list = read_guid_list(p)?;
-                notes.extend(list.warnings.iter().cloned());
-                list.guids()
-            }
-            None => Vec::new(),
+        let files = BalanceFiles {
+            guid_routing_order_file: self.cfg.guid_routing_order_file.clone(),
+            port_prof_ignore_file: self.cfg.port_prof_ignore_file.clone(),
         };
-        let mut opts = BalanceOptions::default();
-        if let Some(p) = &self.cfg.port_prof_ignore_file {
-            let list = read_guid_list(p)?;
-            notes.extend(list.warnings.iter().cloned());
-            for (guid, rest) in &list.entries {
-                let node = fabric.nodes.iter().position(|n| n.guid == *guid);
-                match (node, rest.trim().parse::<u8>()) {
-                    (Some(n), Ok(port)) => opts.ignored_ports.push((n as u32, port)),
-                    (None, _) => notes.push(format!("{}: switch 0x{guid:016x} not in the fabric", p.display())),
-                    (_, Err(_)) => notes.push(format!("{}: bad port `{rest}` for 0x{guid:016x}", p.display())),
-                }
-            }
-        }
+        let inputs = files.load(fabric)?;
+        let notes = inputs.warnings;
+        let guid_order = inputs.guid_order;
+        let opts = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
         let dist = graph.distance_matrix();
         let order = routing_order(fabric, &graph, &guid_order);
         let lfts = assign_lfts(fabric, &graph, &dist, &order, &opts);

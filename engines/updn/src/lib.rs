@@ -22,11 +22,11 @@
 //! switches of one connected fabric without any legal route, rather than
 //! handing the core tables with holes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine, NONE};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
+use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
 
@@ -230,36 +230,13 @@ struct Shared {
 
 impl Shared {
     fn read(order: &Option<PathBuf>, ignore: &Option<PathBuf>, fabric: &FabricSnapshot) -> Result<Shared, EngineError> {
+        let files = BalanceFiles { guid_routing_order_file: order.clone(), port_prof_ignore_file: ignore.clone() };
+        let inputs = files.load(fabric)?;
         let mut notes = Notes::default();
-        let guid_order = match order {
-            Some(p) => {
-                let list = read_guid_list(p)?;
-                notes.warn_all(list.warnings.iter().cloned());
-                list.guids()
-            }
-            None => Vec::new(),
-        };
-        let mut balance = BalanceOptions::default();
-        if let Some(p) = ignore {
-            balance.ignored_ports = ignored_ports(p, fabric, &mut notes)?;
-        }
-        Ok(Shared { guid_order, balance, notes })
+        notes.warn_all(inputs.warnings.iter().cloned());
+        let balance = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
+        Ok(Shared { guid_order: inputs.guid_order, balance, notes })
     }
-}
-
-fn ignored_ports(path: &Path, fabric: &FabricSnapshot, notes: &mut Notes) -> Result<Vec<(u32, u8)>, EngineError> {
-    let list = read_guid_list(path)?;
-    notes.warn_all(list.warnings.iter().cloned());
-    let mut out = Vec::new();
-    for (guid, rest) in &list.entries {
-        let node = fabric.nodes.iter().position(|n| n.guid == *guid);
-        match (node, rest.trim().parse::<u8>()) {
-            (Some(n), Ok(port)) => out.push((n as u32, port)),
-            (None, _) => notes.warn(format!("{}: switch 0x{guid:016x} not in the fabric", path.display())),
-            (_, Err(_)) => notes.warn(format!("{}: bad port `{rest}` for 0x{guid:016x}", path.display())),
-        }
-    }
-    Ok(out)
 }
 
 /// Tables, reachability check, LFTs.
