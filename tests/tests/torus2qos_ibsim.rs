@@ -9,7 +9,7 @@
 //! * (a) one x link down: a new heavy sweep, every CA pair of the fabric
 //!   without that link reached by the dumped LFTs, `ibroute` equal to the
 //!   dump, `smcore-path-sl.psl` identical to the healthy fabric's;
-//! * (b) the link back: the healthy routing again;
+//! * (b) the link back: the healthy LFTs and path SLs again;
 //! * (c) one switch down (all its ports): routed around it, every remaining
 //!   pair reached, each remaining path's SL as before;
 //! * (d) the switch next to it in x down too: failed switches adjacent in a
@@ -18,7 +18,7 @@
 //!   and the switches must keep the tables of (c) through two refused
 //!   sweeps, read back with `ibroute` (its up neighbours and every third
 //!   other switch);
-//! * (e) both back: routed again with the healthy fabric's path SLs.
+//! * (e) both back: routed again with the healthy fabric's LFTs and path SLs.
 //!
 //! No port's LID changes at any point (`guid2lid`). `ibroute` reads back
 //! every switch after (a) and a sample (every 5th or 3rd) after the other
@@ -316,6 +316,8 @@ fn torus_2qos_keeps_path_sls_through_failures_while_running() {
 
     routed(&mut run, 0, &topo, "healthy fabric", 5);
     let first_lids = lids(&dumps);
+    let healthy_lfts =
+        parse_lfts_file(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
     let healthy = path_sls(&dumps);
     assert!(
         healthy.values().any(|&sl| sl != 0),
@@ -342,6 +344,11 @@ fn torus_2qos_keeps_path_sls_through_failures_while_running() {
     console(&sim, &format!("ReLink {cut}"));
     routed(&mut run, before, &topo, "(b) link back", 5);
     assert_eq!(path_sls(&dumps), healthy, "(b) link back: path SLs changed");
+    let lfts_b = parse_lfts_file(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        lfts_b.switches == healthy_lfts.switches,
+        "(b) link back: LFTs differ from the healthy fabric's"
+    );
     assert_lids_kept(&first_lids, &dumps, "(b) link back");
 
     // (c) one switch down.
@@ -463,6 +470,11 @@ fn torus_2qos_keeps_path_sls_through_failures_while_running() {
         path_sls(&dumps),
         healthy,
         "(e) both back: path SLs differ from the healthy fabric's"
+    );
+    let lfts_e = parse_lfts_file(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        lfts_e.switches == healthy_lfts.switches,
+        "(e) both back: LFTs differ from the healthy fabric's"
     );
     assert_lids_kept(&first_lids, &dumps, "(e) both back");
     assert_eq!(lids(&dumps), first_lids, "(e): LID set differs");
