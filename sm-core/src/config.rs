@@ -84,6 +84,9 @@ pub struct Config {
     pub transaction_timeout: Option<u64>,
     /// Extra tries of an unanswered SMP (OpenSM `transaction_retries`).
     pub transaction_retries: Option<u32>,
+    /// Keep the last routing when only end ports come and go (OpenSM
+    /// `use_ucast_cache`).
+    pub use_ucast_cache: bool,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

@@ -36,6 +36,7 @@ use tracing::{info, info_span, warn};
 use crate::config::Config;
 use crate::engines::Registry;
 use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort};
+use crate::ucast_cache::UcastCache;
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -48,6 +49,9 @@ pub struct DaemonOptions<'a> {
     pub trap_settle: Duration,
     /// Where `guid2lid` is persisted after every heavy sweep.
     pub guid2lid_path: Option<PathBuf>,
+    /// Reuse the last routing when only end ports (or switches nothing
+    /// routes through) went or came back ([`crate::ucast_cache`]).
+    pub ucast_cache: bool,
 }
 
 /// Why a heavy sweep ran.
@@ -110,11 +114,14 @@ pub fn run(
     let mut known: Option<Fabric> = None;
     let mut routed = false;
     let mut due = Some(Cause::Start);
+    let mut cache: Option<UcastCache> = None;
     while !stop.load(Ordering::Relaxed) {
         if signals.reload.swap(false, Ordering::Relaxed) {
             let span = info_span!("reload");
             let _enter = span.enter();
             *registry = registry.rescan();
+            // A new build must route: what the old one computed is stale.
+            cache = None;
             for p in &registry.problems {
                 warn!("engine library skipped: {p}");
             }
@@ -127,7 +134,8 @@ pub fn run(
             let n = summary.heavy_sweeps;
             let span = info_span!("heavy_sweep", n, cause = ?cause);
             let _enter = span.enter();
-            match sweep::once(port, &options.once, registry, config, guid2lid, held) {
+            let slot = if options.ucast_cache { Some(&mut cache) } else { None };
+            match sweep::program::once_cached(port, &options.once, registry, config, guid2lid, held, slot) {
                 Ok(outcome) => {
                     routed = outcome.chain.routed.is_some();
                     match &outcome.chain.routed {

@@ -13,3 +13,4 @@ pub mod offline;
 pub mod report;
 pub mod sim;
 pub mod sweep;
+pub mod ucast_cache;

@@ -73,6 +73,10 @@ struct SmArgs {
     /// Milliseconds to wait for an SMP's answer (OpenSM `transaction_timeout`).
     #[arg(long, value_name = "MS")]
     transaction_timeout: Option<u64>,
+    /// Keep the last routing while only hosts (or leaf switches) come and
+    /// go (OpenSM `use_ucast_cache`).
+    #[arg(long)]
+    ucast_cache: bool,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -414,6 +418,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         interval,
         trap_settle: Duration::from_millis(300).min(interval),
         guid2lid_path: g2l_path,
+        ucast_cache: args.ucast_cache || config.use_ucast_cache,
     };
     let report_path = args.report.clone();
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {

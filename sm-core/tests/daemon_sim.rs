@@ -135,6 +135,7 @@ fn scenario(deaf: bool) {
         interval: Duration::from_millis(50),
         trap_settle: Duration::from_millis(10),
         guid2lid_path: None,
+        ucast_cache: false,
     };
     let mut g2l = Guid2Lid::default();
     let mut held = HeldTables::default();
@@ -210,6 +211,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
         interval: Duration::from_millis(50),
         trap_settle: Duration::from_millis(10),
         guid2lid_path: None,
+        ucast_cache: false,
     };
     let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
     let signals = Signals::default();
@@ -276,4 +278,98 @@ fn the_sm_process_sweeps_until_sigterm_and_stops_cleanly() {
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
     assert_eq!(json["heavy_sweep"], 1);
     assert_eq!(json["reachable_pairs"], json["pairs"], "{json}");
+}
+
+/// LFT blocks written per heavy sweep, and how each sweep got its routing,
+/// while a host's cable is pulled and plugged back, with and without the
+/// unicast cache.
+fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    // A host other than the SM's, with the highest LID or not: the last.
+    let host = topo.nodes.iter().rposition(|n| !n.is_switch()).expect("a host");
+    let pending = Rc::new(RefCell::new(VecDeque::new()));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions {
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_millis(50),
+        trap_settle: Duration::from_millis(10),
+        guid2lid_path: None,
+        ucast_cache,
+    };
+    let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
+    let mut seen = Vec::new();
+    let mut g2l = Guid2Lid::default();
+    let mut held = HeldTables::default();
+    {
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            let routed = out.chain.routed.as_ref().expect("routed");
+            assert_eq!(routed.verification.unreachable, 0, "sweep {n}");
+            let routed_anew = out.chain.attempts.iter().any(|a| a.route_time > Duration::ZERO);
+            seen.push((n, cause, out.program.lft.set, usize::from(routed_anew)));
+            match script.get(n as usize - 1) {
+                Some(acts) => pending.borrow_mut().extend(acts.iter().copied()),
+                None => signals.stop.store(true, Ordering::Relaxed),
+            }
+        };
+        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+    }
+    seen
+}
+
+#[test]
+fn with_the_unicast_cache_a_host_reboot_writes_no_lft_block() {
+    let cached = host_reboot(true);
+    assert_eq!(cached.len(), 3, "{cached:?}");
+    assert!(cached[0].2 > 0, "the first sweep programs the fabric: {cached:?}");
+    for &(n, cause, lft_sets, routed_anew) in &cached[1..] {
+        assert_eq!(cause, Cause::Trap);
+        assert_eq!(lft_sets, 0, "sweep {n} wrote LFT blocks: {cached:?}");
+        assert_eq!(routed_anew, 0, "sweep {n} routed anew: {cached:?}");
+    }
+    // Without the cache the same events re-route and rewrite the blocks
+    // holding the host's LID on every switch.
+    let uncached = host_reboot(false);
+    assert!(uncached[1].2 > 0 && uncached[2].2 > 0, "{uncached:?}");
+}
+
+#[test]
+fn the_unicast_cache_gives_way_when_a_spine_goes() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let spine = topo.nodes.iter().position(|n| n.desc.contains("spine")).expect("spine");
+    let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions {
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_millis(50),
+        trap_settle: Duration::from_millis(10),
+        guid2lid_path: None,
+        ucast_cache: true,
+    };
+    let mut second = None;
+    let mut g2l = Guid2Lid::default();
+    let mut held = HeldTables::default();
+    {
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, _cause: Cause| {
+            if n == 2 {
+                let routed = out.chain.routed.as_ref().expect("routed");
+                second = Some((routed.verification.unreachable, out.chain.attempts[0].route_time, out.program.lft.set));
+                signals.stop.store(true, Ordering::Relaxed);
+            }
+        };
+        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+    }
+    let (unreachable, route_time, lft_sets) = second.expect("a second sweep");
+    // Paths crossed the spine: the cached tables fail the gate, the chain
+    // routes again, and the new tables are written.
+    assert_eq!(unreachable, 0);
+    assert!(route_time > Duration::ZERO, "routed anew");
+    assert!(lft_sets > 0);
 }

@@ -227,33 +227,55 @@ pub fn run(
             }
         }
         let t = Instant::now();
-        let verification = verify_with(fabric, &graph, &routing, &gate.verify);
+        let judged = judge(fabric, &graph, &routing, entry.deadlock_free, gate, &name);
         attempt.verify_time = t.elapsed();
-        let loops_fatal = match gate.credit_loops {
-            CreditLoopPolicy::Auto => entry.deadlock_free,
-            CreditLoopPolicy::Fatal => true,
-            CreditLoopPolicy::Warn => false,
-        };
-        let mut rejected = verification.unreachable > 0 || verification.looping > 0 || verification.vl_violations > 0;
-        if verification.credit_loop.is_some() {
-            if loops_fatal {
-                rejected = true;
-            } else {
-                warn!(engine = %name, "routing has credit loops (tolerated: the engine does not promise deadlock freedom)");
+        let verification = match judged {
+            Ok(v) => v,
+            Err(why) => {
+                warn!(engine = %name, "result rejected: {why}");
+                attempt.failure = Some(Failure::Verification(why));
+                attempts.push(attempt);
+                continue;
             }
-        }
-        if rejected {
-            let why = verification.failure().unwrap_or_else(|| "verification failed".into());
-            warn!(engine = %name, "result rejected: {why}");
-            attempt.failure = Some(Failure::Verification(why));
-            attempts.push(attempt);
-            continue;
-        }
+        };
         info!(engine = %name, route_ms = attempt.route_time.as_secs_f64() * 1e3, "routed");
         attempts.push(attempt);
         return ChainOutcome { attempts, routed: Some(Routed { engine: name, routing, verification }) };
     }
     ChainOutcome { attempts, routed: None }
+}
+
+/// The verification gate: `routing` on `fabric` is accepted, with its
+/// verification, or rejected with the reason. Unreachable pairs,
+/// forwarding loops and VL overruns always reject; credit loops reject by
+/// `gate.credit_loops` (with `Auto`, when the engine promises deadlock
+/// freedom) and are otherwise logged.
+pub fn judge(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    routing: &Routing,
+    deadlock_free: bool,
+    gate: &GateOptions,
+    name: &str,
+) -> Result<Verification, String> {
+    let verification = verify_with(fabric, graph, routing, &gate.verify);
+    let loops_fatal = match gate.credit_loops {
+        CreditLoopPolicy::Auto => deadlock_free,
+        CreditLoopPolicy::Fatal => true,
+        CreditLoopPolicy::Warn => false,
+    };
+    let mut rejected = verification.unreachable > 0 || verification.looping > 0 || verification.vl_violations > 0;
+    if verification.credit_loop.is_some() {
+        if loops_fatal {
+            rejected = true;
+        } else {
+            warn!(engine = %name, "routing has credit loops (tolerated: the engine does not promise deadlock freedom)");
+        }
+    }
+    if rejected {
+        return Err(verification.failure().unwrap_or_else(|| "verification failed".into()));
+    }
+    Ok(verification)
 }
 
 /// The ABI adapter reports panics as errors starting with this prefix.

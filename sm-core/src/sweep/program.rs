@@ -37,7 +37,8 @@ use super::discovery::{parse_port_info, Fabric};
 use super::transport::{SmpClient, SmpError, SmpOp, SmpPort, SmpStats};
 use super::{sweep, Guid2Lid, SweepOptions, SweepOutcome};
 use crate::config::Config;
-use crate::engines::chain::ChainOutcome;
+use crate::engines::chain::{judge, Attempt, ChainOutcome, Routed};
+use crate::ucast_cache::UcastCache;
 use crate::engines::Registry;
 use crate::offline::{self, OfflineError};
 use crate::report::RouteReport;
@@ -481,34 +482,55 @@ pub fn once(
     guid2lid: &mut Guid2Lid,
     held: &mut HeldTables,
 ) -> Result<OnceOutcome, OnceError> {
+    once_cached(port, options, registry, config, guid2lid, held, None)
+}
+
+/// [`once`] with the unicast routing cache: when `cache` holds a routing
+/// that still applies to the fabric found and passes the gate, it is used
+/// instead of routing again; otherwise the chain routes and its result
+/// becomes the cache.
+pub fn once_cached(
+    port: &mut dyn SmpPort,
+    options: &OnceOptions<'_>,
+    registry: &Registry,
+    config: &Config,
+    guid2lid: &mut Guid2Lid,
+    held: &mut HeldTables,
+    mut cache: Option<&mut Option<UcastCache>>,
+) -> Result<OnceOutcome, OnceError> {
     let total = Instant::now();
     let mut report = RouteReport::default();
     let t = Instant::now();
     let mut swept = sweep(port, &options.sweep, guid2lid)?;
     report.phase("sweep", t.elapsed());
     let snapshot = swept.fabric.snapshot(options.sweep.lmc);
-    let chain = offline::route_fabric(
-        &snapshot,
-        registry,
-        options.engines,
-        config,
-        options.dump_dir,
-        &mut report,
-    )?;
+    let mut top = snapshot.max_lid;
+    let from_cache = match cache.as_deref() {
+        Some(Some(c)) => cached_routing(c, &snapshot, config, options.dump_dir, &mut report)?,
+        _ => None,
+    };
+    let chain = match from_cache {
+        Some((chain, cached_top)) => {
+            top = cached_top;
+            chain
+        }
+        None => {
+            let mut chain =
+                offline::route_fabric(&snapshot, registry, options.engines, config, options.dump_dir, &mut report)?;
+            if let (Some(slot), Some(routed)) = (cache.as_deref_mut(), chain.routed.as_mut()) {
+                let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
+                *slot = Some(UcastCache::keep(&snapshot, &mut routed.routing, &routed.engine, deadlock_free));
+            }
+            chain
+        }
+    };
     let mut program = RoutingProgramReport::default();
     if let Some(routed) = &chain.routed {
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each
         // phase here is measured from zero (TIDs are process-wide).
         let mut client = SmpClient::new(port, options.sweep.retries);
-        program_routing(
-            &mut client,
-            &mut swept.fabric,
-            &routed.routing,
-            snapshot.max_lid,
-            held,
-            &mut program,
-        );
+        program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
         super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
@@ -522,6 +544,53 @@ pub fn once(
         report,
         program,
     })
+}
+
+/// The cached routing as the chain's outcome, if it applies to `snapshot`
+/// and passes the gate; with the LinearFDBTop to keep.
+fn cached_routing(
+    cache: &UcastCache,
+    snapshot: &FabricSnapshot,
+    config: &Config,
+    dump_dir: Option<&Path>,
+    report: &mut RouteReport,
+) -> Result<Option<(ChainOutcome, u16)>, OnceError> {
+    if let Err(why) = cache.applies_to(snapshot) {
+        tracing::info!("unicast cache does not apply: {why}; routing anew");
+        return Ok(None);
+    }
+    let routing = cache.routing_for(snapshot);
+    let t = Instant::now();
+    let graph = smcore_kit::Graph::new(snapshot);
+    let judged = judge(snapshot, &graph, &routing, cache.deadlock_free, &offline::gate_options(config), &cache.engine);
+    let verify_time = t.elapsed();
+    report.phase("verify", verify_time);
+    let verification = match judged {
+        Ok(v) => v,
+        Err(why) => {
+            tracing::info!("cached routing fails on the fabric as it is now ({why}); routing anew");
+            return Ok(None);
+        }
+    };
+    tracing::info!(engine = %cache.engine, "routing taken from the unicast cache");
+    let attempt = Attempt {
+        engine: cache.engine.clone(),
+        failure: None,
+        route_time: std::time::Duration::ZERO,
+        verify_time,
+    };
+    let chain = ChainOutcome {
+        attempts: vec![attempt],
+        routed: Some(Routed { engine: cache.engine.clone(), routing, verification }),
+    };
+    report.fill(snapshot, &chain);
+    if let (Some(dir), Some(routed)) = (dump_dir, &chain.routed) {
+        let t = Instant::now();
+        let files = crate::dump::write_all(dir, snapshot, &routed.routing).map_err(OfflineError::from)?;
+        report.phase("dump", t.elapsed());
+        report.dumps = files.iter().map(|p| p.display().to_string()).collect();
+    }
+    Ok(Some((chain, cache.max_lid().max(snapshot.max_lid))))
 }
 
 /// Where `guid2lid` lives: the file given, else `guid2lid` in the dump

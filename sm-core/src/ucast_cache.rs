@@ -1,0 +1,171 @@
+//! The unicast routing cache (OpenSM's `use_ucast_cache`).
+//!
+//! When a host reboots, or a leaf switch with its hosts goes away or comes
+//! back, the routes between everything else do not need to change. The
+//! cache keeps the last routing the engine chain produced, by GUID, and a
+//! heavy sweep whose fabric is the cached one minus end ports (or switches
+//! nothing else routes through) reuses it instead of routing again: the
+//! tables are already in the switches, so nothing but port states is
+//! written. It is still judged by the same verification gate on the fabric
+//! as it is now; if that fails (a spine is gone and paths crossed it), or
+//! anything new appeared (a switch-to-switch link, a port with another LID
+//! or another place), the chain routes afresh and that becomes the cache.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use sm_abi::abi_stable::std_types::{ROption, RVec};
+use sm_abi::{path_sl_box, FabricSnapshot, Lft, NodeKind, PathSl, PathSlBox, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+
+/// A switch port or end port, by GUID.
+type End = (u64, u8);
+
+/// Answers path SLs from the routing the cache was made from: SLs are asked
+/// by LID, and LIDs do not change while the cache applies.
+struct SharedSl(Arc<PathSlBox>);
+
+impl PathSl for SharedSl {
+    fn uniform(&self) -> ROption<u8> {
+        self.0.uniform()
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        self.0.path_sl(slid, dlid)
+    }
+}
+
+/// The last routing computed, keyed by GUID.
+pub struct UcastCache {
+    /// The engine that computed it.
+    pub engine: String,
+    /// Whether that engine promises deadlock freedom (for the gate).
+    pub deadlock_free: bool,
+    lfts: HashMap<u64, Vec<u8>>,
+    sl2vl: Vec<(u64, Sl2Vl)>,
+    vlarb: Vec<(u64, VlArb)>,
+    path_sl: Arc<PathSlBox>,
+    vls_used: u8,
+    max_lid: u16,
+    switch_links: BTreeSet<(End, End)>,
+    /// End port GUID → (switch GUID, switch port, base LID).
+    end_ports: HashMap<u64, (u64, u8, u16)>,
+}
+
+impl std::fmt::Debug for UcastCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UcastCache").field("engine", &self.engine).field("switches", &self.lfts.len()).finish()
+    }
+}
+
+fn switch_links(f: &FabricSnapshot) -> BTreeSet<(End, End)> {
+    let mut out = BTreeSet::new();
+    for p in f.ports.iter().filter(|p| p.peer != NONE) {
+        let q = &f.ports[p.peer as usize];
+        let (a, b) = (&f.nodes[p.node as usize], &f.nodes[q.node as usize]);
+        if a.kind == NodeKind::Switch && b.kind == NodeKind::Switch {
+            let (x, y) = ((a.guid, p.num), (b.guid, q.num));
+            out.insert(if x < y { (x, y) } else { (y, x) });
+        }
+    }
+    out
+}
+
+fn end_ports(f: &FabricSnapshot) -> HashMap<u64, (u64, u8, u16)> {
+    let mut out = HashMap::new();
+    for i in f.end_ports() {
+        let p = &f.ports[i as usize];
+        if p.peer == NONE || p.lid == 0 {
+            continue;
+        }
+        let q = &f.ports[p.peer as usize];
+        out.insert(p.guid, (f.nodes[q.node as usize].guid, q.num, p.lid));
+    }
+    out
+}
+
+impl UcastCache {
+    /// Keeps `routing`, computed by `engine` on `fabric`. The routing's path
+    /// SL oracle moves into the cache; `routing` gets one that answers
+    /// through it.
+    pub fn keep(fabric: &FabricSnapshot, routing: &mut Routing, engine: &str, deadlock_free: bool) -> UcastCache {
+        let guid = |node: u32| fabric.nodes[node as usize].guid;
+        let original = std::mem::replace(&mut routing.path_sl, path_sl_box(sm_abi::UniformSl(0)));
+        let shared = Arc::new(original);
+        routing.path_sl = path_sl_box(SharedSl(Arc::clone(&shared)));
+        UcastCache {
+            engine: engine.to_string(),
+            deadlock_free,
+            lfts: routing.lfts.iter().map(|l| (guid(l.node), l.ports.to_vec())).collect(),
+            sl2vl: routing.sl2vl.iter().map(|s| (guid(s.node), s.clone())).collect(),
+            vlarb: routing.vlarb.iter().map(|v| (guid(v.node), v.clone())).collect(),
+            path_sl: shared,
+            vls_used: routing.vls_used,
+            max_lid: fabric.max_lid,
+            switch_links: switch_links(fabric),
+            end_ports: end_ports(fabric),
+        }
+    }
+
+    /// The LinearFDBTop the cached tables were written with: kept while the
+    /// cache applies, so a host with the highest LID going away does not
+    /// make every switch's top (and last block) change.
+    pub fn max_lid(&self) -> u16 {
+        self.max_lid
+    }
+
+    /// Whether `fabric` is the cached fabric minus some of its parts, with
+    /// every LID where it was; otherwise why not.
+    pub fn applies_to(&self, fabric: &FabricSnapshot) -> Result<(), String> {
+        if let Some(l) = switch_links(fabric).difference(&self.switch_links).next() {
+            return Err(format!("new link between switches {:#018x}/{} and {:#018x}/{}", l.0 .0, l.0 .1, l.1 .0, l.1 .1));
+        }
+        for n in fabric.nodes.iter().filter(|n| n.kind == NodeKind::Switch) {
+            if !self.lfts.contains_key(&n.guid) {
+                return Err(format!("new switch {:#018x}", n.guid));
+            }
+        }
+        for (guid, place) in end_ports(fabric) {
+            match self.end_ports.get(&guid) {
+                Some(cached) if *cached == place => {}
+                Some(_) => return Err(format!("port {guid:#018x} moved or changed LID")),
+                None => return Err(format!("new port {guid:#018x}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// The cached routing in `fabric`'s node numbering.
+    pub fn routing_for(&self, fabric: &FabricSnapshot) -> Routing {
+        let index: HashMap<u64, u32> = fabric.nodes.iter().enumerate().map(|(i, n)| (n.guid, i as u32)).collect();
+        let top = usize::from(self.max_lid.max(fabric.max_lid)) + 1;
+        let lfts = fabric
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                let cached = self.lfts.get(&n.guid)?;
+                let mut ports = cached.clone();
+                ports.resize(top, NO_ROUTE);
+                Some(Lft { node: i as u32, ports: RVec::from(ports) })
+            })
+            .collect::<Vec<_>>();
+        let sl2vl = self
+            .sl2vl
+            .iter()
+            .filter_map(|(g, s)| Some(Sl2Vl { node: *index.get(g)?, ..s.clone() }))
+            .collect::<Vec<_>>();
+        let vlarb = self
+            .vlarb
+            .iter()
+            .filter_map(|(g, v)| Some(VlArb { node: *index.get(g)?, ..v.clone() }))
+            .collect::<Vec<_>>();
+        Routing {
+            lfts: lfts.into(),
+            path_sl: path_sl_box(SharedSl(Arc::clone(&self.path_sl))),
+            sl2vl: sl2vl.into(),
+            vlarb: vlarb.into(),
+            mcast_tree: ROption::RNone,
+            vls_used: self.vls_used,
+            diagnostics: RVec::new(),
+        }
+    }
+}
