@@ -233,6 +233,10 @@ fn osm_vls(engine: &str, log: &str, nue_vls: u8) -> OsmVls {
             v.needed = last_number_after(log, "Lanes needed:");
             if let Some(l) = log.lines().find(|l| l.contains("ERR 4D02")) {
                 v.note = l.split_once(" -> ").map(|(_, m)| m.trim().to_string());
+                // A lash that gives up logs its need only in the error.
+                v.needed = v
+                    .needed
+                    .or_else(|| last_number_after(l, "Lane requirements ("));
             }
         }
         "dfsssp" => {
@@ -611,7 +615,15 @@ fn ratio_cell(sm: Option<f64>, osm: Option<f64>) -> String {
 fn osm_time_cell(f: Option<&OsmFigures>, timeout: Duration) -> String {
     match f {
         None => "-".into(),
-        Some(f) if f.timed_out => format!("timeout ({:.0} s)", timeout.as_secs_f64()),
+        Some(f) if f.timed_out => match f.route_ms {
+            // It routed but the sweep did not end in time.
+            Some(ms) => format!(
+                "timeout ({:.0} s) after routing in {}",
+                timeout.as_secs_f64(),
+                fmt_ms(Some(ms))
+            ),
+            None => format!("timeout ({:.0} s)", timeout.as_secs_f64()),
+        },
         Some(f) if f.asked_routed => fmt_ms(f.route_ms),
         Some(f) => match &f.routed_by {
             Some(by) => format!("({} fallback: {})", by, fmt_ms(f.route_ms)),
@@ -622,7 +634,11 @@ fn osm_time_cell(f: Option<&OsmFigures>, timeout: Duration) -> String {
 
 fn osm_vls_cell(f: Option<&OsmFigures>, engine: &str) -> String {
     let Some(f) = f else { return "-".into() };
-    if !f.asked_routed {
+    let engine_routed = f.asked_routed
+        || f.routed_by
+            .as_deref()
+            .is_some_and(|b| b.eq_ignore_ascii_case(engine));
+    if !engine_routed {
         return match (&f.routed_by, f.vls.needed) {
             (Some(by), Some(n)) if engine == "lash" || engine == "dfsssp" => {
                 format!("needs {n} ({by}: 1)")
@@ -646,7 +662,12 @@ fn verdict(r: &EngineResult, osm: Option<&OsmFigures>) -> String {
     }
     match osm {
         None => v.push("OpenSM not run".into()),
-        Some(f) if f.timed_out => v.push("OpenSM TIMED OUT".into()),
+        Some(f) if f.timed_out => v.push(match &f.routed_by {
+            Some(by) => {
+                format!("OpenSM TIMED OUT (its log says {by} had routed; the sweep did not finish)")
+            }
+            None => "OpenSM TIMED OUT".into(),
+        }),
         Some(f) if f.asked_routed => v.push("OpenSM routed".into()),
         Some(f) => {
             let why = f
