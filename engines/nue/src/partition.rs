@@ -130,6 +130,12 @@ pub fn grown(graph: &Graph, weights: &[u64], k: usize) -> Vec<u8> {
     }
     let mut part = vec![NONE; n];
     let mut load = vec![0u64; seeds.len()];
+    // Switches claimed per part: among equally loaded parts the smaller
+    // grows first. Ordering ties by part number alone let part 0 claim
+    // every switch without destinations (all the upper levels of a fat
+    // tree) one by one, and then the leaves behind them: 2,304 of 4,096
+    // destinations in one of 8 layers on the 16-ary 3-tree.
+    let mut size = vec![1u32; seeds.len()];
     let mut frontier: Vec<std::collections::VecDeque<Sw>> = vec![Default::default(); seeds.len()];
     for (p, &s) in seeds.iter().enumerate() {
         part[s as usize] = p as u32;
@@ -145,7 +151,7 @@ pub fn grown(graph: &Graph, weights: &[u64], k: usize) -> Vec<u8> {
         if order.is_empty() {
             break;
         }
-        order.sort_by_key(|&p| (load[p], p));
+        order.sort_by_key(|&p| (load[p], size[p], p));
         let mut grew = false;
         for p in order {
             while let Some(&s) = frontier[p].front() {
@@ -157,6 +163,7 @@ pub fn grown(graph: &Graph, weights: &[u64], k: usize) -> Vec<u8> {
                     Some(t) => {
                         part[t as usize] = p as u32;
                         load[p] += weights[t as usize];
+                        size[p] += 1;
                         frontier[p].push_back(t);
                         assigned += 1;
                         grew = true;

@@ -101,3 +101,30 @@ fn eight_ary_3_tree_balanced_with_8_layers() {
 fn eight_ary_3_tree_balanced_with_2_layers() {
     check(8, 3, 2);
 }
+
+/// The grown partitioner splits a fat tree's destinations evenly, although
+/// most of its switches carry none (the upper levels).
+#[test]
+fn grown_layers_of_a_fat_tree_are_even() {
+    use smcore_nue::partition::{partition, Partitioner};
+    for (k, n, parts) in [(8, 3, 8), (4, 3, 4), (6, 3, 3)] {
+        let fabric = tree(k, n);
+        let g = Graph::new(&fabric);
+        let mut weights = vec![0u64; g.switch_count()];
+        for &p in &g.end_ports {
+            weights[g.entry_switch(&fabric, p) as usize] += 1;
+        }
+        let (part, used) = partition(&g, &weights, parts, Partitioner::Grown);
+        assert_eq!(used, parts);
+        let mut load = vec![0u64; used];
+        for (s, &w) in weights.iter().enumerate() {
+            load[part[s] as usize] += w;
+        }
+        let (lo, hi) = (load.iter().min().unwrap(), load.iter().max().unwrap());
+        // Leaves carry k destinations each: one leaf of slack.
+        assert!(
+            hi - lo <= k as u64,
+            "{k}-ary {n}-tree into {parts}: destinations per layer {load:?}"
+        );
+    }
+}
