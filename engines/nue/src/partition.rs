@@ -22,15 +22,16 @@
 //!
 //! | fabric            | VLs | grown              | round robin        |
 //! |-------------------|-----|--------------------|--------------------|
-//! | torus 6x6x6, h2   | 2   | 1646 / 666.7, 6.641 | 1912 / 684.8, 6.767 |
-//! | torus 6x6x6, h2   | 4   | 1182 / 658.0, 6.580 | 1816 / 680.0, 6.733 |
-//! | torus 6x6x6, h2   | 8   | 1288 / 651.9, 6.538 | 1192 / 677.7, 6.717 |
-//! | random 64 sw, h4  | 4   | 1412 / 559.2, 4.793 | 1608 / 568.2, 4.837 |
+//! | torus 6x6x6, h2   | 2   | 1714 / 664.5, 6.625 | 3548 / 690.1, 6.804 |
+//! | torus 6x6x6, h2   | 4   | 1062 / 652.0, 6.538 | 1804 / 679.0, 6.726 |
+//! | torus 6x6x6, h2   | 8   | 998 / 649.7, 6.522  | 1150 / 674.8, 6.697 |
+//! | random 64 sw, h4  | 4   | 1124 / 550.2, 4.747 | 1076 / 556.6, 4.780 |
 //!
 //! Compact layers always route shorter (lower mean load), block fewer
-//! turns (3907 vs 10939 on the torus with 8 VLs, which also makes routing
-//! faster) and usually lower the peak; round robin's peak is lower in a
-//! few cases (the 8-VL torus above, and by 10-20% on a 4x4x4 torus).
+//! turns (2241 vs 10024 on the torus with 8 VLs, which also makes routing
+//! faster) and usually lower the peak; round robin's peak is a few percent
+//! lower in some cases (the random fabric above, the 4x4x4 torus with 4
+//! VLs: 196 vs 200). On k-ary n-trees both give the same figures.
 
 use sm_abi::NONE;
 use smcore_kit::graph::{Graph, Sw};
