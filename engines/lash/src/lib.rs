@@ -18,15 +18,30 @@
 //!    so the paths to each destination form a tree and one LFT entry per
 //!    switch and destination carries them) and likewise from b towards a.
 //!    Both directions go into the same layer, so `sl(a, b) == sl(b, a)`.
-//!    The engine takes the lowest layer in which some choice of the two
-//!    first hops keeps the layer's dependency graph acyclic, trying the
-//!    first hops in link rank order, and opens a new layer only when none
-//!    fits. The acyclicity check is incremental: each layer keeps an
-//!    online topological order of its channels ([`cdg`]).
-//!    OpenSM instead fixes each path first (its BFS order) and only then
-//!    searches a layer for it ([`PathChoice::Fixed`] reproduces that): on
-//!    a 6x6x6 torus with two hosts per switch that needs 9 layers, more
-//!    than the 8 VLs, while choosing the first hop per layer needs 3.
+//!    The acyclicity check is incremental: each layer keeps an online
+//!    topological order of its channels ([`cdg`]). Two attempts run:
+//!    - *rank order*: the lowest layer in which some choice of the two
+//!      first hops keeps the layer's dependency graph acyclic, trying the
+//!      first hops in link rank order; a new layer opens only when none
+//!      fits. This needs the fewest layers, but always taking the first
+//!      fitting hop sends everything the same way: on a 16-ary 3-tree one
+//!      uplink carried 248 times the mean load.
+//!    - *balanced*: the candidate paths sorted by the load they would join
+//!      (CA-to-CA routes on each channel so far, a pair's path counting
+//!      hosts(a)·hosts(b); the busiest channel of the path, then the sum,
+//!      then switch-pair paths for hostless switches; on a mesh the
+//!      dimension order first and then the switch's own port balance, as
+//!      OpenSM's, which keeps paths dimension ordered), each tried in every
+//!      layer from the lowest before the next candidate. It may open up to
+//!      two layers more than rank order, never more than the VLs; beyond
+//!      that it gives up.
+//!    The attempt whose busiest channel carries fewer routes wins (rank
+//!    order on a tie). OpenSM instead fixes each path first (its BFS order)
+//!    and only then searches a layer for it ([`PathChoice::Fixed`]
+//!    reproduces that): on a 6x6x6 torus with two hosts per switch that
+//!    needs 9 layers, more than the 8 VLs, while choosing the first hop per
+//!    layer needs 3 (rank order) or 5 (balanced, with mesh analysis:
+//!    busiest link 864 routes, as OpenSM's 6-layer result).
 //! 3. **Balancing**: paths move from the layers above the average to the
 //!    least filled layers where they fit, as OpenSM does, so the SLs carry
 //!    similar numbers of paths. The number of layers does not grow.
@@ -71,9 +86,13 @@ pub struct LashConfig {
 /// How first hops are picked among equally short ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PathChoice {
-    /// Lowest layer first; within a layer the first hop in rank order that fits.
+    /// Both attempts of step 2 of the crate doc (rank order, and balanced
+    /// within two more layers); the one with the less loaded busiest link.
     #[default]
     LowestLayer,
+    /// Lowest layer first; within a layer the first hop in rank order that
+    /// fits, load ignored (the engine's earlier choice, for comparisons).
+    RankOrder,
     /// Always the first hop in rank order (OpenSM's fixed BFS paths);
     /// only the layer is searched.
     Fixed,
@@ -164,6 +183,8 @@ struct Channels {
     to: Vec<Sw>,
     /// Channels of each switch in preference order.
     ranked: Vec<u32>,
+    /// Mesh dimension of each channel (0 without a mesh).
+    dim: Vec<u32>,
 }
 
 fn channels(graph: &Graph, mesh: Option<&mesh::Mesh>) -> Channels {
@@ -173,6 +194,7 @@ fn channels(graph: &Graph, mesh: Option<&mesh::Mesh>) -> Channels {
     let mut to = Vec::new();
     let mut ranked = Vec::new();
     let mut rank = Vec::new();
+    let mut dims = Vec::new();
     for s in 0..n {
         base.push(port.len() as u32);
         let first = port.len();
@@ -190,6 +212,7 @@ fn channels(graph: &Graph, mesh: Option<&mesh::Mesh>) -> Channels {
                 None => 0,
             };
             rank.push((dim << 8) | sp.port as u32);
+            dims.push(dim);
         }
         let mut mine: Vec<u32> = (first as u32..port.len() as u32).collect();
         mine.sort_by_key(|&c| rank[c as usize]);
@@ -201,6 +224,7 @@ fn channels(graph: &Graph, mesh: Option<&mesh::Mesh>) -> Channels {
         port,
         to,
         ranked,
+        dim: dims,
     }
 }
 
@@ -267,14 +291,6 @@ fn plan(
         }
     }
 
-    let mut next = vec![NONE; n * n];
-    let mut layer = vec![0u8; n * n];
-    let mut layers: Vec<Cdg> = Vec::new();
-    let mut pa: Vec<u32> = Vec::new();
-    let mut pb: Vec<u32> = Vec::new();
-    let mut cand_a: Vec<u32> = Vec::new();
-    let mut cand_b: Vec<u32> = Vec::new();
-
     // Channels of the path s → d that starts with channel c (the rest exists).
     let build = |next: &[u32], out: &mut Vec<u32>, c: u32, d: Sw| {
         out.clear();
@@ -286,11 +302,17 @@ fn plan(
             cur = ch.to[c as usize];
         }
     };
-    // Parallel links to one neighbour are interchangeable for the layers;
-    // the one carrying the fewest first hops so far goes first, so they
-    // share the load.
-    let mut uses = vec![0u32; nch];
-    let candidates = |out: &mut Vec<u32>, uses: &[u32], s: Sw, d: Sw, k: u8| {
+    // End ports behind each switch: a switch pair's path carries
+    // hosts(a)·hosts(b) CA-to-CA routes each way.
+    let mut hosts = vec![0u64; n];
+    for &pi in &graph.end_ports {
+        let s = graph.entry_switch(fabric, pi);
+        if s != NONE {
+            hosts[s as usize] += 1;
+        }
+    }
+    // Equally short first hops of s towards d (k hops away), in rank order.
+    let candidates = |out: &mut Vec<u32>, s: Sw, d: Sw, k: u8| {
         out.clear();
         let row = dist.to(d);
         for &c in &ch.ranked[ch.base[s as usize] as usize..ch.base[s as usize + 1] as usize] {
@@ -298,76 +320,104 @@ fn plan(
                 out.push(c);
             }
         }
-        if out.len() > 1 {
-            // Neighbours keep the order of their best-ranked link.
-            let first = |t: Sw, out: &[u32]| {
-                out.iter()
-                    .position(|&c| ch.to[c as usize] == t)
-                    .unwrap_or(0)
-            };
-            let keys: Vec<(usize, u32, u32)> = out
-                .iter()
-                .map(|&c| (first(ch.to[c as usize], out), uses[c as usize], c))
-                .collect();
-            let mut order: Vec<usize> = (0..out.len()).collect();
-            order.sort_by_key(|&i| (keys[i].0, keys[i].1, i));
-            let sorted: Vec<u32> = order.iter().map(|&i| out[i]).collect();
-            out.copy_from_slice(&sorted);
-        }
+    };
+    let on_mesh = matches!(mesh, Some(Ok(_)));
+    let strategies: &[Strategy] = match choice {
+        PathChoice::LowestLayer => &[Strategy::Ranked, Strategy::Balanced],
+        PathChoice::RankOrder => &[Strategy::Ranked],
+        PathChoice::Fixed => &[Strategy::Fixed],
     };
 
-    for &(a, b) in &pairs {
-        let k = dist.get(a, b);
-        candidates(&mut cand_a, &uses, a, b, k);
-        candidates(&mut cand_b, &uses, b, a, k);
-        if choice == PathChoice::Fixed {
-            cand_a.truncate(1);
-            cand_b.truncate(1);
-        }
-        let mut placed = None;
-        'layers: for (l, g) in layers.iter_mut().enumerate() {
-            for &ca in &cand_a {
-                build(&next, &mut pa, ca, b);
-                if !g.add_path(&pa) {
-                    continue;
-                }
-                for &cb in &cand_b {
-                    build(&next, &mut pb, cb, a);
-                    if g.add_path(&pb) {
-                        placed = Some((l, ca, cb));
-                        break 'layers;
-                    }
-                }
-                g.remove_path(&pa);
-            }
-        }
-        let (l, ca, cb) = match placed {
-            Some(p) => p,
-            None => {
-                if layers.len() == MAX_LAYERS {
-                    return Err(EngineError::new(format!(
-                        "lash: the paths need more than {MAX_LAYERS} layers; {max_layers} VL(s) available"
-                    )));
-                }
-                // An empty layer takes any pair: the two directions of a
-                // shortest-path pair share no channel.
-                let mut g = Cdg::new(nch);
-                build(&next, &mut pa, cand_a[0], b);
-                build(&next, &mut pb, cand_b[0], a);
-                let ok = g.add_path(&pa) && g.add_path(&pb);
-                debug_assert!(ok);
-                layers.push(g);
-                (layers.len() - 1, cand_a[0], cand_b[0])
-            }
+    let mut next = vec![NONE; n * n];
+    let mut layer = vec![0u8; n * n];
+    let mut layers: Vec<Cdg> = Vec::new();
+    let mut cand_a: Vec<u32> = Vec::new();
+    let mut cand_b: Vec<u32> = Vec::new();
+    let mut paths_a = CandidatePaths::default();
+    let mut paths_b = CandidatePaths::default();
+    // The result kept so far: (next, layer, layers, max CA routes on a channel).
+    let mut kept: Option<(Vec<u32>, Vec<u8>, Vec<Cdg>, u64)> = None;
+    for &strategy in strategies {
+        // Balance may cost layers, but at most two more than the lowest
+        // layer first choice needs, and never more than there are VLs.
+        let cap = match &kept {
+            Some((_, _, l, _)) => max_layers.min(l.len() + 2),
+            None => MAX_LAYERS,
         };
-        layers[l].paths += 2;
-        uses[ca as usize] += 1;
-        uses[cb as usize] += 1;
-        next[a as usize * n + b as usize] = ca;
-        next[b as usize * n + a as usize] = cb;
-        layer[a as usize * n + b as usize] = l as u8;
-        layer[b as usize * n + a as usize] = l as u8;
+        next.fill(NONE);
+        layer.fill(0);
+        layers.clear();
+        let mut load = Loads::new(nch);
+        let mut gave_up = false;
+        for &(a, b) in &pairs {
+            let k = dist.get(a, b);
+            candidates(&mut cand_a, a, b, k);
+            candidates(&mut cand_b, b, a, k);
+            if strategy == Strategy::Fixed {
+                cand_a.truncate(1);
+                cand_b.truncate(1);
+            }
+            for (cands, out, d) in [(&cand_a, &mut paths_a, b), (&cand_b, &mut paths_b, a)] {
+                out.fill(cands, |buf, c| build(&next, buf, c, d));
+                out.order(strategy, on_mesh, &ch, &load);
+            }
+            let placed = match strategy {
+                Strategy::Balanced => place_best_path_first(&mut layers, &paths_a, &paths_b),
+                _ => place_lowest_layer_first(&mut layers, &paths_a, &paths_b),
+            };
+            let (l, ia, ib) = match placed {
+                Some(p) => p,
+                None => {
+                    if layers.len() >= cap {
+                        gave_up = true;
+                        break;
+                    }
+                    if layers.len() == MAX_LAYERS {
+                        return Err(EngineError::new(format!(
+                            "lash: the paths need more than {MAX_LAYERS} layers; {max_layers} VL(s) available"
+                        )));
+                    }
+                    // An empty layer takes any pair: the two directions of a
+                    // shortest-path pair share no channel.
+                    let mut g = Cdg::new(nch);
+                    let ok = g.add_path(paths_a.path(0)) && g.add_path(paths_b.path(0));
+                    debug_assert!(ok);
+                    layers.push(g);
+                    (layers.len() - 1, 0, 0)
+                }
+            };
+            let (pa, pb) = (paths_a.path(ia), paths_b.path(ib));
+            let w = hosts[a as usize] * hosts[b as usize];
+            load.add(pa, w, hosts[b as usize]);
+            load.add(pb, w, hosts[a as usize]);
+            layers[l].paths += 2;
+            next[a as usize * n + b as usize] = pa[0];
+            next[b as usize * n + a as usize] = pb[0];
+            layer[a as usize * n + b as usize] = l as u8;
+            layer[b as usize * n + a as usize] = l as u8;
+        }
+        if gave_up {
+            continue;
+        }
+        let busiest = load.routes.iter().copied().max().unwrap_or(0);
+        if kept.as_ref().is_none_or(|k| busiest < k.3) {
+            let old = kept.replace((
+                next.clone(),
+                layer.clone(),
+                std::mem::take(&mut layers),
+                busiest,
+            ));
+            if let Some((n0, l0, g0, _)) = old {
+                // Reuse the buffers.
+                next = n0;
+                layer = l0;
+                layers = g0;
+            }
+        }
     }
+    let Some((next, mut layer, mut layers, _)) = kept else {
+        unreachable!("the first strategy has no cap");
+    };
 
     if layers.len() > max_layers {
         return Err(EngineError::new(format!(
@@ -403,6 +453,188 @@ fn plan(
         vls_available,
         mesh,
     })
+}
+
+/// How one attempt orders and places the candidate paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strategy {
+    /// Least loaded path first, in the lowest layer it fits.
+    Balanced,
+    /// Lowest layer first, rank order within it.
+    Ranked,
+    /// Only the first path in rank order.
+    Fixed,
+}
+
+/// Load so far, per channel.
+struct Loads {
+    /// CA-to-CA routes over the channel (the figure balance is judged by).
+    routes: Vec<u64>,
+    /// Switch-pair paths over the channel: the tie-breaker where no hosts
+    /// are involved (e.g. between spine switches).
+    paths: Vec<u64>,
+    /// Destinations (end ports + 1 per switch) the switch sends out of this
+    /// channel as the first hop: OpenSM's per-switch port balance.
+    first: Vec<u64>,
+    /// First hops over the channel.
+    uses: Vec<u64>,
+}
+
+impl Loads {
+    fn new(nch: usize) -> Loads {
+        Loads {
+            routes: vec![0; nch],
+            paths: vec![0; nch],
+            first: vec![0; nch],
+            uses: vec![0; nch],
+        }
+    }
+
+    fn add(&mut self, path: &[u32], routes: u64, dest_hosts: u64) {
+        for &c in path {
+            self.routes[c as usize] += routes;
+            self.paths[c as usize] += 1;
+        }
+        self.first[path[0] as usize] += dest_hosts + 1;
+        self.uses[path[0] as usize] += 1;
+    }
+}
+
+/// Try the candidates in their order, each in every layer from the lowest;
+/// returns (layer, index of a's path, index of b's path).
+fn place_best_path_first(
+    layers: &mut [Cdg],
+    pa: &CandidatePaths,
+    pb: &CandidatePaths,
+) -> Option<(usize, usize, usize)> {
+    for ia in 0..pa.len() {
+        let p = pa.path(ia);
+        for (l, g) in layers.iter_mut().enumerate() {
+            if !g.add_path(p) {
+                continue;
+            }
+            for ib in 0..pb.len() {
+                if g.add_path(pb.path(ib)) {
+                    return Some((l, ia, ib));
+                }
+            }
+            g.remove_path(p);
+        }
+    }
+    None
+}
+
+/// Try the layers from the lowest, each with the candidates in their order.
+fn place_lowest_layer_first(
+    layers: &mut [Cdg],
+    pa: &CandidatePaths,
+    pb: &CandidatePaths,
+) -> Option<(usize, usize, usize)> {
+    for (l, g) in layers.iter_mut().enumerate() {
+        for ia in 0..pa.len() {
+            let p = pa.path(ia);
+            if !g.add_path(p) {
+                continue;
+            }
+            for ib in 0..pb.len() {
+                if g.add_path(pb.path(ib)) {
+                    return Some((l, ia, ib));
+                }
+            }
+            g.remove_path(p);
+        }
+    }
+    None
+}
+
+/// The candidate paths of one direction of a pair, stored flat.
+#[derive(Default)]
+struct CandidatePaths {
+    chans: Vec<u32>,
+    /// Path i is `chans[ends[i]..ends[i + 1]]` (ends[0] == 0).
+    ends: Vec<usize>,
+    /// Order in which the paths are tried (indices into `ends`).
+    order: Vec<usize>,
+    keys: Vec<(u64, u64, u64, u64)>,
+    buf: Vec<u32>,
+}
+
+impl CandidatePaths {
+    fn fill(&mut self, cands: &[u32], mut build: impl FnMut(&mut Vec<u32>, u32)) {
+        self.chans.clear();
+        self.ends.clear();
+        self.ends.push(0);
+        for &c in cands {
+            build(&mut self.buf, c);
+            self.chans.extend_from_slice(&self.buf);
+            self.ends.push(self.chans.len());
+        }
+        self.order.clear();
+        self.order.extend(0..cands.len());
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The i-th path to try.
+    fn path(&self, i: usize) -> &[u32] {
+        let j = self.order[i];
+        &self.chans[self.ends[j]..self.ends[j + 1]]
+    }
+
+    /// Sort the paths into the order they are tried (stable: rank order
+    /// among equals).
+    fn order(&mut self, strategy: Strategy, on_mesh: bool, ch: &Channels, load: &Loads) {
+        if self.order.len() < 2 {
+            return;
+        }
+        self.keys.clear();
+        for j in 0..self.order.len() {
+            let p = &self.chans[self.ends[j]..self.ends[j + 1]];
+            let c0 = p[0] as usize;
+            let key = match strategy {
+                // Parallel links to one neighbour are interchangeable for
+                // the layers: the one with the fewest first hops goes first.
+                Strategy::Ranked | Strategy::Fixed => {
+                    let t = ch.to[c0];
+                    let pos = (0..self.order.len())
+                        .position(|i| ch.to[self.chans[self.ends[i]] as usize] == t)
+                        .unwrap_or(j);
+                    (pos as u64, load.uses[c0], 0, 0)
+                }
+                // On a mesh: dimension order first (few layers), then the
+                // switch's own port balance (as OpenSM's), then the path's
+                // busiest channel and its sum.
+                Strategy::Balanced if on_mesh => {
+                    let r = |c: &u32| load.routes[*c as usize];
+                    let busiest = p.iter().map(r).max().unwrap_or(0);
+                    (
+                        ch.dim[c0] as u64,
+                        load.first[c0],
+                        busiest,
+                        p.iter().map(r).sum(),
+                    )
+                }
+                // Elsewhere: the path's busiest channel, then the sum over
+                // it, then the same in switch-pair paths.
+                Strategy::Balanced => {
+                    let mut k = (0u64, 0u64, 0u64, 0u64);
+                    for &c in p {
+                        let (r, q) = (load.routes[c as usize], load.paths[c as usize]);
+                        k.0 = k.0.max(r);
+                        k.1 += r;
+                        k.2 = k.2.max(q);
+                        k.3 += q;
+                    }
+                    k
+                }
+            };
+            self.keys.push(key);
+        }
+        let keys = &self.keys;
+        self.order.sort_by_key(|&j| keys[j]);
+    }
 }
 
 /// OpenSM's balancing step: move pairs from layers above the average to the

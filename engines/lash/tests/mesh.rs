@@ -8,7 +8,7 @@ use sm_topology::gen;
 use smcore_kit::conformance::{cases, check, Case, Expect, Family};
 use smcore_kit::Graph;
 use smcore_lash::mesh::{analyse, Dim};
-use smcore_lash::{Lash, LashConfig};
+use smcore_lash::{Lash, LashConfig, PathChoice};
 
 fn dims(list: &[(usize, bool)]) -> Vec<Dim> {
     list.iter()
@@ -91,18 +91,29 @@ fn dimension_order_needs_fewer_layers_on_a_shuffled_torus() {
         topology: topo,
         fabric: f,
     };
-    let layers = |mesh: bool| {
+    let layers = |mesh: bool, choice: PathChoice| {
         let e = Lash::new(LashConfig {
             lash_start_vl: 0,
             do_mesh_analysis: mesh,
-        });
+        })
+        .with_choice(choice);
         check(&e, &case, &Expect::deadlock_free()).unwrap();
         e.plan(&case.fabric).unwrap().layers
     };
-    let (with, without) = (layers(true), layers(false));
+    // Layers alone: the lowest layer first choice in rank order.
+    let (with, without) = (
+        layers(true, PathChoice::RankOrder),
+        layers(false, PathChoice::RankOrder),
+    );
     assert!(
         with < without,
         "with mesh analysis {with} layers, without {without}"
     );
     assert!(with <= 3, "{with}");
+    // The balancing default may spend up to two more layers.
+    let balanced = layers(true, PathChoice::LowestLayer);
+    assert!(
+        balanced <= with + 2,
+        "balanced {balanced}, rank order {with}"
+    );
 }
