@@ -32,9 +32,11 @@
 //!      then switch-pair paths for hostless switches; on a mesh the
 //!      dimension order first and then the switch's own port balance, as
 //!      OpenSM's, which keeps paths dimension ordered), each tried in every
-//!      layer from the lowest before the next candidate. It may open up to
-//!      two layers more than rank order, never more than the VLs; beyond
-//!      that it gives up.
+//!      layer from the lowest before the next candidate. Paths towards a
+//!      switch without end ports carry no CA traffic and keep rank order;
+//!      a pair with no such path in either direction is placed lowest
+//!      layer first. It may open up to two layers more than rank order,
+//!      never more than the VLs; beyond that it gives up.
 //!    The attempt whose busiest channel carries fewer routes wins (rank
 //!    order on a tie). OpenSM instead fixes each path first (its BFS order)
 //!    and only then searches a layer for it ([`PathChoice::Fixed`]
@@ -357,13 +359,24 @@ fn plan(
                 cand_a.truncate(1);
                 cand_b.truncate(1);
             }
+            // A path towards a switch without end ports never carries CA
+            // traffic (a CA's route only passes through it on the way to
+            // another CA's switch), so only the layers matter for it, and
+            // the cheaper lowest layer first placement serves it.
+            let mut carries = false;
             for (cands, out, d) in [(&cand_a, &mut paths_a, b), (&cand_b, &mut paths_b, a)] {
                 out.fill(cands, |buf, c| build(&next, buf, c, d));
-                out.order(strategy, on_mesh, &ch, &load);
+                let s = match strategy {
+                    Strategy::Balanced if hosts[d as usize] == 0 => Strategy::Ranked,
+                    s => s,
+                };
+                carries |= s == Strategy::Balanced;
+                out.order(s, on_mesh, &ch, &load);
             }
-            let placed = match strategy {
-                Strategy::Balanced => place_best_path_first(&mut layers, &paths_a, &paths_b),
-                _ => place_lowest_layer_first(&mut layers, &paths_a, &paths_b),
+            let placed = if carries {
+                place_best_path_first(&mut layers, &paths_a, &paths_b)
+            } else {
+                place_lowest_layer_first(&mut layers, &paths_a, &paths_b)
             };
             let (l, ia, ib) = match placed {
                 Some(p) => p,
