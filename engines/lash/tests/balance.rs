@@ -100,9 +100,9 @@ fn balance_never_loses_to_rank_order() {
 }
 
 /// These trees have full bisection: every link could carry the mean. The
-/// bound 2 × mean leaves room for the greedy choice under the layers'
-/// constraints (measured: 4-ary 3-tree 96 / mean 54, min hop 192; the
-/// two-level tree 32 / mean 28); rank order gives 768 and 112.
+/// bound 1.6 × mean leaves room for the greedy choice under the layers'
+/// constraints (measured: 4-ary 3-tree 80 / mean 54 in 3 layers, min hop
+/// 192; the two-level tree 32 / mean 28); rank order gives 768 and 112.
 #[test]
 fn fat_trees_spread_over_the_spines() {
     let trees = [
@@ -120,7 +120,7 @@ fn fat_trees_spread_over_the_spines() {
     for c in &trees {
         let (max, mean, layers) = lash_load(c, false, PathChoice::LowestLayer);
         assert!(
-            max as f64 <= 2.0 * mean,
+            max as f64 <= 1.6 * mean,
             "{}: max {max} routes per link, mean {mean:.1}",
             c.name
         );
