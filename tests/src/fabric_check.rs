@@ -123,7 +123,16 @@ pub fn lfts_read_back(sim: &Ibsim, dump_dir: &Path) -> Result<usize> {
             )));
         }
         let held: BTreeMap<u16, u8> = held.iter().copied().collect();
-        let dumped: BTreeMap<u16, u8> = sw.pairs().into_iter().collect();
+        let mut dumped: BTreeMap<u16, u8> = sw.pairs().into_iter().collect();
+        // infiniband-diags' ibroute never reads the block that holds the
+        // top LID when that LID is a multiple of 64 (it prints LIDs below
+        // it only, even asked for that LID alone), so that one entry cannot
+        // be read back with it.
+        if let Some((&top, _)) = dumped.last_key_value() {
+            if top % 64 == 0 && !held.contains_key(&top) {
+                dumped.remove(&top);
+            }
+        }
         if held != dumped {
             let diff: Vec<String> = held
                 .keys()

@@ -214,3 +214,20 @@ fn the_file_engine_programs_a_dumped_routing_on_a_fresh_fabric() {
     lfts_read_back(&sim, &again).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lfts_by_guid(&again), lfts_by_guid(&first), "the file engine changed the routing");
 }
+
+#[test]
+fn a_fabric_whose_top_lid_is_a_multiple_of_64_reads_back() {
+    // 64 switches and 64 hosts: LIDs 1..=128, so the top LID sits alone at
+    // the start of an LFT block, which ibroute does not read.
+    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().expect("tmp");
+    let net = tmp.path().join("torus.net");
+    sm.gen(&["torus", "--dims", "4x4x4", "--hosts", "1"], &net).unwrap_or_else(|e| panic!("{e}"));
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+    let dumps = tmp.path().join("dumps");
+    let run = sm_once(&sim, &sm, "minhop", &dumps, &[], Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(run.ok, "{}\n{}", run.stdout, run.stderr);
+    let max_lid = smcore_tests::lfts::lid_map_for_dump_dir(&dumps).unwrap_or_else(|e| panic!("{e}")).max_lid();
+    assert_eq!(max_lid, 128);
+    assert_eq!(lfts_read_back(&sim, &dumps).unwrap_or_else(|e| panic!("{e}")), 64);
+}
