@@ -71,3 +71,19 @@ pub fn smcore(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Where `smcore --fabric` puts the SM: the first CA with a cable, on its
+/// first cabled port.
+pub fn sm_location(topo: &sm_topology::Topology) -> (usize, u8) {
+    let links = topo.port_links();
+    topo.nodes
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| {
+            (n.kind == sm_abi::NodeKind::Ca)
+                .then(|| (1..=n.num_ports).find(|&p| links[i][usize::from(p)].is_some()))
+                .flatten()
+                .map(|p| (i, p))
+        })
+        .expect("a CA with a cable")
+}

@@ -11,14 +11,14 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::bin_dir;
+use common::{bin_dir, sm_location};
 use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
 use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
 use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
-use sm_topology::{gen, Topology};
+use sm_topology::gen;
 
 /// What to do to the fabric before the next wait.
 #[derive(Debug, Clone, Copy)]
@@ -65,18 +65,15 @@ impl SmpPort for Scripted<'_> {
     }
 }
 
-fn sm_location(topo: &Topology) -> (usize, u8) {
-    let links = topo.port_links();
-    topo.nodes
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| {
-            (!n.is_switch())
-                .then(|| (1..=n.num_ports).find(|&p| links[i][usize::from(p)].is_some()))
-                .flatten()
-                .map(|p| (i, p))
-        })
-        .expect("a CA with a cable")
+/// Minhop, sweeping every 50 ms: the scripts run in a fraction of a second.
+fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
+    DaemonOptions {
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_millis(50),
+        trap_settle: Duration::from_millis(10),
+        guid2lid_path: None,
+        ucast_cache,
+    }
 }
 
 /// Port GUID → LID, from a sweep's snapshot.
@@ -130,13 +127,7 @@ fn scenario(deaf: bool) {
     let signals = Signals::default();
     let seen: RefCell<Vec<Seen>> = RefCell::new(Vec::new());
     let mut registry = Registry::scan(&[bin_dir()]);
-    let options = DaemonOptions {
-        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
-        interval: Duration::from_millis(50),
-        trap_settle: Duration::from_millis(10),
-        guid2lid_path: None,
-        ucast_cache: false,
-    };
+    let options = fast_minhop(false);
     let mut g2l = Guid2Lid::default();
     let mut held = HeldTables::default();
     let summary = {
@@ -206,13 +197,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
     let index: BTreeMap<u64, usize> = topo.nodes.iter().enumerate().map(|(i, n)| (n.node_guid, i)).collect();
     let spine = topo.nodes.iter().position(|n| n.desc.contains("spine")).expect("spine");
     let mut registry = Registry::scan(&[bin_dir()]);
-    let options = DaemonOptions {
-        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
-        interval: Duration::from_millis(50),
-        trap_settle: Duration::from_millis(10),
-        guid2lid_path: None,
-        ucast_cache: false,
-    };
+    let options = fast_minhop(false);
     let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
     let signals = Signals::default();
     let mut last: Option<FabricSnapshot> = None;
@@ -345,13 +330,7 @@ fn the_unicast_cache_gives_way_when_a_spine_goes() {
     let pending = Rc::new(RefCell::new(VecDeque::from([Act::Remove(spine)])));
     let signals = Signals::default();
     let mut registry = Registry::scan(&[bin_dir()]);
-    let options = DaemonOptions {
-        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
-        interval: Duration::from_millis(50),
-        trap_settle: Duration::from_millis(10),
-        guid2lid_path: None,
-        ucast_cache: true,
-    };
+    let options = fast_minhop(true);
     let mut second = None;
     let mut g2l = Guid2Lid::default();
     let mut held = HeldTables::default();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::{bin_dir, workspace};
+use common::{bin_dir, sm_location, workspace};
 use sm_abi::{NodeKind, NO_ROUTE};
 use sm_core::config::Config;
 use sm_core::dump::lfts_parse::parse_lfts_file_detailed;
@@ -168,20 +168,6 @@ fn once_on_torus_with_minhop_routes_and_programs() {
     assert_eq!(json["reachable_pairs"], json["pairs"], "{json}");
 }
 
-/// Where `smcore --fabric` puts the SM: the first CA with a cable.
-fn sm_location(topo: &Topology) -> (usize, u8) {
-    let links = topo.port_links();
-    topo.nodes
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| {
-            (n.kind == NodeKind::Ca)
-                .then(|| (1..=n.num_ports).find(|&p| links[i][usize::from(p)].is_some()))
-                .flatten()
-                .map(|p| (i, p))
-        })
-        .expect("a CA with a cable")
-}
 
 fn run_once(
     sim: &mut SimFabric,
