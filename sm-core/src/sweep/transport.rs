@@ -1,12 +1,11 @@
-//! How the sweep reaches the fabric: one SMP out, its answer back.
+//! How the sweep reaches the fabric: SMPs out, their answers back.
 //!
-//! [`SmpPort`] is deliberately synchronous with one SMP outstanding: it is
-//! the smallest interface discovery and LID programming need, and it lets
-//! them be written and tested against the embedded fabric now. The
-//! transport design.md describes (a window of pipelined MADs with
-//! timeouts and retries on tokio, for umad and ibsim) comes later; it will
-//! sit behind the same request/answer contract, so the sweep logic does
-//! not change when it arrives, only the waiting does.
+//! [`SmpPort`] is the transport: one SMP and its answer
+//! ([`SmpPort::send`]), a batch kept in flight as far as the transport
+//! allows ([`SmpPort::exchange_many`]: the umad port keeps a window of
+//! them, the embedded fabric answers each at once), and the traps that
+//! arrive unasked ([`SmpPort::wait_trap`]). The sweep logic is the same
+//! over every transport; only the waiting differs.
 //!
 //! [`SmpClient`] is the layer the sweep talks to: it stamps transaction
 //! IDs, retries unanswered requests, checks that an answer really belongs
@@ -38,8 +37,7 @@ pub enum TransportError {
     Io(String),
 }
 
-/// A port the SM sends SMPs from. Synchronous, one SMP outstanding; see the
-/// module documentation for the windowed version that comes later.
+/// A port the SM sends SMPs from (see the module documentation).
 pub trait SmpPort {
     /// Sends one directed-route SMP (permissive DLID in the LRH) and waits
     /// for its answer: `Ok(None)` when none came.
