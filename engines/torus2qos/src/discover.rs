@@ -725,6 +725,40 @@ fn discover_from(
             if misfit.len() > 4 { "; ..." } else { "" }
         ));
     }
+    // A placement guessed from a degraded neighbourhood (a line extended
+    // past a failed switch, where a cut cable hid that the candidate was a
+    // sideways neighbour) shows later as a switch that cannot be placed
+    // because the positions of its placed neighbours have no free position
+    // touching them all. With every placement right, the switch's own
+    // position always does; so this refuses only wrong tori, and routing
+    // one would be worse than routing none.
+    for &s in &unplaced {
+        let around: Vec<[usize; 3]> = graph.sw_adj[s as usize]
+            .iter()
+            .filter_map(|&g| {
+                let q = t.pos_of[g as usize];
+                (q != NONE).then(|| t.coord(q))
+            })
+            .collect();
+        // One placed neighbour proves nothing: a stray switch hanging off
+        // a full torus has no free position next to it either.
+        if around.len() < 2 {
+            continue;
+        }
+        let first = around[0];
+        let touches = |c: [usize; 3]| around.iter().all(|&q| (0..6).any(|k| t.step(c, k) == Some(q)));
+        let fits = (0..6).filter_map(|k| t.step(first, k)).any(|c| !t.present(t.pos(c)) && touches(c));
+        if !fits {
+            let names: Vec<String> = around.iter().map(|&c| t.name(c)).collect();
+            return Err(format!(
+                "{} is cabled to switches placed at {}, which no free torus position touches: the configured \
+                 radix does not match the cabling (check the radices and seeds), or a placement made across failed switches and links is \
+                 wrong; the torus cannot be trusted",
+                node_name(fabric, graph.switch_nodes[s as usize]),
+                names.join(", ")
+            ));
+        }
+    }
     let placed = n - unplaced.len();
     if placed * 2 < n.max(1) && n > 4 {
         return Err(format!(
