@@ -214,7 +214,7 @@ fn same_verdict_as_opensm_lash() {
 /// not asserted. Slow (OpenSM discovers 648 nodes under ibsim): run with
 /// `--ignored`.
 #[test]
-#[ignore]
+#[ignore = "slow: OpenSM discovers 648 nodes under ibsim"]
 fn six_ary_3_cube() {
     let f = generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
     let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));

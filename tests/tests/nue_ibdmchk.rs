@@ -174,7 +174,7 @@ fn same_verdict_as_opensm_nue() {
 /// LFT dumps judged by the same reader). Slow-ish (OpenSM discovers 648
 /// nodes under ibsim): run with `--ignored --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "slow: OpenSM discovers 648 nodes under ibsim"]
 fn six_ary_3_cube_against_opensm_nue() {
     let f = generated("torus-6x6x6", &["torus", "--dims", "6x6x6", "--hosts", "2"]);
     let topo = sm_topology::parse_file(&f.net).unwrap_or_else(|e| panic!("{e}"));

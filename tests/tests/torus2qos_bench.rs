@@ -21,7 +21,7 @@ use smcore_tests::opensm::{self, LogMode, OpenSmOptions};
 use smcore_tests::smcore::{Profile, Smcore};
 
 #[test]
-#[ignore]
+#[ignore = "benchmark: release build, OpenSM on a 3,000-node ibsim fabric (bench/torus.sh)"]
 fn route_time_10x10x10_against_opensm() {
     let sm = Smcore::locate(Profile::Release).unwrap_or_else(|e| panic!("{e}"));
     let runs: usize = std::env::var("TORUS2QOS_BENCH_RUNS")

@@ -499,7 +499,7 @@ fn torus_2qos_keeps_path_sls_through_failures_while_running() {
 /// The dumps go to `TORUS2QOS_BENCH_WORK` (default `/dev/shm`) and are
 /// deleted once read. Asserts that both route every pair.
 #[test]
-#[ignore]
+#[ignore = "benchmark: release build, OpenSM on a 3,000-node ibsim fabric (bench/torus.sh)"]
 fn balance_10x10x10_against_opensm() {
     use smcore_tests::bench;
     use smcore_tests::ibsim::IbsimOptions;

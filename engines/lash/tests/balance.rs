@@ -135,7 +135,7 @@ fn fat_trees_spread_over_the_spines() {
 /// debug build:
 /// `cargo test --release -p smcore-engine-lash --test balance -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "minutes in a debug build: run with --release"]
 fn six_ary_3_cube_with_mesh_analysis_is_no_worse_than_opensm() {
     let c = torus(&[6, 6, 6]);
     let (max, mean, layers) = lash_load(&c, true, PathChoice::LowestLayer);

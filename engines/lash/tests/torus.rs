@@ -66,7 +66,7 @@ fn lowest_layer_choice_beats_fixed_paths() {
 
 /// Slow in a debug build; `cargo test --release -p smcore-engine-lash --test torus -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "minutes in a debug build: run with --release"]
 fn six_ary_3_cube_fits_in_8_vls() {
     let c = torus(&[6, 6, 6]);
     for mesh in [false, true] {

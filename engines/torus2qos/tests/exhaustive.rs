@@ -47,7 +47,7 @@ fn judge(name: &str, base: &BTreeMap<(u64, u64), u8>, fab: &Fab) -> bool {
 }
 
 #[test]
-#[ignore]
+#[ignore = "exhaustive sweep of every failure, minutes in a debug build: run with --release -- --ignored"]
 fn every_single_failed_switch() {
     for dims in [
         vec![4, 4, 4],
@@ -73,7 +73,7 @@ fn every_single_failed_switch() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "exhaustive sweep of every failure, minutes in a debug build: run with --release -- --ignored"]
 fn failed_switch_with_a_failed_link() {
     for dims in [vec![4, 4, 4], vec![6, 5], vec![5, 4, 3]] {
         let base = sls(&Fab::torus(&dims, 1));
@@ -111,7 +111,7 @@ fn failed_switch_with_a_failed_link() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "exhaustive sweep of every failure, minutes in a debug build: run with --release -- --ignored"]
 fn every_pair_of_failed_switches() {
     for dims in [vec![4, 4, 4], vec![6, 6], vec![5, 3, 4]] {
         let base = sls(&Fab::torus(&dims, 1));

@@ -201,7 +201,7 @@ fn tree_spans_the_torus_with_a_failed_switch() {
 /// plus unicast close a cycle (ignored; release: `cargo test --release -p
 /// smcore-engine-torus2qos --test mcast -- --ignored --nocapture`).
 #[test]
-#[ignore]
+#[ignore = "sweep of every failed switch, minutes in a debug build: run with --release"]
 fn single_failed_switch_sweep() {
     for dims in [vec![4, 4, 4], vec![5, 4, 3], vec![6, 5]] {
         let n = Fab::torus(&dims, 1).layout.switches.len();
