@@ -27,7 +27,7 @@ pub use program::{
     RoutingProgramReport,
 };
 pub use transport::{Outgoing, SimPort, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
-pub use umad::{UmadDevice, UmadPort};
+pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 
 /// Settings of one sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,6 +40,8 @@ const MAD_LEN: usize = 256;
 /// Subnet management classes: directed route and LID routed.
 const CLASS_DR: u8 = 0x81;
 const CLASS_LID: u8 = 0x01;
+/// Subnet administration (GSI).
+const CLASS_SA: u8 = 0x03;
 /// The kernel's `ib_umad` magic.
 const IB_IOCTL_MAGIC: u8 = 0x1b;
 /// Where the MAD header keeps the transaction ID.
@@ -62,6 +64,19 @@ struct RegReq {
 const _: () = assert!(std::mem::size_of::<RegReq>() == 28);
 
 nix::ioctl_readwrite!(register_agent, IB_IOCTL_MAGIC, 1, RegReq);
+
+/// Registers an agent on QP `qpn` (0 SMI, 1 GSI) for `mgmt_class`,
+/// claiming the unsolicited `methods` (bit n = method n); answers reach an
+/// agent by the TID the kernel stamps. `rmpp` 1 lets the kernel do RMPP.
+fn register_on(fd: &UmadFd, qpn: u8, mgmt_class: u8, version: u8, methods: u128, rmpp: u8) -> Result<u32, TransportError> {
+    let mask = [methods as u32, (methods >> 32) as u32, (methods >> 64) as u32, (methods >> 96) as u32];
+    let mut req =
+        RegReq { qpn, mgmt_class, mgmt_class_version: version, method_mask: mask, rmpp_version: rmpp, ..RegReq::default() };
+    // SAFETY: `req` is the `ib_user_mad_reg_req` the ioctl number encodes.
+    unsafe { register_agent(fd.0, &mut req) }
+        .map_err(|e| io(&format!("IB_USER_MAD_REGISTER_AGENT class {mgmt_class:#x}"), e))?;
+    Ok(req.id)
+}
 
 /// A umad device and port the SM can bind to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,8 +175,11 @@ pub struct UmadPort {
     /// Held open only so the port advertises IsSM (and ibsim marks us as
     /// the SM); never read.
     _issm: Option<UmadFd>,
-    dr_agent: u32,
-    lid_agent: u32,
+    /// The descriptor and agents; shared with [`MadSender`]s so the SA and
+    /// SMInfo responders can answer while a sweep runs.
+    writer: Arc<Writer>,
+    sa_requests: Option<std::sync::mpsc::Receiver<IncomingMad>>,
+    smp_requests: Option<std::sync::mpsc::Receiver<IncomingMad>>,
     timeout: Duration,
     window: usize,
     runtime: tokio::runtime::Runtime,
@@ -169,15 +187,13 @@ pub struct UmadPort {
     traps: tokio::sync::mpsc::UnboundedReceiver<TrapMad>,
     stop: Arc<AtomicBool>,
     reader: Option<std::thread::JoinHandle<()>>,
-    // Last: closed only after the reader has been joined (see Drop).
-    fd: UmadFd,
 }
 
 impl std::fmt::Debug for UmadPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UmadPort")
             .field("device", &self.device)
-            .field("fd", &self.fd)
+            .field("fd", &self.writer.fd)
             .field("timeout", &self.timeout)
             .field("window", &self.window)
             .finish()
@@ -196,19 +212,26 @@ impl Drop for UmadPort {
 
 /// How often the reader looks at its stop flag.
 const READER_SLICE_MS: i32 = 50;
+/// Requests queued for a responder before further ones are dropped (the
+/// requester retries, as it would on a lossy fabric).
+const REQUEST_QUEUE: usize = 1024;
 
-/// The poll thread: every MAD read goes to `responses`, except traps,
-/// which go to `traps`. Ends when told to, when both receivers are gone,
-/// or on an error it reports.
-fn reader_loop(
-    fd: RawFd,
-    stop: Arc<AtomicBool>,
+/// Where the poll thread delivers what it reads.
+struct Sinks {
     responses: tokio::sync::mpsc::UnboundedSender<Result<Received, TransportError>>,
     traps: tokio::sync::mpsc::UnboundedSender<TrapMad>,
-) {
+    sa_requests: std::sync::mpsc::SyncSender<IncomingMad>,
+    smp_requests: std::sync::mpsc::SyncSender<IncomingMad>,
+}
+
+/// The poll thread: answers to our requests go to `responses`, traps to
+/// `traps`, requests from SA clients and from other SMs to their queues.
+/// Ends when told to, when the sweep side is gone, or on an error it
+/// reports.
+fn reader_loop(fd: RawFd, stop: Arc<AtomicBool>, sinks: Sinks) {
     while !stop.load(Ordering::Relaxed) {
         // SAFETY: the descriptor outlives this thread (UmadPort joins it
-        // before closing); `borrow_raw` does not check it with the kernel.
+        // before its writer can close it); `borrow_raw` does not check it.
         let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
         let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
         match nix::poll::poll(&mut fds, PollTimeout::from(READER_SLICE_MS as u16)) {
@@ -216,7 +239,7 @@ fn reader_loop(
             Ok(_) => {}
             Err(Errno::EINTR) => continue,
             Err(e) => {
-                let _ = responses.send(Err(io("umad poll", e)));
+                let _ = sinks.responses.send(Err(io("umad poll", e)));
                 return;
             }
         }
@@ -229,7 +252,7 @@ fn reader_loop(
         if n < 0 {
             let e = Errno::last();
             if n == -1 && !matches!(e, Errno::EINTR | Errno::EAGAIN) {
-                let _ = responses.send(Err(io("umad read", e)));
+                let _ = sinks.responses.send(Err(io("umad read", e)));
                 return;
             }
             continue;
@@ -240,17 +263,135 @@ fn reader_loop(
             continue;
         }
         let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
+        let sqpn = u32::from_be_bytes([rbuf[20], rbuf[21], rbuf[22], rbuf[23]]) & 0x00FF_FFFF;
         let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
         let mut mad = vec![0u8; MAD_LEN];
         mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
-        let delivered = if status == 0 && mad[1] == CLASS_LID && mad[3] == method::TRAP {
-            traps.send(TrapMad { slid, mad }).is_ok()
+        let (class, m) = (mad[1], mad[3]);
+        let is_request = status == 0 && m & 0x80 == 0;
+        let delivered = if is_request && class == CLASS_LID && m == method::TRAP {
+            sinks.traps.send(TrapMad { slid, mad }).is_ok()
+        } else if is_request && class == CLASS_SA {
+            offer(&sinks.sa_requests, IncomingMad { slid, sqpn, mad }, "SA")
+        } else if is_request && (class == CLASS_LID || class == CLASS_DR) && (m == method::GET || m == method::SET) {
+            offer(&sinks.smp_requests, IncomingMad { slid, sqpn, mad }, "SMP")
         } else {
-            responses.send(Ok(Received { status, mad })).is_ok()
+            sinks.responses.send(Ok(Received { status, mad })).is_ok()
         };
-        if !delivered && responses.is_closed() && traps.is_closed() {
+        if !delivered && sinks.responses.is_closed() && sinks.traps.is_closed() {
             return;
         }
+    }
+}
+
+/// Queues a request for its responder. A full or unwatched queue drops
+/// it: nobody answers, and the requester times out as on a lossy link.
+fn offer(queue: &std::sync::mpsc::SyncSender<IncomingMad>, request: IncomingMad, what: &str) -> bool {
+    let slid = request.slid;
+    if queue.try_send(request).is_err() {
+        tracing::debug!(slid, "{what} request dropped: no responder, or its queue is full");
+    }
+    true
+}
+
+/// A MAD that arrived unasked: a query from an SA client, or an SMP
+/// (SubnGet/SubnSet) from another SM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncomingMad {
+    /// LRH SLID of the requester.
+    pub slid: u16,
+    /// The requester's QP (1 for GSI clients, 0 for SMPs).
+    pub sqpn: u32,
+    /// The 256-byte MAD.
+    pub mad: Vec<u8>,
+}
+
+/// The descriptor and the agents registered on it. Every write goes
+/// through [`Writer::write`], under one lock, so the sweep and the
+/// responders never interleave partial writes.
+#[derive(Debug)]
+struct Writer {
+    fd: UmadFd,
+    dr_agent: u32,
+    lid_agent: u32,
+    sa_agent: u32,
+    lock: std::sync::Mutex<()>,
+}
+
+/// The QKey every GSI MAD carries (IBA 13.5.1.3).
+const GSI_QKEY: u32 = 0x8001_0000;
+
+impl Writer {
+    /// Writes one MAD (of any length: the SA agent's kernel RMPP segments
+    /// a long one) to `dlid`/`dqpn`. `timeout_ms` 0 sends without waiting
+    /// for an answer; otherwise the kernel keeps the request on its wait
+    /// list that long, since a zero timeout would make it drop the answer
+    /// as unsolicited.
+    fn write(&self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
+        if mad.len() < 24 {
+            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
+        }
+        let (agent, qkey) = match mad[1] {
+            CLASS_DR => (self.dr_agent, 0),
+            CLASS_LID => (self.lid_agent, 0),
+            CLASS_SA => (self.sa_agent, GSI_QKEY),
+            c => return Err(TransportError::Unsendable(format!("management class {c:#x} has no agent here"))),
+        };
+        if mad[1] != CLASS_SA && mad.len() > MAD_LEN {
+            return Err(TransportError::Unsendable(format!("SMP of {} bytes", mad.len())));
+        }
+        let mut buf = vec![0u8; HDR_LEN + mad.len().max(MAD_LEN)];
+        let total = u32::try_from(buf.len()).map_err(|_| TransportError::Unsendable("MAD too long".into()))?;
+        buf[0..4].copy_from_slice(&agent.to_ne_bytes());
+        buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
+        buf[16..20].copy_from_slice(&total.to_ne_bytes());
+        // Address fields are big-endian, as the kernel takes them.
+        buf[20..24].copy_from_slice(&dqpn.to_be_bytes());
+        buf[24..28].copy_from_slice(&qkey.to_be_bytes());
+        buf[28..30].copy_from_slice(&dlid.to_be_bytes());
+        buf[HDR_LEN..HDR_LEN + mad.len()].copy_from_slice(mad);
+        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        loop {
+            // SAFETY: `buf` is valid for its length.
+            let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                return Ok(());
+            }
+            match Errno::last() {
+                Errno::EINTR => continue,
+                e => return Err(io("umad write", e)),
+            }
+        }
+    }
+}
+
+/// Sends MADs from threads other than the sweep's: the answers of the SA
+/// and SMInfo responders, and SA Reports. Cheap to clone; keeps the
+/// device open while it lives.
+#[derive(Debug, Clone)]
+pub struct MadSender {
+    writer: Arc<Writer>,
+}
+
+impl MadSender {
+    /// Sends `mad`, the answer the responder built, back to the requester
+    /// of `to`: SA answers on the GSI agent to its LID and QP, LID-routed
+    /// SMPs to its LID, directed-route SMPs with the permissive LID (the
+    /// return path is in the MAD). An SA answer longer than one MAD carries
+    /// an RMPP header the caller set; a real kernel segments it, umad2sim
+    /// passes its first 256 bytes.
+    pub fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), TransportError> {
+        match mad.get(1) {
+            Some(&CLASS_DR) => self.writer.write(PERMISSIVE_LID, 0, mad, 0),
+            Some(&CLASS_LID) => self.writer.write(to.slid, 0, mad, 0),
+            _ => self.writer.write(to.slid, to.sqpn, mad, 0),
+        }
+    }
+
+    /// Sends an unsolicited GSI MAD (an SA Report) to `dlid`/`dqpn`.
+    /// `timeout_ms` > 0 keeps it on the kernel's wait list for the answer.
+    pub fn send_gsi(&self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
+        self.writer.write(dlid, dqpn, mad, timeout_ms)
     }
 }
 
@@ -272,10 +413,21 @@ impl UmadPort {
         };
         let path = format!("/dev/infiniband/umad{}", device.index);
         let fd = UmadFd::open(&path, OFlag::O_RDWR).map_err(|e| io(&path, e))?;
-        let dr_agent = Self::register(&fd, CLASS_DR, 0)?;
+        let get_set = (1 << method::GET) | (1 << method::SET);
+        // Get/Set are claimed so that another SM's SMInfo requests reach
+        // us (the HCA answers every other attribute itself).
+        let dr_agent = Self::register(&fd, CLASS_DR, 1, get_set, 0)?;
         // The LID-routed agent also claims SubnTrap, so that the traps
         // switches send to the SM's LID reach us.
-        let lid_agent = Self::register(&fd, CLASS_LID, 1 << method::TRAP)?;
+        let lid_agent = Self::register(&fd, CLASS_LID, 1, get_set | (1 << method::TRAP), 0)?;
+        // The SA on QP1, with kernel RMPP for long GetTable answers.
+        let sa_methods = (1 << method::GET)
+            | (1 << method::SET)
+            | (1 << method::GET_TABLE)
+            | (1 << method::GET_TRACE_TABLE)
+            | (1 << method::GET_MULTI)
+            | (1 << method::DELETE);
+        let sa_agent = Self::register_gsi(&fd, CLASS_SA, 2, sa_methods, 1)?;
         // Non-blocking: another SM holding issm must not hang us.
         let issm_path = format!("/dev/infiniband/issm{}", device.index);
         let issm = match UmadFd::open(&issm_path, OFlag::O_RDWR | OFlag::O_NONBLOCK) {
@@ -291,21 +443,25 @@ impl UmadPort {
             .map_err(|e| io("tokio runtime", e))?;
         let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
         let (trap_tx, traps) = tokio::sync::mpsc::unbounded_channel();
+        let (sa_tx, sa_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
+        let (smp_tx, smp_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let raw = fd.0;
+        let sinks = Sinks { responses: response_tx, traps: trap_tx, sa_requests: sa_tx, smp_requests: smp_tx };
         let reader = std::thread::Builder::new()
             .name("umad-poll".into())
             .spawn({
                 let stop = Arc::clone(&stop);
-                move || reader_loop(raw, stop, response_tx, trap_tx)
+                move || reader_loop(raw, stop, sinks)
             })
             .map_err(|e| io("umad poll thread", e))?;
         tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, "umad transport bound");
         Ok(Self {
             device,
             _issm: issm,
-            dr_agent,
-            lid_agent,
+            writer: Arc::new(Writer { fd, dr_agent, lid_agent, sa_agent, lock: std::sync::Mutex::new(()) }),
+            sa_requests: Some(sa_requests),
+            smp_requests: Some(smp_requests),
             timeout,
             window: window.max(1),
             runtime,
@@ -313,18 +469,31 @@ impl UmadPort {
             traps,
             stop,
             reader: Some(reader),
-            fd,
         })
     }
 
-    fn register(fd: &UmadFd, mgmt_class: u8, methods: u32) -> Result<u32, TransportError> {
-        // Responses reach an agent by the TID the kernel stamps; only
-        // unsolicited methods need claiming.
-        let mut req = RegReq { mgmt_class, mgmt_class_version: 1, method_mask: [methods, 0, 0, 0], ..RegReq::default() };
-        // SAFETY: `req` is the `ib_user_mad_reg_req` the ioctl number encodes.
-        unsafe { register_agent(fd.0, &mut req) }
-            .map_err(|e| io(&format!("IB_USER_MAD_REGISTER_AGENT class {mgmt_class:#x}"), e))?;
-        Ok(req.id)
+    /// A [`MadSender`] for responder threads.
+    pub fn sender(&self) -> MadSender {
+        MadSender { writer: Arc::clone(&self.writer) }
+    }
+
+    /// The queue of SA requests (class 0x03, any request method), once.
+    /// Until it is taken, requests are dropped unanswered.
+    pub fn take_sa_requests(&mut self) -> Option<std::sync::mpsc::Receiver<IncomingMad>> {
+        self.sa_requests.take()
+    }
+
+    /// The queue of SubnGet/SubnSet requests from other SMs (SMInfo), once.
+    pub fn take_smp_requests(&mut self) -> Option<std::sync::mpsc::Receiver<IncomingMad>> {
+        self.smp_requests.take()
+    }
+
+    fn register(fd: &UmadFd, mgmt_class: u8, version: u8, methods: u128, rmpp: u8) -> Result<u32, TransportError> {
+        register_on(fd, 0, mgmt_class, version, methods, rmpp)
+    }
+
+    fn register_gsi(fd: &UmadFd, mgmt_class: u8, version: u8, methods: u128, rmpp: u8) -> Result<u32, TransportError> {
+        register_on(fd, 1, mgmt_class, version, methods, rmpp)
     }
 
     /// The device and port bound.
@@ -332,37 +501,12 @@ impl UmadPort {
         &self.device
     }
 
-    /// Writes one MAD to `dlid`. `timeout_ms` 0 sends without waiting for
-    /// an answer (a TrapRepress); otherwise the kernel keeps the request on
-    /// its wait list that long, since a zero timeout would make it drop the
-    /// answer as unsolicited.
+    /// Writes one SMP to `dlid` (see [`Writer::write`]).
     fn write_mad(&mut self, dlid: u16, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
-        if mad.len() < 24 || mad.len() > MAD_LEN {
+        if mad.len() > MAD_LEN {
             return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
         }
-        let agent = match mad[1] {
-            CLASS_DR => self.dr_agent,
-            CLASS_LID => self.lid_agent,
-            c => return Err(TransportError::Unsendable(format!("management class {c:#x} is not an SMP"))),
-        };
-        let mut buf = [0u8; HDR_LEN + MAD_LEN];
-        buf[0..4].copy_from_slice(&agent.to_ne_bytes());
-        buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
-        buf[16..20].copy_from_slice(&((HDR_LEN + MAD_LEN) as u32).to_ne_bytes());
-        // qpn 0 (SMI) and qkey 0 are already zero; the LID is big-endian.
-        buf[28..30].copy_from_slice(&dlid.to_be_bytes());
-        buf[HDR_LEN..HDR_LEN + mad.len()].copy_from_slice(mad);
-        loop {
-            // SAFETY: `buf` is valid for its length.
-            let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
-            if n >= 0 {
-                return Ok(());
-            }
-            match Errno::last() {
-                Errno::EINTR => continue,
-                e => return Err(io("umad write", e)),
-            }
-        }
+        self.writer.write(dlid, 0, mad, timeout_ms)
     }
 
     /// The next MAD the poll thread read, if one comes before `deadline`.
@@ -441,6 +585,136 @@ impl UmadPort {
             }
         }
         Ok(answers)
+    }
+}
+
+/// A plain GSI client for tools and tests (an SA load generator, a host
+/// joining a multicast group): one agent on QP1 for one management class,
+/// one request at a time, answers matched by TID.
+#[derive(Debug)]
+pub struct GsiClient {
+    device: UmadDevice,
+    fd: UmadFd,
+    agent: u32,
+}
+
+impl GsiClient {
+    /// Binds `ca`/`port` (or the default choice) and registers an agent for
+    /// `mgmt_class`/`class_version`, claiming the unsolicited `methods`
+    /// (bit n = method n; e.g. Report to receive SA Reports).
+    pub fn open(
+        ca: Option<&str>,
+        port: Option<u8>,
+        mgmt_class: u8,
+        class_version: u8,
+        methods: u128,
+    ) -> Result<Self, TransportError> {
+        let all = devices();
+        let device = choose(&all, ca, port)
+            .ok_or_else(|| TransportError::Closed(format!("no umad device matches CA {ca:?} port {port:?}")))?;
+        let path = format!("/dev/infiniband/umad{}", device.index);
+        let fd = UmadFd::open(&path, OFlag::O_RDWR).map_err(|e| io(&path, e))?;
+        let agent = register_on(&fd, 1, mgmt_class, class_version, methods, 0)?;
+        Ok(Self { device, fd, agent })
+    }
+
+    /// The device bound.
+    pub fn device(&self) -> &UmadDevice {
+        &self.device
+    }
+
+    /// The port's LID and its SM's LID, as sysfs (or umad2sim) reports them.
+    pub fn lids(&self) -> (Option<u16>, Option<u16>) {
+        let base = format!("/sys/class/infiniband/{}/ports/{}", self.device.ca, self.device.port);
+        let read = |name: &str| {
+            read_sysfs(&format!("{base}/{name}")).and_then(|v| {
+                let v = v.trim();
+                let hex = v.strip_prefix("0x").unwrap_or(v);
+                u16::from_str_radix(hex, 16).ok()
+            })
+        };
+        (read("lid"), read("sm_lid"))
+    }
+
+    /// Sends `mad` to `dlid` QP1 and waits up to `timeout` for the answer
+    /// with the same TID (lower 32 bits: the kernel owns the upper half).
+    pub fn request(&mut self, dlid: u16, mad: &[u8], timeout: Duration) -> Result<Option<Vec<u8>>, TransportError> {
+        if mad.len() < TID_OFFSET + 8 || mad.len() > MAD_LEN {
+            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
+        }
+        self.send(dlid, 1, mad, u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1))?;
+        let tid = &mad[TID_OFFSET + 4..TID_OFFSET + 8];
+        let deadline = Instant::now() + timeout + Duration::from_millis(50);
+        while let Some((_, answer)) = self.receive(deadline)? {
+            if answer[3] & 0x80 != 0 && &answer[TID_OFFSET + 4..TID_OFFSET + 8] == tid {
+                let mut answer = answer;
+                answer[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&mad[TID_OFFSET..TID_OFFSET + 8]);
+                return Ok(Some(answer));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sends one MAD without waiting (`timeout_ms` as [`Writer::write`]).
+    pub fn send(&mut self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
+        let mut buf = vec![0u8; HDR_LEN + MAD_LEN];
+        buf[0..4].copy_from_slice(&self.agent.to_ne_bytes());
+        buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
+        buf[16..20].copy_from_slice(&((HDR_LEN + MAD_LEN) as u32).to_ne_bytes());
+        buf[20..24].copy_from_slice(&dqpn.to_be_bytes());
+        buf[24..28].copy_from_slice(&GSI_QKEY.to_be_bytes());
+        buf[28..30].copy_from_slice(&dlid.to_be_bytes());
+        let len = mad.len().min(MAD_LEN);
+        buf[HDR_LEN..HDR_LEN + len].copy_from_slice(&mad[..len]);
+        loop {
+            // SAFETY: `buf` is valid for its length.
+            let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
+            if n >= 0 {
+                return Ok(());
+            }
+            match Errno::last() {
+                Errno::EINTR => continue,
+                e => return Err(io("umad write", e)),
+            }
+        }
+    }
+
+    /// The next MAD read before `deadline` (an answer or an unsolicited
+    /// request such as a Report), with the sender's LID; `None` on timeout.
+    /// The kernel's own "no answer" notices are skipped.
+    pub fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, TransportError> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // SAFETY: the descriptor is open while `self` lives.
+            let bfd = unsafe { BorrowedFd::borrow_raw(self.fd.0) };
+            let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX).max(1);
+            match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(io("umad poll", e)),
+            }
+            let mut rbuf = [0u8; HDR_LEN + MAD_LEN];
+            // SAFETY: `rbuf` is valid for its length (libc read: see reader_loop).
+            let n = unsafe { libc::read(self.fd.0, rbuf.as_mut_ptr().cast(), rbuf.len()) };
+            let Ok(n) = usize::try_from(n) else { continue };
+            let n = n.min(rbuf.len());
+            if n < HDR_LEN + 24 {
+                continue;
+            }
+            let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
+            if status != 0 {
+                continue;
+            }
+            let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
+            let mut mad = vec![0u8; MAD_LEN];
+            mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
+            return Ok(Some((slid, mad)));
+        }
     }
 }
 
