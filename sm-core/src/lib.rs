@@ -9,6 +9,7 @@ pub mod config;
 pub mod daemon;
 pub mod dump;
 pub mod engines;
+pub mod mcast;
 pub mod offline;
 pub mod report;
 pub mod sim;
