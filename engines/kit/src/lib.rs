@@ -28,4 +28,4 @@ pub mod lfts_file;
 pub mod verify;
 
 pub use graph::Graph;
-pub use verify::{verify, Verification, VerifyOptions};
+pub use verify::{verify, verify_with_mcast, McastRoute, Verification, VerifyOptions};

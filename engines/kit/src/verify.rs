@@ -406,6 +406,34 @@ pub fn verify(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) 
 
 /// [`verify`] with a prebuilt [`Graph`].
 pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, opts: &VerifyOptions) -> Verification {
+    verify_with_mcast(fabric, graph, routing, opts, &[])
+}
+
+/// The forwarding of one multicast group: its SL and, per switch, the
+/// ports its MFT entry sends to. Traffic entering a switch by one of them
+/// leaves by all the others, so each (in, out) pair is a channel
+/// dependency on the VLs the group's SL maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McastRoute {
+    /// The group's MLID (for messages).
+    pub mlid: u16,
+    /// The group's SL.
+    pub sl: u8,
+    /// (switch node index, ports of its MFT entry); port 0 (the switch's
+    /// own management port) carries no dependency.
+    pub switches: Vec<(u32, Vec<u8>)>,
+}
+
+/// [`verify_with`], with multicast groups' dependencies added to the
+/// credit-loop check: a routing is only deadlock free if unicast and
+/// multicast traffic together close no cycle.
+pub fn verify_with_mcast(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    routing: &Routing,
+    opts: &VerifyOptions,
+    mcast: &[McastRoute],
+) -> Verification {
     let nsw = graph.switch_count();
     // LFT per switch number (empty when the engine gave none).
     let mut lfts: Vec<&[u8]> = vec![&[]; nsw];
@@ -421,7 +449,7 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
     let max_op_vls = fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).max(1);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
-        (Some(sl), true) => sl as u32 + 1,
+        (Some(sl), true) => sl.max(mcast.iter().map(|g| g.sl & 15).max().unwrap_or(0)) as u32 + 1,
         (None, true) => max_op_vls.min(15) as u32,
         (_, false) => vlmap.max_vl() as u32 + 1,
     }
@@ -501,6 +529,9 @@ pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, op
         );
     total.examples = examples.into_inner().unwrap_or_default();
     if let Some(deps) = &deps {
+        for group in mcast {
+            add_mcast_deps(fabric, graph, &vlmap, deps, group);
+        }
         total.credit_loops_checked = true;
         total.credit_loop = find_credit_loop(fabric, graph, deps);
         if let Some(cl) = &total.credit_loop {
@@ -799,6 +830,45 @@ impl Ctx<'_> {
                 s = next;
                 in_pi = peer;
                 in_vl = Some(vl);
+            }
+        }
+    }
+}
+
+/// Adds one multicast group's dependencies. The VL traffic arrives on
+/// depends on where it entered the previous switch, so each link's
+/// possible arrival VLs are gathered first.
+fn add_mcast_deps(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, deps: &DepBits, group: &McastRoute) {
+    let sl = group.sl & 15;
+    let ports_of: std::collections::HashMap<u32, &[u8]> =
+        group.switches.iter().map(|(n, p)| (*n, p.as_slice())).collect();
+    let vls = deps.vls;
+    for (node, ports) in &group.switches {
+        let Some(&s) = graph.sw_of_node.get(*node as usize) else { continue };
+        if s == NONE {
+            continue;
+        }
+        let first = fabric.nodes[*node as usize].first_port;
+        for &i in ports.iter().filter(|&&p| p != 0) {
+            let Some(in_port) = fabric.ports.get((first + i as u32) as usize) else { continue };
+            let Some(up) = fabric.ports.get(in_port.peer as usize) else { continue };
+            // Traffic from an end port starts its path here: no dependency
+            // on the link it came by.
+            let Some(up_ports) = ports_of.get(&up.node) else { continue };
+            if graph.sw_of_node.get(up.node as usize).is_none_or(|&x| x == NONE) {
+                continue;
+            }
+            let mut arriving = [false; 16];
+            for &j in up_ports.iter().filter(|&&j| j != up.num) {
+                arriving[vlmap.vl(up.node, j, up.num, sl) as usize & 15] = true;
+            }
+            for &o in ports.iter().filter(|&&o| o != 0 && o != i) {
+                let out_vl = vlmap.vl(*node, i, o, sl);
+                for in_vl in (0..16u8).filter(|&v| arriving[v as usize]) {
+                    if (in_vl as u32) < vls && (out_vl as u32) < vls {
+                        deps.add(s, i, in_vl, o, out_vl);
+                    }
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, NO_ROUTE};
-use smcore_kit::verify::{verify, VerifyOptions};
+use smcore_kit::verify::{verify, verify_with_mcast, McastRoute, VerifyOptions};
 
 /// Ring of `n` switches `s0..`, host `hX` on port 1 of `sX`, `sX[2]` cabled
 /// to `s(X+1)[3]`.
@@ -230,4 +230,51 @@ fn panicking_sl_oracle_is_a_verification_failure() {
     assert!(v.vl_violations > 0);
     assert!(v.examples.iter().any(|e| e.contains("path SL oracle gave SL 255")), "{:?}", v.examples);
     assert!(!v.ok());
+}
+
+/// A multicast tree along the ring: `order` lists ring positions, each
+/// switch linked to the next one in the list; every host is a member.
+fn ring_tree(f: &FabricSnapshot, order: &[usize]) -> McastRoute {
+    let node_at = |pos: usize| {
+        f.switches().find(|&s| position(f, s) == pos).unwrap_or_else(|| panic!("switch at {pos}"))
+    };
+    let n = f.switches().count();
+    let switches = order
+        .iter()
+        .enumerate()
+        .map(|(k, &pos)| {
+            let mut ports = vec![1u8];
+            // Port 2 goes to pos+1, port 3 to pos-1 (see `ring`).
+            for &other in [k.checked_sub(1).map(|j| order[j]), order.get(k + 1).copied()].iter().flatten() {
+                ports.push(if other == (pos + 1) % n { 2 } else { 3 });
+            }
+            (node_at(pos), ports)
+        })
+        .collect();
+    McastRoute { mlid: 0xC000, sl: 0, switches }
+}
+
+#[test]
+fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
+    let f = ring(4);
+    let mut r = Routing::single_vl(clockwise(&f));
+    r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
+    r.vls_used = 2;
+    let graph = smcore_kit::graph::Graph::new(&f);
+    // Unicast alone is loop free (the layers cut layer 0 at s0).
+    let alone = verify_with_mcast(&f, &graph, &r, &opts(), &[]);
+    assert!(alone.ok(), "{:?}", alone.failure());
+    // A tree that ends at s0 adds no dependency across s0.
+    let ends_at_cut = verify_with_mcast(&f, &graph, &r, &opts(), &[ring_tree(&f, &[0, 1, 2, 3])]);
+    assert!(ends_at_cut.credit_loop.is_none(), "{:?}", ends_at_cut.credit_loop);
+    // One that passes through s0 from s3 to s1 on SL 0 closes the ring.
+    let through_cut = verify_with_mcast(&f, &graph, &r, &opts(), &[ring_tree(&f, &[3, 0, 1, 2])]);
+    let cl = through_cut.credit_loop.as_ref().expect("multicast closes the ring");
+    assert_eq!(cl.cycle.len(), 4, "{cl:?}");
+    // On SL 1 (the other layer) the same tree is harmless: layer 1 holds
+    // only the paths through s0, which close nothing with it.
+    let mut on_sl1 = ring_tree(&f, &[3, 0, 1, 2]);
+    on_sl1.sl = 1;
+    let v = verify_with_mcast(&f, &graph, &r, &opts(), &[on_sl1]);
+    assert!(v.credit_loop.is_none(), "{:?}", v.credit_loop);
 }
