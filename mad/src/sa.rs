@@ -62,6 +62,134 @@ pub mod status {
     pub const DENIED: u16 = 0x0700;
 }
 
+/// SA attribute IDs: the record types (IBA 15.2.5, table "Subnet
+/// Administration attributes"). ClassPortInfo, Notice and InformInfo keep
+/// their common numbers ([`mad::attr`]).
+pub mod attr {
+    /// ClassPortInfo.
+    pub const CLASS_PORT_INFO: u16 = 0x0001;
+    /// Notice (in Reports).
+    pub const NOTICE: u16 = 0x0002;
+    /// InformInfo.
+    pub const INFORM_INFO: u16 = 0x0003;
+    /// NodeRecord.
+    pub const NODE_RECORD: u16 = 0x0011;
+    /// PortInfoRecord.
+    pub const PORT_INFO_RECORD: u16 = 0x0012;
+    /// SLtoVLMappingTableRecord.
+    pub const SL2VL_RECORD: u16 = 0x0013;
+    /// SwitchInfoRecord.
+    pub const SWITCH_INFO_RECORD: u16 = 0x0014;
+    /// LinearForwardingTableRecord.
+    pub const LFT_RECORD: u16 = 0x0015;
+    /// RandomForwardingTableRecord.
+    pub const RFT_RECORD: u16 = 0x0016;
+    /// MulticastForwardingTableRecord.
+    pub const MFT_RECORD: u16 = 0x0017;
+    /// SMInfoRecord.
+    pub const SM_INFO_RECORD: u16 = 0x0018;
+    /// LinkRecord.
+    pub const LINK_RECORD: u16 = 0x0020;
+    /// GuidInfoRecord.
+    pub const GUID_INFO_RECORD: u16 = 0x0030;
+    /// ServiceRecord.
+    pub const SERVICE_RECORD: u16 = 0x0031;
+    /// P_KeyTableRecord.
+    pub const PKEY_TABLE_RECORD: u16 = 0x0033;
+    /// PathRecord.
+    pub const PATH_RECORD: u16 = 0x0035;
+    /// VLArbitrationTableRecord.
+    pub const VLARB_RECORD: u16 = 0x0036;
+    /// MCMemberRecord.
+    pub const MC_MEMBER_RECORD: u16 = 0x0038;
+    /// TraceRecord.
+    pub const TRACE_RECORD: u16 = 0x0039;
+    /// MultiPathRecord.
+    pub const MULTI_PATH_RECORD: u16 = 0x003A;
+    /// ServiceAssociationRecord.
+    pub const SERVICE_ASSOCIATION_RECORD: u16 = 0x003B;
+    /// InformInfoRecord.
+    pub const INFORM_INFO_RECORD: u16 = 0x00F3;
+}
+
+/// One ComponentMask bit's field in a record: IBA numbers the bits after
+/// the record's fields in order, reserved fields included, so a record
+/// format is described by the bit span of each of its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Component {
+    /// Offset of the field's first bit (bit 0 = MSB of byte 0).
+    pub bit_offset: u16,
+    /// Width in bits.
+    pub bit_width: u16,
+}
+
+/// Shorthand for component tables: `(bit offset, bit width)`.
+pub(crate) const fn c(bit_offset: u16, bit_width: u16) -> Component {
+    Component {
+        bit_offset,
+        bit_width,
+    }
+}
+
+impl Component {
+    /// Whether `a` and `b` hold the same value in this field. Both must
+    /// be at least as long as the field reaches.
+    pub fn same(&self, a: &[u8], b: &[u8]) -> bool {
+        let start = usize::from(self.bit_offset);
+        let end = start + usize::from(self.bit_width);
+        let (first, last) = (start / 8, (end - 1) / 8);
+        if a.len() <= last || b.len() <= last {
+            return false;
+        }
+        (first..=last).all(|i| {
+            let lo = if i == first { start % 8 } else { 0 };
+            let hi = if i == last { (end - 1) % 8 + 1 } else { 8 };
+            // Bits lo..hi of the byte, MSB first.
+            let mask = (0xFFu16 >> lo) as u8 & !((0xFFu16 >> hi) as u8);
+            a[i] & mask == b[i] & mask
+        })
+    }
+
+    /// The field's value when it is at most 64 bits wide.
+    pub fn value(&self, buf: &[u8]) -> u64 {
+        let start = usize::from(self.bit_offset);
+        let width = usize::from(self.bit_width).min(64);
+        (0..width).fold(0u64, |acc, k| {
+            let bit = start + k;
+            let v = buf.get(bit / 8).map_or(0, |b| (b >> (7 - bit % 8)) & 1);
+            (acc << 1) | u64::from(v)
+        })
+    }
+}
+
+/// Whether `record` matches `template` on every field `mask` selects
+/// (bits beyond `components` are ignored, as they name no field).
+pub fn matches(components: &[Component], mask: u64, template: &[u8], record: &[u8]) -> bool {
+    components
+        .iter()
+        .enumerate()
+        .take(64)
+        .filter(|(i, _)| mask & (1u64 << i) != 0)
+        .all(|(_, comp)| comp.same(template, record))
+}
+
+/// A 128-bit GID at `off` (checked packets only).
+pub(crate) fn gid_at(buf: &[u8], off: usize) -> u128 {
+    let mut raw = [0u8; 16];
+    raw.copy_from_slice(&buf[off..off + 16]);
+    u128::from_be_bytes(raw)
+}
+
+/// Writes a 128-bit GID at `off`.
+pub(crate) fn set_gid_at(buf: &mut [u8], off: usize, gid: u128) {
+    buf[off..off + 16].copy_from_slice(&gid.to_be_bytes());
+}
+
+/// Component mask bit `n`.
+pub const fn bit(n: u32) -> u64 {
+    1u64 << n
+}
+
 packet!(
     /// A view of an SA MAD (header plus whatever data follows).
     Packet,
@@ -289,6 +417,21 @@ mod tests {
         assert_eq!(packet.attribute_size(), 64);
         assert_eq!(packet.data().len(), DATA_LEN);
         assert_eq!(Repr::parse(&packet), Ok(repr));
+    }
+
+    #[test]
+    fn component_bits() {
+        let a = [0b1010_1100u8, 0xff, 0x12];
+        let b = [0b1010_0000u8, 0x0f, 0x12];
+        assert!(c(0, 4).same(&a, &b));
+        assert!(!c(4, 4).same(&a, &b));
+        assert!(c(12, 12).same(&a, &b));
+        assert!(!c(6, 8).same(&a, &b));
+        assert_eq!(c(4, 4).value(&a), 0xc);
+        assert_eq!(c(12, 12).value(&a), 0xf12);
+        assert!(matches(&[c(0, 4), c(4, 4)], 0b01, &a, &b));
+        assert!(!matches(&[c(0, 4), c(4, 4)], 0b11, &a, &b));
+        assert!(!c(16, 16).same(&a, &b), "beyond the buffer never matches");
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! ClassPortInfo (IBA 13.4.8.1) as the SA answers it: its capabilities,
+//! response time, and where redirected requests and traps go.
+//!
+//! ```text
+//! offset  0  BaseVersion  ClassVersion  CapabilityMask (16)
+//!         4  CapabilityMask2(27)|RespTimeValue(5)
+//!         8  RedirectGID (128)
+//!        24  RedirectTC(8)|RedirectSL(4)|RedirectFL(20)
+//!        28  RedirectLID (16)  RedirectP_Key (16)
+//!        32  reserved(8)|RedirectQP(24)   36  RedirectQ_Key (32)
+//!        40  TrapGID (128)
+//!        56  TrapTC(8)|TrapSL(4)|TrapFL(20)
+//!        60  TrapLID (16)  TrapP_Key (16)
+//!        64  TrapHL(8)|TrapQP(24)   68  TrapQ_Key (32)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{gid_at, set_gid_at};
+use crate::Result;
+
+/// Length of ClassPortInfo.
+pub const LEN: usize = 72;
+
+/// CapabilityMask bits: the common ones (IBA 13.4.8.1) and the SA's
+/// (IBA 15.2.1.3).
+pub mod capability {
+    /// IsTrapSupported (common).
+    pub const TRAP: u16 = 1 << 0;
+    /// IsGetSetNoticeSupported: InformInfo subscriptions and Reports.
+    pub const GET_SET_NOTICE: u16 = 1 << 1;
+    /// IsSubnetOptionalRecordsSupported.
+    pub const OPTIONAL_RECORDS: u16 = 1 << 8;
+    /// IsUDMulticastSupported.
+    pub const UD_MULTICAST: u16 = 1 << 9;
+    /// IsMultiPathSupported.
+    pub const MULTIPATH: u16 = 1 << 10;
+    /// IsPortInfoCapMaskMatchSupported.
+    pub const PORT_INFO_CAPMASK_MATCH: u16 = 1 << 13;
+}
+
+/// CapabilityMask2 bits of the SA (IBA 15.2.1.3).
+pub mod capability2 {
+    /// IsFullPortInfoRecordSupported (PortInfoRecord has the whole PortInfo).
+    pub const FULL_PORT_INFO_RECORD: u32 = 1 << 6;
+    /// IsExtendedSpeedsSupported.
+    pub const EXTENDED_SPEEDS: u32 = 1 << 7;
+}
+
+packet!(
+    /// A view of ClassPortInfo.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// BaseVersion.
+    base_version, set_base_version: u8 @ 0;
+    /// ClassVersion.
+    class_version, set_class_version: u8 @ 1;
+    /// CapabilityMask.
+    capability_mask, set_capability_mask: u16 @ 2;
+    /// CapabilityMask2 (27 bits).
+    capability_mask2, set_capability_mask2: u32 @ 4 => bits 5, 27;
+    /// RespTimeValue (5 bits).
+    resp_time_value, set_resp_time_value: u8 @ 7 => bits 0, 5;
+    /// RedirectTC.
+    redirect_tc, set_redirect_tc: u8 @ 24;
+    /// RedirectSL.
+    redirect_sl, set_redirect_sl: u8 @ 25 => bits 4, 4;
+    /// RedirectFL (20 bits).
+    redirect_fl, set_redirect_fl: u32 @ 24 => bits 0, 20;
+    /// RedirectLID.
+    redirect_lid, set_redirect_lid: u16 @ 28;
+    /// RedirectP_Key.
+    redirect_pkey, set_redirect_pkey: u16 @ 30;
+    /// RedirectQP.
+    redirect_qp, set_redirect_qp: u24 @ 33;
+    /// RedirectQ_Key.
+    redirect_qkey, set_redirect_qkey: u32 @ 36;
+    /// TrapTC.
+    trap_tc, set_trap_tc: u8 @ 56;
+    /// TrapSL.
+    trap_sl, set_trap_sl: u8 @ 57 => bits 4, 4;
+    /// TrapFL (20 bits).
+    trap_fl, set_trap_fl: u32 @ 56 => bits 0, 20;
+    /// TrapLID.
+    trap_lid, set_trap_lid: u16 @ 60;
+    /// TrapP_Key.
+    trap_pkey, set_trap_pkey: u16 @ 62;
+    /// TrapHL.
+    trap_hl, set_trap_hl: u8 @ 64;
+    /// TrapQP.
+    trap_qp, set_trap_qp: u24 @ 65;
+    /// TrapQ_Key.
+    trap_qkey, set_trap_qkey: u32 @ 68;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// RedirectGID.
+    pub fn redirect_gid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 8)
+    }
+    /// TrapGID.
+    pub fn trap_gid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 40)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets RedirectGID.
+    pub fn set_redirect_gid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 8, gid)
+    }
+    /// Sets TrapGID.
+    pub fn set_trap_gid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 40, gid)
+    }
+}
+
+/// ClassPortInfo as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[allow(missing_docs)] // one field per wire field
+pub struct Repr {
+    pub base_version: u8,
+    pub class_version: u8,
+    pub capability_mask: u16,
+    /// 27 bits.
+    pub capability_mask2: u32,
+    /// 5 bits.
+    pub resp_time_value: u8,
+    pub redirect_gid: u128,
+    pub redirect_tc: u8,
+    pub redirect_sl: u8,
+    pub redirect_fl: u32,
+    pub redirect_lid: u16,
+    pub redirect_pkey: u16,
+    pub redirect_qp: u32,
+    pub redirect_qkey: u32,
+    pub trap_gid: u128,
+    pub trap_tc: u8,
+    pub trap_sl: u8,
+    pub trap_fl: u32,
+    pub trap_lid: u16,
+    pub trap_pkey: u16,
+    pub trap_hl: u8,
+    pub trap_qp: u32,
+    pub trap_qkey: u32,
+}
+
+impl Repr {
+    /// Reads ClassPortInfo; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            base_version: packet.base_version(),
+            class_version: packet.class_version(),
+            capability_mask: packet.capability_mask(),
+            capability_mask2: packet.capability_mask2(),
+            resp_time_value: packet.resp_time_value(),
+            redirect_gid: packet.redirect_gid(),
+            redirect_tc: packet.redirect_tc(),
+            redirect_sl: packet.redirect_sl(),
+            redirect_fl: packet.redirect_fl(),
+            redirect_lid: packet.redirect_lid(),
+            redirect_pkey: packet.redirect_pkey(),
+            redirect_qp: packet.redirect_qp(),
+            redirect_qkey: packet.redirect_qkey(),
+            trap_gid: packet.trap_gid(),
+            trap_tc: packet.trap_tc(),
+            trap_sl: packet.trap_sl(),
+            trap_fl: packet.trap_fl(),
+            trap_lid: packet.trap_lid(),
+            trap_pkey: packet.trap_pkey(),
+            trap_hl: packet.trap_hl(),
+            trap_qp: packet.trap_qp(),
+            trap_qkey: packet.trap_qkey(),
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes ClassPortInfo, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.buffer.as_mut()[32] = 0;
+        packet.set_base_version(self.base_version);
+        packet.set_class_version(self.class_version);
+        packet.set_capability_mask(self.capability_mask);
+        packet.set_capability_mask2(self.capability_mask2);
+        packet.set_resp_time_value(self.resp_time_value);
+        packet.set_redirect_gid(self.redirect_gid);
+        packet.set_redirect_tc(self.redirect_tc);
+        packet.set_redirect_sl(self.redirect_sl);
+        packet.set_redirect_fl(self.redirect_fl);
+        packet.set_redirect_lid(self.redirect_lid);
+        packet.set_redirect_pkey(self.redirect_pkey);
+        packet.set_redirect_qp(self.redirect_qp);
+        packet.set_redirect_qkey(self.redirect_qkey);
+        packet.set_trap_gid(self.trap_gid);
+        packet.set_trap_tc(self.trap_tc);
+        packet.set_trap_sl(self.trap_sl);
+        packet.set_trap_fl(self.trap_fl);
+        packet.set_trap_lid(self.trap_lid);
+        packet.set_trap_pkey(self.trap_pkey);
+        packet.set_trap_hl(self.trap_hl);
+        packet.set_trap_qp(self.trap_qp);
+        packet.set_trap_qkey(self.trap_qkey);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = Repr {
+            base_version: 1,
+            class_version: 2,
+            capability_mask: 0x0603,
+            capability_mask2: 0x1234,
+            resp_time_value: 18,
+            redirect_sl: 3,
+            redirect_fl: 0xabcde,
+            redirect_tc: 0x11,
+            redirect_qp: 0x0a0b0c,
+            trap_lid: 0x22,
+            trap_hl: 0xff,
+            trap_qp: 1,
+            trap_qkey: 0x8001_0000,
+            ..Default::default()
+        };
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..8], &[1, 2, 0x06, 0x03, 0, 0x02, 0x46, 0x92]);
+        assert_eq!(&buf[24..28], &[0x11, 0x3a, 0xbc, 0xde]);
+        assert_eq!(&buf[32..36], &[0, 0x0a, 0x0b, 0x0c]);
+        assert_eq!(&buf[64..72], &[0xff, 0, 0, 1, 0x80, 1, 0, 0]);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}

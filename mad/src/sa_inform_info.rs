@@ -1,0 +1,311 @@
+//! InformInfo (IBA 13.4.8.3) and InformInfoRecord (IBA 15.2.5.12): a
+//! subscription to traps the SA forwards as Reports.
+//!
+//! ```text
+//! InformInfo
+//! offset  0  GID (128)
+//!        16  LIDRangeBegin (16)  LIDRangeEnd (16)
+//!        20  reserved (16)  IsGeneric  Subscribe
+//!        24  Type (16)  TrapNumber / DeviceID (16)
+//!        28  QPN (24)  reserved(3)|RespTimeValue(5)
+//!        32  reserved (8)  ProducerType / VendorID (24)
+//!
+//! InformInfoRecord
+//! offset  0  SubscriberGID (128)
+//!        16  Enum (16)  reserved (48)
+//!        24  InformInfo (36 bytes)
+//!        60  padding to 64 (AttributeOffset 8)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, gid_at, set_gid_at, Component};
+use crate::Result;
+
+/// Length of InformInfo.
+pub const LEN: usize = 36;
+/// Length of InformInfoRecord's fields.
+pub const RECORD_LEN: usize = 24 + LEN;
+/// Length of InformInfoRecord in a GetTable answer.
+pub const RECORD_PADDED_LEN: usize = 64;
+/// LIDRangeBegin value meaning "every LID".
+pub const ALL_LIDS: u16 = 0xFFFF;
+/// Type / TrapNumber / ProducerType value meaning "any" (all ones).
+pub const ANY_TYPE: u16 = 0xFFFF;
+
+/// InformInfoRecord's ComponentMask bits, in record order.
+pub const RECORD_COMPONENTS: &[Component] = &[
+    c(0, 128),   // SubscriberGID
+    c(128, 16),  // Enum
+    c(144, 48),  // reserved
+    c(192, 128), // GID
+    c(320, 16),  // LIDRangeBegin
+    c(336, 16),  // LIDRangeEnd
+    c(352, 16),  // reserved
+    c(368, 8),   // IsGeneric
+    c(376, 8),   // Subscribe
+    c(384, 16),  // Type
+    c(400, 16),  // TrapNumber / DeviceID
+    c(416, 24),  // QPN
+    c(440, 3),   // reserved
+    c(443, 5),   // RespTimeValue
+    c(448, 8),   // reserved
+    c(456, 24),  // ProducerType / VendorID
+];
+
+packet!(
+    /// A view of InformInfo.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LIDRangeBegin (0xFFFF: all).
+    lid_range_begin, set_lid_range_begin: u16 @ 16;
+    /// LIDRangeEnd.
+    lid_range_end, set_lid_range_end: u16 @ 18;
+    /// IsGeneric (1: generic traps).
+    is_generic, set_is_generic: u8 @ 22;
+    /// Subscribe (1) or unsubscribe (0).
+    subscribe, set_subscribe: u8 @ 23;
+    /// Type (0xFFFF: all).
+    trap_type, set_trap_type: u16 @ 24;
+    /// TrapNumber (generic) or DeviceID (vendor).
+    trap_number, set_trap_number: u16 @ 26;
+    /// QPN the Reports go to.
+    qpn, set_qpn: u32 @ 28 => bits 8, 24;
+    /// RespTimeValue.
+    resp_time_value, set_resp_time_value: u8 @ 31 => bits 0, 5;
+    /// ProducerType (generic) or VendorID (vendor).
+    producer_type, set_producer_type: u24 @ 33;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// GID of the port whose traps are wanted (0: use the LID range).
+    pub fn gid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 0)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets GID.
+    pub fn set_gid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 0, gid)
+    }
+}
+
+/// InformInfo as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[allow(missing_docs)] // one field per wire field
+pub struct Repr {
+    pub gid: u128,
+    pub lid_range_begin: u16,
+    pub lid_range_end: u16,
+    pub is_generic: u8,
+    pub subscribe: u8,
+    pub trap_type: u16,
+    pub trap_number: u16,
+    /// 24 bits.
+    pub qpn: u32,
+    /// 5 bits.
+    pub resp_time_value: u8,
+    /// 24 bits.
+    pub producer_type: u32,
+}
+
+impl Repr {
+    /// Reads InformInfo; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            gid: packet.gid(),
+            lid_range_begin: packet.lid_range_begin(),
+            lid_range_end: packet.lid_range_end(),
+            is_generic: packet.is_generic(),
+            subscribe: packet.subscribe(),
+            trap_type: packet.trap_type(),
+            trap_number: packet.trap_number(),
+            qpn: packet.qpn(),
+            resp_time_value: packet.resp_time_value(),
+            producer_type: packet.producer_type(),
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes InformInfo, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        let buf = packet.buffer.as_mut();
+        buf[20..22].fill(0);
+        buf[31] = 0;
+        buf[32] = 0;
+        packet.set_gid(self.gid);
+        packet.set_lid_range_begin(self.lid_range_begin);
+        packet.set_lid_range_end(self.lid_range_end);
+        packet.set_is_generic(self.is_generic);
+        packet.set_subscribe(self.subscribe);
+        packet.set_trap_type(self.trap_type);
+        packet.set_trap_number(self.trap_number);
+        packet.set_qpn(self.qpn);
+        packet.set_resp_time_value(self.resp_time_value);
+        packet.set_producer_type(self.producer_type);
+    }
+
+    /// Whether a generic trap `number` from a port at `lid` with `gid`,
+    /// produced by `producer`, falls under this subscription.
+    pub fn covers(&self, number: u16, trap_type: u8, producer: u32, lid: u16, gid: u128) -> bool {
+        let any16 = |v: u16| v == ANY_TYPE;
+        let source = if self.gid != 0 {
+            self.gid == gid
+        } else {
+            self.lid_range_begin == ALL_LIDS
+                || (lid >= self.lid_range_begin
+                    && lid <= self.lid_range_end.max(self.lid_range_begin))
+        };
+        self.is_generic == 1
+            && source
+            && (any16(self.trap_number) || self.trap_number == number)
+            && (any16(self.trap_type) || self.trap_type == u16::from(trap_type))
+            && (self.producer_type == 0xFF_FFFF || self.producer_type == producer)
+    }
+}
+
+packet!(
+    /// A view of InformInfoRecord.
+    RecordPacket,
+    RECORD_LEN
+);
+
+fields! { RecordPacket;
+    /// Enum: tells apart several subscriptions of one subscriber.
+    subscriber_enum, set_subscriber_enum: u16 @ 16;
+}
+
+impl<T: AsRef<[u8]>> RecordPacket<T> {
+    /// SubscriberGID.
+    pub fn subscriber_gid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 0)
+    }
+
+    /// The InformInfo inside.
+    pub fn inform_info(&self) -> Packet<&[u8]> {
+        Packet::new_unchecked(&self.buffer.as_ref()[24..RECORD_LEN])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RecordPacket<T> {
+    /// Sets SubscriberGID.
+    pub fn set_subscriber_gid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 0, gid)
+    }
+
+    /// The InformInfo inside, writable.
+    pub fn inform_info_mut(&mut self) -> Packet<&mut [u8]> {
+        Packet::new_unchecked(&mut self.buffer.as_mut()[24..RECORD_LEN])
+    }
+}
+
+/// InformInfoRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RecordRepr {
+    /// SubscriberGID.
+    pub subscriber_gid: u128,
+    /// Enum.
+    pub subscriber_enum: u16,
+    /// The subscription.
+    pub inform_info: Repr,
+}
+
+impl RecordRepr {
+    /// Reads InformInfoRecord; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &RecordPacket<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            subscriber_gid: packet.subscriber_gid(),
+            subscriber_enum: packet.subscriber_enum(),
+            inform_info: Repr::parse(&packet.inform_info())?,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        RECORD_LEN
+    }
+
+    /// Writes InformInfoRecord, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut RecordPacket<&mut T>) {
+        packet.buffer.as_mut()[18..24].fill(0);
+        packet.set_subscriber_gid(self.subscriber_gid);
+        packet.set_subscriber_enum(self.subscriber_enum);
+        self.inform_info.emit(&mut packet.inform_info_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Repr {
+        Repr {
+            gid: 0,
+            lid_range_begin: ALL_LIDS,
+            lid_range_end: 0,
+            is_generic: 1,
+            subscribe: 1,
+            trap_type: ANY_TYPE,
+            trap_number: 64,
+            qpn: 1,
+            resp_time_value: 18,
+            producer_type: 0xFF_FFFF,
+        }
+    }
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = sample();
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(
+            &buf[16..36],
+            &[0xff, 0xff, 0, 0, 0, 0, 1, 1, 0xff, 0xff, 0, 64, 0, 0, 1, 18, 0, 0xff, 0xff, 0xff]
+        );
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+
+        let record = RecordRepr {
+            subscriber_gid: 0xfe80 << 112 | 7,
+            subscriber_enum: 3,
+            inform_info: repr,
+        };
+        let mut rbuf = [0xeeu8; RECORD_PADDED_LEN];
+        record.emit(&mut RecordPacket::new_unchecked(&mut rbuf[..]));
+        assert_eq!(RECORD_COMPONENTS[1].value(&rbuf), 3);
+        assert_eq!(RECORD_COMPONENTS[10].value(&rbuf), 64);
+        assert_eq!(RECORD_COMPONENTS[11].value(&rbuf), 1);
+        assert_eq!(
+            RecordRepr::parse(&RecordPacket::new_checked(&rbuf[..]).unwrap()),
+            Ok(record)
+        );
+    }
+
+    #[test]
+    fn coverage() {
+        let all = sample();
+        assert!(all.covers(64, 4, 4, 5, 1));
+        assert!(!all.covers(65, 4, 4, 5, 1));
+        let mut range = all;
+        range.lid_range_begin = 4;
+        range.lid_range_end = 6;
+        assert!(range.covers(64, 4, 4, 6, 1));
+        assert!(!range.covers(64, 4, 4, 7, 1));
+        let mut by_gid = all;
+        by_gid.gid = 9;
+        assert!(by_gid.covers(64, 4, 4, 100, 9));
+        assert!(!by_gid.covers(64, 4, 4, 100, 8));
+    }
+}

@@ -1,0 +1,181 @@
+//! NodeRecord (IBA 15.2.5.2): a node's NodeInfo and NodeDescription, keyed
+//! by the LID of the port the record is for (every end port, and port 0
+//! of each switch).
+//!
+//! ```text
+//! offset   0  LID (16)  reserved (16)
+//!          4  NodeInfo (40 bytes)
+//!         44  NodeDescription (64 bytes)
+//!        108  padding to 112 (AttributeOffset 14)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::node_description::{self, Packet as DescPacket, Repr as DescRepr};
+use crate::node_info::{self, Packet as InfoPacket, Repr as InfoRepr};
+use crate::sa::{c, Component};
+use crate::Result;
+
+/// Length of the record's fields.
+pub const LEN: usize = 108;
+/// Length in a GetTable answer (AttributeOffset × 8).
+pub const PADDED_LEN: usize = 112;
+const INFO: usize = 4;
+const DESC: usize = INFO + node_info::LEN;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[
+    c(0, 16),    // LID
+    c(16, 16),   // reserved
+    c(32, 8),    // BaseVersion
+    c(40, 8),    // ClassVersion
+    c(48, 8),    // NodeType
+    c(56, 8),    // NumPorts
+    c(64, 64),   // SystemImageGUID
+    c(128, 64),  // NodeGUID
+    c(192, 64),  // PortGUID
+    c(256, 16),  // PartitionCap
+    c(272, 16),  // DeviceID
+    c(288, 32),  // Revision
+    c(320, 8),   // LocalPortNum
+    c(328, 24),  // VendorID
+    c(352, 512), // NodeDescription
+];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+    /// NodeType.
+    pub const NODE_TYPE: u64 = 1 << 4;
+    /// SystemImageGUID.
+    pub const SYSTEM_IMAGE_GUID: u64 = 1 << 6;
+    /// NodeGUID.
+    pub const NODE_GUID: u64 = 1 << 7;
+    /// PortGUID.
+    pub const PORT_GUID: u64 = 1 << 8;
+    /// NodeDescription.
+    pub const NODE_DESCRIPTION: u64 = 1 << 14;
+}
+
+packet!(
+    /// A view of NodeRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the port the record describes.
+    lid, set_lid: u16 @ 0;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// The NodeInfo inside.
+    pub fn node_info(&self) -> InfoPacket<&[u8]> {
+        InfoPacket::new_unchecked(&self.buffer.as_ref()[INFO..DESC])
+    }
+
+    /// The NodeDescription inside.
+    pub fn node_description(&self) -> DescPacket<&[u8]> {
+        DescPacket::new_unchecked(&self.buffer.as_ref()[DESC..LEN])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// The NodeInfo inside, writable.
+    pub fn node_info_mut(&mut self) -> InfoPacket<&mut [u8]> {
+        InfoPacket::new_unchecked(&mut self.buffer.as_mut()[INFO..DESC])
+    }
+
+    /// The NodeDescription inside, writable.
+    pub fn node_description_mut(&mut self) -> DescPacket<&mut [u8]> {
+        DescPacket::new_unchecked(&mut self.buffer.as_mut()[DESC..LEN])
+    }
+}
+
+/// NodeRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    /// LID of the port described.
+    pub lid: u16,
+    /// NodeInfo as that port answers it (PortGUID, LocalPortNum are the port's).
+    pub node_info: InfoRepr,
+    /// NodeDescription.
+    pub node_description: DescRepr,
+}
+
+impl Repr {
+    /// Reads NodeRecord; fails on a short buffer or a reserved NodeType.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            lid: packet.lid(),
+            node_info: InfoRepr::parse(&packet.node_info())?,
+            node_description: DescRepr::parse(&packet.node_description())?,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes NodeRecord, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.set_lid(self.lid);
+        packet.buffer.as_mut()[2..4].fill(0);
+        self.node_info.emit(&mut packet.node_info_mut());
+        self.node_description
+            .emit(&mut packet.node_description_mut());
+    }
+}
+
+// Keeps the module's constants honest: the description ends the record.
+const _: () = assert!(DESC + node_description::LEN == LEN);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node_info::NodeType;
+
+    pub(crate) fn sample() -> Repr {
+        Repr {
+            lid: 0x0102,
+            node_info: InfoRepr {
+                base_version: 1,
+                class_version: 1,
+                node_type: NodeType::Ca,
+                num_ports: 2,
+                system_image_guid: 0x1000,
+                node_guid: 0x2000,
+                port_guid: 0x2001,
+                partition_cap: 64,
+                device_id: 0x1003,
+                revision: 7,
+                local_port_num: 1,
+                vendor_id: 0x02c9,
+            },
+            node_description: DescRepr::from_text("host-1 HCA-1").unwrap(),
+        }
+    }
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = sample();
+        let mut buf = [0xeeu8; PADDED_LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..6], &[1, 2, 0, 0, 1, 1]);
+        assert_eq!(buf[6], 1, "NodeType");
+        assert_eq!(&buf[44..50], b"host-1");
+        assert_eq!(COMPONENTS[7].value(&buf), 0x2000);
+        assert_eq!(COMPONENTS[13].value(&buf), 0x02c9);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+        let mut other = buf;
+        other[50] ^= 1;
+        assert!(!COMPONENTS[14].same(&buf, &other));
+        assert!(COMPONENTS[13].same(&buf, &other));
+    }
+}

@@ -1,0 +1,335 @@
+//! PathRecord (IBA 15.2.5.16): the properties of a path between two end
+//! ports — LIDs, GIDs, SL, MTU, rate, packet lifetime.
+//!
+//! ```text
+//! offset  0  ServiceID (64)
+//!         8  DGID (128)
+//!        24  SGID (128)
+//!        40  DLID (16)  SLID (16)
+//!        44  RawTraffic(1)|reserved(3)|FlowLabel(20)|HopLimit(8)
+//!        48  TClass  Reversible(1)|NumbPath(7)  P_Key (16)
+//!        52  QoSClass(12)|SL(4)  MTUSelector(2)|MTU(6)  RateSelector(2)|Rate(6)
+//!        56  PacketLifeTimeSelector(2)|PacketLifeTime(6)  Preference  reserved (48)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, gid_at, set_gid_at, Component};
+use crate::Result;
+
+/// Length of the record (AttributeOffset 8).
+pub const LEN: usize = 64;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = LEN;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[
+    c(0, 32),    // ServiceID (upper half)
+    c(32, 32),   // ServiceID (lower half)
+    c(64, 128),  // DGID
+    c(192, 128), // SGID
+    c(320, 16),  // DLID
+    c(336, 16),  // SLID
+    c(352, 1),   // RawTraffic
+    c(353, 3),   // reserved
+    c(356, 20),  // FlowLabel
+    c(376, 8),   // HopLimit
+    c(384, 8),   // TClass
+    c(392, 1),   // Reversible
+    c(393, 7),   // NumbPath
+    c(400, 16),  // P_Key
+    c(416, 12),  // QoSClass
+    c(428, 4),   // SL
+    c(432, 2),   // MTUSelector
+    c(434, 6),   // MTU
+    c(440, 2),   // RateSelector
+    c(442, 6),   // Rate
+    c(448, 2),   // PacketLifeTimeSelector
+    c(450, 6),   // PacketLifeTime
+    c(456, 8),   // Preference
+];
+
+/// Component bits by name.
+pub mod component {
+    /// ServiceID, both halves.
+    pub const SERVICE_ID: u64 = 0x3;
+    /// DGID.
+    pub const DGID: u64 = 1 << 2;
+    /// SGID.
+    pub const SGID: u64 = 1 << 3;
+    /// DLID.
+    pub const DLID: u64 = 1 << 4;
+    /// SLID.
+    pub const SLID: u64 = 1 << 5;
+    /// RawTraffic.
+    pub const RAW_TRAFFIC: u64 = 1 << 6;
+    /// FlowLabel.
+    pub const FLOW_LABEL: u64 = 1 << 8;
+    /// HopLimit.
+    pub const HOP_LIMIT: u64 = 1 << 9;
+    /// TClass.
+    pub const TCLASS: u64 = 1 << 10;
+    /// Reversible.
+    pub const REVERSIBLE: u64 = 1 << 11;
+    /// NumbPath.
+    pub const NUMB_PATH: u64 = 1 << 12;
+    /// P_Key.
+    pub const PKEY: u64 = 1 << 13;
+    /// QoSClass.
+    pub const QOS_CLASS: u64 = 1 << 14;
+    /// SL.
+    pub const SL: u64 = 1 << 15;
+    /// MTUSelector.
+    pub const MTU_SELECTOR: u64 = 1 << 16;
+    /// MTU.
+    pub const MTU: u64 = 1 << 17;
+    /// RateSelector.
+    pub const RATE_SELECTOR: u64 = 1 << 18;
+    /// Rate.
+    pub const RATE: u64 = 1 << 19;
+    /// PacketLifeTimeSelector.
+    pub const PKT_LIFE_SELECTOR: u64 = 1 << 20;
+    /// PacketLifeTime.
+    pub const PKT_LIFE: u64 = 1 << 21;
+    /// Preference.
+    pub const PREFERENCE: u64 = 1 << 22;
+}
+
+/// The selector values of MTU, rate and packet lifetime (IBA 15.2.5.16).
+pub mod selector {
+    /// Greater than the value given.
+    pub const GREATER: u8 = 0;
+    /// Less than the value given.
+    pub const LESS: u8 = 1;
+    /// Exactly the value given.
+    pub const EXACTLY: u8 = 2;
+    /// The largest available.
+    pub const LARGEST: u8 = 3;
+}
+
+packet!(
+    /// A view of PathRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// ServiceID.
+    service_id, set_service_id: u64 @ 0;
+    /// DLID.
+    dlid, set_dlid: u16 @ 40;
+    /// SLID.
+    slid, set_slid: u16 @ 42;
+    /// RawTraffic.
+    raw_traffic, set_raw_traffic: bool @ 44 => bit 7;
+    /// FlowLabel (20 bits).
+    flow_label, set_flow_label: u32 @ 44 => bits 8, 20;
+    /// HopLimit.
+    hop_limit, set_hop_limit: u8 @ 47;
+    /// TClass.
+    tclass, set_tclass: u8 @ 48;
+    /// Reversible.
+    reversible, set_reversible: bool @ 49 => bit 7;
+    /// NumbPath: in a query, how many paths at most.
+    numb_path, set_numb_path: u8 @ 49 => bits 0, 7;
+    /// P_Key.
+    pkey, set_pkey: u16 @ 50;
+    /// QoSClass (12 bits).
+    qos_class, set_qos_class: u16 @ 52 => bits 4, 12;
+    /// SL (4 bits).
+    sl, set_sl: u8 @ 53 => bits 0, 4;
+    /// MTUSelector.
+    mtu_selector, set_mtu_selector: u8 @ 54 => bits 6, 2;
+    /// MTU (IBA encoding: 1 = 256 … 5 = 4096).
+    mtu, set_mtu: u8 @ 54 => bits 0, 6;
+    /// RateSelector.
+    rate_selector, set_rate_selector: u8 @ 55 => bits 6, 2;
+    /// Rate (IBA encoding: 2 = 2.5 Gb/s, 3 = 10, 6 = 20, 7 = 40, …).
+    rate, set_rate: u8 @ 55 => bits 0, 6;
+    /// PacketLifeTimeSelector.
+    packet_life_time_selector, set_packet_life_time_selector: u8 @ 56 => bits 6, 2;
+    /// PacketLifeTime (4.096 µs · 2^value).
+    packet_life_time, set_packet_life_time: u8 @ 56 => bits 0, 6;
+    /// Preference.
+    preference, set_preference: u8 @ 57;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// DGID.
+    pub fn dgid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 8)
+    }
+
+    /// SGID.
+    pub fn sgid(&self) -> u128 {
+        gid_at(self.buffer.as_ref(), 24)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets DGID.
+    pub fn set_dgid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 8, gid)
+    }
+
+    /// Sets SGID.
+    pub fn set_sgid(&mut self, gid: u128) {
+        set_gid_at(self.buffer.as_mut(), 24, gid)
+    }
+}
+
+/// PathRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[allow(missing_docs)] // one field per wire field
+pub struct Repr {
+    pub service_id: u64,
+    pub dgid: u128,
+    pub sgid: u128,
+    pub dlid: u16,
+    pub slid: u16,
+    pub raw_traffic: bool,
+    /// 20 bits.
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    pub tclass: u8,
+    pub reversible: bool,
+    /// 7 bits.
+    pub numb_path: u8,
+    pub pkey: u16,
+    /// 12 bits.
+    pub qos_class: u16,
+    /// 4 bits.
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub mtu: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+impl Repr {
+    /// Reads PathRecord; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            service_id: packet.service_id(),
+            dgid: packet.dgid(),
+            sgid: packet.sgid(),
+            dlid: packet.dlid(),
+            slid: packet.slid(),
+            raw_traffic: packet.raw_traffic(),
+            flow_label: packet.flow_label(),
+            hop_limit: packet.hop_limit(),
+            tclass: packet.tclass(),
+            reversible: packet.reversible(),
+            numb_path: packet.numb_path(),
+            pkey: packet.pkey(),
+            qos_class: packet.qos_class(),
+            sl: packet.sl(),
+            mtu_selector: packet.mtu_selector(),
+            mtu: packet.mtu(),
+            rate_selector: packet.rate_selector(),
+            rate: packet.rate(),
+            packet_life_time_selector: packet.packet_life_time_selector(),
+            packet_life_time: packet.packet_life_time(),
+            preference: packet.preference(),
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes PathRecord, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        let buf = packet.buffer.as_mut();
+        buf[44] &= 0x8F;
+        buf[58..64].fill(0);
+        packet.set_service_id(self.service_id);
+        packet.set_dgid(self.dgid);
+        packet.set_sgid(self.sgid);
+        packet.set_dlid(self.dlid);
+        packet.set_slid(self.slid);
+        packet.set_raw_traffic(self.raw_traffic);
+        packet.set_flow_label(self.flow_label);
+        packet.set_hop_limit(self.hop_limit);
+        packet.set_tclass(self.tclass);
+        packet.set_reversible(self.reversible);
+        packet.set_numb_path(self.numb_path);
+        packet.set_pkey(self.pkey);
+        packet.set_qos_class(self.qos_class);
+        packet.set_sl(self.sl);
+        packet.set_mtu_selector(self.mtu_selector);
+        packet.set_mtu(self.mtu);
+        packet.set_rate_selector(self.rate_selector);
+        packet.set_rate(self.rate);
+        packet.set_packet_life_time_selector(self.packet_life_time_selector);
+        packet.set_packet_life_time(self.packet_life_time);
+        packet.set_preference(self.preference);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn layout() {
+        let repr = Repr {
+            dgid: 0xfe80_0000_0000_0000_0002_c903_0000_0002,
+            sgid: 0xfe80_0000_0000_0000_0002_c903_0000_0001,
+            dlid: 2,
+            slid: 1,
+            flow_label: 0xabcde,
+            hop_limit: 0xff,
+            reversible: true,
+            numb_path: 1,
+            pkey: 0xffff,
+            sl: 5,
+            mtu_selector: selector::EXACTLY,
+            mtu: 4,
+            rate_selector: selector::EXACTLY,
+            rate: 3,
+            packet_life_time_selector: selector::EXACTLY,
+            packet_life_time: 18,
+            ..Default::default()
+        };
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(
+            &buf[40..58],
+            &[0, 2, 0, 1, 0x0a, 0xbc, 0xde, 0xff, 0, 0x81, 0xff, 0xff, 0, 5, 0x84, 0x83, 0x92, 0]
+        );
+        assert!(buf[58..].iter().all(|&b| b == 0));
+        assert_eq!(COMPONENTS[15].value(&buf), 5);
+        assert_eq!(COMPONENTS[8].value(&buf), 0xabcde);
+        assert_eq!(
+            COMPONENTS[3].value(&buf),
+            0xfe80_0000_0000_0000,
+            "first 64 bits of the SGID"
+        );
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+        let end = COMPONENTS.last().unwrap();
+        assert_eq!(end.bit_offset + end.bit_width, 464);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(raw in proptest::collection::vec(any::<u8>(), LEN)) {
+            let mut raw = raw;
+            raw[44] &= 0x8F;
+            raw[58..].fill(0);
+            let repr = Repr::parse(&Packet::new_checked(&raw[..]).unwrap()).unwrap();
+            let mut out = [0u8; LEN];
+            repr.emit(&mut Packet::new_unchecked(&mut out[..]));
+            prop_assert_eq!(&out[..], &raw[..]);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! SwitchInfoRecord (IBA 15.2.5.4): a switch's SwitchInfo by its LID.
+//!
+//! ```text
+//! offset  0  LID (16)  reserved (16)
+//!         4  SwitchInfo (20 bytes)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, Component};
+use crate::switch_info::{self, Packet as SwitchInfoPacket, Repr as SwitchInfoRepr};
+use crate::Result;
+
+/// Length of the record (AttributeOffset 3).
+pub const LEN: usize = 4 + switch_info::LEN;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = 24;
+
+/// ComponentMask bits, in record order (SwitchInfo's fields follow LID).
+pub const COMPONENTS: &[Component] = &[
+    c(0, 16),   // LID
+    c(16, 16),  // reserved
+    c(32, 16),  // LinearFDBCap
+    c(48, 16),  // RandomFDBCap
+    c(64, 16),  // MulticastFDBCap
+    c(80, 16),  // LinearFDBTop
+    c(96, 8),   // DefaultPort
+    c(104, 8),  // DefaultMulticastPrimaryPort
+    c(112, 8),  // DefaultMulticastNotPrimaryPort
+    c(120, 5),  // LifeTimeValue
+    c(125, 1),  // PortStateChange
+    c(126, 2),  // OptimizedSLtoVLMappingProgramming
+    c(128, 16), // LIDsPerPort
+    c(144, 16), // PartitionEnforcementCap
+    c(160, 1),  // InboundEnforcementCap
+    c(161, 1),  // OutboundEnforcementCap
+    c(162, 1),  // FilterRawInboundCap
+    c(163, 1),  // FilterRawOutboundCap
+    c(164, 1),  // EnhancedPort0
+    c(165, 11), // reserved
+    c(176, 16), // MulticastFDBTop
+];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+}
+
+packet!(
+    /// A view of SwitchInfoRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the switch (its port 0).
+    lid, set_lid: u16 @ 0;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// The SwitchInfo inside.
+    pub fn switch_info(&self) -> SwitchInfoPacket<&[u8]> {
+        SwitchInfoPacket::new_unchecked(&self.buffer.as_ref()[4..LEN])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// The SwitchInfo inside, writable.
+    pub fn switch_info_mut(&mut self) -> SwitchInfoPacket<&mut [u8]> {
+        SwitchInfoPacket::new_unchecked(&mut self.buffer.as_mut()[4..LEN])
+    }
+}
+
+/// SwitchInfoRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Repr {
+    /// The switch's LID.
+    pub lid: u16,
+    /// Its SwitchInfo.
+    pub switch_info: SwitchInfoRepr,
+}
+
+impl Repr {
+    /// Reads SwitchInfoRecord; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            lid: packet.lid(),
+            switch_info: SwitchInfoRepr::parse(&packet.switch_info())?,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes SwitchInfoRecord, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.set_lid(self.lid);
+        packet.buffer.as_mut()[2..4].fill(0);
+        self.switch_info.emit(&mut packet.switch_info_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = Repr {
+            lid: 9,
+            switch_info: SwitchInfoRepr {
+                linear_fdb_cap: 0xc000,
+                linear_fdb_top: 0x40,
+                life_time_value: 0x12,
+                port_state_change: true,
+                lids_per_port: 1,
+                enhanced_port0: true,
+                multicast_fdb_top: 0xc003,
+                ..Default::default()
+            },
+        };
+        let mut buf = [0xeeu8; PADDED_LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..6], &[0, 9, 0, 0, 0xc0, 0]);
+        assert_eq!(COMPONENTS[5].value(&buf), 0x40);
+        assert_eq!(COMPONENTS[9].value(&buf), 0x12);
+        assert_eq!(COMPONENTS[10].value(&buf), 1);
+        assert_eq!(COMPONENTS[18].value(&buf), 1);
+        assert_eq!(COMPONENTS[20].value(&buf), 0xc003);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}
