@@ -13,5 +13,6 @@ pub mod mcast;
 pub mod offline;
 pub mod report;
 pub mod sim;
+pub mod standby;
 pub mod sweep;
 pub mod ucast_cache;

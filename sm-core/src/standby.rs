@@ -1,0 +1,1589 @@
+//! # SM election, standby and failover (SMInfo, IBA 14.4)
+//!
+//! Several SMs may run on one subnet; exactly one of them, the master,
+//! sweeps and programs it. The others stand by, watch the master, and one
+//! of them takes over when it goes away, keeping the LIDs the ports hold,
+//! so hosts keep their addresses and the fabric is never re-addressed.
+//!
+//! ## Pieces
+//!
+//! * [`SmInfoState`]: what this SM says about itself in SMInfo (port GUID,
+//!   priority, SM_Key, SMState, ActCount), shared behind an `Arc` between
+//!   the SM loop and the responder, plus the controls other SMs sent.
+//! * [`spawn_responder`] / [`answer`]: answers SubnGet(SMInfo) and
+//!   SubnSet(SMInfo) from other SMs on its own thread, so that an SM busy
+//!   sweeping still answers its standby's polls. A Set carries a control
+//!   in its AttributeModifier (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY,
+//!   DISCOVER); the responder applies the transitions IBA 14.4.1 allows in
+//!   the current state and refuses the rest with status 0x1C, as it
+//!   refuses controls from an SM in the wrong state (the four commanding
+//!   controls only come from a master; ACKNOWLEDGE from a master or
+//!   standby). Other attributes get status 0x0C.
+//! * [`arbitrate`]: the one call the SM makes before its first heavy
+//!   sweep. It returns when this SM must be master:
+//!   1. discover the fabric (discovery only, nothing is written) and read
+//!      SMInfo of every other port whose PortInfo.CapabilityMask says IsSM;
+//!   2. elect ([`elect`]): a master that exists stays master; otherwise the
+//!      highest SM (higher priority; at equal priority the lower port
+//!      GUID) is master, the others stand by;
+//!   3. as standby, poll the chosen SM's SMInfo every `poll_interval`;
+//!      after `poll_retries` polls in a row without an answer the master
+//!      is gone: discover and elect again (the standby that now ranks
+//!      highest wins, the others stand by for it). A HANDOVER from the
+//!      master makes this SM master at once; DISABLE parks it in NotActive
+//!      until a STANDBY control; DISCOVER makes it elect again.
+//! * [`check_peers`]: what a master calls after each heavy sweep: when a
+//!   higher SM has appeared (a standby started later with a higher
+//!   priority, or a second master after two subnets were joined), it hands
+//!   over to it (SubnSet(SMInfo) HANDOVER) and turns standby; the caller
+//!   then stops sweeping and calls [`arbitrate`] again.
+//!
+//! Taking over reprograms nothing by itself: the new master's first heavy
+//! sweep reads the LIDs the ports hold and keeps them (the sweep never
+//! moves a valid LID), routes, writes only the LFT blocks that differ, and
+//! points every port's MasterSMLID (where traps go) at itself.
+//!
+//! ## Timing
+//!
+//! OpenSM polls every `sm_polling_timeout` (10 s) and gives up after
+//! `polling_retry_number` (4) silent polls. smcore's default interval is
+//! [`DEFAULT_POLL_INTERVAL`] (2 s) with the same 4 retries, so a dead
+//! master is noticed within about 8 s plus one SMP timeout, then the
+//! standby discovers once more before its first heavy sweep.
+//!
+//! ## Not modelled
+//!
+//! M_Key protection (smcore does not use M_Keys, so SMInfo Get answers
+//! carry the SM_Key as OpenSM's do when M_Key checking passes), trap 144
+//! on a priority change, and a limit on how long a higher SM may stay
+//! Discovering while a standby waits for it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sm_mad::mad::{attr, method, status};
+use sm_mad::port_info::capability;
+use sm_mad::sm_info::{self, control, SmState};
+use sm_mad::smp::{self, Routing, DATA_LEN};
+use sm_mad::{Mad, SmInfoPacket, SmInfoRepr};
+use tracing::{debug, info, warn};
+
+use crate::sweep::{
+    discover, Fabric, IncomingMad, MadSender, SmpClient, SmpError, SmpOp, SmpPort, TransportError,
+};
+
+/// Highest SM priority (4 bits).
+pub const MAX_PRIORITY: u8 = 15;
+/// Default priority (OpenSM `sm_priority` default).
+pub const DEFAULT_PRIORITY: u8 = 0;
+/// smcore's default time between polls of the master (OpenSM's
+/// `sm_polling_timeout` is 10 s; a shorter interval fails over sooner for
+/// one SMInfo Get per interval).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// Silent polls in a row after which the master is taken for gone
+/// (OpenSM `polling_retry_number`).
+pub const DEFAULT_POLL_RETRIES: u32 = 4;
+
+/// How long a wait sleeps before it looks at the stop flag again.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// A control another SM sent us in SubnSet(SMInfo), once the responder
+/// accepted it, with the sender's port GUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// HANDOVER: become master.
+    Handover {
+        /// The SM that handed over.
+        from: u64,
+    },
+    /// ACKNOWLEDGE: our handover was taken.
+    Acknowledge {
+        /// The SM that acknowledged.
+        from: u64,
+    },
+    /// DISABLE: stop being an SM until told STANDBY.
+    Disable {
+        /// The master that disabled us.
+        from: u64,
+    },
+    /// STANDBY: go back to standby.
+    Standby {
+        /// The master that said so.
+        from: u64,
+    },
+    /// DISCOVER: elect again.
+    Discover {
+        /// The master that said so.
+        from: u64,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    state: SmState,
+    controls: VecDeque<Control>,
+}
+
+/// This SM's SMInfo and the controls other SMs sent it (see the module
+/// documentation). Shared between the SM loop and the responder thread.
+#[derive(Debug)]
+pub struct SmInfoState {
+    guid: AtomicU64,
+    priority: u8,
+    sm_key: u64,
+    act_count: AtomicU32,
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+impl SmInfoState {
+    /// A state in Discovering with `priority` (above 15 is cut to 15) and
+    /// `sm_key`. `guid` is the SM port's GUID, or 0 when not known yet:
+    /// [`arbitrate`] fills it in from discovery.
+    pub fn new(guid: u64, priority: u8, sm_key: u64) -> Self {
+        Self {
+            guid: AtomicU64::new(guid),
+            priority: priority.min(MAX_PRIORITY),
+            sm_key,
+            act_count: AtomicU32::new(0),
+            inner: Mutex::new(Inner {
+                state: SmState::Discovering,
+                controls: VecDeque::new(),
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Nothing in Inner can be left half-updated by a panic.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The SM port's GUID (0 until known).
+    pub fn guid(&self) -> u64 {
+        self.guid.load(Ordering::Relaxed)
+    }
+
+    /// Sets the SM port's GUID.
+    pub fn set_guid(&self, guid: u64) {
+        self.guid.store(guid, Ordering::Relaxed);
+    }
+
+    /// Priority, 0..=15.
+    pub fn priority(&self) -> u8 {
+        self.priority
+    }
+
+    /// SM_Key.
+    pub fn sm_key(&self) -> u64 {
+        self.sm_key
+    }
+
+    /// Current SMState.
+    pub fn state(&self) -> SmState {
+        self.lock().state
+    }
+
+    /// Whether this SM is master now.
+    pub fn is_master(&self) -> bool {
+        self.state() == SmState::Master
+    }
+
+    /// Moves to `state` (logged when it changes).
+    pub fn set_state(&self, state: SmState) {
+        let mut inner = self.lock();
+        if inner.state != state {
+            info!(from = ?inner.state, to = ?state, guid = format_args!("{:#018x}", self.guid()), "SM state");
+            inner.state = state;
+        }
+        drop(inner);
+        self.changed.notify_all();
+    }
+
+    /// ActCount: a heartbeat a master keeps moving.
+    pub fn act_count(&self) -> u32 {
+        self.act_count.load(Ordering::Relaxed)
+    }
+
+    /// Adds `n` to ActCount (e.g. the SMPs of a sweep).
+    pub fn bump_act_count(&self, n: u32) {
+        self.act_count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// SMInfo as this SM answers it.
+    pub fn sm_info(&self) -> SmInfoRepr {
+        SmInfoRepr {
+            guid: self.guid(),
+            sm_key: self.sm_key,
+            act_count: self.act_count(),
+            priority: self.priority,
+            state: self.state(),
+        }
+    }
+
+    /// The oldest control not handled yet.
+    pub fn take_control(&self) -> Option<Control> {
+        self.lock().controls.pop_front()
+    }
+
+    /// Waits up to `timeout` for a control; returns it if one came.
+    pub fn wait_control(&self, timeout: Duration) -> Option<Control> {
+        let deadline = Instant::now() + timeout;
+        let mut inner = self.lock();
+        loop {
+            if let Some(c) = inner.controls.pop_front() {
+                return Some(c);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            inner = self
+                .changed
+                .wait_timeout(inner, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    /// Applies a SubnSet(SMInfo) control from the SM `sender` describes:
+    /// the new state, or why it is refused.
+    fn apply(&self, modifier: u32, sender: &SmInfoRepr) -> Result<SmState, String> {
+        let from = sender.guid;
+        let control = match modifier {
+            control::HANDOVER => Control::Handover { from },
+            control::ACKNOWLEDGE => Control::Acknowledge { from },
+            control::DISABLE => Control::Disable { from },
+            control::STANDBY => Control::Standby { from },
+            control::DISCOVER => Control::Discover { from },
+            other => return Err(format!("no SMInfo control {other}")),
+        };
+        let sender_ok = match control {
+            Control::Acknowledge { .. } => {
+                matches!(sender.state, SmState::Standby | SmState::Master)
+            }
+            _ => sender.state == SmState::Master,
+        };
+        if !sender_ok {
+            return Err(format!(
+                "{control:?} from an SM in state {:?}",
+                sender.state
+            ));
+        }
+        let mut inner = self.lock();
+        let now = inner.state;
+        let next = match (now, control) {
+            (SmState::Standby, Control::Handover { .. }) => SmState::Master,
+            (SmState::Standby, Control::Discover { .. }) => SmState::Discovering,
+            (SmState::Standby, Control::Disable { .. }) => SmState::NotActive,
+            (SmState::Standby, Control::Acknowledge { .. }) => SmState::Standby,
+            (SmState::NotActive, Control::Standby { .. }) => SmState::Standby,
+            // The sender hands over while we are still electing: it is
+            // standing down, which the election will see.
+            (SmState::Discovering, Control::Handover { .. }) => SmState::Discovering,
+            // Another master yields to us (two subnets joined): we stay
+            // master; the SM loop sweeps again to take its part.
+            (SmState::Master, Control::Handover { .. }) => SmState::Master,
+            (SmState::Master, Control::Acknowledge { .. }) => SmState::Master,
+            (state, control) => {
+                return Err(format!("{control:?} is not allowed in state {state:?}"))
+            }
+        };
+        if next != now {
+            info!(from = ?now, to = ?next, ?control, "SM state changed by another SM");
+        }
+        inner.state = next;
+        inner.controls.push_back(control);
+        drop(inner);
+        self.changed.notify_all();
+        Ok(next)
+    }
+}
+
+/// The response to one SMP another SM sent us, as a 256-byte MAD, or
+/// `None` when there is nothing to answer (not a well-formed SMP, a
+/// response, a trap).
+pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
+    let parsed = smp::Packet::new_checked(request).and_then(|p| smp::Repr::parse(&p));
+    let request = match parsed {
+        Ok(r) => r,
+        Err(e) => {
+            debug!("unreadable SMP from another SM ignored: {e}");
+            return None;
+        }
+    };
+    if request.is_response()
+        || matches!(
+            request.method,
+            method::TRAP | method::TRAP_REPRESS | method::REPORT
+        )
+    {
+        return None;
+    }
+    let ours = |key_shown: bool| {
+        let mut info = state.sm_info();
+        if !key_shown {
+            info.sm_key = 0;
+        }
+        let mut data = [0u8; DATA_LEN];
+        info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
+        data
+    };
+    let (status, data) = match (request.method, request.attribute_id) {
+        (method::GET, attr::SM_INFO) => {
+            if state.is_master() {
+                state.bump_act_count(1);
+            }
+            (0, ours(true))
+        }
+        (method::SET, attr::SM_INFO) => {
+            let sender = SmInfoPacket::new_checked(&request.data[..sm_info::LEN])
+                .and_then(|p| SmInfoRepr::parse(&p));
+            match sender {
+                Err(e) => {
+                    warn!("SubnSet(SMInfo) with an unreadable SMInfo refused: {e}");
+                    (status::INVALID_ATTR_VALUE, ours(false))
+                }
+                Ok(sender) if state.sm_key() != 0 && sender.sm_key != state.sm_key() => {
+                    warn!(
+                        from = format_args!("{:#018x}", sender.guid),
+                        "SubnSet(SMInfo) with a wrong SM_Key refused"
+                    );
+                    (status::INVALID_ATTR_VALUE, ours(false))
+                }
+                Ok(sender) => match state.apply(request.attribute_modifier, &sender) {
+                    Ok(_) => (0, ours(true)),
+                    Err(why) => {
+                        warn!(
+                            from = format_args!("{:#018x}", sender.guid),
+                            "SubnSet(SMInfo) refused: {why}"
+                        );
+                        (status::INVALID_ATTR_VALUE, ours(true))
+                    }
+                },
+            }
+        }
+        (method::GET | method::SET, other) => {
+            debug!(
+                attribute = format_args!("{other:#06x}"),
+                "SMP for an attribute the SM does not serve"
+            );
+            (status::UNSUPPORTED_METHOD_ATTR, [0; DATA_LEN])
+        }
+        (m, _) => {
+            debug!(
+                method = format_args!("{m:#04x}"),
+                "SMP with a method the SM does not serve"
+            );
+            (status::UNSUPPORTED_METHOD, [0; DATA_LEN])
+        }
+    };
+    // Same TID, attribute, modifier and route; D bit set; hop pointer and
+    // return path as they arrived (the SMI moves the pointer on the way
+    // back, IBA 14.2.2); the LID-routed ends of a directed route swap.
+    let mut response = request.response(status, data);
+    if let Routing::Directed(dr) = &mut response.routing {
+        std::mem::swap(&mut dr.dr_slid, &mut dr.dr_dlid);
+    }
+    let mut mad = Mad::zeroed();
+    response.emit(&mut mad.smp_mut());
+    Some(mad.0.to_vec())
+}
+
+/// Answers every request of `requests` with `reply` until the queue
+/// closes. A failed reply is logged: the requester retries as after a
+/// lost MAD.
+pub fn serve(
+    state: &SmInfoState,
+    requests: &Receiver<IncomingMad>,
+    mut reply: impl FnMut(&IncomingMad, &[u8]) -> Result<(), TransportError>,
+) {
+    while let Ok(request) = requests.recv() {
+        if let Some(response) = answer(state, &request.mad) {
+            if let Err(e) = reply(&request, &response) {
+                warn!(slid = request.slid, "SMInfo answer not sent: {e}");
+            }
+        }
+    }
+    debug!("SMInfo responder: request queue closed");
+}
+
+/// Starts the SMInfo responder thread (see [`serve`]); it ends when the
+/// transport that feeds `requests` is gone.
+pub fn spawn_responder(
+    state: Arc<SmInfoState>,
+    requests: Receiver<IncomingMad>,
+    sender: MadSender,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("sminfo-responder".into())
+        .spawn(move || serve(&state, &requests, |to, mad| sender.reply(to, mad)))
+}
+
+/// Settings of election and standby.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StandbyOptions {
+    /// Time between polls of the master (`--sm-poll-interval`, OpenSM
+    /// `sm_polling_timeout`).
+    pub poll_interval: Duration,
+    /// Silent polls in a row that mean the master is gone
+    /// (`--sm-poll-retries`, OpenSM `polling_retry_number`).
+    pub poll_retries: u32,
+    /// Extra tries of an unanswered SMP during discovery.
+    pub smp_retries: u32,
+}
+
+impl Default for StandbyOptions {
+    fn default() -> Self {
+        Self {
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            poll_retries: DEFAULT_POLL_RETRIES,
+            smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
+        }
+    }
+}
+
+/// A port of the fabric behind which another SM runs (PortInfo IsSM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmPort {
+    /// Node index in the fabric.
+    pub node: usize,
+    /// Port number (0 on a switch).
+    pub port: u8,
+    /// Port GUID.
+    pub guid: u64,
+    /// The port's LID.
+    pub lid: u16,
+    /// Directed route to the port.
+    pub path: Vec<u8>,
+}
+
+/// Another SM and what its SMInfo said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Where it runs.
+    pub port: SmPort,
+    /// Its SMInfo.
+    pub info: SmInfoRepr,
+}
+
+/// Every port other than our own that advertises IsSM (and not
+/// IsSMdisabled): port 0 of switches, ports 1.. of CAs and routers.
+pub fn sm_ports(fabric: &Fabric) -> Vec<SmPort> {
+    let mut out = Vec::new();
+    for (i, node) in fabric.nodes.iter().enumerate() {
+        for (p, port) in node.ports.iter().enumerate() {
+            let p = p as u8;
+            if (node.is_switch() && p != 0)
+                || (!node.is_switch() && p == 0)
+                || (i == 0 && p == fabric.sm_port)
+            {
+                continue;
+            }
+            let Some(info) = &port.info else { continue };
+            if info.capability_mask & capability::IS_SM == 0
+                || info.capability_mask & capability::IS_SM_DISABLED != 0
+            {
+                continue;
+            }
+            let path = if node.is_switch() {
+                Some(node.path.clone())
+            } else {
+                port.path.clone()
+            };
+            let Some(path) = path else { continue };
+            out.push(SmPort {
+                node: i,
+                port: p,
+                guid: port.guid,
+                lid: info.lid,
+                path,
+            });
+        }
+    }
+    out
+}
+
+/// SMInfo of every SM port of `fabric` (all in flight together). An SM
+/// that does not answer, answers garbage, claims another port's GUID, or
+/// holds an SM_Key other than ours (when we have one) is left out, logged.
+pub fn read_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> Vec<Peer> {
+    let ports = sm_ports(fabric);
+    let ops: Vec<SmpOp> = ports
+        .iter()
+        .map(|p| SmpOp::get(attr::SM_INFO, 0, &p.path))
+        .collect();
+    let answers = client.run_many(&ops);
+    let mut peers = Vec::new();
+    for (port, answer) in ports.into_iter().zip(answers) {
+        let guid = format!("{:#018x}", port.guid);
+        match answer.and_then(|d| parse_sm_info(&d)) {
+            Ok(info) if info.guid != port.guid => {
+                warn!(port = %guid, claimed = format_args!("{:#018x}", info.guid), "SMInfo names another port; SM ignored")
+            }
+            Ok(info) if state.sm_key() != 0 && info.sm_key != state.sm_key() => {
+                warn!(port = %guid, "SM with another SM_Key ignored")
+            }
+            Ok(info) => {
+                debug!(port = %guid, lid = port.lid, priority = info.priority, state = ?info.state, "SM found");
+                peers.push(Peer { port, info });
+            }
+            Err(e) => {
+                debug!(port = %guid, error = %e, "IsSM port without a usable SMInfo; no SM counted there")
+            }
+        }
+    }
+    peers
+}
+
+fn parse_sm_info(data: &[u8]) -> Result<SmInfoRepr, SmpError> {
+    SmInfoPacket::new_checked(&data[..sm_info::LEN.min(data.len())])
+        .and_then(|p| SmInfoRepr::parse(&p))
+        .map_err(|e| SmpError::Malformed(format!("SMInfo: {e}")))
+}
+
+/// Whether an SM of priority `a_priority` and port GUID `a_guid` ranks
+/// above one of `b_priority`/`b_guid` (IBA 14.4.1.1: higher priority;
+/// at equal priority, lower GUID).
+pub fn is_higher(a_priority: u8, a_guid: u64, b_priority: u8, b_guid: u64) -> bool {
+    a_priority > b_priority || (a_priority == b_priority && a_guid < b_guid)
+}
+
+/// What the election says this SM should be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Master.
+    Master,
+    /// Standby, polling `peers[i]`.
+    Standby(usize),
+}
+
+/// The election among `peers` for an SM of `priority`/`guid`:
+/// an SM that is master already stays master (the highest of them if two
+/// subnets with a master each were joined); otherwise the highest SM in
+/// Discovering or Standby, if it ranks above us; otherwise us. SMs in
+/// NotActive take no part.
+pub fn elect(priority: u8, guid: u64, peers: &[Peer]) -> Decision {
+    let best = |filter: &dyn Fn(&Peer) -> bool| {
+        peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| filter(p))
+            .reduce(|a, b| {
+                if is_higher(
+                    b.1.info.priority,
+                    b.1.info.guid,
+                    a.1.info.priority,
+                    a.1.info.guid,
+                ) {
+                    b
+                } else {
+                    a
+                }
+            })
+            .map(|(i, _)| i)
+    };
+    if let Some(i) = best(&|p| p.info.state == SmState::Master) {
+        return Decision::Standby(i);
+    }
+    match best(&|p| matches!(p.info.state, SmState::Discovering | SmState::Standby)) {
+        Some(i) if is_higher(peers[i].info.priority, peers[i].info.guid, priority, guid) => {
+            Decision::Standby(i)
+        }
+        _ => Decision::Master,
+    }
+}
+
+/// How this SM came to be master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenFrom {
+    /// The SM we stood by for stopped answering.
+    Silent {
+        /// Its port GUID.
+        guid: u64,
+    },
+    /// The master handed over to us.
+    Handover {
+        /// Its port GUID.
+        guid: u64,
+    },
+}
+
+/// What [`arbitrate`] ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arbitration {
+    /// This SM is master now: sweep.
+    Master {
+        /// `None` when no other master was seen (a first start, or the
+        /// election made us master over other standbys).
+        took_over_from: Option<TakenFrom>,
+    },
+    /// `stop` was set.
+    Stopped,
+}
+
+/// Why a standby stopped polling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PollEnd {
+    Stopped,
+    Handover {
+        from: u64,
+    },
+    /// The polled SM did not answer `poll_retries` times in a row.
+    Lost,
+    /// Elect again: the polled SM stood down, another port answers at its
+    /// address, or a master told us to.
+    Elect,
+    /// A master disabled us.
+    Disabled,
+}
+
+/// Decides whether this SM is master (see the module documentation) and
+/// returns when it is, or when `stop` is set. Logs every step.
+pub fn arbitrate(
+    port: &mut dyn SmpPort,
+    state: &SmInfoState,
+    options: &StandbyOptions,
+    stop: &AtomicBool,
+) -> Arbitration {
+    if !matches!(state.state(), SmState::Standby | SmState::NotActive) {
+        state.set_state(SmState::Discovering);
+    }
+    let mut lost: Option<u64> = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Arbitration::Stopped;
+        }
+        if state.state() == SmState::NotActive {
+            // Only a master's STANDBY control wakes us (the responder
+            // applies it); DISCOVER is not allowed from NotActive.
+            let _ = state.wait_control(SLICE);
+            continue;
+        }
+        if let Some(end) = handle_controls(state) {
+            match end {
+                PollEnd::Handover { from } => {
+                    return master(state, Some(TakenFrom::Handover { guid: from }))
+                }
+                PollEnd::Disabled => continue,
+                _ => {}
+            }
+        }
+        let mut client = SmpClient::new(port, options.smp_retries);
+        let fabric = match discover(&mut client) {
+            Ok((fabric, _)) => fabric,
+            Err(e) => {
+                warn!("election: our own port does not answer ({e}); trying again");
+                if sleep_watching(state, options.poll_interval, stop) {
+                    return Arbitration::Stopped;
+                }
+                continue;
+            }
+        };
+        if let Some(own) = fabric
+            .nodes
+            .first()
+            .and_then(|n| n.ports.get(usize::from(fabric.sm_port)))
+        {
+            if state.guid() != own.guid {
+                state.set_guid(own.guid);
+            }
+        }
+        let peers = read_peers(&mut client, &fabric, state);
+        if state.state() == SmState::Master {
+            // A HANDOVER arrived while we discovered.
+            let from = match state.take_control() {
+                Some(Control::Handover { from }) => Some(TakenFrom::Handover { guid: from }),
+                _ => lost.map(|guid| TakenFrom::Silent { guid }),
+            };
+            return master(state, from);
+        }
+        match elect(state.priority(), state.guid(), &peers) {
+            Decision::Master => {
+                info!(
+                    priority = state.priority(),
+                    guid = format_args!("{:#018x}", state.guid()),
+                    other_sms = peers.len(),
+                    "elected master"
+                );
+                return master(state, lost.map(|guid| TakenFrom::Silent { guid }));
+            }
+            Decision::Standby(i) => {
+                let target = &peers[i];
+                info!(
+                    master = format_args!("{:#018x}", target.info.guid),
+                    lid = target.port.lid,
+                    its_priority = target.info.priority,
+                    its_state = ?target.info.state,
+                    priority = state.priority(),
+                    "standing by"
+                );
+                state.set_state(SmState::Standby);
+                match poll(port, state, options, target, stop) {
+                    PollEnd::Stopped => return Arbitration::Stopped,
+                    PollEnd::Handover { from } => {
+                        return master(state, Some(TakenFrom::Handover { guid: from }))
+                    }
+                    PollEnd::Lost => {
+                        lost = Some(target.info.guid);
+                        state.set_state(SmState::Discovering);
+                    }
+                    PollEnd::Elect => {
+                        if state.state() == SmState::Standby {
+                            state.set_state(SmState::Discovering);
+                        }
+                    }
+                    PollEnd::Disabled => {}
+                }
+            }
+        }
+    }
+}
+
+fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>) -> Arbitration {
+    state.set_state(SmState::Master);
+    if let Some(t) = took_over_from {
+        info!(?t, "taking over as master");
+    }
+    Arbitration::Master { took_over_from }
+}
+
+/// Handles the controls queued by the responder: what they end, if
+/// anything.
+fn handle_controls(state: &SmInfoState) -> Option<PollEnd> {
+    let mut end = None;
+    while let Some(c) = state.take_control() {
+        match c {
+            Control::Handover { from } if state.state() == SmState::Master => {
+                end = Some(PollEnd::Handover { from })
+            }
+            Control::Disable { .. } => end = Some(PollEnd::Disabled),
+            Control::Discover { .. } => end = end.or(Some(PollEnd::Elect)),
+            Control::Standby { .. } if end == Some(PollEnd::Disabled) => end = None,
+            _ => {}
+        }
+    }
+    end
+}
+
+/// Sleeps `d` unless `stop` is set first (then `true`) or a control comes
+/// (then it is put back for the caller).
+fn sleep_watching(state: &SmInfoState, d: Duration, stop: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        std::thread::sleep(SLICE.min(end.saturating_duration_since(Instant::now())));
+        if !state.lock().controls.is_empty() {
+            return false;
+        }
+    }
+    stop.load(Ordering::Relaxed)
+}
+
+/// Polls `target`'s SMInfo every `poll_interval` while we stand by.
+fn poll(
+    port: &mut dyn SmpPort,
+    state: &SmInfoState,
+    options: &StandbyOptions,
+    target: &Peer,
+    stop: &AtomicBool,
+) -> PollEnd {
+    let guid = target.info.guid;
+    let mut misses = 0u32;
+    let mut next = Instant::now() + options.poll_interval;
+    loop {
+        // Wait for the next poll, watching for stop and controls.
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return PollEnd::Stopped;
+            }
+            if let Some(end) = handle_controls(state) {
+                if end != PollEnd::Disabled || state.state() == SmState::NotActive {
+                    return end;
+                }
+            }
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            if let Some(c) = state.wait_control((next - now).min(SLICE)) {
+                // Put it back for handle_controls.
+                state.lock().controls.push_front(c);
+            }
+        }
+        next = Instant::now() + options.poll_interval;
+        // One SMP per poll: the retries are the polls themselves.
+        let mut client = SmpClient::new(port, 0);
+        let answer = client
+            .get(attr::SM_INFO, 0, &target.port.path)
+            .and_then(|d| parse_sm_info(&d));
+        match answer {
+            Ok(info) if info.guid != guid => {
+                warn!(
+                    expected = format_args!("{guid:#018x}"),
+                    found = format_args!("{:#018x}", info.guid),
+                    "another SM answers on the master's route; electing again"
+                );
+                return PollEnd::Elect;
+            }
+            Ok(info) => {
+                let alive = match info.state {
+                    SmState::Master | SmState::Discovering => true,
+                    // Still the one to wait for only while it ranks above us.
+                    SmState::Standby => {
+                        is_higher(info.priority, info.guid, state.priority(), state.guid())
+                    }
+                    SmState::NotActive => false,
+                };
+                if !alive {
+                    info!(sm = format_args!("{guid:#018x}"), its_state = ?info.state, "the SM we stood by for stood down; electing again");
+                    return PollEnd::Elect;
+                }
+                if misses > 0 {
+                    info!(
+                        sm = format_args!("{guid:#018x}"),
+                        misses, "master answers again"
+                    );
+                }
+                misses = 0;
+                debug!(sm = format_args!("{guid:#018x}"), its_state = ?info.state, act_count = info.act_count, "master polled");
+            }
+            Err(e) => {
+                misses += 1;
+                warn!(sm = format_args!("{guid:#018x}"), misses, of = options.poll_retries, error = %e, "master did not answer a poll");
+                if misses >= options.poll_retries.max(1) {
+                    warn!(
+                        sm = format_args!("{guid:#018x}"),
+                        "master is gone; electing a new one"
+                    );
+                    return PollEnd::Lost;
+                }
+            }
+        }
+    }
+}
+
+/// What a master should do after [`check_peers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAction {
+    /// Carry on.
+    Stay,
+    /// Another master handed over to us (two subnets joined): sweep again
+    /// now to take over its part.
+    SweepNow,
+    /// We handed over to a higher SM and are standby now: stop sweeping
+    /// and call [`arbitrate`] again.
+    HandedOver {
+        /// The new master's port GUID.
+        to: u64,
+    },
+}
+
+/// The master's check of the other SMs, after each heavy sweep on the
+/// fabric it found: hands over to the highest SM that ranks above us and
+/// is standby or master (a higher SM still discovering will see us as
+/// master, stand by, and be handed over to at the next check).
+pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> PeerAction {
+    let mut action = PeerAction::Stay;
+    while let Some(c) = state.take_control() {
+        if let Control::Handover { from } = c {
+            info!(
+                from = format_args!("{from:#018x}"),
+                "another master handed over to us; sweeping again"
+            );
+            action = PeerAction::SweepNow;
+        }
+    }
+    if !state.is_master() {
+        return action;
+    }
+    let peers = read_peers(client, fabric, state);
+    let candidate = peers
+        .iter()
+        .filter(|p| matches!(p.info.state, SmState::Standby | SmState::Master))
+        .filter(|p| is_higher(p.info.priority, p.info.guid, state.priority(), state.guid()))
+        .reduce(|a, b| {
+            if is_higher(b.info.priority, b.info.guid, a.info.priority, a.info.guid) {
+                b
+            } else {
+                a
+            }
+        });
+    let Some(to) = candidate else { return action };
+    let mut data = [0u8; DATA_LEN];
+    state
+        .sm_info()
+        .emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
+    match client.set(attr::SM_INFO, control::HANDOVER, &to.port.path, data) {
+        Ok(_) => {
+            info!(
+                to = format_args!("{:#018x}", to.info.guid),
+                its_priority = to.info.priority,
+                priority = state.priority(),
+                "handed over to a higher SM"
+            );
+            state.set_state(SmState::Standby);
+            PeerAction::HandedOver { to: to.info.guid }
+        }
+        Err(e) => {
+            warn!(to = format_args!("{:#018x}", to.info.guid), error = %e, "handover not taken; staying master");
+            action
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use sm_mad::mad::class;
+    use sm_mad::smp::Direction;
+    use sm_topology::gen;
+
+    use super::*;
+    use crate::sim::SimFabric;
+
+    fn peer(guid: u64, priority: u8, state: SmState) -> Peer {
+        Peer {
+            port: SmPort {
+                node: 1,
+                port: 1,
+                guid,
+                lid: 1,
+                path: vec![1],
+            },
+            info: SmInfoRepr {
+                guid,
+                sm_key: 0,
+                act_count: 0,
+                priority,
+                state,
+            },
+        }
+    }
+
+    #[test]
+    fn election_rules() {
+        assert!(is_higher(5, 9, 4, 1));
+        assert!(is_higher(5, 1, 5, 2));
+        assert!(!is_higher(5, 2, 5, 2));
+        assert!(!is_higher(4, 1, 5, 9));
+        // Alone: master.
+        assert_eq!(elect(0, 10, &[]), Decision::Master);
+        // A master that exists stays master, even below us.
+        assert_eq!(
+            elect(15, 1, &[peer(20, 0, SmState::Master)]),
+            Decision::Standby(0)
+        );
+        // Two masters: the higher one.
+        let two = [peer(20, 3, SmState::Master), peer(30, 7, SmState::Master)];
+        assert_eq!(elect(15, 1, &two), Decision::Standby(1));
+        // No master: priority first, then the lower GUID.
+        assert_eq!(
+            elect(5, 10, &[peer(20, 6, SmState::Standby)]),
+            Decision::Standby(0)
+        );
+        assert_eq!(
+            elect(5, 10, &[peer(20, 4, SmState::Standby)]),
+            Decision::Master
+        );
+        assert_eq!(
+            elect(5, 10, &[peer(9, 5, SmState::Discovering)]),
+            Decision::Standby(0)
+        );
+        assert_eq!(
+            elect(5, 10, &[peer(11, 5, SmState::Discovering)]),
+            Decision::Master
+        );
+        let many = [
+            peer(11, 5, SmState::Standby),
+            peer(3, 5, SmState::Standby),
+            peer(2, 1, SmState::Standby),
+        ];
+        assert_eq!(elect(5, 10, &many), Decision::Standby(1));
+        // NotActive SMs take no part.
+        assert_eq!(
+            elect(0, 10, &[peer(1, 15, SmState::NotActive)]),
+            Decision::Master
+        );
+    }
+
+    fn mad_of(repr: &smp::Repr) -> Vec<u8> {
+        let mut mad = Mad::zeroed();
+        repr.emit(&mut mad.smp_mut());
+        mad.0.to_vec()
+    }
+
+    fn sminfo_data(info: SmInfoRepr) -> [u8; DATA_LEN] {
+        let mut data = [0u8; DATA_LEN];
+        info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
+        data
+    }
+
+    fn parse_answer(mad: &[u8]) -> (smp::Repr, SmInfoRepr) {
+        let repr =
+            smp::Repr::parse(&smp::Packet::new_checked(mad).expect("256 bytes")).expect("an SMP");
+        let info =
+            SmInfoRepr::parse(&SmInfoPacket::new_checked(&repr.data[..sm_info::LEN]).expect("len"))
+                .expect("SMInfo");
+        (repr, info)
+    }
+
+    /// A DR request as it reaches the SM at the end of a 2-hop path: hop
+    /// pointer and return path filled in on the way.
+    fn arrived(mut request: smp::Repr) -> smp::Repr {
+        if let Routing::Directed(dr) = &mut request.routing {
+            dr.hop_pointer = dr.hop_count + 1;
+            dr.return_path[1] = 7;
+            dr.return_path[2] = 2;
+        }
+        request
+    }
+
+    #[test]
+    fn get_is_answered_along_the_way_it_came() {
+        let state = SmInfoState::new(0xabc, 9, 0x55);
+        state.set_state(SmState::Standby);
+        let request = arrived(
+            smp::Repr::directed_get(0x1234_0000_0042, attr::SM_INFO, 0, 0, &[3, 1]).unwrap(),
+        );
+        let reply = answer(&state, &mad_of(&request)).expect("answered");
+        let raw = smp::Packet::new_checked(&reply[..]).unwrap();
+        assert_eq!(raw.mgmt_class(), class::SUBN_DIRECTED);
+        assert_eq!(raw.method(), method::GET_RESP);
+        assert!(raw.direction_bit());
+        assert_eq!(raw.smp_status(), 0);
+        assert_eq!(raw.hop_pointer(), 3);
+        assert_eq!(raw.hop_count(), 2);
+        let (repr, info) = parse_answer(&reply);
+        assert_eq!(repr.transaction_id, 0x1234_0000_0042);
+        let dr = repr.directed().unwrap();
+        assert_eq!(dr.direction, Direction::Inbound);
+        assert_eq!(dr.initial_ports(), &[3, 1]);
+        assert_eq!(dr.return_ports(), &[7, 2]);
+        assert_eq!((dr.dr_slid, dr.dr_dlid), (0xffff, 0xffff));
+        assert_eq!(
+            info,
+            SmInfoRepr {
+                guid: 0xabc,
+                sm_key: 0x55,
+                act_count: 0,
+                priority: 9,
+                state: SmState::Standby
+            }
+        );
+
+        // LID-routed: no D bit; a master counts the answers it gives.
+        state.set_state(SmState::Master);
+        let lid = smp::Repr::lid_get(7, attr::SM_INFO, 0, 0);
+        let reply = answer(&state, &mad_of(&lid)).expect("answered");
+        let (repr, info) = parse_answer(&reply);
+        assert_eq!(repr.routing, Routing::Lid);
+        assert_eq!(repr.method, method::GET_RESP);
+        assert_eq!(reply[1], class::SUBN_LID);
+        assert_eq!((info.state, info.act_count), (SmState::Master, 1));
+    }
+
+    #[test]
+    fn other_attributes_methods_and_non_requests() {
+        let state = SmInfoState::new(1, 0, 0);
+        let get = smp::Repr::directed_get(1, attr::NODE_INFO, 0, 0, &[1]).unwrap();
+        let answer_mad = answer(&state, &mad_of(&get)).expect("answered");
+        let raw = smp::Packet::new_checked(&answer_mad[..]).unwrap();
+        assert_eq!(raw.smp_status(), status::UNSUPPORTED_METHOD_ATTR);
+        assert!(raw.direction_bit());
+        let mut send = smp::Repr::lid_get(1, attr::SM_INFO, 0, 0);
+        send.method = method::SEND;
+        let answer_mad = answer(&state, &mad_of(&send)).expect("answered");
+        assert_eq!(
+            smp::Packet::new_checked(&answer_mad[..])
+                .unwrap()
+                .smp_status(),
+            status::UNSUPPORTED_METHOD
+        );
+        // Responses, traps and garbage get no answer.
+        let resp = get.response(0, [0; DATA_LEN]);
+        assert_eq!(answer(&state, &mad_of(&resp)), None);
+        let mut trap = smp::Repr::lid_get(1, attr::NOTICE, 0, 0);
+        trap.method = method::TRAP;
+        assert_eq!(answer(&state, &mad_of(&trap)), None);
+        assert_eq!(answer(&state, &[1, 2, 3]), None);
+    }
+
+    fn control_from(state: &SmInfoState, modifier: u32, sender: SmInfoRepr) -> (u16, SmInfoRepr) {
+        let set = smp::Repr::directed_set(9, attr::SM_INFO, modifier, 0, &[1], sminfo_data(sender))
+            .unwrap();
+        let answer = answer(state, &mad_of(&set)).expect("answered");
+        let (repr, info) = parse_answer(&answer);
+        assert_eq!(repr.attribute_modifier, modifier);
+        (repr.status, info)
+    }
+
+    fn sm(guid: u64, state: SmState) -> SmInfoRepr {
+        SmInfoRepr {
+            guid,
+            sm_key: 0,
+            act_count: 0,
+            priority: 1,
+            state,
+        }
+    }
+
+    #[test]
+    fn controls_follow_the_state_machine() {
+        let me = SmInfoState::new(2, 3, 0);
+        me.set_state(SmState::Standby);
+        // Only a master commands.
+        assert_eq!(
+            control_from(&me, control::HANDOVER, sm(7, SmState::Standby)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        assert_eq!(me.state(), SmState::Standby);
+        assert_eq!(me.take_control(), None);
+        // STANDBY is not a transition from Standby.
+        assert_eq!(
+            control_from(&me, control::STANDBY, sm(7, SmState::Master)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        // Unknown control.
+        assert_eq!(
+            control_from(&me, 9, sm(7, SmState::Master)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        // DISABLE → NotActive; then only STANDBY brings it back.
+        let (st, info) = control_from(&me, control::DISABLE, sm(7, SmState::Master));
+        assert_eq!((st, info.state), (0, SmState::NotActive));
+        assert_eq!(me.take_control(), Some(Control::Disable { from: 7 }));
+        assert_eq!(
+            control_from(&me, control::HANDOVER, sm(7, SmState::Master)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        assert_eq!(
+            control_from(&me, control::DISCOVER, sm(7, SmState::Master)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        let (st, info) = control_from(&me, control::STANDBY, sm(7, SmState::Master));
+        assert_eq!((st, info.state), (0, SmState::Standby));
+        assert_eq!(me.take_control(), Some(Control::Standby { from: 7 }));
+        // HANDOVER → Master; ACKNOWLEDGE from the old master, now standby.
+        let (st, info) = control_from(&me, control::HANDOVER, sm(7, SmState::Master));
+        assert_eq!((st, info.state), (0, SmState::Master));
+        assert_eq!(
+            control_from(&me, control::ACKNOWLEDGE, sm(7, SmState::Standby)).0,
+            0
+        );
+        assert_eq!(
+            control_from(&me, control::DISABLE, sm(7, SmState::Master)).0,
+            status::INVALID_ATTR_VALUE
+        );
+        assert_eq!(me.take_control(), Some(Control::Handover { from: 7 }));
+        assert_eq!(me.take_control(), Some(Control::Acknowledge { from: 7 }));
+        assert_eq!(me.take_control(), None);
+        assert_eq!(me.state(), SmState::Master);
+    }
+
+    #[test]
+    fn a_wrong_sm_key_is_refused_and_not_shown() {
+        let me = SmInfoState::new(2, 3, 0x1111);
+        me.set_state(SmState::Standby);
+        let mut sender = sm(7, SmState::Master);
+        sender.sm_key = 0x2222;
+        let (st, info) = control_from(&me, control::HANDOVER, sender);
+        assert_eq!(
+            (st, info.sm_key, info.state),
+            (status::INVALID_ATTR_VALUE, 0, SmState::Standby)
+        );
+        sender.sm_key = 0x1111;
+        let (st, info) = control_from(&me, control::HANDOVER, sender);
+        assert_eq!((st, info.sm_key, info.state), (0, 0x1111, SmState::Master));
+    }
+
+    #[test]
+    fn the_responder_answers_until_its_queue_closes() {
+        let state = Arc::new(SmInfoState::new(5, 1, 0));
+        let (tx, rx) = mpsc::sync_channel(4);
+        let (out_tx, out_rx) = mpsc::channel();
+        let st = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            serve(&st, &rx, |to, mad| {
+                out_tx
+                    .send((to.slid, mad.to_vec()))
+                    .map_err(|e| TransportError::Closed(e.to_string()))
+            })
+        });
+        let get = smp::Repr::lid_get(3, attr::SM_INFO, 0, 0);
+        tx.send(IncomingMad {
+            slid: 12,
+            sqpn: 0,
+            mad: mad_of(&get),
+        })
+        .unwrap();
+        tx.send(IncomingMad {
+            slid: 13,
+            sqpn: 0,
+            mad: vec![0; 8],
+        })
+        .unwrap();
+        tx.send(IncomingMad {
+            slid: 14,
+            sqpn: 0,
+            mad: mad_of(&get),
+        })
+        .unwrap();
+        drop(tx);
+        thread.join().expect("responder ends when the queue closes");
+        let got: Vec<(u16, Vec<u8>)> = out_rx.iter().collect();
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![12, 14]);
+        assert_eq!(parse_answer(&got[0].1).1.guid, 5);
+    }
+
+    /// The embedded fabric as seen from host 0, with another SM's SMInfo
+    /// answers that can be silenced (its process died) after some polls.
+    struct Fake {
+        fabric: SimFabric,
+        sminfo_gets: usize,
+        silent_after: Option<usize>,
+        on_get: Option<Box<dyn FnMut(&mut SimFabric, usize)>>,
+    }
+
+    impl SmpPort for Fake {
+        fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+            let is_sminfo_get = mad.len() > 17
+                && u16::from_be_bytes([mad[16], mad[17]]) == attr::SM_INFO
+                && mad[3] == method::GET;
+            if is_sminfo_get {
+                self.sminfo_gets += 1;
+                if let Some(hook) = self.on_get.as_mut() {
+                    hook(&mut self.fabric, self.sminfo_gets);
+                }
+                if self.silent_after.is_some_and(|n| self.sminfo_gets > n) {
+                    return Ok(None);
+                }
+            }
+            Ok(self.fabric.handle(mad))
+        }
+    }
+
+    /// A two-leaf fabric with the SM on host 0; `other` is a host on the
+    /// other leaf, and its port GUID.
+    fn fabric() -> (SimFabric, usize, u64, u64) {
+        let topo = gen::fat_tree_2level(2, 1, 2, 1).unwrap();
+        let fabric = SimFabric::from_topology(&topo, 0, 1).unwrap();
+        let hosts: Vec<usize> = topo
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.is_switch())
+            .map(|(i, _)| i)
+            .collect();
+        let other = *hosts.last().unwrap();
+        assert_ne!(other, 0);
+        let guid_of = |n: usize| topo.nodes[n].port_guids[1];
+        (fabric, other, guid_of(0), guid_of(other))
+    }
+
+    fn fast() -> StandbyOptions {
+        StandbyOptions {
+            poll_interval: Duration::from_millis(5),
+            poll_retries: 3,
+            smp_retries: 0,
+        }
+    }
+
+    fn fake(fabric: SimFabric) -> Fake {
+        Fake {
+            fabric,
+            sminfo_gets: 0,
+            silent_after: None,
+            on_get: None,
+        }
+    }
+
+    #[test]
+    fn alone_on_the_fabric_is_master_at_once() {
+        let (f, _, me, _) = fabric();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 0, 0);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &fast(), &stop),
+            Arbitration::Master {
+                took_over_from: None
+            }
+        );
+        assert_eq!(state.guid(), me, "the GUID is learnt from discovery");
+        assert_eq!(state.state(), SmState::Master);
+        assert_eq!(port.sminfo_gets, 0);
+    }
+
+    #[test]
+    fn a_standby_takes_over_when_the_master_stops_answering() {
+        let (mut f, other, _, other_guid) = fabric();
+        // The master has a lower priority than us, yet stays master.
+        let theirs = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 1,
+            priority: 1,
+            state: SmState::Master,
+        };
+        f.set_sm_info(other, 1, Some(theirs)).unwrap();
+        let mut port = fake(f);
+        port.silent_after = Some(5);
+        let state = SmInfoState::new(0, 8, 0);
+        let stop = AtomicBool::new(false);
+        let got = arbitrate(&mut port, &state, &fast(), &stop);
+        assert_eq!(
+            got,
+            Arbitration::Master {
+                took_over_from: Some(TakenFrom::Silent { guid: other_guid })
+            }
+        );
+        // 1 at election, 4 answered polls, 3 silent ones, 1 at the
+        // re-election (silent too: the dead SM's port may still say IsSM).
+        assert_eq!(port.sminfo_gets, 1 + 4 + 3 + 1);
+    }
+
+    #[test]
+    fn a_poll_answered_again_in_time_resets_the_count() {
+        let (mut f, other, _, other_guid) = fabric();
+        let theirs = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 1,
+            priority: 1,
+            state: SmState::Master,
+        };
+        f.set_sm_info(other, 1, Some(theirs)).unwrap();
+        let mut port = fake(f);
+        // Get 1 elects; polls (gets 2..) lose 3 and 4, answer 5, lose 6
+        // and 7: never 3 misses in a row, so no takeover. At get 8 the
+        // master has stood down (NotActive): elect again (get 9), and we
+        // are master without having taken over from anyone.
+        port.on_get = Some(Box::new(move |fabric, n| {
+            let state = if n >= 8 {
+                SmState::NotActive
+            } else {
+                SmState::Master
+            };
+            fabric
+                .set_sm_info(other, 1, Some(SmInfoRepr { state, ..theirs }))
+                .unwrap();
+        }));
+        struct Drops<'a>(&'a mut Fake);
+        impl SmpPort for Drops<'_> {
+            fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+                let answer = self.0.send(mad)?;
+                let sminfo = u16::from_be_bytes([mad[16], mad[17]]) == attr::SM_INFO;
+                Ok(if sminfo && matches!(self.0.sminfo_gets, 3 | 4 | 6 | 7) {
+                    None
+                } else {
+                    answer
+                })
+            }
+        }
+        let state = SmInfoState::new(0, 8, 0);
+        let stop = AtomicBool::new(false);
+        let got = arbitrate(&mut Drops(&mut port), &state, &fast(), &stop);
+        assert_eq!(
+            got,
+            Arbitration::Master {
+                took_over_from: None
+            }
+        );
+        assert_eq!(port.sminfo_gets, 9);
+    }
+
+    #[test]
+    fn a_higher_sm_is_waited_for_and_a_lower_one_is_not() {
+        let (mut f, other, _, other_guid) = fabric();
+        let lower = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 0,
+            priority: 2,
+            state: SmState::Discovering,
+        };
+        f.set_sm_info(other, 1, Some(lower)).unwrap();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 3, 0);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &fast(), &stop),
+            Arbitration::Master {
+                took_over_from: None
+            }
+        );
+
+        // A higher one in Discovering: stand by; it hands over after a few
+        // polls (from another thread, as the responder would).
+        let (mut f, other, _, other_guid) = fabric();
+        let higher = SmInfoRepr {
+            priority: 4,
+            state: SmState::Master,
+            ..lower
+        };
+        f.set_sm_info(
+            other,
+            1,
+            Some(SmInfoRepr {
+                state: SmState::Discovering,
+                ..higher
+            }),
+        )
+        .unwrap();
+        let mut port = fake(f);
+        let state = Arc::new(SmInfoState::new(0, 3, 0));
+        let st = Arc::clone(&state);
+        let handover = std::thread::spawn(move || {
+            while st.state() != SmState::Standby {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            let set = smp::Repr::directed_set(
+                1,
+                attr::SM_INFO,
+                control::HANDOVER,
+                0,
+                &[1],
+                sminfo_data(higher),
+            )
+            .unwrap();
+            answer(&st, &mad_of(&set)).expect("answered")
+        });
+        let got = arbitrate(&mut port, &state, &fast(), &stop);
+        let reply = handover.join().unwrap();
+        assert_eq!(parse_answer(&reply).0.status, 0);
+        assert_eq!(
+            got,
+            Arbitration::Master {
+                took_over_from: Some(TakenFrom::Handover { guid: other_guid })
+            }
+        );
+        assert!(port.sminfo_gets >= 2, "polled while standing by");
+    }
+
+    #[test]
+    fn disabled_waits_for_standby_and_stop_ends_it() {
+        let (mut f, other, _, other_guid) = fabric();
+        let master = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 0,
+            priority: 0,
+            state: SmState::Master,
+        };
+        f.set_sm_info(other, 1, Some(master)).unwrap();
+        let mut port = fake(f);
+        let state = Arc::new(SmInfoState::new(0, 3, 0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (Arc::clone(&state), Arc::clone(&stop));
+        let driver = std::thread::spawn(move || {
+            let send = |ctl| {
+                let set =
+                    smp::Repr::directed_set(1, attr::SM_INFO, ctl, 0, &[1], sminfo_data(master))
+                        .unwrap();
+                parse_answer(&answer(&st, &mad_of(&set)).expect("answered"))
+                    .0
+                    .status
+            };
+            while st.state() != SmState::Standby {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert_eq!(send(control::DISABLE), 0);
+            std::thread::sleep(Duration::from_millis(50));
+            let disabled = st.state();
+            assert_eq!(send(control::STANDBY), 0);
+            std::thread::sleep(Duration::from_millis(50));
+            sp.store(true, Ordering::Relaxed);
+            disabled
+        });
+        assert_eq!(
+            arbitrate(&mut port, &state, &fast(), &stop),
+            Arbitration::Stopped
+        );
+        assert_eq!(driver.join().unwrap(), SmState::NotActive);
+        assert_eq!(state.state(), SmState::Standby);
+    }
+
+    #[test]
+    fn a_master_hands_over_to_a_higher_standby() {
+        let (mut f, other, _, other_guid) = fabric();
+        let standby = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 0,
+            priority: 9,
+            state: SmState::Standby,
+        };
+        f.set_sm_info(other, 1, Some(standby)).unwrap();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 3, 0);
+        state.set_state(SmState::Master);
+        {
+            let mut client = SmpClient::new(&mut port, 0);
+            let (fabric, _) = discover(&mut client).unwrap();
+            state.set_guid(fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid);
+            // A lower standby: nothing to do.
+            let lower_state = SmInfoState::new(state.guid(), 10, 0);
+            lower_state.set_state(SmState::Master);
+            assert_eq!(
+                check_peers(&mut client, &fabric, &lower_state),
+                PeerAction::Stay
+            );
+            assert_eq!(
+                check_peers(&mut client, &fabric, &state),
+                PeerAction::HandedOver { to: other_guid }
+            );
+        }
+        assert_eq!(state.state(), SmState::Standby);
+        // The simulated peer took the HANDOVER.
+        let mut client = SmpClient::new(&mut port, 0);
+        let (fabric, _) = discover(&mut client).unwrap();
+        let peers = read_peers(&mut client, &fabric, &state);
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].info.state, SmState::Master);
+        assert_eq!(
+            elect(state.priority(), state.guid(), &peers),
+            Decision::Standby(0)
+        );
+    }
+
+    #[test]
+    fn sm_ports_skip_our_own_and_disabled_ones() {
+        let (mut f, other, me, other_guid) = fabric();
+        let info = SmInfoRepr {
+            guid: other_guid,
+            ..SmInfoRepr::default()
+        };
+        f.set_sm_info(other, 1, Some(info)).unwrap();
+        // Our own port advertises IsSM too.
+        f.set_sm_info(
+            0,
+            1,
+            Some(SmInfoRepr {
+                guid: me,
+                ..SmInfoRepr::default()
+            }),
+        )
+        .unwrap();
+        let mut port = fake(f);
+        let mut client = SmpClient::new(&mut port, 0);
+        let (mut fabric, _) = discover(&mut client).unwrap();
+        let found = sm_ports(&fabric);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].guid, other_guid);
+        assert!(!found[0].path.is_empty());
+        let node = found[0].node;
+        if let Some(i) = fabric.nodes[node].ports[1].info.as_mut() {
+            i.capability_mask |= capability::IS_SM_DISABLED;
+        }
+        assert!(sm_ports(&fabric).is_empty());
+    }
+}
