@@ -11,5 +11,7 @@
 //!   holds.
 
 pub mod groups;
+pub mod program;
+pub mod tree;
 
 pub use groups::{McError, McGroup, McGroupParams, McGroups, McMember};

@@ -1,0 +1,160 @@
+//! MFT programming: the blocks of 32 MLIDs × 16 ports that differ from
+//! what each switch holds.
+//!
+//! What a switch holds is known once we wrote it. A switch met for the
+//! first time gets every block in use written (zeros included), so entries
+//! a previous SM left behind cannot leak traffic; after that only changed
+//! blocks go out, which is also how a group that ended is cleared.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sm_mad::forwarding::{MftModifier, MFT_BLOCK_LEN};
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use tracing::{debug, warn};
+
+use super::tree::McastPlan;
+use crate::sweep::{Fabric, SmpClient, SmpOp};
+
+/// First multicast LID.
+const MLID_BASE: u16 = 0xC000;
+
+/// One MFT block's masks.
+type Block = [u16; MFT_BLOCK_LEN];
+
+/// The MFT blocks each switch holds, as far as we wrote them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldMfts {
+    /// Switch GUID → (block, position) → masks. A switch absent here is
+    /// unknown: its next programming writes every block in use.
+    switches: HashMap<u64, BTreeMap<(u16, u8), Block>>,
+}
+
+impl HeldMfts {
+    /// Nothing known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forget a switch (it rebooted or left): it is rewritten in full.
+    pub fn forget(&mut self, guid: u64) {
+        self.switches.remove(&guid);
+    }
+
+    /// Keep only the switches `keep` says are still trusted.
+    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        self.switches.retain(|g, _| keep(*g));
+    }
+
+    /// The port mask switch `guid` holds for `mlid`, if known.
+    pub fn mask(&self, guid: u64, mlid: u16, position: u8) -> Option<u16> {
+        let offset = mlid.checked_sub(MLID_BASE)?;
+        let block = offset / MFT_BLOCK_LEN as u16;
+        let held = self.switches.get(&guid)?;
+        Some(held.get(&(block, position)).map_or(0, |b| b[usize::from(offset) % MFT_BLOCK_LEN]))
+    }
+}
+
+/// What one MFT programming did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MftReport {
+    /// Blocks written.
+    pub written: u64,
+    /// Blocks whose write was not answered (retried at the next change).
+    pub failed: u64,
+    /// Blocks that already held what they should.
+    pub unchanged: u64,
+    /// MLIDs beyond a switch's MulticastFDBCap, left out.
+    pub over_capacity: u64,
+}
+
+/// Writes the MFT blocks `plan` needs that the switches do not hold.
+pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held: &mut HeldMfts) -> MftReport {
+    let mut report = MftReport::default();
+    // Wanted blocks per switch node.
+    let mut wanted: HashMap<usize, BTreeMap<(u16, u8), Block>> = HashMap::new();
+    let top_block = plan.trees.iter().map(|t| (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16).max();
+    for tree in &plan.trees {
+        for (&node, ports) in &tree.switches {
+            let Some(n) = fabric.nodes.get(node as usize) else { continue };
+            let cap = n.switch_info.map_or(0, |i| i.multicast_fdb_cap);
+            if cap != 0 && tree.mlid - MLID_BASE >= cap {
+                report.over_capacity += 1;
+                warn!(guid = format_args!("{:#018x}", n.guid), mlid = tree.mlid, cap, "MLID beyond the switch's MulticastFDBCap");
+                continue;
+            }
+            let blocks = wanted.entry(node as usize).or_default();
+            for &port in ports {
+                let Some((m, index, bit)) = MftModifier::locate(tree.mlid, port) else { continue };
+                blocks.entry((m.block, m.position)).or_insert([0; MFT_BLOCK_LEN])[index] |= bit;
+            }
+        }
+    }
+    let mut ops = Vec::new();
+    let mut targets = Vec::new();
+    for (i, n) in fabric.nodes.iter().enumerate() {
+        if !n.is_switch() {
+            continue;
+        }
+        let want = wanted.remove(&i).unwrap_or_default();
+        let positions = n.num_ports / 16;
+        let mut keys: Vec<(u16, u8)> = want.keys().copied().collect();
+        match held.switches.get(&n.guid) {
+            // Known: what it holds beyond `want` must be cleared too.
+            Some(h) => keys.extend(h.keys().copied()),
+            // Unknown: every block in use, every position it has.
+            None => {
+                if let Some(top) = top_block {
+                    for b in 0..=top {
+                        keys.extend((0..=positions).map(|p| (b, p)));
+                    }
+                }
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let known = held.switches.contains_key(&n.guid);
+        for key in keys {
+            let block = want.get(&key).copied().unwrap_or([0; MFT_BLOCK_LEN]);
+            let holds = held.switches.get(&n.guid).and_then(|h| h.get(&key)).copied();
+            if known && holds.unwrap_or([0; MFT_BLOCK_LEN]) == block {
+                report.unchanged += 1;
+                continue;
+            }
+            let modifier = MftModifier { block: key.0, position: key.1 };
+            let Ok(m) = modifier.to_u32() else { continue };
+            let mut data = [0u8; DATA_LEN];
+            for (k, mask) in block.iter().enumerate() {
+                data[2 * k..2 * k + 2].copy_from_slice(&mask.to_be_bytes());
+            }
+            ops.push(SmpOp::set(attr::MULTICAST_FORWARDING_TABLE, m, &n.path, data));
+            targets.push((n.guid, key, block));
+        }
+        // With nothing in use an unknown switch stays unknown: only a full
+        // write makes its content known.
+        if known || top_block.is_some() {
+            held.switches.entry(n.guid).or_default();
+        }
+    }
+    let results = client.run_many(&ops);
+    for ((guid, key, block), result) in targets.into_iter().zip(results) {
+        let blocks = held.switches.entry(guid).or_default();
+        match result {
+            Ok(_) => {
+                report.written += 1;
+                if block == [0; MFT_BLOCK_LEN] {
+                    blocks.remove(&key);
+                } else {
+                    blocks.insert(key, block);
+                }
+            }
+            Err(e) => {
+                report.failed += 1;
+                debug!(guid = format_args!("{guid:#018x}"), block = key.0, position = key.1, "MFT block not written: {e}");
+                // Unknown content: make the next programming write it.
+                blocks.insert(key, [0xFFFF; MFT_BLOCK_LEN]);
+            }
+        }
+    }
+    report
+}
