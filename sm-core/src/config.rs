@@ -87,6 +87,15 @@ pub struct Config {
     /// Keep the last routing when only end ports come and go (OpenSM
     /// `use_ucast_cache`).
     pub use_ucast_cache: bool,
+    /// This SM's priority in the master election, 0..15 (OpenSM
+    /// `sm_priority`).
+    pub sm_priority: Option<u8>,
+    /// Milliseconds between a standby's polls of the master (OpenSM
+    /// `sm_polling_timeout`).
+    pub sm_polling_timeout: Option<u64>,
+    /// Unanswered polls after which a standby takes over (OpenSM
+    /// `polling_retry_number`).
+    pub polling_retry_number: Option<u32>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

@@ -29,13 +29,17 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracing::{info, info_span, warn};
+use tracing::{error, info, info_span, warn};
 
 use crate::config::Config;
 use crate::engines::Registry;
-use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort};
+use crate::mcast::program::{program_mfts, HeldMfts};
+use crate::mcast::McGroups;
+use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions};
+use crate::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort};
 use crate::ucast_cache::UcastCache;
 
 /// Settings of the loop.
@@ -52,6 +56,13 @@ pub struct DaemonOptions<'a> {
     /// Reuse the last routing when only end ports (or switches nothing
     /// routes through) went or came back ([`crate::ucast_cache`]).
     pub ucast_cache: bool,
+    /// SM election and standby ([`crate::standby`]): before it sweeps, the
+    /// SM waits until it is master. `None`: the only SM, master at once.
+    pub standby: Option<(Arc<SmInfoState>, StandbyOptions)>,
+    /// Multicast groups (the SA changes them): their trees are programmed
+    /// after every routed heavy sweep and whenever membership changes.
+    /// `None`: no multicast programming.
+    pub groups: Option<Arc<Mutex<McGroups>>>,
 }
 
 /// Why a heavy sweep ran.
@@ -68,6 +79,11 @@ pub enum Cause {
     /// The engine directories were rescanned (SIGHUP): engines of a new
     /// build route from this sweep on.
     Reload,
+    /// Multicast membership changed: only MFTs are reprogrammed.
+    Groups,
+    /// This SM became master (at start after an election, or taking over
+    /// from a master that went silent or handed over).
+    Takeover,
 }
 
 /// Counts over the life of the loop.
@@ -79,6 +95,8 @@ pub struct DaemonSummary {
     pub light_sweeps: u64,
     /// Traps received.
     pub traps: u64,
+    /// Multicast programmings (after a sweep or a membership change).
+    pub mcast_updates: u64,
 }
 
 /// The signals the loop watches: set by the caller's handlers.
@@ -109,12 +127,17 @@ pub fn run(
 ) -> DaemonSummary {
     let stop = &signals.stop;
     let mut summary = DaemonSummary::default();
-    // The fabric as the last complete heavy sweep left it, and whether
-    // that sweep's routing is in the switches.
-    let mut known: Option<Fabric> = None;
+    let mut due = match become_master(port, options, stop) {
+        Some(cause) => Some(cause),
+        None => return summary,
+    };
+    // The last complete heavy sweep, and whether its routing is in the
+    // switches.
+    let mut last: Option<OnceOutcome> = None;
     let mut routed = false;
-    let mut due = Some(Cause::Start);
     let mut cache: Option<UcastCache> = None;
+    let mut mfts = HeldMfts::new();
+    let mut groups_programmed: Option<u64> = None;
     while !stop.load(Ordering::Relaxed) {
         if signals.reload.swap(false, Ordering::Relaxed) {
             let span = info_span!("reload");
@@ -155,26 +178,62 @@ pub fn run(
                         }
                     }
                     on_heavy(&outcome, n, cause);
-                    known = Some(outcome.sweep.fabric);
+                    // Switches that left may come back with other tables.
+                    let fabric = &outcome.sweep.fabric;
+                    mfts.retain(|g| fabric.find(g).is_some());
+                    if routed {
+                        groups_programmed = program_groups(port, options, &outcome, &mut mfts, &mut summary);
+                    }
+                    last = Some(outcome);
                 }
                 Err(e) => {
                     warn!("heavy sweep failed: {e}");
-                    known = None;
+                    last = None;
                     routed = false;
                 }
             }
+            if let (Some((state, _)), Some(outcome)) = (&options.standby, &last) {
+                let mut client = SmpClient::new(port, options.once.sweep.retries);
+                match standby::check_peers(&mut client, &outcome.sweep.fabric, state) {
+                    PeerAction::Stay => {}
+                    PeerAction::SweepNow => due = Some(Cause::Takeover),
+                    PeerAction::HandedOver { to } => {
+                        info!(to = format_args!("{to:#018x}"), "handed the subnet over; standing by");
+                        cache = None;
+                        last = None;
+                        routed = false;
+                        match become_master(port, options, stop) {
+                            Some(cause) => due = Some(cause),
+                            None => break,
+                        }
+                    }
+                }
+            }
         }
-        due = wait(port, options, signals, &mut summary);
+        if due.is_some() {
+            continue;
+        }
+        let generation = || options.groups.as_ref().map(|g| g.lock().map_or(0, |g| g.generation()));
+        due = wait(port, options, signals, &mut summary, &|| routed && generation() != groups_programmed);
+        if due == Some(Cause::Groups) {
+            due = None;
+            if let Some(outcome) = &last {
+                let span = info_span!("multicast");
+                let _enter = span.enter();
+                groups_programmed = program_groups(port, options, outcome, &mut mfts, &mut summary);
+            }
+            continue;
+        }
         if due.is_some() || stop.load(Ordering::Relaxed) || signals.reload.load(Ordering::Relaxed) {
             continue;
         }
         summary.light_sweeps += 1;
-        match &known {
-            Some(fabric) if routed => {
+        match &last {
+            Some(outcome) if routed => {
                 let span = info_span!("light_sweep", n = summary.light_sweeps);
                 let _enter = span.enter();
                 let mut client = SmpClient::new(port, options.once.sweep.retries);
-                let light = sweep::light::light_sweep(&mut client, fabric);
+                let light = sweep::light::light_sweep(&mut client, &outcome.sweep.fabric);
                 if light.needs_heavy_sweep() {
                     info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
                     due = Some(Cause::Change);
@@ -187,9 +246,88 @@ pub fn run(
     summary
 }
 
+/// Waits until this SM is master ([`standby::arbitrate`]) when other SMs
+/// may exist; the cause of the first heavy sweep, `None` when stopped.
+fn become_master(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, stop: &AtomicBool) -> Option<Cause> {
+    let Some((state, standby_options)) = &options.standby else { return Some(Cause::Start) };
+    let span = info_span!("arbitration");
+    let _enter = span.enter();
+    match standby::arbitrate(port, state, standby_options, stop) {
+        Arbitration::Stopped => None,
+        Arbitration::Master { took_over_from: None } => Some(Cause::Start),
+        Arbitration::Master { took_over_from: Some(from) } => {
+            info!(?from, "taking over the subnet");
+            Some(Cause::Takeover)
+        }
+    }
+}
+
+/// Computes every group's tree on the routed fabric of `outcome`, checks
+/// unicast and multicast together for credit loops when the engine's
+/// routing alone is free of them (a group may not break that promise), and
+/// writes the MFT blocks that differ. Returns the membership generation
+/// programmed, `None` when nothing was (the next change retries).
+fn program_groups(
+    port: &mut dyn SmpPort,
+    options: &DaemonOptions<'_>,
+    outcome: &OnceOutcome,
+    mfts: &mut HeldMfts,
+    summary: &mut DaemonSummary,
+) -> Option<u64> {
+    let groups = options.groups.as_ref()?;
+    let routed = outcome.chain.routed.as_ref()?;
+    let fabric = &outcome.sweep.fabric;
+    let (plan, generation) = {
+        let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Members whose port left the fabric leave their groups.
+        let present: std::collections::HashSet<u64> =
+            fabric.nodes.iter().flat_map(|n| n.ports.iter().filter(|p| p.peer.is_some()).map(|p| p.guid)).collect();
+        let gone = g.retain_ports(|guid| present.contains(&guid));
+        if gone > 0 {
+            info!(gone, "multicast memberships of departed ports dropped");
+        }
+        let plan = crate::mcast::tree::plan(&outcome.snapshot, routed.routing.mcast_tree.as_ref().into_option(), &g);
+        (plan, g.generation())
+    };
+    for p in &plan.problems {
+        warn!("{p}");
+    }
+    let promised = routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
+    if promised && !plan.trees.is_empty() {
+        let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
+        let opts = smcore_kit::VerifyOptions { max_examples: 2, ..Default::default() };
+        let v = smcore_kit::verify_with_mcast(&outcome.snapshot, &graph, &routed.routing, &opts, &plan.routes());
+        if let Some(cycle) = &v.credit_loop {
+            error!(
+                channels = cycle.cycle.len(),
+                example = %v.examples.last().map(String::as_str).unwrap_or(""),
+                "multicast trees would close a credit loop with the unicast routing; MFTs not changed"
+            );
+            return Some(generation);
+        }
+    }
+    let mut client = SmpClient::new(port, options.once.sweep.retries);
+    let report = program_mfts(&mut client, fabric, &plan, mfts);
+    summary.mcast_updates += 1;
+    info!(
+        groups = plan.trees.len(),
+        written = report.written,
+        unchanged = report.unchanged,
+        failed = report.failed,
+        "multicast forwarding programmed"
+    );
+    (report.failed == 0).then_some(generation)
+}
+
 /// Waits one interval, or until a trap or `stop`. A trap is followed by a
 /// short settling time whose traps it absorbs.
-fn wait(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, signals: &Signals, summary: &mut DaemonSummary) -> Option<Cause> {
+fn wait(
+    port: &mut dyn SmpPort,
+    options: &DaemonOptions<'_>,
+    signals: &Signals,
+    summary: &mut DaemonSummary,
+    groups_changed: &dyn Fn() -> bool,
+) -> Option<Cause> {
     // Short slices: the shutdown flag is checked between them.
     const SLICE: Duration = Duration::from_millis(100);
     let end = Instant::now() + options.interval;
@@ -202,6 +340,9 @@ fn wait(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, signals: &Signals, 
         let until = settle_until.unwrap_or(end);
         if now >= until {
             return settle_until.map(|_| Cause::Trap);
+        }
+        if settle_until.is_none() && groups_changed() {
+            return Some(Cause::Groups);
         }
         match port.wait_trap((until - now).min(SLICE)) {
             Ok(Some(trap)) => {

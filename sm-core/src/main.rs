@@ -77,6 +77,18 @@ struct SmArgs {
     /// go (OpenSM `use_ucast_cache`).
     #[arg(long)]
     ucast_cache: bool,
+    /// This SM's priority in the election of the master SM, 0..15
+    /// (OpenSM `sm_priority`; default 0).
+    #[arg(long, value_name = "0..15")]
+    priority: Option<u8>,
+    /// Seconds between a standby's polls of the master (OpenSM
+    /// `sm_polling_timeout`, which counts milliseconds; default 2).
+    #[arg(long, value_name = "SECONDS")]
+    sm_poll_interval: Option<f64>,
+    /// Unanswered polls in a row after which a standby takes over (OpenSM
+    /// `polling_retry_number`; default 4).
+    #[arg(long, value_name = "N")]
+    sm_poll_retries: Option<u32>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -333,6 +345,8 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     let mut sim = None;
     let mut sim_port = None;
     let mut umad = None;
+    // The umad port's responders' ends: (sender, SMInfo requests, SA requests).
+    let mut responders: Option<(sweep::MadSender, Option<_>, Option<_>)> = None;
     let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
         match sim_fabric(topology) {
             Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
@@ -348,8 +362,9 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             return fail(EXIT_BAD_INPUT, "max_wire_smps and transaction_timeout must be at least 1");
         }
         match sweep::UmadPort::open(args.device.as_deref(), args.port, Duration::from_millis(timeout), window) {
-            Ok(u) => {
+            Ok(mut u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
+                responders = Some((u.sender(), u.take_smp_requests(), u.take_sa_requests()));
                 (umad.insert(u), source)
             }
             Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -413,12 +428,45 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             return fail(EXIT_BAD_INPUT, format!("cannot handle signal {signal}: {e}"));
         }
     }
+    // Another SM may run on a real (or ibsim) fabric: elect, and answer
+    // its SMInfo queries from the first moment. The embedded fabric has
+    // only us.
+    let priority = args.priority.or(config.sm_priority).unwrap_or(0);
+    if priority > 15 {
+        return fail(EXIT_BAD_INPUT, format!("sm_priority {priority} is not in 0..15"));
+    }
+    let mut standby = None;
+    if let Some((sender, smp_requests, _sa_requests)) = responders.take() {
+        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, 0));
+        if let Some(requests) = smp_requests {
+            if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
+                return fail(EXIT_BAD_INPUT, format!("SMInfo responder: {e}"));
+            }
+        }
+        let mut standby_options = sm_core::standby::StandbyOptions {
+            smp_retries: options.sweep.retries,
+            ..Default::default()
+        };
+        if let Some(secs) = args.sm_poll_interval.or(config.sm_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
+            if !(secs.is_finite() && secs > 0.0) {
+                return fail(EXIT_BAD_INPUT, format!("SM poll interval {secs} s must be positive"));
+            }
+            standby_options.poll_interval = Duration::from_secs_f64(secs);
+        }
+        if let Some(n) = args.sm_poll_retries.or(config.polling_retry_number) {
+            standby_options.poll_retries = n.max(1);
+        }
+        standby = Some((state, standby_options));
+    }
+    let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     let daemon = sm_core::daemon::DaemonOptions {
         once: options,
         interval,
         trap_settle: Duration::from_millis(300).min(interval),
         guid2lid_path: g2l_path,
         ucast_cache: args.ucast_cache || config.use_ucast_cache,
+        standby,
+        groups: Some(groups),
     };
     let report_path = args.report.clone();
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {

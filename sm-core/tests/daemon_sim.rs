@@ -73,6 +73,8 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         trap_settle: Duration::from_millis(10),
         guid2lid_path: None,
         ucast_cache,
+        standby: None,
+        groups: None,
     }
 }
 
@@ -283,6 +285,8 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
         trap_settle: Duration::from_millis(10),
         guid2lid_path: None,
         ucast_cache,
+        standby: None,
+        groups: None,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();
