@@ -12,6 +12,7 @@ pub mod engines;
 pub mod mcast;
 pub mod offline;
 pub mod report;
+pub mod sa;
 pub mod sim;
 pub mod standby;
 pub mod sweep;

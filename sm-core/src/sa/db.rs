@@ -1,0 +1,626 @@
+//! The SA's queryable snapshot of the fabric: every record the SA serves,
+//! built once per heavy sweep from the sweep's [`OnceOutcome`], so that a
+//! query never touches the sweep's state and never waits for it.
+//!
+//! Records are kept as wire bytes (padded to their AttributeOffset), sorted
+//! by LID: a query is a component-mask comparison of bytes, and a GetTable
+//! answer is a concatenation. PathRecords are computed per query from the
+//! routing's LFTs (a walk from source to destination) and its path-SL
+//! oracle; nothing is precomputed per pair except, for a routing whose SLs
+//! differ per path, the SL table when the oracle cannot be shared.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sm_abi::{NodeKind, PathSl, PathSlBox, NO_ROUTE};
+use sm_mad::forwarding::LFT_BLOCK_LEN;
+use sm_mad::{
+    sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr, sa_port_info_record as pir,
+    sa_switch_info_record as swr, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
+};
+
+use crate::sweep::{Fabric, OnceOutcome};
+
+/// The subnet prefix used when no port reports one (IBA default).
+pub const DEFAULT_GID_PREFIX: u64 = 0xfe80_0000_0000_0000;
+/// Up to this many LIDs, a per-path SL oracle is tabulated; beyond it use
+/// [`SaDb::build_shared`], which shares the oracle instead.
+pub const SL_TABLE_MAX_LIDS: usize = 4096;
+
+/// One addressable end port: a CA or router port, or a switch's port 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndPort {
+    /// Node index (as in the fabric and the snapshot).
+    pub node: u32,
+    /// Port number (0 on a switch).
+    pub port: u8,
+    /// Port GUID.
+    pub guid: u64,
+    /// Base LID.
+    pub lid: u16,
+    /// LMC of the port (0 on switches).
+    pub lmc: u8,
+    /// Whether the node is a switch.
+    pub switch: bool,
+}
+
+impl EndPort {
+    /// The port's LIDs.
+    pub fn lids(&self) -> std::ops::RangeInclusive<u16> {
+        let last = u32::from(self.lid) + (1u32 << self.lmc) - 1;
+        self.lid..=last.min(u32::from(u16::MAX)) as u16
+    }
+}
+
+/// What a path walk needs of one port: where its cable goes, and the MTU
+/// and rate the link runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Wire {
+    pub peer: Option<(u32, u8)>,
+    /// MTU code both ends support (IBA: 1 = 256 .. 5 = 4096).
+    pub mtu: u8,
+    /// Data rate in units of 0.1 Gb/s (lanes × lane rate).
+    pub rate: u32,
+}
+
+/// Where path SLs come from.
+pub(crate) enum SlSource {
+    /// Every path uses this SL.
+    Uniform(u8),
+    /// SL by (source LID index, destination LID index).
+    Table {
+        index: Vec<u32>,
+        n: usize,
+        sl: Vec<u8>,
+    },
+    /// The routing's own oracle, shared with it.
+    Shared(Arc<PathSlBox>),
+}
+
+impl std::fmt::Debug for SlSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Uniform(sl) => write!(f, "Uniform({sl})"),
+            Self::Table { n, .. } => write!(f, "Table({n} LIDs)"),
+            Self::Shared(_) => write!(f, "Shared"),
+        }
+    }
+}
+
+/// The SA's view of the fabric after one heavy sweep.
+#[derive(Debug)]
+pub struct SaDb {
+    pub(crate) gid_prefix: u64,
+    pub(crate) lmc: u8,
+    /// LID of the SM's (and SA's) port.
+    pub(crate) sm_lid: u16,
+    pub(crate) ends: Vec<EndPort>,
+    /// LID → index into `ends`.
+    pub(crate) by_lid: HashMap<u16, u32>,
+    pub(crate) by_guid: HashMap<u64, u32>,
+    pub(crate) node_kind: Vec<NodeKind>,
+    /// Index of a node's first port in `wires` (every node has ports 0..=n).
+    pub(crate) first_wire: Vec<u32>,
+    pub(crate) wires: Vec<Wire>,
+    /// Per node, its LFT (empty for CAs, or when nothing routed).
+    pub(crate) lfts: Vec<Vec<u8>>,
+    pub(crate) routed: bool,
+    pub(crate) sl: SlSource,
+    pub(crate) node_records: Vec<[u8; nr::PADDED_LEN]>,
+    pub(crate) port_records: Vec<[u8; pir::PADDED_LEN]>,
+    pub(crate) link_records: Vec<[u8; lr::PADDED_LEN]>,
+    pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
+    pub(crate) lft_records: Vec<[u8; lftr::PADDED_LEN]>,
+}
+
+/// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
+fn port_mtu(info: &PortInfoRepr) -> u8 {
+    let cap = if info.mtu_cap == 0 { 1 } else { info.mtu_cap };
+    if info.neighbor_mtu != 0 {
+        cap.min(info.neighbor_mtu)
+    } else {
+        cap
+    }
+}
+
+/// Link data rate in 0.1 Gb/s from LinkWidthActive and the speeds.
+pub(crate) fn port_rate(info: &PortInfoRepr) -> u32 {
+    let lanes = match info.link_width_active {
+        0x01 => 1,
+        0x02 => 4,
+        0x04 => 8,
+        0x08 => 12,
+        0x10 => 2,
+        _ => 1,
+    };
+    let lane = match info.link_speed_ext_active {
+        0x01 => 140,
+        0x02 => 250,
+        0x04 => 500,
+        0x08 => 1000,
+        _ => match info.link_speed_active {
+            0x02 => 50,
+            0x04 => 100,
+            _ => 25,
+        },
+    };
+    lanes * lane
+}
+
+/// The IBA rate codes (PathRecord/MCMemberRecord Rate) with their data
+/// rate in 0.1 Gb/s.
+pub const RATES: &[(u8, u32)] = &[
+    (2, 25),
+    (5, 50),
+    (3, 100),
+    (11, 140),
+    (6, 200),
+    (15, 250),
+    (7, 400),
+    (12, 560),
+    (8, 600),
+    (9, 800),
+    (16, 1000),
+    (13, 1120),
+    (10, 1200),
+    (19, 1250),
+    (14, 1680),
+    (17, 2000),
+    (18, 3000),
+];
+
+/// The highest rate code not above `rate` (0.1 Gb/s), at least 2.5 Gb/s.
+pub fn rate_code(rate: u32) -> u8 {
+    RATES
+        .iter()
+        .filter(|&&(_, r)| r <= rate)
+        .map(|&(c, _)| c)
+        .last()
+        .unwrap_or(2)
+}
+
+/// Data rate (0.1 Gb/s) of a rate code; 0 for a reserved code.
+pub fn rate_of(code: u8) -> u32 {
+    RATES
+        .iter()
+        .find(|&&(c, _)| c == code)
+        .map_or(0, |&(_, r)| r)
+}
+
+impl SaDb {
+    /// The SA's view of `outcome`. Per-path SLs of a routing whose SLs are
+    /// not uniform are tabulated for fabrics of up to
+    /// [`SL_TABLE_MAX_LIDS`] LIDs; beyond that no PathRecord carries a
+    /// trustworthy SL, so use [`Self::build_shared`].
+    pub fn build(outcome: &OnceOutcome) -> Self {
+        let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
+        if let Some(routed) = &outcome.chain.routed {
+            db.set_lfts(&routed.routing.lfts);
+            db.sl = match routed.routing.path_sl.uniform() {
+                sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
+                _ => db.tabulate(&routed.routing.path_sl),
+            };
+        }
+        db
+    }
+
+    /// As [`Self::build`], but the routing's path-SL oracle is moved into
+    /// a shared handle (the routing keeps answering the same SLs through
+    /// it), so nothing is tabulated whatever the fabric's size.
+    pub fn build_shared(outcome: &mut OnceOutcome) -> Self {
+        let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
+        if let Some(routed) = &mut outcome.chain.routed {
+            db.set_lfts(&routed.routing.lfts);
+            db.sl = match routed.routing.path_sl.uniform() {
+                sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
+                _ => SlSource::Shared(share_path_sl(&mut routed.routing)),
+            };
+        }
+        db
+    }
+
+    /// A database with no fabric: every query finds nothing.
+    pub fn empty() -> Self {
+        Self::records(&Fabric::default(), 0)
+    }
+
+    /// End ports known.
+    pub fn end_ports(&self) -> &[EndPort] {
+        &self.ends
+    }
+
+    /// Whether a routing was accepted (PathRecords exist only then).
+    pub fn routed(&self) -> bool {
+        self.routed
+    }
+
+    /// The subnet's LMC.
+    pub fn lmc(&self) -> u8 {
+        self.lmc
+    }
+
+    /// LID of the SM's (and the SA's) port.
+    pub fn sm_lid(&self) -> u16 {
+        self.sm_lid
+    }
+
+    /// The subnet prefix.
+    pub fn gid_prefix(&self) -> u64 {
+        self.gid_prefix
+    }
+
+    /// The GID of an end port.
+    pub fn gid(&self, end: &EndPort) -> u128 {
+        (u128::from(self.gid_prefix) << 64) | u128::from(end.guid)
+    }
+
+    /// The end port holding `lid` (any LID of its LMC range).
+    pub fn end_by_lid(&self, lid: u16) -> Option<&EndPort> {
+        self.by_lid.get(&lid).map(|&i| &self.ends[i as usize])
+    }
+
+    /// The end port with `guid`.
+    pub fn end_by_guid(&self, guid: u64) -> Option<&EndPort> {
+        self.by_guid.get(&guid).map(|&i| &self.ends[i as usize])
+    }
+
+    /// The end port a GID names, if its prefix is the subnet's.
+    pub fn end_by_gid(&self, gid: u128) -> Option<&EndPort> {
+        if (gid >> 64) as u64 != self.gid_prefix {
+            return None;
+        }
+        self.end_by_guid(gid as u64)
+    }
+
+    /// The SL the routing gives the path `slid` → `dlid`.
+    pub fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        match &self.sl {
+            SlSource::Uniform(sl) => *sl,
+            SlSource::Shared(oracle) => oracle.path_sl(slid, dlid),
+            SlSource::Table { index, n, sl } => {
+                let (s, d) = (index[usize::from(slid)], index[usize::from(dlid)]);
+                if s == u32::MAX || d == u32::MAX {
+                    return 0;
+                }
+                sl[s as usize * n + d as usize]
+            }
+        }
+    }
+
+    pub(crate) fn wire(&self, node: u32, port: u8) -> Option<&Wire> {
+        let first = *self.first_wire.get(node as usize)?;
+        let next = self
+            .first_wire
+            .get(node as usize + 1)
+            .copied()
+            .unwrap_or(self.wires.len() as u32);
+        let i = first + u32::from(port);
+        (i < next).then(|| &self.wires[i as usize])
+    }
+
+    fn tabulate(&self, oracle: &PathSlBox) -> SlSource {
+        let mut lids: Vec<u16> = self.by_lid.keys().copied().collect();
+        lids.sort_unstable();
+        if lids.len() > SL_TABLE_MAX_LIDS {
+            tracing::warn!(
+                lids = lids.len(),
+                "SA: too many LIDs to tabulate per-path SLs; PathRecords carry SL 0 (use SaDb::build_shared)"
+            );
+            return SlSource::Uniform(0);
+        }
+        let n = lids.len();
+        let mut index = vec![u32::MAX; usize::from(u16::MAX) + 1];
+        for (i, &lid) in lids.iter().enumerate() {
+            index[usize::from(lid)] = i as u32;
+        }
+        let mut sl = vec![0u8; n * n];
+        for (i, &s) in lids.iter().enumerate() {
+            for (j, &d) in lids.iter().enumerate() {
+                sl[i * n + j] = oracle.path_sl(s, d);
+            }
+        }
+        SlSource::Table { index, n, sl }
+    }
+
+    fn set_lfts(&mut self, lfts: &[sm_abi::Lft]) {
+        self.routed = true;
+        for lft in lfts {
+            let node = lft.node as usize;
+            if node >= self.lfts.len() || self.node_kind[node] != NodeKind::Switch {
+                continue;
+            }
+            self.lfts[node] = lft.ports.to_vec();
+            let Some(lid) = self.switch_lid(lft.node) else {
+                continue;
+            };
+            let top = lft
+                .ports
+                .len()
+                .min(usize::from(sm_abi::MAX_UNICAST_LID) + 1);
+            for block in 0..top.div_ceil(LFT_BLOCK_LEN) {
+                let mut ports = [NO_ROUTE; LFT_BLOCK_LEN];
+                for (k, p) in ports.iter_mut().enumerate() {
+                    if let Some(&v) = lft.ports.get(block * LFT_BLOCK_LEN + k) {
+                        *p = v;
+                    }
+                }
+                let repr = lftr::Repr {
+                    lid,
+                    block_num: block as u16,
+                    ports,
+                };
+                let mut rec = [0u8; lftr::PADDED_LEN];
+                repr.emit(&mut lftr::Packet::new_unchecked(&mut rec[..]));
+                self.lft_records.push(rec);
+            }
+        }
+        self.lft_records.sort_by_key(|r| {
+            (
+                u16::from_be_bytes([r[0], r[1]]),
+                u16::from_be_bytes([r[2], r[3]]),
+            )
+        });
+    }
+
+    fn switch_lid(&self, node: u32) -> Option<u16> {
+        self.ends
+            .iter()
+            .find(|e| e.node == node && e.switch)
+            .map(|e| e.lid)
+    }
+
+    /// Everything but routing: end ports, wires, and the records read from
+    /// the fabric.
+    fn records(fabric: &Fabric, lmc: u8) -> Self {
+        let mut db = SaDb {
+            gid_prefix: DEFAULT_GID_PREFIX,
+            lmc,
+            sm_lid: 0,
+            ends: Vec::new(),
+            by_lid: HashMap::new(),
+            by_guid: HashMap::new(),
+            node_kind: fabric.nodes.iter().map(|n| n.kind).collect(),
+            first_wire: Vec::with_capacity(fabric.nodes.len()),
+            wires: Vec::new(),
+            lfts: vec![Vec::new(); fabric.nodes.len()],
+            routed: false,
+            sl: SlSource::Uniform(0),
+            node_records: Vec::new(),
+            port_records: Vec::new(),
+            link_records: Vec::new(),
+            switch_records: Vec::new(),
+            lft_records: Vec::new(),
+        };
+        if let Some(prefix) = fabric
+            .nodes
+            .iter()
+            .flat_map(|n| n.ports.iter())
+            .filter_map(|p| p.info.as_ref())
+            .map(|i| i.gid_prefix)
+            .find(|&g| g != 0)
+        {
+            db.gid_prefix = prefix;
+        }
+        // End ports and the LID every port's records are keyed by.
+        let mut node_lid = vec![0u16; fabric.nodes.len()];
+        for (i, n) in fabric.nodes.iter().enumerate() {
+            let candidates: Vec<u8> = if n.is_switch() {
+                vec![0]
+            } else {
+                (1..=n.num_ports).collect()
+            };
+            for p in candidates {
+                let Some(port) = n.ports.get(usize::from(p)) else {
+                    continue;
+                };
+                let Some(info) = &port.info else { continue };
+                if info.lid == 0 || info.lid >= 0xC000 {
+                    continue;
+                }
+                let end = EndPort {
+                    node: i as u32,
+                    port: p,
+                    guid: port.guid,
+                    lid: info.lid,
+                    lmc: if n.is_switch() { 0 } else { info.lmc.min(7) },
+                    switch: n.is_switch(),
+                };
+                if node_lid[i] == 0 {
+                    node_lid[i] = end.lid;
+                }
+                let idx = db.ends.len() as u32;
+                for lid in end.lids() {
+                    db.by_lid.entry(lid).or_insert(idx);
+                }
+                db.by_guid.entry(end.guid).or_insert(idx);
+                db.ends.push(end);
+            }
+        }
+        if let Some(n0) = fabric.nodes.first() {
+            let p = n0.address_port(fabric.sm_port);
+            db.sm_lid = n0
+                .ports
+                .get(usize::from(p))
+                .and_then(|p| p.info.as_ref())
+                .map_or(0, |i| i.lid);
+        }
+        // Wires: peers, MTU and rate of every port.
+        for n in &fabric.nodes {
+            db.first_wire.push(db.wires.len() as u32);
+            for port in &n.ports {
+                let mut wire = Wire {
+                    peer: port.peer.map(|(node, q)| (node as u32, q)),
+                    mtu: 0,
+                    rate: 0,
+                };
+                if let Some(info) = &port.info {
+                    wire.mtu = port_mtu(info);
+                    wire.rate = port_rate(info);
+                }
+                if let Some((pn, pq)) = port.peer {
+                    if let Some(far) = fabric
+                        .nodes
+                        .get(pn)
+                        .and_then(|f| f.ports.get(usize::from(pq)))
+                        .and_then(|p| p.info.as_ref())
+                    {
+                        let far_mtu = port_mtu(far);
+                        wire.mtu = if wire.mtu == 0 {
+                            far_mtu
+                        } else {
+                            wire.mtu.min(far_mtu)
+                        };
+                        let far_rate = port_rate(far);
+                        wire.rate = if wire.rate == 0 {
+                            far_rate
+                        } else {
+                            wire.rate.min(far_rate)
+                        };
+                    }
+                }
+                db.wires.push(wire);
+            }
+        }
+        for (i, n) in fabric.nodes.iter().enumerate() {
+            let node_type = match n.kind {
+                NodeKind::Ca => NodeType::Ca,
+                NodeKind::Switch => NodeType::Switch,
+                NodeKind::Router => NodeType::Router,
+            };
+            let description = description_bytes(&n.description);
+            // NodeRecords: one per end port, as the node answers by that port.
+            for end in db.ends.iter().filter(|e| e.node == i as u32) {
+                let repr = nr::Repr {
+                    lid: end.lid,
+                    node_info: NodeInfoRepr {
+                        base_version: 1,
+                        class_version: 1,
+                        node_type,
+                        num_ports: n.num_ports,
+                        system_image_guid: n.system_guid,
+                        node_guid: n.guid,
+                        port_guid: end.guid,
+                        partition_cap: 0,
+                        device_id: 0,
+                        revision: 0,
+                        local_port_num: end.port,
+                        vendor_id: 0,
+                    },
+                    node_description: description,
+                };
+                let mut rec = [0u8; nr::PADDED_LEN];
+                repr.emit(&mut nr::Packet::new_unchecked(&mut rec[..]));
+                db.node_records.push(rec);
+            }
+            // PortInfoRecords: every port with PortInfo, keyed by the LID of
+            // the port that addresses it.
+            for (p, port) in n.ports.iter().enumerate() {
+                let Some(info) = &port.info else { continue };
+                let lid = if n.is_switch() { node_lid[i] } else { info.lid };
+                if lid == 0 || (!n.is_switch() && p == 0) {
+                    continue;
+                }
+                let mut info = *info;
+                // The M_Key is the SM's secret: never handed out.
+                info.m_key = 0;
+                let repr = pir::Repr {
+                    lid,
+                    port_num: p as u8,
+                    options: 0,
+                    port_info: info,
+                };
+                let mut rec = [0u8; pir::PADDED_LEN];
+                repr.emit(&mut pir::Packet::new_unchecked(&mut rec[..]));
+                db.port_records.push(rec);
+            }
+            if let (true, Some(si), lid) = (n.is_switch(), n.switch_info, node_lid[i]) {
+                if lid != 0 {
+                    let repr = swr::Repr {
+                        lid,
+                        switch_info: si,
+                    };
+                    let mut rec = [0u8; swr::PADDED_LEN];
+                    repr.emit(&mut swr::Packet::new_unchecked(&mut rec[..]));
+                    db.switch_records.push(rec);
+                }
+            }
+        }
+        // LinkRecords: both directions of every cable between addressed nodes.
+        for ((a, ap), (b, bp)) in fabric.links() {
+            let lid_of = |node: usize, port: u8| -> u16 {
+                let n = &fabric.nodes[node];
+                if n.is_switch() {
+                    node_lid[node]
+                } else {
+                    n.ports
+                        .get(usize::from(port))
+                        .and_then(|p| p.info.as_ref())
+                        .map_or(0, |i| i.lid)
+                }
+            };
+            let (la, lb) = (lid_of(a, ap), lid_of(b, bp));
+            if la == 0 || lb == 0 {
+                continue;
+            }
+            for repr in [
+                lr::Repr {
+                    from_lid: la,
+                    from_port: ap,
+                    to_port: bp,
+                    to_lid: lb,
+                },
+                lr::Repr {
+                    from_lid: lb,
+                    from_port: bp,
+                    to_port: ap,
+                    to_lid: la,
+                },
+            ] {
+                let mut rec = [0u8; lr::PADDED_LEN];
+                repr.emit(&mut lr::Packet::new_unchecked(&mut rec[..]));
+                db.link_records.push(rec);
+            }
+        }
+        let lid_key = |r: &[u8]| u16::from_be_bytes([r[0], r[1]]);
+        db.node_records.sort_by_key(|r| lid_key(r));
+        db.port_records.sort_by_key(|r| (lid_key(r), r[2]));
+        db.link_records.sort_by_key(|r| (lid_key(r), r[2]));
+        db.switch_records.sort_by_key(|r| lid_key(r));
+        db
+    }
+}
+
+/// NodeDescription bytes of `text`, cut to 64 bytes at a character boundary.
+fn description_bytes(text: &str) -> NodeDescriptionRepr {
+    let mut end = text.len().min(sm_mad::node_description::LEN);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut bytes = [0u8; sm_mad::node_description::LEN];
+    bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
+    NodeDescriptionRepr { bytes }
+}
+
+/// Answers path SLs through a handle shared with the SA.
+struct SharedSl(Arc<PathSlBox>);
+
+impl PathSl for SharedSl {
+    fn uniform(&self) -> sm_abi::abi_stable::std_types::ROption<u8> {
+        self.0.uniform()
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        self.0.path_sl(slid, dlid)
+    }
+}
+
+/// Moves `routing`'s path-SL oracle into a shared handle and leaves in its
+/// place an oracle that answers through the same handle.
+pub fn share_path_sl(routing: &mut sm_abi::Routing) -> Arc<PathSlBox> {
+    let original = std::mem::replace(
+        &mut routing.path_sl,
+        sm_abi::path_sl_box(sm_abi::UniformSl(0)),
+    );
+    let shared = Arc::new(original);
+    routing.path_sl = sm_abi::path_sl_box(SharedSl(Arc::clone(&shared)));
+    shared
+}

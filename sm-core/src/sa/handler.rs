@@ -1,0 +1,453 @@
+//! The SA's request handler: one MAD in, at most one MAD out. It checks
+//! the common header (version, class, method), dispatches by attribute,
+//! and turns every failure into the status IBA gives for it; it never
+//! panics on any input (a property test feeds it random bytes).
+
+use std::sync::{Arc, Mutex};
+
+use sm_mad::mad::{self, method, status as mad_status};
+use sm_mad::sa::{self, attr, rmpp, status, Component};
+use sm_mad::{
+    sa_class_port_info as cpi, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
+    sa_port_info_record as pir, sa_switch_info_record as swr,
+};
+
+use super::db::SaDb;
+use super::inform::{Report, Subscriptions};
+use super::mcmember;
+use super::path::{self, PathDefaults};
+use crate::mcast::McGroups;
+
+/// Settings of the SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaConfig {
+    /// PathRecord settings the routing does not decide.
+    pub path: PathDefaults,
+    /// ClassPortInfo.RespTimeValue (4.096 µs · 2^value).
+    pub resp_time_value: u8,
+    /// Most records one GetTable answers.
+    pub max_records: usize,
+}
+
+impl Default for SaConfig {
+    fn default() -> Self {
+        Self {
+            path: PathDefaults::default(),
+            resp_time_value: 18,
+            max_records: path::MAX_RECORDS,
+        }
+    }
+}
+
+/// What handling one request produced.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The response MAD, `None` when nothing must be answered (a response
+    /// that arrived, a MAD of another class).
+    pub reply: Option<Vec<u8>>,
+    /// Multicast membership changed: MFTs must be recomputed.
+    pub mcast_changed: bool,
+    /// Reports to send (multicast group created/deleted).
+    pub reports: Vec<Report>,
+}
+
+/// The SA's state: the published snapshot, the multicast groups it
+/// shares with the SM loop, and the subscriptions.
+#[derive(Debug)]
+pub struct Sa {
+    db: Option<Arc<SaDb>>,
+    groups: Arc<Mutex<McGroups>>,
+    subs: Subscriptions,
+    config: SaConfig,
+}
+
+/// A response header for `req` (at least [`sa::HEADER_LEN`] bytes).
+fn header(req: &[u8], resp_method: u8, status: u16) -> Vec<u8> {
+    let mut out = vec![0u8; mad::MAD_LEN];
+    out[..mad::HEADER_LEN].copy_from_slice(&req[..mad::HEADER_LEN]);
+    out[0] = mad::BASE_VERSION;
+    out[3] = resp_method;
+    out[4..6].copy_from_slice(&status.to_be_bytes());
+    out[6..8].fill(0);
+    out[18..20].fill(0);
+    // ComponentMask is echoed; SM_Key always 0 in answers (C15-0.1.5).
+    out[48..56].copy_from_slice(&req[48..56]);
+    out
+}
+
+fn response_method(request: u8) -> u8 {
+    match request {
+        method::GET | method::SET => method::GET_RESP,
+        method::GET_TABLE => method::GET_TABLE_RESP,
+        method::DELETE => method::DELETE_RESP,
+        m => m | method::RESPONSE,
+    }
+}
+
+/// An error answer: the request's data back with `status`.
+fn error(req: &[u8], status: u16) -> Vec<u8> {
+    let mut out = header(req, response_method(req[3]), status);
+    out[sa::HEADER_LEN..].copy_from_slice(&req[sa::HEADER_LEN..mad::MAD_LEN]);
+    out
+}
+
+/// A successful Get/Set/Delete answer carrying one record.
+fn single(req: &[u8], record: &[u8]) -> Vec<u8> {
+    let mut out = header(req, response_method(req[3]), 0);
+    let n = record.len().min(sa::DATA_LEN);
+    out[sa::HEADER_LEN..sa::HEADER_LEN + n].copy_from_slice(&record[..n]);
+    out
+}
+
+/// A GetTable answer: all records in one message with the RMPP header of
+/// its single (as the kernel will segment it) transfer.
+fn table(req: &[u8], record_len: usize, records: &[u8]) -> Vec<u8> {
+    let mut out = header(req, method::GET_TABLE_RESP, 0);
+    out.resize((sa::HEADER_LEN + records.len()).max(mad::MAD_LEN), 0);
+    out[sa::HEADER_LEN..sa::HEADER_LEN + records.len()].copy_from_slice(records);
+    let mut p = sa::Packet::new_unchecked(&mut out[..]);
+    p.set_rmpp_version(rmpp::VERSION);
+    p.set_rmpp_type(rmpp::TYPE_DATA);
+    p.set_rmpp_resp_time(rmpp::NO_RESP_TIME);
+    p.set_rmpp_flags(rmpp::FLAG_ACTIVE | rmpp::FLAG_FIRST | rmpp::FLAG_LAST);
+    p.set_rmpp_status(0);
+    p.set_segment_number(1);
+    // PayloadLength counts the SA header after the RMPP fields (20 bytes)
+    // plus the records.
+    p.set_payload_length((sa::HEADER_LEN - 36 + records.len()) as u32);
+    p.set_attribute_offset((record_len / 8) as u16);
+    out
+}
+
+/// Get (exactly one record) or GetTable (any number) over `records`.
+fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>) -> Vec<u8> {
+    if req[3] == method::GET {
+        match records.len() {
+            0 => error(req, status::NO_RECORDS),
+            1 => single(req, records[0]),
+            _ => error(req, status::TOO_MANY_RECORDS),
+        }
+    } else {
+        let mut data = Vec::with_capacity(records.len() * record_len);
+        for r in records {
+            data.extend_from_slice(&r[..record_len]);
+        }
+        table(req, record_len, &data)
+    }
+}
+
+/// Records whose field `comp` (when `lid_first`, the LID at bytes 0..2 the
+/// records are sorted by) and every other masked component match.
+fn select<'a, const N: usize>(
+    records: &'a [[u8; N]],
+    comps: &[Component],
+    mask: u64,
+    template: &[u8],
+    extra: impl Fn(&[u8]) -> bool,
+) -> Vec<&'a [u8]> {
+    let slice = if mask & 1 != 0 && template.len() >= 2 {
+        let lid = u16::from_be_bytes([template[0], template[1]]);
+        let lo = records.partition_point(|r| u16::from_be_bytes([r[0], r[1]]) < lid);
+        let hi = records.partition_point(|r| u16::from_be_bytes([r[0], r[1]]) <= lid);
+        &records[lo..hi]
+    } else {
+        records
+    };
+    slice
+        .iter()
+        .filter(|r| sa::matches(comps, mask, template, &r[..]) && extra(&r[..]))
+        .map(|r| &r[..])
+        .collect()
+}
+
+impl Sa {
+    /// An SA with nothing published yet: queries are answered BUSY until
+    /// [`Self::publish`].
+    pub fn new(groups: Arc<Mutex<McGroups>>, config: SaConfig) -> Self {
+        Self {
+            db: None,
+            groups,
+            subs: Subscriptions::default(),
+            config,
+        }
+    }
+
+    /// The snapshot in service.
+    pub fn db(&self) -> Option<&Arc<SaDb>> {
+        self.db.as_ref()
+    }
+
+    /// Subscriptions held.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subs
+    }
+
+    /// Puts `db` in service. Returns the Reports for GIDs that came into
+    /// service (trap 64) or went out of it (trap 65) since the last
+    /// snapshot, and whether multicast membership changed (members that
+    /// left the fabric are dropped from their groups).
+    pub fn publish(&mut self, db: SaDb) -> (Vec<Report>, bool) {
+        let db = Arc::new(db);
+        let mut reports = Vec::new();
+        let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
+        if let Some(old) = &self.db {
+            for e in db.end_ports() {
+                if old.end_by_guid(e.guid).is_none() {
+                    reports.extend(self.subs.reports(
+                        sm_mad::notice::trap::GID_IN_SERVICE,
+                        db.gid(e),
+                        e.lid,
+                        db.sm_lid,
+                        sa_gid,
+                    ));
+                }
+            }
+            for e in old.end_ports() {
+                if db.end_by_guid(e.guid).is_none() {
+                    reports.extend(self.subs.reports(
+                        sm_mad::notice::trap::GID_OUT_OF_SERVICE,
+                        old.gid(e),
+                        e.lid,
+                        db.sm_lid,
+                        sa_gid,
+                    ));
+                }
+            }
+        }
+        let changed = {
+            let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+            groups.retain_ports(|guid| db.end_by_guid(guid).is_some()) > 0
+        };
+        let keep = Arc::clone(&db);
+        self.subs.retain(|gid| keep.end_by_gid(gid).is_some());
+        self.db = Some(db);
+        (reports, changed)
+    }
+
+    /// Handles one MAD from `slid`. Never panics.
+    pub fn handle(&mut self, slid: u16, mad_bytes: &[u8]) -> Answer {
+        if mad_bytes.len() < mad::HEADER_LEN {
+            return Answer::default();
+        }
+        let mut req = [0u8; mad::MAD_LEN];
+        let n = mad_bytes.len().min(mad::MAD_LEN);
+        req[..n].copy_from_slice(&mad_bytes[..n]);
+        if req[1] != mad::class::SUBN_ADM || req[3] & method::RESPONSE != 0 {
+            // Not ours, or an answer (a ReportResp to one of our Reports).
+            return Answer::default();
+        }
+        let reply = |m: Vec<u8>| Answer {
+            reply: Some(m),
+            ..Default::default()
+        };
+        if req[0] != mad::BASE_VERSION || req[2] != mad::class_version::SUBN_ADM {
+            return reply(error(&req, mad_status::BAD_VERSION));
+        }
+        let m = req[3];
+        if !matches!(
+            m,
+            method::GET | method::GET_TABLE | method::SET | method::DELETE
+        ) {
+            return reply(error(&req, mad_status::UNSUPPORTED_METHOD));
+        }
+        let attribute = u16::from_be_bytes([req[16], req[17]]);
+        let mask = u64::from_be_bytes(req[48..56].try_into().unwrap_or([0; 8]));
+        let query = |m: u8| matches!(m, method::GET | method::GET_TABLE);
+        let supported = match attribute {
+            attr::CLASS_PORT_INFO => m == method::GET,
+            attr::NODE_RECORD
+            | attr::PORT_INFO_RECORD
+            | attr::LINK_RECORD
+            | attr::SWITCH_INFO_RECORD
+            | attr::LFT_RECORD
+            | attr::PATH_RECORD
+            | attr::INFORM_INFO_RECORD => query(m),
+            attr::MC_MEMBER_RECORD => true,
+            attr::INFORM_INFO => m == method::SET,
+            _ => false,
+        };
+        if !supported {
+            return reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR));
+        }
+        if attribute == attr::CLASS_PORT_INFO {
+            return reply(single(&req, &self.class_port_info()));
+        }
+        let Some(db) = self.db.clone() else {
+            return reply(error(&req, mad_status::BUSY));
+        };
+        let data = &req[sa::HEADER_LEN..];
+        match attribute {
+            attr::NODE_RECORD => {
+                let t = normalise_lid(&db, data);
+                reply(answer_records(
+                    &req,
+                    nr::PADDED_LEN,
+                    select(&db.node_records, nr::COMPONENTS, mask, &t, |_| true),
+                ))
+            }
+            attr::PORT_INFO_RECORD => {
+                let t = normalise_lid(&db, data);
+                // CapabilityMask(2) components match ports that have at
+                // least the bits asked for (IsPortInfoCapMaskMatchSupported).
+                const CAP: u64 = 1 << 7;
+                const CAP2: u64 = 1 << 53;
+                let (cap, cap2) = (
+                    pir::COMPONENTS[7].value(&t) as u32,
+                    pir::COMPONENTS[53].value(&t) as u32,
+                );
+                let extra = |r: &[u8]| {
+                    (mask & CAP == 0 || pir::COMPONENTS[7].value(r) as u32 & cap == cap)
+                        && (mask & CAP2 == 0 || pir::COMPONENTS[53].value(r) as u32 & cap2 == cap2)
+                };
+                reply(answer_records(
+                    &req,
+                    pir::PADDED_LEN,
+                    select(
+                        &db.port_records,
+                        pir::COMPONENTS,
+                        mask & !(CAP | CAP2),
+                        &t,
+                        extra,
+                    ),
+                ))
+            }
+            attr::LINK_RECORD => reply(answer_records(
+                &req,
+                lr::PADDED_LEN,
+                select(&db.link_records, lr::COMPONENTS, mask, data, |_| true),
+            )),
+            attr::SWITCH_INFO_RECORD => reply(answer_records(
+                &req,
+                swr::PADDED_LEN,
+                select(&db.switch_records, swr::COMPONENTS, mask, data, |_| true),
+            )),
+            attr::LFT_RECORD => reply(answer_records(
+                &req,
+                lftr::PADDED_LEN,
+                select(&db.lft_records, lftr::COMPONENTS, mask, data, |_| true),
+            )),
+            attr::PATH_RECORD => {
+                let limit = if m == method::GET {
+                    2
+                } else {
+                    self.config.max_records
+                };
+                match path::query(&db, data, mask, limit, &self.config.path) {
+                    Ok(records) => {
+                        let recs: Vec<&[u8]> = records.chunks(64).collect();
+                        if m == method::GET && recs.len() > 1 {
+                            // A Get asks for one path (NumbPath 1): the first.
+                            reply(single(&req, recs[0]))
+                        } else {
+                            reply(answer_records(&req, 64, recs))
+                        }
+                    }
+                    Err(code) => reply(error(&req, code)),
+                }
+            }
+            attr::INFORM_INFO => {
+                let gid = db.end_by_lid(slid).map_or(0, |e| db.gid(e));
+                if gid == 0 {
+                    return reply(error(&req, status::REQ_INVALID));
+                }
+                match self.subs.set(gid, slid, data) {
+                    Ok(_) => reply(single(&req, &data[..sm_mad::sa_inform_info::LEN])),
+                    Err(code) => reply(error(&req, code)),
+                }
+            }
+            attr::INFORM_INFO_RECORD => {
+                let recs = self.subs.records(data, mask);
+                let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
+                reply(answer_records(
+                    &req,
+                    sm_mad::sa_inform_info::RECORD_PADDED_LEN,
+                    refs,
+                ))
+            }
+            attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, &req, mask),
+            _ => reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR)),
+        }
+    }
+
+    fn mc_member(&mut self, db: &SaDb, slid: u16, req: &[u8], mask: u64) -> Answer {
+        use sm_mad::sa_mc_member_record::{Packet, PADDED_LEN};
+        let data = &req[sa::HEADER_LEN..];
+        let requester = db.end_by_lid(slid).map(|e| e.guid);
+        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        let result = match req[3] {
+            method::SET => mcmember::join(db, &mut groups, requester, data, mask),
+            method::DELETE => mcmember::leave(db, &mut groups, data, mask),
+            _ => {
+                let recs = mcmember::query(&groups, data, mask);
+                let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
+                return Answer {
+                    reply: Some(answer_records(req, PADDED_LEN, refs)),
+                    ..Default::default()
+                };
+            }
+        };
+        drop(groups);
+        match result {
+            Ok(change) => {
+                let mut rec = [0u8; PADDED_LEN];
+                change.record.emit(&mut Packet::new_unchecked(&mut rec[..]));
+                let mut reports = Vec::new();
+                let trap = if change.created {
+                    Some(sm_mad::notice::trap::MCAST_GROUP_CREATED)
+                } else if change.deleted {
+                    Some(sm_mad::notice::trap::MCAST_GROUP_DELETED)
+                } else {
+                    None
+                };
+                if let Some(number) = trap {
+                    let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
+                    reports =
+                        self.subs
+                            .reports(number, change.record.mgid, 0xFFFF, db.sm_lid, sa_gid);
+                }
+                Answer {
+                    reply: Some(single(req, &rec)),
+                    mcast_changed: change.changed,
+                    reports,
+                }
+            }
+            Err(code) => Answer {
+                reply: Some(error(req, code)),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn class_port_info(&self) -> [u8; cpi::LEN] {
+        let repr = cpi::Repr {
+            base_version: mad::BASE_VERSION,
+            class_version: mad::class_version::SUBN_ADM,
+            capability_mask: cpi::capability::GET_SET_NOTICE
+                | cpi::capability::PORT_INFO_CAPMASK_MATCH,
+            capability_mask2: cpi::capability2::FULL_PORT_INFO_RECORD
+                | cpi::capability2::EXTENDED_SPEEDS,
+            resp_time_value: self.config.resp_time_value,
+            redirect_qp: 1,
+            redirect_qkey: 0x8001_0000,
+            ..Default::default()
+        };
+        let mut out = [0u8; cpi::LEN];
+        repr.emit(&mut cpi::Packet::new_unchecked(&mut out[..]));
+        out
+    }
+}
+
+/// The query template with a LID of an LMC range replaced by the port's
+/// base LID, by which its records are keyed.
+fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
+    let mut t = data.to_vec();
+    if t.len() >= 2 {
+        let lid = u16::from_be_bytes([t[0], t[1]]);
+        if let Some(e) = db.end_by_lid(lid) {
+            if !e.switch {
+                t[..2].copy_from_slice(&e.lid.to_be_bytes());
+            }
+        }
+    }
+    t
+}

@@ -1,0 +1,174 @@
+//! InformInfo subscriptions (IBA 13.4.11, 15.2.5.12) and the Reports the
+//! SA sends for them: traps 64/65 (a GID went in or out of service, found
+//! by comparing one sweep's end ports with the next) and 66/67 (a
+//! multicast group was created or deleted).
+
+use sm_mad::mad::{attr, method};
+use sm_mad::notice::{
+    notice_type, producer, Details, Packet as NoticePacket, Repr as NoticeRepr, Source,
+};
+use sm_mad::sa::{self, status};
+use sm_mad::sa_inform_info::{
+    Packet as InfoPacket, RecordPacket, RecordRepr, Repr as InfoRepr, RECORD_COMPONENTS,
+    RECORD_PADDED_LEN,
+};
+
+/// One subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subscription {
+    /// GID of the subscribing port.
+    pub subscriber_gid: u128,
+    /// LID Reports go to.
+    pub lid: u16,
+    /// What was asked for (QPN: where Reports go).
+    pub info: InfoRepr,
+}
+
+/// An SA Report to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Destination LID.
+    pub dlid: u16,
+    /// Destination QP.
+    pub dqpn: u32,
+    /// The MAD (SubnAdmReport(Notice)).
+    pub mad: Vec<u8>,
+}
+
+/// All subscriptions, in arrival order.
+#[derive(Debug, Clone, Default)]
+pub struct Subscriptions {
+    subs: Vec<Subscription>,
+    tid: u64,
+}
+
+/// Whether two InformInfos name the same subscription (all but Subscribe
+/// and the response fields).
+fn same(a: &InfoRepr, b: &InfoRepr) -> bool {
+    InfoRepr {
+        subscribe: 0,
+        resp_time_value: 0,
+        ..*a
+    } == InfoRepr {
+        subscribe: 0,
+        resp_time_value: 0,
+        ..*b
+    }
+}
+
+impl Subscriptions {
+    /// Subscriptions held.
+    pub fn iter(&self) -> impl Iterator<Item = &Subscription> {
+        self.subs.iter()
+    }
+
+    /// SubnAdmSet(InformInfo) from the port with `gid` at `lid`.
+    pub fn set(&mut self, gid: u128, lid: u16, data: &[u8]) -> Result<InfoRepr, u16> {
+        let info =
+            InfoRepr::parse(&InfoPacket::new_checked(data).map_err(|_| status::REQ_INVALID)?)
+                .map_err(|_| status::REQ_INVALID)?;
+        if info.subscribe > 1 || info.is_generic > 1 {
+            return Err(status::REQ_INVALID);
+        }
+        if info.lid_range_begin != sm_mad::sa_inform_info::ALL_LIDS
+            && info.lid_range_end != 0
+            && info.lid_range_end < info.lid_range_begin
+        {
+            return Err(status::REQ_INVALID);
+        }
+        let pos = self
+            .subs
+            .iter()
+            .position(|s| s.subscriber_gid == gid && same(&s.info, &info));
+        if info.subscribe == 1 {
+            if pos.is_none() {
+                self.subs.push(Subscription {
+                    subscriber_gid: gid,
+                    lid,
+                    info,
+                });
+            }
+        } else {
+            let i = pos.ok_or(status::REQ_INVALID)?;
+            self.subs.remove(i);
+        }
+        Ok(info)
+    }
+
+    /// Drops the subscriptions of ports no longer in the fabric.
+    pub fn retain(&mut self, alive: impl Fn(u128) -> bool) {
+        self.subs.retain(|s| alive(s.subscriber_gid));
+    }
+
+    /// InformInfoRecords matching a query, padded.
+    pub fn records(&self, data: &[u8], mask: u64) -> Vec<[u8; RECORD_PADDED_LEN]> {
+        let mut out = Vec::new();
+        let mut per_gid: std::collections::HashMap<u128, u16> = std::collections::HashMap::new();
+        for s in &self.subs {
+            let n = per_gid.entry(s.subscriber_gid).or_insert(0);
+            let repr = RecordRepr {
+                subscriber_gid: s.subscriber_gid,
+                subscriber_enum: *n,
+                inform_info: s.info,
+            };
+            *n += 1;
+            let mut rec = [0u8; RECORD_PADDED_LEN];
+            repr.emit(&mut RecordPacket::new_unchecked(&mut rec[..]));
+            if sa::matches(RECORD_COMPONENTS, mask, data, &rec) {
+                out.push(rec);
+            }
+        }
+        out
+    }
+
+    /// Reports of generic trap `number` about `gid` (at `lid`), one per
+    /// subscription that covers it; the SA at `sa_lid` issues them.
+    pub fn reports(
+        &mut self,
+        number: u16,
+        gid: u128,
+        lid: u16,
+        sa_lid: u16,
+        sa_gid: u128,
+    ) -> Vec<Report> {
+        let notice = NoticeRepr {
+            notice_type: notice_type::INFO,
+            source: Source::Generic {
+                producer_type: producer::CLASS_MANAGER,
+                trap_number: number,
+            },
+            issuer_lid: sa_lid,
+            toggle: false,
+            count: 0,
+            details: Details::Gid {
+                gid: gid.to_be_bytes(),
+            },
+            issuer_gid: Some(sa_gid.to_be_bytes()),
+        };
+        let mut out = Vec::new();
+        for s in &self.subs {
+            if !s
+                .info
+                .covers(number, notice_type::INFO, producer::CLASS_MANAGER, lid, gid)
+            {
+                continue;
+            }
+            self.tid = self.tid.wrapping_add(1);
+            let mut mad = vec![0u8; sm_mad::MAD_LEN];
+            let header = sa::Repr {
+                method: method::REPORT,
+                transaction_id: 0x5a00_0000 | (self.tid & 0xff_ffff),
+                attribute_id: attr::NOTICE,
+                ..Default::default()
+            };
+            header.emit(&mut sa::Packet::new_unchecked(&mut mad[..]));
+            notice.emit(&mut NoticePacket::new_unchecked(&mut mad[sa::HEADER_LEN..]));
+            out.push(Report {
+                dlid: s.lid,
+                dqpn: s.info.qpn,
+                mad,
+            });
+        }
+        out
+    }
+}

@@ -1,0 +1,356 @@
+//! MCMemberRecord (IBA 15.2.5.17) on top of the core's [`McGroups`]:
+//! Set joins (creating the group when its MGID is new or zero), Delete
+//! leaves, Get/GetTable list memberships.
+//!
+//! The rules applied, as IBA gives them: a join names at least MGID,
+//! PortGID and JoinState (else ERR_REQ_INSUFFICIENT_COMPONENTS); a create
+//! also Q_Key, P_Key, TClass, FlowLabel and SL, and must make the port a
+//! full member; a join to an existing group must agree with every group
+//! parameter it names (with MTU/rate/lifetime selectors) or it is
+//! ERR_REQ_INVALID; the PortGID must be a port of this subnet
+//! (ERR_REQ_INVALID_GID for another prefix, ERR_REQ_INVALID for an unknown
+//! GUID). A port may join on behalf of another (proxy join): with one
+//! partition every port shares it.
+
+use sm_mad::sa::status;
+use sm_mad::sa_mc_member_record::{
+    component as mc, join_state, Packet, Repr, COMPONENTS, PADDED_LEN,
+};
+use sm_mad::sa_path_record::selector;
+
+use super::db::{rate_code, rate_of, SaDb};
+use crate::mcast::{McError, McGroup, McGroupParams, McGroups, McMember};
+
+/// Components every join and leave must name.
+pub const JOIN_MASK: u64 = mc::MGID | mc::PORT_GID | mc::JOIN_STATE;
+/// Components a create must name besides [`JOIN_MASK`].
+pub const CREATE_MASK: u64 = JOIN_MASK | mc::QKEY | mc::TCLASS | mc::PKEY | mc::FLOW_LABEL | mc::SL;
+
+/// The outcome of a Set or Delete: the record to answer with, and whether
+/// group membership (and so the MFTs) changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The answer's record.
+    pub record: Repr,
+    /// Membership changed.
+    pub changed: bool,
+    /// The group was created (trap 66) or deleted (trap 67) by this request.
+    pub created: bool,
+    /// The group went with its last full member.
+    pub deleted: bool,
+}
+
+/// The record of `group` as seen by `member` (zero PortGID and JoinState
+/// when none).
+pub fn record_of(group: &McGroup, member: Option<&McMember>) -> Repr {
+    let p = &group.params;
+    Repr {
+        mgid: u128::from_be_bytes(p.mgid),
+        port_gid: member.map_or(0, |m| u128::from_be_bytes(m.port_gid)),
+        qkey: p.qkey,
+        mlid: group.mlid,
+        mtu_selector: selector::EXACTLY,
+        mtu: p.mtu,
+        tclass: p.tclass,
+        pkey: p.pkey,
+        rate_selector: selector::EXACTLY,
+        rate: p.rate,
+        packet_life_time_selector: selector::EXACTLY,
+        packet_life_time: p.packet_life,
+        sl: p.sl,
+        flow_label: p.flow_label,
+        hop_limit: p.hop_limit,
+        scope: p.scope,
+        join_state: member.map_or(0, |m| m.join_state),
+        proxy_join: member.is_some_and(|m| m.proxy),
+    }
+}
+
+/// Whether `have` satisfies a selector request for `want` (codes compared
+/// as numbers: for MTU and lifetime they are ordered).
+fn selected(sel_given: bool, sel: u8, want: u8, have: u8) -> bool {
+    match if sel_given { sel } else { selector::EXACTLY } {
+        selector::GREATER => have > want,
+        selector::LESS => have < want,
+        selector::EXACTLY => have == want,
+        _ => true,
+    }
+}
+
+/// As [`selected`] for rate codes, compared by the rate they carry.
+fn rate_selected(sel_given: bool, sel: u8, want: u8, have: u8) -> bool {
+    let (w, h) = (rate_of(want), rate_of(have));
+    match if sel_given { sel } else { selector::EXACTLY } {
+        selector::GREATER => h > w,
+        selector::LESS => h < w,
+        selector::EXACTLY => h == w,
+        _ => true,
+    }
+}
+
+/// Whether a join request's named components agree with the group.
+fn agrees(group: &McGroup, q: &Repr, mask: u64) -> bool {
+    let p = &group.params;
+    let given = |bit: u64| mask & bit != 0;
+    (!given(mc::QKEY) || q.qkey == p.qkey)
+        && (!given(mc::MLID) || q.mlid == group.mlid)
+        && (!given(mc::MTU) || selected(given(mc::MTU_SELECTOR), q.mtu_selector, q.mtu, p.mtu))
+        && (!given(mc::TCLASS) || q.tclass == p.tclass)
+        && (!given(mc::PKEY) || q.pkey == p.pkey)
+        && (!given(mc::RATE)
+            || rate_selected(given(mc::RATE_SELECTOR), q.rate_selector, q.rate, p.rate))
+        && (!given(mc::LIFE)
+            || selected(
+                given(mc::LIFE_SELECTOR),
+                q.packet_life_time_selector,
+                q.packet_life_time,
+                p.packet_life,
+            ))
+        && (!given(mc::SL) || q.sl == p.sl)
+        && (!given(mc::FLOW_LABEL) || q.flow_label == p.flow_label)
+        && (!given(mc::HOP_LIMIT) || q.hop_limit == p.hop_limit)
+        && (!given(mc::SCOPE) || q.scope == p.scope)
+}
+
+/// The fabric's MTU and rate every end port supports: what a new group
+/// gets unless the creator asks for less.
+fn fabric_limits(db: &SaDb) -> (u8, u32) {
+    let mut mtu = 5u8;
+    let mut rate = u32::MAX;
+    for e in db.end_ports() {
+        if let Some(w) = db.wire(e.node, e.port) {
+            if w.peer.is_some() || e.switch {
+                mtu = mtu.min(w.mtu.max(1));
+                if w.rate != 0 {
+                    rate = rate.min(w.rate);
+                }
+            }
+        }
+    }
+    (mtu, if rate == u32::MAX { 25 } else { rate })
+}
+
+/// The value a create gets for an MTU (or lifetime) component: what the
+/// selector asks for within `limit`; `None` when it cannot be met.
+fn choose(given: bool, sel_given: bool, sel: u8, want: u8, limit: u8, fallback: u8) -> Option<u8> {
+    if !given {
+        return Some(fallback);
+    }
+    match if sel_given { sel } else { selector::EXACTLY } {
+        selector::GREATER => (limit > want).then_some(limit),
+        selector::LESS => (want > 1).then(|| (want - 1).min(limit)),
+        selector::EXACTLY => (want <= limit && want >= 1).then_some(want),
+        _ => Some(limit),
+    }
+}
+
+fn mc_error(e: &McError) -> u16 {
+    match e {
+        McError::NoMlid => status::NO_RESOURCES,
+        _ => status::REQ_INVALID,
+    }
+}
+
+/// SubnAdmSet(MCMemberRecord): join, creating the group if need be.
+/// `requester` is the GUID of the port the request came from.
+pub fn join(
+    db: &SaDb,
+    groups: &mut McGroups,
+    requester: Option<u64>,
+    data: &[u8],
+    mask: u64,
+) -> Result<Change, u16> {
+    let q = Repr::parse(&Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?)
+        .map_err(|_| status::REQ_INVALID)?;
+    if mask & JOIN_MASK != JOIN_MASK {
+        return Err(status::INSUFFICIENT_COMPONENTS);
+    }
+    if (mask & mc::RATE != 0 && rate_of(q.rate) == 0)
+        || (mask & mc::MTU != 0 && !(1..=5).contains(&q.mtu))
+    {
+        return Err(status::REQ_INVALID);
+    }
+    if (q.port_gid >> 64) as u64 != db.gid_prefix() {
+        return Err(status::INVALID_GID);
+    }
+    let port = db.end_by_gid(q.port_gid).ok_or(status::REQ_INVALID)?;
+    if q.join_state == 0 {
+        return Err(status::REQ_INVALID);
+    }
+    let member = McMember {
+        port_gid: q.port_gid.to_be_bytes(),
+        port_guid: port.guid,
+        join_state: q.join_state,
+        proxy: requester != Some(port.guid),
+    };
+    let mgid = q.mgid.to_be_bytes();
+    if q.mgid != 0 {
+        if let Some(group) = groups.get(&mgid) {
+            if !agrees(group, &q, mask) {
+                return Err(status::REQ_INVALID);
+            }
+            let before = groups.generation();
+            let group = groups.join(&mgid, member).map_err(|e| mc_error(&e))?;
+            let m = group.members.get(&member.port_gid).copied();
+            let record = record_of(group, m.as_ref());
+            return Ok(Change {
+                record,
+                changed: groups.generation() != before,
+                created: false,
+                deleted: false,
+            });
+        }
+        if mgid[0] != 0xFF {
+            return Err(status::REQ_INVALID);
+        }
+    }
+    // Create.
+    if mask & CREATE_MASK != CREATE_MASK {
+        return Err(status::INSUFFICIENT_COMPONENTS);
+    }
+    if q.join_state & join_state::FULL == 0 && q.join_state & join_state::SEND_ONLY_FULL == 0 {
+        return Err(status::REQ_INVALID);
+    }
+    if q.pkey & 0x7FFF == 0 {
+        return Err(status::REQ_INVALID);
+    }
+    let (max_mtu, max_rate) = fabric_limits(db);
+    let given = |bit: u64| mask & bit != 0;
+    let mtu = choose(
+        given(mc::MTU),
+        given(mc::MTU_SELECTOR),
+        q.mtu_selector,
+        q.mtu,
+        max_mtu,
+        max_mtu,
+    )
+    .ok_or(status::REQ_INVALID)?;
+    let rate = if given(mc::RATE) {
+        let want = rate_of(q.rate);
+        let limit = rate_of(rate_code(max_rate));
+        let ok = match if given(mc::RATE_SELECTOR) {
+            q.rate_selector
+        } else {
+            selector::EXACTLY
+        } {
+            selector::GREATER => limit > want,
+            selector::LESS => limit < want || want > 25,
+            selector::EXACTLY => want <= limit,
+            _ => true,
+        };
+        if !ok {
+            return Err(status::REQ_INVALID);
+        }
+        match if given(mc::RATE_SELECTOR) {
+            q.rate_selector
+        } else {
+            selector::EXACTLY
+        } {
+            selector::EXACTLY => q.rate,
+            selector::LESS if limit >= want => rate_code(want - 1),
+            _ => rate_code(max_rate),
+        }
+    } else {
+        rate_code(max_rate)
+    };
+    let packet_life = choose(
+        given(mc::LIFE),
+        given(mc::LIFE_SELECTOR),
+        q.packet_life_time_selector,
+        q.packet_life_time,
+        63,
+        18,
+    )
+    .ok_or(status::REQ_INVALID)?;
+    let scope = if given(mc::SCOPE) {
+        q.scope
+    } else if q.mgid != 0 {
+        mgid[1] & 0x0F
+    } else {
+        2
+    };
+    let params = McGroupParams {
+        mgid,
+        qkey: q.qkey,
+        pkey: q.pkey | 0x8000,
+        mtu,
+        rate,
+        packet_life,
+        sl: q.sl,
+        flow_label: q.flow_label,
+        hop_limit: q.hop_limit,
+        tclass: q.tclass,
+        scope,
+    };
+    let mlid = given(mc::MLID).then_some(q.mlid).filter(|&m| m != 0);
+    let group = groups
+        .create(params, mlid, member)
+        .map_err(|e| mc_error(&e))?;
+    let m = group.members.get(&member.port_gid).copied();
+    Ok(Change {
+        record: record_of(group, m.as_ref()),
+        changed: true,
+        created: true,
+        deleted: false,
+    })
+}
+
+/// SubnAdmDelete(MCMemberRecord): leave with the JoinState bits given.
+pub fn leave(db: &SaDb, groups: &mut McGroups, data: &[u8], mask: u64) -> Result<Change, u16> {
+    let q = Repr::parse(&Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?)
+        .map_err(|_| status::REQ_INVALID)?;
+    if mask & JOIN_MASK != JOIN_MASK {
+        return Err(status::INSUFFICIENT_COMPONENTS);
+    }
+    if (q.port_gid >> 64) as u64 != db.gid_prefix() {
+        return Err(status::INVALID_GID);
+    }
+    let mgid = q.mgid.to_be_bytes();
+    let port_gid = q.port_gid.to_be_bytes();
+    let group = groups.get(&mgid).ok_or(status::REQ_INVALID)?;
+    let before = group
+        .members
+        .get(&port_gid)
+        .copied()
+        .ok_or(status::REQ_INVALID)?;
+    if !agrees(
+        group,
+        &q,
+        mask & !(mc::JOIN_STATE | mc::PORT_GID | mc::MGID),
+    ) {
+        return Err(status::REQ_INVALID);
+    }
+    let mut record = record_of(group, Some(&before));
+    let left = groups
+        .leave(&mgid, &port_gid, q.join_state)
+        .map_err(|e| mc_error(&e))?;
+    let deleted = left.is_none();
+    record.join_state = before.join_state & !q.join_state;
+    Ok(Change {
+        record,
+        changed: true,
+        created: false,
+        deleted,
+    })
+}
+
+/// SubnAdmGet/GetTable(MCMemberRecord): one record per membership that
+/// matches, padded to [`PADDED_LEN`].
+pub fn query(groups: &McGroups, data: &[u8], mask: u64) -> Vec<[u8; PADDED_LEN]> {
+    let mut out = Vec::new();
+    for g in groups.iter() {
+        for m in g.members.values() {
+            let mut rec = [0u8; PADDED_LEN];
+            record_of(g, Some(m)).emit(&mut Packet::new_unchecked(&mut rec[..]));
+            // JoinState in a query matches members holding those bits.
+            let js = mask & mc::JOIN_STATE != 0;
+            let want_js = data.get(48).map_or(0, |b| b & 0x0F);
+            if sm_mad::sa::matches(COMPONENTS, mask & !mc::JOIN_STATE, data, &rec)
+                && (!js || m.join_state & want_js == want_js)
+            {
+                out.push(rec);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,34 @@
+//! # Subnet administration (IBA chapter 15)
+//!
+//! The SA answers queries on QP1 about the fabric the last heavy sweep
+//! found and the routing it programmed:
+//!
+//! - [`db`]: [`SaDb`], the snapshot a sweep publishes — NodeRecords,
+//!   PortInfoRecords, LinkRecords, SwitchInfoRecords and LFTRecords as wire
+//!   bytes, plus what PathRecords need (LFTs, links with MTU and rate, the
+//!   routing's path-SL oracle);
+//! - [`path`]: PathRecord queries, walked through the LFTs, with the SL the
+//!   engine gives each path;
+//! - [`mcmember`]: MCMemberRecord joins, leaves and queries over the core's
+//!   multicast groups;
+//! - [`inform`]: InformInfo subscriptions and the Reports for traps 64–67;
+//! - [`handler`]: [`Sa::handle`], one MAD in, one answer out, with IBA's
+//!   statuses for everything it does not serve;
+//! - [`server`]: the thread that serves a umad port's SA queue.
+//!
+//! GetTable answers are one long MAD with an RMPP header for a single
+//! transfer; the kernel's RMPP agent segments it (umad2sim passes only the
+//! first 256 bytes).
+
+pub mod db;
+pub mod handler;
+pub mod inform;
+pub mod mcmember;
+pub mod path;
+pub mod server;
+
+pub use db::{EndPort, SaDb};
+pub use handler::{Answer, Sa, SaConfig};
+pub use inform::{Report, Subscription, Subscriptions};
+pub use path::PathDefaults;
+pub use server::{spawn, spawn_umad, Responder, SaHandle};

@@ -1,0 +1,367 @@
+//! PathRecord queries (IBA 15.2.5.16): the end points a query names, the
+//! LID pairs between them, and for each pair a walk through the routing's
+//! LFTs. A pair the LFTs do not connect has no PathRecord; the SL is the
+//! routing engine's `path_sl` for the pair (for torus-2QoS, the SL its
+//! deadlock-freedom depends on), never one the SA picks.
+
+use sm_mad::sa::status;
+use sm_mad::sa_path_record::{component as pc, selector, Packet as PrPacket, Repr as PrRepr};
+
+use super::db::{rate_code, rate_of, EndPort, SaDb};
+
+/// What a walk found: the MTU and rate the whole path supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    /// Links crossed.
+    pub hops: u8,
+    /// Smallest MTU code along the path.
+    pub mtu: u8,
+    /// Smallest data rate along the path (0.1 Gb/s).
+    pub rate: u32,
+}
+
+/// Longest path a walk follows before calling it a loop (IBA's directed
+/// route limit).
+const MAX_HOPS: u8 = 64;
+
+impl SaDb {
+    /// Follows the LFTs from the port holding `slid` to the one holding
+    /// `dlid`; `None` when there is no such port or the tables do not
+    /// lead there.
+    pub fn walk(&self, slid: u16, dlid: u16) -> Option<Walk> {
+        let src = *self.end_by_lid(slid)?;
+        let dst = *self.end_by_lid(dlid)?;
+        if !self.routed {
+            return None;
+        }
+        let start = self.wire(src.node, src.port)?;
+        let mut walk = Walk {
+            hops: 0,
+            mtu: start.mtu.max(1),
+            rate: start.rate,
+        };
+        if src == dst {
+            return Some(walk);
+        }
+        let (mut node, mut port) = (src.node, src.port);
+        if !src.switch {
+            let w = self.wire(node, port)?;
+            let (n2, p2) = w.peer?;
+            walk.hops += 1;
+            walk.mtu = walk.mtu.min(w.mtu.max(1));
+            walk.rate = walk.rate.min(w.rate);
+            (node, port) = (n2, p2);
+            if node == dst.node && (dst.switch || port == dst.port) {
+                return Some(walk);
+            }
+        }
+        let _ = port;
+        loop {
+            if self.node_kind[node as usize] != sm_abi::NodeKind::Switch {
+                return None;
+            }
+            if dst.switch && dst.node == node {
+                return Some(walk);
+            }
+            let out = *self.lfts[node as usize].get(usize::from(dlid))?;
+            if out == 0 || out == sm_abi::NO_ROUTE {
+                return None;
+            }
+            let w = self.wire(node, out)?;
+            let (n2, p2) = w.peer?;
+            walk.hops += 1;
+            if walk.hops > MAX_HOPS {
+                return None;
+            }
+            walk.mtu = walk.mtu.min(w.mtu.max(1));
+            walk.rate = walk.rate.min(w.rate);
+            if n2 == dst.node && (dst.switch || p2 == dst.port) {
+                return Some(walk);
+            }
+            node = n2;
+        }
+    }
+}
+
+/// Settings of PathRecords the routing does not decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathDefaults {
+    /// PacketLifeTime code of every path (OpenSM: subnet_timeout... 0x12).
+    pub packet_life: u8,
+    /// P_Key of the default partition.
+    pub pkey: u16,
+}
+
+impl Default for PathDefaults {
+    fn default() -> Self {
+        Self {
+            packet_life: 18,
+            pkey: 0xFFFF,
+        }
+    }
+}
+
+/// Most records one query returns (beyond it: ERR_NO_RESOURCES).
+pub const MAX_RECORDS: usize = 1 << 18;
+
+/// PathRecords matching `query` under `mask`, each 64 bytes; at most
+/// `limit` of them. Errors are SA status codes.
+pub fn query(
+    db: &SaDb,
+    query: &[u8],
+    mask: u64,
+    limit: usize,
+    defaults: &PathDefaults,
+) -> Result<Vec<u8>, u16> {
+    let q = PrPacket::new_checked(query).map_err(|_| status::REQ_INVALID)?;
+    let q = PrRepr::parse(&q).map_err(|_| status::REQ_INVALID)?;
+    if mask & pc::RAW_TRAFFIC != 0 && q.raw_traffic {
+        return Ok(Vec::new());
+    }
+    if mask & pc::DGID != 0 && (q.dgid >> 120) == 0xFF {
+        // Multicast destinations: the group's path is not served here.
+        return Err(status::NO_RECORDS);
+    }
+    let pick = |gid_bit: u64, gid: u128, lid_bit: u64, lid: u16| -> Result<Option<EndPort>, u16> {
+        let by_gid = if mask & gid_bit != 0 {
+            Some(*db.end_by_gid(gid).ok_or(status::INVALID_GID)?)
+        } else {
+            None
+        };
+        let by_lid = if mask & lid_bit != 0 {
+            Some(*db.end_by_lid(lid).ok_or(status::NO_RECORDS)?)
+        } else {
+            None
+        };
+        match (by_gid, by_lid) {
+            (Some(a), Some(b)) if a != b => Err(status::NO_RECORDS),
+            (a, b) => Ok(a.or(b)),
+        }
+    };
+    let src = pick(pc::SGID, q.sgid, pc::SLID, q.slid)?;
+    let dst = pick(pc::DGID, q.dgid, pc::DLID, q.dlid)?;
+    if mask & pc::PKEY != 0 && q.pkey & 0x7FFF != defaults.pkey & 0x7FFF {
+        return Ok(Vec::new());
+    }
+    let numb = if mask & pc::NUMB_PATH != 0 {
+        usize::from(q.numb_path)
+    } else {
+        usize::MAX
+    };
+    let limit = limit.min(MAX_RECORDS);
+    let sources: Vec<EndPort> = match src {
+        Some(s) => vec![s],
+        None => db.ends.clone(),
+    };
+    let dests: Vec<EndPort> = match dst {
+        Some(d) => vec![d],
+        None => db.ends.clone(),
+    };
+    let mut out = Vec::new();
+    let mut count = 0usize;
+    for s in &sources {
+        for d in &dests {
+            let mut per_pair = 0usize;
+            for (slid, dlid, preference) in lid_pairs(s, d) {
+                if per_pair >= numb || count >= limit {
+                    break;
+                }
+                if mask & pc::SLID != 0 && slid != q.slid {
+                    continue;
+                }
+                if mask & pc::DLID != 0 && dlid != q.dlid {
+                    continue;
+                }
+                if let Some(rec) = record(db, &q, mask, s, d, slid, dlid, preference, defaults) {
+                    let mut buf = [0u8; 64];
+                    rec.emit(&mut PrPacket::new_unchecked(&mut buf[..]));
+                    out.extend_from_slice(&buf);
+                    count += 1;
+                    per_pair += 1;
+                }
+            }
+            if count >= limit {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The LID pairs between two ports, preferred ones (same LMC offset) first.
+fn lid_pairs(s: &EndPort, d: &EndPort) -> impl Iterator<Item = (u16, u16, u8)> {
+    let (ns, nd) = (1u16 << s.lmc, 1u16 << d.lmc);
+    let (sb, db) = (s.lid, d.lid);
+    let same = (0..ns.max(nd)).map(move |k| (sb + k % ns, db + k % nd, 0u8));
+    let rest = (0..ns)
+        .flat_map(move |i| (0..nd).map(move |j| (i, j)))
+        .filter(move |&(i, j)| {
+            // Pairs already given as "same offset" pairs.
+            let k_max = ns.max(nd);
+            !(0..k_max).any(|k| k % ns == i && k % nd == j)
+        })
+        .map(move |(i, j)| (sb + i, db + j, 1u8));
+    same.chain(rest)
+}
+
+/// The record for one LID pair, or `None` when the routing does not
+/// connect it or a selector in the query cannot be met.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    db: &SaDb,
+    q: &PrRepr,
+    mask: u64,
+    s: &EndPort,
+    d: &EndPort,
+    slid: u16,
+    dlid: u16,
+    preference: u8,
+    defaults: &PathDefaults,
+) -> Option<PrRepr> {
+    let walk = db.walk(slid, dlid)?;
+    let sl = db.path_sl(slid, dlid);
+    if sl > 15 || (mask & pc::SL != 0 && q.sl != sl) {
+        return None;
+    }
+    let reversible = db.walk(dlid, slid).is_some();
+    if mask & pc::REVERSIBLE != 0 && q.reversible && !reversible {
+        return None;
+    }
+    let mtu = select(
+        mask & pc::MTU != 0,
+        mask & pc::MTU_SELECTOR != 0,
+        q.mtu_selector,
+        q.mtu,
+        walk.mtu,
+        |m| m.checked_sub(1).filter(|&m| m >= 1),
+    )?;
+    let rate = select_rate(
+        mask & pc::RATE != 0,
+        mask & pc::RATE_SELECTOR != 0,
+        q.rate_selector,
+        q.rate,
+        walk.rate,
+    )?;
+    let life = if s == d { 0 } else { defaults.packet_life };
+    let packet_life = select(
+        mask & pc::PKT_LIFE != 0,
+        mask & pc::PKT_LIFE_SELECTOR != 0,
+        q.packet_life_time_selector,
+        q.packet_life_time,
+        life,
+        |l| l.checked_sub(1),
+    )?;
+    Some(PrRepr {
+        service_id: if mask & pc::SERVICE_ID != 0 {
+            q.service_id
+        } else {
+            0
+        },
+        dgid: db.gid(d),
+        sgid: db.gid(s),
+        dlid,
+        slid,
+        raw_traffic: false,
+        flow_label: if mask & pc::FLOW_LABEL != 0 {
+            q.flow_label
+        } else {
+            0
+        },
+        hop_limit: if mask & pc::HOP_LIMIT != 0 {
+            q.hop_limit
+        } else {
+            0
+        },
+        tclass: if mask & pc::TCLASS != 0 { q.tclass } else { 0 },
+        reversible,
+        numb_path: 0,
+        pkey: if mask & pc::PKEY != 0 {
+            q.pkey
+        } else {
+            defaults.pkey
+        },
+        qos_class: 0,
+        sl,
+        mtu_selector: selector::EXACTLY,
+        mtu,
+        rate_selector: selector::EXACTLY,
+        rate,
+        packet_life_time_selector: selector::EXACTLY,
+        packet_life_time: packet_life,
+        preference,
+    })
+}
+
+/// Applies an MTU or packet-lifetime selector: the path offers `have`; a
+/// lower value is always usable (smaller packets, a longer wait), so
+/// "less than" and "exactly" may lower it, never raise it.
+fn select(
+    value_given: bool,
+    selector_given: bool,
+    sel: u8,
+    want: u8,
+    have: u8,
+    below: impl Fn(u8) -> Option<u8>,
+) -> Option<u8> {
+    if !value_given {
+        return Some(have);
+    }
+    let sel = if selector_given {
+        sel
+    } else {
+        selector::EXACTLY
+    };
+    match sel {
+        selector::GREATER => (have > want).then_some(have),
+        selector::LESS => {
+            if have < want {
+                Some(have)
+            } else {
+                below(want)
+            }
+        }
+        selector::EXACTLY => (have >= want).then_some(want),
+        _ => Some(have),
+    }
+}
+
+/// The rate selector, comparing rates by what they carry (the codes are
+/// not in rate order).
+fn select_rate(
+    value_given: bool,
+    selector_given: bool,
+    sel: u8,
+    want: u8,
+    have: u32,
+) -> Option<u8> {
+    let have_code = rate_code(have);
+    if !value_given {
+        return Some(have_code);
+    }
+    let want_rate = rate_of(want);
+    if want_rate == 0 {
+        return None;
+    }
+    let have = rate_of(have_code);
+    let sel = if selector_given {
+        sel
+    } else {
+        selector::EXACTLY
+    };
+    match sel {
+        selector::GREATER => (have > want_rate).then_some(have_code),
+        selector::LESS => {
+            if have < want_rate {
+                Some(have_code)
+            } else {
+                let below = super::db::RATES
+                    .iter()
+                    .filter(|&&(_, r)| r < want_rate)
+                    .last()?;
+                Some(below.0)
+            }
+        }
+        selector::EXACTLY => (have >= want_rate).then_some(want),
+        _ => Some(have_code),
+    }
+}

@@ -1,0 +1,170 @@
+//! The SA's thread: takes requests from the umad port's SA queue, answers
+//! each through a [`Responder`] (the port's [`MadSender`] in the SM), and
+//! takes new snapshots from the SM loop through [`SaHandle::publish`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+use super::db::SaDb;
+use super::handler::{Sa, SaConfig};
+use super::inform::Report;
+use crate::mcast::McGroups;
+use crate::sweep::umad::{IncomingMad, MadSender};
+
+/// Where the SA's answers and Reports go.
+pub trait Responder: Send + 'static {
+    /// Answers the request `to`.
+    fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), String>;
+    /// Sends a Report.
+    fn report(&self, report: &Report) -> Result<(), String>;
+}
+
+impl Responder for MadSender {
+    fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), String> {
+        MadSender::reply(self, to, mad).map_err(|e| e.to_string())
+    }
+    fn report(&self, report: &Report) -> Result<(), String> {
+        self.send_gsi(report.dlid, report.dqpn, &report.mad, 0)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The running SA, as the SM loop holds it.
+pub struct SaHandle {
+    sa: Arc<Mutex<Sa>>,
+    responder: Arc<dyn Responder + Sync>,
+    mcast_tx: Sender<()>,
+    mcast_rx: Option<Receiver<()>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SaHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaHandle").finish_non_exhaustive()
+    }
+}
+
+fn send_reports(responder: &dyn Responder, reports: &[Report]) {
+    for r in reports {
+        if let Err(e) = responder.report(r) {
+            warn!(dlid = r.dlid, "SA Report not sent: {e}");
+        }
+    }
+}
+
+/// Starts the SA thread on `requests`, answering through `responder`.
+/// Until the first [`SaHandle::publish`] record queries are answered BUSY.
+pub fn spawn<R: Responder + Sync>(
+    responder: R,
+    requests: Receiver<IncomingMad>,
+    groups: Arc<Mutex<McGroups>>,
+    config: SaConfig,
+) -> SaHandle {
+    let sa = Arc::new(Mutex::new(Sa::new(groups, config)));
+    let responder: Arc<dyn Responder + Sync> = Arc::new(responder);
+    let (mcast_tx, mcast_rx) = std::sync::mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (sa, responder, mcast_tx, stop) = (
+            Arc::clone(&sa),
+            Arc::clone(&responder),
+            mcast_tx.clone(),
+            Arc::clone(&stop),
+        );
+        std::thread::Builder::new()
+            .name("sa".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let request = match requests.recv_timeout(Duration::from_millis(200)) {
+                        Ok(r) => r,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    };
+                    let answer = sa
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .handle(request.slid, &request.mad);
+                    if let Some(reply) = &answer.reply {
+                        if let Err(e) = responder.reply(&request, reply) {
+                            warn!(slid = request.slid, "SA answer not sent: {e}");
+                        }
+                    }
+                    send_reports(responder.as_ref(), &answer.reports);
+                    if answer.mcast_changed {
+                        debug!("multicast membership changed");
+                        let _ = mcast_tx.send(());
+                    }
+                }
+            })
+            .expect("spawn the SA thread")
+    };
+    SaHandle {
+        sa,
+        responder,
+        mcast_tx,
+        mcast_rx: Some(mcast_rx),
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// [`spawn`] on the umad port's sender (the SM's wiring).
+pub fn spawn_umad(
+    sender: MadSender,
+    requests: Receiver<IncomingMad>,
+    groups: Arc<Mutex<McGroups>>,
+    config: SaConfig,
+) -> SaHandle {
+    spawn(sender, requests, groups, config)
+}
+
+impl SaHandle {
+    /// Puts `db` in service; sends the Reports of GIDs in and out of
+    /// service, and signals a membership change when members that left
+    /// the fabric were dropped.
+    pub fn publish(&self, db: SaDb) {
+        let (reports, changed) = self
+            .sa
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .publish(db);
+        send_reports(self.responder.as_ref(), &reports);
+        if changed {
+            let _ = self.mcast_tx.send(());
+        }
+    }
+
+    /// The channel that gets `()` at every multicast membership change
+    /// (once; later calls give `None`).
+    pub fn membership_changes(&mut self) -> Option<Receiver<()>> {
+        self.mcast_rx.take()
+    }
+
+    /// The SA state (for status displays and tests).
+    pub fn sa(&self) -> &Arc<Mutex<Sa>> {
+        &self.sa
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SaHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

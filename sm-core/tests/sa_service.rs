@@ -1,0 +1,917 @@
+//! The SA on the embedded fabric: a sweep routes a fabric, its outcome
+//! becomes an [`SaDb`], and crafted MADs go through [`Sa::handle`] as they
+//! would arrive on QP1. Answers are checked against the fabric and the
+//! routing themselves: every record the sweep saw, LFT blocks equal to the
+//! routing's, PathRecords only where the LFTs lead, with the engine's SL.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use common::{bin_dir, sm_location, workspace};
+use proptest::prelude::*;
+use sm_core::config::Config;
+use sm_core::engines::Registry;
+use sm_core::mcast::McGroups;
+use sm_core::sa::{Sa, SaConfig, SaDb};
+use sm_core::sim::SimFabric;
+use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SweepOptions};
+use sm_mad::mad::{method, status as mad_status};
+use sm_mad::sa::{self, attr, rmpp, status};
+use sm_mad::{
+    sa_inform_info as ii, sa_lft_record as lftr, sa_link_record as lr, sa_mc_member_record as mcr,
+    sa_node_record as nr, sa_path_record as pr, sa_port_info_record as pir,
+};
+
+fn routed_file(file: &str, engines: &str, config: &Config) -> OnceOutcome {
+    let topo = sm_topology::parse_file(workspace().join("config/topologies").join(file))
+        .expect("topology");
+    routed_topo(&topo, engines, config)
+}
+
+fn routed_topo(topo: &sm_topology::Topology, engines: &str, config: &Config) -> OnceOutcome {
+    let (node, port) = sm_location(topo);
+    let mut sim = SimFabric::from_topology(topo, node, port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = OnceOptions {
+        sweep: SweepOptions::default(),
+        engines,
+        dump_dir: None,
+    };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let mut p = SimPort::new(&mut sim);
+    let out = sweep::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep");
+    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
+    out
+}
+
+fn small() -> OnceOutcome {
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    routed_topo(&topo, "minhop", &Config::default())
+}
+
+fn sa_with(db: SaDb) -> Sa {
+    let mut sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
+    sa.publish(db);
+    sa
+}
+
+/// An SA request MAD.
+fn request(m: u8, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
+    let mut mad = vec![0u8; 256];
+    sa::Repr {
+        method: m,
+        transaction_id: 0x1234_5678,
+        attribute_id: attribute,
+        component_mask: mask,
+        ..Default::default()
+    }
+    .emit(&mut sa::Packet::new_unchecked(&mut mad[..]));
+    mad[sa::HEADER_LEN..sa::HEADER_LEN + data.len()].copy_from_slice(data);
+    mad
+}
+
+fn ask(sa: &mut Sa, slid: u16, mad: &[u8]) -> Vec<u8> {
+    let answer = sa.handle(slid, mad).reply.expect("an answer");
+    assert_eq!(&answer[8..16], &mad[8..16], "TID echoed");
+    assert_eq!(&answer[16..18], &mad[16..18], "attribute echoed");
+    answer
+}
+
+fn status_of(answer: &[u8]) -> u16 {
+    u16::from_be_bytes([answer[4], answer[5]])
+}
+
+/// The records of a GetTable answer, after checking its RMPP header.
+fn records(answer: &[u8], len: usize) -> Vec<Vec<u8>> {
+    assert_eq!(answer[3], method::GET_TABLE_RESP);
+    assert_eq!(status_of(answer), 0, "status");
+    let p = sa::Packet::new_checked(answer).expect("header");
+    assert_eq!(p.rmpp_version(), rmpp::VERSION);
+    assert_eq!(p.rmpp_type(), rmpp::TYPE_DATA);
+    assert_eq!(
+        p.rmpp_flags(),
+        rmpp::FLAG_ACTIVE | rmpp::FLAG_FIRST | rmpp::FLAG_LAST
+    );
+    assert_eq!(p.segment_number(), 1);
+    assert_eq!(p.attribute_size(), len);
+    let payload = p.payload_length() as usize - 20;
+    assert_eq!(payload % len, 0, "whole records");
+    assert!(answer.len() >= sa::HEADER_LEN + payload);
+    answer[sa::HEADER_LEN..sa::HEADER_LEN + payload]
+        .chunks(len)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+fn end_lids(out: &OnceOutcome) -> Vec<(u16, u64, bool)> {
+    let f = &out.sweep.fabric;
+    let mut v = Vec::new();
+    for n in &f.nodes {
+        if n.is_switch() {
+            v.push((
+                n.ports[0].info.as_ref().expect("port 0").lid,
+                n.ports[0].guid,
+                true,
+            ));
+        } else {
+            for p in n.ports.iter().skip(1).filter(|p| p.peer.is_some()) {
+                v.push((p.info.as_ref().expect("info").lid, p.guid, false));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn class_port_info_and_busy_before_publish() {
+    let mut sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET, attr::CLASS_PORT_INFO, 0, &[]),
+    );
+    assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
+    let cpi = sm_mad::sa_class_port_info::Repr::parse(
+        &sm_mad::sa_class_port_info::Packet::new_checked(&a[56..]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (cpi.base_version, cpi.class_version, cpi.resp_time_value),
+        (1, 2, 18)
+    );
+    assert_ne!(
+        cpi.capability_mask & sm_mad::sa_class_port_info::capability::GET_SET_NOTICE,
+        0
+    );
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
+    );
+    assert_eq!(status_of(&a), mad_status::BUSY, "nothing published yet");
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
+    );
+    assert_eq!(status_of(&a), mad_status::BUSY);
+}
+
+#[test]
+fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
+    let out = small();
+    let ends = end_lids(&out);
+    let mut sa = sa_with(SaDb::build(&out));
+    // NodeRecords: one per end port, GUIDs and LIDs as swept.
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
+    );
+    let recs = records(&a, nr::PADDED_LEN);
+    assert_eq!(recs.len(), ends.len());
+    let got: BTreeSet<(u16, u64)> = recs
+        .iter()
+        .map(|r| {
+            let rec = nr::Repr::parse(&nr::Packet::new_checked(&r[..]).unwrap()).unwrap();
+            (rec.lid, rec.node_info.port_guid)
+        })
+        .collect();
+    let want: BTreeSet<(u16, u64)> = ends.iter().map(|&(l, g, _)| (l, g)).collect();
+    assert_eq!(got, want);
+    // Get by LID: exactly that node; by an unknown LID: no records; Get
+    // without a key: too many.
+    let (lid, guid, _) = ends[ends.len() - 1];
+    let mut t = [0u8; nr::LEN];
+    t[..2].copy_from_slice(&lid.to_be_bytes());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET, attr::NODE_RECORD, nr::component::LID, &t),
+    );
+    assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
+    assert_eq!(
+        nr::Packet::new_checked(&a[56..])
+            .unwrap()
+            .node_info()
+            .port_guid(),
+        guid
+    );
+    t[..2].copy_from_slice(&0x0bffu16.to_be_bytes());
+    assert_eq!(
+        status_of(&ask(
+            &mut sa,
+            1,
+            &request(method::GET, attr::NODE_RECORD, nr::component::LID, &t)
+        )),
+        status::NO_RECORDS
+    );
+    assert_eq!(
+        status_of(&ask(
+            &mut sa,
+            1,
+            &request(method::GET, attr::NODE_RECORD, 0, &t)
+        )),
+        status::TOO_MANY_RECORDS
+    );
+    // By NodeGUID (not the LID key).
+    let mut t = [0u8; nr::LEN];
+    t[16..24].copy_from_slice(&out.sweep.fabric.nodes[1].guid.to_be_bytes());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET_TABLE,
+            attr::NODE_RECORD,
+            nr::component::NODE_GUID,
+            &t,
+        ),
+    );
+    assert!(!records(&a, nr::PADDED_LEN).is_empty());
+
+    // PortInfoRecords: every switch port plus every CA port.
+    let f = &out.sweep.fabric;
+    let want_ports: usize = f
+        .nodes
+        .iter()
+        .map(|n| {
+            n.ports
+                .iter()
+                .enumerate()
+                .filter(|(p, port)| port.info.is_some() && (n.is_switch() || *p > 0))
+                .count()
+        })
+        .sum();
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::PORT_INFO_RECORD, 0, &[]),
+    );
+    assert_eq!(records(&a, pir::PADDED_LEN).len(), want_ports);
+    let (slid, _, _) = ends.iter().copied().find(|e| e.2).expect("a switch");
+    let mut t = [0u8; pir::LEN];
+    t[..2].copy_from_slice(&slid.to_be_bytes());
+    t[2] = 3;
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET,
+            attr::PORT_INFO_RECORD,
+            pir::component::LID | pir::component::PORT_NUM,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), 0);
+    let rec = pir::Repr::parse(&pir::Packet::new_checked(&a[56..]).unwrap()).unwrap();
+    assert_eq!((rec.lid, rec.port_num, rec.port_info.m_key), (slid, 3, 0));
+
+    // LinkRecords: both directions of every cable.
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::LINK_RECORD, 0, &[]),
+    );
+    let links = records(&a, lr::PADDED_LEN);
+    assert_eq!(links.len(), 2 * f.links().len());
+    for l in &links {
+        let r = lr::Repr::parse(&lr::Packet::new_checked(&l[..]).unwrap()).unwrap();
+        let back = lr::Repr {
+            from_lid: r.to_lid,
+            from_port: r.to_port,
+            to_port: r.from_port,
+            to_lid: r.from_lid,
+        };
+        assert!(links
+            .iter()
+            .any(|m| lr::Repr::parse(&lr::Packet::new_checked(&m[..]).unwrap()).unwrap() == back));
+    }
+
+    // SwitchInfoRecords and LFTRecords: the routing's tables, block by block.
+    let switches = f.nodes.iter().filter(|n| n.is_switch()).count();
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::SWITCH_INFO_RECORD, 0, &[]),
+    );
+    assert_eq!(
+        records(&a, sm_mad::sa_switch_info_record::PADDED_LEN).len(),
+        switches
+    );
+    let routing = &out.chain.routed.as_ref().unwrap().routing;
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::LFT_RECORD, 0, &[]),
+    );
+    let lfts = records(&a, lftr::PADDED_LEN);
+    assert!(!lfts.is_empty());
+    let lid_of_node: BTreeMap<u16, usize> = f
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.is_switch())
+        .map(|(i, n)| (n.ports[0].info.unwrap().lid, i))
+        .collect();
+    for r in &lfts {
+        let rec = lftr::Repr::parse(&lftr::Packet::new_checked(&r[..]).unwrap()).unwrap();
+        let node = lid_of_node[&rec.lid];
+        let lft = routing
+            .lfts
+            .iter()
+            .find(|l| l.node as usize == node)
+            .expect("switch LFT");
+        for (k, &p) in rec.ports.iter().enumerate() {
+            let lid = usize::from(rec.block_num) * 64 + k;
+            assert_eq!(p, lft.ports.get(lid).copied().unwrap_or(0xFF), "LID {lid}");
+        }
+    }
+    let mut t = [0u8; lftr::LEN];
+    t[..2].copy_from_slice(&slid.to_be_bytes());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET,
+            attr::LFT_RECORD,
+            lftr::component::LID | lftr::component::BLOCK,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), 0);
+}
+
+/// Every CA pair's PathRecord: it exists iff the LFTs lead from one to the
+/// other, and carries the engine's SL.
+fn check_all_paths(out: &OnceOutcome) -> BTreeSet<u8> {
+    let db = SaDb::build(out);
+    let routing = &out.chain.routed.as_ref().unwrap().routing;
+    let mut sa = sa_with(SaDb::build(out));
+    let cas: Vec<_> = end_lids(out).into_iter().filter(|e| !e.2).collect();
+    let mut sls = BTreeSet::new();
+    for &(slid, sguid, _) in &cas {
+        for &(dlid, dguid, _) in &cas {
+            let mut t = [0u8; pr::LEN];
+            let mut q = pr::Repr {
+                slid,
+                dlid,
+                ..Default::default()
+            };
+            q.numb_path = 1;
+            q.emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+            let mask = pr::component::SLID | pr::component::DLID | pr::component::NUMB_PATH;
+            let a = ask(
+                &mut sa,
+                slid,
+                &request(method::GET_TABLE, attr::PATH_RECORD, mask, &t),
+            );
+            let recs = records(&a, 64);
+            assert_eq!(recs.len(), 1, "{slid} -> {dlid}");
+            let r = pr::Repr::parse(&pr::Packet::new_checked(&recs[0][..]).unwrap()).unwrap();
+            assert_eq!((r.slid, r.dlid), (slid, dlid));
+            assert_eq!(r.sgid as u64, sguid);
+            assert_eq!(r.dgid as u64, dguid);
+            assert_eq!(
+                r.sl,
+                routing.path_sl.path_sl(slid, dlid),
+                "{slid} -> {dlid}"
+            );
+            assert!(r.reversible);
+            assert_eq!(r.packet_life_time, if slid == dlid { 0 } else { 18 });
+            assert!(db.walk(slid, dlid).is_some());
+            sls.insert(r.sl);
+        }
+    }
+    // By GIDs, with a Get.
+    let (slid, sguid, _) = cas[0];
+    let (dlid, dguid, _) = cas[cas.len() - 1];
+    let prefix = u128::from(db.gid_prefix()) << 64;
+    let mut t = [0u8; pr::LEN];
+    pr::Repr {
+        sgid: prefix | u128::from(sguid),
+        dgid: prefix | u128::from(dguid),
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(
+            method::GET,
+            attr::PATH_RECORD,
+            pr::component::SGID | pr::component::DGID,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), 0);
+    let r = pr::Packet::new_checked(&a[56..]).unwrap();
+    assert_eq!((r.slid(), r.dlid()), (slid, dlid));
+    // An unknown GUID is an invalid GID; an SL the routing does not use
+    // for the pair finds nothing.
+    pr::Repr {
+        sgid: prefix | 0xdead,
+        dgid: prefix | u128::from(dguid),
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(
+            method::GET,
+            attr::PATH_RECORD,
+            pr::component::SGID | pr::component::DGID,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), status::INVALID_GID);
+    let wrong_sl = (routing.path_sl.path_sl(slid, dlid) + 1) % 16;
+    pr::Repr {
+        slid,
+        dlid,
+        sl: wrong_sl,
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(
+            method::GET,
+            attr::PATH_RECORD,
+            pr::component::SLID | pr::component::DLID | pr::component::SL,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), status::NO_RECORDS);
+    sls
+}
+
+#[test]
+fn path_records_follow_the_lfts_on_a_fat_tree() {
+    let out = routed_file("fat-tree-64.net", "minhop", &Config::default());
+    check_all_paths(&out);
+    // A GetTable without components: every pair of end ports, switches included.
+    let n = end_lids(&out).len();
+    let mut sa = sa_with(SaDb::build(&out));
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
+    );
+    assert_eq!(records(&a, 64).len(), n * n);
+}
+
+#[test]
+fn path_records_carry_torus_2qos_sls() {
+    let mut config = Config::default();
+    config.set_option(
+        "torus_config",
+        workspace()
+            .join("config/torus-2QoS.conf")
+            .display()
+            .to_string(),
+    );
+    let out = routed_file("torus-4x4x4.net", "torus-2QoS,no_fallback", &config);
+    let sls = check_all_paths(&out);
+    assert!(sls.len() > 1, "torus-2QoS uses several SLs: {sls:?}");
+}
+
+#[test]
+fn no_path_records_without_a_routing_or_a_route() {
+    let mut out = small();
+    // A switch LFT that drops one destination: that pair, and only that
+    // pair's direction, loses its PathRecord.
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    let (slid, dlid) = (cas[0].0, cas[cas.len() - 1].0);
+    let routing = &mut out.chain.routed.as_mut().unwrap().routing;
+    for lft in routing.lfts.iter_mut() {
+        if let Some(p) = lft.ports.get_mut(usize::from(dlid)) {
+            *p = sm_abi::NO_ROUTE;
+        }
+    }
+    let db = SaDb::build(&out);
+    assert!(db.walk(slid, dlid).is_none());
+    assert!(db.walk(dlid, slid).is_some());
+    let mut sa = sa_with(db);
+    let mut t = [0u8; pr::LEN];
+    pr::Repr {
+        slid,
+        dlid,
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let mask = pr::component::SLID | pr::component::DLID;
+    assert_eq!(
+        status_of(&ask(
+            &mut sa,
+            slid,
+            &request(method::GET, attr::PATH_RECORD, mask, &t)
+        )),
+        status::NO_RECORDS
+    );
+    pr::Repr {
+        slid: dlid,
+        dlid: slid,
+        reversible: true,
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(method::GET, attr::PATH_RECORD, mask, &t),
+    );
+    assert_eq!(status_of(&a), 0, "the other direction still has a path");
+    assert!(!pr::Packet::new_checked(&a[56..]).unwrap().reversible());
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(
+            method::GET,
+            attr::PATH_RECORD,
+            mask | pr::component::REVERSIBLE,
+            &t,
+        ),
+    );
+    assert_eq!(
+        status_of(&a),
+        status::NO_RECORDS,
+        "a reversible path was asked for"
+    );
+    // No routing at all: no paths, the other records still there.
+    out.chain.routed = None;
+    let mut sa = sa_with(SaDb::build(&out));
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
+    );
+    assert!(records(&a, 64).is_empty());
+    let a = ask(
+        &mut sa,
+        slid,
+        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
+    );
+    assert!(!records(&a, nr::PADDED_LEN).is_empty());
+}
+
+#[test]
+fn header_errors_get_mad_status() {
+    let mut sa = sa_with(SaDb::build(&small()));
+    let mut bad = request(method::GET, attr::NODE_RECORD, 0, &[]);
+    bad[2] = 1;
+    assert_eq!(status_of(&ask(&mut sa, 1, &bad)), mad_status::BAD_VERSION);
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_MULTI, attr::PATH_RECORD, 0, &[]),
+    );
+    assert_eq!(
+        (a[3], status_of(&a)),
+        (method::GET_MULTI_RESP, mad_status::UNSUPPORTED_METHOD)
+    );
+    let a = ask(&mut sa, 1, &request(method::GET, 0x0099, 0, &[]));
+    assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
+    let a = ask(&mut sa, 1, &request(method::SET, attr::NODE_RECORD, 0, &[]));
+    assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
+    let a = ask(&mut sa, 1, &request(method::GET, attr::INFORM_INFO, 0, &[]));
+    assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
+    // Answers and other classes are not answered.
+    let mut resp = request(method::GET_RESP, attr::NODE_RECORD, 0, &[]);
+    assert!(sa.handle(1, &resp).reply.is_none());
+    resp[1] = 0x04;
+    resp[3] = method::GET;
+    assert!(sa.handle(1, &resp).reply.is_none());
+    assert!(sa.handle(1, &[1, 3]).reply.is_none());
+}
+
+fn mc_request(mgid: u128, port_gid: u128, join_state: u8) -> [u8; mcr::LEN] {
+    let mut t = [0u8; mcr::LEN];
+    mcr::Repr {
+        mgid,
+        port_gid,
+        qkey: 0x0B1B,
+        pkey: 0xFFFF,
+        sl: 0,
+        join_state,
+        ..Default::default()
+    }
+    .emit(&mut mcr::Packet::new_unchecked(&mut t[..]));
+    t
+}
+
+#[test]
+fn mcmember_create_join_query_leave() {
+    use mcr::component as c;
+    let out = small();
+    let groups = Arc::new(Mutex::new(McGroups::new()));
+    let mut sa = Sa::new(Arc::clone(&groups), SaConfig::default());
+    sa.publish(SaDb::build(&out));
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    let gid = |guid: u64| (0xfe80u128 << 112) | u128::from(guid);
+    let mgid = 0xff12_401b_ffff_0000_0000_0000_0000_0001u128;
+    let create = c::MGID
+        | c::PORT_GID
+        | c::JOIN_STATE
+        | c::QKEY
+        | c::PKEY
+        | c::TCLASS
+        | c::FLOW_LABEL
+        | c::SL;
+    let t = mc_request(mgid, gid(cas[0].1), 1);
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            c::MGID | c::PORT_GID,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            c::MGID | c::PORT_GID | c::JOIN_STATE,
+            &t,
+        ),
+    );
+    assert_eq!(
+        status_of(&a),
+        status::INSUFFICIENT_COMPONENTS,
+        "a create names Q_Key, P_Key, ..."
+    );
+    let answer = sa.handle(
+        cas[0].0,
+        &request(method::SET, attr::MC_MEMBER_RECORD, create, &t),
+    );
+    let a = answer.reply.unwrap();
+    assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
+    assert!(answer.mcast_changed);
+    let rec = mcr::Repr::parse(&mcr::Packet::new_checked(&a[56..]).unwrap()).unwrap();
+    assert_eq!(
+        (rec.mgid, rec.mlid, rec.join_state, rec.qkey),
+        (mgid, 0xC000, 1, 0x0B1B)
+    );
+    // A join that contradicts the group is refused; a plain one is taken,
+    // also by proxy from another port.
+    let mut t2 = mc_request(mgid, gid(cas[1].1), 1);
+    t2[32..36].copy_from_slice(&7u32.to_be_bytes());
+    let a = ask(
+        &mut sa,
+        cas[1].0,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            c::MGID | c::PORT_GID | c::JOIN_STATE | c::QKEY,
+            &t2,
+        ),
+    );
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    for (i, &(_, guid, _)) in cas.iter().enumerate().skip(1) {
+        let t = mc_request(mgid, gid(guid), if i == 3 { 2 } else { 1 });
+        let a = ask(
+            &mut sa,
+            cas[1].0,
+            &request(
+                method::SET,
+                attr::MC_MEMBER_RECORD,
+                c::MGID | c::PORT_GID | c::JOIN_STATE,
+                &t,
+            ),
+        );
+        assert_eq!(status_of(&a), 0);
+    }
+    assert_eq!(
+        groups
+            .lock()
+            .unwrap()
+            .get(&mgid.to_be_bytes())
+            .unwrap()
+            .members
+            .len(),
+        cas.len()
+    );
+    // GetTable: one record per member; by JoinState: the full members.
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET_TABLE,
+            attr::MC_MEMBER_RECORD,
+            c::MGID,
+            &mc_request(mgid, 0, 0),
+        ),
+    );
+    assert_eq!(records(&a, mcr::PADDED_LEN).len(), cas.len());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET_TABLE,
+            attr::MC_MEMBER_RECORD,
+            c::JOIN_STATE,
+            &mc_request(0, 0, 1),
+        ),
+    );
+    assert_eq!(records(&a, mcr::PADDED_LEN).len(), cas.len() - 1);
+    // Unknown port: invalid; other prefix: invalid GID.
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            create,
+            &mc_request(mgid, gid(0xdead), 1),
+        ),
+    );
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            create,
+            &mc_request(mgid, 0x1234 << 64, 1),
+        ),
+    );
+    assert_eq!(status_of(&a), status::INVALID_GID);
+    // Leaves: a member goes; a non-member's leave is invalid; the group
+    // ends with its last full member.
+    for &(lid, guid, _) in &cas {
+        let answer = sa.handle(
+            lid,
+            &request(
+                method::DELETE,
+                attr::MC_MEMBER_RECORD,
+                c::MGID | c::PORT_GID | c::JOIN_STATE,
+                &mc_request(mgid, gid(guid), 3),
+            ),
+        );
+        let a = answer.reply.unwrap();
+        assert_eq!((a[3], status_of(&a)), (method::DELETE_RESP, 0));
+        assert!(answer.mcast_changed);
+        if groups.lock().unwrap().is_empty() {
+            break;
+        }
+    }
+    assert!(groups.lock().unwrap().is_empty(), "no full member left");
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::DELETE,
+            attr::MC_MEMBER_RECORD,
+            c::MGID | c::PORT_GID | c::JOIN_STATE,
+            &mc_request(mgid, gid(cas[0].1), 1),
+        ),
+    );
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    // A create with MGID 0 gets one assigned.
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(
+            method::SET,
+            attr::MC_MEMBER_RECORD,
+            create,
+            &mc_request(0, gid(cas[0].1), 1),
+        ),
+    );
+    assert_eq!(status_of(&a), 0);
+    assert_eq!(a[56], 0xFF);
+}
+
+#[test]
+fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
+    let full = small();
+    let fewer_net = common::SMALL_NET
+        .replace("[2] \"h4\"[1]\n", "")
+        .replace("Hca 1 \"h4\"\n", "");
+    let fewer = routed_topo(
+        &sm_topology::parse_str(&fewer_net, "fewer").unwrap(),
+        "minhop",
+        &Config::default(),
+    );
+    let groups = Arc::new(Mutex::new(McGroups::new()));
+    let mut sa = Sa::new(groups, SaConfig::default());
+    sa.publish(SaDb::build(&full));
+    let cas: Vec<_> = end_lids(&full).into_iter().filter(|e| !e.2).collect();
+    let subscriber = cas
+        .iter()
+        .find(|c| {
+            fewer
+                .sweep
+                .fabric
+                .nodes
+                .iter()
+                .any(|n| n.ports.iter().any(|p| p.guid == c.1))
+        })
+        .unwrap();
+    let mut t = [0u8; ii::LEN];
+    let mut info = ii::Repr {
+        lid_range_begin: ii::ALL_LIDS,
+        is_generic: 1,
+        subscribe: 1,
+        trap_type: ii::ANY_TYPE,
+        trap_number: 65,
+        qpn: 1,
+        producer_type: 0xFF_FFFF,
+        ..Default::default()
+    };
+    info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        subscriber.0,
+        &request(method::SET, attr::INFORM_INFO, 0, &t),
+    );
+    assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::INFORM_INFO_RECORD, 0, &[]),
+    );
+    assert_eq!(records(&a, ii::RECORD_PADDED_LEN).len(), 1);
+    // The fabric loses a host: one Report of trap 65 with its GID.
+    let before: BTreeSet<u64> = end_lids(&full).iter().map(|e| e.1).collect();
+    let after: BTreeSet<u64> = end_lids(&fewer).iter().map(|e| e.1).collect();
+    let gone: Vec<u64> = before.difference(&after).copied().collect();
+    assert!(!gone.is_empty());
+    let (reports, _) = sa.publish(SaDb::build(&fewer));
+    assert_eq!(reports.len(), gone.len());
+    for r in &reports {
+        assert_eq!((r.dlid, r.dqpn), (subscriber.0, 1));
+        assert_eq!((r.mad[1], r.mad[3]), (3, method::REPORT));
+        let notice =
+            sm_mad::NoticeRepr::parse(&sm_mad::NoticePacket::new_checked(&r.mad[56..]).unwrap())
+                .unwrap();
+        assert_eq!(notice.trap_number(), Some(65));
+        let sm_mad::NoticeDetails::Gid { gid } = notice.details else {
+            panic!("GID details")
+        };
+        assert!(gone.contains(&u64::from_be_bytes(gid[8..].try_into().unwrap())));
+    }
+    // Unsubscribe; unsubscribing again is invalid.
+    info.subscribe = 0;
+    info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
+    assert_eq!(
+        status_of(&ask(
+            &mut sa,
+            subscriber.0,
+            &request(method::SET, attr::INFORM_INFO, 0, &t)
+        )),
+        0
+    );
+    assert_eq!(
+        status_of(&ask(
+            &mut sa,
+            subscriber.0,
+            &request(method::SET, attr::INFORM_INFO, 0, &t)
+        )),
+        status::REQ_INVALID
+    );
+    let (reports, _) = sa.publish(SaDb::build(&full));
+    assert!(reports.is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut sa = sa_fixture();
+        let _ = sa.handle(1, &bytes);
+    }
+
+    #[test]
+    fn random_queries_never_panic(
+        m in prop::sample::select(vec![method::GET, method::GET_TABLE, method::SET, method::DELETE, 0x14]),
+        attribute in prop::sample::select(vec![attr::CLASS_PORT_INFO, attr::INFORM_INFO, attr::NODE_RECORD, attr::PORT_INFO_RECORD,
+            attr::LINK_RECORD, attr::SWITCH_INFO_RECORD, attr::LFT_RECORD, attr::PATH_RECORD, attr::MC_MEMBER_RECORD,
+            attr::INFORM_INFO_RECORD, 0x0033]),
+        mask in any::<u64>(),
+        data in proptest::collection::vec(any::<u8>(), 200),
+        slid in 0u16..16,
+    ) {
+        let mut sa = sa_fixture();
+        let answer = sa.handle(slid, &request(m, attribute, mask, &data));
+        let reply = answer.reply.expect("every request is answered");
+        prop_assert_eq!(reply[3] & 0x80, 0x80);
+    }
+}
+
+fn sa_fixture() -> Sa {
+    use std::sync::OnceLock;
+    static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
+    let out = OUT.get_or_init(|| Mutex::new(small()));
+    sa_with(SaDb::build(&out.lock().unwrap()))
+}
