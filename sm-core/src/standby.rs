@@ -51,6 +51,30 @@
 //! master is noticed within about 8 s plus one SMP timeout, then the
 //! standby discovers once more before its first heavy sweep.
 //!
+//! ## Wiring (the SM on a umad port)
+//!
+//! ```text
+//! let state = Arc::new(SmInfoState::new(0, priority, sm_key));
+//! let requests = port.take_smp_requests().expect("taken once");
+//! let _responder = standby::spawn_responder(Arc::clone(&state), requests, port.sender())?;
+//! loop {
+//!     match standby::arbitrate(&mut port, &state, &options, &signals.stop) {
+//!         Arbitration::Stopped => break,
+//!         Arbitration::Master { .. } => {}
+//!     }
+//!     // The SM loop. After each heavy sweep (and, cheaply, each light
+//!     // sweep, with the last heavy sweep's fabric):
+//!     //   check_peers(&mut SmpClient::new(port, retries), &fabric, &state)
+//!     //     Stay => carry on; SweepNow => heavy sweep now;
+//!     //     HandedOver { .. } => leave the SM loop, back to arbitrate.
+//! }
+//! ```
+//!
+//! CLI and config names follow OpenSM: `--priority N` (`sm_priority`,
+//! 0..=15, default 0), `--sm-poll-interval SECONDS` (`sm_polling_timeout`
+//! in ms, default 2 s here), `--sm-poll-retries N`
+//! (`polling_retry_number`, default 4), `sm_key`.
+//!
 //! ## Not modelled
 //!
 //! M_Key protection (smcore does not use M_Keys, so SMInfo Get answers
@@ -746,8 +770,22 @@ pub fn arbitrate(
 
 fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>) -> Arbitration {
     state.set_state(SmState::Master);
-    if let Some(t) = took_over_from {
-        info!(?t, "taking over as master");
+    match took_over_from {
+        Some(TakenFrom::Silent { guid }) => {
+            info!(
+                from = format_args!("{guid:#018x}"),
+                how = "master stopped answering",
+                "taking over as master"
+            )
+        }
+        Some(TakenFrom::Handover { guid }) => {
+            info!(
+                from = format_args!("{guid:#018x}"),
+                how = "handover",
+                "taking over as master"
+            )
+        }
+        None => {}
     }
     Arbitration::Master { took_over_from }
 }
