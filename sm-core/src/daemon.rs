@@ -308,6 +308,20 @@ fn program_groups(
     }
     let mut client = SmpClient::new(port, options.once.sweep.retries);
     let report = program_mfts(&mut client, fabric, &plan, mfts);
+    if let Some(dir) = options.once.dump_dir {
+        let path = dir.join("opensm.mcfdbs");
+        let tmp = dir.join("opensm.mcfdbs.tmp");
+        let written = std::fs::File::create(&tmp)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                crate::dump::mcfdbs::write_plan(&mut w, fabric, &plan)?;
+                std::io::Write::flush(&mut w)
+            })
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            warn!("{}: {e}", path.display());
+        }
+    }
     summary.mcast_updates += 1;
     info!(
         groups = plan.trees.len(),

@@ -33,7 +33,7 @@ pub mod ibdmchk;
 mod lfts;
 pub mod lfts_parse;
 mod lid_matrix;
-mod mcfdbs;
+pub mod mcfdbs;
 mod path_sl;
 mod sl2vl;
 mod subnet;
