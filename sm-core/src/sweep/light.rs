@@ -41,6 +41,32 @@ fn parse(data: &[u8; DATA_LEN]) -> Result<SwitchInfoRepr, SmpError> {
         .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
 }
 
+/// The Set that clears a switch's PortStateChange (write one to clear):
+/// everything else is written back as read.
+fn clear_op(info: &SwitchInfoRepr, path: &[u8]) -> SmpOp {
+    let mut data = [0u8; DATA_LEN];
+    info.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
+    SmpOp::set(attr::SWITCH_INFO, 0, path, data)
+}
+
+/// Clears PortStateChange on the switches whose SwitchInfo, as a heavy
+/// sweep's discovery just read it, has it set: that sweep sees those
+/// changes, so the next light sweep must not sweep for them again. Only
+/// the master may do this (a standby's discovery writes nothing).
+pub fn clear_seen_changes(client: &mut SmpClient<'_>, fabric: &Fabric) -> usize {
+    let clears: Vec<SmpOp> = fabric
+        .nodes
+        .iter()
+        .filter_map(|n| n.switch_info.filter(|i| i.port_state_change).map(|i| clear_op(&i, &n.path)))
+        .collect();
+    for (op, result) in clears.iter().zip(client.run_many(&clears)) {
+        if let Err(e) = result {
+            tracing::debug!(path = ?op.path, "PortStateChange not cleared: {e}");
+        }
+    }
+    clears.len()
+}
+
 /// Reads PortStateChange from every switch of `fabric` (as the last heavy
 /// sweep found it) and clears the bits found set.
 pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome {
@@ -55,11 +81,7 @@ pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome 
         match answer.and_then(|d| parse(&d)) {
             Ok(info) if info.port_state_change => {
                 out.changed.push((i, node.guid));
-                let mut data = [0u8; DATA_LEN];
-                // Everything else written back as read: the Set must only
-                // clear the bit.
-                info.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
-                clears.push(SmpOp::set(attr::SWITCH_INFO, 0, &node.path, data));
+                clears.push(clear_op(&info, &node.path));
             }
             Ok(_) => {}
             Err(e) => {

@@ -86,6 +86,7 @@ pub fn sweep(
 ) -> Result<SweepOutcome, SmpError> {
     let mut client = SmpClient::new(port, options.retries);
     let (read, discovery) = discover(&mut client)?;
+    light::clear_seen_changes(&mut client, &read);
     let discovery_smps = client.stats().clone();
     let mut fabric = read.clone();
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
