@@ -73,7 +73,7 @@ fn request(m: u8, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
 }
 
 fn ask(sa: &mut Sa, slid: u16, mad: &[u8]) -> Vec<u8> {
-    let answer = sa.handle(slid, mad).reply.expect("an answer");
+    let answer = sa.handle(slid, 1, mad).reply.expect("an answer");
     assert_eq!(&answer[8..16], &mad[8..16], "TID echoed");
     assert_eq!(&answer[16..18], &mad[16..18], "attribute echoed");
     answer
@@ -567,11 +567,23 @@ fn header_errors_get_mad_status() {
     let a = ask(
         &mut sa,
         1,
+        &request(method::GET_TRACE_TABLE, attr::PATH_RECORD, 0, &[]),
+    );
+    assert_eq!(
+        (a[3], status_of(&a)),
+        (
+            method::GET_TRACE_TABLE | 0x80,
+            mad_status::UNSUPPORTED_METHOD
+        )
+    );
+    let a = ask(
+        &mut sa,
+        1,
         &request(method::GET_MULTI, attr::PATH_RECORD, 0, &[]),
     );
     assert_eq!(
         (a[3], status_of(&a)),
-        (method::GET_MULTI_RESP, mad_status::UNSUPPORTED_METHOD)
+        (method::GET_MULTI_RESP, mad_status::UNSUPPORTED_METHOD_ATTR)
     );
     let a = ask(&mut sa, 1, &request(method::GET, 0x0099, 0, &[]));
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
@@ -581,11 +593,11 @@ fn header_errors_get_mad_status() {
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
     // Answers and other classes are not answered.
     let mut resp = request(method::GET_RESP, attr::NODE_RECORD, 0, &[]);
-    assert!(sa.handle(1, &resp).reply.is_none());
+    assert!(sa.handle(1, 1, &resp).reply.is_none());
     resp[1] = 0x04;
     resp[3] = method::GET;
-    assert!(sa.handle(1, &resp).reply.is_none());
-    assert!(sa.handle(1, &[1, 3]).reply.is_none());
+    assert!(sa.handle(1, 1, &resp).reply.is_none());
+    assert!(sa.handle(1, 1, &[1, 3]).reply.is_none());
 }
 
 fn mc_request(mgid: u128, port_gid: u128, join_state: u8) -> [u8; mcr::LEN] {
@@ -650,6 +662,7 @@ fn mcmember_create_join_query_leave() {
     );
     let answer = sa.handle(
         cas[0].0,
+        1,
         &request(method::SET, attr::MC_MEMBER_RECORD, create, &t),
     );
     let a = answer.reply.unwrap();
@@ -750,6 +763,7 @@ fn mcmember_create_join_query_leave() {
     for &(lid, guid, _) in &cas {
         let answer = sa.handle(
             lid,
+            1,
             &request(
                 method::DELETE,
                 attr::MC_MEMBER_RECORD,
@@ -889,7 +903,7 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         let mut sa = sa_fixture();
-        let _ = sa.handle(1, &bytes);
+        let _ = sa.handle(1, 1, &bytes);
     }
 
     #[test]
@@ -903,7 +917,7 @@ proptest! {
         slid in 0u16..16,
     ) {
         let mut sa = sa_fixture();
-        let answer = sa.handle(slid, &request(m, attribute, mask, &data));
+        let answer = sa.handle(slid, 1, &request(m, attribute, mask, &data));
         let reply = answer.reply.expect("every request is answered");
         prop_assert_eq!(reply[3] & 0x80, 0x80);
     }
@@ -914,4 +928,181 @@ fn sa_fixture() -> Sa {
     static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
     let out = OUT.get_or_init(|| Mutex::new(small()));
     sa_with(SaDb::build(&out.lock().unwrap()))
+}
+
+#[test]
+fn multipath_guidinfo_pkey_and_sminfo_records() {
+    use sm_mad::{
+        sa_guid_info_record as gir, sa_multi_path_record as mpr, sa_pkey_table_record as pkr,
+        sa_sm_info_record as smir,
+    };
+    let out = small();
+    let db = SaDb::build(&out);
+    let prefix = u128::from(db.gid_prefix()) << 64;
+    let mut sa = sa_with(db);
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    let gid = |i: usize| prefix | u128::from(cas[i].1);
+    // MultiPathRecord: 2 sources × 2 destinations, NumbPath 3.
+    let mut t = [0u8; 200];
+    mpr::Repr {
+        reversible: false,
+        numb_path: 3,
+        sgids: vec![gid(0), gid(1)],
+        dgids: vec![gid(2), gid(3)],
+    }
+    .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
+    let counts = mpr::component::SGID_COUNT | mpr::component::DGID_COUNT;
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(
+            method::GET_MULTI,
+            attr::MULTI_PATH_RECORD,
+            counts | mpr::component::NUMB_PATH,
+            &t,
+        ),
+    );
+    assert_eq!(a[3], method::GET_MULTI_RESP);
+    let p = sa::Packet::new_checked(&a[..]).unwrap();
+    assert_eq!((status_of(&a), p.payload_length()), (0, 20 + 3 * 64));
+    let first = pr::Repr::parse(&pr::Packet::new_checked(&a[56..120]).unwrap()).unwrap();
+    assert_eq!((first.sgid, first.dgid), (gid(0), gid(2)));
+    // Without both counts, or with a multicast GID: refused.
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(
+            method::GET_MULTI,
+            attr::MULTI_PATH_RECORD,
+            mpr::component::SGID_COUNT,
+            &t,
+        ),
+    );
+    assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
+    mpr::Repr {
+        reversible: false,
+        numb_path: 0,
+        sgids: vec![gid(0)],
+        dgids: vec![0xff12_401b_ffff_0000_0000_0000_ffff_ffff],
+    }
+    .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        cas[0].0,
+        &request(method::GET_MULTI, attr::MULTI_PATH_RECORD, counts, &t),
+    );
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    // GUIDInfoRecord of a port: its GUID in block 0.
+    let mut t = [0u8; gir::LEN];
+    t[..2].copy_from_slice(&cas[1].0.to_be_bytes());
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET_TABLE,
+            attr::GUID_INFO_RECORD,
+            gir::component::LID,
+            &t,
+        ),
+    );
+    let recs = records(&a, gir::PADDED_LEN);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        gir::Packet::new_checked(&recs[0][..]).unwrap().guid(0),
+        cas[1].1
+    );
+    // P_KeyTableRecords for trusted requesters only.
+    let mut t = [0u8; pkr::LEN];
+    t[..2].copy_from_slice(&cas[1].0.to_be_bytes());
+    let mut q = request(
+        method::GET_TABLE,
+        attr::PKEY_TABLE_RECORD,
+        pkr::component::LID,
+        &t,
+    );
+    assert_eq!(
+        status_of(&ask(&mut sa, 1, &q)),
+        status::REQ_INVALID,
+        "SM_Key 0 is not trusted"
+    );
+    q[36..44].copy_from_slice(&1u64.to_be_bytes());
+    let recs = records(&ask(&mut sa, 1, &q), pkr::PADDED_LEN);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        pkr::Packet::new_checked(&recs[0][..]).unwrap().pkey(0),
+        0xFFFF
+    );
+    // SMInfoRecord: this SM, master; Set refused.
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::GET_TABLE, attr::SM_INFO_RECORD, 0, &[]),
+    );
+    let recs = records(&a, smir::PADDED_LEN);
+    assert_eq!(recs.len(), 1);
+    let rec = smir::Repr::parse(&smir::Packet::new_checked(&recs[0][..]).unwrap()).unwrap();
+    assert_eq!((rec.sm_state, rec.sm_key), (3, 0));
+    assert_ne!(rec.lid, 0);
+    let mut t = [0u8; smir::LEN];
+    t[24] = 0x20;
+    let a = ask(
+        &mut sa,
+        1,
+        &request(
+            method::GET_TABLE,
+            attr::SM_INFO_RECORD,
+            smir::component::PRIORITY,
+            &t,
+        ),
+    );
+    assert!(
+        records(&a, smir::PADDED_LEN).is_empty(),
+        "no SM of priority 2"
+    );
+    let a = ask(
+        &mut sa,
+        1,
+        &request(method::SET, attr::SM_INFO_RECORD, 0, &[]),
+    );
+    assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
+}
+
+#[test]
+fn inform_info_is_keyed_by_requester_not_qpn_field() {
+    let out = small();
+    let mut sa = sa_with(SaDb::build(&out));
+    let lid = end_lids(&out).into_iter().find(|e| !e.2).unwrap().0;
+    let set = |sa: &mut Sa, subscribe: u8, qpn: u32, trap: u16| {
+        let mut t = [0u8; ii::LEN];
+        ii::Repr {
+            subscribe,
+            qpn,
+            trap_number: trap,
+            ..Default::default()
+        }
+        .emit(&mut ii::Packet::new_unchecked(&mut t[..]));
+        status_of(
+            &sa.handle(lid, 7, &request(method::SET, attr::INFORM_INFO, 0, &t))
+                .reply
+                .unwrap(),
+        )
+    };
+    // osmtest's sequence: subscribe with QPN 0, unsubscribe with QPN 1,
+    // subscribe twice (replacing), a second trap, cleanup of both.
+    assert_eq!(set(&mut sa, 0, 0, 0), status::REQ_INVALID);
+    assert_eq!(set(&mut sa, 1, 0, 0), 0);
+    assert_eq!(set(&mut sa, 0, 1, 0), 0);
+    assert_eq!(set(&mut sa, 1, 1, 0), 0);
+    assert_eq!(set(&mut sa, 1, 0, 0), 0);
+    assert_eq!(set(&mut sa, 1, 0, 0x1234), 0);
+    assert_eq!(sa.subscriptions().iter().count(), 2);
+    assert!(
+        sa.subscriptions()
+            .iter()
+            .all(|s| s.qpn == 7 && s.lid == lid),
+        "Reports go to the requester's QP"
+    );
+    assert_eq!(set(&mut sa, 0, 1, 0x1234), 0);
+    assert_eq!(set(&mut sa, 0, 1, 0), 0);
+    assert_eq!(sa.subscriptions().iter().count(), 0);
 }

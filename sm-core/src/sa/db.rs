@@ -15,8 +15,9 @@ use std::sync::Arc;
 use sm_abi::{NodeKind, PathSl, PathSlBox, NO_ROUTE};
 use sm_mad::forwarding::LFT_BLOCK_LEN;
 use sm_mad::{
-    sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr, sa_port_info_record as pir,
-    sa_switch_info_record as swr, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
+    sa_guid_info_record as gir, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
+    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_switch_info_record as swr,
+    NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
 use crate::sweep::{Fabric, OnceOutcome};
@@ -111,6 +112,8 @@ pub struct SaDb {
     pub(crate) link_records: Vec<[u8; lr::PADDED_LEN]>,
     pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
     pub(crate) lft_records: Vec<[u8; lftr::PADDED_LEN]>,
+    pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
+    pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -390,6 +393,8 @@ impl SaDb {
             link_records: Vec::new(),
             switch_records: Vec::new(),
             lft_records: Vec::new(),
+            guid_records: Vec::new(),
+            pkey_records: Vec::new(),
         };
         if let Some(prefix) = fabric
             .nodes
@@ -581,11 +586,49 @@ impl SaDb {
                 db.link_records.push(rec);
             }
         }
+        // GUIDInfoRecords: block 0 of every end port holds its port GUID
+        // (no alias GUIDs are assigned).
+        for e in &db.ends {
+            let mut guids = [0u64; 8];
+            guids[0] = e.guid;
+            let mut rec = [0u8; gir::PADDED_LEN];
+            gir::Repr {
+                lid: e.lid,
+                block_num: 0,
+                guids,
+            }
+            .emit(&mut gir::Packet::new_unchecked(&mut rec[..]));
+            db.guid_records.push(rec);
+        }
+        // P_KeyTableRecords: this SM manages the default partition only, so
+        // every port's table is block 0 with the full-member default P_Key.
+        for e in &db.ends {
+            let ports: Vec<u8> = if e.switch {
+                (0..=fabric.nodes[e.node as usize].num_ports).collect()
+            } else {
+                vec![e.port]
+            };
+            for port in ports {
+                let mut pkeys = [0u16; pkr::PKEYS];
+                pkeys[0] = 0xFFFF;
+                let mut rec = [0u8; pkr::PADDED_LEN];
+                pkr::Repr {
+                    lid: e.lid,
+                    block_num: 0,
+                    port_num: port,
+                    pkeys,
+                }
+                .emit(&mut pkr::Packet::new_unchecked(&mut rec[..]));
+                db.pkey_records.push(rec);
+            }
+        }
         let lid_key = |r: &[u8]| u16::from_be_bytes([r[0], r[1]]);
         db.node_records.sort_by_key(|r| lid_key(r));
         db.port_records.sort_by_key(|r| (lid_key(r), r[2]));
         db.link_records.sort_by_key(|r| (lid_key(r), r[2]));
         db.switch_records.sort_by_key(|r| lid_key(r));
+        db.guid_records.sort_by_key(|r| lid_key(r));
+        db.pkey_records.sort_by_key(|r| (lid_key(r), r[4]));
         db
     }
 }

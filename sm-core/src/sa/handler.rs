@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use sm_mad::mad::{self, method, status as mad_status};
 use sm_mad::sa::{self, attr, rmpp, status, Component};
 use sm_mad::{
-    sa_class_port_info as cpi, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
-    sa_port_info_record as pir, sa_switch_info_record as swr,
+    sa_class_port_info as cpi, sa_guid_info_record as gir, sa_lft_record as lftr,
+    sa_link_record as lr, sa_mft_record as mftr, sa_multi_path_record as mpr, sa_node_record as nr,
+    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sm_info_record as smir,
+    sa_switch_info_record as swr,
 };
 
 use super::db::SaDb;
@@ -27,6 +29,11 @@ pub struct SaConfig {
     pub resp_time_value: u8,
     /// Most records one GetTable answers.
     pub max_records: usize,
+    /// The SA's SM_Key: requests carrying it are trusted (P_KeyTableRecords,
+    /// SM_Keys in SMInfoRecords). OpenSM's default is 1.
+    pub sm_key: u64,
+    /// Priority of this SM, for its SMInfoRecord.
+    pub sm_priority: u8,
 }
 
 impl Default for SaConfig {
@@ -35,6 +42,8 @@ impl Default for SaConfig {
             path: PathDefaults::default(),
             resp_time_value: 18,
             max_records: path::MAX_RECORDS,
+            sm_key: 1,
+            sm_priority: 0,
         }
     }
 }
@@ -59,6 +68,8 @@ pub struct Sa {
     groups: Arc<Mutex<McGroups>>,
     subs: Subscriptions,
     config: SaConfig,
+    /// MFT blocks as the last multicast plan left them.
+    mft_records: Vec<[u8; mftr::PADDED_LEN]>,
 }
 
 /// A response header for `req` (at least [`sa::HEADER_LEN`] bytes).
@@ -102,7 +113,13 @@ fn single(req: &[u8], record: &[u8]) -> Vec<u8> {
 /// A GetTable answer: all records in one message with the RMPP header of
 /// its single (as the kernel will segment it) transfer.
 fn table(req: &[u8], record_len: usize, records: &[u8]) -> Vec<u8> {
-    let mut out = header(req, method::GET_TABLE_RESP, 0);
+    table_with(req, method::GET_TABLE_RESP, record_len, records)
+}
+
+/// A multi-record answer with method `resp_method` (GetTableResp,
+/// GetMultiResp).
+fn table_with(req: &[u8], resp_method: u8, record_len: usize, records: &[u8]) -> Vec<u8> {
+    let mut out = header(req, resp_method, 0);
     out.resize((sa::HEADER_LEN + records.len()).max(mad::MAD_LEN), 0);
     out[sa::HEADER_LEN..sa::HEADER_LEN + records.len()].copy_from_slice(records);
     let mut p = sa::Packet::new_unchecked(&mut out[..]);
@@ -169,6 +186,51 @@ impl Sa {
             groups,
             subs: Subscriptions::default(),
             config,
+            mft_records: Vec::new(),
+        }
+    }
+
+    /// Takes the MFT contents of a multicast plan (as programmed) for
+    /// MFTRecord queries; switch LIDs come from the snapshot in service.
+    pub fn set_mcast(&mut self, plan: &crate::mcast::tree::McastPlan) {
+        self.mft_records.clear();
+        let Some(db) = &self.db else { return };
+        // (switch LID, block, position) → masks.
+        let mut blocks: std::collections::BTreeMap<(u16, u16, u8), [u16; mftr::MASKS]> =
+            Default::default();
+        for tree in &plan.trees {
+            let Some(index) = tree.mlid.checked_sub(0xC000) else {
+                continue;
+            };
+            let (block, slot) = (index / mftr::MASKS as u16, usize::from(index) % mftr::MASKS);
+            for (&node, ports) in &tree.switches {
+                let Some(lid) = db
+                    .ends
+                    .iter()
+                    .find(|e| e.node == node && e.switch)
+                    .map(|e| e.lid)
+                else {
+                    continue;
+                };
+                for &port in ports {
+                    let position = port / 16;
+                    let masks = blocks
+                        .entry((lid, block, position))
+                        .or_insert([0; mftr::MASKS]);
+                    masks[slot] |= 1 << (port % 16);
+                }
+            }
+        }
+        for ((lid, block_num, position), masks) in blocks {
+            let mut rec = [0u8; mftr::PADDED_LEN];
+            mftr::Repr {
+                lid,
+                position,
+                block_num,
+                masks,
+            }
+            .emit(&mut mftr::Packet::new_unchecked(&mut rec[..]));
+            self.mft_records.push(rec);
         }
     }
 
@@ -224,8 +286,8 @@ impl Sa {
         (reports, changed)
     }
 
-    /// Handles one MAD from `slid`. Never panics.
-    pub fn handle(&mut self, slid: u16, mad_bytes: &[u8]) -> Answer {
+    /// Handles one MAD from `slid`, QP `sqpn`. Never panics.
+    pub fn handle(&mut self, slid: u16, sqpn: u32, mad_bytes: &[u8]) -> Answer {
         if mad_bytes.len() < mad::HEADER_LEN {
             return Answer::default();
         }
@@ -246,13 +308,15 @@ impl Sa {
         let m = req[3];
         if !matches!(
             m,
-            method::GET | method::GET_TABLE | method::SET | method::DELETE
+            method::GET | method::GET_TABLE | method::SET | method::DELETE | method::GET_MULTI
         ) {
             return reply(error(&req, mad_status::UNSUPPORTED_METHOD));
         }
         let attribute = u16::from_be_bytes([req[16], req[17]]);
         let mask = u64::from_be_bytes(req[48..56].try_into().unwrap_or([0; 8]));
-        let query = |m: u8| matches!(m, method::GET | method::GET_TABLE);
+        let sm_key = u64::from_be_bytes(req[36..44].try_into().unwrap_or([0; 8]));
+        let trusted = sm_key == self.config.sm_key;
+        let query = matches!(m, method::GET | method::GET_TABLE);
         let supported = match attribute {
             attr::CLASS_PORT_INFO => m == method::GET,
             attr::NODE_RECORD
@@ -260,9 +324,14 @@ impl Sa {
             | attr::LINK_RECORD
             | attr::SWITCH_INFO_RECORD
             | attr::LFT_RECORD
+            | attr::MFT_RECORD
+            | attr::GUID_INFO_RECORD
+            | attr::PKEY_TABLE_RECORD
+            | attr::SM_INFO_RECORD
             | attr::PATH_RECORD
-            | attr::INFORM_INFO_RECORD => query(m),
-            attr::MC_MEMBER_RECORD => true,
+            | attr::INFORM_INFO_RECORD => query,
+            attr::MC_MEMBER_RECORD => m != method::GET_MULTI,
+            attr::MULTI_PATH_RECORD => m == method::GET_MULTI,
             attr::INFORM_INFO => m == method::SET,
             _ => false,
         };
@@ -276,13 +345,14 @@ impl Sa {
             return reply(error(&req, mad_status::BUSY));
         };
         let data = &req[sa::HEADER_LEN..];
+        let all = |_: &[u8]| true;
         match attribute {
             attr::NODE_RECORD => {
                 let t = normalise_lid(&db, data);
                 reply(answer_records(
                     &req,
                     nr::PADDED_LEN,
-                    select(&db.node_records, nr::COMPONENTS, mask, &t, |_| true),
+                    select(&db.node_records, nr::COMPONENTS, mask, &t, all),
                 ))
             }
             attr::PORT_INFO_RECORD => {
@@ -299,33 +369,65 @@ impl Sa {
                     (mask & CAP == 0 || pir::COMPONENTS[7].value(r) as u32 & cap == cap)
                         && (mask & CAP2 == 0 || pir::COMPONENTS[53].value(r) as u32 & cap2 == cap2)
                 };
-                reply(answer_records(
-                    &req,
-                    pir::PADDED_LEN,
-                    select(
-                        &db.port_records,
-                        pir::COMPONENTS,
-                        mask & !(CAP | CAP2),
-                        &t,
-                        extra,
-                    ),
-                ))
+                let recs = select(
+                    &db.port_records,
+                    pir::COMPONENTS,
+                    mask & !(CAP | CAP2),
+                    &t,
+                    extra,
+                );
+                reply(answer_records(&req, pir::PADDED_LEN, recs))
             }
             attr::LINK_RECORD => reply(answer_records(
                 &req,
                 lr::PADDED_LEN,
-                select(&db.link_records, lr::COMPONENTS, mask, data, |_| true),
+                select(&db.link_records, lr::COMPONENTS, mask, data, all),
             )),
-            attr::SWITCH_INFO_RECORD => reply(answer_records(
-                &req,
-                swr::PADDED_LEN,
-                select(&db.switch_records, swr::COMPONENTS, mask, data, |_| true),
-            )),
+            attr::SWITCH_INFO_RECORD => {
+                let recs = select(&db.switch_records, swr::COMPONENTS, mask, data, all);
+                reply(answer_records(&req, swr::PADDED_LEN, recs))
+            }
             attr::LFT_RECORD => reply(answer_records(
                 &req,
                 lftr::PADDED_LEN,
-                select(&db.lft_records, lftr::COMPONENTS, mask, data, |_| true),
+                select(&db.lft_records, lftr::COMPONENTS, mask, data, all),
             )),
+            attr::MFT_RECORD => reply(answer_records(
+                &req,
+                mftr::PADDED_LEN,
+                select(&self.mft_records, mftr::COMPONENTS, mask, data, all),
+            )),
+            attr::GUID_INFO_RECORD => {
+                let t = normalise_lid(&db, data);
+                reply(answer_records(
+                    &req,
+                    gir::PADDED_LEN,
+                    select(&db.guid_records, gir::COMPONENTS, mask, &t, all),
+                ))
+            }
+            attr::PKEY_TABLE_RECORD => {
+                // P_Key tables are handed to trusted requesters only.
+                if !trusted {
+                    return reply(error(&req, status::REQ_INVALID));
+                }
+                let t = normalise_lid(&db, data);
+                reply(answer_records(
+                    &req,
+                    pkr::PADDED_LEN,
+                    select(&db.pkey_records, pkr::COMPONENTS, mask, &t, all),
+                ))
+            }
+            attr::SM_INFO_RECORD => {
+                let own = self.sm_info_record(&db, trusted);
+                let recs = select(
+                    std::slice::from_ref(&own),
+                    smir::COMPONENTS,
+                    mask,
+                    data,
+                    all,
+                );
+                reply(answer_records(&req, smir::PADDED_LEN, recs))
+            }
             attr::PATH_RECORD => {
                 let limit = if m == method::GET {
                     2
@@ -345,13 +447,23 @@ impl Sa {
                     Err(code) => reply(error(&req, code)),
                 }
             }
+            attr::MULTI_PATH_RECORD => match self.multi_path(&db, data, mask) {
+                Ok(records) => reply(table_with(&req, method::GET_MULTI_RESP, 64, &records)),
+                Err(code) => reply(error(&req, code)),
+            },
             attr::INFORM_INFO => {
                 let gid = db.end_by_lid(slid).map_or(0, |e| db.gid(e));
                 if gid == 0 {
                     return reply(error(&req, status::REQ_INVALID));
                 }
-                match self.subs.set(gid, slid, data) {
-                    Ok(_) => reply(single(&req, &data[..sm_mad::sa_inform_info::LEN])),
+                match self.subs.set(gid, slid, sqpn, data) {
+                    Ok(info) => {
+                        let mut rec = [0u8; sm_mad::sa_inform_info::LEN];
+                        info.emit(&mut sm_mad::sa_inform_info::Packet::new_unchecked(
+                            &mut rec[..],
+                        ));
+                        reply(single(&req, &rec))
+                    }
                     Err(code) => reply(error(&req, code)),
                 }
             }
@@ -367,6 +479,71 @@ impl Sa {
             attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, &req, mask),
             _ => reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR)),
         }
+    }
+
+    /// SubnAdmGetMulti(MultiPathRecord): PathRecords between every source
+    /// and destination GID named, NumbPath of them at most in all.
+    fn multi_path(&self, db: &SaDb, data: &[u8], mask: u64) -> Result<Vec<u8>, u16> {
+        use mpr::component as c;
+        if mask & (c::SGID_COUNT | c::DGID_COUNT) != (c::SGID_COUNT | c::DGID_COUNT) {
+            return Err(status::INSUFFICIENT_COMPONENTS);
+        }
+        let packet = mpr::Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?;
+        let q = mpr::Repr::parse(&packet).map_err(|_| status::REQ_INVALID)?;
+        if q.sgids.is_empty() || q.dgids.is_empty() {
+            return Err(status::REQ_INVALID);
+        }
+        if q.sgids
+            .iter()
+            .chain(q.dgids.iter())
+            .any(|g| g >> 120 == 0xFF)
+        {
+            return Err(status::REQ_INVALID);
+        }
+        let mut template = [0u8; 64];
+        template[44..57].copy_from_slice(packet.path_fields());
+        let pr_mask = mpr::path_components(mask & !c::NUMB_PATH)
+            | sm_mad::sa_path_record::component::SGID
+            | sm_mad::sa_path_record::component::DGID;
+        let limit = if mask & c::NUMB_PATH != 0 {
+            usize::from(q.numb_path)
+        } else {
+            self.config.max_records
+        };
+        let mut out = Vec::new();
+        for &s in &q.sgids {
+            for &d in &q.dgids {
+                let left = limit.saturating_sub(out.len() / 64);
+                if left == 0 {
+                    return Ok(out);
+                }
+                template[24..40].copy_from_slice(&s.to_be_bytes());
+                template[8..24].copy_from_slice(&d.to_be_bytes());
+                match path::query(db, &template, pr_mask, left.min(1), &self.config.path) {
+                    Ok(recs) => out.extend_from_slice(&recs),
+                    Err(status::NO_RECORDS) => {}
+                    Err(code) => return Err(code),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// This SM's SMInfoRecord: it is the master (the SA runs on the master
+    /// only); its SM_Key shows to trusted requesters only.
+    fn sm_info_record(&self, db: &SaDb, trusted: bool) -> [u8; smir::PADDED_LEN] {
+        let guid = db.end_by_lid(db.sm_lid).map_or(0, |e| e.guid);
+        let repr = smir::Repr {
+            lid: db.sm_lid,
+            guid,
+            sm_key: if trusted { self.config.sm_key } else { 0 },
+            act_count: 0,
+            priority: self.config.sm_priority,
+            sm_state: 3,
+        };
+        let mut rec = [0u8; smir::PADDED_LEN];
+        repr.emit(&mut smir::Packet::new_unchecked(&mut rec[..]));
+        rec
     }
 
     fn mc_member(&mut self, db: &SaDb, slid: u16, req: &[u8], mask: u64) -> Answer {

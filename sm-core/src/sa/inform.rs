@@ -18,9 +18,12 @@ use sm_mad::sa_inform_info::{
 pub struct Subscription {
     /// GID of the subscribing port.
     pub subscriber_gid: u128,
-    /// LID Reports go to.
+    /// LID Reports go to (the requester's).
     pub lid: u16,
-    /// What was asked for (QPN: where Reports go).
+    /// QP Reports go to: the requester's, which the SA also writes into the
+    /// subscription's QPN (as IBA says the SA's record shows it).
+    pub qpn: u32,
+    /// What was asked for.
     pub info: InfoRepr,
 }
 
@@ -42,18 +45,17 @@ pub struct Subscriptions {
     tid: u64,
 }
 
-/// Whether two InformInfos name the same subscription (all but Subscribe
-/// and the response fields).
+/// Whether two InformInfos name the same subscription: everything but
+/// Subscribe, QPN and RespTimeValue (the QPN is the requester's address,
+/// compared apart).
 fn same(a: &InfoRepr, b: &InfoRepr) -> bool {
-    InfoRepr {
+    let key = |i: &InfoRepr| InfoRepr {
         subscribe: 0,
         resp_time_value: 0,
-        ..*a
-    } == InfoRepr {
-        subscribe: 0,
-        resp_time_value: 0,
-        ..*b
-    }
+        qpn: 0,
+        ..*i
+    };
+    key(a) == key(b)
 }
 
 impl Subscriptions {
@@ -62,8 +64,11 @@ impl Subscriptions {
         self.subs.iter()
     }
 
-    /// SubnAdmSet(InformInfo) from the port with `gid` at `lid`.
-    pub fn set(&mut self, gid: u128, lid: u16, data: &[u8]) -> Result<InfoRepr, u16> {
+    /// SubnAdmSet(InformInfo) from the port with `gid` at `lid`, QP `qpn`.
+    /// A subscription is known by its requester's address and its fields
+    /// (not its QPN); subscribing again replaces it, unsubscribing what is
+    /// not there is ERR_REQ_INVALID.
+    pub fn set(&mut self, gid: u128, lid: u16, qpn: u32, data: &[u8]) -> Result<InfoRepr, u16> {
         let info =
             InfoRepr::parse(&InfoPacket::new_checked(data).map_err(|_| status::REQ_INVALID)?)
                 .map_err(|_| status::REQ_INVALID)?;
@@ -76,17 +81,21 @@ impl Subscriptions {
         {
             return Err(status::REQ_INVALID);
         }
-        let pos = self
-            .subs
-            .iter()
-            .position(|s| s.subscriber_gid == gid && same(&s.info, &info));
+        let pos = self.subs.iter().position(|s| {
+            s.subscriber_gid == gid && s.lid == lid && s.qpn == qpn && same(&s.info, &info)
+        });
+        let mut info = info;
         if info.subscribe == 1 {
-            if pos.is_none() {
-                self.subs.push(Subscription {
-                    subscriber_gid: gid,
-                    lid,
-                    info,
-                });
+            info.qpn = qpn;
+            let sub = Subscription {
+                subscriber_gid: gid,
+                lid,
+                qpn,
+                info,
+            };
+            match pos {
+                Some(i) => self.subs[i] = sub,
+                None => self.subs.push(sub),
             }
         } else {
             let i = pos.ok_or(status::REQ_INVALID)?;
@@ -165,7 +174,7 @@ impl Subscriptions {
             notice.emit(&mut NoticePacket::new_unchecked(&mut mad[sa::HEADER_LEN..]));
             out.push(Report {
                 dlid: s.lid,
-                dqpn: s.info.qpn,
+                dqpn: s.qpn,
                 mad,
             });
         }

@@ -86,10 +86,11 @@ pub fn spawn<R: Responder + Sync>(
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
-                    let answer = sa
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .handle(request.slid, &request.mad);
+                    let answer = sa.lock().unwrap_or_else(|p| p.into_inner()).handle(
+                        request.slid,
+                        request.sqpn,
+                        &request.mad,
+                    );
                     if let Some(reply) = &answer.reply {
                         if let Err(e) = responder.reply(&request, reply) {
                             warn!(slid = request.slid, "SA answer not sent: {e}");
@@ -138,6 +139,15 @@ impl SaHandle {
         if changed {
             let _ = self.mcast_tx.send(());
         }
+    }
+
+    /// Takes the MFTs of a multicast plan, as programmed, for MFTRecord
+    /// queries (call after every MFT programming).
+    pub fn publish_mcast(&self, plan: &crate::mcast::tree::McastPlan) {
+        self.sa
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_mcast(plan);
     }
 
     /// The channel that gets `()` at every multicast membership change

@@ -1,0 +1,140 @@
+//! GUIDInfoRecord (IBA 15.2.5.18): one 8-GUID block of a port's GUIDInfo
+//! (its port GUID and alias GUIDs).
+//!
+//! ```text
+//! offset  0  LID (16)  BlockNum  reserved
+//!         4  reserved (32)
+//!         8  GUID 0..7 (64 each)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, Component};
+use crate::Result;
+
+/// GUIDs per block.
+pub const GUIDS: usize = 8;
+/// Length of the record (AttributeOffset 9).
+pub const LEN: usize = 8 + 8 * GUIDS;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = LEN;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[
+    c(0, 16),
+    c(16, 8),
+    c(24, 8),
+    c(32, 32),
+    c(64, 64),
+    c(128, 64),
+    c(192, 64),
+    c(256, 64),
+    c(320, 64),
+    c(384, 64),
+    c(448, 64),
+    c(512, 64),
+];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+    /// BlockNum.
+    pub const BLOCK: u64 = 1 << 1;
+}
+
+packet!(
+    /// A view of GUIDInfoRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the port.
+    lid, set_lid: u16 @ 0;
+    /// Block number.
+    block_num, set_block_num: u8 @ 2;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// GUID `i` of the block (`i` < 8).
+    pub fn guid(&self, i: usize) -> u64 {
+        let off = 8 + 8 * i;
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&self.buffer.as_ref()[off..off + 8]);
+        u64::from_be_bytes(raw)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets GUID `i` of the block (`i` < 8).
+    pub fn set_guid(&mut self, i: usize, guid: u64) {
+        let off = 8 + 8 * i;
+        self.buffer.as_mut()[off..off + 8].copy_from_slice(&guid.to_be_bytes());
+    }
+}
+
+/// GUIDInfoRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Repr {
+    /// LID of the port.
+    pub lid: u16,
+    /// Block number.
+    pub block_num: u8,
+    /// The block's GUIDs (0: unused).
+    pub guids: [u64; GUIDS],
+}
+
+impl Repr {
+    /// Reads the record; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        let mut guids = [0; GUIDS];
+        for (i, g) in guids.iter_mut().enumerate() {
+            *g = packet.guid(i);
+        }
+        Ok(Self {
+            lid: packet.lid(),
+            block_num: packet.block_num(),
+            guids,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes the record, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.buffer.as_mut()[3..8].fill(0);
+        packet.set_lid(self.lid);
+        packet.set_block_num(self.block_num);
+        for (i, &g) in self.guids.iter().enumerate() {
+            packet.set_guid(i, g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = Repr {
+            lid: 3,
+            block_num: 1,
+            guids: [0x11, 0, 0, 0, 0, 0, 0, 0x88],
+        };
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..9], &[0, 3, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(buf[15], 0x11);
+        assert_eq!(COMPONENTS[11].value(&buf), 0x88);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}

@@ -1,0 +1,146 @@
+//! MulticastForwardingTableRecord (IBA 15.2.5.8): one block (32 MLIDs ×
+//! 16 ports) of a switch's MFT.
+//!
+//! ```text
+//! offset  0  LID (16)  Position(4)|reserved(3)|BlockNum(9)
+//!         4  reserved (32)
+//!         8  MulticastForwardingTable block (32 port masks of 16 bits)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, Component};
+use crate::Result;
+
+/// Port masks per block.
+pub const MASKS: usize = 32;
+/// Length of the record (AttributeOffset 9).
+pub const LEN: usize = 8 + 2 * MASKS;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = LEN;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[
+    c(0, 16),
+    c(16, 4),
+    c(20, 3),
+    c(23, 9),
+    c(32, 32),
+    c(64, 512),
+];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+    /// Position.
+    pub const POSITION: u64 = 1 << 1;
+    /// BlockNum.
+    pub const BLOCK: u64 = 1 << 3;
+}
+
+packet!(
+    /// A view of MulticastForwardingTableRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the switch.
+    lid, set_lid: u16 @ 0;
+    /// Position: which 16 ports the masks cover (ports 16·n ..= 16·n + 15).
+    position, set_position: u16 @ 2 => bits 12, 4;
+    /// Block number: MLIDs 0xC000 + 32·n ..
+    block_num, set_block_num: u16 @ 2 => bits 0, 9;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Port mask `i` of the block.
+    pub fn mask(&self, i: usize) -> u16 {
+        let off = 8 + 2 * i;
+        u16::from_be_bytes([self.buffer.as_ref()[off], self.buffer.as_ref()[off + 1]])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets port mask `i` of the block.
+    pub fn set_mask(&mut self, i: usize, mask: u16) {
+        let off = 8 + 2 * i;
+        self.buffer.as_mut()[off..off + 2].copy_from_slice(&mask.to_be_bytes());
+    }
+}
+
+/// MulticastForwardingTableRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Repr {
+    /// LID of the switch.
+    pub lid: u16,
+    /// Position (4 bits).
+    pub position: u8,
+    /// Block number (9 bits).
+    pub block_num: u16,
+    /// Port masks, one per MLID of the block.
+    pub masks: [u16; MASKS],
+}
+
+impl Repr {
+    /// Reads the record; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        let mut masks = [0; MASKS];
+        for (i, m) in masks.iter_mut().enumerate() {
+            *m = packet.mask(i);
+        }
+        Ok(Self {
+            lid: packet.lid(),
+            position: packet.position() as u8,
+            block_num: packet.block_num(),
+            masks,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes the record, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        let buf = packet.buffer.as_mut();
+        buf[2..8].fill(0);
+        packet.set_lid(self.lid);
+        packet.set_position(u16::from(self.position));
+        packet.set_block_num(self.block_num);
+        for (i, &m) in self.masks.iter().enumerate() {
+            packet.set_mask(i, m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let mut masks = [0u16; MASKS];
+        masks[1] = 0x8006;
+        let repr = Repr {
+            lid: 2,
+            position: 1,
+            block_num: 0x101,
+            masks,
+        };
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(
+            &buf[..12],
+            &[0, 2, 0x11, 0x01, 0, 0, 0, 0, 0, 0, 0x80, 0x06]
+        );
+        assert_eq!(COMPONENTS[3].value(&buf), 0x101);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}

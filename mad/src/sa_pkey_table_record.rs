@@ -1,0 +1,135 @@
+//! P_KeyTableRecord (IBA 15.2.5.11): one 32-entry block of a port's
+//! P_Key table.
+//!
+//! ```text
+//! offset  0  LID (16)  BlockNum (16)
+//!         4  PortNum  reserved (24)
+//!         8  P_KeyTable block (32 × 16)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, Component};
+use crate::Result;
+
+/// P_Keys per block.
+pub const PKEYS: usize = 32;
+/// Length of the record (AttributeOffset 9).
+pub const LEN: usize = 8 + 2 * PKEYS;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = LEN;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[c(0, 16), c(16, 16), c(32, 8), c(40, 24), c(64, 512)];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+    /// BlockNum.
+    pub const BLOCK: u64 = 1 << 1;
+    /// PortNum.
+    pub const PORT: u64 = 1 << 2;
+}
+
+packet!(
+    /// A view of P_KeyTableRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the port (a switch's port-0 LID for all its ports).
+    lid, set_lid: u16 @ 0;
+    /// Block number.
+    block_num, set_block_num: u16 @ 2;
+    /// Port number (switches).
+    port_num, set_port_num: u8 @ 4;
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// P_Key `i` of the block (`i` < 32).
+    pub fn pkey(&self, i: usize) -> u16 {
+        let off = 8 + 2 * i;
+        u16::from_be_bytes([self.buffer.as_ref()[off], self.buffer.as_ref()[off + 1]])
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets P_Key `i` of the block (`i` < 32).
+    pub fn set_pkey(&mut self, i: usize, pkey: u16) {
+        let off = 8 + 2 * i;
+        self.buffer.as_mut()[off..off + 2].copy_from_slice(&pkey.to_be_bytes());
+    }
+}
+
+/// P_KeyTableRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Repr {
+    /// LID.
+    pub lid: u16,
+    /// Block number.
+    pub block_num: u16,
+    /// Port number.
+    pub port_num: u8,
+    /// The block's P_Keys (0: unused entry).
+    pub pkeys: [u16; PKEYS],
+}
+
+impl Repr {
+    /// Reads the record; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        let mut pkeys = [0; PKEYS];
+        for (i, p) in pkeys.iter_mut().enumerate() {
+            *p = packet.pkey(i);
+        }
+        Ok(Self {
+            lid: packet.lid(),
+            block_num: packet.block_num(),
+            port_num: packet.port_num(),
+            pkeys,
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes the record, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.buffer.as_mut()[5..8].fill(0);
+        packet.set_lid(self.lid);
+        packet.set_block_num(self.block_num);
+        packet.set_port_num(self.port_num);
+        for (i, &p) in self.pkeys.iter().enumerate() {
+            packet.set_pkey(i, p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let mut pkeys = [0u16; PKEYS];
+        pkeys[0] = 0xffff;
+        let repr = Repr {
+            lid: 4,
+            block_num: 0,
+            port_num: 2,
+            pkeys,
+        };
+        let mut buf = [0xeeu8; LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..10], &[0, 4, 0, 0, 2, 0, 0, 0, 0xff, 0xff]);
+        assert_eq!(COMPONENTS[2].value(&buf), 2);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}

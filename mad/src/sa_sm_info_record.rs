@@ -1,0 +1,131 @@
+//! SMInfoRecord (IBA 15.2.5.9): an SM's SMInfo by the LID of its port.
+//!
+//! ```text
+//! offset  0  LID (16)  reserved (16)
+//!         4  SMInfo: GUID (64), SM_Key (64), ActCount (32), Priority(4)|SMState(4)
+//!        25  padding to 32 (AttributeOffset 4)
+//! ```
+
+use crate::field::{fields, packet};
+use crate::sa::{c, Component};
+use crate::Result;
+
+/// Length of the record's fields.
+pub const LEN: usize = 25;
+/// Length in a GetTable answer.
+pub const PADDED_LEN: usize = 32;
+
+/// ComponentMask bits, in record order.
+pub const COMPONENTS: &[Component] = &[
+    c(0, 16),
+    c(16, 16),
+    c(32, 64),
+    c(96, 64),
+    c(160, 32),
+    c(192, 4),
+    c(196, 4),
+];
+
+/// Component bits by name.
+pub mod component {
+    /// LID.
+    pub const LID: u64 = 1 << 0;
+    /// GUID.
+    pub const GUID: u64 = 1 << 2;
+    /// Priority.
+    pub const PRIORITY: u64 = 1 << 5;
+    /// SMState.
+    pub const STATE: u64 = 1 << 6;
+}
+
+packet!(
+    /// A view of SMInfoRecord.
+    Packet,
+    LEN
+);
+
+fields! { Packet;
+    /// LID of the SM's port.
+    lid, set_lid: u16 @ 0;
+    /// The SM's port GUID.
+    guid, set_guid: u64 @ 4;
+    /// SM_Key (0 unless the requester is trusted).
+    sm_key, set_sm_key: u64 @ 12;
+    /// ActCount.
+    act_count, set_act_count: u32 @ 20;
+    /// Priority.
+    priority, set_priority: u8 @ 24 => bits 4, 4;
+    /// SMState (0 not active, 1 discovering, 2 standby, 3 master).
+    sm_state, set_sm_state: u8 @ 24 => bits 0, 4;
+}
+
+/// SMInfoRecord as values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[allow(missing_docs)] // one field per wire field
+pub struct Repr {
+    pub lid: u16,
+    pub guid: u64,
+    pub sm_key: u64,
+    pub act_count: u32,
+    pub priority: u8,
+    pub sm_state: u8,
+}
+
+impl Repr {
+    /// Reads the record; fails only on a short buffer.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
+        packet.check_len()?;
+        Ok(Self {
+            lid: packet.lid(),
+            guid: packet.guid(),
+            sm_key: packet.sm_key(),
+            act_count: packet.act_count(),
+            priority: packet.priority(),
+            sm_state: packet.sm_state(),
+        })
+    }
+
+    /// Bytes [`Self::emit`] writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes the record, reserved bits zeroed.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
+        packet.buffer.as_mut()[2..4].fill(0);
+        packet.set_lid(self.lid);
+        packet.set_guid(self.guid);
+        packet.set_sm_key(self.sm_key);
+        packet.set_act_count(self.act_count);
+        packet.set_priority(self.priority);
+        packet.set_sm_state(self.sm_state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_round_trip() {
+        let repr = Repr {
+            lid: 1,
+            guid: 0x1234,
+            sm_key: 0,
+            act_count: 7,
+            priority: 5,
+            sm_state: 3,
+        };
+        let mut buf = [0xeeu8; PADDED_LEN];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(&buf[..4], &[0, 1, 0, 0]);
+        assert_eq!(buf[24], 0x53);
+        assert_eq!(COMPONENTS[5].value(&buf), 5);
+        assert_eq!(COMPONENTS[6].value(&buf), 3);
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
+        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
+    }
+}
