@@ -63,6 +63,9 @@ pub struct DaemonOptions<'a> {
     /// after every routed heavy sweep and whenever membership changes.
     /// `None`: no multicast programming.
     pub groups: Option<Arc<Mutex<McGroups>>>,
+    /// The SA ([`crate::sa`]): every heavy sweep's fabric and routing are
+    /// published to it, so path records carry the routing's SLs.
+    pub sa: Option<Arc<crate::sa::server::SaHandle>>,
 }
 
 /// Why a heavy sweep ran.
@@ -159,8 +162,13 @@ pub fn run(
             let _enter = span.enter();
             let slot = if options.ucast_cache { Some(&mut cache) } else { None };
             match sweep::program::once_cached(port, &options.once, registry, config, guid2lid, held, slot) {
-                Ok(outcome) => {
+                Ok(mut outcome) => {
                     routed = outcome.chain.routed.is_some();
+                    if let Some(sa) = &options.sa {
+                        // Shared, not tabulated: the SA asks the routing's
+                        // own SL oracle, whatever the fabric's size.
+                        sa.publish(crate::sa::db::SaDb::build_shared(&mut outcome));
+                    }
                     match &outcome.chain.routed {
                         Some(r) => info!(
                             engine = %r.engine,

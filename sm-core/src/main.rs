@@ -436,7 +436,17 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         return fail(EXIT_BAD_INPUT, format!("sm_priority {priority} is not in 0..15"));
     }
     let mut standby = None;
-    if let Some((sender, smp_requests, _sa_requests)) = responders.take() {
+    let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
+    let mut sa = None;
+    if let Some((sender, smp_requests, sa_requests)) = responders.take() {
+        if let Some(requests) = sa_requests {
+            sa = Some(Arc::new(sm_core::sa::server::spawn_umad(
+                sender.clone(),
+                requests,
+                Arc::clone(&groups),
+                sm_core::sa::handler::SaConfig::default(),
+            )));
+        }
         let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, 0));
         if let Some(requests) = smp_requests {
             if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
@@ -458,7 +468,6 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         }
         standby = Some((state, standby_options));
     }
-    let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     let daemon = sm_core::daemon::DaemonOptions {
         once: options,
         interval,
@@ -467,6 +476,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         ucast_cache: args.ucast_cache || config.use_ucast_cache,
         standby,
         groups: Some(groups),
+        sa,
     };
     let report_path = args.report.clone();
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {

@@ -75,6 +75,7 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         ucast_cache,
         standby: None,
         groups: None,
+        sa: None,
     }
 }
 
@@ -287,6 +288,7 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
         ucast_cache,
         standby: None,
         groups: None,
+        sa: None,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();
