@@ -40,6 +40,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 # Milliseconds since the epoch of a tracing timestamp (2026-11-22T08:09:47.603750Z).
 log_ms() { echo $(( $(date -d "$1" +%s%N) / 1000000 )); }
 sweeps() { jq -r '.heavy_sweep // 0' "$1" 2>/dev/null || echo 0; }
+swept() { [ "$(sweeps "$1")" -ge 1 ]; }
 wait_until() { # timeout-s command...
   local end=$(( $(ms) + $1 * 1000 )); shift
   until "$@"; do
@@ -55,29 +56,30 @@ for run in $(seq "$runs"); do
   # ibsim reads its console on stdin and spins once it closes: hold a fifo.
   mkfifo console; exec {console}<>console
   ibsim -s ../fabric.net < console > ibsim.log 2>&1 &
-  sim=$!; pids+=("$sim")
+  sim=$!; pids+=("$sim"); disown "$sim"
   sleep 1
   common=(--log info --sweep-interval 5 --engines minhop --sm-poll-interval "$interval" --sm-poll-retries "$retries")
   SIM_HOST=$a_host LD_PRELOAD=$umad "$smcore" "${common[@]}" --priority 10 \
     --dump-dir a --report a.json > a.log 2>&1 &
-  a=$!; pids+=("$a")
-  wait_until 60 test "$(sweeps a.json)" -ge 1 || { echo "run $run: A never swept"; tail a.log; exit 1; }
+  a=$!; pids+=("$a"); disown "$a"
+  wait_until 60 swept a.json || { echo "run $run: A never swept"; tail a.log; exit 1; }
   SIM_HOST=$b_host LD_PRELOAD=$umad "$smcore" "${common[@]}" --priority 5 \
     --dump-dir b --report b.json > b.log 2>&1 &
-  b=$!; pids+=("$b")
+  b=$!; pids+=("$b"); disown "$b"
   wait_until 60 grep -q 'standing by' b.log || { echo "run $run: B never stood by"; tail b.log; exit 1; }
   # Let B poll a while, and kill A at a random point of B's poll cycle.
   sleep "$(awk -v i="$interval" -v r="$RANDOM" 'BEGIN { printf "%.3f", 2 * i + i * r / 32768 }')"
   kill -9 "$a"; killed=$(ms)
-  wait_until 120 test "$(sweeps b.json)" -ge 1 || { echo "run $run: B never swept"; tail b.log; exit 1; }
+  wait_until 120 swept b.json || { echo "run $run: B never swept"; tail b.log; exit 1; }
   swept=$(ms)
   took=$(grep -m1 'taking over as master' b.log | sed 's/\x1b\[[0-9;]*m//g' | awk '{print $1}')
   took_ms=$(log_ms "$took")
   total=$(( swept - killed )); detect=$(( took_ms - killed )); first=$(( swept - took_ms ))
-  echo "run $run: failover ${total} ms = detection ${detect} ms + first heavy sweep ${first} ms"
+  # What the takeover sweep wrote: LIDs (must be 0 set) and LFT blocks.
+  sweep=$(awk '/^SMPs per phase/ { on = 1; next } on && /^  (lids|lft|total) / { sub(/^ +/, ""); printf "%s%s", sep, $0; sep = "; " } on && /^  total/ { exit }' b.log)
+  echo "run $run: failover ${total} ms = detection ${detect} ms + first heavy sweep ${first} ms [${sweep}]"
   totals+=("$total"); detects+=("$detect"); firsts+=("$first")
   kill "$b" "$sim" 2>/dev/null || true
-  wait "$b" "$sim" 2>/dev/null || true
   exec {console}>&-
   cd "$work"
 done

@@ -708,15 +708,18 @@ pub fn arbitrate(
                 continue;
             }
         };
-        if let Some(own) = fabric
+        let own = fabric
             .nodes
             .first()
-            .and_then(|n| n.ports.get(usize::from(fabric.sm_port)))
-        {
+            .and_then(|n| n.ports.get(usize::from(fabric.sm_port)));
+        if let Some(own) = own {
             if state.guid() != own.guid {
                 state.set_guid(own.guid);
             }
         }
+        let me = own
+            .and_then(|p| p.info.as_ref())
+            .map(|i| (i.lid, i.capability_mask));
         let peers = read_peers(&mut client, &fabric, state);
         if state.state() == SmState::Master {
             // A HANDOVER arrived while we discovered.
@@ -747,7 +750,7 @@ pub fn arbitrate(
                     "standing by"
                 );
                 state.set_state(SmState::Standby);
-                match poll(port, state, options, target, stop) {
+                match poll(port, state, options, target, me, stop) {
                     PollEnd::Stopped => return Arbitration::Stopped,
                     PollEnd::Handover { from } => {
                         return master(state, Some(TakenFrom::Handover { guid: from }))
@@ -824,16 +827,19 @@ fn sleep_watching(state: &SmInfoState, d: Duration, stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)
 }
 
-/// Polls `target`'s SMInfo every `poll_interval` while we stand by.
+/// Polls `target`'s SMInfo every `poll_interval` while we stand by. `me`
+/// is our port's LID and CapabilityMask, for trap 144.
 fn poll(
     port: &mut dyn SmpPort,
     state: &SmInfoState,
     options: &StandbyOptions,
     target: &Peer,
+    me: Option<(u16, u32)>,
     stop: &AtomicBool,
 ) -> PollEnd {
     let guid = target.info.guid;
     let mut misses = 0u32;
+    let mut polls_below_us = 0u32;
     let mut next = Instant::now() + options.poll_interval;
     loop {
         // Wait for the next poll, watching for stop and controls.
@@ -891,6 +897,22 @@ fn poll(
                 }
                 misses = 0;
                 debug!(sm = format_args!("{guid:#018x}"), its_state = ?info.state, act_count = info.act_count, "master polled");
+                let below_us = info.state == SmState::Master
+                    && !is_higher(info.priority, info.guid, state.priority(), state.guid());
+                if below_us {
+                    // A master below us hands over once it sees us in a
+                    // heavy sweep; trap 144 (SM priority change) asks it
+                    // for one, as OpenSM's standby does. Sent again now
+                    // and then in case it was lost.
+                    if polls_below_us % (4 * options.poll_retries.max(1)) == 0 {
+                        if let Some((lid, capability_mask)) = me {
+                            send_trap_144(port, target, lid, capability_mask);
+                        }
+                    }
+                    polls_below_us += 1;
+                } else {
+                    polls_below_us = 0;
+                }
             }
             Err(e) => {
                 misses += 1;
@@ -904,6 +926,54 @@ fn poll(
                 }
             }
         }
+    }
+}
+
+/// Trap 144's ChangeFlags bit for "SM priority changed".
+const TRAP_144_SM_PRIORITY_CHANGE: u16 = 0x0008;
+
+/// Sends trap 144 (local changes: SM priority) from our port (`lid`,
+/// `capability_mask`) to the master, LID-routed. Nothing answers but a
+/// TrapRepress, which the transport does not count as an answer; a lost
+/// trap is sent again at a later poll.
+fn send_trap_144(port: &mut dyn SmpPort, target: &Peer, lid: u16, capability_mask: u32) {
+    use sm_mad::notice::{self, notice_type, producer, trap, Details, Source};
+    if target.port.lid == 0 || lid == 0 {
+        return;
+    }
+    let notice = notice::Repr {
+        notice_type: notice_type::INFO,
+        source: Source::Generic {
+            producer_type: producer::CA,
+            trap_number: trap::CAPABILITY_CHANGE,
+        },
+        issuer_lid: lid,
+        toggle: false,
+        count: 0,
+        details: Details::CapabilityChange {
+            lid,
+            other_local_changes: false,
+            capability_mask,
+            change_flags: TRAP_144_SM_PRIORITY_CHANGE,
+            capability_mask2: 0,
+        },
+        issuer_gid: None,
+    };
+    let mut data = [0u8; DATA_LEN];
+    notice.emit(&mut notice::Packet::new_unchecked(&mut data[..]));
+    static NEXT_TID: AtomicU32 = AtomicU32::new(1);
+    let tid = 0x7144_0000_0000 | u64::from(NEXT_TID.fetch_add(1, Ordering::Relaxed).max(1));
+    let mut request = smp::Repr::lid_set(tid, attr::NOTICE, 0, 0, data);
+    request.method = method::TRAP;
+    let mut mad = Mad::zeroed();
+    request.emit(&mut mad.smp_mut());
+    info!(
+        master = format_args!("{:#018x}", target.info.guid),
+        lid = target.port.lid,
+        "master ranks below us: trap 144 sent to ask for a handover"
+    );
+    if let Err(e) = port.send_to(target.port.lid, &mad.0) {
+        debug!("trap 144 not sent: {e}");
     }
 }
 
@@ -1288,6 +1358,8 @@ mod tests {
         sminfo_gets: usize,
         silent_after: Option<usize>,
         on_get: Option<Box<dyn FnMut(&mut SimFabric, usize)>>,
+        /// LID-routed MADs sent, with their DLID.
+        lid_routed: Vec<(u16, Vec<u8>)>,
     }
 
     impl SmpPort for Fake {
@@ -1305,6 +1377,11 @@ mod tests {
                 }
             }
             Ok(self.fabric.handle(mad))
+        }
+
+        fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+            self.lid_routed.push((dlid, mad.to_vec()));
+            Ok(None)
         }
     }
 
@@ -1340,6 +1417,7 @@ mod tests {
             sminfo_gets: 0,
             silent_after: None,
             on_get: None,
+            lid_routed: Vec::new(),
         }
     }
 
@@ -1591,6 +1669,107 @@ mod tests {
             elect(state.priority(), state.guid(), &peers),
             Decision::Standby(0)
         );
+    }
+
+    #[test]
+    fn a_standby_above_its_master_asks_for_a_handover_with_trap_144() {
+        let (mut f, other, _, other_guid) = fabric();
+        // LIDs first, as the master would have assigned them.
+        let mut g2l = crate::sweep::Guid2Lid::default();
+        crate::sweep::sweep(
+            &mut SimPortFor(&mut f),
+            &crate::sweep::SweepOptions::default(),
+            &mut g2l,
+        )
+        .unwrap();
+        let theirs = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 1,
+            priority: 1,
+            state: SmState::Master,
+        };
+        f.set_sm_info(other, 1, Some(theirs)).unwrap();
+        let (master_lid, our_lid) = (f.port_lid(other, 1).unwrap(), f.port_lid(0, 1).unwrap());
+        let mut port = fake(f);
+        // Election, 13 answered polls (trap at the 1st and the 13th: every
+        // 4 x retries), then silence.
+        port.silent_after = Some(14);
+        let state = SmInfoState::new(0, 8, 0);
+        let stop = AtomicBool::new(false);
+        let got = arbitrate(&mut port, &state, &fast(), &stop);
+        assert_eq!(
+            got,
+            Arbitration::Master {
+                took_over_from: Some(TakenFrom::Silent { guid: other_guid })
+            }
+        );
+        assert_eq!(
+            port.lid_routed.len(),
+            2,
+            "one trap at the first poll, one 12 polls later"
+        );
+        let (dlid, mad) = &port.lid_routed[0];
+        assert_eq!(*dlid, master_lid);
+        let smp = smp::Repr::parse(&smp::Packet::new_checked(&mad[..]).unwrap()).unwrap();
+        assert_eq!(
+            (smp.method, smp.attribute_id, smp.routing),
+            (method::TRAP, attr::NOTICE, Routing::Lid)
+        );
+        let notice = sm_mad::notice::Repr::parse(
+            &sm_mad::notice::Packet::new_checked(&smp.data[..]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(notice.trap_number(), Some(144));
+        assert_eq!(notice.issuer_lid, our_lid);
+        match notice.details {
+            sm_mad::notice::Details::CapabilityChange {
+                lid,
+                change_flags,
+                capability_mask,
+                ..
+            } => {
+                assert_eq!((lid, change_flags), (our_lid, TRAP_144_SM_PRIORITY_CHANGE));
+                assert_ne!(capability_mask, 0);
+            }
+            other => panic!("trap 144 details expected, got {other:?}"),
+        }
+
+        // A master above us gets no trap.
+        let (mut f, other, _, other_guid) = fabric();
+        crate::sweep::sweep(
+            &mut SimPortFor(&mut f),
+            &crate::sweep::SweepOptions::default(),
+            &mut g2l,
+        )
+        .unwrap();
+        let higher = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count: 1,
+            priority: 9,
+            state: SmState::Master,
+        };
+        f.set_sm_info(other, 1, Some(higher)).unwrap();
+        let mut port = fake(f);
+        port.silent_after = Some(6);
+        let got = arbitrate(&mut port, &SmInfoState::new(0, 8, 0), &fast(), &stop);
+        assert!(matches!(
+            got,
+            Arbitration::Master {
+                took_over_from: Some(_)
+            }
+        ));
+        assert!(port.lid_routed.is_empty());
+    }
+
+    /// The plain embedded-fabric transport, to program LIDs before a test.
+    struct SimPortFor<'a>(&'a mut SimFabric);
+
+    impl SmpPort for SimPortFor<'_> {
+        fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+            Ok(self.0.handle(mad))
+        }
     }
 
     #[test]

@@ -359,3 +359,116 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
         "the standby's log does not say it took over:\n{b_log}\n--- old master:\n{a_log}"
     );
 }
+
+#[test]
+fn a_higher_sm_started_later_is_handed_the_subnet() {
+    let smcore = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::Builder::new()
+        .prefix("handover-")
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join("ft.net");
+    smcore
+        .gen(
+            &[
+                "fat-tree",
+                "--leaves",
+                "3",
+                "--spines",
+                "2",
+                "--hosts-per-leaf",
+                "2",
+                "--uplinks",
+                "2",
+            ],
+            &net,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let hosts: Vec<usize> = topo
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    let (a_host, b_host) = (hosts[0], hosts[hosts.len() - 1]);
+    let (a_guid, b_guid) = (
+        topo.nodes[a_host].port_guid(1),
+        topo.nodes[b_host].port_guid(1),
+    );
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+
+    // A low-priority master brings the fabric up.
+    let mut a = Sm::start(&sim, &smcore, "a", &topo.nodes[a_host].name, 3, tmp.path());
+    a.wait_for(
+        "the first master's first heavy sweep",
+        Duration::from_secs(60),
+        |s| s.heavy_sweeps() >= 1,
+    );
+    let lids_a = guid2lid(&a.dumps);
+    let (a_lid, b_lid) = (lids_a[&a_guid], lids_a[&b_guid]);
+    let before = discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}"));
+
+    // A higher one joins: it finds a master (which stays master for now),
+    // asks it for the subnet (trap 144), and the master hands over at its
+    // next heavy sweep.
+    let mut b = Sm::start(&sim, &smcore, "b", &topo.nodes[b_host].name, 12, tmp.path());
+    let took = b.wait_for(
+        "the handover to the higher SM",
+        Duration::from_secs(60),
+        |s| s.heavy_sweeps() >= 1,
+    );
+    println!(
+        "handover: {:.2} s from the higher SM's start to its first heavy sweep",
+        took.as_secs_f64()
+    );
+    assert_eq!(
+        sminfo(&sim, b_lid),
+        Some((12, 3)),
+        "the higher SM is master"
+    );
+    a.wait_for(
+        "the old master to stand by",
+        Duration::from_secs(30),
+        |_| sminfo(&sim, a_lid) == Some((3, 2)),
+    );
+
+    // Same LIDs, the new master's tables in the switches, traps to it.
+    assert_eq!(
+        discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}")),
+        before,
+        "LIDs changed in the handover"
+    );
+    assert_eq!(guid2lid(&b.dumps), lids_a);
+    lfts_read_back(&sim, &b.dumps).unwrap_or_else(|e| panic!("{e}"));
+    for n in &topo.nodes {
+        let port = if n.is_switch() { 0 } else { 1 };
+        let lid = before[&n.port_guid(port)];
+        assert_eq!(
+            master_sm_lid(&sim, lid, port),
+            b_lid,
+            "MasterSMLID of {} (LID {lid})",
+            n.name
+        );
+    }
+    // The old master, now standby, sweeps no more.
+    let a_sweeps = a.heavy_sweeps();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        a.heavy_sweeps(),
+        a_sweeps,
+        "the old master kept sweeping after the handover"
+    );
+    assert_eq!(sminfo(&sim, a_lid), Some((3, 2)));
+
+    let b_log = b.stop();
+    let a_log = a.stop();
+    if std::env::var_os("STANDBY_TEST_LOGS").is_some() {
+        println!("--- higher SM:\n{b_log}\n--- old master:\n{a_log}");
+    }
+    assert!(
+        b_log.contains("taking over as master") && b_log.contains("handover"),
+        "the higher SM's log does not say it was handed over the subnet:\n{b_log}\n--- old master:\n{a_log}"
+    );
+}
