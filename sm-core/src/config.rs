@@ -172,6 +172,9 @@ mod tests {
             max_wire_smps: Some(DEFAULT_MAX_WIRE_SMPS),
             transaction_timeout: Some(DEFAULT_TRANSACTION_TIMEOUT_MS),
             transaction_retries: Some(DEFAULT_TRANSACTION_RETRIES),
+            sm_priority: Some(0),
+            sm_polling_timeout: Some(crate::standby::DEFAULT_POLL_INTERVAL.as_millis() as u64),
+            polling_retry_number: Some(crate::standby::DEFAULT_POLL_RETRIES),
             ..Config::default()
         };
         assert_eq!(shipped, defaults);
