@@ -107,6 +107,16 @@ fn read_masks(sim: &mut SimFabric, fabric: &Fabric, mlid: u16) -> BTreeMap<usize
     out
 }
 
+/// A switch's SwitchInfo.MulticastFDBTop, read by SMP.
+fn read_mft_top(sim: &mut SimFabric, node: &sweep::FabricNode) -> u16 {
+    let mut port = SimPort::new(sim);
+    let mut client = SmpClient::new(&mut port, 1);
+    let r = client.run_many(&[SmpOp::get(attr::SWITCH_INFO, 0, &node.path)]);
+    let data = r.into_iter().next().expect("one").expect("SwitchInfo readable");
+    let p = sm_mad::SwitchInfoPacket::new_checked(&data[..]).expect("SwitchInfo");
+    sm_mad::SwitchInfoRepr::parse(&p).expect("SwitchInfo").multicast_fdb_top
+}
+
 /// Floods one packet from CA port (`node`, `port`) by the MFT masks and
 /// counts copies per CA port received.
 fn flood(fabric: &Fabric, masks: &BTreeMap<usize, u16>, from: (usize, u8)) -> BTreeMap<(usize, u8), usize> {
@@ -202,9 +212,18 @@ fn fat_tree_groups_reach_every_member_once_and_leaving_clears_only_what_it_must(
             .sum();
         assert_eq!(links / 2 + 1, used.len().max(1), "group {n}: MFTs form a tree");
     }
+    // Switches that use block 0 have MulticastFDBTop at its end, the others
+    // at "none" (the sim's switches support MulticastFDBTop).
+    let used: BTreeSet<u32> = p.trees.iter().flat_map(|t| t.switches.keys().copied()).collect();
+    assert!(first.tops_set > 0, "{first:?}");
+    for (i, n) in fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()) {
+        let top = read_mft_top(&mut sim, n);
+        let want = if used.contains(&(i as u32)) { 0xC01F } else { 0xBFFF };
+        assert_eq!(top, want, "switch {i}");
+    }
     // Unchanged membership: nothing to write.
     let again = program(&mut sim, &fabric, &p, &mut held);
-    assert_eq!((again.written, again.failed), (0, 0), "{again:?}");
+    assert_eq!((again.written, again.failed, again.tops_set), (0, 0, 0), "{again:?}");
 
     // A member of A leaves; B ends. Only blocks with a change are written.
     let gone = a[1];

@@ -5,12 +5,19 @@
 //! first time gets every block in use written (zeros included), so entries
 //! a previous SM left behind cannot leak traffic; after that only changed
 //! blocks go out, which is also how a group that ended is cleared.
+//!
+//! A switch that advertises IsMulticastFDBTopSupported ignores entries
+//! above its SwitchInfo.MulticastFDBTop, so that is set to the last MLID of
+//! the highest block it uses (0xBFFF: none), as OpenSM does; the SwitchInfo
+//! is read first and written back with only that field changed.
 
 use std::collections::{BTreeMap, HashMap};
 
 use sm_mad::forwarding::{MftModifier, MFT_BLOCK_LEN};
 use sm_mad::mad::attr;
+use sm_mad::port_info::capability::IS_MULTICAST_FDB_TOP_SUPPORTED;
 use sm_mad::smp::DATA_LEN;
+use sm_mad::{SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
 use super::tree::McastPlan;
@@ -28,6 +35,8 @@ pub struct HeldMfts {
     /// Switch GUID → (block, position) → masks. A switch absent here is
     /// unknown: its next programming writes every block in use.
     switches: HashMap<u64, BTreeMap<(u16, u8), Block>>,
+    /// MulticastFDBTop as we set it, per switch GUID.
+    tops: HashMap<u64, u16>,
 }
 
 impl HeldMfts {
@@ -39,11 +48,13 @@ impl HeldMfts {
     /// Forget a switch (it rebooted or left): it is rewritten in full.
     pub fn forget(&mut self, guid: u64) {
         self.switches.remove(&guid);
+        self.tops.remove(&guid);
     }
 
     /// Keep only the switches `keep` says are still trusted.
     pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
         self.switches.retain(|g, _| keep(*g));
+        self.tops.retain(|g, _| keep(*g));
     }
 
     /// The port mask switch `guid` holds for `mlid`, if known.
@@ -66,6 +77,8 @@ pub struct MftReport {
     pub unchanged: u64,
     /// MLIDs beyond a switch's MulticastFDBCap, left out.
     pub over_capacity: u64,
+    /// MulticastFDBTop Sets (switches that support it, when it changes).
+    pub tops_set: u64,
 }
 
 /// Writes the MFT blocks `plan` needs that the switches do not hold.
@@ -156,5 +169,65 @@ pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPla
             }
         }
     }
+    set_tops(client, fabric, plan, held, &mut report);
     report
+}
+
+/// MulticastFDBTop for every switch that supports it (see the module
+/// documentation).
+fn set_tops(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held: &mut HeldMfts, report: &mut MftReport) {
+    let mut top_block: HashMap<u32, u16> = HashMap::new();
+    for t in &plan.trees {
+        let block = (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16;
+        for &node in t.switches.keys() {
+            let b = top_block.entry(node).or_insert(block);
+            *b = (*b).max(block);
+        }
+    }
+    let mut changes = Vec::new();
+    for (i, n) in fabric.nodes.iter().enumerate() {
+        let supports = n.ports.first().and_then(|p| p.info).is_some_and(|i| i.capability_mask & IS_MULTICAST_FDB_TOP_SUPPORTED != 0);
+        let Some(info) = n.switch_info.filter(|_| n.is_switch() && supports) else { continue };
+        let want = top_block
+            .get(&(i as u32))
+            .map_or(MLID_BASE - 1, |&b| MLID_BASE + (b + 1) * MFT_BLOCK_LEN as u16 - 1);
+        let holds = held.tops.get(&n.guid).copied().unwrap_or(info.multicast_fdb_top);
+        if holds != want {
+            changes.push((n.guid, n.path.clone(), want));
+        }
+    }
+    if changes.is_empty() {
+        return;
+    }
+    // Read-modify-write: LinearFDBTop and the rest stay as the switch
+    // holds them now.
+    let reads: Vec<SmpOp> = changes.iter().map(|(_, path, _)| SmpOp::get(attr::SWITCH_INFO, 0, path)).collect();
+    let mut sets = Vec::new();
+    let mut set_for = Vec::new();
+    for ((guid, path, want), answer) in changes.into_iter().zip(client.run_many(&reads)) {
+        let parsed = answer.ok().and_then(|d| SwitchInfoPacket::new_checked(&d[..]).ok().and_then(|p| SwitchInfoRepr::parse(&p).ok()));
+        let Some(mut info) = parsed else {
+            report.failed += 1;
+            continue;
+        };
+        info.multicast_fdb_top = want;
+        // Write-one-to-clear: never clear a change the light sweep must see.
+        info.port_state_change = false;
+        let mut data = [0u8; DATA_LEN];
+        info.emit(&mut SwitchInfoPacket::new_unchecked(&mut data[..]));
+        sets.push(SmpOp::set(attr::SWITCH_INFO, 0, &path, data));
+        set_for.push((guid, want));
+    }
+    for ((guid, want), result) in set_for.into_iter().zip(client.run_many(&sets)) {
+        match result {
+            Ok(_) => {
+                report.tops_set += 1;
+                held.tops.insert(guid, want);
+            }
+            Err(e) => {
+                report.failed += 1;
+                debug!(guid = format_args!("{guid:#018x}"), "MulticastFDBTop not set: {e}");
+            }
+        }
+    }
 }
