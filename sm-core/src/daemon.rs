@@ -141,6 +141,9 @@ pub fn run(
     let mut cache: Option<UcastCache> = None;
     let mut mfts = HeldMfts::new();
     let mut groups_programmed: Option<u64> = None;
+    // The first sweep as master tells every client to register with the
+    // SA again: this SA knows none of their joins and subscriptions.
+    let mut reregister = true;
     while !stop.load(Ordering::Relaxed) {
         if signals.reload.swap(false, Ordering::Relaxed) {
             let span = info_span!("reload");
@@ -161,8 +164,11 @@ pub fn run(
             let span = info_span!("heavy_sweep", n, cause = ?cause);
             let _enter = span.enter();
             let slot = if options.ucast_cache { Some(&mut cache) } else { None };
-            match sweep::program::once_cached(port, &options.once, registry, config, guid2lid, held, slot) {
+            let mut once = options.once.clone();
+            once.sweep.client_reregister = reregister;
+            match sweep::program::once_cached(port, &once, registry, config, guid2lid, held, slot) {
                 Ok(mut outcome) => {
+                    reregister = false;
                     routed = outcome.chain.routed.is_some();
                     if let Some(sa) = &options.sa {
                         // Shared, not tabulated: the SA asks the routing's
@@ -214,6 +220,7 @@ pub fn run(
                             Some(cause) => due = Some(cause),
                             None => break,
                         }
+                        reregister = true;
                     }
                 }
             }

@@ -155,6 +155,10 @@ fn scenario(deaf: bool) {
         daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy)
     };
     let seen = seen.into_inner();
+    // The first sweep as master asks every host to register with the SA
+    // again, once; the sweeps after it do not.
+    let hosts = topo.nodes.iter().filter(|n| !n.is_switch()).count() as u64;
+    assert_eq!(sim.counters().client_reregistrations, hosts);
     assert_eq!(seen.len(), 5, "one heavy sweep per change plus the first");
     assert_eq!(summary.heavy_sweeps, 5);
     let all = topo.nodes.len();

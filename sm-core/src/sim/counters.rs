@@ -79,6 +79,9 @@ pub struct SimCounters {
     pub traps_generated: u64,
     /// Of those, delivered to the SM (see [`super::SimFabric::take_traps`]).
     pub traps_delivered: u64,
+    /// PortInfo Sets with ClientReregister that a CA port took: each tells
+    /// the port's clients to register with the SA again.
+    pub client_reregistrations: u64,
     /// Of those, lost on the way (no LID, no route).
     pub traps_lost: u64,
 }

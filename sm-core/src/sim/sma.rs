@@ -474,6 +474,13 @@ impl SimFabric {
             _ => return Err(Refusal::Value),
         };
 
+        if req.client_reregister()
+            && role == PortRole::Ca
+            && current.info.capability_mask & sm_mad::port_info::capability::IS_CLIENT_REREGISTRATION_SUPPORTED != 0
+        {
+            // An event for the port's clients; the bit itself is not kept.
+            self.counters.client_reregistrations += 1;
+        }
         let p = &mut self.nodes[node].ports[usize::from(target)];
         let info = &mut p.info;
         if addressed {

@@ -328,6 +328,7 @@ pub fn program(
     read: &Fabric,
     fabric: &mut Fabric,
     sm_sl: u8,
+    client_reregister: bool,
 ) -> ProgramReport {
     let mut report = ProgramReport::default();
     let sm_lid = fabric
@@ -352,10 +353,14 @@ pub fn program(
         else {
             continue;
         };
+        let reregister = client_reregister
+            && !fabric.nodes[node].is_switch()
+            && current.capability_mask & sm_mad::port_info::capability::IS_CLIENT_REREGISTRATION_SUPPORTED != 0;
         let holds = current.lid == target.lid
             && current.lmc == target.lmc
             && current.master_sm_lid == sm_lid
-            && current.master_sm_sl == sm_sl;
+            && current.master_sm_sl == sm_sl
+            && !reregister;
         if holds {
             report.unchanged += 1;
             continue;
@@ -365,6 +370,7 @@ pub fn program(
         want.lmc = target.lmc;
         want.master_sm_lid = sm_lid;
         want.master_sm_sl = sm_sl;
+        want.client_reregister = reregister;
         want.port_state = PortState::NoChange;
         want.port_physical_state = PhysState::NoChange;
         let mut data = [0u8; DATA_LEN];

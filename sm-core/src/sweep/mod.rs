@@ -40,6 +40,10 @@ pub struct SweepOptions {
     pub retries: u32,
     /// MasterSMSL written to every port.
     pub sm_sl: u8,
+    /// Set ClientReregister on every end port that supports it: the first
+    /// sweep of an SM that just became master, whose SA knows none of the
+    /// clients' multicast joins and subscriptions (IBA 14.4.11).
+    pub client_reregister: bool,
 }
 
 impl Default for SweepOptions {
@@ -49,6 +53,7 @@ impl Default for SweepOptions {
             reassign_lids: false,
             retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
+            client_reregister: false,
         }
     }
 }
@@ -90,7 +95,7 @@ pub fn sweep(
     let discovery_smps = client.stats().clone();
     let mut fabric = read.clone();
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
-    let program = program(&mut client, &read, &mut fabric, options.sm_sl);
+    let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister);
     let program_smps = client.stats().since(&discovery_smps);
     tracing::info!(
         nodes = fabric.nodes.len(),
