@@ -76,7 +76,7 @@ for run in $(seq "$runs"); do
   took_ms=$(log_ms "$took")
   total=$(( swept - killed )); detect=$(( took_ms - killed )); first=$(( swept - took_ms ))
   # What the takeover sweep wrote: LIDs (must be 0 set) and LFT blocks.
-  sweep=$(awk '/^SMPs per phase/ { on = 1; next } on && /^  (lids|lft|total) / { sub(/^ +/, ""); printf "%s%s", sep, $0; sep = "; " } on && /^  total/ { exit }' b.log)
+  sweep=$(awk '/^SMPs per phase/ { on = 1; next } on && /^  (lids|lft|total) / { gsub(/ +/, " "); sub(/^ /, ""); printf "%s%s", sep, $0; sep = "; " } on && /^  total/ { exit }' b.log)
   echo "run $run: failover ${total} ms = detection ${detect} ms + first heavy sweep ${first} ms [${sweep}]"
   totals+=("$total"); detects+=("$detect"); firsts+=("$first")
   kill "$b" "$sim" 2>/dev/null || true

@@ -45,7 +45,7 @@
 //!
 //! ## Timing
 //!
-//! OpenSM polls every `sm_polling_timeout` (10 s) and gives up after
+//! OpenSM polls every `sminfo_polling_timeout` (10 s) and gives up after
 //! `polling_retry_number` (4) silent polls. smcore's default interval is
 //! [`DEFAULT_POLL_INTERVAL`] (2 s) with the same 4 retries, so a dead
 //! master is noticed within about 8 s plus one SMP timeout, then the
@@ -71,9 +71,10 @@
 //! ```
 //!
 //! CLI and config names follow OpenSM: `--priority N` (`sm_priority`,
-//! 0..=15, default 0), `--sm-poll-interval SECONDS` (`sm_polling_timeout`
+//! 0..=15, default 0), `--sm-poll-interval SECONDS` (`sminfo_polling_timeout`
 //! in ms, default 2 s here), `--sm-poll-retries N`
-//! (`polling_retry_number`, default 4), `sm_key`.
+//! (`polling_retry_number`, default 4), `sm_key`. (OpenSM 3.3.23's
+//! `opensm -c` spells the interval `sminfo_polling_timeout`.)
 //!
 //! ## Not modelled
 //!
@@ -105,7 +106,7 @@ pub const MAX_PRIORITY: u8 = 15;
 /// Default priority (OpenSM `sm_priority` default).
 pub const DEFAULT_PRIORITY: u8 = 0;
 /// smcore's default time between polls of the master (OpenSM's
-/// `sm_polling_timeout` is 10 s; a shorter interval fails over sooner for
+/// `sminfo_polling_timeout` is 10 s; a shorter interval fails over sooner for
 /// one SMInfo Get per interval).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// Silent polls in a row after which the master is taken for gone
@@ -452,7 +453,7 @@ pub fn spawn_responder(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StandbyOptions {
     /// Time between polls of the master (`--sm-poll-interval`, OpenSM
-    /// `sm_polling_timeout`).
+    /// `sminfo_polling_timeout`).
     pub poll_interval: Duration,
     /// Silent polls in a row that mean the master is gone
     /// (`--sm-poll-retries`, OpenSM `polling_retry_number`).
