@@ -96,6 +96,8 @@ pub struct Config {
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).
     pub polling_retry_number: Option<u32>,
+    /// Unix socket for `smcore ctl` (also --control-socket).
+    pub control_socket: Option<PathBuf>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

@@ -66,6 +66,8 @@ pub struct DaemonOptions<'a> {
     /// The SA ([`crate::sa`]): every heavy sweep's fabric and routing are
     /// published to it, so path records carry the routing's SLs.
     pub sa: Option<Arc<crate::sa::server::SaHandle>>,
+    /// What the control socket's `status` reports ([`crate::control`]).
+    pub status: Option<Arc<Mutex<crate::control::Status>>>,
 }
 
 /// Why a heavy sweep ran.
@@ -84,6 +86,8 @@ pub enum Cause {
     Reload,
     /// Multicast membership changed: only MFTs are reprogrammed.
     Groups,
+    /// Asked for on the control socket.
+    Requested,
     /// This SM became master (at start after an election, or taking over
     /// from a master that went silent or handed over).
     Takeover,
@@ -109,6 +113,8 @@ pub struct Signals {
     pub stop: AtomicBool,
     /// Rescan the engine directories before the next sweep (SIGHUP).
     pub reload: AtomicBool,
+    /// A heavy sweep now (the control socket's `sweep`).
+    pub sweep: AtomicBool,
 }
 
 /// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
@@ -158,6 +164,9 @@ pub fn run(
             info!(engines = %engines.join(", "), "engine directories rescanned");
             due = Some(Cause::Reload);
         }
+        if signals.sweep.swap(false, Ordering::Relaxed) && due.is_none() {
+            due = Some(Cause::Requested);
+        }
         if let Some(cause) = due.take() {
             summary.heavy_sweeps += 1;
             let n = summary.heavy_sweeps;
@@ -192,6 +201,16 @@ pub fn run(
                         }
                     }
                     on_heavy(&outcome, n, cause);
+                    show_status(options, |s| {
+                        s.set("role", "master");
+                        s.set("heavy_sweeps", n.to_string());
+                        s.set("last_cause", format!("{cause:?}"));
+                        s.set("nodes", outcome.sweep.fabric.nodes.len().to_string());
+                        s.set(
+                            "routed_by",
+                            outcome.chain.routed.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
+                        );
+                    });
                     // Switches that left may come back with other tables.
                     let fabric = &outcome.sweep.fabric;
                     mfts.retain(|g| fabric.find(g).is_some());
@@ -239,7 +258,11 @@ pub fn run(
             }
             continue;
         }
-        if due.is_some() || stop.load(Ordering::Relaxed) || signals.reload.load(Ordering::Relaxed) {
+        if due.is_some()
+            || stop.load(Ordering::Relaxed)
+            || signals.reload.load(Ordering::Relaxed)
+            || signals.sweep.load(Ordering::Relaxed)
+        {
             continue;
         }
         summary.light_sweeps += 1;
@@ -265,6 +288,7 @@ pub fn run(
 /// may exist; the cause of the first heavy sweep, `None` when stopped.
 fn become_master(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, stop: &AtomicBool) -> Option<Cause> {
     let Some((state, standby_options)) = &options.standby else { return Some(Cause::Start) };
+    show_status(options, |s| s.set("role", "electing (standby until master)"));
     let span = info_span!("arbitration");
     let _enter = span.enter();
     match standby::arbitrate(port, state, standby_options, stop) {
@@ -274,6 +298,13 @@ fn become_master(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, stop: &Ato
             info!(?from, "taking over the subnet");
             Some(Cause::Takeover)
         }
+    }
+}
+
+/// Updates the control socket's status, if there is one.
+fn show_status(options: &DaemonOptions<'_>, f: impl FnOnce(&mut crate::control::Status)) {
+    if let Some(status) = &options.status {
+        f(&mut status.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
     }
 }
 
@@ -363,7 +394,10 @@ fn wait(
     let mut settle_until: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if signals.stop.load(Ordering::Relaxed) || signals.reload.load(Ordering::Relaxed) {
+        if signals.stop.load(Ordering::Relaxed)
+            || signals.reload.load(Ordering::Relaxed)
+            || signals.sweep.load(Ordering::Relaxed)
+        {
             return None;
         }
         let until = settle_until.unwrap_or(end);

@@ -89,6 +89,11 @@ struct SmArgs {
     /// `polling_retry_number`; default 4).
     #[arg(long, value_name = "N")]
     sm_poll_retries: Option<u32>,
+    /// Listen for `smcore ctl` commands (reload, sweep, status) on this Unix
+    /// socket (config `control_socket`; `smcore ctl` looks at
+    /// /run/smcore.sock unless told).
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -101,7 +106,23 @@ enum Command {
     Engines,
     /// Write a generated topology file.
     Gen(gen_cmd::GenArgs),
+    /// Send a command to a running SM's control socket: `reload` (rescan
+    /// the engine directories, as SIGHUP), `sweep` (a heavy sweep now) or
+    /// `status`.
+    Ctl(CtlArgs),
 }
+
+#[derive(Args, Debug)]
+struct CtlArgs {
+    /// The SM's control socket (its `--control-socket`).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL_SOCKET)]
+    socket: PathBuf,
+    /// reload | sweep | status
+    command: String,
+}
+
+/// Where `smcore ctl` looks when not told.
+const DEFAULT_CONTROL_SOCKET: &str = "/run/smcore.sock";
 
 /// Engine options shared by `route` and the SM, spelled as OpenSM's options
 /// in kebab case; each sets the snake-case key of the same name for every
@@ -244,6 +265,19 @@ fn main() -> ExitCode {
     if let Command::Gen(args) = command {
         return gen_cmd::run(args);
     }
+    if let Command::Ctl(args) = command {
+        return match sm_core::control::request(&args.socket, &args.command) {
+            Ok(answer) => {
+                print!("{answer}");
+                if answer.starts_with("error") {
+                    ExitCode::from(EXIT_BAD_INPUT)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(e) => fail(EXIT_BAD_INPUT, e),
+        };
+    }
     let mut dirs = cli.engine_dirs.clone();
     dirs.extend(config.engine_dirs.iter().cloned());
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
@@ -289,7 +323,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) => ExitCode::SUCCESS,
+        Command::Gen(_) | Command::Ctl(_) => ExitCode::SUCCESS,
     }
 }
 
@@ -468,6 +502,15 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         }
         standby = Some((state, standby_options));
     }
+    let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
+    status.lock().map(|mut s| s.set("transport", source.clone())).ok();
+    let _control = match args.control_socket.as_ref().or(config.control_socket.as_ref()) {
+        Some(path) => match sm_core::control::serve(path, Arc::clone(&signals), Arc::clone(&status)) {
+            Ok(socket) => Some(socket),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => None,
+    };
     let daemon = sm_core::daemon::DaemonOptions {
         once: options,
         interval,
@@ -477,6 +520,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         standby,
         groups: Some(groups),
         sa,
+        status: Some(status),
     };
     let report_path = args.report.clone();
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {

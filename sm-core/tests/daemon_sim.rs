@@ -76,6 +76,7 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         standby: None,
         groups: None,
         sa: None,
+        status: None,
     }
 }
 
@@ -293,6 +294,7 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
         standby: None,
         groups: None,
         sa: None,
+        status: None,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();

@@ -1,0 +1,90 @@
+//! `smcore ctl` against a running SM on the embedded fabric: `status` says
+//! what the SM did, `sweep` causes a heavy sweep, `reload` rescans the
+//! engine directories and sweeps, a bad command is refused, and the socket
+//! goes away with the SM.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::bin_dir;
+
+fn ctl(socket: &Path, command: &str) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["ctl", "--socket"])
+        .arg(socket)
+        .arg(command)
+        .output()
+        .expect("run smcore ctl");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn heavy_sweeps(report: &Path) -> u64 {
+    std::fs::read_to_string(report)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|j| j["heavy_sweep"].as_u64())
+        .unwrap_or(0)
+}
+
+fn wait_for(child: &mut std::process::Child, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctl_status_sweep_and_reload_steer_a_running_sm() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let report = tmp.path().join("report.json");
+    let socket = tmp.path().join("smcore.sock");
+    let topo = common::workspace().join("config/topologies/fat-tree-64.net");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(&topo)
+        // Long enough that no light sweep or retry muddles the count.
+        .args(["--sweep-interval", "60", "--report"])
+        .arg(&report)
+        .arg("--control-socket")
+        .arg(&socket)
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn smcore");
+    wait_for(&mut child, "the first heavy sweep", || heavy_sweeps(&report) >= 1);
+
+    let (ok, status) = ctl(&socket, "status");
+    assert!(ok, "{status}");
+    assert!(status.contains("role: master"), "{status}");
+    assert!(status.contains("heavy_sweeps: 1"), "{status}");
+    assert!(status.contains("routed_by: minhop"), "{status}");
+
+    let (ok, answer) = ctl(&socket, "sweep");
+    assert!(ok && answer.starts_with("ok"), "{answer}");
+    wait_for(&mut child, "the requested sweep", || heavy_sweeps(&report) >= 2);
+    let (ok, answer) = ctl(&socket, "reload");
+    assert!(ok && answer.starts_with("ok"), "{answer}");
+    wait_for(&mut child, "the sweep after the reload", || heavy_sweeps(&report) >= 3);
+    let (_, status) = ctl(&socket, "status");
+    assert!(status.contains("last_cause: Reload"), "{status}");
+
+    let (ok, answer) = ctl(&socket, "teleport");
+    assert!(!ok && answer.contains("unknown command"), "{answer}");
+
+    // SAFETY: plain kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("== heavy sweep 2 (Requested)"), "{stdout}");
+    assert!(stdout.contains("== heavy sweep 3 (Reload)"), "{stdout}");
+    assert!(!socket.exists(), "the socket is removed when the SM stops");
+    let (ok, answer) = ctl(&socket, "status");
+    assert!(!ok && answer.contains("smcore.sock"), "a clear error names the socket: {answer}");
+}
