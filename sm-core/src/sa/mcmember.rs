@@ -112,22 +112,17 @@ fn agrees(group: &McGroup, q: &Repr, mask: u64) -> bool {
         && (!given(mc::SCOPE) || q.scope == p.scope)
 }
 
-/// The fabric's MTU and rate every end port supports: what a new group
-/// gets unless the creator asks for less.
+/// The MTU and rate every link of the fabric supports: what a new group
+/// gets unless the creator asks for less (its traffic may cross any link).
 fn fabric_limits(db: &SaDb) -> (u8, u32) {
-    let mut mtu = 5u8;
-    let mut rate = u32::MAX;
-    for e in db.end_ports() {
-        if let Some(w) = db.wire(e.node, e.port) {
-            if w.peer.is_some() || e.switch {
-                mtu = mtu.min(w.mtu.max(1));
-                if w.rate != 0 {
-                    rate = rate.min(w.rate);
-                }
-            }
-        }
-    }
-    (mtu, if rate == u32::MAX { 25 } else { rate })
+    let linked = db.wires.iter().filter(|w| w.peer.is_some());
+    let mtu = linked.clone().map(|w| w.mtu.max(1)).min().unwrap_or(1);
+    let rate = linked
+        .map(|w| w.rate)
+        .filter(|&r| r != 0)
+        .min()
+        .unwrap_or(25);
+    (mtu, rate)
 }
 
 /// The value a create gets for an MTU (or lifetime) component: what the

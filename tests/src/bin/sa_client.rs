@@ -4,14 +4,17 @@
 //! sa_client path-load --seconds N [--window W] [--dlids a,b,..] [--sa-lid L]
 //!     PathRecord Gets (SLID = this port, DLID cycling over the list) kept
 //!     W in flight for N seconds; prints how many were answered per second.
-//! sa_client path --slid S --dlid D
-//!     one PathRecord: prints "slid dlid sl mtu rate status".
+//! sa_client path --slid S --dlid D | --pairs S:D,S:D,..
+//!     PathRecord Gets: prints "slid= dlid= sl= mtu= rate= status=" per pair.
 //! sa_client join --mgid GID [--join-state N]   (creates the group if new)
 //! sa_client leave --mgid GID [--join-state N]
 //!     MCMemberRecord Set/Delete for this port; prints "mgid mlid status".
 //! sa_client inform --trap N --seconds S
 //!     InformInfo subscription to generic trap N, then prints every Report
-//!     that arrives within S seconds as "report trap=N gid=..".
+//!     that arrives within S seconds as "report trap=N gid=..". (ibsim
+//!     hands unsolicited MADs on QP1 only to a client holding the port's
+//!     issm device, which also takes the port's SMPs: there Reports reach
+//!     no plain client.)
 //! ```
 //!
 //! Under ibsim, `SIM_HOST=<node>` picks the CA umad2sim attaches to. The
@@ -58,7 +61,11 @@ struct Args(Vec<String>);
 
 impl Args {
     fn value(&self, name: &str) -> Option<&str> {
-        self.0.iter().position(|a| a == name).and_then(|i| self.0.get(i + 1)).map(String::as_str)
+        self.0
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| self.0.get(i + 1))
+            .map(String::as_str)
     }
     fn num(&self, name: &str, default: u64) -> Result<u64, String> {
         match self.value(name) {
@@ -76,7 +83,9 @@ fn parse_num(v: &str) -> Option<u64> {
 }
 
 fn parse_gid(v: &str) -> Result<u128, String> {
-    v.parse::<Ipv6Addr>().map(u128::from).map_err(|e| format!("GID {v}: {e}"))
+    v.parse::<Ipv6Addr>()
+        .map(u128::from)
+        .map_err(|e| format!("GID {v}: {e}"))
 }
 
 struct Client {
@@ -88,14 +97,24 @@ struct Client {
 
 impl Client {
     fn open(args: &Args, methods: u128) -> Result<Self, String> {
-        let gsi = GsiClient::open(None, None, CLASS_SA, SA_VERSION, methods).map_err(|e| e.to_string())?;
+        let gsi = GsiClient::open(None, None, CLASS_SA, SA_VERSION, methods)
+            .map_err(|e| e.to_string())?;
         let (lid, sm_lid) = gsi.lids();
-        let lid = lid.filter(|&l| l != 0).ok_or("this port has no LID (is an SM running?)")?;
+        let lid = lid
+            .filter(|&l| l != 0)
+            .ok_or("this port has no LID (is an SM running?)")?;
         let sa_lid = match args.value("--sa-lid") {
             Some(v) => parse_num(v).ok_or("--sa-lid: not a number")? as u16,
-            None => sm_lid.filter(|&l| l != 0).ok_or("this port knows no SM LID")?,
+            None => sm_lid
+                .filter(|&l| l != 0)
+                .ok_or("this port knows no SM LID")?,
         };
-        Ok(Self { gsi, lid, sa_lid, tid: u64::from(std::process::id()) << 20 })
+        Ok(Self {
+            gsi,
+            lid,
+            sa_lid,
+            tid: u64::from(std::process::id()) << 20,
+        })
     }
 
     fn next_tid(&mut self) -> u64 {
@@ -118,9 +137,15 @@ impl Client {
         t[..2].copy_from_slice(&self.lid.to_be_bytes());
         let a = self.ask(GET, ATTR_NODE_RECORD, 1, &t)?;
         if status(&a) != 0 {
-            return Err(format!("NodeRecord of LID {}: status {:#06x}", self.lid, status(&a)));
+            return Err(format!(
+                "NodeRecord of LID {}: status {:#06x}",
+                self.lid,
+                status(&a)
+            ));
         }
-        Ok(u64::from_be_bytes(a[HDR + 24..HDR + 32].try_into().map_err(|_| "short")?))
+        Ok(u64::from_be_bytes(
+            a[HDR + 24..HDR + 32].try_into().map_err(|_| "short")?,
+        ))
     }
 }
 
@@ -134,19 +159,29 @@ const PR_MASK_SLID_DLID: u64 = (1 << 4) | (1 << 5);
 
 fn path(args: &Args) -> Result<(), String> {
     let mut c = Client::open(args, 0)?;
-    let slid = args.num("--slid", u64::from(c.lid))? as u16;
-    let dlid = args.num("--dlid", 0)? as u16;
-    let a = c.ask(GET, ATTR_PATH_RECORD, PR_MASK_SLID_DLID, &path_template(slid, dlid))?;
-    let r = &a[HDR..];
-    println!(
-        "slid={} dlid={} sl={} mtu={} rate={} status={:#06x}",
-        u16::from_be_bytes([r[42], r[43]]),
-        u16::from_be_bytes([r[40], r[41]]),
-        r[53] & 0x0F,
-        r[54] & 0x3F,
-        r[55] & 0x3F,
-        status(&a)
-    );
+    let pairs: Vec<(u16, u16)> = match args.value("--pairs") {
+        Some(list) => list
+            .split(',')
+            .map(|p| {
+                let (a, b) = p.split_once(':').ok_or_else(|| format!("--pairs: {p} is not SLID:DLID"))?;
+                Ok((parse_num(a).ok_or("--pairs: bad SLID")? as u16, parse_num(b).ok_or("--pairs: bad DLID")? as u16))
+            })
+            .collect::<Result<_, String>>()?,
+        None => vec![(args.num("--slid", u64::from(c.lid))? as u16, args.num("--dlid", 0)? as u16)],
+    };
+    for (slid, dlid) in pairs {
+        let a = c.ask(GET, ATTR_PATH_RECORD, PR_MASK_SLID_DLID, &path_template(slid, dlid))?;
+        let r = &a[HDR..];
+        println!(
+            "slid={} dlid={} sl={} mtu={} rate={} status={:#06x}",
+            u16::from_be_bytes([r[42], r[43]]),
+            u16::from_be_bytes([r[40], r[41]]),
+            r[53] & 0x0F,
+            r[54] & 0x3F,
+            r[55] & 0x3F,
+            status(&a)
+        );
+    }
     Ok(())
 }
 
@@ -155,7 +190,11 @@ fn path_load(args: &Args) -> Result<(), String> {
     let seconds = args.num("--seconds", 5)?;
     let window = args.num("--window", 16)?.clamp(1, 256) as usize;
     let dlids: Vec<u16> = match args.value("--dlids") {
-        Some(list) => list.split(',').filter_map(parse_num).map(|v| v as u16).collect(),
+        Some(list) => list
+            .split(',')
+            .filter_map(parse_num)
+            .map(|v| v as u16)
+            .collect(),
         None => vec![c.lid],
     };
     if dlids.is_empty() {
@@ -169,9 +208,17 @@ fn path_load(args: &Args) -> Result<(), String> {
     while Instant::now() < end || !inflight.is_empty() {
         while Instant::now() < end && inflight.len() < window {
             let tid = c.next_tid();
-            let mad = sa_mad(GET, ATTR_PATH_RECORD, tid, PR_MASK_SLID_DLID, &path_template(c.lid, dlids[k % dlids.len()]));
+            let mad = sa_mad(
+                GET,
+                ATTR_PATH_RECORD,
+                tid,
+                PR_MASK_SLID_DLID,
+                &path_template(c.lid, dlids[k % dlids.len()]),
+            );
             k += 1;
-            c.gsi.send(c.sa_lid, 1, &mad, 1000).map_err(|e| e.to_string())?;
+            c.gsi
+                .send(c.sa_lid, 1, &mad, 1000)
+                .map_err(|e| e.to_string())?;
             inflight.insert(tid as u32, Instant::now());
             sent += 1;
         }
@@ -232,14 +279,30 @@ fn member(args: &Args, join: bool) -> Result<(), String> {
     t[40..42].copy_from_slice(&0xFFFFu16.to_be_bytes());
     t[48] = 0x20 | (join_state & 0x0F);
     let (method, mask) = if join {
-        (SET, MCR_MGID | MCR_PORT_GID | MCR_QKEY | MCR_TCLASS | MCR_PKEY | MCR_SL | MCR_FLOW | MCR_JOIN_STATE)
+        (
+            SET,
+            MCR_MGID
+                | MCR_PORT_GID
+                | MCR_QKEY
+                | MCR_TCLASS
+                | MCR_PKEY
+                | MCR_SL
+                | MCR_FLOW
+                | MCR_JOIN_STATE,
+        )
     } else {
         (DELETE, MCR_MGID | MCR_PORT_GID | MCR_JOIN_STATE)
     };
     let a = c.ask(method, ATTR_MC_MEMBER, mask, &t)?;
     let r = &a[HDR..];
     let got = u128::from_be_bytes(r[..16].try_into().map_err(|_| "short")?);
-    println!("mgid={} mlid={:#06x} port_gid={} status={:#06x}", Ipv6Addr::from(got), u16::from_be_bytes([r[36], r[37]]), Ipv6Addr::from(port_gid), status(&a));
+    println!(
+        "mgid={} mlid={:#06x} port_gid={} status={:#06x}",
+        Ipv6Addr::from(got),
+        u16::from_be_bytes([r[36], r[37]]),
+        Ipv6Addr::from(port_gid),
+        status(&a)
+    );
     if status(&a) != 0 {
         return Err(format!("status {:#06x}", status(&a)));
     }
@@ -282,7 +345,9 @@ fn inform(args: &Args) -> Result<(), String> {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
-        eprintln!("usage: sa_client path-load|path|join|leave|inform [options] (see the source's header)");
+        eprintln!(
+            "usage: sa_client path-load|path|join|leave|inform [options] (see the source's header)"
+        );
         return ExitCode::from(2);
     };
     let args = Args(argv);
