@@ -17,6 +17,13 @@
 //! The failover time (kill → the standby's first completed heavy sweep) is
 //! printed; `bench/failover.sh` measures it over several runs.
 //!
+//! Two more tests start the SMs one after the other, the first alone and
+//! so master: an SM of higher priority, or of equal priority and lower
+//! GUID, that joins later stands by, and the master hands the subnet over
+//! to it (SubnSet(SMInfo) HANDOVER after the heavy sweep its arrival
+//! causes); the new master keeps every LID, programs the switches, takes
+//! the traps, and the old one stands by without sweeping.
+//!
 //! Needs `cargo build -p sm-core -p smcore-minhop` (the smcore binary and
 //! the minhop engine), ibsim-utils and infiniband-diags.
 
@@ -470,5 +477,103 @@ fn a_higher_sm_started_later_is_handed_the_subnet() {
     assert!(
         b_log.contains("taking over as master") && b_log.contains("handover"),
         "the higher SM's log does not say it was handed over the subnet:\n{b_log}\n--- old master:\n{a_log}"
+    );
+}
+
+#[test]
+fn at_equal_priority_the_lower_guid_ends_up_master() {
+    let smcore = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::Builder::new()
+        .prefix("election-")
+        .tempdir()
+        .expect("temp dir");
+    let net = tmp.path().join("ft.net");
+    smcore
+        .gen(
+            &[
+                "fat-tree",
+                "--leaves",
+                "2",
+                "--spines",
+                "2",
+                "--hosts-per-leaf",
+                "2",
+                "--uplinks",
+                "2",
+            ],
+            &net,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let hosts: Vec<usize> = topo
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    let (low, high) = (hosts[0], hosts[hosts.len() - 1]);
+    let (low_guid, high_guid) = (topo.nodes[low].port_guid(1), topo.nodes[high].port_guid(1));
+    assert!(low_guid < high_guid);
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+
+    // The higher GUID first: alone, it becomes master. The lower GUID,
+    // started next, finds a master and stands by; the master then sees an
+    // SM that outranks it on the GUID and hands over.
+    let mut h = Sm::start(&sim, &smcore, "h", &topo.nodes[high].name, 7, tmp.path());
+    h.wait_for(
+        "the higher GUID's first heavy sweep",
+        Duration::from_secs(60),
+        |s| s.heavy_sweeps() >= 1,
+    );
+    let before = discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}"));
+    let mut l = Sm::start(&sim, &smcore, "l", &topo.nodes[low].name, 7, tmp.path());
+    l.wait_for(
+        "the lower GUID's first heavy sweep",
+        Duration::from_secs(60),
+        |s| s.heavy_sweeps() >= 1,
+    );
+    let lids = guid2lid(&l.dumps);
+    let (l_lid, h_lid) = (lids[&low_guid], lids[&high_guid]);
+    h.wait_for(
+        "the higher GUID to stand by",
+        Duration::from_secs(30),
+        |_| sminfo(&sim, h_lid) == Some((7, 2)),
+    );
+    assert_eq!(
+        sminfo(&sim, l_lid),
+        Some((7, 3)),
+        "the lower GUID is master"
+    );
+    // Settled: the standby does not sweep any more, the master's
+    // tables are in the switches and traps go to it.
+    let h_sweeps = h.heavy_sweeps();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(h.heavy_sweeps(), h_sweeps, "the standby keeps sweeping");
+    assert_eq!(sminfo(&sim, h_lid), Some((7, 2)));
+    lfts_read_back(&sim, &l.dumps).unwrap_or_else(|e| panic!("{e}"));
+    lids_read_back(&sim, &l.dumps).unwrap_or_else(|e| panic!("{e}"));
+    for n in &topo.nodes {
+        let port = if n.is_switch() { 0 } else { 1 };
+        let lid = lids[&n.port_guid(port)];
+        assert_eq!(
+            master_sm_lid(&sim, lid, port),
+            l_lid,
+            "MasterSMLID of {} (LID {lid})",
+            n.name
+        );
+    }
+    assert_eq!(
+        discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}")),
+        before,
+        "LIDs changed in the handover"
+    );
+    let (h_log, l_log) = (h.stop(), l.stop());
+    if std::env::var_os("STANDBY_TEST_LOGS").is_some() {
+        println!("--- higher GUID:\n{h_log}\n--- lower GUID:\n{l_log}");
+    }
+    assert!(
+        l_log.contains("handover"),
+        "the lower GUID was not handed the subnet:\n{l_log}\n---\n{h_log}"
     );
 }
