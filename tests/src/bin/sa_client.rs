@@ -17,6 +17,11 @@
 //!     no plain client.)
 //! ```
 //!
+//! sa_client handler-bench --fabric FILE.net [--engines E] [--seconds N]
+//!     no transport: sweeps FILE on the embedded simulated fabric, routes it,
+//!     and calls the SA's handler with PathRecord Gets (every end-port LID
+//!     pair in turn) for N seconds on this thread; prints answers per second.
+//!
 //! Under ibsim, `SIM_HOST=<node>` picks the CA umad2sim attaches to. The
 //! SA is found at the port's SM LID unless `--sa-lid` says otherwise.
 
@@ -163,14 +168,27 @@ fn path(args: &Args) -> Result<(), String> {
         Some(list) => list
             .split(',')
             .map(|p| {
-                let (a, b) = p.split_once(':').ok_or_else(|| format!("--pairs: {p} is not SLID:DLID"))?;
-                Ok((parse_num(a).ok_or("--pairs: bad SLID")? as u16, parse_num(b).ok_or("--pairs: bad DLID")? as u16))
+                let (a, b) = p
+                    .split_once(':')
+                    .ok_or_else(|| format!("--pairs: {p} is not SLID:DLID"))?;
+                Ok((
+                    parse_num(a).ok_or("--pairs: bad SLID")? as u16,
+                    parse_num(b).ok_or("--pairs: bad DLID")? as u16,
+                ))
             })
             .collect::<Result<_, String>>()?,
-        None => vec![(args.num("--slid", u64::from(c.lid))? as u16, args.num("--dlid", 0)? as u16)],
+        None => vec![(
+            args.num("--slid", u64::from(c.lid))? as u16,
+            args.num("--dlid", 0)? as u16,
+        )],
     };
     for (slid, dlid) in pairs {
-        let a = c.ask(GET, ATTR_PATH_RECORD, PR_MASK_SLID_DLID, &path_template(slid, dlid))?;
+        let a = c.ask(
+            GET,
+            ATTR_PATH_RECORD,
+            PR_MASK_SLID_DLID,
+            &path_template(slid, dlid),
+        )?;
         let r = &a[HDR..];
         println!(
             "slid={} dlid={} sl={} mtu={} rate={} status={:#06x}",
@@ -342,6 +360,85 @@ fn inform(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+fn handler_bench(args: &Args) -> Result<(), String> {
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
+    let file = args.value("--fabric").ok_or("--fabric FILE is required")?;
+    let engines = args.value("--engines").unwrap_or("minhop");
+    let seconds = args.num("--seconds", 5)?;
+    let topo = sm_topology::parse_file(file).map_err(|e| e.to_string())?;
+    let links = topo.port_links();
+    let (node, port) = topo
+        .nodes
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| {
+            (!n.is_switch())
+                .then(|| {
+                    (1..=n.num_ports)
+                        .find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some))
+                })
+                .flatten()
+                .map(|p| (i, p))
+        })
+        .ok_or("no CA with a cable")?;
+    let mut sim =
+        sm_core::sim::SimFabric::from_topology(&topo, node, port).map_err(|e| e.to_string())?;
+    let exe_dir = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .ok_or("no exe dir")?;
+    let registry = sm_core::engines::Registry::scan(&[exe_dir]);
+    let options = OnceOptions {
+        sweep: SweepOptions::default(),
+        engines,
+        dump_dir: None,
+    };
+    let config = sm_core::config::Config::default();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let mut out = sweep::once(
+        &mut SimPort::new(&mut sim),
+        &options,
+        &registry,
+        &config,
+        &mut g2l,
+        &mut held,
+    )
+    .map_err(|e| e.to_string())?;
+    let db = sm_core::sa::SaDb::build_shared(&mut out);
+    let lids: Vec<u16> = db.end_ports().iter().map(|e| e.lid).collect();
+    let groups = std::sync::Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
+    let mut sa = sm_core::sa::Sa::new(groups, Default::default());
+    sa.publish(db);
+    let (mut n, mut ok, mut k) = (0u64, 0u64, 0usize);
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    while Instant::now() < end {
+        for _ in 0..1000 {
+            let (s, d) = (lids[k % lids.len()], lids[(k / lids.len()) % lids.len()]);
+            k += 1;
+            let mad = sa_mad(
+                GET,
+                ATTR_PATH_RECORD,
+                k as u64,
+                PR_MASK_SLID_DLID,
+                &path_template(s, d),
+            );
+            if let Some(reply) = sa.handle(s, 1, &mad).reply {
+                n += 1;
+                ok += u64::from(status(&reply) == 0);
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "handler-bench fabric={file} end_ports={} answered={n} ok={ok} seconds={secs:.2} per_second={:.0}",
+        lids.len(),
+        n as f64 / secs
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -357,6 +454,7 @@ fn main() -> ExitCode {
         "join" => member(&args, true),
         "leave" => member(&args, false),
         "inform" => inform(&args),
+        "handler-bench" => handler_bench(&args),
         other => Err(format!("unknown command {other}")),
     };
     match result {
