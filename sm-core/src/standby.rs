@@ -905,7 +905,7 @@ fn poll(
                     // heavy sweep; trap 144 (SM priority change) asks it
                     // for one, as OpenSM's standby does. Sent again now
                     // and then in case it was lost.
-                    if polls_below_us % (4 * options.poll_retries.max(1)) == 0 {
+                    if polls_below_us.is_multiple_of(4 * options.poll_retries.max(1)) {
                         if let Some((lid, capability_mask)) = me {
                             send_trap_144(port, target, lid, capability_mask);
                         }
@@ -1354,11 +1354,14 @@ mod tests {
 
     /// The embedded fabric as seen from host 0, with another SM's SMInfo
     /// answers that can be silenced (its process died) after some polls.
+    /// Called with the fabric and the count at every SMInfo Get.
+    type OnGet = Box<dyn FnMut(&mut SimFabric, usize)>;
+
     struct Fake {
         fabric: SimFabric,
         sminfo_gets: usize,
         silent_after: Option<usize>,
-        on_get: Option<Box<dyn FnMut(&mut SimFabric, usize)>>,
+        on_get: Option<OnGet>,
         /// LID-routed MADs sent, with their DLID.
         lid_routed: Vec<(u16, Vec<u8>)>,
     }
