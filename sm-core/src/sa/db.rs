@@ -159,26 +159,31 @@ pub const RATES: &[(u8, u32)] = &[
     (11, 140),
     (6, 200),
     (15, 250),
+    (19, 280),
+    (4, 300),
     (7, 400),
+    (20, 500),
     (12, 560),
     (8, 600),
     (9, 800),
     (16, 1000),
     (13, 1120),
     (10, 1200),
-    (19, 1250),
     (14, 1680),
     (17, 2000),
     (18, 3000),
+    (21, 4000),
+    (22, 6000),
 ];
 
 /// The highest rate code not above `rate` (0.1 Gb/s), at least 2.5 Gb/s.
 pub fn rate_code(rate: u32) -> u8 {
+    // RATES is in rate order.
     RATES
         .iter()
-        .filter(|&&(_, r)| r <= rate)
+        .rev()
+        .find(|&&(_, r)| r <= rate)
         .map(|&(c, _)| c)
-        .last()
         .unwrap_or(2)
 }
 
@@ -666,4 +671,29 @@ pub fn share_path_sl(routing: &mut sm_abi::Routing) -> Arc<PathSlBox> {
     let shared = Arc::new(original);
     routing.path_sl = sm_abi::path_sl_box(SharedSl(Arc::clone(&shared)));
     shared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_codes_in_rate_order() {
+        assert!(RATES.windows(2).all(|w| w[0].1 < w[1].1));
+        assert_eq!(rate_code(400), 7, "4x QDR is 40 Gb/s");
+        assert_eq!(rate_code(4 * 250), 16, "4x EDR is 100 Gb/s");
+        assert_eq!(rate_code(10), 2, "below 2.5 Gb/s: the lowest code");
+        assert_eq!(rate_of(rate_code(1250)), 1200);
+        let qdr4 = PortInfoRepr {
+            link_width_active: 0x02,
+            link_speed_active: 0x04,
+            ..Default::default()
+        };
+        assert_eq!(port_rate(&qdr4), 400);
+        let edr4 = PortInfoRepr {
+            link_speed_ext_active: 0x02,
+            ..qdr4
+        };
+        assert_eq!(port_rate(&edr4), 1000);
+    }
 }

@@ -356,8 +356,8 @@ fn select_rate(
             } else {
                 let below = super::db::RATES
                     .iter()
-                    .filter(|&&(_, r)| r < want_rate)
-                    .last()?;
+                    .rev()
+                    .find(|&&(_, r)| r < want_rate)?;
                 Some(below.0)
             }
         }
