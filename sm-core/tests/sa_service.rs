@@ -712,6 +712,35 @@ fn mcmember_create_join_query_leave() {
             .len(),
         cas.len()
     );
+    // A PathRecord to the group: its MLID and parameters, from the requester.
+    let mut t = [0u8; pr::LEN];
+    pr::Repr {
+        dgid: mgid,
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        cas[2].0,
+        &request(method::GET, attr::PATH_RECORD, pr::component::DGID, &t),
+    );
+    assert_eq!(status_of(&a), 0);
+    let p = pr::Repr::parse(&pr::Packet::new_checked(&a[56..120]).unwrap()).unwrap();
+    assert_eq!(
+        (p.dlid, p.slid, p.sgid as u64, p.pkey),
+        (0xC000, cas[2].0, cas[2].1, 0xFFFF)
+    );
+    pr::Repr {
+        dgid: mgid + 1,
+        ..Default::default()
+    }
+    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let a = ask(
+        &mut sa,
+        cas[2].0,
+        &request(method::GET, attr::PATH_RECORD, pr::component::DGID, &t),
+    );
+    assert_eq!(status_of(&a), status::NO_RECORDS, "no such group");
     // GetTable: one record per member; by JoinState: the full members.
     let a = ask(
         &mut sa,

@@ -428,6 +428,20 @@ impl Sa {
                 );
                 reply(answer_records(&req, smir::PADDED_LEN, recs))
             }
+            attr::PATH_RECORD
+                if mask & sm_mad::sa_path_record::component::DGID != 0 && data[8] == 0xFF =>
+            {
+                match self.multicast_path(&db, slid, data, mask) {
+                    Ok(rec) => {
+                        if m == method::GET {
+                            reply(single(&req, &rec))
+                        } else {
+                            reply(answer_records(&req, 64, vec![&rec[..]]))
+                        }
+                    }
+                    Err(code) => reply(error(&req, code)),
+                }
+            }
             attr::PATH_RECORD => {
                 let limit = if m == method::GET {
                     2
@@ -526,6 +540,61 @@ impl Sa {
                 }
             }
         }
+        Ok(out)
+    }
+
+    /// A PathRecord to a multicast group (DGID = its MGID): addressed to
+    /// its MLID, with the group's SL, MTU, rate, lifetime and P_Key; from
+    /// the SGID or SLID given, else from the requester.
+    fn multicast_path(
+        &self,
+        db: &SaDb,
+        slid: u16,
+        data: &[u8],
+        mask: u64,
+    ) -> Result<[u8; 64], u16> {
+        use sm_mad::sa_path_record::{component as pc, selector, Packet, Repr};
+        let q = Repr::parse(&Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?)
+            .map_err(|_| status::REQ_INVALID)?;
+        let source = if mask & pc::SGID != 0 {
+            db.end_by_gid(q.sgid).ok_or(status::INVALID_GID)?
+        } else if mask & pc::SLID != 0 {
+            db.end_by_lid(q.slid).ok_or(status::NO_RECORDS)?
+        } else {
+            db.end_by_lid(slid).ok_or(status::REQ_INVALID)?
+        };
+        let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        let group = groups
+            .get(&q.dgid.to_be_bytes())
+            .ok_or(status::NO_RECORDS)?;
+        let p = &group.params;
+        if (mask & pc::SL != 0 && q.sl != p.sl) || (mask & pc::PKEY != 0 && q.pkey != p.pkey) {
+            return Err(status::NO_RECORDS);
+        }
+        let rec = Repr {
+            dgid: q.dgid,
+            sgid: db.gid(source),
+            dlid: group.mlid,
+            slid: if mask & pc::SLID != 0 {
+                q.slid
+            } else {
+                source.lid
+            },
+            flow_label: p.flow_label,
+            hop_limit: p.hop_limit,
+            tclass: p.tclass,
+            pkey: p.pkey,
+            sl: p.sl,
+            mtu_selector: selector::EXACTLY,
+            mtu: p.mtu,
+            rate_selector: selector::EXACTLY,
+            rate: p.rate,
+            packet_life_time_selector: selector::EXACTLY,
+            packet_life_time: p.packet_life,
+            ..Default::default()
+        };
+        let mut out = [0u8; 64];
+        rec.emit(&mut Packet::new_unchecked(&mut out[..]));
         Ok(out)
     }
 

@@ -119,7 +119,7 @@ pub fn query(
         return Ok(Vec::new());
     }
     if mask & pc::DGID != 0 && (q.dgid >> 120) == 0xFF {
-        // Multicast destinations: the group's path is not served here.
+        // Multicast destinations are the handler's (it holds the groups).
         return Err(status::NO_RECORDS);
     }
     let pick = |gid_bit: u64, gid: u128, lid_bit: u64, lid: u16| -> Result<Option<EndPort>, u16> {

@@ -39,7 +39,7 @@ pub struct SaHandle {
     sa: Arc<Mutex<Sa>>,
     responder: Arc<dyn Responder + Sync>,
     mcast_tx: Sender<()>,
-    mcast_rx: Option<Receiver<()>>,
+    mcast_rx: Mutex<Option<Receiver<()>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -109,7 +109,7 @@ pub fn spawn<R: Responder + Sync>(
         sa,
         responder,
         mcast_tx,
-        mcast_rx: Some(mcast_rx),
+        mcast_rx: Mutex::new(Some(mcast_rx)),
         stop,
         thread: Some(thread),
     }
@@ -152,8 +152,11 @@ impl SaHandle {
 
     /// The channel that gets `()` at every multicast membership change
     /// (once; later calls give `None`).
-    pub fn membership_changes(&mut self) -> Option<Receiver<()>> {
-        self.mcast_rx.take()
+    pub fn membership_changes(&self) -> Option<Receiver<()>> {
+        self.mcast_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The SA state (for status displays and tests).
