@@ -1767,6 +1767,59 @@ mod tests {
         assert!(port.lid_routed.is_empty());
     }
 
+    #[test]
+    fn of_two_masters_the_lower_one_yields() {
+        for (their_priority, expected) in [(9, true), (1, false)] {
+            let (mut f, other, _, other_guid) = fabric();
+            let master = SmInfoRepr {
+                guid: other_guid,
+                sm_key: 0,
+                act_count: 0,
+                priority: their_priority,
+                state: SmState::Master,
+            };
+            f.set_sm_info(other, 1, Some(master)).unwrap();
+            let mut port = fake(f);
+            let mut client = SmpClient::new(&mut port, 0);
+            let (fabric, _) = discover(&mut client).unwrap();
+            let state = SmInfoState::new(
+                fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid,
+                5,
+                0,
+            );
+            state.set_state(SmState::Master);
+            let got = check_peers(&mut client, &fabric, &state);
+            if expected {
+                assert_eq!(got, PeerAction::HandedOver { to: other_guid });
+                assert_eq!(state.state(), SmState::Standby);
+            } else {
+                // The lower master is the one to yield; we carry on.
+                assert_eq!(got, PeerAction::Stay);
+                assert!(state.is_master());
+            }
+        }
+        // A master that another master handed over to sweeps again.
+        let (f, _, me, _) = fabric();
+        let mut port = fake(f);
+        let mut client = SmpClient::new(&mut port, 0);
+        let (fabric, _) = discover(&mut client).unwrap();
+        let state = SmInfoState::new(me, 5, 0);
+        state.set_state(SmState::Master);
+        let from = SmInfoRepr {
+            guid: 77,
+            sm_key: 0,
+            act_count: 0,
+            priority: 1,
+            state: SmState::Master,
+        };
+        assert_eq!(control_from(&state, control::HANDOVER, from).0, 0);
+        assert_eq!(
+            check_peers(&mut client, &fabric, &state),
+            PeerAction::SweepNow
+        );
+        assert_eq!(check_peers(&mut client, &fabric, &state), PeerAction::Stay);
+    }
+
     /// The plain embedded-fabric transport, to program LIDs before a test.
     struct SimPortFor<'a>(&'a mut SimFabric);
 
