@@ -91,8 +91,11 @@ pub struct Config {
     /// `sm_priority`).
     pub sm_priority: Option<u8>,
     /// Milliseconds between a standby's polls of the master (OpenSM
-    /// `sm_polling_timeout`).
-    pub sm_polling_timeout: Option<u64>,
+    /// `sminfo_polling_timeout`).
+    #[serde(alias = "sm_polling_timeout")]
+    pub sminfo_polling_timeout: Option<u64>,
+    /// SM_Key this SM uses in SMInfo (OpenSM `sm_key`; default 0).
+    pub sm_key: Option<u64>,
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).
     pub polling_retry_number: Option<u32>,
@@ -175,7 +178,7 @@ mod tests {
             transaction_timeout: Some(DEFAULT_TRANSACTION_TIMEOUT_MS),
             transaction_retries: Some(DEFAULT_TRANSACTION_RETRIES),
             sm_priority: Some(0),
-            sm_polling_timeout: Some(crate::standby::DEFAULT_POLL_INTERVAL.as_millis() as u64),
+            sminfo_polling_timeout: Some(crate::standby::DEFAULT_POLL_INTERVAL.as_millis() as u64),
             polling_retry_number: Some(crate::standby::DEFAULT_POLL_RETRIES),
             ..Config::default()
         };

@@ -60,7 +60,10 @@ impl Status {
     }
 
     fn render(&self) -> String {
-        self.lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
+        self.lines
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\n"))
+            .collect()
     }
 }
 
@@ -86,8 +89,15 @@ impl Drop for ControlSocket {
 
 /// Binds `path` and serves commands on a thread of its own, setting
 /// `signals` and reading `status`.
-pub fn serve(path: &Path, signals: Arc<Signals>, status: Arc<Mutex<Status>>) -> Result<ControlSocket, ControlError> {
-    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+pub fn serve(
+    path: &Path,
+    signals: Arc<Signals>,
+    status: Arc<Mutex<Status>>,
+) -> Result<ControlSocket, ControlError> {
+    let io = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             return Err(ControlError::InUse(path.to_path_buf()));
@@ -115,7 +125,11 @@ pub fn serve(path: &Path, signals: Arc<Signals>, status: Arc<Mutex<Status>>) -> 
         })
         .map_err(io)?;
     info!(socket = %path.display(), "control socket listening");
-    Ok(ControlSocket { path: path.to_path_buf(), stop, thread: Some(thread) })
+    Ok(ControlSocket {
+        path: path.to_path_buf(),
+        stop,
+        thread: Some(thread),
+    })
 }
 
 fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
@@ -146,10 +160,17 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
 
 /// Sends `command` to the SM listening on `path`; returns its answer.
 pub fn request(path: &Path, command: &str) -> Result<String, ControlError> {
-    let io = |source| ControlError::Io { path: path.to_path_buf(), source };
+    let io = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut stream = UnixStream::connect(path).map_err(io)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(io)?;
-    stream.write_all(format!("{command}\n").as_bytes()).map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(io)?;
+    stream
+        .write_all(format!("{command}\n").as_bytes())
+        .map_err(io)?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).map_err(io)?;
     Ok(answer)
@@ -167,16 +188,25 @@ mod tests {
         let status = Arc::new(Mutex::new(Status::default()));
         status.lock().expect("lock").set("role", "master");
         let socket = serve(&path, Arc::clone(&signals), Arc::clone(&status)).expect("serve");
-        let mode = std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777;
+        let mode = std::fs::metadata(&path)
+            .expect("socket")
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(request(&path, "status").expect("status"), "role: master\n");
         assert!(request(&path, "sweep").expect("sweep").starts_with("ok"));
         assert!(signals.sweep.load(Ordering::Relaxed));
         assert!(request(&path, "reload").expect("reload").starts_with("ok"));
         assert!(signals.reload.load(Ordering::Relaxed));
-        assert!(request(&path, "frobnicate").expect("answer").starts_with("error"));
+        assert!(request(&path, "frobnicate")
+            .expect("answer")
+            .starts_with("error"));
         // A second SM may not take the socket over.
-        assert!(matches!(serve(&path, Arc::clone(&signals), Arc::clone(&status)), Err(ControlError::InUse(_))));
+        assert!(matches!(
+            serve(&path, Arc::clone(&signals), Arc::clone(&status)),
+            Err(ControlError::InUse(_))
+        ));
         drop(socket);
         assert!(!path.exists(), "removed on drop");
         // A stale file (no listener) is replaced.

@@ -150,6 +150,7 @@ pub fn run(
     // The first sweep as master tells every client to register with the
     // SA again: this SA knows none of their joins and subscriptions.
     let mut reregister = true;
+    let mut check_peers = false;
     while !stop.load(Ordering::Relaxed) {
         if signals.reload.swap(false, Ordering::Relaxed) {
             let span = info_span!("reload");
@@ -160,7 +161,11 @@ pub fn run(
             for p in &registry.problems {
                 warn!("engine library skipped: {p}");
             }
-            let engines: Vec<String> = registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
+            let engines: Vec<String> = registry
+                .engines
+                .iter()
+                .map(|e| format!("{} {}", e.name, e.version))
+                .collect();
             info!(engines = %engines.join(", "), "engine directories rescanned");
             due = Some(Cause::Reload);
         }
@@ -172,7 +177,11 @@ pub fn run(
             let n = summary.heavy_sweeps;
             let span = info_span!("heavy_sweep", n, cause = ?cause);
             let _enter = span.enter();
-            let slot = if options.ucast_cache { Some(&mut cache) } else { None };
+            let slot = if options.ucast_cache {
+                Some(&mut cache)
+            } else {
+                None
+            };
             let mut once = options.once.clone();
             once.sweep.client_reregister = reregister;
             match sweep::program::once_cached(port, &once, registry, config, guid2lid, held, slot) {
@@ -208,14 +217,19 @@ pub fn run(
                         s.set("nodes", outcome.sweep.fabric.nodes.len().to_string());
                         s.set(
                             "routed_by",
-                            outcome.chain.routed.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
+                            outcome
+                                .chain
+                                .routed
+                                .as_ref()
+                                .map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
                         );
                     });
                     // Switches that left may come back with other tables.
                     let fabric = &outcome.sweep.fabric;
                     mfts.retain(|g| fabric.find(g).is_some());
                     if routed {
-                        groups_programmed = program_groups(port, options, &outcome, &mut mfts, &mut summary);
+                        groups_programmed =
+                            program_groups(port, options, &outcome, &mut mfts, &mut summary);
                     }
                     last = Some(outcome);
                 }
@@ -225,13 +239,21 @@ pub fn run(
                     routed = false;
                 }
             }
+            check_peers = true;
+        }
+        // After every sweep, heavy or light: a higher SM that came up
+        // without a trap is found within one sweep interval.
+        if std::mem::take(&mut check_peers) {
             if let (Some((state, _)), Some(outcome)) = (&options.standby, &last) {
                 let mut client = SmpClient::new(port, options.once.sweep.retries);
                 match standby::check_peers(&mut client, &outcome.sweep.fabric, state) {
                     PeerAction::Stay => {}
                     PeerAction::SweepNow => due = Some(Cause::Takeover),
                     PeerAction::HandedOver { to } => {
-                        info!(to = format_args!("{to:#018x}"), "handed the subnet over; standing by");
+                        info!(
+                            to = format_args!("{to:#018x}"),
+                            "handed the subnet over; standing by"
+                        );
                         cache = None;
                         last = None;
                         routed = false;
@@ -247,8 +269,15 @@ pub fn run(
         if due.is_some() {
             continue;
         }
-        let generation = || options.groups.as_ref().map(|g| g.lock().map_or(0, |g| g.generation()));
-        due = wait(port, options, signals, &mut summary, &|| routed && generation() != groups_programmed);
+        let generation = || {
+            options
+                .groups
+                .as_ref()
+                .map(|g| g.lock().map_or(0, |g| g.generation()))
+        };
+        due = wait(port, options, signals, &mut summary, &|| {
+            routed && generation() != groups_programmed
+        });
         if due == Some(Cause::Groups) {
             due = None;
             if let Some(outcome) = &last {
@@ -273,38 +302,61 @@ pub fn run(
                 let mut client = SmpClient::new(port, options.once.sweep.retries);
                 let light = sweep::light::light_sweep(&mut client, &outcome.sweep.fabric);
                 if light.needs_heavy_sweep() {
-                    info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
+                    info!(
+                        changed = light.changed.len(),
+                        lost = light.lost.len(),
+                        "light sweep found a change"
+                    );
                     due = Some(Cause::Change);
+                } else {
+                    check_peers = true;
                 }
             }
             _ => due = Some(Cause::Retry),
         }
     }
-    info!(heavy = summary.heavy_sweeps, light = summary.light_sweeps, traps = summary.traps, "SM stopped");
+    info!(
+        heavy = summary.heavy_sweeps,
+        light = summary.light_sweeps,
+        traps = summary.traps,
+        "SM stopped"
+    );
     summary
 }
 
 /// Waits until this SM is master ([`standby::arbitrate`]) when other SMs
 /// may exist; the cause of the first heavy sweep, `None` when stopped.
-fn become_master(port: &mut dyn SmpPort, options: &DaemonOptions<'_>, stop: &AtomicBool) -> Option<Cause> {
-    let Some((state, standby_options)) = &options.standby else { return Some(Cause::Start) };
-    show_status(options, |s| s.set("role", "electing (standby until master)"));
+fn become_master(
+    port: &mut dyn SmpPort,
+    options: &DaemonOptions<'_>,
+    stop: &AtomicBool,
+) -> Option<Cause> {
+    let Some((state, standby_options)) = &options.standby else {
+        return Some(Cause::Start);
+    };
+    show_status(options, |s| {
+        s.set("role", "electing (standby until master)")
+    });
     let span = info_span!("arbitration");
     let _enter = span.enter();
     match standby::arbitrate(port, state, standby_options, stop) {
         Arbitration::Stopped => None,
-        Arbitration::Master { took_over_from: None } => Some(Cause::Start),
-        Arbitration::Master { took_over_from: Some(from) } => {
-            info!(?from, "taking over the subnet");
-            Some(Cause::Takeover)
-        }
+        Arbitration::Master {
+            took_over_from: None,
+        } => Some(Cause::Start),
+        // arbitrate() has logged from whom and how.
+        Arbitration::Master {
+            took_over_from: Some(_),
+        } => Some(Cause::Takeover),
     }
 }
 
 /// Updates the control socket's status, if there is one.
 fn show_status(options: &DaemonOptions<'_>, f: impl FnOnce(&mut crate::control::Status)) {
     if let Some(status) = &options.status {
-        f(&mut status.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        f(&mut status
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()));
     }
 }
 
@@ -324,25 +376,44 @@ fn program_groups(
     let routed = outcome.chain.routed.as_ref()?;
     let fabric = &outcome.sweep.fabric;
     let (plan, generation) = {
-        let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut g = groups
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         // Members whose port left the fabric leave their groups.
-        let present: std::collections::HashSet<u64> =
-            fabric.nodes.iter().flat_map(|n| n.ports.iter().filter(|p| p.peer.is_some()).map(|p| p.guid)).collect();
+        let present: std::collections::HashSet<u64> = fabric
+            .nodes
+            .iter()
+            .flat_map(|n| n.ports.iter().filter(|p| p.peer.is_some()).map(|p| p.guid))
+            .collect();
         let gone = g.retain_ports(|guid| present.contains(&guid));
         if gone > 0 {
             info!(gone, "multicast memberships of departed ports dropped");
         }
-        let plan = crate::mcast::tree::plan(&outcome.snapshot, routed.routing.mcast_tree.as_ref().into_option(), &g);
+        let plan = crate::mcast::tree::plan(
+            &outcome.snapshot,
+            routed.routing.mcast_tree.as_ref().into_option(),
+            &g,
+        );
         (plan, g.generation())
     };
     for p in &plan.problems {
         warn!("{p}");
     }
-    let promised = routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
+    let promised =
+        routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
     if promised && !plan.trees.is_empty() {
         let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
-        let opts = smcore_kit::VerifyOptions { max_examples: 2, ..Default::default() };
-        let v = smcore_kit::verify_with_mcast(&outcome.snapshot, &graph, &routed.routing, &opts, &plan.routes());
+        let opts = smcore_kit::VerifyOptions {
+            max_examples: 2,
+            ..Default::default()
+        };
+        let v = smcore_kit::verify_with_mcast(
+            &outcome.snapshot,
+            &graph,
+            &routed.routing,
+            &opts,
+            &plan.routes(),
+        );
         if let Some(cycle) = &v.credit_loop {
             error!(
                 channels = cycle.cycle.len(),

@@ -82,7 +82,7 @@ struct SmArgs {
     #[arg(long, value_name = "0..15")]
     priority: Option<u8>,
     /// Seconds between a standby's polls of the master (OpenSM
-    /// `sm_polling_timeout`, which counts milliseconds; default 2).
+    /// `sminfo_polling_timeout`, which counts milliseconds; default 2).
     #[arg(long, value_name = "SECONDS")]
     sm_poll_interval: Option<f64>,
     /// Unanswered polls in a row after which a standby takes over (OpenSM
@@ -481,7 +481,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
                 sm_core::sa::handler::SaConfig::default(),
             )));
         }
-        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, 0));
+        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, config.sm_key.unwrap_or(0)));
         if let Some(requests) = smp_requests {
             if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
                 return fail(EXIT_BAD_INPUT, format!("SMInfo responder: {e}"));
@@ -491,7 +491,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             smp_retries: options.sweep.retries,
             ..Default::default()
         };
-        if let Some(secs) = args.sm_poll_interval.or(config.sm_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
+        if let Some(secs) = args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
             if !(secs.is_finite() && secs > 0.0) {
                 return fail(EXIT_BAD_INPUT, format!("SM poll interval {secs} s must be positive"));
             }

@@ -87,7 +87,9 @@ impl McGroup {
 
     /// Whether a full member remains (IBA: the group lives while one does).
     pub fn has_full_member(&self) -> bool {
-        self.members.values().any(|m| m.join_state & (join_state::FULL | join_state::SEND_ONLY_FULL) != 0)
+        self.members
+            .values()
+            .any(|m| m.join_state & (join_state::FULL | join_state::SEND_ONLY_FULL) != 0)
     }
 }
 
@@ -119,7 +121,10 @@ pub enum McError {
 
 /// `ff12:401b:ffff:0000:0000:0000:ffff:ffff` style.
 pub fn fmt_gid(gid: &[u8; 16]) -> String {
-    gid.chunks(2).map(|c| format!("{:02x}{:02x}", c[0], c[1])).collect::<Vec<_>>().join(":")
+    gid.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// All groups, by MGID.
@@ -171,7 +176,12 @@ impl McGroups {
     /// gets one assigned (`ff1<scope>:a01b:<pkey>::<n>`, in the SA-assigned
     /// space OpenSM also uses); `mlid` asks for a given MLID, else the
     /// lowest free one is taken.
-    pub fn create(&mut self, mut params: McGroupParams, mlid: Option<u16>, first: McMember) -> Result<&McGroup, McError> {
+    pub fn create(
+        &mut self,
+        mut params: McGroupParams,
+        mlid: Option<u16>,
+        first: McMember,
+    ) -> Result<&McGroup, McError> {
         if first.join_state == 0 {
             return Err(McError::NoJoinState);
         }
@@ -193,7 +203,11 @@ impl McGroups {
         members.insert(first.port_gid, first);
         self.generation += 1;
         let mgid = params.mgid;
-        Ok(self.groups.entry(mgid).or_insert(McGroup { params, mlid, members }))
+        Ok(self.groups.entry(mgid).or_insert(McGroup {
+            params,
+            mlid,
+            members,
+        }))
     }
 
     /// Adds `member` to the group (or adds JoinState bits to a member).
@@ -202,7 +216,10 @@ impl McGroups {
             return Err(McError::NoJoinState);
         }
         let group = self.groups.get_mut(mgid).ok_or(McError::NoGroup(*mgid))?;
-        let entry = group.members.entry(member.port_gid).or_insert(McMember { join_state: 0, ..member });
+        let entry = group.members.entry(member.port_gid).or_insert(McMember {
+            join_state: 0,
+            ..member
+        });
         let before = entry.join_state;
         entry.join_state |= member.join_state;
         entry.proxy = member.proxy;
@@ -215,9 +232,17 @@ impl McGroups {
     /// Clears `bits` of the member's JoinState; the member goes when none
     /// is left, the group when no full member is left (its non-members
     /// with it). Returns the group as it remains, `None` if it went.
-    pub fn leave(&mut self, mgid: &[u8; 16], port_gid: &[u8; 16], bits: u8) -> Result<Option<&McGroup>, McError> {
+    pub fn leave(
+        &mut self,
+        mgid: &[u8; 16],
+        port_gid: &[u8; 16],
+        bits: u8,
+    ) -> Result<Option<&McGroup>, McError> {
         let group = self.groups.get_mut(mgid).ok_or(McError::NoGroup(*mgid))?;
-        let member = group.members.get_mut(port_gid).ok_or(McError::NotMember(*mgid, *port_gid))?;
+        let member = group
+            .members
+            .get_mut(port_gid)
+            .ok_or(McError::NotMember(*mgid, *port_gid))?;
         member.join_state &= !bits;
         if member.join_state == 0 {
             group.members.remove(port_gid);
@@ -298,18 +323,30 @@ mod tests {
         port_gid[0] = 0xFE;
         port_gid[1] = 0x80;
         port_gid[8..].copy_from_slice(&guid.to_be_bytes());
-        McMember { port_gid, port_guid: guid, join_state: state, proxy: false }
+        McMember {
+            port_gid,
+            port_guid: guid,
+            join_state: state,
+            proxy: false,
+        }
     }
 
     #[test]
     fn create_join_leave_lifecycle() {
         let mut g = McGroups::new();
         let p = params(1);
-        let mlid = g.create(p, None, member(1, join_state::FULL)).map(|x| x.mlid);
+        let mlid = g
+            .create(p, None, member(1, join_state::FULL))
+            .map(|x| x.mlid);
         assert_eq!(mlid, Ok(MLID_FIRST));
-        assert_eq!(g.create(p, None, member(2, join_state::FULL)).err(), Some(McError::Exists(p.mgid)));
+        assert_eq!(
+            g.create(p, None, member(2, join_state::FULL)).err(),
+            Some(McError::Exists(p.mgid))
+        );
         let gen = g.generation();
-        g.join(&p.mgid, member(2, join_state::NON)).map(|_| ()).unwrap_or_else(|e| panic!("{e}"));
+        g.join(&p.mgid, member(2, join_state::NON))
+            .map(|_| ())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(g.generation() > gen);
         // Joining again with the same bits changes nothing.
         let gen = g.generation();
@@ -317,9 +354,16 @@ mod tests {
         assert_eq!(g.generation(), gen);
         assert_eq!(g.get(&p.mgid).map(|x| x.members.len()), Some(2));
         // The last full member leaving ends the group, non-members too.
-        assert_eq!(g.leave(&p.mgid, &member(1, 0).port_gid, join_state::FULL).map(|x| x.is_some()), Ok(false));
+        assert_eq!(
+            g.leave(&p.mgid, &member(1, 0).port_gid, join_state::FULL)
+                .map(|x| x.is_some()),
+            Ok(false)
+        );
         assert!(g.is_empty());
-        assert_eq!(g.join(&p.mgid, member(3, 1)).err(), Some(McError::NoGroup(p.mgid)));
+        assert_eq!(
+            g.join(&p.mgid, member(3, 1)).err(),
+            Some(McError::NoGroup(p.mgid))
+        );
     }
 
     #[test]
@@ -328,10 +372,19 @@ mod tests {
         let a = g.create(params(1), None, member(1, 1)).map(|x| x.mlid).ok();
         let b = g.create(params(2), None, member(1, 1)).map(|x| x.mlid).ok();
         assert_eq!((a, b), (Some(0xC000), Some(0xC001)));
-        assert_eq!(g.create(params(3), Some(0xC001), member(1, 1)).err(), Some(McError::MlidTaken(0xC001)));
+        assert_eq!(
+            g.create(params(3), Some(0xC001), member(1, 1)).err(),
+            Some(McError::MlidTaken(0xC001))
+        );
         assert!(g.leave(&params(1).mgid, &member(1, 0).port_gid, 1).is_ok());
-        assert_eq!(g.create(params(4), None, member(1, 1)).map(|x| x.mlid).ok(), Some(0xC000));
-        assert_eq!(g.by_mlid(0xC001).map(|x| x.params.mgid), Some(params(2).mgid));
+        assert_eq!(
+            g.create(params(4), None, member(1, 1)).map(|x| x.mlid).ok(),
+            Some(0xC000)
+        );
+        assert_eq!(
+            g.by_mlid(0xC001).map(|x| x.params.mgid),
+            Some(params(2).mgid)
+        );
     }
 
     #[test]
@@ -339,12 +392,21 @@ mod tests {
         let mut g = McGroups::new();
         let mut p = params(0);
         p.mgid = [0; 16];
-        let mgid = g.create(p, None, member(1, 1)).map(|x| x.mgid()).unwrap_or_default();
+        let mgid = g
+            .create(p, None, member(1, 1))
+            .map(|x| x.mgid())
+            .unwrap_or_default();
         assert_eq!(&mgid[..4], &[0xFF, 0x12, 0xA0, 0x1B]);
         let mut bad = params(0);
         bad.mgid[0] = 0xFE;
-        assert_eq!(g.create(bad, None, member(1, 1)).err(), Some(McError::NotMulticast(bad.mgid)));
-        assert_eq!(g.create(params(9), None, member(1, 0)).err(), Some(McError::NoJoinState));
+        assert_eq!(
+            g.create(bad, None, member(1, 1)).err(),
+            Some(McError::NotMulticast(bad.mgid))
+        );
+        assert_eq!(
+            g.create(params(9), None, member(1, 0)).err(),
+            Some(McError::NoJoinState)
+        );
     }
 
     #[test]

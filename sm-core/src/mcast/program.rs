@@ -62,7 +62,10 @@ impl HeldMfts {
         let offset = mlid.checked_sub(MLID_BASE)?;
         let block = offset / MFT_BLOCK_LEN as u16;
         let held = self.switches.get(&guid)?;
-        Some(held.get(&(block, position)).map_or(0, |b| b[usize::from(offset) % MFT_BLOCK_LEN]))
+        Some(
+            held.get(&(block, position))
+                .map_or(0, |b| b[usize::from(offset) % MFT_BLOCK_LEN]),
+        )
     }
 }
 
@@ -82,24 +85,44 @@ pub struct MftReport {
 }
 
 /// Writes the MFT blocks `plan` needs that the switches do not hold.
-pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held: &mut HeldMfts) -> MftReport {
+pub fn program_mfts(
+    client: &mut SmpClient<'_>,
+    fabric: &Fabric,
+    plan: &McastPlan,
+    held: &mut HeldMfts,
+) -> MftReport {
     let mut report = MftReport::default();
     // Wanted blocks per switch node.
     let mut wanted: HashMap<usize, BTreeMap<(u16, u8), Block>> = HashMap::new();
-    let top_block = plan.trees.iter().map(|t| (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16).max();
+    let top_block = plan
+        .trees
+        .iter()
+        .map(|t| (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16)
+        .max();
     for tree in &plan.trees {
         for (&node, ports) in &tree.switches {
-            let Some(n) = fabric.nodes.get(node as usize) else { continue };
+            let Some(n) = fabric.nodes.get(node as usize) else {
+                continue;
+            };
             let cap = n.switch_info.map_or(0, |i| i.multicast_fdb_cap);
             if cap != 0 && tree.mlid - MLID_BASE >= cap {
                 report.over_capacity += 1;
-                warn!(guid = format_args!("{:#018x}", n.guid), mlid = tree.mlid, cap, "MLID beyond the switch's MulticastFDBCap");
+                warn!(
+                    guid = format_args!("{:#018x}", n.guid),
+                    mlid = tree.mlid,
+                    cap,
+                    "MLID beyond the switch's MulticastFDBCap"
+                );
                 continue;
             }
             let blocks = wanted.entry(node as usize).or_default();
             for &port in ports {
-                let Some((m, index, bit)) = MftModifier::locate(tree.mlid, port) else { continue };
-                blocks.entry((m.block, m.position)).or_insert([0; MFT_BLOCK_LEN])[index] |= bit;
+                let Some((m, index, bit)) = MftModifier::locate(tree.mlid, port) else {
+                    continue;
+                };
+                blocks
+                    .entry((m.block, m.position))
+                    .or_insert([0; MFT_BLOCK_LEN])[index] |= bit;
             }
         }
     }
@@ -129,18 +152,30 @@ pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPla
         let known = held.switches.contains_key(&n.guid);
         for key in keys {
             let block = want.get(&key).copied().unwrap_or([0; MFT_BLOCK_LEN]);
-            let holds = held.switches.get(&n.guid).and_then(|h| h.get(&key)).copied();
+            let holds = held
+                .switches
+                .get(&n.guid)
+                .and_then(|h| h.get(&key))
+                .copied();
             if known && holds.unwrap_or([0; MFT_BLOCK_LEN]) == block {
                 report.unchanged += 1;
                 continue;
             }
-            let modifier = MftModifier { block: key.0, position: key.1 };
+            let modifier = MftModifier {
+                block: key.0,
+                position: key.1,
+            };
             let Ok(m) = modifier.to_u32() else { continue };
             let mut data = [0u8; DATA_LEN];
             for (k, mask) in block.iter().enumerate() {
                 data[2 * k..2 * k + 2].copy_from_slice(&mask.to_be_bytes());
             }
-            ops.push(SmpOp::set(attr::MULTICAST_FORWARDING_TABLE, m, &n.path, data));
+            ops.push(SmpOp::set(
+                attr::MULTICAST_FORWARDING_TABLE,
+                m,
+                &n.path,
+                data,
+            ));
             targets.push((n.guid, key, block));
         }
         // With nothing in use an unknown switch stays unknown: only a full
@@ -163,7 +198,12 @@ pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPla
             }
             Err(e) => {
                 report.failed += 1;
-                debug!(guid = format_args!("{guid:#018x}"), block = key.0, position = key.1, "MFT block not written: {e}");
+                debug!(
+                    guid = format_args!("{guid:#018x}"),
+                    block = key.0,
+                    position = key.1,
+                    "MFT block not written: {e}"
+                );
                 // Unknown content: make the next programming write it.
                 blocks.insert(key, [0xFFFF; MFT_BLOCK_LEN]);
             }
@@ -175,7 +215,13 @@ pub fn program_mfts(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPla
 
 /// MulticastFDBTop for every switch that supports it (see the module
 /// documentation).
-fn set_tops(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held: &mut HeldMfts, report: &mut MftReport) {
+fn set_tops(
+    client: &mut SmpClient<'_>,
+    fabric: &Fabric,
+    plan: &McastPlan,
+    held: &mut HeldMfts,
+    report: &mut MftReport,
+) {
     let mut top_block: HashMap<u32, u16> = HashMap::new();
     for t in &plan.trees {
         let block = (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16;
@@ -186,12 +232,22 @@ fn set_tops(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held:
     }
     let mut changes = Vec::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
-        let supports = n.ports.first().and_then(|p| p.info).is_some_and(|i| i.capability_mask & IS_MULTICAST_FDB_TOP_SUPPORTED != 0);
-        let Some(info) = n.switch_info.filter(|_| n.is_switch() && supports) else { continue };
-        let want = top_block
-            .get(&(i as u32))
-            .map_or(MLID_BASE - 1, |&b| MLID_BASE + (b + 1) * MFT_BLOCK_LEN as u16 - 1);
-        let holds = held.tops.get(&n.guid).copied().unwrap_or(info.multicast_fdb_top);
+        let supports = n
+            .ports
+            .first()
+            .and_then(|p| p.info)
+            .is_some_and(|i| i.capability_mask & IS_MULTICAST_FDB_TOP_SUPPORTED != 0);
+        let Some(info) = n.switch_info.filter(|_| n.is_switch() && supports) else {
+            continue;
+        };
+        let want = top_block.get(&(i as u32)).map_or(MLID_BASE - 1, |&b| {
+            MLID_BASE + (b + 1) * MFT_BLOCK_LEN as u16 - 1
+        });
+        let holds = held
+            .tops
+            .get(&n.guid)
+            .copied()
+            .unwrap_or(info.multicast_fdb_top);
         if holds != want {
             changes.push((n.guid, n.path.clone(), want));
         }
@@ -201,11 +257,18 @@ fn set_tops(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held:
     }
     // Read-modify-write: LinearFDBTop and the rest stay as the switch
     // holds them now.
-    let reads: Vec<SmpOp> = changes.iter().map(|(_, path, _)| SmpOp::get(attr::SWITCH_INFO, 0, path)).collect();
+    let reads: Vec<SmpOp> = changes
+        .iter()
+        .map(|(_, path, _)| SmpOp::get(attr::SWITCH_INFO, 0, path))
+        .collect();
     let mut sets = Vec::new();
     let mut set_for = Vec::new();
     for ((guid, path, want), answer) in changes.into_iter().zip(client.run_many(&reads)) {
-        let parsed = answer.ok().and_then(|d| SwitchInfoPacket::new_checked(&d[..]).ok().and_then(|p| SwitchInfoRepr::parse(&p).ok()));
+        let parsed = answer.ok().and_then(|d| {
+            SwitchInfoPacket::new_checked(&d[..])
+                .ok()
+                .and_then(|p| SwitchInfoRepr::parse(&p).ok())
+        });
         let Some(mut info) = parsed else {
             report.failed += 1;
             continue;
@@ -226,7 +289,10 @@ fn set_tops(client: &mut SmpClient<'_>, fabric: &Fabric, plan: &McastPlan, held:
             }
             Err(e) => {
                 report.failed += 1;
-                debug!(guid = format_args!("{guid:#018x}"), "MulticastFDBTop not set: {e}");
+                debug!(
+                    guid = format_args!("{guid:#018x}"),
+                    "MulticastFDBTop not set: {e}"
+                );
             }
         }
     }

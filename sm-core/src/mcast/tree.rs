@@ -71,7 +71,11 @@ impl McastPlan {
 
 /// Computes every group's tree on `fabric`; `master` is the engine's
 /// spanning tree if it built one.
-pub fn plan(fabric: &FabricSnapshot, master: Option<&SpanningTree>, groups: &McGroups) -> McastPlan {
+pub fn plan(
+    fabric: &FabricSnapshot,
+    master: Option<&SpanningTree>,
+    groups: &McGroups,
+) -> McastPlan {
     let graph = Graph::new(fabric);
     let master_adj = master.map(|m| master_adjacency(fabric, &graph, m));
     let mut out = McastPlan::default();
@@ -79,7 +83,9 @@ pub fn plan(fabric: &FabricSnapshot, master: Option<&SpanningTree>, groups: &McG
         .ports
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.guid != 0 && (p.num != 0 || fabric.nodes[p.node as usize].kind == NodeKind::Switch))
+        .filter(|(_, p)| {
+            p.guid != 0 && (p.num != 0 || fabric.nodes[p.node as usize].kind == NodeKind::Switch)
+        })
         .map(|(i, p)| (p.guid, i as u32))
         .collect();
     for group in groups.iter() {
@@ -87,7 +93,10 @@ pub fn plan(fabric: &FabricSnapshot, master: Option<&SpanningTree>, groups: &McG
         let mut local: BTreeMap<Sw, BTreeSet<u8>> = BTreeMap::new();
         for m in group.members.values() {
             let Some(&pi) = by_guid.get(&m.port_guid) else {
-                out.problems.push(format!("MLID {:#06x}: member port {:#018x} is not in the fabric", group.mlid, m.port_guid));
+                out.problems.push(format!(
+                    "MLID {:#06x}: member port {:#018x} is not in the fabric",
+                    group.mlid, m.port_guid
+                ));
                 continue;
             };
             let p = &fabric.ports[pi as usize];
@@ -135,15 +144,24 @@ pub fn plan(fabric: &FabricSnapshot, master: Option<&SpanningTree>, groups: &McG
         };
         let mut switches: BTreeMap<u32, BTreeSet<u8>> = BTreeMap::new();
         for (s, ports) in &local {
-            switches.entry(graph.switch_nodes[*s as usize]).or_default().extend(ports.iter().copied());
+            switches
+                .entry(graph.switch_nodes[*s as usize])
+                .or_default()
+                .extend(ports.iter().copied());
         }
         for (s, port) in edges {
-            switches.entry(graph.switch_nodes[s as usize]).or_default().insert(port);
+            switches
+                .entry(graph.switch_nodes[s as usize])
+                .or_default()
+                .insert(port);
         }
         out.trees.push(GroupTree {
             mlid: group.mlid,
             sl: group.params.sl,
-            switches: switches.into_iter().map(|(n, p)| (n, p.into_iter().collect())).collect(),
+            switches: switches
+                .into_iter()
+                .map(|(n, p)| (n, p.into_iter().collect()))
+                .collect(),
             source,
         });
     }
@@ -154,14 +172,22 @@ pub fn plan(fabric: &FabricSnapshot, master: Option<&SpanningTree>, groups: &McG
 /// The master tree as switch adjacency: per switch, (neighbour, own port).
 /// Edges whose link is down or whose far end is not a switch are left out,
 /// so a stale tree shows as a disconnected one.
-fn master_adjacency(fabric: &FabricSnapshot, graph: &Graph, tree: &SpanningTree) -> Vec<Vec<(Sw, u8)>> {
+fn master_adjacency(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    tree: &SpanningTree,
+) -> Vec<Vec<(Sw, u8)>> {
     let mut adj = vec![Vec::new(); graph.switch_count()];
     for e in tree.edges.iter() {
-        let Some(&s) = graph.sw_of_node.get(e.node as usize) else { continue };
+        let Some(&s) = graph.sw_of_node.get(e.node as usize) else {
+            continue;
+        };
         if s == NONE {
             continue;
         }
-        let Some(sp) = graph.sw_ports[s as usize].iter().find(|p| p.port == e.port) else { continue };
+        let Some(sp) = graph.sw_ports[s as usize].iter().find(|p| p.port == e.port) else {
+            continue;
+        };
         if sp.peer_sw == NONE || !smcore_kit::graph::usable(fabric, sp.port_index) {
             continue;
         }
@@ -212,9 +238,15 @@ fn subtree(adj: &[Vec<(Sw, u8)>], members: &[Sw]) -> Option<Vec<(Sw, u8)>> {
         return None;
     }
     let is_member: BTreeSet<Sw> = members.iter().copied().collect();
-    let mut degree: Vec<usize> = (0..n).map(|s| if seen[s] { adj[s].len() } else { 0 }).collect();
+    let mut degree: Vec<usize> = (0..n)
+        .map(|s| if seen[s] { adj[s].len() } else { 0 })
+        .collect();
     let mut alive = seen.clone();
-    let mut leaves: Vec<Sw> = nodes.iter().copied().filter(|&s| degree[s as usize] <= 1 && !is_member.contains(&s)).collect();
+    let mut leaves: Vec<Sw> = nodes
+        .iter()
+        .copied()
+        .filter(|&s| degree[s as usize] <= 1 && !is_member.contains(&s))
+        .collect();
     while let Some(s) = leaves.pop() {
         if !alive[s as usize] {
             continue;
@@ -232,7 +264,12 @@ fn subtree(adj: &[Vec<(Sw, u8)>], members: &[Sw]) -> Option<Vec<(Sw, u8)>> {
     let mut edges = Vec::new();
     for &s in &nodes {
         if alive[s as usize] {
-            edges.extend(adj[s as usize].iter().filter(|(t, _)| alive[*t as usize]).map(|&(_, p)| (s, p)));
+            edges.extend(
+                adj[s as usize]
+                    .iter()
+                    .filter(|(t, _)| alive[*t as usize])
+                    .map(|&(_, p)| (s, p)),
+            );
         }
     }
     Some(edges)
@@ -259,7 +296,11 @@ fn reachable_members(graph: &Graph, members: &[Sw]) -> Vec<Sw> {
     let mut best: Vec<Sw> = Vec::new();
     for &m in members {
         let d = distances(graph, m);
-        let part: Vec<Sw> = members.iter().copied().filter(|&x| d[x as usize] != u32::MAX).collect();
+        let part: Vec<Sw> = members
+            .iter()
+            .copied()
+            .filter(|&x| d[x as usize] != u32::MAX)
+            .collect();
         if part.len() > best.len() {
             best = part;
         }
@@ -275,13 +316,21 @@ fn min_hop_tree(graph: &Graph, members: &[Sw], mlid: u16) -> Result<Vec<(Sw, u8)
     let root = (0..graph.switch_count() as Sw)
         .filter(|&s| from_members.iter().all(|d| d[s as usize] != u32::MAX))
         .min_by_key(|&s| {
-            let worst = from_members.iter().map(|d| d[s as usize]).max().unwrap_or(0);
+            let worst = from_members
+                .iter()
+                .map(|d| d[s as usize])
+                .max()
+                .unwrap_or(0);
             let sum: u64 = from_members.iter().map(|d| u64::from(d[s as usize])).sum();
             (worst, sum, s)
         });
     let Some(root) = root else {
         let d = &from_members[0];
-        return Err(members.iter().filter(|&&m| d[m as usize] == u32::MAX).count().max(1));
+        return Err(members
+            .iter()
+            .filter(|&&m| d[m as usize] == u32::MAX)
+            .count()
+            .max(1));
     };
     let dist = distances(graph, root);
     let mut edges = BTreeSet::new();
@@ -301,11 +350,20 @@ fn min_hop_tree(graph: &Graph, members: &[Sw], mlid: u16) -> Result<Vec<(Sw, u8)
                 .iter()
                 .copied()
                 .filter(|p| in_tree[p.peer_sw as usize])
-                .nth(usize::from(mlid) % ups.iter().filter(|p| in_tree[p.peer_sw as usize]).count().max(1))
+                .nth(
+                    usize::from(mlid)
+                        % ups
+                            .iter()
+                            .filter(|p| in_tree[p.peer_sw as usize])
+                            .count()
+                            .max(1),
+                )
                 .or_else(|| ups.get(usize::from(mlid) % ups.len().max(1)).copied());
             let Some(up) = pick else { break };
             edges.insert((s, up.port));
-            let back = graph.sw_ports[up.peer_sw as usize].iter().find(|p| p.port_index == up.peer_port);
+            let back = graph.sw_ports[up.peer_sw as usize]
+                .iter()
+                .find(|p| p.port_index == up.peer_port);
             if let Some(b) = back {
                 edges.insert((up.peer_sw, b.port));
             }
