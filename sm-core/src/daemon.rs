@@ -425,6 +425,9 @@ fn program_groups(
     }
     let mut client = SmpClient::new(port, options.once.sweep.retries);
     let report = program_mfts(&mut client, fabric, &plan, mfts);
+    if let Some(sa) = &options.sa {
+        sa.publish_mcast(&plan);
+    }
     if let Some(dir) = options.once.dump_dir {
         let path = dir.join("opensm.mcfdbs");
         let tmp = dir.join("opensm.mcfdbs.tmp");

@@ -478,7 +478,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
                 sender.clone(),
                 requests,
                 Arc::clone(&groups),
-                sm_core::sa::handler::SaConfig::default(),
+                sm_core::sa::handler::SaConfig { sm_priority: priority, ..Default::default() },
             )));
         }
         let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, config.sm_key.unwrap_or(0)));

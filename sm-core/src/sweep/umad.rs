@@ -340,7 +340,11 @@ impl Writer {
         if mad[1] != CLASS_SA && mad.len() > MAD_LEN {
             return Err(TransportError::Unsendable(format!("SMP of {} bytes", mad.len())));
         }
-        let mut buf = vec![0u8; HDR_LEN + mad.len().max(MAD_LEN)];
+        // An RMPP transfer is sized by the write: padding would reach the
+        // client as empty records. Anything else is one whole MAD.
+        let rmpp_active = mad[1] == CLASS_SA && mad.len() > 26 && mad[26] & 0x1 != 0;
+        let len = if rmpp_active { mad.len() } else { mad.len().max(MAD_LEN) };
+        let mut buf = vec![0u8; HDR_LEN + len];
         let total = u32::try_from(buf.len()).map_err(|_| TransportError::Unsendable("MAD too long".into()))?;
         buf[0..4].copy_from_slice(&agent.to_ne_bytes());
         buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
