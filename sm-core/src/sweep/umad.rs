@@ -344,27 +344,44 @@ impl Writer {
         // client as empty records. Anything else is one whole MAD.
         let rmpp_active = mad[1] == CLASS_SA && mad.len() > 26 && mad[26] & 0x1 != 0;
         let len = if rmpp_active { mad.len() } else { mad.len().max(MAD_LEN) };
-        let mut buf = vec![0u8; HDR_LEN + len];
-        let total = u32::try_from(buf.len()).map_err(|_| TransportError::Unsendable("MAD too long".into()))?;
-        buf[0..4].copy_from_slice(&agent.to_ne_bytes());
-        buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
-        buf[16..20].copy_from_slice(&total.to_ne_bytes());
-        // Address fields are big-endian, as the kernel takes them.
-        buf[20..24].copy_from_slice(&dqpn.to_be_bytes());
-        buf[24..28].copy_from_slice(&qkey.to_be_bytes());
-        buf[28..30].copy_from_slice(&dlid.to_be_bytes());
-        buf[HDR_LEN..HDR_LEN + mad.len()].copy_from_slice(mad);
         let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        loop {
-            // SAFETY: `buf` is valid for its length.
-            let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
-            if n >= 0 {
-                return Ok(());
-            }
-            match Errno::last() {
-                Errno::EINTR => continue,
-                e => return Err(io("umad write", e)),
-            }
+        write_umad(self.fd.0, agent, Address { dlid, dqpn, qkey }, mad, len, timeout_ms)
+    }
+}
+
+/// Where a MAD goes: LRH DLID, destination QP and its QKey.
+#[derive(Debug, Clone, Copy)]
+struct Address {
+    dlid: u16,
+    dqpn: u32,
+    qkey: u32,
+}
+
+/// Writes `mad` (zero-padded to `len` bytes) behind an `ib_user_mad`
+/// header for `agent` to `to`. `timeout_ms` 0 sends without waiting for
+/// an answer; otherwise the kernel keeps the request on its wait list that
+/// long.
+fn write_umad(fd: RawFd, agent: u32, to: Address, mad: &[u8], len: usize, timeout_ms: u32) -> Result<(), TransportError> {
+    let mut buf = vec![0u8; HDR_LEN + len];
+    let total = u32::try_from(buf.len()).map_err(|_| TransportError::Unsendable("MAD too long".into()))?;
+    buf[0..4].copy_from_slice(&agent.to_ne_bytes());
+    buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
+    buf[16..20].copy_from_slice(&total.to_ne_bytes());
+    // Address fields are big-endian, as the kernel takes them.
+    buf[20..24].copy_from_slice(&to.dqpn.to_be_bytes());
+    buf[24..28].copy_from_slice(&to.qkey.to_be_bytes());
+    buf[28..30].copy_from_slice(&to.dlid.to_be_bytes());
+    let copied = mad.len().min(len);
+    buf[HDR_LEN..HDR_LEN + copied].copy_from_slice(&mad[..copied]);
+    loop {
+        // SAFETY: `buf` is valid for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(());
+        }
+        match Errno::last() {
+            Errno::EINTR => continue,
+            e => return Err(io("umad write", e)),
         }
     }
 }
@@ -661,26 +678,7 @@ impl GsiClient {
 
     /// Sends one MAD without waiting (`timeout_ms` as [`Writer::write`]).
     pub fn send(&mut self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
-        let mut buf = vec![0u8; HDR_LEN + MAD_LEN];
-        buf[0..4].copy_from_slice(&self.agent.to_ne_bytes());
-        buf[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
-        buf[16..20].copy_from_slice(&((HDR_LEN + MAD_LEN) as u32).to_ne_bytes());
-        buf[20..24].copy_from_slice(&dqpn.to_be_bytes());
-        buf[24..28].copy_from_slice(&GSI_QKEY.to_be_bytes());
-        buf[28..30].copy_from_slice(&dlid.to_be_bytes());
-        let len = mad.len().min(MAD_LEN);
-        buf[HDR_LEN..HDR_LEN + len].copy_from_slice(&mad[..len]);
-        loop {
-            // SAFETY: `buf` is valid for its length.
-            let n = unsafe { libc::write(self.fd.0, buf.as_ptr().cast(), buf.len()) };
-            if n >= 0 {
-                return Ok(());
-            }
-            match Errno::last() {
-                Errno::EINTR => continue,
-                e => return Err(io("umad write", e)),
-            }
-        }
+        write_umad(self.fd.0, self.agent, Address { dlid, dqpn, qkey: GSI_QKEY }, mad, MAD_LEN, timeout_ms)
     }
 
     /// The next MAD read before `deadline` (an answer or an unsolicited
