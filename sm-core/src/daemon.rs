@@ -254,6 +254,9 @@ pub fn run(
                             to = format_args!("{to:#018x}"),
                             "handed the subnet over; standing by"
                         );
+                        if let Some(sa) = &options.sa {
+                            sa.stand_down();
+                        }
                         cache = None;
                         last = None;
                         routed = false;

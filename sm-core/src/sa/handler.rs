@@ -190,6 +190,15 @@ impl Sa {
         }
     }
 
+    /// Stops answering from the snapshot in service (this SM handed the
+    /// subnet to another master, whose SA clients must use): queries get
+    /// BUSY again until the next [`Self::publish`], which then reports no
+    /// GID changes (there is nothing to compare with).
+    pub fn stand_down(&mut self) {
+        self.db = None;
+        self.mft_records.clear();
+    }
+
     /// Takes the MFT contents of a multicast plan (as programmed) for
     /// MFTRecord queries; switch LIDs come from the snapshot in service.
     pub fn set_mcast(&mut self, plan: &crate::mcast::tree::McastPlan) {
@@ -696,4 +705,31 @@ fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_table_status(sa: &mut Sa) -> u16 {
+        let mut mad = vec![0u8; 256];
+        sa::Repr { method: method::GET_TABLE, transaction_id: 7, attribute_id: attr::NODE_RECORD, ..Default::default() }
+            .emit(&mut sa::Packet::new_unchecked(&mut mad[..]));
+        let answer = sa.handle(1, 1, &mad).reply.expect("an answer");
+        u16::from_be_bytes([answer[4], answer[5]])
+    }
+
+    #[test]
+    fn a_standby_sa_answers_busy_until_published_again() {
+        let mut sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
+        assert_eq!(node_table_status(&mut sa), mad_status::BUSY);
+        sa.publish(SaDb::empty());
+        assert_ne!(node_table_status(&mut sa), mad_status::BUSY);
+        sa.stand_down();
+        assert_eq!(node_table_status(&mut sa), mad_status::BUSY);
+        // Back as master: nothing to compare with, so no Report.
+        let (reports, _) = sa.publish(SaDb::empty());
+        assert!(reports.is_empty());
+        assert_ne!(node_table_status(&mut sa), mad_status::BUSY);
+    }
 }

@@ -150,6 +150,11 @@ impl SaHandle {
             .set_mcast(plan);
     }
 
+    /// See [`Sa::stand_down`].
+    pub fn stand_down(&self) {
+        self.sa.lock().unwrap_or_else(|p| p.into_inner()).stand_down();
+    }
+
     /// The channel that gets `()` at every multicast membership change
     /// (once; later calls give `None`).
     pub fn membership_changes(&self) -> Option<Receiver<()>> {
