@@ -15,6 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use sm_topology::Topology;
+use smcore_tests::ibdmchk::{require_loop_free, SlFiles};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::sm_run::RunningSm;
 use smcore_tests::smcore::{Profile, Smcore};
@@ -185,4 +186,48 @@ fn hosts_join_and_leave_and_the_mfts_read_back_carry_each_packet_once() {
     let (status, output) = run.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
     assert!(status.success(), "{output}");
     assert!(output.contains("multicast forwarding programmed") || output.contains("smcore stopped"), "{output}");
+}
+
+#[test]
+fn torus_2qos_groups_are_whole_and_free_of_credit_loops_with_unicast() {
+    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let root = smcore_tests::smcore::workspace_root();
+    let net = root.join("config/topologies/torus-4x4x4.net");
+    let conf = root.join("config/torus-2QoS.conf");
+    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::Builder::new().prefix("mcast-torus-").tempdir().expect("temp dir");
+    let dumps = tmp.path().join("dumps");
+    let report = tmp.path().join("report.json");
+    let conf_arg = conf.display().to_string();
+    let args = ["--sweep-interval", "5", "--engines", "torus-2QoS,no_fallback", "--torus-config", conf_arg.as_str()];
+    let mut run = RunningSm::start(&sim, &sm, &dumps, &report, &args).unwrap_or_else(|e| panic!("{e}"));
+    run.wait_for("the first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Six hosts spread over the torus, not the SM's.
+    let hosts: Vec<usize> = topo.nodes.iter().enumerate().filter(|(_, n)| !n.is_switch()).map(|(i, _)| i).collect();
+    let members: Vec<usize> = hosts.iter().copied().skip(5).step_by(23).take(6).collect();
+    assert_eq!(members.len(), 6);
+    for &m in &members {
+        sa_client(&sim, &topo.nodes[m].name, &["join", "--mgid", MGID]);
+    }
+    run.wait_for("the group's MFTs", Duration::from_secs(30), |r| {
+        let mlids = dumped_mlids(r.dump_dir());
+        mlids.len() == 1 && {
+            let mfts = read_mfts(&sim);
+            let mlid = *mlids.iter().next().unwrap_or(&0);
+            members.iter().all(|&m| flood(&topo, &mfts, mlid, m).len() == members.len() - 1)
+        }
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mlid = *dumped_mlids(&dumps).iter().next().expect("an MLID");
+    assert_reaches_exactly(&topo, &read_mfts(&sim), mlid, &members, "torus group");
+    // ibdmchk on the SM's dumps: unicast, path SLs, SL2VL and the group.
+    let v = require_loop_free(&dumps, SlFiles::Required, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    let group_line = format!("Multicast Group:0x{mlid:04X} has:");
+    let line = v.output.lines().find(|l| l.contains(&group_line)).unwrap_or_else(|| panic!("ibdmchk saw no group:\n{}", v.output));
+    assert!(line.contains(&format!("and:{} HCAs", members.len())), "{line}");
+    assert!(v.errors.is_empty(), "{:?}", v.errors);
+    let (status, output) = run.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{output}");
 }
