@@ -1083,44 +1083,45 @@ mod tests {
         assert!(is_higher(5, 1, 5, 2));
         assert!(!is_higher(5, 2, 5, 2));
         assert!(!is_higher(4, 1, 5, 9));
-        // Alone: master.
-        assert_eq!(elect(0, 10, &[]), Decision::Master);
-        // A master that exists stays master, even below us.
-        assert_eq!(
-            elect(15, 1, &[peer(20, 0, SmState::Master)]),
-            Decision::Standby(0)
-        );
-        // Two masters: the higher one.
-        let two = [peer(20, 3, SmState::Master), peer(30, 7, SmState::Master)];
-        assert_eq!(elect(15, 1, &two), Decision::Standby(1));
-        // No master: priority first, then the lower GUID.
-        assert_eq!(
-            elect(5, 10, &[peer(20, 6, SmState::Standby)]),
-            Decision::Standby(0)
-        );
-        assert_eq!(
-            elect(5, 10, &[peer(20, 4, SmState::Standby)]),
-            Decision::Master
-        );
-        assert_eq!(
-            elect(5, 10, &[peer(9, 5, SmState::Discovering)]),
-            Decision::Standby(0)
-        );
-        assert_eq!(
-            elect(5, 10, &[peer(11, 5, SmState::Discovering)]),
-            Decision::Master
-        );
-        let many = [
-            peer(11, 5, SmState::Standby),
-            peer(3, 5, SmState::Standby),
-            peer(2, 1, SmState::Standby),
+        use SmState::{Discovering, Master, NotActive, Standby};
+        // (our priority, our GUID, the peers, the outcome)
+        let cases = [
+            // Alone: master.
+            (0, 10, vec![], Decision::Master),
+            // A master that exists stays master, even below us.
+            (15, 1, vec![peer(20, 0, Master)], Decision::Standby(0)),
+            // Two masters: the higher one.
+            (
+                15,
+                1,
+                vec![peer(20, 3, Master), peer(30, 7, Master)],
+                Decision::Standby(1),
+            ),
+            // No master: priority first, then the lower GUID.
+            (5, 10, vec![peer(20, 6, Standby)], Decision::Standby(0)),
+            (5, 10, vec![peer(20, 4, Standby)], Decision::Master),
+            (5, 10, vec![peer(9, 5, Discovering)], Decision::Standby(0)),
+            (5, 10, vec![peer(11, 5, Discovering)], Decision::Master),
+            (
+                5,
+                10,
+                vec![
+                    peer(11, 5, Standby),
+                    peer(3, 5, Standby),
+                    peer(2, 1, Standby),
+                ],
+                Decision::Standby(1),
+            ),
+            // NotActive SMs take no part.
+            (0, 10, vec![peer(1, 15, NotActive)], Decision::Master),
         ];
-        assert_eq!(elect(5, 10, &many), Decision::Standby(1));
-        // NotActive SMs take no part.
-        assert_eq!(
-            elect(0, 10, &[peer(1, 15, SmState::NotActive)]),
-            Decision::Master
-        );
+        for (priority, guid, peers, want) in cases {
+            assert_eq!(
+                elect(priority, guid, &peers),
+                want,
+                "priority {priority}, GUID {guid}, peers {peers:?}"
+            );
+        }
     }
 
     fn mad_of(repr: &smp::Repr) -> Vec<u8> {
@@ -1244,53 +1245,46 @@ mod tests {
         }
     }
 
+    /// SubnSet(SMInfo) `ctl` from SM 7 in `from`: the status and the
+    /// state the answer gives.
+    fn control_by_7(me: &SmInfoState, ctl: u32, from: SmState) -> (u16, SmState) {
+        let (st, info) = control_from(me, ctl, sm(7, from));
+        (st, info.state)
+    }
+
+    /// Each of `controls` from SM 7 in `from` is refused in our state.
+    fn refused(me: &SmInfoState, controls: &[u32], from: SmState) {
+        for &ctl in controls {
+            assert_eq!(
+                control_by_7(me, ctl, from).0,
+                status::INVALID_ATTR_VALUE,
+                "control {ctl} from a {from:?} SM in {:?}",
+                me.state()
+            );
+        }
+    }
+
     #[test]
     fn controls_follow_the_state_machine() {
+        use SmState::{Master, NotActive, Standby};
         let me = SmInfoState::new(2, 3, 0);
-        me.set_state(SmState::Standby);
+        me.set_state(Standby);
         // Only a master commands.
-        assert_eq!(
-            control_from(&me, control::HANDOVER, sm(7, SmState::Standby)).0,
-            status::INVALID_ATTR_VALUE
-        );
-        assert_eq!(me.state(), SmState::Standby);
+        refused(&me, &[control::HANDOVER], Standby);
+        assert_eq!(me.state(), Standby);
         assert_eq!(me.take_control(), None);
-        // STANDBY is not a transition from Standby.
-        assert_eq!(
-            control_from(&me, control::STANDBY, sm(7, SmState::Master)).0,
-            status::INVALID_ATTR_VALUE
-        );
-        // Unknown control.
-        assert_eq!(
-            control_from(&me, 9, sm(7, SmState::Master)).0,
-            status::INVALID_ATTR_VALUE
-        );
+        // STANDBY is not a transition from Standby; 9 is no control.
+        refused(&me, &[control::STANDBY, 9], Master);
         // DISABLE → NotActive; then only STANDBY brings it back.
-        let (st, info) = control_from(&me, control::DISABLE, sm(7, SmState::Master));
-        assert_eq!((st, info.state), (0, SmState::NotActive));
+        assert_eq!(control_by_7(&me, control::DISABLE, Master), (0, NotActive));
         assert_eq!(me.take_control(), Some(Control::Disable { from: 7 }));
-        assert_eq!(
-            control_from(&me, control::HANDOVER, sm(7, SmState::Master)).0,
-            status::INVALID_ATTR_VALUE
-        );
-        assert_eq!(
-            control_from(&me, control::DISCOVER, sm(7, SmState::Master)).0,
-            status::INVALID_ATTR_VALUE
-        );
-        let (st, info) = control_from(&me, control::STANDBY, sm(7, SmState::Master));
-        assert_eq!((st, info.state), (0, SmState::Standby));
+        refused(&me, &[control::HANDOVER, control::DISCOVER], Master);
+        assert_eq!(control_by_7(&me, control::STANDBY, Master), (0, Standby));
         assert_eq!(me.take_control(), Some(Control::Standby { from: 7 }));
         // HANDOVER → Master; ACKNOWLEDGE from the old master, now standby.
-        let (st, info) = control_from(&me, control::HANDOVER, sm(7, SmState::Master));
-        assert_eq!((st, info.state), (0, SmState::Master));
-        assert_eq!(
-            control_from(&me, control::ACKNOWLEDGE, sm(7, SmState::Standby)).0,
-            0
-        );
-        assert_eq!(
-            control_from(&me, control::DISABLE, sm(7, SmState::Master)).0,
-            status::INVALID_ATTR_VALUE
-        );
+        assert_eq!(control_by_7(&me, control::HANDOVER, Master), (0, Master));
+        assert_eq!(control_by_7(&me, control::ACKNOWLEDGE, Standby).0, 0);
+        refused(&me, &[control::DISABLE], Master);
         assert_eq!(me.take_control(), Some(Control::Handover { from: 7 }));
         assert_eq!(me.take_control(), Some(Control::Acknowledge { from: 7 }));
         assert_eq!(me.take_control(), None);
@@ -1327,24 +1321,9 @@ mod tests {
             })
         });
         let get = smp::Repr::lid_get(3, attr::SM_INFO, 0, 0);
-        tx.send(IncomingMad {
-            slid: 12,
-            sqpn: 0,
-            mad: mad_of(&get),
-        })
-        .unwrap();
-        tx.send(IncomingMad {
-            slid: 13,
-            sqpn: 0,
-            mad: vec![0; 8],
-        })
-        .unwrap();
-        tx.send(IncomingMad {
-            slid: 14,
-            sqpn: 0,
-            mad: mad_of(&get),
-        })
-        .unwrap();
+        for (slid, mad) in [(12, mad_of(&get)), (13, vec![0; 8]), (14, mad_of(&get))] {
+            tx.send(IncomingMad { slid, sqpn: 0, mad }).unwrap();
+        }
         drop(tx);
         thread.join().expect("responder ends when the queue closes");
         let got: Vec<(u16, Vec<u8>)> = out_rx.iter().collect();
@@ -1425,6 +1404,28 @@ mod tests {
         }
     }
 
+    /// [`fabric`] with another SM on the other leaf's host answering an
+    /// SMInfo of its own port GUID and the given fields: the port, that
+    /// host's index and the SMInfo it answers.
+    fn with_peer(act_count: u32, priority: u8, state: SmState) -> (Fake, usize, SmInfoRepr) {
+        let (mut f, other, _, other_guid) = fabric();
+        let info = SmInfoRepr {
+            guid: other_guid,
+            sm_key: 0,
+            act_count,
+            priority,
+            state,
+        };
+        f.set_sm_info(other, 1, Some(info)).unwrap();
+        (fake(f), other, info)
+    }
+
+    fn master_after(from: Option<TakenFrom>) -> Arbitration {
+        Arbitration::Master {
+            took_over_from: from,
+        }
+    }
+
     #[test]
     fn alone_on_the_fabric_is_master_at_once() {
         let (f, _, me, _) = fabric();
@@ -1433,9 +1434,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         assert_eq!(
             arbitrate(&mut port, &state, &fast(), &stop),
-            Arbitration::Master {
-                took_over_from: None
-            }
+            master_after(None)
         );
         assert_eq!(state.guid(), me, "the GUID is learnt from discovery");
         assert_eq!(state.state(), SmState::Master);
@@ -1444,26 +1443,14 @@ mod tests {
 
     #[test]
     fn a_standby_takes_over_when_the_master_stops_answering() {
-        let (mut f, other, _, other_guid) = fabric();
         // The master has a lower priority than us, yet stays master.
-        let theirs = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 1,
-            priority: 1,
-            state: SmState::Master,
-        };
-        f.set_sm_info(other, 1, Some(theirs)).unwrap();
-        let mut port = fake(f);
+        let (mut port, _, theirs) = with_peer(1, 1, SmState::Master);
         port.silent_after = Some(5);
         let state = SmInfoState::new(0, 8, 0);
         let stop = AtomicBool::new(false);
-        let got = arbitrate(&mut port, &state, &fast(), &stop);
         assert_eq!(
-            got,
-            Arbitration::Master {
-                took_over_from: Some(TakenFrom::Silent { guid: other_guid })
-            }
+            arbitrate(&mut port, &state, &fast(), &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         // 1 at election, 4 answered polls, 3 silent ones, 1 at the
         // re-election (silent too: the dead SM's port may still say IsSM).
@@ -1472,16 +1459,7 @@ mod tests {
 
     #[test]
     fn a_poll_answered_again_in_time_resets_the_count() {
-        let (mut f, other, _, other_guid) = fabric();
-        let theirs = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 1,
-            priority: 1,
-            state: SmState::Master,
-        };
-        f.set_sm_info(other, 1, Some(theirs)).unwrap();
-        let mut port = fake(f);
+        let (mut port, other, theirs) = with_peer(1, 1, SmState::Master);
         // Get 1 elects; polls (gets 2..) lose 3 and 4, answer 5, lose 6
         // and 7: never 3 misses in a row, so no takeover. At get 8 the
         // master has stood down (NotActive): elect again (get 9), and we
@@ -1511,54 +1489,27 @@ mod tests {
         let state = SmInfoState::new(0, 8, 0);
         let stop = AtomicBool::new(false);
         let got = arbitrate(&mut Drops(&mut port), &state, &fast(), &stop);
-        assert_eq!(
-            got,
-            Arbitration::Master {
-                took_over_from: None
-            }
-        );
+        assert_eq!(got, master_after(None));
         assert_eq!(port.sminfo_gets, 9);
     }
 
     #[test]
     fn a_higher_sm_is_waited_for_and_a_lower_one_is_not() {
-        let (mut f, other, _, other_guid) = fabric();
-        let lower = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 0,
-            priority: 2,
-            state: SmState::Discovering,
-        };
-        f.set_sm_info(other, 1, Some(lower)).unwrap();
-        let mut port = fake(f);
+        let (mut port, _, _) = with_peer(0, 2, SmState::Discovering);
         let state = SmInfoState::new(0, 3, 0);
         let stop = AtomicBool::new(false);
         assert_eq!(
             arbitrate(&mut port, &state, &fast(), &stop),
-            Arbitration::Master {
-                took_over_from: None
-            }
+            master_after(None)
         );
 
         // A higher one in Discovering: stand by; it hands over after a few
         // polls (from another thread, as the responder would).
-        let (mut f, other, _, other_guid) = fabric();
+        let (mut port, _, discovering) = with_peer(0, 4, SmState::Discovering);
         let higher = SmInfoRepr {
-            priority: 4,
             state: SmState::Master,
-            ..lower
+            ..discovering
         };
-        f.set_sm_info(
-            other,
-            1,
-            Some(SmInfoRepr {
-                state: SmState::Discovering,
-                ..higher
-            }),
-        )
-        .unwrap();
-        let mut port = fake(f);
         let state = Arc::new(SmInfoState::new(0, 3, 0));
         let st = Arc::clone(&state);
         let handover = std::thread::spawn(move || {
@@ -1582,25 +1533,14 @@ mod tests {
         assert_eq!(parse_answer(&reply).0.status, 0);
         assert_eq!(
             got,
-            Arbitration::Master {
-                took_over_from: Some(TakenFrom::Handover { guid: other_guid })
-            }
+            master_after(Some(TakenFrom::Handover { guid: higher.guid }))
         );
         assert!(port.sminfo_gets >= 2, "polled while standing by");
     }
 
     #[test]
     fn disabled_waits_for_standby_and_stop_ends_it() {
-        let (mut f, other, _, other_guid) = fabric();
-        let master = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 0,
-            priority: 0,
-            state: SmState::Master,
-        };
-        f.set_sm_info(other, 1, Some(master)).unwrap();
-        let mut port = fake(f);
+        let (mut port, _, master) = with_peer(0, 0, SmState::Master);
         let state = Arc::new(SmInfoState::new(0, 3, 0));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (Arc::clone(&state), Arc::clone(&stop));
@@ -1634,16 +1574,8 @@ mod tests {
 
     #[test]
     fn a_master_hands_over_to_a_higher_standby() {
-        let (mut f, other, _, other_guid) = fabric();
-        let standby = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 0,
-            priority: 9,
-            state: SmState::Standby,
-        };
-        f.set_sm_info(other, 1, Some(standby)).unwrap();
-        let mut port = fake(f);
+        let (mut port, _, standby) = with_peer(0, 9, SmState::Standby);
+        let other_guid = standby.guid;
         let state = SmInfoState::new(0, 3, 0);
         state.set_state(SmState::Master);
         {
@@ -1677,25 +1609,12 @@ mod tests {
 
     #[test]
     fn a_standby_above_its_master_asks_for_a_handover_with_trap_144() {
-        let (mut f, other, _, other_guid) = fabric();
         // LIDs first, as the master would have assigned them.
+        let (mut port, other, theirs) = with_peer(1, 1, SmState::Master);
         let mut g2l = crate::sweep::Guid2Lid::default();
-        crate::sweep::sweep(
-            &mut SimPortFor(&mut f),
-            &crate::sweep::SweepOptions::default(),
-            &mut g2l,
-        )
-        .unwrap();
-        let theirs = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 1,
-            priority: 1,
-            state: SmState::Master,
-        };
-        f.set_sm_info(other, 1, Some(theirs)).unwrap();
+        assign_lids(&mut port, &mut g2l);
+        let f = &port.fabric;
         let (master_lid, our_lid) = (f.port_lid(other, 1).unwrap(), f.port_lid(0, 1).unwrap());
-        let mut port = fake(f);
         // Election, 13 answered polls (trap at the 1st and the 13th: every
         // 4 x retries), then silence.
         port.silent_after = Some(14);
@@ -1704,9 +1623,7 @@ mod tests {
         let got = arbitrate(&mut port, &state, &fast(), &stop);
         assert_eq!(
             got,
-            Arbitration::Master {
-                took_over_from: Some(TakenFrom::Silent { guid: other_guid })
-            }
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         assert_eq!(
             port.lid_routed.len(),
@@ -1740,22 +1657,8 @@ mod tests {
         }
 
         // A master above us gets no trap.
-        let (mut f, other, _, other_guid) = fabric();
-        crate::sweep::sweep(
-            &mut SimPortFor(&mut f),
-            &crate::sweep::SweepOptions::default(),
-            &mut g2l,
-        )
-        .unwrap();
-        let higher = SmInfoRepr {
-            guid: other_guid,
-            sm_key: 0,
-            act_count: 1,
-            priority: 9,
-            state: SmState::Master,
-        };
-        f.set_sm_info(other, 1, Some(higher)).unwrap();
-        let mut port = fake(f);
+        let (mut port, _, _) = with_peer(1, 9, SmState::Master);
+        assign_lids(&mut port, &mut g2l);
         port.silent_after = Some(6);
         let got = arbitrate(&mut port, &SmInfoState::new(0, 8, 0), &fast(), &stop);
         assert!(matches!(
@@ -1770,16 +1673,7 @@ mod tests {
     #[test]
     fn of_two_masters_the_lower_one_yields() {
         for (their_priority, expected) in [(9, true), (1, false)] {
-            let (mut f, other, _, other_guid) = fabric();
-            let master = SmInfoRepr {
-                guid: other_guid,
-                sm_key: 0,
-                act_count: 0,
-                priority: their_priority,
-                state: SmState::Master,
-            };
-            f.set_sm_info(other, 1, Some(master)).unwrap();
-            let mut port = fake(f);
+            let (mut port, _, master) = with_peer(0, their_priority, SmState::Master);
             let mut client = SmpClient::new(&mut port, 0);
             let (fabric, _) = discover(&mut client).unwrap();
             let state = SmInfoState::new(
@@ -1790,7 +1684,7 @@ mod tests {
             state.set_state(SmState::Master);
             let got = check_peers(&mut client, &fabric, &state);
             if expected {
-                assert_eq!(got, PeerAction::HandedOver { to: other_guid });
+                assert_eq!(got, PeerAction::HandedOver { to: master.guid });
                 assert_eq!(state.state(), SmState::Standby);
             } else {
                 // The lower master is the one to yield; we carry on.
@@ -1827,6 +1721,17 @@ mod tests {
         fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
             Ok(self.0.handle(mad))
         }
+    }
+
+    /// A sweep of the fake port's fabric, so that every port has the LID a
+    /// master would have given it.
+    fn assign_lids(port: &mut Fake, g2l: &mut crate::sweep::Guid2Lid) {
+        crate::sweep::sweep(
+            &mut SimPortFor(&mut port.fabric),
+            &crate::sweep::SweepOptions::default(),
+            g2l,
+        )
+        .unwrap();
     }
 
     #[test]
