@@ -199,3 +199,59 @@ pub(crate) fn bad(field: &'static str, value: impl Into<u64>) -> crate::Error {
         value: value.into(),
     }
 }
+
+/// Indexed accessors for a block of same-width big-endian integers (a
+/// table block inside a record) from `name, set_name: KIND @ OFFSET;`
+/// lines: `name(i)` reads element `i` at `OFFSET + i · size`, and
+/// `set_name(i, value)` writes it. KIND is `u8`/`u16`/`u32`/`u64`.
+macro_rules! elements {
+    ($P:ident; $(
+        $(#[$m:meta])*
+        $get:ident, $set:ident : $ty:ident @ $off:expr ;
+    )*) => {$(
+        impl<T: AsRef<[u8]>> $P<T> {
+            $(#[$m])*
+            #[inline]
+            pub fn $get(&self, i: usize) -> $ty {
+                let off = $off + core::mem::size_of::<$ty>() * i;
+                <$ty as $crate::field::BeInt>::read(self.buffer.as_ref(), off)
+            }
+        }
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $P<T> {
+            #[doc = concat!("Sets element `i` of [`Self::", stringify!($get), "`].")]
+            #[inline]
+            pub fn $set(&mut self, i: usize, value: $ty) {
+                let off = $off + core::mem::size_of::<$ty>() * i;
+                $crate::field::BeInt::write(value, self.buffer.as_mut(), off)
+            }
+        }
+    )*};
+}
+pub(crate) use elements;
+
+/// Views of formats nested in a record (a NodeInfo in NodeRecord, ...)
+/// from `name, name_mut: INNER @ RANGE;` lines: `name()` and `name_mut()`
+/// wrap bytes RANGE of the record, unchecked, as the record's own length
+/// check covers them.
+macro_rules! nested {
+    ($P:ident; $(
+        $(#[$m:meta])*
+        $get:ident, $get_mut:ident : $Inner:ident @ $range:expr ;
+    )*) => {$(
+        impl<T: AsRef<[u8]>> $P<T> {
+            $(#[$m])*
+            #[inline]
+            pub fn $get(&self) -> $Inner<&[u8]> {
+                $Inner::new_unchecked(&self.buffer.as_ref()[$range])
+            }
+        }
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $P<T> {
+            #[doc = concat!("[`Self::", stringify!($get), "`], writable.")]
+            #[inline]
+            pub fn $get_mut(&mut self) -> $Inner<&mut [u8]> {
+                $Inner::new_unchecked(&mut self.buffer.as_mut()[$range])
+            }
+        }
+    )*};
+}
+pub(crate) use nested;

@@ -190,6 +190,31 @@ pub const fn bit(n: u32) -> u64 {
     1u64 << n
 }
 
+/// The round trip every record's tests make: emits `repr` into `buf_len`
+/// bytes of 0xEE (so a reserved byte left unwritten shows), asserts that
+/// they parse back to `repr` and that `min_len - 1` bytes are refused, and
+/// gives the buffer for the layout checks. The record's `Packet`, `Repr`
+/// and `LEN` are the defaults.
+#[cfg(test)]
+macro_rules! round_trip {
+    ($repr:expr, $buf_len:expr) => {
+        $crate::sa::round_trip!($repr, $buf_len, LEN, Packet, Repr)
+    };
+    ($repr:expr, $buf_len:expr, $min_len:expr) => {
+        $crate::sa::round_trip!($repr, $buf_len, $min_len, Packet, Repr)
+    };
+    ($repr:expr, $buf_len:expr, $min_len:expr, $P:ident, $R:ident) => {{
+        let repr = $repr;
+        let mut buf = [0xeeu8; $buf_len];
+        repr.emit(&mut $P::new_unchecked(&mut buf[..]));
+        assert_eq!($R::parse(&$P::new_checked(&buf[..]).unwrap()), Ok(repr));
+        assert!($P::new_checked(&buf[..$min_len - 1]).is_err());
+        buf
+    }};
+}
+#[cfg(test)]
+pub(crate) use round_trip;
+
 packet!(
     /// A view of an SA MAD (header plus whatever data follows).
     Packet,

@@ -232,16 +232,10 @@ mod tests {
             trap_qkey: 0x8001_0000,
             ..Default::default()
         };
-        let mut buf = [0xeeu8; LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, LEN);
         assert_eq!(&buf[..8], &[1, 2, 0x06, 0x03, 0, 0x02, 0x46, 0x92]);
         assert_eq!(&buf[24..28], &[0x11, 0x3a, 0xbc, 0xde]);
         assert_eq!(&buf[32..36], &[0, 0x0a, 0x0b, 0x0c]);
         assert_eq!(&buf[64..72], &[0xff, 0, 0, 1, 0x80, 1, 0, 0]);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 }

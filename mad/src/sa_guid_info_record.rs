@@ -7,7 +7,7 @@
 //!         8  GUID 0..7 (64 each)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{elements, fields, packet};
 use crate::sa::{c, Component};
 use crate::Result;
 
@@ -55,22 +55,9 @@ fields! { Packet;
     block_num, set_block_num: u8 @ 2;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
+elements! { Packet;
     /// GUID `i` of the block (`i` < 8).
-    pub fn guid(&self, i: usize) -> u64 {
-        let off = 8 + 8 * i;
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(&self.buffer.as_ref()[off..off + 8]);
-        u64::from_be_bytes(raw)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets GUID `i` of the block (`i` < 8).
-    pub fn set_guid(&mut self, i: usize, guid: u64) {
-        let off = 8 + 8 * i;
-        self.buffer.as_mut()[off..off + 8].copy_from_slice(&guid.to_be_bytes());
-    }
+    guid, set_guid: u64 @ 8;
 }
 
 /// GUIDInfoRecord as values.
@@ -88,14 +75,10 @@ impl Repr {
     /// Reads the record; fails only on a short buffer.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
         packet.check_len()?;
-        let mut guids = [0; GUIDS];
-        for (i, g) in guids.iter_mut().enumerate() {
-            *g = packet.guid(i);
-        }
         Ok(Self {
             lid: packet.lid(),
             block_num: packet.block_num(),
-            guids,
+            guids: core::array::from_fn(|i| packet.guid(i)),
         })
     }
 
@@ -126,15 +109,9 @@ mod tests {
             block_num: 1,
             guids: [0x11, 0, 0, 0, 0, 0, 0, 0x88],
         };
-        let mut buf = [0xeeu8; LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, LEN);
         assert_eq!(&buf[..9], &[0, 3, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(buf[15], 0x11);
         assert_eq!(COMPONENTS[11].value(&buf), 0x88);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 }

@@ -17,7 +17,7 @@
 //!        60  padding to 64 (AttributeOffset 8)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{fields, nested, packet};
 use crate::sa::{c, gid_at, set_gid_at, Component};
 use crate::Result;
 
@@ -183,15 +183,15 @@ fields! { RecordPacket;
     subscriber_enum, set_subscriber_enum: u16 @ 16;
 }
 
+nested! { RecordPacket;
+    /// The InformInfo inside.
+    inform_info, inform_info_mut: Packet @ 24..RECORD_LEN;
+}
+
 impl<T: AsRef<[u8]>> RecordPacket<T> {
     /// SubscriberGID.
     pub fn subscriber_gid(&self) -> u128 {
         gid_at(self.buffer.as_ref(), 0)
-    }
-
-    /// The InformInfo inside.
-    pub fn inform_info(&self) -> Packet<&[u8]> {
-        Packet::new_unchecked(&self.buffer.as_ref()[24..RECORD_LEN])
     }
 }
 
@@ -199,11 +199,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> RecordPacket<T> {
     /// Sets SubscriberGID.
     pub fn set_subscriber_gid(&mut self, gid: u128) {
         set_gid_at(self.buffer.as_mut(), 0, gid)
-    }
-
-    /// The InformInfo inside, writable.
-    pub fn inform_info_mut(&mut self) -> Packet<&mut [u8]> {
-        Packet::new_unchecked(&mut self.buffer.as_mut()[24..RECORD_LEN])
     }
 }
 
@@ -265,32 +260,27 @@ mod tests {
     #[test]
     fn layout_and_round_trip() {
         let repr = sample();
-        let mut buf = [0xeeu8; LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, LEN);
         assert_eq!(
             &buf[16..36],
             &[0xff, 0xff, 0, 0, 0, 0, 1, 1, 0xff, 0xff, 0, 64, 0, 0, 1, 18, 0, 0xff, 0xff, 0xff]
         );
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
 
         let record = RecordRepr {
             subscriber_gid: 0xfe80 << 112 | 7,
             subscriber_enum: 3,
             inform_info: repr,
         };
-        let mut rbuf = [0xeeu8; RECORD_PADDED_LEN];
-        record.emit(&mut RecordPacket::new_unchecked(&mut rbuf[..]));
+        let rbuf = crate::sa::round_trip!(
+            record,
+            RECORD_PADDED_LEN,
+            RECORD_LEN,
+            RecordPacket,
+            RecordRepr
+        );
         assert_eq!(RECORD_COMPONENTS[1].value(&rbuf), 3);
         assert_eq!(RECORD_COMPONENTS[10].value(&rbuf), 64);
         assert_eq!(RECORD_COMPONENTS[11].value(&rbuf), 1);
-        assert_eq!(
-            RecordRepr::parse(&RecordPacket::new_checked(&rbuf[..]).unwrap()),
-            Ok(record)
-        );
     }
 
     #[test]

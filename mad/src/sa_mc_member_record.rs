@@ -266,8 +266,7 @@ mod tests {
             proxy_join: true,
             ..Default::default()
         };
-        let mut buf = [0xeeu8; PADDED_LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, PADDED_LEN);
         assert_eq!(
             &buf[32..52],
             &[
@@ -277,11 +276,6 @@ mod tests {
         );
         assert_eq!(COMPONENTS[16].value(&buf), 1);
         assert_eq!(COMPONENTS[12].value(&buf), 0xa);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 
     proptest! {

@@ -9,7 +9,7 @@
 //!        108  padding to 112 (AttributeOffset 14)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{fields, nested, packet};
 use crate::node_description::{self, Packet as DescPacket, Repr as DescRepr};
 use crate::node_info::{self, Packet as InfoPacket, Repr as InfoRepr};
 use crate::sa::{c, Component};
@@ -68,28 +68,11 @@ fields! { Packet;
     lid, set_lid: u16 @ 0;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
+nested! { Packet;
     /// The NodeInfo inside.
-    pub fn node_info(&self) -> InfoPacket<&[u8]> {
-        InfoPacket::new_unchecked(&self.buffer.as_ref()[INFO..DESC])
-    }
-
+    node_info, node_info_mut: InfoPacket @ INFO..DESC;
     /// The NodeDescription inside.
-    pub fn node_description(&self) -> DescPacket<&[u8]> {
-        DescPacket::new_unchecked(&self.buffer.as_ref()[DESC..LEN])
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// The NodeInfo inside, writable.
-    pub fn node_info_mut(&mut self) -> InfoPacket<&mut [u8]> {
-        InfoPacket::new_unchecked(&mut self.buffer.as_mut()[INFO..DESC])
-    }
-
-    /// The NodeDescription inside, writable.
-    pub fn node_description_mut(&mut self) -> DescPacket<&mut [u8]> {
-        DescPacket::new_unchecked(&mut self.buffer.as_mut()[DESC..LEN])
-    }
+    node_description, node_description_mut: DescPacket @ DESC..LEN;
 }
 
 /// NodeRecord as values.
@@ -160,19 +143,12 @@ mod tests {
 
     #[test]
     fn layout_and_round_trip() {
-        let repr = sample();
-        let mut buf = [0xeeu8; PADDED_LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(sample(), PADDED_LEN);
         assert_eq!(&buf[..6], &[1, 2, 0, 0, 1, 1]);
         assert_eq!(buf[6], 1, "NodeType");
         assert_eq!(&buf[44..50], b"host-1");
         assert_eq!(COMPONENTS[7].value(&buf), 0x2000);
         assert_eq!(COMPONENTS[13].value(&buf), 0x02c9);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
         let mut other = buf;
         other[50] ^= 1;
         assert!(!COMPONENTS[14].same(&buf, &other));

@@ -7,7 +7,7 @@
 //!         8  P_KeyTable block (32 × 16)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{elements, fields, packet};
 use crate::sa::{c, Component};
 use crate::Result;
 
@@ -46,20 +46,9 @@ fields! { Packet;
     port_num, set_port_num: u8 @ 4;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
+elements! { Packet;
     /// P_Key `i` of the block (`i` < 32).
-    pub fn pkey(&self, i: usize) -> u16 {
-        let off = 8 + 2 * i;
-        u16::from_be_bytes([self.buffer.as_ref()[off], self.buffer.as_ref()[off + 1]])
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets P_Key `i` of the block (`i` < 32).
-    pub fn set_pkey(&mut self, i: usize, pkey: u16) {
-        let off = 8 + 2 * i;
-        self.buffer.as_mut()[off..off + 2].copy_from_slice(&pkey.to_be_bytes());
-    }
+    pkey, set_pkey: u16 @ 8;
 }
 
 /// P_KeyTableRecord as values.
@@ -79,15 +68,11 @@ impl Repr {
     /// Reads the record; fails only on a short buffer.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
         packet.check_len()?;
-        let mut pkeys = [0; PKEYS];
-        for (i, p) in pkeys.iter_mut().enumerate() {
-            *p = packet.pkey(i);
-        }
         Ok(Self {
             lid: packet.lid(),
             block_num: packet.block_num(),
             port_num: packet.port_num(),
-            pkeys,
+            pkeys: core::array::from_fn(|i| packet.pkey(i)),
         })
     }
 
@@ -122,14 +107,8 @@ mod tests {
             port_num: 2,
             pkeys,
         };
-        let mut buf = [0xeeu8; LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, LEN);
         assert_eq!(&buf[..10], &[0, 4, 0, 0, 2, 0, 0, 0, 0xff, 0xff]);
         assert_eq!(COMPONENTS[2].value(&buf), 2);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 }

@@ -8,7 +8,7 @@
 //!        68  padding to 72 (AttributeOffset 9)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{fields, nested, packet};
 use crate::port_info::{self, Packet as PortInfoPacket, Repr as PortInfoRepr};
 use crate::sa::{c, Component};
 use crate::Result;
@@ -112,18 +112,9 @@ fields! { Packet;
     options, set_options: u8 @ 3;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
+nested! { Packet;
     /// The PortInfo inside.
-    pub fn port_info(&self) -> PortInfoPacket<&[u8]> {
-        PortInfoPacket::new_unchecked(&self.buffer.as_ref()[4..LEN])
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// The PortInfo inside, writable.
-    pub fn port_info_mut(&mut self) -> PortInfoPacket<&mut [u8]> {
-        PortInfoPacket::new_unchecked(&mut self.buffer.as_mut()[4..LEN])
-    }
+    port_info, port_info_mut: PortInfoPacket @ 4..LEN;
 }
 
 /// PortInfoRecord as values.
@@ -187,8 +178,7 @@ mod tests {
                 ..Default::default()
             },
         };
-        let mut buf = [0u8; PADDED_LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, PADDED_LEN);
         assert_eq!(&buf[..4], &[0, 0x21, 3, 0]);
         assert_eq!(COMPONENTS.len(), 58);
         assert_eq!(COMPONENTS[4].value(&buf), 0xfe80_0000_0000_0000);
@@ -198,10 +188,5 @@ mod tests {
         assert_eq!(COMPONENTS[20].value(&buf), 2, "LMC");
         assert_eq!(COMPONENTS[23].value(&buf), 4, "NeighborMTU");
         assert_eq!(COMPONENTS[57].value(&buf), 0x1e);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 }

@@ -5,7 +5,7 @@
 //!         4  SwitchInfo (20 bytes)
 //! ```
 
-use crate::field::{fields, packet};
+use crate::field::{fields, nested, packet};
 use crate::sa::{c, Component};
 use crate::switch_info::{self, Packet as SwitchInfoPacket, Repr as SwitchInfoRepr};
 use crate::Result;
@@ -57,18 +57,9 @@ fields! { Packet;
     lid, set_lid: u16 @ 0;
 }
 
-impl<T: AsRef<[u8]>> Packet<T> {
+nested! { Packet;
     /// The SwitchInfo inside.
-    pub fn switch_info(&self) -> SwitchInfoPacket<&[u8]> {
-        SwitchInfoPacket::new_unchecked(&self.buffer.as_ref()[4..LEN])
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// The SwitchInfo inside, writable.
-    pub fn switch_info_mut(&mut self) -> SwitchInfoPacket<&mut [u8]> {
-        SwitchInfoPacket::new_unchecked(&mut self.buffer.as_mut()[4..LEN])
-    }
+    switch_info, switch_info_mut: SwitchInfoPacket @ 4..LEN;
 }
 
 /// SwitchInfoRecord as values.
@@ -122,18 +113,12 @@ mod tests {
                 ..Default::default()
             },
         };
-        let mut buf = [0xeeu8; PADDED_LEN];
-        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        let buf = crate::sa::round_trip!(repr, PADDED_LEN);
         assert_eq!(&buf[..6], &[0, 9, 0, 0, 0xc0, 0]);
         assert_eq!(COMPONENTS[5].value(&buf), 0x40);
         assert_eq!(COMPONENTS[9].value(&buf), 0x12);
         assert_eq!(COMPONENTS[10].value(&buf), 1);
         assert_eq!(COMPONENTS[18].value(&buf), 1);
         assert_eq!(COMPONENTS[20].value(&buf), 0xc003);
-        assert_eq!(
-            Repr::parse(&Packet::new_checked(&buf[..]).unwrap()),
-            Ok(repr)
-        );
-        assert!(Packet::new_checked(&buf[..LEN - 1]).is_err());
     }
 }
