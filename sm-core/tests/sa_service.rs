@@ -79,6 +79,31 @@ fn ask(sa: &mut Sa, slid: u16, mad: &[u8]) -> Vec<u8> {
     answer
 }
 
+/// [`ask`] with a [`request`] made of the rest.
+fn query(sa: &mut Sa, slid: u16, m: u8, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
+    ask(sa, slid, &request(m, attribute, mask, data))
+}
+
+/// A record template keyed by a LID in its first two bytes.
+fn lid_key<const N: usize>(lid: u16) -> [u8; N] {
+    let mut t = [0u8; N];
+    t[..2].copy_from_slice(&lid.to_be_bytes());
+    t
+}
+
+/// A PathRecord Get (GetTable with `table`) for the fields of `q` that
+/// `mask` names.
+fn path_query(sa: &mut Sa, slid: u16, table: bool, mask: u64, q: pr::Repr) -> Vec<u8> {
+    let mut t = [0u8; pr::LEN];
+    q.emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    let m = if table {
+        method::GET_TABLE
+    } else {
+        method::GET
+    };
+    query(sa, slid, m, attr::PATH_RECORD, mask, &t)
+}
+
 fn status_of(answer: &[u8]) -> u16 {
     u16::from_be_bytes([answer[4], answer[5]])
 }
@@ -127,11 +152,7 @@ fn end_lids(out: &OnceOutcome) -> Vec<(u16, u64, bool)> {
 #[test]
 fn class_port_info_and_busy_before_publish() {
     let mut sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET, attr::CLASS_PORT_INFO, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET, attr::CLASS_PORT_INFO, 0, &[]);
     assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
     let cpi = sm_mad::sa_class_port_info::Repr::parse(
         &sm_mad::sa_class_port_info::Packet::new_checked(&a[56..]).unwrap(),
@@ -145,17 +166,9 @@ fn class_port_info_and_busy_before_publish() {
         cpi.capability_mask & sm_mad::sa_class_port_info::capability::GET_SET_NOTICE,
         0
     );
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
     assert_eq!(status_of(&a), mad_status::BUSY, "nothing published yet");
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
     assert_eq!(status_of(&a), mad_status::BUSY);
 }
 
@@ -165,11 +178,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     let ends = end_lids(&out);
     let mut sa = sa_with(SaDb::build(&out));
     // NodeRecords: one per end port, GUIDs and LIDs as swept.
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
     let recs = records(&a, nr::PADDED_LEN);
     assert_eq!(recs.len(), ends.len());
     let got: BTreeSet<(u16, u64)> = recs
@@ -184,12 +193,14 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     // Get by LID: exactly that node; by an unknown LID: no records; Get
     // without a key: too many.
     let (lid, guid, _) = ends[ends.len() - 1];
-    let mut t = [0u8; nr::LEN];
-    t[..2].copy_from_slice(&lid.to_be_bytes());
-    let a = ask(
+    let mut t: [u8; nr::LEN] = lid_key(lid);
+    let a = query(
         &mut sa,
         1,
-        &request(method::GET, attr::NODE_RECORD, nr::component::LID, &t),
+        method::GET,
+        attr::NODE_RECORD,
+        nr::component::LID,
+        &t,
     );
     assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
     assert_eq!(
@@ -201,33 +212,30 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     );
     t[..2].copy_from_slice(&0x0bffu16.to_be_bytes());
     assert_eq!(
-        status_of(&ask(
+        status_of(&query(
             &mut sa,
             1,
-            &request(method::GET, attr::NODE_RECORD, nr::component::LID, &t)
+            method::GET,
+            attr::NODE_RECORD,
+            nr::component::LID,
+            &t
         )),
         status::NO_RECORDS
     );
     assert_eq!(
-        status_of(&ask(
-            &mut sa,
-            1,
-            &request(method::GET, attr::NODE_RECORD, 0, &t)
-        )),
+        status_of(&query(&mut sa, 1, method::GET, attr::NODE_RECORD, 0, &t)),
         status::TOO_MANY_RECORDS
     );
     // By NodeGUID (not the LID key).
     let mut t = [0u8; nr::LEN];
     t[16..24].copy_from_slice(&out.sweep.fabric.nodes[1].guid.to_be_bytes());
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(
-            method::GET_TABLE,
-            attr::NODE_RECORD,
-            nr::component::NODE_GUID,
-            &t,
-        ),
+        method::GET_TABLE,
+        attr::NODE_RECORD,
+        nr::component::NODE_GUID,
+        &t,
     );
     assert!(!records(&a, nr::PADDED_LEN).is_empty());
 
@@ -244,36 +252,32 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
                 .count()
         })
         .sum();
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(method::GET_TABLE, attr::PORT_INFO_RECORD, 0, &[]),
+        method::GET_TABLE,
+        attr::PORT_INFO_RECORD,
+        0,
+        &[],
     );
     assert_eq!(records(&a, pir::PADDED_LEN).len(), want_ports);
     let (slid, _, _) = ends.iter().copied().find(|e| e.2).expect("a switch");
-    let mut t = [0u8; pir::LEN];
-    t[..2].copy_from_slice(&slid.to_be_bytes());
+    let mut t: [u8; pir::LEN] = lid_key(slid);
     t[2] = 3;
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(
-            method::GET,
-            attr::PORT_INFO_RECORD,
-            pir::component::LID | pir::component::PORT_NUM,
-            &t,
-        ),
+        method::GET,
+        attr::PORT_INFO_RECORD,
+        pir::component::LID | pir::component::PORT_NUM,
+        &t,
     );
     assert_eq!(status_of(&a), 0);
     let rec = pir::Repr::parse(&pir::Packet::new_checked(&a[56..]).unwrap()).unwrap();
     assert_eq!((rec.lid, rec.port_num, rec.port_info.m_key), (slid, 3, 0));
 
     // LinkRecords: both directions of every cable.
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::LINK_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::LINK_RECORD, 0, &[]);
     let links = records(&a, lr::PADDED_LEN);
     assert_eq!(links.len(), 2 * f.links().len());
     for l in &links {
@@ -291,21 +295,20 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
 
     // SwitchInfoRecords and LFTRecords: the routing's tables, block by block.
     let switches = f.nodes.iter().filter(|n| n.is_switch()).count();
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(method::GET_TABLE, attr::SWITCH_INFO_RECORD, 0, &[]),
+        method::GET_TABLE,
+        attr::SWITCH_INFO_RECORD,
+        0,
+        &[],
     );
     assert_eq!(
         records(&a, sm_mad::sa_switch_info_record::PADDED_LEN).len(),
         switches
     );
     let routing = &out.chain.routed.as_ref().unwrap().routing;
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::LFT_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::LFT_RECORD, 0, &[]);
     let lfts = records(&a, lftr::PADDED_LEN);
     assert!(!lfts.is_empty());
     let lid_of_node: BTreeMap<u16, usize> = f
@@ -328,17 +331,14 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
             assert_eq!(p, lft.ports.get(lid).copied().unwrap_or(0xFF), "LID {lid}");
         }
     }
-    let mut t = [0u8; lftr::LEN];
-    t[..2].copy_from_slice(&slid.to_be_bytes());
-    let a = ask(
+    let t: [u8; lftr::LEN] = lid_key(slid);
+    let a = query(
         &mut sa,
         1,
-        &request(
-            method::GET,
-            attr::LFT_RECORD,
-            lftr::component::LID | lftr::component::BLOCK,
-            &t,
-        ),
+        method::GET,
+        attr::LFT_RECORD,
+        lftr::component::LID | lftr::component::BLOCK,
+        &t,
     );
     assert_eq!(status_of(&a), 0);
 }
@@ -353,20 +353,14 @@ fn check_all_paths(out: &OnceOutcome) -> BTreeSet<u8> {
     let mut sls = BTreeSet::new();
     for &(slid, sguid, _) in &cas {
         for &(dlid, dguid, _) in &cas {
-            let mut t = [0u8; pr::LEN];
             let mut q = pr::Repr {
                 slid,
                 dlid,
                 ..Default::default()
             };
             q.numb_path = 1;
-            q.emit(&mut pr::Packet::new_unchecked(&mut t[..]));
             let mask = pr::component::SLID | pr::component::DLID | pr::component::NUMB_PATH;
-            let a = ask(
-                &mut sa,
-                slid,
-                &request(method::GET_TABLE, attr::PATH_RECORD, mask, &t),
-            );
+            let a = path_query(&mut sa, slid, true, mask, q);
             let recs = records(&a, 64);
             assert_eq!(recs.len(), 1, "{slid} -> {dlid}");
             let r = pr::Repr::parse(&pr::Packet::new_checked(&recs[0][..]).unwrap()).unwrap();
@@ -388,63 +382,28 @@ fn check_all_paths(out: &OnceOutcome) -> BTreeSet<u8> {
     let (slid, sguid, _) = cas[0];
     let (dlid, dguid, _) = cas[cas.len() - 1];
     let prefix = u128::from(db.gid_prefix()) << 64;
-    let mut t = [0u8; pr::LEN];
-    pr::Repr {
-        sgid: prefix | u128::from(sguid),
+    let gids = pr::component::SGID | pr::component::DGID;
+    let from = |sgid: u128| pr::Repr {
+        sgid,
         dgid: prefix | u128::from(dguid),
         ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(
-            method::GET,
-            attr::PATH_RECORD,
-            pr::component::SGID | pr::component::DGID,
-            &t,
-        ),
-    );
+    };
+    let a = path_query(&mut sa, slid, false, gids, from(prefix | u128::from(sguid)));
     assert_eq!(status_of(&a), 0);
     let r = pr::Packet::new_checked(&a[56..]).unwrap();
     assert_eq!((r.slid(), r.dlid()), (slid, dlid));
     // An unknown GUID is an invalid GID; an SL the routing does not use
     // for the pair finds nothing.
-    pr::Repr {
-        sgid: prefix | 0xdead,
-        dgid: prefix | u128::from(dguid),
-        ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(
-            method::GET,
-            attr::PATH_RECORD,
-            pr::component::SGID | pr::component::DGID,
-            &t,
-        ),
-    );
+    let a = path_query(&mut sa, slid, false, gids, from(prefix | 0xdead));
     assert_eq!(status_of(&a), status::INVALID_GID);
-    let wrong_sl = (routing.path_sl.path_sl(slid, dlid) + 1) % 16;
-    pr::Repr {
+    let wrong_sl = pr::Repr {
         slid,
         dlid,
-        sl: wrong_sl,
+        sl: (routing.path_sl.path_sl(slid, dlid) + 1) % 16,
         ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(
-            method::GET,
-            attr::PATH_RECORD,
-            pr::component::SLID | pr::component::DLID | pr::component::SL,
-            &t,
-        ),
-    );
+    };
+    let mask = pr::component::SLID | pr::component::DLID | pr::component::SL;
+    let a = path_query(&mut sa, slid, false, mask, wrong_sl);
     assert_eq!(status_of(&a), status::NO_RECORDS);
     sls
 }
@@ -456,11 +415,7 @@ fn path_records_follow_the_lfts_on_a_fat_tree() {
     // A GetTable without components: every pair of end ports, switches included.
     let n = end_lids(&out).len();
     let mut sa = sa_with(SaDb::build(&out));
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
     assert_eq!(records(&a, 64).len(), n * n);
 }
 
@@ -496,46 +451,27 @@ fn no_path_records_without_a_routing_or_a_route() {
     assert!(db.walk(slid, dlid).is_none());
     assert!(db.walk(dlid, slid).is_some());
     let mut sa = sa_with(db);
-    let mut t = [0u8; pr::LEN];
-    pr::Repr {
+    let q = pr::Repr {
         slid,
         dlid,
         ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
+    };
     let mask = pr::component::SLID | pr::component::DLID;
     assert_eq!(
-        status_of(&ask(
-            &mut sa,
-            slid,
-            &request(method::GET, attr::PATH_RECORD, mask, &t)
-        )),
+        status_of(&path_query(&mut sa, slid, false, mask, q)),
         status::NO_RECORDS
     );
-    pr::Repr {
+    let back = pr::Repr {
         slid: dlid,
         dlid: slid,
         reversible: true,
         ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(method::GET, attr::PATH_RECORD, mask, &t),
-    );
+    };
+    let a = path_query(&mut sa, slid, false, mask, back);
     assert_eq!(status_of(&a), 0, "the other direction still has a path");
     assert!(!pr::Packet::new_checked(&a[56..]).unwrap().reversible());
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(
-            method::GET,
-            attr::PATH_RECORD,
-            mask | pr::component::REVERSIBLE,
-            &t,
-        ),
-    );
+    let reversible = mask | pr::component::REVERSIBLE;
+    let a = path_query(&mut sa, slid, false, reversible, back);
     assert_eq!(
         status_of(&a),
         status::NO_RECORDS,
@@ -544,17 +480,9 @@ fn no_path_records_without_a_routing_or_a_route() {
     // No routing at all: no paths, the other records still there.
     out.chain.routed = None;
     let mut sa = sa_with(SaDb::build(&out));
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(method::GET_TABLE, attr::PATH_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, slid, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
     assert!(records(&a, 64).is_empty());
-    let a = ask(
-        &mut sa,
-        slid,
-        &request(method::GET_TABLE, attr::NODE_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, slid, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
     assert!(!records(&a, nr::PADDED_LEN).is_empty());
 }
 
@@ -564,10 +492,13 @@ fn header_errors_get_mad_status() {
     let mut bad = request(method::GET, attr::NODE_RECORD, 0, &[]);
     bad[2] = 1;
     assert_eq!(status_of(&ask(&mut sa, 1, &bad)), mad_status::BAD_VERSION);
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(method::GET_TRACE_TABLE, attr::PATH_RECORD, 0, &[]),
+        method::GET_TRACE_TABLE,
+        attr::PATH_RECORD,
+        0,
+        &[],
     );
     assert_eq!(
         (a[3], status_of(&a)),
@@ -576,20 +507,16 @@ fn header_errors_get_mad_status() {
             mad_status::UNSUPPORTED_METHOD
         )
     );
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_MULTI, attr::PATH_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_MULTI, attr::PATH_RECORD, 0, &[]);
     assert_eq!(
         (a[3], status_of(&a)),
         (method::GET_MULTI_RESP, mad_status::UNSUPPORTED_METHOD_ATTR)
     );
-    let a = ask(&mut sa, 1, &request(method::GET, 0x0099, 0, &[]));
+    let a = query(&mut sa, 1, method::GET, 0x0099, 0, &[]);
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
-    let a = ask(&mut sa, 1, &request(method::SET, attr::NODE_RECORD, 0, &[]));
+    let a = query(&mut sa, 1, method::SET, attr::NODE_RECORD, 0, &[]);
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
-    let a = ask(&mut sa, 1, &request(method::GET, attr::INFORM_INFO, 0, &[]));
+    let a = query(&mut sa, 1, method::GET, attr::INFORM_INFO, 0, &[]);
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
     // Answers and other classes are not answered.
     let mut resp = request(method::GET_RESP, attr::NODE_RECORD, 0, &[]);
@@ -615,6 +542,11 @@ fn mc_request(mgid: u128, port_gid: u128, join_state: u8) -> [u8; mcr::LEN] {
     t
 }
 
+/// An MCMemberRecord request; see [`query`].
+fn mc_query(sa: &mut Sa, slid: u16, m: u8, mask: u64, t: &[u8; mcr::LEN]) -> Vec<u8> {
+    query(sa, slid, m, attr::MC_MEMBER_RECORD, mask, t)
+}
+
 #[test]
 fn mcmember_create_join_query_leave() {
     use mcr::component as c;
@@ -625,6 +557,7 @@ fn mcmember_create_join_query_leave() {
     let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
     let gid = |guid: u64| (0xfe80u128 << 112) | u128::from(guid);
     let mgid = 0xff12_401b_ffff_0000_0000_0000_0000_0001u128;
+    let join = c::MGID | c::PORT_GID | c::JOIN_STATE;
     let create = c::MGID
         | c::PORT_GID
         | c::JOIN_STATE
@@ -634,27 +567,9 @@ fn mcmember_create_join_query_leave() {
         | c::FLOW_LABEL
         | c::SL;
     let t = mc_request(mgid, gid(cas[0].1), 1);
-    let a = ask(
-        &mut sa,
-        cas[0].0,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            c::MGID | c::PORT_GID,
-            &t,
-        ),
-    );
+    let a = mc_query(&mut sa, cas[0].0, method::SET, c::MGID | c::PORT_GID, &t);
     assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
-    let a = ask(
-        &mut sa,
-        cas[0].0,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            c::MGID | c::PORT_GID | c::JOIN_STATE,
-            &t,
-        ),
-    );
+    let a = mc_query(&mut sa, cas[0].0, method::SET, join, &t);
     assert_eq!(
         status_of(&a),
         status::INSUFFICIENT_COMPONENTS,
@@ -677,29 +592,11 @@ fn mcmember_create_join_query_leave() {
     // also by proxy from another port.
     let mut t2 = mc_request(mgid, gid(cas[1].1), 1);
     t2[32..36].copy_from_slice(&7u32.to_be_bytes());
-    let a = ask(
-        &mut sa,
-        cas[1].0,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            c::MGID | c::PORT_GID | c::JOIN_STATE | c::QKEY,
-            &t2,
-        ),
-    );
+    let a = mc_query(&mut sa, cas[1].0, method::SET, join | c::QKEY, &t2);
     assert_eq!(status_of(&a), status::REQ_INVALID);
     for (i, &(_, guid, _)) in cas.iter().enumerate().skip(1) {
         let t = mc_request(mgid, gid(guid), if i == 3 { 2 } else { 1 });
-        let a = ask(
-            &mut sa,
-            cas[1].0,
-            &request(
-                method::SET,
-                attr::MC_MEMBER_RECORD,
-                c::MGID | c::PORT_GID | c::JOIN_STATE,
-                &t,
-            ),
-        );
+        let a = mc_query(&mut sa, cas[1].0, method::SET, join, &t);
         assert_eq!(status_of(&a), 0);
     }
     assert_eq!(
@@ -713,78 +610,51 @@ fn mcmember_create_join_query_leave() {
         cas.len()
     );
     // A PathRecord to the group: its MLID and parameters, from the requester.
-    let mut t = [0u8; pr::LEN];
-    pr::Repr {
-        dgid: mgid,
+    let to = |dgid: u128| pr::Repr {
+        dgid,
         ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        cas[2].0,
-        &request(method::GET, attr::PATH_RECORD, pr::component::DGID, &t),
-    );
+    };
+    let a = path_query(&mut sa, cas[2].0, false, pr::component::DGID, to(mgid));
     assert_eq!(status_of(&a), 0);
     let p = pr::Repr::parse(&pr::Packet::new_checked(&a[56..120]).unwrap()).unwrap();
     assert_eq!(
         (p.dlid, p.slid, p.sgid as u64, p.pkey),
         (0xC000, cas[2].0, cas[2].1, 0xFFFF)
     );
-    pr::Repr {
-        dgid: mgid + 1,
-        ..Default::default()
-    }
-    .emit(&mut pr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        cas[2].0,
-        &request(method::GET, attr::PATH_RECORD, pr::component::DGID, &t),
-    );
+    let a = path_query(&mut sa, cas[2].0, false, pr::component::DGID, to(mgid + 1));
     assert_eq!(status_of(&a), status::NO_RECORDS, "no such group");
     // GetTable: one record per member; by JoinState: the full members.
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         1,
-        &request(
-            method::GET_TABLE,
-            attr::MC_MEMBER_RECORD,
-            c::MGID,
-            &mc_request(mgid, 0, 0),
-        ),
+        method::GET_TABLE,
+        c::MGID,
+        &mc_request(mgid, 0, 0),
     );
     assert_eq!(records(&a, mcr::PADDED_LEN).len(), cas.len());
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         1,
-        &request(
-            method::GET_TABLE,
-            attr::MC_MEMBER_RECORD,
-            c::JOIN_STATE,
-            &mc_request(0, 0, 1),
-        ),
+        method::GET_TABLE,
+        c::JOIN_STATE,
+        &mc_request(0, 0, 1),
     );
     assert_eq!(records(&a, mcr::PADDED_LEN).len(), cas.len() - 1);
     // Unknown port: invalid; other prefix: invalid GID.
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         1,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            create,
-            &mc_request(mgid, gid(0xdead), 1),
-        ),
+        method::SET,
+        create,
+        &mc_request(mgid, gid(0xdead), 1),
     );
     assert_eq!(status_of(&a), status::REQ_INVALID);
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         1,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            create,
-            &mc_request(mgid, 0x1234 << 64, 1),
-        ),
+        method::SET,
+        create,
+        &mc_request(mgid, 0x1234 << 64, 1),
     );
     assert_eq!(status_of(&a), status::INVALID_GID);
     // Leaves: a member goes; a non-member's leave is invalid; the group
@@ -796,7 +666,7 @@ fn mcmember_create_join_query_leave() {
             &request(
                 method::DELETE,
                 attr::MC_MEMBER_RECORD,
-                c::MGID | c::PORT_GID | c::JOIN_STATE,
+                join,
                 &mc_request(mgid, gid(guid), 3),
             ),
         );
@@ -808,27 +678,21 @@ fn mcmember_create_join_query_leave() {
         }
     }
     assert!(groups.lock().unwrap().is_empty(), "no full member left");
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         1,
-        &request(
-            method::DELETE,
-            attr::MC_MEMBER_RECORD,
-            c::MGID | c::PORT_GID | c::JOIN_STATE,
-            &mc_request(mgid, gid(cas[0].1), 1),
-        ),
+        method::DELETE,
+        join,
+        &mc_request(mgid, gid(cas[0].1), 1),
     );
     assert_eq!(status_of(&a), status::REQ_INVALID);
     // A create with MGID 0 gets one assigned.
-    let a = ask(
+    let a = mc_query(
         &mut sa,
         cas[0].0,
-        &request(
-            method::SET,
-            attr::MC_MEMBER_RECORD,
-            create,
-            &mc_request(0, gid(cas[0].1), 1),
-        ),
+        method::SET,
+        create,
+        &mc_request(0, gid(cas[0].1), 1),
     );
     assert_eq!(status_of(&a), 0);
     assert_eq!(a[56], 0xFF);
@@ -872,16 +736,15 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
         ..Default::default()
     };
     info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
-        &mut sa,
-        subscriber.0,
-        &request(method::SET, attr::INFORM_INFO, 0, &t),
-    );
+    let a = query(&mut sa, subscriber.0, method::SET, attr::INFORM_INFO, 0, &t);
     assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(method::GET_TABLE, attr::INFORM_INFO_RECORD, 0, &[]),
+        method::GET_TABLE,
+        attr::INFORM_INFO_RECORD,
+        0,
+        &[],
     );
     assert_eq!(records(&a, ii::RECORD_PADDED_LEN).len(), 1);
     // The fabric loses a host: one Report of trap 65 with its GID.
@@ -907,18 +770,24 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
     info.subscribe = 0;
     info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
     assert_eq!(
-        status_of(&ask(
+        status_of(&query(
             &mut sa,
             subscriber.0,
-            &request(method::SET, attr::INFORM_INFO, 0, &t)
+            method::SET,
+            attr::INFORM_INFO,
+            0,
+            &t
         )),
         0
     );
     assert_eq!(
-        status_of(&ask(
+        status_of(&query(
             &mut sa,
             subscriber.0,
-            &request(method::SET, attr::INFORM_INFO, 0, &t)
+            method::SET,
+            attr::INFORM_INFO,
+            0,
+            &t
         )),
         status::REQ_INVALID
     );
@@ -981,15 +850,13 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
     }
     .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
     let counts = mpr::component::SGID_COUNT | mpr::component::DGID_COUNT;
-    let a = ask(
+    let a = query(
         &mut sa,
         cas[0].0,
-        &request(
-            method::GET_MULTI,
-            attr::MULTI_PATH_RECORD,
-            counts | mpr::component::NUMB_PATH,
-            &t,
-        ),
+        method::GET_MULTI,
+        attr::MULTI_PATH_RECORD,
+        counts | mpr::component::NUMB_PATH,
+        &t,
     );
     assert_eq!(a[3], method::GET_MULTI_RESP);
     let p = sa::Packet::new_checked(&a[..]).unwrap();
@@ -997,15 +864,13 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
     let first = pr::Repr::parse(&pr::Packet::new_checked(&a[56..120]).unwrap()).unwrap();
     assert_eq!((first.sgid, first.dgid), (gid(0), gid(2)));
     // Without both counts, or with a multicast GID: refused.
-    let a = ask(
+    let a = query(
         &mut sa,
         cas[0].0,
-        &request(
-            method::GET_MULTI,
-            attr::MULTI_PATH_RECORD,
-            mpr::component::SGID_COUNT,
-            &t,
-        ),
+        method::GET_MULTI,
+        attr::MULTI_PATH_RECORD,
+        mpr::component::SGID_COUNT,
+        &t,
     );
     assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
     mpr::Repr {
@@ -1015,24 +880,24 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         dgids: vec![0xff12_401b_ffff_0000_0000_0000_ffff_ffff],
     }
     .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
-    let a = ask(
+    let a = query(
         &mut sa,
         cas[0].0,
-        &request(method::GET_MULTI, attr::MULTI_PATH_RECORD, counts, &t),
+        method::GET_MULTI,
+        attr::MULTI_PATH_RECORD,
+        counts,
+        &t,
     );
     assert_eq!(status_of(&a), status::REQ_INVALID);
     // GUIDInfoRecord of a port: its GUID in block 0.
-    let mut t = [0u8; gir::LEN];
-    t[..2].copy_from_slice(&cas[1].0.to_be_bytes());
-    let a = ask(
+    let t: [u8; gir::LEN] = lid_key(cas[1].0);
+    let a = query(
         &mut sa,
         1,
-        &request(
-            method::GET_TABLE,
-            attr::GUID_INFO_RECORD,
-            gir::component::LID,
-            &t,
-        ),
+        method::GET_TABLE,
+        attr::GUID_INFO_RECORD,
+        gir::component::LID,
+        &t,
     );
     let recs = records(&a, gir::PADDED_LEN);
     assert_eq!(recs.len(), 1);
@@ -1041,8 +906,7 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         cas[1].1
     );
     // P_KeyTableRecords for trusted requesters only.
-    let mut t = [0u8; pkr::LEN];
-    t[..2].copy_from_slice(&cas[1].0.to_be_bytes());
+    let t: [u8; pkr::LEN] = lid_key(cas[1].0);
     let mut q = request(
         method::GET_TABLE,
         attr::PKEY_TABLE_RECORD,
@@ -1062,11 +926,7 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         0xFFFF
     );
     // SMInfoRecord: this SM, master; Set refused.
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::GET_TABLE, attr::SM_INFO_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::GET_TABLE, attr::SM_INFO_RECORD, 0, &[]);
     let recs = records(&a, smir::PADDED_LEN);
     assert_eq!(recs.len(), 1);
     let rec = smir::Repr::parse(&smir::Packet::new_checked(&recs[0][..]).unwrap()).unwrap();
@@ -1074,25 +934,19 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
     assert_ne!(rec.lid, 0);
     let mut t = [0u8; smir::LEN];
     t[24] = 0x20;
-    let a = ask(
+    let a = query(
         &mut sa,
         1,
-        &request(
-            method::GET_TABLE,
-            attr::SM_INFO_RECORD,
-            smir::component::PRIORITY,
-            &t,
-        ),
+        method::GET_TABLE,
+        attr::SM_INFO_RECORD,
+        smir::component::PRIORITY,
+        &t,
     );
     assert!(
         records(&a, smir::PADDED_LEN).is_empty(),
         "no SM of priority 2"
     );
-    let a = ask(
-        &mut sa,
-        1,
-        &request(method::SET, attr::SM_INFO_RECORD, 0, &[]),
-    );
+    let a = query(&mut sa, 1, method::SET, attr::SM_INFO_RECORD, 0, &[]);
     assert_eq!(status_of(&a), mad_status::UNSUPPORTED_METHOD_ATTR);
 }
 
