@@ -131,6 +131,35 @@ pub(crate) const fn c(bit_offset: u16, bit_width: u16) -> Component {
     }
 }
 
+/// A record's `COMPONENTS` table and its `component` module of named mask
+/// bits, from one list of `c(bit offset, bit width) [=> NAME],` rows in
+/// record order: a row's mask bit is its place in the list, so the names
+/// cannot drift from the table. Items after a `;` go into the module too
+/// (masks of several bits).
+macro_rules! components {
+    ($( $(#[$m:meta])* c($off:expr, $w:expr) $(=> $name:ident)? ),* $(,)?
+     $(; $($extra:item)*)?) => {
+        /// ComponentMask bits, in record order.
+        pub const COMPONENTS: &[$crate::sa::Component] = &[$($crate::sa::c($off, $w)),*];
+
+        /// Component bits by name.
+        pub mod component {
+            $crate::sa::components!(@bits (0u32) $({ $(#[$m])* $($name)? })*);
+            $($($extra)*)?
+        }
+    };
+    (@bits ($i:expr)) => {};
+    (@bits ($i:expr) { $(#[$m:meta])* } $($rest:tt)*) => {
+        $crate::sa::components!(@bits ($i + 1) $($rest)*);
+    };
+    (@bits ($i:expr) { $(#[$m:meta])* $name:ident } $($rest:tt)*) => {
+        $(#[$m])*
+        pub const $name: u64 = 1 << ($i);
+        $crate::sa::components!(@bits ($i + 1) $($rest)*);
+    };
+}
+pub(crate) use components;
+
 impl Component {
     /// Whether `a` and `b` hold the same value in this field. Both must
     /// be at least as long as the field reaches.

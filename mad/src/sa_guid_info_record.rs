@@ -8,7 +8,7 @@
 //! ```
 
 use crate::field::{elements, fields, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// GUIDs per block.
@@ -18,28 +18,21 @@ pub const LEN: usize = 8 + 8 * GUIDS;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),
-    c(16, 8),
-    c(24, 8),
-    c(32, 32),
-    c(64, 64),
-    c(128, 64),
-    c(192, 64),
-    c(256, 64),
-    c(320, 64),
-    c(384, 64),
-    c(448, 64),
-    c(512, 64),
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
     /// BlockNum.
-    pub const BLOCK: u64 = 1 << 1;
+    c(16, 8) => BLOCK,
+    c(24, 8),   // reserved
+    c(32, 32),  // reserved
+    c(64, 64),  // GUID 0
+    c(128, 64), // GUID 1
+    c(192, 64), // GUID 2
+    c(256, 64), // GUID 3
+    c(320, 64), // GUID 4
+    c(384, 64), // GUID 5
+    c(448, 64), // GUID 6
+    c(512, 64), // GUID 7
 }
 
 packet!(

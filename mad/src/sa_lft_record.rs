@@ -9,7 +9,7 @@
 
 use crate::field::{fields, packet};
 use crate::forwarding::LFT_BLOCK_LEN;
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Length of the record (AttributeOffset 9).
@@ -17,15 +17,13 @@ pub const LEN: usize = 8 + LFT_BLOCK_LEN;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[c(0, 16), c(16, 16), c(32, 32), c(64, 512)];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
     /// BlockNum.
-    pub const BLOCK: u64 = 1 << 1;
+    c(16, 16) => BLOCK,
+    c(32, 32),  // reserved
+    c(64, 512), // LinearForwardingTable block
 }
 
 packet!(

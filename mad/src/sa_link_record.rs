@@ -7,7 +7,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Length of the record (AttributeOffset 1).
@@ -15,19 +15,15 @@ pub const LEN: usize = 8;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = 8;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[c(0, 16), c(16, 8), c(24, 8), c(32, 16)];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// FromLID.
-    pub const FROM_LID: u64 = 1 << 0;
+    c(0, 16) => FROM_LID,
     /// FromPort.
-    pub const FROM_PORT: u64 = 1 << 1;
+    c(16, 8) => FROM_PORT,
     /// ToPort.
-    pub const TO_PORT: u64 = 1 << 2;
+    c(24, 8) => TO_PORT,
     /// ToLID.
-    pub const TO_LID: u64 = 1 << 3;
+    c(32, 16) => TO_LID,
 }
 
 packet!(

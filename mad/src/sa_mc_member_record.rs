@@ -13,7 +13,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{c, gid_at, set_gid_at, Component};
+use crate::sa::{components, gid_at, set_gid_at};
 use crate::Result;
 
 /// Length of the record's fields.
@@ -21,66 +21,43 @@ pub const LEN: usize = 52;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = 56;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 128),   // MGID
-    c(128, 128), // PortGID
-    c(256, 32),  // Q_Key
-    c(288, 16),  // MLID
-    c(304, 2),   // MTUSelector
-    c(306, 6),   // MTU
-    c(312, 8),   // TClass
-    c(320, 16),  // P_Key
-    c(336, 2),   // RateSelector
-    c(338, 6),   // Rate
-    c(344, 2),   // PacketLifeTimeSelector
-    c(346, 6),   // PacketLifeTime
-    c(352, 4),   // SL
-    c(356, 20),  // FlowLabel
-    c(376, 8),   // HopLimit
-    c(384, 4),   // Scope
-    c(388, 4),   // JoinState
-    c(392, 1),   // ProxyJoin
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// MGID.
-    pub const MGID: u64 = 1 << 0;
+    c(0, 128) => MGID,
     /// PortGID.
-    pub const PORT_GID: u64 = 1 << 1;
+    c(128, 128) => PORT_GID,
     /// Q_Key.
-    pub const QKEY: u64 = 1 << 2;
+    c(256, 32) => QKEY,
     /// MLID.
-    pub const MLID: u64 = 1 << 3;
+    c(288, 16) => MLID,
     /// MTUSelector.
-    pub const MTU_SELECTOR: u64 = 1 << 4;
+    c(304, 2) => MTU_SELECTOR,
     /// MTU.
-    pub const MTU: u64 = 1 << 5;
+    c(306, 6) => MTU,
     /// TClass.
-    pub const TCLASS: u64 = 1 << 6;
+    c(312, 8) => TCLASS,
     /// P_Key.
-    pub const PKEY: u64 = 1 << 7;
+    c(320, 16) => PKEY,
     /// RateSelector.
-    pub const RATE_SELECTOR: u64 = 1 << 8;
+    c(336, 2) => RATE_SELECTOR,
     /// Rate.
-    pub const RATE: u64 = 1 << 9;
+    c(338, 6) => RATE,
     /// PacketLifeTimeSelector.
-    pub const LIFE_SELECTOR: u64 = 1 << 10;
+    c(344, 2) => LIFE_SELECTOR,
     /// PacketLifeTime.
-    pub const LIFE: u64 = 1 << 11;
+    c(346, 6) => LIFE,
     /// SL.
-    pub const SL: u64 = 1 << 12;
+    c(352, 4) => SL,
     /// FlowLabel.
-    pub const FLOW_LABEL: u64 = 1 << 13;
+    c(356, 20) => FLOW_LABEL,
     /// HopLimit.
-    pub const HOP_LIMIT: u64 = 1 << 14;
+    c(376, 8) => HOP_LIMIT,
     /// Scope.
-    pub const SCOPE: u64 = 1 << 15;
+    c(384, 4) => SCOPE,
     /// JoinState.
-    pub const JOIN_STATE: u64 = 1 << 16;
+    c(388, 4) => JOIN_STATE,
     /// ProxyJoin.
-    pub const PROXY_JOIN: u64 = 1 << 17;
+    c(392, 1) => PROXY_JOIN,
 }
 
 /// JoinState bits.

@@ -8,7 +8,7 @@
 //! ```
 
 use crate::field::{elements, fields, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Port masks per block.
@@ -18,24 +18,16 @@ pub const LEN: usize = 8 + 2 * MASKS;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),
-    c(16, 4),
-    c(20, 3),
-    c(23, 9),
-    c(32, 32),
-    c(64, 512),
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
     /// Position.
-    pub const POSITION: u64 = 1 << 1;
+    c(16, 4) => POSITION,
+    c(20, 3),   // reserved
     /// BlockNum.
-    pub const BLOCK: u64 = 1 << 3;
+    c(23, 9) => BLOCK,
+    c(32, 32),  // reserved
+    c(64, 512), // MulticastForwardingTable block
 }
 
 packet!(

@@ -12,7 +12,7 @@
 use crate::field::{fields, nested, packet};
 use crate::node_description::{self, Packet as DescPacket, Repr as DescRepr};
 use crate::node_info::{self, Packet as InfoPacket, Repr as InfoRepr};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Length of the record's fields.
@@ -22,39 +22,28 @@ pub const PADDED_LEN: usize = 112;
 const INFO: usize = 4;
 const DESC: usize = INFO + node_info::LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),    // LID
-    c(16, 16),   // reserved
-    c(32, 8),    // BaseVersion
-    c(40, 8),    // ClassVersion
-    c(48, 8),    // NodeType
-    c(56, 8),    // NumPorts
-    c(64, 64),   // SystemImageGUID
-    c(128, 64),  // NodeGUID
-    c(192, 64),  // PortGUID
-    c(256, 16),  // PartitionCap
-    c(272, 16),  // DeviceID
-    c(288, 32),  // Revision
-    c(320, 8),   // LocalPortNum
-    c(328, 24),  // VendorID
-    c(352, 512), // NodeDescription
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
+    c(16, 16),  // reserved
+    c(32, 8),   // BaseVersion
+    c(40, 8),   // ClassVersion
     /// NodeType.
-    pub const NODE_TYPE: u64 = 1 << 4;
+    c(48, 8) => NODE_TYPE,
+    c(56, 8),   // NumPorts
     /// SystemImageGUID.
-    pub const SYSTEM_IMAGE_GUID: u64 = 1 << 6;
+    c(64, 64) => SYSTEM_IMAGE_GUID,
     /// NodeGUID.
-    pub const NODE_GUID: u64 = 1 << 7;
+    c(128, 64) => NODE_GUID,
     /// PortGUID.
-    pub const PORT_GUID: u64 = 1 << 8;
+    c(192, 64) => PORT_GUID,
+    c(256, 16), // PartitionCap
+    c(272, 16), // DeviceID
+    c(288, 32), // Revision
+    c(320, 8),  // LocalPortNum
+    c(328, 24), // VendorID
     /// NodeDescription.
-    pub const NODE_DESCRIPTION: u64 = 1 << 14;
+    c(352, 512) => NODE_DESCRIPTION,
 }
 
 packet!(

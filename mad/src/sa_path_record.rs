@@ -13,7 +13,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{c, gid_at, set_gid_at, Component};
+use crate::sa::{components, gid_at, set_gid_at};
 use crate::Result;
 
 /// Length of the record (AttributeOffset 8).
@@ -21,77 +21,53 @@ pub const LEN: usize = 64;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 32),    // ServiceID (upper half)
-    c(32, 32),   // ServiceID (lower half)
-    c(64, 128),  // DGID
-    c(192, 128), // SGID
-    c(320, 16),  // DLID
-    c(336, 16),  // SLID
-    c(352, 1),   // RawTraffic
-    c(353, 3),   // reserved
-    c(356, 20),  // FlowLabel
-    c(376, 8),   // HopLimit
-    c(384, 8),   // TClass
-    c(392, 1),   // Reversible
-    c(393, 7),   // NumbPath
-    c(400, 16),  // P_Key
-    c(416, 12),  // QoSClass
-    c(428, 4),   // SL
-    c(432, 2),   // MTUSelector
-    c(434, 6),   // MTU
-    c(440, 2),   // RateSelector
-    c(442, 6),   // Rate
-    c(448, 2),   // PacketLifeTimeSelector
-    c(450, 6),   // PacketLifeTime
-    c(456, 8),   // Preference
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
+    c(0, 32),  // ServiceID (upper half)
+    c(32, 32), // ServiceID (lower half)
+    /// DGID.
+    c(64, 128) => DGID,
+    /// SGID.
+    c(192, 128) => SGID,
+    /// DLID.
+    c(320, 16) => DLID,
+    /// SLID.
+    c(336, 16) => SLID,
+    /// RawTraffic.
+    c(352, 1) => RAW_TRAFFIC,
+    c(353, 3), // reserved
+    /// FlowLabel.
+    c(356, 20) => FLOW_LABEL,
+    /// HopLimit.
+    c(376, 8) => HOP_LIMIT,
+    /// TClass.
+    c(384, 8) => TCLASS,
+    /// Reversible.
+    c(392, 1) => REVERSIBLE,
+    /// NumbPath.
+    c(393, 7) => NUMB_PATH,
+    /// P_Key.
+    c(400, 16) => PKEY,
+    /// QoSClass.
+    c(416, 12) => QOS_CLASS,
+    /// SL.
+    c(428, 4) => SL,
+    /// MTUSelector.
+    c(432, 2) => MTU_SELECTOR,
+    /// MTU.
+    c(434, 6) => MTU,
+    /// RateSelector.
+    c(440, 2) => RATE_SELECTOR,
+    /// Rate.
+    c(442, 6) => RATE,
+    /// PacketLifeTimeSelector.
+    c(448, 2) => PKT_LIFE_SELECTOR,
+    /// PacketLifeTime.
+    c(450, 6) => PKT_LIFE,
+    /// Preference.
+    c(456, 8) => PREFERENCE,
+    ;
     /// ServiceID, both halves.
     pub const SERVICE_ID: u64 = 0x3;
-    /// DGID.
-    pub const DGID: u64 = 1 << 2;
-    /// SGID.
-    pub const SGID: u64 = 1 << 3;
-    /// DLID.
-    pub const DLID: u64 = 1 << 4;
-    /// SLID.
-    pub const SLID: u64 = 1 << 5;
-    /// RawTraffic.
-    pub const RAW_TRAFFIC: u64 = 1 << 6;
-    /// FlowLabel.
-    pub const FLOW_LABEL: u64 = 1 << 8;
-    /// HopLimit.
-    pub const HOP_LIMIT: u64 = 1 << 9;
-    /// TClass.
-    pub const TCLASS: u64 = 1 << 10;
-    /// Reversible.
-    pub const REVERSIBLE: u64 = 1 << 11;
-    /// NumbPath.
-    pub const NUMB_PATH: u64 = 1 << 12;
-    /// P_Key.
-    pub const PKEY: u64 = 1 << 13;
-    /// QoSClass.
-    pub const QOS_CLASS: u64 = 1 << 14;
-    /// SL.
-    pub const SL: u64 = 1 << 15;
-    /// MTUSelector.
-    pub const MTU_SELECTOR: u64 = 1 << 16;
-    /// MTU.
-    pub const MTU: u64 = 1 << 17;
-    /// RateSelector.
-    pub const RATE_SELECTOR: u64 = 1 << 18;
-    /// Rate.
-    pub const RATE: u64 = 1 << 19;
-    /// PacketLifeTimeSelector.
-    pub const PKT_LIFE_SELECTOR: u64 = 1 << 20;
-    /// PacketLifeTime.
-    pub const PKT_LIFE: u64 = 1 << 21;
-    /// Preference.
-    pub const PREFERENCE: u64 = 1 << 22;
 }
 
 /// The selector values of MTU, rate and packet lifetime (IBA 15.2.5.16).

@@ -8,7 +8,7 @@
 //! ```
 
 use crate::field::{elements, fields, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// P_Keys per block.
@@ -18,17 +18,15 @@ pub const LEN: usize = 8 + 2 * PKEYS;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = LEN;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[c(0, 16), c(16, 16), c(32, 8), c(40, 24), c(64, 512)];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
     /// BlockNum.
-    pub const BLOCK: u64 = 1 << 1;
+    c(16, 16) => BLOCK,
     /// PortNum.
-    pub const PORT: u64 = 1 << 2;
+    c(32, 8) => PORT,
+    c(40, 24),  // reserved
+    c(64, 512), // P_KeyTable block
 }
 
 packet!(

@@ -10,7 +10,7 @@
 
 use crate::field::{fields, nested, packet};
 use crate::port_info::{self, Packet as PortInfoPacket, Repr as PortInfoRepr};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Length of the record's fields.
@@ -18,17 +18,22 @@ pub const LEN: usize = 4 + port_info::LEN;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = 72;
 
-/// ComponentMask bits, in record order: LID, PortNum, Options, then every
-/// PortInfo field (reserved ones included).
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),   // LID
-    c(16, 8),   // PortNum
-    c(24, 8),   // Options
+// LID, PortNum, Options, then every PortInfo field (reserved ones
+// included).
+components! {
+    /// EndportLID.
+    c(0, 16) => LID,
+    /// PortNum.
+    c(16, 8) => PORT_NUM,
+    /// Options.
+    c(24, 8) => OPTIONS,
     c(32, 64),  // M_Key
     c(96, 64),  // GidPrefix
-    c(160, 16), // LID
+    /// PortInfo.LID (the base LID).
+    c(160, 16) => BASE_LID,
     c(176, 16), // MasterSMLID
-    c(192, 32), // CapabilityMask
+    /// PortInfo.CapabilityMask.
+    c(192, 32) => CAPABILITY_MASK,
     c(224, 16), // DiagCode
     c(240, 16), // M_KeyLeasePeriod
     c(256, 8),  // LocalPortNum
@@ -36,7 +41,8 @@ pub const COMPONENTS: &[Component] = &[
     c(272, 8),  // LinkWidthSupported
     c(280, 8),  // LinkWidthActive
     c(288, 4),  // LinkSpeedSupported
-    c(292, 4),  // PortState
+    /// PortInfo.PortState.
+    c(292, 4) => PORT_STATE,
     c(296, 4),  // PortPhysicalState
     c(300, 4),  // LinkDownDefaultState
     c(304, 2),  // M_KeyProtectBits
@@ -79,22 +85,6 @@ pub const COMPONENTS: &[Component] = &[
     c(532, 4),  // LinkSpeedExtSupported
     c(536, 3),  // reserved
     c(539, 5),  // LinkSpeedExtEnabled
-];
-
-/// Component bits by name.
-pub mod component {
-    /// EndportLID.
-    pub const LID: u64 = 1 << 0;
-    /// PortNum.
-    pub const PORT_NUM: u64 = 1 << 1;
-    /// Options.
-    pub const OPTIONS: u64 = 1 << 2;
-    /// PortInfo.LID (the base LID).
-    pub const BASE_LID: u64 = 1 << 5;
-    /// PortInfo.CapabilityMask.
-    pub const CAPABILITY_MASK: u64 = 1 << 7;
-    /// PortInfo.PortState.
-    pub const PORT_STATE: u64 = 1 << 15;
 }
 
 packet!(

@@ -7,7 +7,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::Result;
 
 /// Length of the record's fields.
@@ -15,27 +15,18 @@ pub const LEN: usize = 25;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = 32;
 
-/// ComponentMask bits, in record order.
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),
-    c(16, 16),
-    c(32, 64),
-    c(96, 64),
-    c(160, 32),
-    c(192, 4),
-    c(196, 4),
-];
-
-/// Component bits by name.
-pub mod component {
+components! {
     /// LID.
-    pub const LID: u64 = 1 << 0;
+    c(0, 16) => LID,
+    c(16, 16),  // reserved
     /// GUID.
-    pub const GUID: u64 = 1 << 2;
+    c(32, 64) => GUID,
+    c(96, 64),  // SM_Key
+    c(160, 32), // ActCount
     /// Priority.
-    pub const PRIORITY: u64 = 1 << 5;
+    c(192, 4) => PRIORITY,
     /// SMState.
-    pub const STATE: u64 = 1 << 6;
+    c(196, 4) => STATE,
 }
 
 packet!(

@@ -6,7 +6,7 @@
 //! ```
 
 use crate::field::{fields, nested, packet};
-use crate::sa::{c, Component};
+use crate::sa::components;
 use crate::switch_info::{self, Packet as SwitchInfoPacket, Repr as SwitchInfoRepr};
 use crate::Result;
 
@@ -15,9 +15,10 @@ pub const LEN: usize = 4 + switch_info::LEN;
 /// Length in a GetTable answer.
 pub const PADDED_LEN: usize = 24;
 
-/// ComponentMask bits, in record order (SwitchInfo's fields follow LID).
-pub const COMPONENTS: &[Component] = &[
-    c(0, 16),   // LID
+// SwitchInfo's fields follow LID.
+components! {
+    /// LID.
+    c(0, 16) => LID,
     c(16, 16),  // reserved
     c(32, 16),  // LinearFDBCap
     c(48, 16),  // RandomFDBCap
@@ -38,12 +39,6 @@ pub const COMPONENTS: &[Component] = &[
     c(164, 1),  // EnhancedPort0
     c(165, 11), // reserved
     c(176, 16), // MulticastFDBTop
-];
-
-/// Component bits by name.
-pub mod component {
-    /// LID.
-    pub const LID: u64 = 1 << 0;
 }
 
 packet!(
