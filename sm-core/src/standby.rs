@@ -1373,14 +1373,7 @@ mod tests {
     fn fabric() -> (SimFabric, usize, u64, u64) {
         let topo = gen::fat_tree_2level(2, 1, 2, 1).unwrap();
         let fabric = SimFabric::from_topology(&topo, 0, 1).unwrap();
-        let hosts: Vec<usize> = topo
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| !n.is_switch())
-            .map(|(i, _)| i)
-            .collect();
-        let other = *hosts.last().unwrap();
+        let other = topo.nodes.iter().rposition(|n| !n.is_switch()).unwrap();
         assert_ne!(other, 0);
         let guid_of = |n: usize| topo.nodes[n].port_guids[1];
         (fabric, other, guid_of(0), guid_of(other))
