@@ -219,6 +219,64 @@ pub const fn bit(n: u32) -> u64 {
     1u64 << n
 }
 
+/// A record's `Repr::parse`, `buffer_len` and `emit` from the list of
+/// its fields, for records whose values map one to one onto the view's
+/// accessors. After the doc comments of `parse` and of `emit` (with the
+/// reserved byte ranges emit zeroes before writing the fields), a row a
+/// `Repr` field:
+/// * `name: get getter, setter;` a value field;
+/// * `name: nested Repr, getter, getter_mut;` a format nested in the
+///   record, parsed and emitted by its own `Repr`;
+/// * `name: each getter, setter;` an array read and written by index.
+macro_rules! repr_io {
+    ($P:ident => $R:ident, $len:expr;
+     $(#[$pm:meta])* parse;
+     $(#[$em:meta])* emit [$($clear:expr),*];
+     $($field:ident : $kind:ident $($arg:ident),+ ;)*) => {
+        impl $R {
+            $(#[$pm])*
+            pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &$P<&T>) -> $crate::Result<Self> {
+                packet.check_len()?;
+                Ok(Self {
+                    $($field: $crate::sa::repr_io!(@get packet, $kind $($arg),+),)*
+                })
+            }
+
+            /// Bytes [`Self::emit`] writes.
+            pub const fn buffer_len(&self) -> usize {
+                $len
+            }
+
+            $(#[$em])*
+            pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut $P<&mut T>) {
+                $(packet.buffer.as_mut()[$clear].fill(0);)*
+                $($crate::sa::repr_io!(@set self, packet, $field, $kind $($arg),+);)*
+            }
+        }
+    };
+    (@get $p:ident, get $get:ident, $set:ident) => {
+        $p.$get()
+    };
+    (@get $p:ident, nested $Inner:ident, $get:ident, $get_mut:ident) => {
+        $Inner::parse(&$p.$get())?
+    };
+    (@get $p:ident, each $get:ident, $set:ident) => {
+        core::array::from_fn(|i| $p.$get(i))
+    };
+    (@set $r:ident, $p:ident, $f:ident, get $get:ident, $set:ident) => {
+        $p.$set($r.$f)
+    };
+    (@set $r:ident, $p:ident, $f:ident, nested $Inner:ident, $get:ident, $get_mut:ident) => {
+        $r.$f.emit(&mut $p.$get_mut())
+    };
+    (@set $r:ident, $p:ident, $f:ident, each $get:ident, $set:ident) => {
+        for (i, &v) in $r.$f.iter().enumerate() {
+            $p.$set(i, v);
+        }
+    };
+}
+pub(crate) use repr_io;
+
 /// The round trip every record's tests make: emits `repr` into `buf_len`
 /// bytes of 0xEE (so a reserved byte left unwritten shows), asserts that
 /// they parse back to `repr` and that `min_len - 1` bytes are refused, and

@@ -15,8 +15,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{gid_at, set_gid_at};
-use crate::Result;
+use crate::sa::{gid_at, repr_io, set_gid_at};
 
 /// Length of ClassPortInfo.
 pub const LEN: usize = 72;
@@ -147,67 +146,33 @@ pub struct Repr {
     pub trap_qkey: u32,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads ClassPortInfo; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            base_version: packet.base_version(),
-            class_version: packet.class_version(),
-            capability_mask: packet.capability_mask(),
-            capability_mask2: packet.capability_mask2(),
-            resp_time_value: packet.resp_time_value(),
-            redirect_gid: packet.redirect_gid(),
-            redirect_tc: packet.redirect_tc(),
-            redirect_sl: packet.redirect_sl(),
-            redirect_fl: packet.redirect_fl(),
-            redirect_lid: packet.redirect_lid(),
-            redirect_pkey: packet.redirect_pkey(),
-            redirect_qp: packet.redirect_qp(),
-            redirect_qkey: packet.redirect_qkey(),
-            trap_gid: packet.trap_gid(),
-            trap_tc: packet.trap_tc(),
-            trap_sl: packet.trap_sl(),
-            trap_fl: packet.trap_fl(),
-            trap_lid: packet.trap_lid(),
-            trap_pkey: packet.trap_pkey(),
-            trap_hl: packet.trap_hl(),
-            trap_qp: packet.trap_qp(),
-            trap_qkey: packet.trap_qkey(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes ClassPortInfo, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.buffer.as_mut()[32] = 0;
-        packet.set_base_version(self.base_version);
-        packet.set_class_version(self.class_version);
-        packet.set_capability_mask(self.capability_mask);
-        packet.set_capability_mask2(self.capability_mask2);
-        packet.set_resp_time_value(self.resp_time_value);
-        packet.set_redirect_gid(self.redirect_gid);
-        packet.set_redirect_tc(self.redirect_tc);
-        packet.set_redirect_sl(self.redirect_sl);
-        packet.set_redirect_fl(self.redirect_fl);
-        packet.set_redirect_lid(self.redirect_lid);
-        packet.set_redirect_pkey(self.redirect_pkey);
-        packet.set_redirect_qp(self.redirect_qp);
-        packet.set_redirect_qkey(self.redirect_qkey);
-        packet.set_trap_gid(self.trap_gid);
-        packet.set_trap_tc(self.trap_tc);
-        packet.set_trap_sl(self.trap_sl);
-        packet.set_trap_fl(self.trap_fl);
-        packet.set_trap_lid(self.trap_lid);
-        packet.set_trap_pkey(self.trap_pkey);
-        packet.set_trap_hl(self.trap_hl);
-        packet.set_trap_qp(self.trap_qp);
-        packet.set_trap_qkey(self.trap_qkey);
-    }
+    emit [32..33];
+    base_version: get base_version, set_base_version;
+    class_version: get class_version, set_class_version;
+    capability_mask: get capability_mask, set_capability_mask;
+    capability_mask2: get capability_mask2, set_capability_mask2;
+    resp_time_value: get resp_time_value, set_resp_time_value;
+    redirect_gid: get redirect_gid, set_redirect_gid;
+    redirect_tc: get redirect_tc, set_redirect_tc;
+    redirect_sl: get redirect_sl, set_redirect_sl;
+    redirect_fl: get redirect_fl, set_redirect_fl;
+    redirect_lid: get redirect_lid, set_redirect_lid;
+    redirect_pkey: get redirect_pkey, set_redirect_pkey;
+    redirect_qp: get redirect_qp, set_redirect_qp;
+    redirect_qkey: get redirect_qkey, set_redirect_qkey;
+    trap_gid: get trap_gid, set_trap_gid;
+    trap_tc: get trap_tc, set_trap_tc;
+    trap_sl: get trap_sl, set_trap_sl;
+    trap_fl: get trap_fl, set_trap_fl;
+    trap_lid: get trap_lid, set_trap_lid;
+    trap_pkey: get trap_pkey, set_trap_pkey;
+    trap_hl: get trap_hl, set_trap_hl;
+    trap_qp: get trap_qp, set_trap_qp;
+    trap_qkey: get trap_qkey, set_trap_qkey;
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@
 //! ```
 
 use crate::field::{elements, fields, packet};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// GUIDs per block.
 pub const GUIDS: usize = 8;
@@ -64,31 +63,14 @@ pub struct Repr {
     pub guids: [u64; GUIDS],
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads the record; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            block_num: packet.block_num(),
-            guids: core::array::from_fn(|i| packet.guid(i)),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes the record, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.buffer.as_mut()[3..8].fill(0);
-        packet.set_lid(self.lid);
-        packet.set_block_num(self.block_num);
-        for (i, &g) in self.guids.iter().enumerate() {
-            packet.set_guid(i, g);
-        }
-    }
+    emit [3..8];
+    lid: get lid, set_lid;
+    block_num: get block_num, set_block_num;
+    guids: each guid, set_guid;
 }
 
 #[cfg(test)]

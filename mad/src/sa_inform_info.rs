@@ -18,8 +18,7 @@
 //! ```
 
 use crate::field::{fields, nested, packet};
-use crate::sa::{c, gid_at, set_gid_at, Component};
-use crate::Result;
+use crate::sa::{c, gid_at, repr_io, set_gid_at, Component};
 
 /// Length of InformInfo.
 pub const LEN: usize = 36;
@@ -112,47 +111,24 @@ pub struct Repr {
     pub producer_type: u32,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads InformInfo; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            gid: packet.gid(),
-            lid_range_begin: packet.lid_range_begin(),
-            lid_range_end: packet.lid_range_end(),
-            is_generic: packet.is_generic(),
-            subscribe: packet.subscribe(),
-            trap_type: packet.trap_type(),
-            trap_number: packet.trap_number(),
-            qpn: packet.qpn(),
-            resp_time_value: packet.resp_time_value(),
-            producer_type: packet.producer_type(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes InformInfo, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        let buf = packet.buffer.as_mut();
-        buf[20..22].fill(0);
-        buf[31] = 0;
-        buf[32] = 0;
-        packet.set_gid(self.gid);
-        packet.set_lid_range_begin(self.lid_range_begin);
-        packet.set_lid_range_end(self.lid_range_end);
-        packet.set_is_generic(self.is_generic);
-        packet.set_subscribe(self.subscribe);
-        packet.set_trap_type(self.trap_type);
-        packet.set_trap_number(self.trap_number);
-        packet.set_qpn(self.qpn);
-        packet.set_resp_time_value(self.resp_time_value);
-        packet.set_producer_type(self.producer_type);
-    }
+    emit [20..22, 31..33];
+    gid: get gid, set_gid;
+    lid_range_begin: get lid_range_begin, set_lid_range_begin;
+    lid_range_end: get lid_range_end, set_lid_range_end;
+    is_generic: get is_generic, set_is_generic;
+    subscribe: get subscribe, set_subscribe;
+    trap_type: get trap_type, set_trap_type;
+    trap_number: get trap_number, set_trap_number;
+    qpn: get qpn, set_qpn;
+    resp_time_value: get resp_time_value, set_resp_time_value;
+    producer_type: get producer_type, set_producer_type;
+}
 
+impl Repr {
     /// Whether a generic trap `number` from a port at `lid` with `gid`,
     /// produced by `producer`, falls under this subscription.
     pub fn covers(&self, number: u16, trap_type: u8, producer: u32, lid: u16, gid: u128) -> bool {
@@ -213,29 +189,14 @@ pub struct RecordRepr {
     pub inform_info: Repr,
 }
 
-impl RecordRepr {
+repr_io! { RecordPacket => RecordRepr, RECORD_LEN;
     /// Reads InformInfoRecord; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &RecordPacket<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            subscriber_gid: packet.subscriber_gid(),
-            subscriber_enum: packet.subscriber_enum(),
-            inform_info: Repr::parse(&packet.inform_info())?,
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        RECORD_LEN
-    }
-
+    parse;
     /// Writes InformInfoRecord, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut RecordPacket<&mut T>) {
-        packet.buffer.as_mut()[18..24].fill(0);
-        packet.set_subscriber_gid(self.subscriber_gid);
-        packet.set_subscriber_enum(self.subscriber_enum);
-        self.inform_info.emit(&mut packet.inform_info_mut());
-    }
+    emit [18..24];
+    subscriber_gid: get subscriber_gid, set_subscriber_gid;
+    subscriber_enum: get subscriber_enum, set_subscriber_enum;
+    inform_info: nested Repr, inform_info, inform_info_mut;
 }
 
 #[cfg(test)]

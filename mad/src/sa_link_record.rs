@@ -7,8 +7,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// Length of the record (AttributeOffset 1).
 pub const LEN: usize = 8;
@@ -53,30 +52,15 @@ pub struct Repr {
     pub to_lid: u16,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, 6;
     /// Reads LinkRecord; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            from_lid: packet.from_lid(),
-            from_port: packet.from_port(),
-            to_port: packet.to_port(),
-            to_lid: packet.to_lid(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        6
-    }
-
+    parse;
     /// Writes LinkRecord.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_from_lid(self.from_lid);
-        packet.set_from_port(self.from_port);
-        packet.set_to_port(self.to_port);
-        packet.set_to_lid(self.to_lid);
-    }
+    emit [];
+    from_lid: get from_lid, set_from_lid;
+    from_port: get from_port, set_from_port;
+    to_port: get to_port, set_to_port;
+    to_lid: get to_lid, set_to_lid;
 }
 
 #[cfg(test)]

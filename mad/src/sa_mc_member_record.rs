@@ -13,8 +13,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{components, gid_at, set_gid_at};
-use crate::Result;
+use crate::sa::{components, gid_at, repr_io, set_gid_at};
 
 /// Length of the record's fields.
 pub const LEN: usize = 52;
@@ -162,61 +161,29 @@ pub struct Repr {
     pub proxy_join: bool,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads MCMemberRecord; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            mgid: packet.mgid(),
-            port_gid: packet.port_gid(),
-            qkey: packet.qkey(),
-            mlid: packet.mlid(),
-            mtu_selector: packet.mtu_selector(),
-            mtu: packet.mtu(),
-            tclass: packet.tclass(),
-            pkey: packet.pkey(),
-            rate_selector: packet.rate_selector(),
-            rate: packet.rate(),
-            packet_life_time_selector: packet.packet_life_time_selector(),
-            packet_life_time: packet.packet_life_time(),
-            sl: packet.sl(),
-            flow_label: packet.flow_label(),
-            hop_limit: packet.hop_limit(),
-            scope: packet.scope(),
-            join_state: packet.join_state(),
-            proxy_join: packet.proxy_join(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes MCMemberRecord, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        let buf = packet.buffer.as_mut();
-        buf[49] = 0;
-        buf[50..52].fill(0);
-        packet.set_mgid(self.mgid);
-        packet.set_port_gid(self.port_gid);
-        packet.set_qkey(self.qkey);
-        packet.set_mlid(self.mlid);
-        packet.set_mtu_selector(self.mtu_selector);
-        packet.set_mtu(self.mtu);
-        packet.set_tclass(self.tclass);
-        packet.set_pkey(self.pkey);
-        packet.set_rate_selector(self.rate_selector);
-        packet.set_rate(self.rate);
-        packet.set_packet_life_time_selector(self.packet_life_time_selector);
-        packet.set_packet_life_time(self.packet_life_time);
-        packet.set_sl(self.sl);
-        packet.set_flow_label(self.flow_label);
-        packet.set_hop_limit(self.hop_limit);
-        packet.set_scope(self.scope);
-        packet.set_join_state(self.join_state);
-        packet.set_proxy_join(self.proxy_join);
-    }
+    emit [49..52];
+    mgid: get mgid, set_mgid;
+    port_gid: get port_gid, set_port_gid;
+    qkey: get qkey, set_qkey;
+    mlid: get mlid, set_mlid;
+    mtu_selector: get mtu_selector, set_mtu_selector;
+    mtu: get mtu, set_mtu;
+    tclass: get tclass, set_tclass;
+    pkey: get pkey, set_pkey;
+    rate_selector: get rate_selector, set_rate_selector;
+    rate: get rate, set_rate;
+    packet_life_time_selector: get packet_life_time_selector, set_packet_life_time_selector;
+    packet_life_time: get packet_life_time, set_packet_life_time;
+    sl: get sl, set_sl;
+    flow_label: get flow_label, set_flow_label;
+    hop_limit: get hop_limit, set_hop_limit;
+    scope: get scope, set_scope;
+    join_state: get join_state, set_join_state;
+    proxy_join: get proxy_join, set_proxy_join;
 }
 
 #[cfg(test)]

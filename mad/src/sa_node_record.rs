@@ -12,8 +12,7 @@
 use crate::field::{fields, nested, packet};
 use crate::node_description::{self, Packet as DescPacket, Repr as DescRepr};
 use crate::node_info::{self, Packet as InfoPacket, Repr as InfoRepr};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// Length of the record's fields.
 pub const LEN: usize = 108;
@@ -75,30 +74,14 @@ pub struct Repr {
     pub node_description: DescRepr,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads NodeRecord; fails on a short buffer or a reserved NodeType.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            node_info: InfoRepr::parse(&packet.node_info())?,
-            node_description: DescRepr::parse(&packet.node_description())?,
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes NodeRecord, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_lid(self.lid);
-        packet.buffer.as_mut()[2..4].fill(0);
-        self.node_info.emit(&mut packet.node_info_mut());
-        self.node_description
-            .emit(&mut packet.node_description_mut());
-    }
+    emit [2..4];
+    lid: get lid, set_lid;
+    node_info: nested InfoRepr, node_info, node_info_mut;
+    node_description: nested DescRepr, node_description, node_description_mut;
 }
 
 // Keeps the module's constants honest: the description ends the record.

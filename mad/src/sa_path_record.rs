@@ -13,8 +13,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::{components, gid_at, set_gid_at};
-use crate::Result;
+use crate::sa::{components, gid_at, repr_io, set_gid_at};
 
 /// Length of the record (AttributeOffset 8).
 pub const LEN: usize = 64;
@@ -184,67 +183,32 @@ pub struct Repr {
     pub preference: u8,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads PathRecord; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            service_id: packet.service_id(),
-            dgid: packet.dgid(),
-            sgid: packet.sgid(),
-            dlid: packet.dlid(),
-            slid: packet.slid(),
-            raw_traffic: packet.raw_traffic(),
-            flow_label: packet.flow_label(),
-            hop_limit: packet.hop_limit(),
-            tclass: packet.tclass(),
-            reversible: packet.reversible(),
-            numb_path: packet.numb_path(),
-            pkey: packet.pkey(),
-            qos_class: packet.qos_class(),
-            sl: packet.sl(),
-            mtu_selector: packet.mtu_selector(),
-            mtu: packet.mtu(),
-            rate_selector: packet.rate_selector(),
-            rate: packet.rate(),
-            packet_life_time_selector: packet.packet_life_time_selector(),
-            packet_life_time: packet.packet_life_time(),
-            preference: packet.preference(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes PathRecord, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        let buf = packet.buffer.as_mut();
-        buf[44] &= 0x8F;
-        buf[58..64].fill(0);
-        packet.set_service_id(self.service_id);
-        packet.set_dgid(self.dgid);
-        packet.set_sgid(self.sgid);
-        packet.set_dlid(self.dlid);
-        packet.set_slid(self.slid);
-        packet.set_raw_traffic(self.raw_traffic);
-        packet.set_flow_label(self.flow_label);
-        packet.set_hop_limit(self.hop_limit);
-        packet.set_tclass(self.tclass);
-        packet.set_reversible(self.reversible);
-        packet.set_numb_path(self.numb_path);
-        packet.set_pkey(self.pkey);
-        packet.set_qos_class(self.qos_class);
-        packet.set_sl(self.sl);
-        packet.set_mtu_selector(self.mtu_selector);
-        packet.set_mtu(self.mtu);
-        packet.set_rate_selector(self.rate_selector);
-        packet.set_rate(self.rate);
-        packet.set_packet_life_time_selector(self.packet_life_time_selector);
-        packet.set_packet_life_time(self.packet_life_time);
-        packet.set_preference(self.preference);
-    }
+    emit [44..45, 58..64];
+    service_id: get service_id, set_service_id;
+    dgid: get dgid, set_dgid;
+    sgid: get sgid, set_sgid;
+    dlid: get dlid, set_dlid;
+    slid: get slid, set_slid;
+    raw_traffic: get raw_traffic, set_raw_traffic;
+    flow_label: get flow_label, set_flow_label;
+    hop_limit: get hop_limit, set_hop_limit;
+    tclass: get tclass, set_tclass;
+    reversible: get reversible, set_reversible;
+    numb_path: get numb_path, set_numb_path;
+    pkey: get pkey, set_pkey;
+    qos_class: get qos_class, set_qos_class;
+    sl: get sl, set_sl;
+    mtu_selector: get mtu_selector, set_mtu_selector;
+    mtu: get mtu, set_mtu;
+    rate_selector: get rate_selector, set_rate_selector;
+    rate: get rate, set_rate;
+    packet_life_time_selector: get packet_life_time_selector, set_packet_life_time_selector;
+    packet_life_time: get packet_life_time, set_packet_life_time;
+    preference: get preference, set_preference;
 }
 
 #[cfg(test)]

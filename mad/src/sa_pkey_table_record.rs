@@ -8,8 +8,7 @@
 //! ```
 
 use crate::field::{elements, fields, packet};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// P_Keys per block.
 pub const PKEYS: usize = 32;
@@ -62,33 +61,15 @@ pub struct Repr {
     pub pkeys: [u16; PKEYS],
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads the record; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            block_num: packet.block_num(),
-            port_num: packet.port_num(),
-            pkeys: core::array::from_fn(|i| packet.pkey(i)),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes the record, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.buffer.as_mut()[5..8].fill(0);
-        packet.set_lid(self.lid);
-        packet.set_block_num(self.block_num);
-        packet.set_port_num(self.port_num);
-        for (i, &p) in self.pkeys.iter().enumerate() {
-            packet.set_pkey(i, p);
-        }
-    }
+    emit [5..8];
+    lid: get lid, set_lid;
+    block_num: get block_num, set_block_num;
+    port_num: get port_num, set_port_num;
+    pkeys: each pkey, set_pkey;
 }
 
 #[cfg(test)]

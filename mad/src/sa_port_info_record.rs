@@ -10,8 +10,7 @@
 
 use crate::field::{fields, nested, packet};
 use crate::port_info::{self, Packet as PortInfoPacket, Repr as PortInfoRepr};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// Length of the record's fields.
 pub const LEN: usize = 4 + port_info::LEN;
@@ -120,30 +119,15 @@ pub struct Repr {
     pub port_info: PortInfoRepr,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads PortInfoRecord; fails on a short buffer or a reserved port state.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            port_num: packet.port_num(),
-            options: packet.options(),
-            port_info: PortInfoRepr::parse(&packet.port_info())?,
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes PortInfoRecord.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_lid(self.lid);
-        packet.set_port_num(self.port_num);
-        packet.set_options(self.options);
-        self.port_info.emit(&mut packet.port_info_mut());
-    }
+    emit [];
+    lid: get lid, set_lid;
+    port_num: get port_num, set_port_num;
+    options: get options, set_options;
+    port_info: nested PortInfoRepr, port_info, port_info_mut;
 }
 
 #[cfg(test)]

@@ -7,8 +7,7 @@
 //! ```
 
 use crate::field::{fields, packet};
-use crate::sa::components;
-use crate::Result;
+use crate::sa::{components, repr_io};
 
 /// Length of the record's fields.
 pub const LEN: usize = 25;
@@ -62,35 +61,17 @@ pub struct Repr {
     pub sm_state: u8,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads the record; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            guid: packet.guid(),
-            sm_key: packet.sm_key(),
-            act_count: packet.act_count(),
-            priority: packet.priority(),
-            sm_state: packet.sm_state(),
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes the record, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.buffer.as_mut()[2..4].fill(0);
-        packet.set_lid(self.lid);
-        packet.set_guid(self.guid);
-        packet.set_sm_key(self.sm_key);
-        packet.set_act_count(self.act_count);
-        packet.set_priority(self.priority);
-        packet.set_sm_state(self.sm_state);
-    }
+    emit [2..4];
+    lid: get lid, set_lid;
+    guid: get guid, set_guid;
+    sm_key: get sm_key, set_sm_key;
+    act_count: get act_count, set_act_count;
+    priority: get priority, set_priority;
+    sm_state: get sm_state, set_sm_state;
 }
 
 #[cfg(test)]

@@ -6,9 +6,8 @@
 //! ```
 
 use crate::field::{fields, nested, packet};
-use crate::sa::components;
+use crate::sa::{components, repr_io};
 use crate::switch_info::{self, Packet as SwitchInfoPacket, Repr as SwitchInfoRepr};
-use crate::Result;
 
 /// Length of the record (AttributeOffset 3).
 pub const LEN: usize = 4 + switch_info::LEN;
@@ -66,27 +65,13 @@ pub struct Repr {
     pub switch_info: SwitchInfoRepr,
 }
 
-impl Repr {
+repr_io! { Packet => Repr, LEN;
     /// Reads SwitchInfoRecord; fails only on a short buffer.
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&T>) -> Result<Self> {
-        packet.check_len()?;
-        Ok(Self {
-            lid: packet.lid(),
-            switch_info: SwitchInfoRepr::parse(&packet.switch_info())?,
-        })
-    }
-
-    /// Bytes [`Self::emit`] writes.
-    pub const fn buffer_len(&self) -> usize {
-        LEN
-    }
-
+    parse;
     /// Writes SwitchInfoRecord, reserved bits zeroed.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
-        packet.set_lid(self.lid);
-        packet.buffer.as_mut()[2..4].fill(0);
-        self.switch_info.emit(&mut packet.switch_info_mut());
-    }
+    emit [2..4];
+    lid: get lid, set_lid;
+    switch_info: nested SwitchInfoRepr, switch_info, switch_info_mut;
 }
 
 #[cfg(test)]
