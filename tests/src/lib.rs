@@ -12,8 +12,11 @@
 //! * [`ibdmchk`]: the `ibdmchk` verdict on a dump directory.
 //! * [`smcore`]: finding and running the workspace's `smcore` binary.
 //! * [`proc`]: waiting for child processes with a deadline.
+//! * [`diags`]: fabrics generated into a temporary directory, and the
+//!   `name....value` output of infiniband-diags.
 
 pub mod bench;
+pub mod diags;
 pub mod fabric_check;
 pub mod ibdmchk;
 pub mod ibsim;

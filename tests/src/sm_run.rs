@@ -39,7 +39,23 @@ impl RunningSm {
         report: &Path,
         extra: &[&str],
     ) -> Result<RunningSm> {
+        RunningSm::start_on(sim, None, sm, dump_dir, report, extra)
+    }
+
+    /// [`RunningSm::start`] attached to the simulator's node `host`
+    /// (umad2sim's `SIM_HOST`) when given, else to its default one.
+    pub fn start_on(
+        sim: &Ibsim,
+        host: Option<&str>,
+        sm: &Smcore,
+        dump_dir: &Path,
+        report: &Path,
+        extra: &[&str],
+    ) -> Result<RunningSm> {
         let mut cmd = sim.client_command(sm.bin())?;
+        if let Some(host) = host {
+            cmd.env("SIM_HOST", host);
+        }
         cmd.arg("--dump-dir")
             .arg(dump_dir)
             .arg("--report")
@@ -139,6 +155,13 @@ impl RunningSm {
             .wait()
             .map_err(|e| Error::io("reaping smcore", e))?;
         Ok((status, self.output()))
+    }
+
+    /// SIGKILL, as in a crash; returns all the SM printed.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.output()
     }
 
     /// What the SM printed so far; only complete once it has exited.

@@ -21,10 +21,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use sm_topology::Topology;
+use smcore_tests::diags::{fields, first_num, num, Generated};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::{parse_guid2lid_file, parse_lfts_file};
 use smcore_tests::sm_run::RunningSm;
-use smcore_tests::smcore::{target_dir, Profile, Smcore};
+use smcore_tests::smcore::target_dir;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SETTLED: Duration = Duration::from_millis(2500);
@@ -83,26 +84,6 @@ fn client(
     text
 }
 
-/// `name....value` fields of a saquery dump, in order.
-fn fields<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let rest = l.strip_prefix(name)?;
-            rest.starts_with('.')
-                .then(|| rest.trim_start_matches('.').trim())
-        })
-        .collect()
-}
-
-fn num(v: &str) -> u64 {
-    match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => v.parse(),
-    }
-    .unwrap_or_else(|_| panic!("not a number: {v}"))
-}
-
 /// The `key=value` fields of sa_client's lines.
 fn kv(line: &str) -> BTreeMap<&str, u64> {
     line.split_whitespace()
@@ -111,15 +92,14 @@ fn kv(line: &str) -> BTreeMap<&str, u64> {
         .collect()
 }
 
-struct Fabric {
-    topo: Topology,
+struct Fabric<'a> {
+    topo: &'a Topology,
     /// Port GUID → LID, from the SM's guid2lid.
     lids: BTreeMap<u64, u16>,
 }
 
-impl Fabric {
-    fn read(net: &Path, dumps: &Path) -> Self {
-        let topo = sm_topology::parse_file(net).unwrap_or_else(|e| panic!("{e}"));
+impl<'a> Fabric<'a> {
+    fn read(topo: &'a Topology, dumps: &Path) -> Self {
         let map = parse_guid2lid_file(dumps.join("guid2lid")).unwrap_or_else(|e| panic!("{e}"));
         let lids = map.by_lid.iter().map(|(&lid, &guid)| (guid, lid)).collect();
         Fabric { topo, lids }
@@ -151,48 +131,30 @@ impl Fabric {
     }
 }
 
-fn start(sim: &Ibsim, sm: &Smcore, tmp: &Path, extra: &[&str]) -> RunningSm {
-    let dumps = tmp.join("dumps");
-    let report = tmp.join("report.json");
+/// smcore on `fabric` under a new ibsim, settled after its first heavy
+/// sweep.
+fn start(fabric: &Generated, extra: &[&str]) -> (Ibsim, RunningSm) {
+    let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
+    let dumps = fabric.dir().join("dumps");
+    let report = fabric.dir().join("report.json");
     let mut args = vec!["--sweep-interval", "1"];
     args.extend_from_slice(extra);
-    let mut run =
-        RunningSm::start(sim, sm, &dumps, &report, &args).unwrap_or_else(|e| panic!("{e}"));
+    let mut run = RunningSm::start(&sim, &fabric.sm, &dumps, &report, &args)
+        .unwrap_or_else(|e| panic!("{e}"));
     run.wait_for("the first heavy sweep", TIMEOUT, |r| {
         r.heavy_sweeps() >= 1 && r.dump_dir().join("guid2lid").is_file()
     })
     .unwrap_or_else(|e| panic!("{e}"));
     run.wait_settled(SETTLED, TIMEOUT)
         .unwrap_or_else(|e| panic!("{e}"));
-    run
+    (sim, run)
 }
 
 #[test]
 fn saquery_osmtest_and_joins_against_smcore() {
-    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new()
-        .prefix("sa-ibsim-")
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    sm.gen(
-        &[
-            "fat-tree",
-            "--leaves",
-            "4",
-            "--spines",
-            "2",
-            "--hosts-per-leaf",
-            "4",
-            "--uplinks",
-            "2",
-        ],
-        &net,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
-    let run = start(&sim, &sm, tmp.path(), &[]);
-    let fabric = Fabric::read(&net, run.dump_dir());
+    let generated = Generated::fat_tree("sa-ibsim-", 4, 2, 4, 2).unwrap_or_else(|e| panic!("{e}"));
+    let (sim, run) = start(&generated, &[]);
+    let fabric = Fabric::read(&generated.topo, run.dump_dir());
     let hosts = fabric.hosts();
     assert!(hosts.len() >= 8, "hosts with LIDs: {hosts:?}");
 
@@ -203,16 +165,8 @@ fn saquery_osmtest_and_joins_against_smcore() {
     // NodeRecords by LID: the port GUID the SM gave that LID.
     for (_, guid, lid) in hosts.iter().step_by(3) {
         let text = client(&sim, None, "saquery", &["NR", &lid.to_string()]);
-        assert_eq!(
-            fields(&text, "lid").first().map(|v| num(v)),
-            Some(u64::from(*lid)),
-            "{text}"
-        );
-        assert_eq!(
-            fields(&text, "port_guid").first().map(|v| num(v)),
-            Some(*guid),
-            "{text}"
-        );
+        assert_eq!(first_num(&text, "lid"), Some(u64::from(*lid)), "{text}");
+        assert_eq!(first_num(&text, "port_guid"), Some(*guid), "{text}");
     }
 
     // PathRecords between hosts: saquery (GetTable, first record) and
@@ -224,21 +178,9 @@ fn saquery_osmtest_and_joins_against_smcore() {
         "saquery",
         &["--src-to-dst", &format!("{}:{}", a.2, b.2)],
     );
-    assert_eq!(
-        fields(&text, "slid").first().map(|v| num(v)),
-        Some(u64::from(a.2)),
-        "{text}"
-    );
-    assert_eq!(
-        fields(&text, "dlid").first().map(|v| num(v)),
-        Some(u64::from(b.2)),
-        "{text}"
-    );
-    assert_eq!(
-        fields(&text, "sl").first().map(|v| num(v)),
-        Some(0),
-        "{text}"
-    );
+    assert_eq!(first_num(&text, "slid"), Some(u64::from(a.2)), "{text}");
+    assert_eq!(first_num(&text, "dlid"), Some(u64::from(b.2)), "{text}");
+    assert_eq!(first_num(&text, "sl"), Some(0), "{text}");
     let pairs: Vec<String> = hosts
         .iter()
         .zip(hosts.iter().rev())
@@ -274,11 +216,7 @@ fn saquery_osmtest_and_joins_against_smcore() {
         "guid2lid and the LFT dump agree on switch {sw_guid:#x}"
     );
     let text = client(&sim, None, "saquery", &["SWIR", &sw_lid.to_string()]);
-    assert_eq!(
-        fields(&text, "LID").first().map(|v| num(v)),
-        Some(u64::from(sw_lid)),
-        "{text}"
-    );
+    assert_eq!(first_num(&text, "LID"), Some(u64::from(sw_lid)), "{text}");
     let text = client(&sim, None, "saquery", &["LFTR", &format!("{sw_lid}/0")]);
     // The first record only: the others of the (truncated) table are not
     // the SA's bytes.
@@ -312,7 +250,7 @@ fn saquery_osmtest_and_joins_against_smcore() {
     }
 
     // osmtest: inventory, then validation (see the module doc for -d 1).
-    let inv = tmp.path().join("osmtest.dat");
+    let inv = generated.dir().join("osmtest.dat");
     let inv_s = inv.to_str().expect("utf-8 path");
     let c = client(&sim, None, "osmtest", &["-f", "c", "-i", inv_s]);
     assert!(c.contains("TEST \"Create Inventory\" PASS"), "{c}");
@@ -368,32 +306,11 @@ fn saquery_osmtest_and_joins_against_smcore() {
 
 #[test]
 fn torus_2qos_path_records_carry_the_routing_sl() {
-    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new()
-        .prefix("sa-torus-ibsim-")
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join("torus.net");
-    let conf = tmp.path().join("torus-2QoS.conf");
+    let (generated, conf) =
+        Generated::torus_2qos("sa-torus-ibsim-", "4x4x3").unwrap_or_else(|e| panic!("{e}"));
     let conf_s = conf.to_str().expect("utf-8 path");
-    sm.gen(
-        &[
-            "torus",
-            "--dims",
-            "4x4x3",
-            "--hosts",
-            "1",
-            "--torus-conf",
-            conf_s,
-        ],
-        &net,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
-    let run = start(
-        &sim,
-        &sm,
-        tmp.path(),
+    let (sim, run) = start(
+        &generated,
         &[
             "--engines",
             "torus-2QoS,no_fallback",
@@ -401,7 +318,7 @@ fn torus_2qos_path_records_carry_the_routing_sl() {
             conf_s,
         ],
     );
-    let fabric = Fabric::read(&net, run.dump_dir());
+    let fabric = Fabric::read(&generated.topo, run.dump_dir());
     // (source node GUID, destination LID) → SL, as the SM dumped it for ibdmchk.
     let psl =
         std::fs::read_to_string(run.dump_dir().join("smcore-path-sl.psl")).expect("path-SL dump");
@@ -460,10 +377,6 @@ fn torus_2qos_path_records_carry_the_routing_sl() {
         &["--src-to-dst", &format!("{}:{}", s.2, d.2)],
     );
     let want = dumped[&(fabric.node_guid_of_port(s.1), d.2)];
-    assert_eq!(
-        fields(&text, "sl").first().map(|v| num(v)),
-        Some(u64::from(want)),
-        "{text}"
-    );
+    assert_eq!(first_num(&text, "sl"), Some(u64::from(want)), "{text}");
     drop(run);
 }

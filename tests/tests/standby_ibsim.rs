@@ -29,79 +29,55 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use sm_topology::Topology;
+use smcore_tests::diags::Generated;
 use smcore_tests::fabric_check::{
     discovered_lids, lfts_read_back, lids_read_back, run_client, TOOL_TIMEOUT,
 };
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::parse_guid2lid_file;
-use smcore_tests::proc::{collect, die_with_parent, drain, terminate};
-use smcore_tests::smcore::{Profile, Smcore};
+use smcore_tests::sm_run::RunningSm;
 
 /// Poll interval and silent polls before a takeover, short for the test.
 const POLL_INTERVAL: &str = "0.5";
 const POLL_RETRIES: &str = "3";
 
-/// One smcore SM on the simulator, attached to `host`.
+/// One smcore SM on the simulator, attached to a host of its own; named
+/// in every failure.
 struct Sm {
     name: &'static str,
-    child: Child,
-    out: Option<std::thread::JoinHandle<Vec<u8>>>,
-    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+    run: RunningSm,
     report: PathBuf,
     dumps: PathBuf,
 }
 
 impl Sm {
-    fn start(
-        sim: &Ibsim,
-        smcore: &Smcore,
-        name: &'static str,
-        host: &str,
-        priority: u8,
-        dir: &Path,
-    ) -> Sm {
-        let dumps = dir.join(format!("{name}-dumps"));
-        let report = dir.join(format!("{name}-report.json"));
-        let mut cmd = sim
-            .client_command(smcore.bin())
-            .unwrap_or_else(|e| panic!("{e}"));
-        die_with_parent(&mut cmd);
-        let mut child = cmd
-            .env("SIM_HOST", host)
-            .args([
-                "--sweep-interval",
-                "1",
-                "--log",
-                "info",
-                "--engines",
-                "minhop",
-            ])
-            .args(["--priority", &priority.to_string()])
-            .args([
-                "--sm-poll-interval",
-                POLL_INTERVAL,
-                "--sm-poll-retries",
-                POLL_RETRIES,
-            ])
-            .arg("--dump-dir")
-            .arg(&dumps)
-            .arg("--report")
-            .arg(&report)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+    fn start(sim: &Ibsim, fabric: &Generated, name: &'static str, host: usize, priority: u8) -> Sm {
+        let dumps = fabric.dir().join(format!("{name}-dumps"));
+        let report = fabric.dir().join(format!("{name}-report.json"));
+        let priority = priority.to_string();
+        let args = [
+            "--sweep-interval",
+            "1",
+            "--log",
+            "info",
+            "--engines",
+            "minhop",
+            "--priority",
+            &priority,
+            "--sm-poll-interval",
+            POLL_INTERVAL,
+            "--sm-poll-retries",
+            POLL_RETRIES,
+        ];
+        let host = &fabric.topo.nodes[host].name;
+        let run = RunningSm::start_on(sim, Some(host), &fabric.sm, &dumps, &report, &args)
             .unwrap_or_else(|e| panic!("spawning smcore {name}: {e}"));
-        let out = child.stdout.take().map(drain);
-        let err = child.stderr.take().map(drain);
         Sm {
             name,
-            child,
-            out,
-            err,
+            run,
             report,
             dumps,
         }
@@ -109,67 +85,64 @@ impl Sm {
 
     /// The number of the last heavy sweep reported (0 before the first).
     fn heavy_sweeps(&self) -> u64 {
-        std::fs::read_to_string(&self.report)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|j| j["heavy_sweep"].as_u64())
-            .unwrap_or(0)
+        self.run.heavy_sweeps()
     }
 
-    /// Polls `done` every 50 ms; panics with the SM's output when it exits
-    /// or `timeout` passes. Returns how long it took.
+    /// Polls `done`; panics with the SM's output when it exits or
+    /// `timeout` passes. Returns how long it took.
     fn wait_for(
         &mut self,
         what: &str,
         timeout: Duration,
-        mut done: impl FnMut(&Sm) -> bool,
+        done: impl FnMut(&RunningSm) -> bool,
     ) -> Duration {
-        let t = Instant::now();
-        loop {
-            if done(self) {
-                return t.elapsed();
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let name = self.name;
-                panic!(
-                    "smcore {name} exited ({status}) waiting for {what}:\n{}",
-                    self.output()
-                );
-            }
-            if t.elapsed() > timeout {
-                let _ = terminate(&mut self.child, Duration::from_secs(2));
-                let name = self.name;
-                panic!(
-                    "timed out waiting for {what} (smcore {name}):\n{}",
-                    self.output()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let name = self.name;
+        self.run
+            .wait_for(what, timeout, done)
+            .unwrap_or_else(|e| panic!("smcore {name}: {e}"))
     }
 
-    fn output(&mut self) -> String {
-        format!("{}\n{}", collect(self.out.take()), collect(self.err.take()))
+    /// Waits (up to 60 s) for the first heavy sweep: the SM is master.
+    fn wait_first_heavy_sweep(&mut self, what: &str) -> Duration {
+        self.wait_for(what, Duration::from_secs(60), |s| s.heavy_sweeps() >= 1)
+    }
+
+    /// Several polls later, the SM has swept no more (a standby's rule).
+    fn assert_sweeps_no_more(&self, why: &str) {
+        let sweeps = self.heavy_sweeps();
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(self.heavy_sweeps(), sweeps, "smcore {}: {why}", self.name);
     }
 
     /// SIGKILL: the SM dies as in a crash, mid-whatever it was doing.
-    fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.output()
+    fn kill(self) -> String {
+        self.run.kill()
     }
 
     /// SIGTERM, then its output.
-    fn stop(mut self) -> String {
-        let _ = terminate(&mut self.child, Duration::from_secs(5));
-        self.output()
+    fn stop(self) -> String {
+        let name = self.name;
+        match self.run.stop(Duration::from_secs(5)) {
+            Ok((_, output)) => output,
+            Err(e) => panic!("stopping smcore {name}: {e}"),
+        }
     }
 }
 
-impl Drop for Sm {
-    fn drop(&mut self) {
-        let _ = terminate(&mut self.child, Duration::from_secs(2));
-    }
+/// A fat tree (2 spines, 2 uplinks) under ibsim, and its first and last
+/// hosts: on different leaves, so that one SM's polls of the other cross
+/// the fabric.
+fn fat_tree_on_ibsim(
+    prefix: &str,
+    leaves: u32,
+    hosts_per_leaf: u32,
+) -> (Generated, Ibsim, usize, usize) {
+    let fabric =
+        Generated::fat_tree(prefix, leaves, 2, hosts_per_leaf, 2).unwrap_or_else(|e| panic!("{e}"));
+    let hosts = fabric.hosts();
+    let (first, last) = (hosts[0], hosts[hosts.len() - 1]);
+    let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
+    (fabric, sim, first, last)
 }
 
 /// `sminfo <lid>`: (priority, state) of the SM behind `lid`, `None` when
@@ -235,57 +208,37 @@ fn guid2lid(dumps: &Path) -> BTreeMap<u64, u16> {
     out
 }
 
+/// Traps go to `master`: PortInfo.MasterSMLID of every switch (port 0)
+/// and CA (port 1), found at its LID in `lids` (by port GUID), is its LID.
+fn assert_traps_go_to(sim: &Ibsim, topo: &Topology, lids: &BTreeMap<u64, u16>, master: u16) {
+    for (i, n) in topo.nodes.iter().enumerate() {
+        let port = if n.is_switch() { 0 } else { 1 };
+        let lid = lids[&n.port_guid(port)];
+        assert_eq!(
+            master_sm_lid(sim, lid, port),
+            master,
+            "MasterSMLID of {} (node {i}, LID {lid})",
+            n.name
+        );
+    }
+}
+
 #[test]
 fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
-    let smcore = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new()
-        .prefix("standby-")
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    smcore
-        .gen(
-            &[
-                "fat-tree",
-                "--leaves",
-                "4",
-                "--spines",
-                "2",
-                "--hosts-per-leaf",
-                "3",
-                "--uplinks",
-                "2",
-            ],
-            &net,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
-    let hosts: Vec<usize> = topo
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| !n.is_switch())
-        .map(|(i, _)| i)
-        .collect();
-    // On different leaves, so the standby's polls cross the fabric.
-    let (a_host, b_host) = (hosts[0], hosts[hosts.len() - 1]);
+    let (fabric, sim, a_host, b_host) = fat_tree_on_ibsim("standby-", 4, 3);
+    let topo = &fabric.topo;
     let a_guid = topo.nodes[a_host].port_guid(1);
     let b_guid = topo.nodes[b_host].port_guid(1);
-    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
 
     // The master: alone, it is elected and brings the fabric up.
-    let mut a = Sm::start(&sim, &smcore, "a", &topo.nodes[a_host].name, 10, tmp.path());
-    a.wait_for(
-        "the first master's first heavy sweep",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    let mut a = Sm::start(&sim, &fabric, "a", a_host, 10);
+    a.wait_first_heavy_sweep("the first master's first heavy sweep");
     let lids_a = guid2lid(&a.dumps);
     let a_lid = lids_a[&a_guid];
     let b_lid = lids_a[&b_guid];
 
     // The second SM must find the master and stand by.
-    let mut b = Sm::start(&sim, &smcore, "b", &topo.nodes[b_host].name, 5, tmp.path());
+    let mut b = Sm::start(&sim, &fabric, "b", b_host, 5);
     b.wait_for("the second SM to stand by", Duration::from_secs(30), |_| {
         sminfo(&sim, b_lid) == Some((5, 2))
     });
@@ -295,7 +248,7 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
         "the first SM is master, priority 10"
     );
     // A standby does not sweep: several polls later it still has not.
-    std::thread::sleep(Duration::from_secs(2));
+    b.assert_sweeps_no_more("the standby swept while the master was alive");
     assert_eq!(
         b.heavy_sweeps(),
         0,
@@ -317,11 +270,7 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
     // Crash the master.
     let a_log = a.kill();
     let killed = Instant::now();
-    b.wait_for(
-        "the standby's first heavy sweep as master",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    b.wait_first_heavy_sweep("the standby's first heavy sweep as master");
     let failover = killed.elapsed();
     println!(
         "failover: {:.2} s from SIGKILL to the new master's first heavy sweep",
@@ -343,17 +292,7 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
         switches,
         topo.nodes.iter().filter(|n| n.is_switch()).count()
     );
-    // Traps go to the new master.
-    for (i, n) in topo.nodes.iter().enumerate() {
-        let port = if n.is_switch() { 0 } else { 1 };
-        let lid = after[&n.port_guid(port)];
-        assert_eq!(
-            master_sm_lid(&sim, lid, port),
-            b_lid,
-            "MasterSMLID of {} (node {i}, LID {lid})",
-            n.name
-        );
-    }
+    assert_traps_go_to(&sim, topo, &after, b_lid);
     assert_eq!(
         sminfo(&sim, b_lid),
         Some((5, 3)),
@@ -369,50 +308,16 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
 
 #[test]
 fn a_higher_sm_started_later_is_handed_the_subnet() {
-    let smcore = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new()
-        .prefix("handover-")
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    smcore
-        .gen(
-            &[
-                "fat-tree",
-                "--leaves",
-                "3",
-                "--spines",
-                "2",
-                "--hosts-per-leaf",
-                "2",
-                "--uplinks",
-                "2",
-            ],
-            &net,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
-    let hosts: Vec<usize> = topo
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| !n.is_switch())
-        .map(|(i, _)| i)
-        .collect();
-    let (a_host, b_host) = (hosts[0], hosts[hosts.len() - 1]);
+    let (fabric, sim, a_host, b_host) = fat_tree_on_ibsim("handover-", 3, 2);
+    let topo = &fabric.topo;
     let (a_guid, b_guid) = (
         topo.nodes[a_host].port_guid(1),
         topo.nodes[b_host].port_guid(1),
     );
-    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
 
     // A low-priority master brings the fabric up.
-    let mut a = Sm::start(&sim, &smcore, "a", &topo.nodes[a_host].name, 3, tmp.path());
-    a.wait_for(
-        "the first master's first heavy sweep",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    let mut a = Sm::start(&sim, &fabric, "a", a_host, 3);
+    a.wait_first_heavy_sweep("the first master's first heavy sweep");
     let lids_a = guid2lid(&a.dumps);
     let (a_lid, b_lid) = (lids_a[&a_guid], lids_a[&b_guid]);
     let before = discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}"));
@@ -420,12 +325,8 @@ fn a_higher_sm_started_later_is_handed_the_subnet() {
     // A higher one joins: it finds a master (which stays master for now),
     // asks it for the subnet (trap 144), and the master hands over at its
     // next heavy sweep.
-    let mut b = Sm::start(&sim, &smcore, "b", &topo.nodes[b_host].name, 12, tmp.path());
-    let took = b.wait_for(
-        "the handover to the higher SM",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    let mut b = Sm::start(&sim, &fabric, "b", b_host, 12);
+    let took = b.wait_first_heavy_sweep("the handover to the higher SM");
     println!(
         "handover: {:.2} s from the higher SM's start to its first heavy sweep",
         took.as_secs_f64()
@@ -449,24 +350,9 @@ fn a_higher_sm_started_later_is_handed_the_subnet() {
     );
     assert_eq!(guid2lid(&b.dumps), lids_a);
     lfts_read_back(&sim, &b.dumps).unwrap_or_else(|e| panic!("{e}"));
-    for n in &topo.nodes {
-        let port = if n.is_switch() { 0 } else { 1 };
-        let lid = before[&n.port_guid(port)];
-        assert_eq!(
-            master_sm_lid(&sim, lid, port),
-            b_lid,
-            "MasterSMLID of {} (LID {lid})",
-            n.name
-        );
-    }
+    assert_traps_go_to(&sim, topo, &before, b_lid);
     // The old master, now standby, sweeps no more.
-    let a_sweeps = a.heavy_sweeps();
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        a.heavy_sweeps(),
-        a_sweeps,
-        "the old master kept sweeping after the handover"
-    );
+    a.assert_sweeps_no_more("the old master kept sweeping after the handover");
     assert_eq!(sminfo(&sim, a_lid), Some((3, 2)));
 
     let b_log = b.stop();
@@ -482,57 +368,19 @@ fn a_higher_sm_started_later_is_handed_the_subnet() {
 
 #[test]
 fn at_equal_priority_the_lower_guid_ends_up_master() {
-    let smcore = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new()
-        .prefix("election-")
-        .tempdir()
-        .expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    smcore
-        .gen(
-            &[
-                "fat-tree",
-                "--leaves",
-                "2",
-                "--spines",
-                "2",
-                "--hosts-per-leaf",
-                "2",
-                "--uplinks",
-                "2",
-            ],
-            &net,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
-    let hosts: Vec<usize> = topo
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| !n.is_switch())
-        .map(|(i, _)| i)
-        .collect();
-    let (low, high) = (hosts[0], hosts[hosts.len() - 1]);
+    let (fabric, sim, low, high) = fat_tree_on_ibsim("election-", 2, 2);
+    let topo = &fabric.topo;
     let (low_guid, high_guid) = (topo.nodes[low].port_guid(1), topo.nodes[high].port_guid(1));
     assert!(low_guid < high_guid);
-    let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
 
     // The higher GUID first: alone, it becomes master. The lower GUID,
     // started next, finds a master and stands by; the master then sees an
     // SM that outranks it on the GUID and hands over.
-    let mut h = Sm::start(&sim, &smcore, "h", &topo.nodes[high].name, 7, tmp.path());
-    h.wait_for(
-        "the higher GUID's first heavy sweep",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    let mut h = Sm::start(&sim, &fabric, "h", high, 7);
+    h.wait_first_heavy_sweep("the higher GUID's first heavy sweep");
     let before = discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}"));
-    let mut l = Sm::start(&sim, &smcore, "l", &topo.nodes[low].name, 7, tmp.path());
-    l.wait_for(
-        "the lower GUID's first heavy sweep",
-        Duration::from_secs(60),
-        |s| s.heavy_sweeps() >= 1,
-    );
+    let mut l = Sm::start(&sim, &fabric, "l", low, 7);
+    l.wait_first_heavy_sweep("the lower GUID's first heavy sweep");
     let lids = guid2lid(&l.dumps);
     let (l_lid, h_lid) = (lids[&low_guid], lids[&high_guid]);
     h.wait_for(
@@ -547,22 +395,11 @@ fn at_equal_priority_the_lower_guid_ends_up_master() {
     );
     // Settled: the standby does not sweep any more, the master's
     // tables are in the switches and traps go to it.
-    let h_sweeps = h.heavy_sweeps();
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(h.heavy_sweeps(), h_sweeps, "the standby keeps sweeping");
+    h.assert_sweeps_no_more("the standby keeps sweeping");
     assert_eq!(sminfo(&sim, h_lid), Some((7, 2)));
     lfts_read_back(&sim, &l.dumps).unwrap_or_else(|e| panic!("{e}"));
     lids_read_back(&sim, &l.dumps).unwrap_or_else(|e| panic!("{e}"));
-    for n in &topo.nodes {
-        let port = if n.is_switch() { 0 } else { 1 };
-        let lid = lids[&n.port_guid(port)];
-        assert_eq!(
-            master_sm_lid(&sim, lid, port),
-            l_lid,
-            "MasterSMLID of {} (LID {lid})",
-            n.name
-        );
-    }
+    assert_traps_go_to(&sim, topo, &lids, l_lid);
     assert_eq!(
         discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}")),
         before,
