@@ -84,6 +84,16 @@ fn query(sa: &mut Sa, slid: u16, m: u8, attribute: u16, mask: u64, data: &[u8]) 
     ask(sa, slid, &request(m, attribute, mask, data))
 }
 
+/// A GetTable of every record of `attribute`, from LID 1.
+fn get_all(sa: &mut Sa, attribute: u16) -> Vec<u8> {
+    query(sa, 1, method::GET_TABLE, attribute, 0, &[])
+}
+
+/// A Get from LID 1.
+fn get(sa: &mut Sa, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
+    query(sa, 1, method::GET, attribute, mask, data)
+}
+
 /// A record template keyed by a LID in its first two bytes.
 fn lid_key<const N: usize>(lid: u16) -> [u8; N] {
     let mut t = [0u8; N];
@@ -166,9 +176,9 @@ fn class_port_info_and_busy_before_publish() {
         cpi.capability_mask & sm_mad::sa_class_port_info::capability::GET_SET_NOTICE,
         0
     );
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::NODE_RECORD);
     assert_eq!(status_of(&a), mad_status::BUSY, "nothing published yet");
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::PATH_RECORD);
     assert_eq!(status_of(&a), mad_status::BUSY);
 }
 
@@ -178,7 +188,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     let ends = end_lids(&out);
     let mut sa = sa_with(SaDb::build(&out));
     // NodeRecords: one per end port, GUIDs and LIDs as swept.
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::NODE_RECORD);
     let recs = records(&a, nr::PADDED_LEN);
     assert_eq!(recs.len(), ends.len());
     let got: BTreeSet<(u16, u64)> = recs
@@ -194,14 +204,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     // without a key: too many.
     let (lid, guid, _) = ends[ends.len() - 1];
     let mut t: [u8; nr::LEN] = lid_key(lid);
-    let a = query(
-        &mut sa,
-        1,
-        method::GET,
-        attr::NODE_RECORD,
-        nr::component::LID,
-        &t,
-    );
+    let a = get(&mut sa, attr::NODE_RECORD, nr::component::LID, &t);
     assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
     assert_eq!(
         nr::Packet::new_checked(&a[56..])
@@ -212,18 +215,11 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     );
     t[..2].copy_from_slice(&0x0bffu16.to_be_bytes());
     assert_eq!(
-        status_of(&query(
-            &mut sa,
-            1,
-            method::GET,
-            attr::NODE_RECORD,
-            nr::component::LID,
-            &t
-        )),
+        status_of(&get(&mut sa, attr::NODE_RECORD, nr::component::LID, &t)),
         status::NO_RECORDS
     );
     assert_eq!(
-        status_of(&query(&mut sa, 1, method::GET, attr::NODE_RECORD, 0, &t)),
+        status_of(&get(&mut sa, attr::NODE_RECORD, 0, &t)),
         status::TOO_MANY_RECORDS
     );
     // By NodeGUID (not the LID key).
@@ -252,22 +248,13 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
                 .count()
         })
         .sum();
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::PORT_INFO_RECORD,
-        0,
-        &[],
-    );
+    let a = get_all(&mut sa, attr::PORT_INFO_RECORD);
     assert_eq!(records(&a, pir::PADDED_LEN).len(), want_ports);
     let (slid, _, _) = ends.iter().copied().find(|e| e.2).expect("a switch");
     let mut t: [u8; pir::LEN] = lid_key(slid);
     t[2] = 3;
-    let a = query(
+    let a = get(
         &mut sa,
-        1,
-        method::GET,
         attr::PORT_INFO_RECORD,
         pir::component::LID | pir::component::PORT_NUM,
         &t,
@@ -277,7 +264,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     assert_eq!((rec.lid, rec.port_num, rec.port_info.m_key), (slid, 3, 0));
 
     // LinkRecords: both directions of every cable.
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::LINK_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::LINK_RECORD);
     let links = records(&a, lr::PADDED_LEN);
     assert_eq!(links.len(), 2 * f.links().len());
     for l in &links {
@@ -295,20 +282,13 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
 
     // SwitchInfoRecords and LFTRecords: the routing's tables, block by block.
     let switches = f.nodes.iter().filter(|n| n.is_switch()).count();
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::SWITCH_INFO_RECORD,
-        0,
-        &[],
-    );
+    let a = get_all(&mut sa, attr::SWITCH_INFO_RECORD);
     assert_eq!(
         records(&a, sm_mad::sa_switch_info_record::PADDED_LEN).len(),
         switches
     );
     let routing = &out.chain.routed.as_ref().unwrap().routing;
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::LFT_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::LFT_RECORD);
     let lfts = records(&a, lftr::PADDED_LEN);
     assert!(!lfts.is_empty());
     let lid_of_node: BTreeMap<u16, usize> = f
@@ -332,10 +312,8 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
         }
     }
     let t: [u8; lftr::LEN] = lid_key(slid);
-    let a = query(
+    let a = get(
         &mut sa,
-        1,
-        method::GET,
         attr::LFT_RECORD,
         lftr::component::LID | lftr::component::BLOCK,
         &t,
@@ -415,7 +393,7 @@ fn path_records_follow_the_lfts_on_a_fat_tree() {
     // A GetTable without components: every pair of end ports, switches included.
     let n = end_lids(&out).len();
     let mut sa = sa_with(SaDb::build(&out));
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::PATH_RECORD);
     assert_eq!(records(&a, 64).len(), n * n);
 }
 
@@ -738,14 +716,7 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
     info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
     let a = query(&mut sa, subscriber.0, method::SET, attr::INFORM_INFO, 0, &t);
     assert_eq!((a[3], status_of(&a)), (method::GET_RESP, 0));
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::INFORM_INFO_RECORD,
-        0,
-        &[],
-    );
+    let a = get_all(&mut sa, attr::INFORM_INFO_RECORD);
     assert_eq!(records(&a, ii::RECORD_PADDED_LEN).len(), 1);
     // The fabric loses a host: one Report of trap 65 with its GID.
     let before: BTreeSet<u64> = end_lids(&full).iter().map(|e| e.1).collect();
@@ -926,7 +897,7 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         0xFFFF
     );
     // SMInfoRecord: this SM, master; Set refused.
-    let a = query(&mut sa, 1, method::GET_TABLE, attr::SM_INFO_RECORD, 0, &[]);
+    let a = get_all(&mut sa, attr::SM_INFO_RECORD);
     let recs = records(&a, smir::PADDED_LEN);
     assert_eq!(recs.len(), 1);
     let rec = smir::Repr::parse(&smir::Packet::new_checked(&recs[0][..]).unwrap()).unwrap();
