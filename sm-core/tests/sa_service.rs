@@ -94,6 +94,11 @@ fn get(sa: &mut Sa, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
     query(sa, 1, method::GET, attribute, mask, data)
 }
 
+/// A GetTable from LID 1.
+fn get_table(sa: &mut Sa, attribute: u16, mask: u64, data: &[u8]) -> Vec<u8> {
+    query(sa, 1, method::GET_TABLE, attribute, mask, data)
+}
+
 /// A record template keyed by a LID in its first two bytes.
 fn lid_key<const N: usize>(lid: u16) -> [u8; N] {
     let mut t = [0u8; N];
@@ -225,14 +230,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
     // By NodeGUID (not the LID key).
     let mut t = [0u8; nr::LEN];
     t[16..24].copy_from_slice(&out.sweep.fabric.nodes[1].guid.to_be_bytes());
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::NODE_RECORD,
-        nr::component::NODE_GUID,
-        &t,
-    );
+    let a = get_table(&mut sa, attr::NODE_RECORD, nr::component::NODE_GUID, &t);
     assert!(!records(&a, nr::PADDED_LEN).is_empty());
 
     // PortInfoRecords: every switch port plus every CA port.
@@ -740,28 +738,10 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
     // Unsubscribe; unsubscribing again is invalid.
     info.subscribe = 0;
     info.emit(&mut ii::Packet::new_unchecked(&mut t[..]));
-    assert_eq!(
-        status_of(&query(
-            &mut sa,
-            subscriber.0,
-            method::SET,
-            attr::INFORM_INFO,
-            0,
-            &t
-        )),
-        0
-    );
-    assert_eq!(
-        status_of(&query(
-            &mut sa,
-            subscriber.0,
-            method::SET,
-            attr::INFORM_INFO,
-            0,
-            &t
-        )),
-        status::REQ_INVALID
-    );
+    for want in [0, status::REQ_INVALID] {
+        let a = query(&mut sa, subscriber.0, method::SET, attr::INFORM_INFO, 0, &t);
+        assert_eq!(status_of(&a), want);
+    }
     let (reports, _) = sa.publish(SaDb::build(&full));
     assert!(reports.is_empty());
 }
@@ -821,28 +801,24 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
     }
     .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
     let counts = mpr::component::SGID_COUNT | mpr::component::DGID_COUNT;
-    let a = query(
-        &mut sa,
-        cas[0].0,
-        method::GET_MULTI,
-        attr::MULTI_PATH_RECORD,
-        counts | mpr::component::NUMB_PATH,
-        &t,
-    );
+    let multi = |sa: &mut Sa, mask: u64, t: &[u8]| {
+        query(
+            sa,
+            cas[0].0,
+            method::GET_MULTI,
+            attr::MULTI_PATH_RECORD,
+            mask,
+            t,
+        )
+    };
+    let a = multi(&mut sa, counts | mpr::component::NUMB_PATH, &t);
     assert_eq!(a[3], method::GET_MULTI_RESP);
     let p = sa::Packet::new_checked(&a[..]).unwrap();
     assert_eq!((status_of(&a), p.payload_length()), (0, 20 + 3 * 64));
     let first = pr::Repr::parse(&pr::Packet::new_checked(&a[56..120]).unwrap()).unwrap();
     assert_eq!((first.sgid, first.dgid), (gid(0), gid(2)));
     // Without both counts, or with a multicast GID: refused.
-    let a = query(
-        &mut sa,
-        cas[0].0,
-        method::GET_MULTI,
-        attr::MULTI_PATH_RECORD,
-        mpr::component::SGID_COUNT,
-        &t,
-    );
+    let a = multi(&mut sa, mpr::component::SGID_COUNT, &t);
     assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
     mpr::Repr {
         reversible: false,
@@ -851,25 +827,11 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         dgids: vec![0xff12_401b_ffff_0000_0000_0000_ffff_ffff],
     }
     .emit(&mut mpr::Packet::new_unchecked(&mut t[..]));
-    let a = query(
-        &mut sa,
-        cas[0].0,
-        method::GET_MULTI,
-        attr::MULTI_PATH_RECORD,
-        counts,
-        &t,
-    );
+    let a = multi(&mut sa, counts, &t);
     assert_eq!(status_of(&a), status::REQ_INVALID);
     // GUIDInfoRecord of a port: its GUID in block 0.
     let t: [u8; gir::LEN] = lid_key(cas[1].0);
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::GUID_INFO_RECORD,
-        gir::component::LID,
-        &t,
-    );
+    let a = get_table(&mut sa, attr::GUID_INFO_RECORD, gir::component::LID, &t);
     let recs = records(&a, gir::PADDED_LEN);
     assert_eq!(recs.len(), 1);
     assert_eq!(
@@ -905,14 +867,7 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
     assert_ne!(rec.lid, 0);
     let mut t = [0u8; smir::LEN];
     t[24] = 0x20;
-    let a = query(
-        &mut sa,
-        1,
-        method::GET_TABLE,
-        attr::SM_INFO_RECORD,
-        smir::component::PRIORITY,
-        &t,
-    );
+    let a = get_table(&mut sa, attr::SM_INFO_RECORD, smir::component::PRIORITY, &t);
     assert!(
         records(&a, smir::PADDED_LEN).is_empty(),
         "no SM of priority 2"
