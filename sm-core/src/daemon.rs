@@ -20,8 +20,20 @@
 //! light sweep until it succeeds. LIDs are kept throughout; the heavy
 //! sweep re-reads them from the ports and `guid2lid`.
 //!
-//! A reload flag (SIGHUP) rescans the engine directories: a new build of
-//! an engine routes from the next heavy sweep, which follows at once.
+//! A reload flag (SIGHUP, or `reload` on the control socket) rescans the
+//! engine directories: a new build of an engine routes from the next heavy
+//! sweep, which follows at once. A sweep flag (`sweep`) asks for a heavy
+//! sweep now.
+//!
+//! Where other SMs may run, the loop first waits until this SM is master
+//! ([`standby::arbitrate`]); after every sweep it checks whether a higher
+//! SM appeared and hands over to it ([`standby::check_peers`]). The first
+//! heavy sweep as master sets ClientReregister on the end ports.
+//!
+//! Every heavy sweep is published to the SA. Multicast membership changes
+//! (SA joins and leaves) are noticed between wait slices and reprogram
+//! only the MFTs, after the group trees are checked with the unicast
+//! routing for credit loops (`program_groups`).
 //!
 //! Shutdown is a flag the caller's signal handler sets; every wait here is
 //! sliced so the loop notices it within a fraction of a second, and a sweep

@@ -6,7 +6,7 @@
 //! [`Fabric::snapshot`] hands the result to the engine chain as a
 //! [`FabricSnapshot`](sm_abi::FabricSnapshot).
 //!
-//! [`program`] writes the accepted routing (SwitchInfo, LFT blocks) and
+//! [`program`](mod@program) writes the accepted routing (SwitchInfo, LFT blocks) and
 //! brings ports up; [`once`] is the whole full sweep.
 //!
 //! [`light`] is the cheap check between heavy sweeps; the loop that

@@ -676,7 +676,8 @@ impl GsiClient {
         Ok(None)
     }
 
-    /// Sends one MAD without waiting (`timeout_ms` as [`Writer::write`]).
+    /// Sends one MAD; `timeout_ms` 0 waits for no answer, otherwise the
+    /// kernel keeps the request on its wait list that long.
     pub fn send(&mut self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
         write_umad(self.fd.0, self.agent, Address { dlid, dqpn, qkey: GSI_QKEY }, mad, MAD_LEN, timeout_ms)
     }
