@@ -15,23 +15,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sm_abi::abi_stable::std_types::{ROption, RVec};
-use sm_abi::{path_sl_box, FabricSnapshot, Lft, NodeKind, PathSl, PathSlBox, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+use sm_abi::{FabricSnapshot, Lft, NodeKind, PathSlBox, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
 
 /// A switch port or end port, by GUID.
 type End = (u64, u8);
-
-/// Answers path SLs from the routing the cache was made from: SLs are asked
-/// by LID, and LIDs do not change while the cache applies.
-struct SharedSl(Arc<PathSlBox>);
-
-impl PathSl for SharedSl {
-    fn uniform(&self) -> ROption<u8> {
-        self.0.uniform()
-    }
-    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        self.0.path_sl(slid, dlid)
-    }
-}
 
 /// The last routing computed, keyed by GUID.
 pub struct UcastCache {
@@ -88,9 +75,9 @@ impl UcastCache {
     /// through it.
     pub fn keep(fabric: &FabricSnapshot, routing: &mut Routing, engine: &str, deadlock_free: bool) -> UcastCache {
         let guid = |node: u32| fabric.nodes[node as usize].guid;
-        let original = std::mem::replace(&mut routing.path_sl, path_sl_box(sm_abi::UniformSl(0)));
-        let shared = Arc::new(original);
-        routing.path_sl = path_sl_box(SharedSl(Arc::clone(&shared)));
+        // SLs are asked by LID, and LIDs do not change while the cache
+        // applies.
+        let shared = crate::engines::shared_sl::share_path_sl(routing);
         UcastCache {
             engine: engine.to_string(),
             deadlock_free,
@@ -160,7 +147,7 @@ impl UcastCache {
             .collect::<Vec<_>>();
         Routing {
             lfts: lfts.into(),
-            path_sl: path_sl_box(SharedSl(Arc::clone(&self.path_sl))),
+            path_sl: crate::engines::shared_sl::delegate(&self.path_sl),
             sl2vl: sl2vl.into(),
             vlarb: vlarb.into(),
             mcast_tree: ROption::RNone,

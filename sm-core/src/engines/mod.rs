@@ -2,6 +2,7 @@
 
 pub mod chain;
 pub mod loader;
+pub mod shared_sl;
 
 pub use chain::{Attempt, ChainError, ChainOutcome, ChainSpec, CreditLoopPolicy, Failure, GateOptions};
 pub use loader::{EngineEntry, LoadProblem, Registry};

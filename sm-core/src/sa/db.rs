@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sm_abi::{NodeKind, PathSl, PathSlBox, NO_ROUTE};
+use sm_abi::{NodeKind, PathSlBox, NO_ROUTE};
 use sm_mad::forwarding::LFT_BLOCK_LEN;
 use sm_mad::{
     sa_guid_info_record as gir, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
@@ -221,7 +221,7 @@ impl SaDb {
             db.set_lfts(&routed.routing.lfts);
             db.sl = match routed.routing.path_sl.uniform() {
                 sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
-                _ => SlSource::Shared(share_path_sl(&mut routed.routing)),
+                _ => SlSource::Shared(crate::engines::shared_sl::share_path_sl(&mut routed.routing)),
             };
         }
         db
@@ -647,30 +647,6 @@ fn description_bytes(text: &str) -> NodeDescriptionRepr {
     let mut bytes = [0u8; sm_mad::node_description::LEN];
     bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
     NodeDescriptionRepr { bytes }
-}
-
-/// Answers path SLs through a handle shared with the SA.
-struct SharedSl(Arc<PathSlBox>);
-
-impl PathSl for SharedSl {
-    fn uniform(&self) -> sm_abi::abi_stable::std_types::ROption<u8> {
-        self.0.uniform()
-    }
-    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        self.0.path_sl(slid, dlid)
-    }
-}
-
-/// Moves `routing`'s path-SL oracle into a shared handle and leaves in its
-/// place an oracle that answers through the same handle.
-pub fn share_path_sl(routing: &mut sm_abi::Routing) -> Arc<PathSlBox> {
-    let original = std::mem::replace(
-        &mut routing.path_sl,
-        sm_abi::path_sl_box(sm_abi::UniformSl(0)),
-    );
-    let shared = Arc::new(original);
-    routing.path_sl = sm_abi::path_sl_box(SharedSl(Arc::clone(&shared)));
-    shared
 }
 
 #[cfg(test)]
