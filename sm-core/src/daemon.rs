@@ -390,6 +390,8 @@ fn program_groups(
     let groups = options.groups.as_ref()?;
     let routed = outcome.chain.routed.as_ref()?;
     let fabric = &outcome.sweep.fabric;
+    // One switch graph serves the plan and the credit-loop check.
+    let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
     let (plan, generation) = {
         let mut g = groups
             .lock()
@@ -404,8 +406,9 @@ fn program_groups(
         if gone > 0 {
             info!(gone, "multicast memberships of departed ports dropped");
         }
-        let plan = crate::mcast::tree::plan(
+        let plan = crate::mcast::tree::plan_on(
             &outcome.snapshot,
+            &graph,
             routed.routing.mcast_tree.as_ref().into_option(),
             &g,
         );
@@ -417,7 +420,6 @@ fn program_groups(
     let promised =
         routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
     if promised && !plan.trees.is_empty() {
-        let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
         let opts = smcore_kit::VerifyOptions {
             max_examples: 2,
             ..Default::default()

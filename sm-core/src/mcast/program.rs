@@ -128,11 +128,16 @@ pub fn program_mfts(
     }
     let mut ops = Vec::new();
     let mut targets = Vec::new();
+    // Highest block each switch uses, for MulticastFDBTop.
+    let mut top_blocks: HashMap<usize, u16> = HashMap::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
         if !n.is_switch() {
             continue;
         }
         let want = wanted.remove(&i).unwrap_or_default();
+        if let Some(&(block, _)) = want.keys().next_back() {
+            top_blocks.insert(i, block);
+        }
         let positions = n.num_ports / 16;
         let mut keys: Vec<(u16, u8)> = want.keys().copied().collect();
         match held.switches.get(&n.guid) {
@@ -209,7 +214,7 @@ pub fn program_mfts(
             }
         }
     }
-    set_tops(client, fabric, plan, held, &mut report);
+    set_tops(client, fabric, &top_blocks, held, &mut report);
     report
 }
 
@@ -218,18 +223,10 @@ pub fn program_mfts(
 fn set_tops(
     client: &mut SmpClient<'_>,
     fabric: &Fabric,
-    plan: &McastPlan,
+    top_blocks: &HashMap<usize, u16>,
     held: &mut HeldMfts,
     report: &mut MftReport,
 ) {
-    let mut top_block: HashMap<u32, u16> = HashMap::new();
-    for t in &plan.trees {
-        let block = (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16;
-        for &node in t.switches.keys() {
-            let b = top_block.entry(node).or_insert(block);
-            *b = (*b).max(block);
-        }
-    }
     let mut changes = Vec::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
         let supports = n
@@ -240,7 +237,7 @@ fn set_tops(
         let Some(info) = n.switch_info.filter(|_| n.is_switch() && supports) else {
             continue;
         };
-        let want = top_block.get(&(i as u32)).map_or(MLID_BASE - 1, |&b| {
+        let want = top_blocks.get(&i).map_or(MLID_BASE - 1, |&b| {
             MLID_BASE + (b + 1) * MFT_BLOCK_LEN as u16 - 1
         });
         let holds = held

@@ -76,8 +76,18 @@ pub fn plan(
     master: Option<&SpanningTree>,
     groups: &McGroups,
 ) -> McastPlan {
-    let graph = Graph::new(fabric);
-    let master_adj = master.map(|m| master_adjacency(fabric, &graph, m));
+    plan_on(fabric, &Graph::new(fabric), master, groups)
+}
+
+/// [`plan`] with the switch graph of `fabric` already built (the SM loop
+/// builds it once for the plan and the credit-loop check).
+pub fn plan_on(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    master: Option<&SpanningTree>,
+    groups: &McGroups,
+) -> McastPlan {
+    let master_adj = master.map(|m| master_adjacency(fabric, graph, m));
     let mut out = McastPlan::default();
     let by_guid: BTreeMap<u64, u32> = fabric
         .ports
@@ -125,7 +135,7 @@ pub fn plan(
         } else if let Some(edges) = master_adj.as_ref().and_then(|adj| subtree(adj, &members)) {
             (edges, TreeSource::Engine)
         } else {
-            match min_hop_tree(&graph, &members, group.mlid) {
+            match min_hop_tree(graph, &members, group.mlid) {
                 Ok(edges) => (edges, TreeSource::MinHop),
                 Err(lost) => {
                     out.problems.push(format!(
@@ -133,9 +143,9 @@ pub fn plan(
                          the group is routed without them",
                         group.mlid
                     ));
-                    let kept = reachable_members(&graph, &members);
+                    let kept = reachable_members(graph, &members);
                     local.retain(|s, _| kept.contains(s));
-                    match min_hop_tree(&graph, &kept, group.mlid) {
+                    match min_hop_tree(graph, &kept, group.mlid) {
                         Ok(edges) => (edges, TreeSource::MinHop),
                         Err(_) => continue,
                     }
