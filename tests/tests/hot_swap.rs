@@ -1,6 +1,10 @@
-//! An engine upgrade while smcore runs under ibsim: a new build of an
-//! engine library is installed over the old one and `smcore ctl reload`
-//! puts it in service. The switches, read back with `ibroute`, then hold
+//! Engine hot swap. On the embedded fabric: with the SM running, a new
+//! build of an engine library installed over the old one is in service at
+//! the sweep after SIGHUP, and a broken file installed the same way is
+//! refused while the old build keeps routing.
+//!
+//! Under ibsim: a new build is installed over the old one and
+//! `smcore ctl reload` puts it in service. The switches, read back with `ibroute`, then hold
 //! the new build's tables (its ties between equal-cost paths differ from
 //! the old one's), every pair is reached and no LID moves. A broken file
 //! installed the same way is refused and the switches keep the new build's
@@ -10,8 +14,8 @@
 //! infiniband-diags.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use smcore_tests::fabric_check::lfts_read_back;
 use smcore_tests::ibsim::Ibsim;
@@ -48,6 +52,86 @@ fn ctl(sm: &Smcore, socket: &Path, command: &str) {
     let out = Command::new(sm.bin()).args(["ctl", "--socket"]).arg(socket).arg(command).output().expect("smcore ctl");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.starts_with("ok"), "smcore ctl {command}: {text}");
+}
+
+fn wait_for(log: &Path, what: &str, mut done: impl FnMut(&str) -> bool, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("smcore exited ({status}) waiting for {what}:\n{text}");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("timed out waiting for {what}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &std::process::Child, sig: i32) {
+    // SAFETY: kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn a_new_engine_build_takes_over_after_sighup_and_a_broken_one_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let build1 = swap_build("1", tmp.path());
+    let build2 = swap_build("2", tmp.path());
+    let engines = tmp.path().join("engines");
+    std::fs::create_dir(&engines).expect("engine dir");
+    let installed = engines.join("libswap.so");
+    install(&build1, &installed);
+
+    let log = tmp.path().join("smcore.log");
+    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
+    let topo = workspace_root().join("config/topologies/fat-tree-64.net");
+    let mut child = Command::new(sm.bin())
+        .arg("--fabric")
+        .arg(&topo)
+        .arg("--engine-dir")
+        .arg(&engines)
+        .args(["--engines", "swap,no_fallback", "--sweep-interval", "0.3", "--log", "info"])
+        .env("SMCORE_ENGINE_PATH", sm.bin().parent().expect("the binary's directory"))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn smcore");
+
+    wait_for(&log, "build 1 routing", |t| t.contains("swap engine build 1") && t.contains("heavy sweep done"), &mut child);
+
+    install(&build2, &installed);
+    signal(&child, libc::SIGHUP);
+    wait_for(&log, "build 2 routing", |t| t.contains("swap engine build 2"), &mut child);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let after = &text[text.find("engine directories rescanned").expect("a rescan")..];
+    assert!(after.contains("swap engine build 2") && !after.contains("swap engine build 1"), "{text}");
+
+    // A broken file installed over it: refused, build 2 keeps routing.
+    let junk = tmp.path().join("junk.so");
+    std::fs::write(&junk, b"this is not a shared library").expect("junk");
+    install(&junk, &installed);
+    let routed_before = text.matches("swap engine build 2").count();
+    signal(&child, libc::SIGHUP);
+    wait_for(
+        &log,
+        "the refusal and build 2 routing again",
+        |t| t.contains("new build refused") && t.matches("swap engine build 2").count() > routed_before,
+        &mut child,
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let refused = &text[text.find("new build refused").expect("refusal")..];
+    assert!(refused.contains("swap engine build 2") && !refused.contains("swap engine build 1"), "{text}");
+    assert!(!text.contains("no engine routed"), "{text}");
+
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
 }
 
 #[test]
