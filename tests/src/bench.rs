@@ -350,3 +350,26 @@ mod tests {
         assert_eq!(median(&[f64::NAN]), None);
     }
 }
+
+/// Ends a benchmark binary with `tool: msg` and exit status 2.
+pub fn die(tool: &str, msg: impl std::fmt::Display) -> ! {
+    eprintln!("{tool}: {msg}");
+    std::process::exit(2);
+}
+
+/// A scratch directory `prefix…` inside `base`, removed when dropped; the
+/// benchmark `tool` ends if it cannot be made.
+pub fn work_dir(tool: &str, prefix: &str, base: &Path) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(base)
+        .unwrap_or_else(|e| die(tool, format!("temporary directory in {}: {e}", base.display())))
+}
+
+/// Writes a results file, creating its directory.
+pub fn write_results(out: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, text)
+}

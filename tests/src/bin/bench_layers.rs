@@ -881,29 +881,17 @@ fn write_results(args: &Args, header: &str, fabrics: &[FabricBench]) -> std::io:
             md.push_str(&format!("- {}: `{}`; `{}`\n", r.label, r.sm_cmd, r.osm_cmd));
         }
     }
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)
+    bench::write_results(&args.out, &md)
 }
 
 fn fail(msg: String) -> ! {
-    eprintln!("bench_layers: {msg}");
-    std::process::exit(2);
+    bench::die("bench_layers", msg)
 }
 
 fn main() {
     let args = parse_args().unwrap_or_else(|e| fail(e));
     let sm = Smcore::locate(args.profile).unwrap_or_else(|e| fail(e.to_string()));
-    let work = tempfile::Builder::new()
-        .prefix("bench-layers-")
-        .tempdir_in(&args.work)
-        .unwrap_or_else(|e| {
-            fail(format!(
-                "temporary directory in {}: {e}",
-                args.work.display()
-            ))
-        });
+    let work = bench::work_dir("bench_layers", "bench-layers-", &args.work);
     let args = Args {
         work: work.path().to_path_buf(),
         ..args

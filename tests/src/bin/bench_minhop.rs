@@ -352,10 +352,7 @@ fn write_results(args: &Args, results: &[Result_], header: &str) -> std::io::Res
         smcore_tests::ibsim::UMAD2SIM_LIB,
         args.runs
     ));
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)
+    smcore_tests::bench::write_results(&args.out, &md)
 }
 
 fn main() {

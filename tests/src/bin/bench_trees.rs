@@ -450,24 +450,17 @@ fn write_results(args: &Args, b: &Bench, header: &str) -> std::io::Result<()> {
         args.runs,
         smcore_tests::ibsim::UMAD2SIM_LIB,
     ));
-    if let Some(dir) = args.out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&args.out, md)
+    bench::write_results(&args.out, &md)
 }
 
 fn fail(msg: String) -> ! {
-    eprintln!("bench_trees: {msg}");
-    std::process::exit(2);
+    bench::die("bench_trees", msg)
 }
 
 fn main() {
     let args = parse_args().unwrap_or_else(|e| fail(e));
     let sm = Smcore::locate(args.profile).unwrap_or_else(|e| fail(e.to_string()));
-    let work = tempfile::Builder::new()
-        .prefix("bench-trees-")
-        .tempdir_in(&args.work)
-        .unwrap_or_else(|e| fail(format!("temporary directory in {}: {e}", args.work.display())));
+    let work = bench::work_dir("bench_trees", "bench-trees-", &args.work);
     let args = Args {
         work: work.path().to_path_buf(),
         ..args
