@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use smcore_tests::fabric_check::lfts_read_back;
+use smcore_tests::diags::Generated;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::{parse_guid2lid_file, parse_lfts_file, quality};
 use smcore_tests::sm_run::RunningSm;
@@ -136,23 +137,19 @@ fn a_new_engine_build_takes_over_after_sighup_and_a_broken_one_is_refused() {
 
 #[test]
 fn an_engine_upgrade_is_in_the_switches_after_reload_and_a_broken_one_is_refused() {
-    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new().prefix("hot-swap-ibsim-").tempdir().expect("temp dir");
-    let build1 = swap_build("1", tmp.path());
-    let build2 = swap_build("2", tmp.path());
-    let engines = tmp.path().join("engines");
+    let fabric = Generated::fat_tree("hot-swap-ibsim-", 4, 3, 3, 3).unwrap_or_else(|e| panic!("{e}"));
+    let (sm, tmp, net, topo) = (&fabric.sm, fabric.dir(), &fabric.net, &fabric.topo);
+    let build1 = swap_build("1", tmp);
+    let build2 = swap_build("2", tmp);
+    let engines = tmp.join("engines");
     std::fs::create_dir(&engines).expect("engine dir");
     let installed = engines.join("libswap.so");
     install(&build1, &installed);
 
-    let net = tmp.path().join("ft.net");
-    sm.gen(&["fat-tree", "--leaves", "4", "--spines", "3", "--hosts-per-leaf", "3", "--uplinks", "3"], &net)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
     let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
-    let dumps = tmp.path().join("dumps");
-    let report = tmp.path().join("report.json");
-    let socket = tmp.path().join("smcore.sock");
+    let dumps = tmp.join("dumps");
+    let report = tmp.join("report.json");
+    let socket = tmp.join("smcore.sock");
     let engine_dir = engines.display().to_string();
     let socket_arg = socket.display().to_string();
     let args = [
@@ -193,7 +190,7 @@ fn an_engine_upgrade_is_in_the_switches_after_reload_and_a_broken_one_is_refused
 
     // A broken file over build 2: refused, the switches keep build 2's
     // tables.
-    let junk = tmp.path().join("junk.so");
+    let junk = tmp.join("junk.so");
     std::fs::write(&junk, b"this is not a shared library").expect("junk");
     install(&junk, &installed);
     let before = run.heavy_sweeps();

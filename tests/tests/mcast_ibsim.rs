@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use sm_topology::Topology;
 use smcore_tests::ibdmchk::{require_loop_free, SlFiles};
+use smcore_tests::diags::Generated;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::sm_run::RunningSm;
 use smcore_tests::smcore::{Profile, Smcore};
@@ -116,15 +117,11 @@ fn dumped_mlids(dumps: &Path) -> BTreeSet<u16> {
 
 #[test]
 fn hosts_join_and_leave_and_the_mfts_read_back_carry_each_packet_once() {
-    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new().prefix("mcast-ibsim-").tempdir().expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    sm.gen(&["fat-tree", "--leaves", "4", "--spines", "3", "--hosts-per-leaf", "3", "--uplinks", "3"], &net)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let fabric = Generated::fat_tree("mcast-ibsim-", 4, 3, 3, 3).unwrap_or_else(|e| panic!("{e}"));
+    let (sm, tmp, net, topo) = (&fabric.sm, fabric.dir(), &fabric.net, &fabric.topo);
     let sim = Ibsim::start(&net).unwrap_or_else(|e| panic!("{e}"));
-    let dumps = tmp.path().join("dumps");
-    let report = tmp.path().join("report.json");
+    let dumps = tmp.join("dumps");
+    let report = tmp.join("report.json");
     let mut run = RunningSm::start(&sim, &sm, &dumps, &report, &["--sweep-interval", "1"]).unwrap_or_else(|e| panic!("{e}"));
     run.wait_for("the first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
         .unwrap_or_else(|e| panic!("{e}"));

@@ -13,10 +13,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use smcore_tests::fabric_check::lfts_read_back;
+use smcore_tests::diags::Generated;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::{parse_guid2lid_file, parse_lfts_file, quality};
 use smcore_tests::sm_run::RunningSm;
-use smcore_tests::smcore::{Profile, Smcore};
+use smcore_tests::smcore::Smcore;
 
 /// Per heavy sweep (number), its SMP count per phase, as the SM printed
 /// them ("== heavy sweep N (...)", then "  <phase>  <sent>  ..." lines).
@@ -94,12 +95,8 @@ fn host_reboot(sm: &Smcore, net: &Path, host: &str, cache: bool) -> Reboot {
 
 #[test]
 fn a_host_reboot_with_the_cache_writes_no_lft_block() {
-    let sm = Smcore::locate(Profile::Debug).unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tempfile::Builder::new().prefix("ucast-cache-net-").tempdir().expect("temp dir");
-    let net = tmp.path().join("ft.net");
-    sm.gen(&["fat-tree", "--leaves", "6", "--spines", "3", "--hosts-per-leaf", "4", "--uplinks", "3"], &net)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let topo = sm_topology::parse_file(&net).unwrap_or_else(|e| panic!("{e}"));
+    let fabric = Generated::fat_tree("ucast-cache-net-", 6, 3, 4, 3).unwrap_or_else(|e| panic!("{e}"));
+    let (sm, net, topo) = (&fabric.sm, &fabric.net, &fabric.topo);
     // A host on the last leaf: not the SM's.
     let host = topo
         .nodes
