@@ -515,6 +515,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         once: options,
         interval,
         trap_settle: Duration::from_millis(300).min(interval),
+        trap_limits: Default::default(),
         guid2lid_path: g2l_path,
         ucast_cache: args.ucast_cache || config.use_ucast_cache,
         standby,

@@ -116,6 +116,25 @@ pub fn write_all(
     fabric: &FabricSnapshot,
     routing: &Routing,
 ) -> Result<Vec<PathBuf>, DumpError> {
+    write_files(dir, fabric, routing, true)
+}
+
+/// [`write_all`] without `guid2lid`: the SM keeps that file itself, with
+/// the ports that are away as well, and writes it once per sweep.
+pub fn write_routing_dumps(
+    dir: &Path,
+    fabric: &FabricSnapshot,
+    routing: &Routing,
+) -> Result<Vec<PathBuf>, DumpError> {
+    write_files(dir, fabric, routing, false)
+}
+
+fn write_files(
+    dir: &Path,
+    fabric: &FabricSnapshot,
+    routing: &Routing,
+    with_guid2lid: bool,
+) -> Result<Vec<PathBuf>, DumpError> {
     fs::create_dir_all(dir)
         .map_err(|source| DumpError::CreateDir { path: dir.to_path_buf(), source })?;
     let input = DumpInput { fabric, routing };
@@ -141,7 +160,9 @@ pub fn write_all(
     emit(SUBNET_FILE, &mut |w| subnet::write(w, &ctx))?;
     emit(FDBS_FILE, &mut |w| fdbs::write(w, &ctx, &hops))?;
     emit(MCFDBS_FILE, &mut |w| mcfdbs::write(w, &ctx))?;
-    emit(GUID2LID_FILE, &mut |w| guid2lid::write(w, &ctx))?;
+    if with_guid2lid {
+        emit(GUID2LID_FILE, &mut |w| guid2lid::write(w, &ctx))?;
+    }
     emit(SL2VL_FILE, &mut |w| sl2vl::write(w, &ctx))?;
     emit(PATH_SL_FILE, &mut |w| path_sl::write(w, &ctx))?;
     Ok(written)

@@ -94,12 +94,14 @@ pub fn program_mfts(
     let mut report = MftReport::default();
     // Wanted blocks per switch node.
     let mut wanted: HashMap<usize, BTreeMap<(u16, u8), Block>> = HashMap::new();
-    let top_block = plan
-        .trees
+    // A tree below the multicast range has no MFT entry (the groups never
+    // hand one out; a plan is not trusted to agree).
+    let trees: Vec<_> = plan.trees.iter().filter(|t| t.mlid >= MLID_BASE).collect();
+    let top_block = trees
         .iter()
         .map(|t| (t.mlid - MLID_BASE) / MFT_BLOCK_LEN as u16)
         .max();
-    for tree in &plan.trees {
+    for tree in trees {
         for (&node, ports) in &tree.switches {
             let Some(n) = fabric.nodes.get(node as usize) else {
                 continue;
@@ -143,9 +145,15 @@ pub fn program_mfts(
         match held.switches.get(&n.guid) {
             // Known: what it holds beyond `want` must be cleared too.
             Some(h) => keys.extend(h.keys().copied()),
-            // Unknown: every block in use, every position it has.
+            // Unknown: every block in use that it has, every position.
             None => {
-                if let Some(top) = top_block {
+                let cap = n.switch_info.map_or(0, |i| i.multicast_fdb_cap);
+                let last_block = match cap {
+                    // Not told: the blocks in use.
+                    0 => top_block,
+                    cap => top_block.map(|t| t.min((cap - 1) / MFT_BLOCK_LEN as u16)),
+                };
+                if let Some(top) = last_block {
                     for b in 0..=top {
                         keys.extend((0..=positions).map(|p| (b, p)));
                     }
@@ -218,6 +226,13 @@ pub fn program_mfts(
     report
 }
 
+/// The last MLID of MFT block `block`: the MulticastFDBTop that covers
+/// it. The last block ends at 0xFFFF, which must not wrap around.
+fn last_mlid_of_block(block: u16) -> u16 {
+    let last = u32::from(MLID_BASE) + (u32::from(block) + 1) * MFT_BLOCK_LEN as u32 - 1;
+    u16::try_from(last).unwrap_or(u16::MAX)
+}
+
 /// MulticastFDBTop for every switch that supports it (see the module
 /// documentation).
 fn set_tops(
@@ -237,9 +252,7 @@ fn set_tops(
         let Some(info) = n.switch_info.filter(|_| n.is_switch() && supports) else {
             continue;
         };
-        let want = top_blocks.get(&i).map_or(MLID_BASE - 1, |&b| {
-            MLID_BASE + (b + 1) * MFT_BLOCK_LEN as u16 - 1
-        });
+        let want = top_blocks.get(&i).map_or(MLID_BASE - 1, |&b| last_mlid_of_block(b));
         let holds = held
             .tops
             .get(&n.guid)

@@ -506,7 +506,7 @@ pub fn once_cached(
     let snapshot = swept.fabric.snapshot(options.sweep.lmc);
     let mut top = snapshot.max_lid;
     let from_cache = match cache.as_deref() {
-        Some(Some(c)) => cached_routing(c, &snapshot, config, options.dump_dir, &mut report)?,
+        Some(Some(c)) => cached_routing(c, &snapshot, config, &mut report),
         _ => None,
     };
     let chain = match from_cache {
@@ -515,8 +515,9 @@ pub fn once_cached(
             chain
         }
         None => {
-            let mut chain =
-                offline::route_fabric(&snapshot, registry, options.engines, config, options.dump_dir, &mut report)?;
+            // Dumps are written after programming (below): a dump that
+            // cannot be written must never keep routing from the fabric.
+            let mut chain = offline::route_fabric(&snapshot, registry, options.engines, config, None, &mut report)?;
             if let (Some(slot), Some(routed)) = (cache.as_deref_mut(), chain.routed.as_mut()) {
                 let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
                 *slot = Some(UcastCache::keep(&snapshot, &mut routed.routing, &routed.engine, deadlock_free));
@@ -535,6 +536,9 @@ pub fn once_cached(
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
     }
+    if let (Some(dir), Some(routed)) = (options.dump_dir, &chain.routed) {
+        write_dumps(dir, &snapshot, &routed.routing, &mut report);
+    }
     report.phase("total", total.elapsed());
     report.peak_rss_mib = crate::report::peak_rss_mib();
     Ok(OnceOutcome {
@@ -546,18 +550,30 @@ pub fn once_cached(
     })
 }
 
+/// The dump stage: OpenSM-format files of the routing now in the
+/// switches. A by-product: a failure is logged and the SM goes on.
+/// `guid2lid` is left to the SM, which writes it with the ports that are
+/// away too.
+fn write_dumps(dir: &Path, snapshot: &FabricSnapshot, routing: &sm_abi::Routing, report: &mut RouteReport) {
+    let t = Instant::now();
+    match crate::dump::write_routing_dumps(dir, snapshot, routing) {
+        Ok(files) => report.dumps = files.iter().map(|p| p.display().to_string()).collect(),
+        Err(e) => tracing::warn!("dumps not written (the fabric is programmed all the same): {e}"),
+    }
+    report.phase("dump", t.elapsed());
+}
+
 /// The cached routing as the chain's outcome, if it applies to `snapshot`
 /// and passes the gate; with the LinearFDBTop to keep.
 fn cached_routing(
     cache: &UcastCache,
     snapshot: &FabricSnapshot,
     config: &Config,
-    dump_dir: Option<&Path>,
     report: &mut RouteReport,
-) -> Result<Option<(ChainOutcome, u16)>, OnceError> {
+) -> Option<(ChainOutcome, u16)> {
     if let Err(why) = cache.applies_to(snapshot) {
         tracing::info!("unicast cache does not apply: {why}; routing anew");
-        return Ok(None);
+        return None;
     }
     let routing = cache.routing_for(snapshot);
     let t = Instant::now();
@@ -569,7 +585,7 @@ fn cached_routing(
         Ok(v) => v,
         Err(why) => {
             tracing::info!("cached routing fails on the fabric as it is now ({why}); routing anew");
-            return Ok(None);
+            return None;
         }
     };
     tracing::info!(engine = %cache.engine, "routing taken from the unicast cache");
@@ -584,13 +600,7 @@ fn cached_routing(
         routed: Some(Routed { engine: cache.engine.clone(), routing, verification }),
     };
     report.fill(snapshot, &chain);
-    if let (Some(dir), Some(routed)) = (dump_dir, &chain.routed) {
-        let t = Instant::now();
-        let files = crate::dump::write_all(dir, snapshot, &routed.routing).map_err(OfflineError::from)?;
-        report.phase("dump", t.elapsed());
-        report.dumps = files.iter().map(|p| p.display().to_string()).collect();
-    }
-    Ok(Some((chain, cache.max_lid().max(snapshot.max_lid))))
+    Some((chain, cache.max_lid().max(snapshot.max_lid)))
 }
 
 /// Where `guid2lid` lives: the file given, else `guid2lid` in the dump

@@ -1,0 +1,684 @@
+//! # The SM loop: heavy sweeps, light sweeps, traps, shutdown
+//!
+//! What `smcore` does when it is not told `--once`:
+//!
+//! 1. A heavy sweep ([`sweep::once`]): discovery, LIDs, the engine chain
+//!    and its verify gate, dumps, programming of what differs.
+//! 2. Then it waits, one sweep interval at a time. A trap (a switch
+//!    reporting a port state change) ends the wait at once and, after a
+//!    short pause that gathers the other traps of the same event (a switch
+//!    going away makes all its neighbours trap), causes a heavy sweep.
+//! 3. When the interval passes quietly, a light sweep reads
+//!    PortStateChange from every switch ([`sweep::light`]); a set bit or a
+//!    switch that stopped answering causes a heavy sweep. So changes are
+//!    found even where traps are lost (no route to the SM yet, a switch
+//!    that does not send them).
+//!
+//! A heavy sweep that finds nothing routable (every engine refused, or
+//! `no_fallback` and the first engine refused) programs nothing: the
+//! switches keep the tables they hold, and routing is tried again at every
+//! light sweep until it succeeds. LIDs are kept throughout; the heavy
+//! sweep re-reads them from the ports and `guid2lid`.
+//!
+//! A reload flag (SIGHUP, or `reload` on the control socket) rescans the
+//! engine directories: a new build of an engine routes from the next heavy
+//! sweep, which follows at once. A sweep flag (`sweep`) asks for a heavy
+//! sweep now.
+//!
+//! Where other SMs may run, the loop first waits until this SM is master
+//! ([`standby::arbitrate`]); after every sweep it checks whether a higher
+//! SM appeared and hands over to it ([`standby::check_peers`]). The first
+//! heavy sweep as master sets ClientReregister on the end ports.
+//!
+//! Every heavy sweep is published to the SA. Multicast membership changes
+//! (SA joins and leaves) are noticed between wait slices and reprogram
+//! only the MFTs, after the group trees are checked with the unicast
+//! routing for credit loops (`program_groups`). A programming that fails
+//! (a switch that does not answer, or refuses the blocks) is retried with
+//! a back-off that doubles up to [`MCAST_RETRY_MAX`]; traps and light
+//! sweeps go on meanwhile.
+//!
+//! Traps come from anyone on the fabric: [`traps::TrapFilter`] decides
+//! which may cause a heavy sweep (well-formed, from a port of the fabric,
+//! not flapping, within a sweep budget).
+//!
+//! The loop's state lives in one struct, [`Daemon`]; each step of the loop
+//! is one of its methods.
+//!
+//! Shutdown is a flag the caller's signal handler sets; every wait here is
+//! sliced so the loop notices it within a fraction of a second, and a sweep
+//! in progress finishes first, so the fabric is never left half-programmed.
+
+pub mod traps;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tracing::{debug, error, info, info_span, warn};
+
+use crate::config::Config;
+use crate::engines::Registry;
+use crate::mcast::program::{program_mfts, HeldMfts};
+use crate::mcast::McGroups;
+use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions};
+use crate::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, TransportError};
+use crate::ucast_cache::UcastCache;
+use traps::{TrapFilter, TrapLimits, TrapVerdict};
+
+/// The first wait before a failed multicast programming is tried again.
+pub const MCAST_RETRY_MIN: Duration = Duration::from_millis(500);
+/// The longest wait between multicast programming attempts.
+pub const MCAST_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions<'a> {
+    /// What each heavy sweep does.
+    pub once: OnceOptions<'a>,
+    /// Time between light sweeps.
+    pub interval: Duration,
+    /// How long to gather further traps after the first before sweeping.
+    pub trap_settle: Duration,
+    /// Bounds on what traps may cost ([`traps`]).
+    pub trap_limits: TrapLimits,
+    /// Where `guid2lid` is persisted after every heavy sweep.
+    pub guid2lid_path: Option<PathBuf>,
+    /// Reuse the last routing when only end ports (or switches nothing
+    /// routes through) went or came back ([`crate::ucast_cache`]).
+    pub ucast_cache: bool,
+    /// SM election and standby ([`crate::standby`]): before it sweeps, the
+    /// SM waits until it is master. `None`: the only SM, master at once.
+    pub standby: Option<(Arc<SmInfoState>, StandbyOptions)>,
+    /// Multicast groups (the SA changes them): their trees are programmed
+    /// after every routed heavy sweep and whenever membership changes.
+    /// `None`: no multicast programming.
+    pub groups: Option<Arc<Mutex<McGroups>>>,
+    /// The SA ([`crate::sa`]): every heavy sweep's fabric and routing are
+    /// published to it, so path records carry the routing's SLs.
+    pub sa: Option<Arc<crate::sa::server::SaHandle>>,
+    /// What the control socket's `status` reports ([`crate::control`]).
+    pub status: Option<Arc<Mutex<crate::control::Status>>>,
+}
+
+/// Why a heavy sweep ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The first sweep.
+    Start,
+    /// A trap arrived.
+    Trap,
+    /// The light sweep found a change.
+    Change,
+    /// The previous heavy sweep did not route (or did not finish).
+    Retry,
+    /// The engine directories were rescanned (SIGHUP): engines of a new
+    /// build route from this sweep on.
+    Reload,
+    /// Multicast membership changed: only MFTs are reprogrammed.
+    Groups,
+    /// Asked for on the control socket.
+    Requested,
+    /// This SM became master (at start after an election, or taking over
+    /// from a master that went silent or handed over).
+    Takeover,
+}
+
+/// Counts over the life of the loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DaemonSummary {
+    /// Heavy sweeps run.
+    pub heavy_sweeps: u64,
+    /// Light sweeps run.
+    pub light_sweeps: u64,
+    /// Traps received.
+    pub traps: u64,
+    /// Traps that caused (or joined) a heavy sweep.
+    pub traps_accepted: u64,
+    /// Traps dropped: malformed, forged, unknown issuer, or flapping.
+    pub traps_dropped: u64,
+    /// Multicast programmings (after a sweep or a membership change).
+    pub mcast_updates: u64,
+    /// Multicast programmings that left blocks unwritten.
+    pub mcast_failures: u64,
+    /// Why the loop ended other than by `stop`: the transport is gone.
+    /// The process should exit non-zero so that its supervisor restarts it.
+    pub fatal: Option<String>,
+}
+
+/// The signals the loop watches: set by the caller's handlers.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// Finish the sweep in progress and return (SIGINT, SIGTERM).
+    pub stop: AtomicBool,
+    /// Rescan the engine directories before the next sweep (SIGHUP).
+    pub reload: AtomicBool,
+    /// A heavy sweep now (the control socket's `sweep`).
+    pub sweep: AtomicBool,
+}
+
+/// What a wait ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Woken {
+    /// The interval passed quietly: a light sweep is due.
+    Interval,
+    /// A signal flag is set; the loop looks at it.
+    Signal,
+    /// A heavy sweep for this cause.
+    Sweep(Cause),
+    /// Multicast membership changed, or a failed programming is due again.
+    Groups,
+    /// The transport is gone.
+    Fatal(String),
+}
+
+/// Failed multicast programmings in a row and when to try again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Backoff {
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Backoff {
+    fn failed(&mut self, now: Instant) -> Duration {
+        let wait = MCAST_RETRY_MIN
+            .saturating_mul(1u32 << self.failures.min(16))
+            .min(MCAST_RETRY_MAX);
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(now + wait);
+        wait
+    }
+
+    fn succeeded(&mut self) {
+        *self = Backoff::default();
+    }
+
+    fn due(&self, now: Instant) -> bool {
+        self.retry_at.map_or(true, |t| now >= t)
+    }
+}
+
+/// The SM loop: what it borrows from its caller and what it keeps from one
+/// sweep to the next.
+struct Daemon<'r, 'o> {
+    port: &'r mut dyn SmpPort,
+    options: &'r DaemonOptions<'o>,
+    registry: &'r mut Registry,
+    config: &'r Config,
+    guid2lid: &'r mut Guid2Lid,
+    held: &'r mut HeldTables,
+    signals: &'r Signals,
+    summary: DaemonSummary,
+    /// The heavy sweep to run next.
+    due: Option<Cause>,
+    /// The last complete heavy sweep.
+    last: Option<OnceOutcome>,
+    /// Whether the last sweep's routing is in the switches.
+    routed: bool,
+    cache: Option<UcastCache>,
+    mfts: HeldMfts,
+    /// Membership generation in the switches (`None`: not programmed).
+    groups_programmed: Option<u64>,
+    mcast_backoff: Backoff,
+    /// The first sweep as master tells every client to register with the
+    /// SA again: this SA knows none of their joins and subscriptions.
+    reregister: bool,
+    check_peers: bool,
+    traps: TrapFilter,
+    /// A trap-caused sweep deferred by the trap budget.
+    trap_pending: bool,
+}
+
+/// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
+/// heavy sweep's outcome (to print it, write the report) with its number
+/// and cause. On `signals.reload` the engine directories are rescanned
+/// ([`Registry::rescan`]) and a heavy sweep routes with what they hold now;
+/// LIDs and programmed tables are kept, and a new build that does not load
+/// leaves the old one in service. A transport that is gone for good ends
+/// the loop with [`DaemonSummary::fatal`] set.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    port: &mut dyn SmpPort,
+    options: &DaemonOptions<'_>,
+    registry: &mut Registry,
+    config: &Config,
+    guid2lid: &mut Guid2Lid,
+    held: &mut HeldTables,
+    signals: &Signals,
+    on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause),
+) -> DaemonSummary {
+    let mut d = Daemon {
+        port,
+        options,
+        registry,
+        config,
+        guid2lid,
+        held,
+        signals,
+        summary: DaemonSummary::default(),
+        due: None,
+        last: None,
+        routed: false,
+        cache: None,
+        mfts: HeldMfts::new(),
+        groups_programmed: None,
+        mcast_backoff: Backoff::default(),
+        reregister: true,
+        check_peers: false,
+        traps: TrapFilter::new(options.trap_limits),
+        trap_pending: false,
+    };
+    d.due = d.become_master();
+    if d.due.is_some() {
+        d.run(on_heavy);
+    }
+    let s = &mut d.summary;
+    s.traps_accepted = d.traps.counts.accepted;
+    s.traps_dropped = d.traps.counts.dropped + d.traps.counts.suppressed;
+    info!(heavy = s.heavy_sweeps, light = s.light_sweeps, traps = s.traps, "SM stopped");
+    d.summary
+}
+
+impl Daemon<'_, '_> {
+    fn stopping(&self) -> bool {
+        self.signals.stop.load(Ordering::Relaxed)
+    }
+
+    fn run(&mut self, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
+        while !self.stopping() && self.summary.fatal.is_none() {
+            if self.signals.reload.swap(false, Ordering::Relaxed) {
+                self.reload();
+            }
+            if self.signals.sweep.swap(false, Ordering::Relaxed) && self.due.is_none() {
+                self.due = Some(Cause::Requested);
+            }
+            if let Some(cause) = self.due.take() {
+                self.heavy_sweep(cause, on_heavy);
+                self.check_peers = true;
+            }
+            // After every sweep, heavy or light: a higher SM that came up
+            // without a trap is found within one sweep interval.
+            if std::mem::take(&mut self.check_peers) && !self.peers() {
+                return;
+            }
+            if self.due.is_some() {
+                continue;
+            }
+            match self.wait() {
+                Woken::Sweep(cause) => self.due = Some(cause),
+                Woken::Groups => {
+                    if self.last.is_some() {
+                        let span = info_span!("multicast");
+                        let _enter = span.enter();
+                        self.program_groups();
+                    }
+                }
+                Woken::Signal => {}
+                Woken::Fatal(why) => self.fatal(why),
+                Woken::Interval => self.light_sweep(),
+            }
+        }
+    }
+
+    fn fatal(&mut self, why: String) {
+        error!("the SM's port is gone ({why}); stopping so that the service manager restarts the SM");
+        self.summary.fatal = Some(why);
+    }
+
+    /// Rescans the engine directories; a heavy sweep follows.
+    fn reload(&mut self) {
+        let span = info_span!("reload");
+        let _enter = span.enter();
+        *self.registry = self.registry.rescan();
+        // A new build must route: what the old one computed is stale.
+        self.cache = None;
+        for p in &self.registry.problems {
+            warn!("engine library skipped: {p}");
+        }
+        let engines: Vec<String> = self.registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
+        info!(engines = %engines.join(", "), "engine directories rescanned");
+        self.due = Some(Cause::Reload);
+    }
+
+    fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
+        self.summary.heavy_sweeps += 1;
+        let n = self.summary.heavy_sweeps;
+        let span = info_span!("heavy_sweep", n, cause = ?cause);
+        let _enter = span.enter();
+        let slot = if self.options.ucast_cache { Some(&mut self.cache) } else { None };
+        let mut once = self.options.once.clone();
+        once.sweep.client_reregister = self.reregister;
+        let result =
+            sweep::program::once_cached(&mut *self.port, &once, self.registry, self.config, self.guid2lid, self.held, slot);
+        let mut outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if let Some(why) = transport_gone(&e) {
+                    self.fatal(why);
+                    return;
+                }
+                warn!("heavy sweep failed: {e}");
+                self.last = None;
+                self.routed = false;
+                return;
+            }
+        };
+        self.reregister = false;
+        self.routed = outcome.chain.routed.is_some();
+        self.traps.set_fabric(fabric_lids(&outcome));
+        if let Some(sa) = &self.options.sa {
+            // Shared, not tabulated: the SA asks the routing's own SL
+            // oracle, whatever the fabric's size.
+            sa.publish(crate::sa::db::SaDb::build_shared(&mut outcome));
+        }
+        match &outcome.chain.routed {
+            Some(r) => info!(engine = %r.engine, nodes = outcome.sweep.fabric.nodes.len(), "heavy sweep done"),
+            None => warn!(
+                "no engine routed the fabric; switches keep the tables they hold; \
+                 routing is retried at the next sweep"
+            ),
+        }
+        if let Some(p) = &self.options.guid2lid_path {
+            if let Err(e) = self.guid2lid.write(p) {
+                warn!("{e}");
+            }
+        }
+        on_heavy(&outcome, n, cause);
+        self.show_status(|s| {
+            s.set("role", "master");
+            s.set("heavy_sweeps", n.to_string());
+            s.set("last_cause", format!("{cause:?}"));
+            s.set("nodes", outcome.sweep.fabric.nodes.len().to_string());
+            s.set(
+                "routed_by",
+                outcome.chain.routed.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
+            );
+        });
+        // Switches that left may come back with other tables.
+        let fabric = &outcome.sweep.fabric;
+        self.mfts.retain(|g| fabric.find(g).is_some());
+        self.last = Some(outcome);
+        if self.routed {
+            // A heavy sweep programs the groups whatever the back-off says:
+            // switches may have come back.
+            self.mcast_backoff.succeeded();
+            self.program_groups();
+        }
+    }
+
+    /// Whether a higher SM took the subnet; false when the loop must end.
+    fn peers(&mut self) -> bool {
+        let (Some((state, _)), Some(outcome)) = (&self.options.standby, &self.last) else {
+            return true;
+        };
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        match standby::check_peers(&mut client, &outcome.sweep.fabric, state) {
+            PeerAction::Stay => true,
+            PeerAction::SweepNow => {
+                self.due = Some(Cause::Takeover);
+                true
+            }
+            PeerAction::HandedOver { to } => {
+                info!(to = format_args!("{to:#018x}"), "handed the subnet over; standing by");
+                if let Some(sa) = &self.options.sa {
+                    sa.stand_down();
+                }
+                self.cache = None;
+                self.last = None;
+                self.routed = false;
+                self.reregister = true;
+                self.due = self.become_master();
+                self.due.is_some()
+            }
+        }
+    }
+
+    fn light_sweep(&mut self) {
+        self.summary.light_sweeps += 1;
+        let Some(outcome) = self.last.as_ref().filter(|_| self.routed) else {
+            self.due = Some(Cause::Retry);
+            return;
+        };
+        let span = info_span!("light_sweep", n = self.summary.light_sweeps);
+        let _enter = span.enter();
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        let light = sweep::light::light_sweep(&mut client, &outcome.sweep.fabric);
+        if light.needs_heavy_sweep() {
+            info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
+            self.due = Some(Cause::Change);
+        } else {
+            self.check_peers = true;
+        }
+    }
+
+    /// Waits until this SM is master ([`standby::arbitrate`]) when other
+    /// SMs may exist; the cause of the first heavy sweep, `None` when
+    /// stopped.
+    fn become_master(&mut self) -> Option<Cause> {
+        let Some((state, standby_options)) = &self.options.standby else {
+            return Some(Cause::Start);
+        };
+        self.show_status(|s| s.set("role", "electing (standby until master)"));
+        let span = info_span!("arbitration");
+        let _enter = span.enter();
+        match standby::arbitrate(&mut *self.port, state, standby_options, &self.signals.stop) {
+            Arbitration::Stopped => None,
+            Arbitration::Master { took_over_from: None } => Some(Cause::Start),
+            // arbitrate() has logged from whom and how.
+            Arbitration::Master { took_over_from: Some(_) } => Some(Cause::Takeover),
+        }
+    }
+
+    /// Updates the control socket's status, if there is one.
+    fn show_status(&self, f: impl FnOnce(&mut crate::control::Status)) {
+        if let Some(status) = &self.options.status {
+            f(&mut status.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        }
+    }
+
+    /// Membership generation of the groups, if the SM has groups.
+    fn generation(&self) -> Option<u64> {
+        self.options.groups.as_ref().map(|g| g.lock().map_or(0, |g| g.generation()))
+    }
+
+    /// Whether multicast programming is due: membership changed since the
+    /// switches were programmed, and a failed attempt's back-off is over.
+    fn groups_due(&self, now: Instant) -> bool {
+        self.routed && self.generation() != self.groups_programmed && self.mcast_backoff.due(now)
+    }
+
+    /// Programs the groups of the last sweep; on failure the back-off
+    /// decides when to try again.
+    fn program_groups(&mut self) {
+        let Some(outcome) = &self.last else { return };
+        let Some(groups) = &self.options.groups else { return };
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        let result = program_groups(&mut client, self.options, groups, outcome, &mut self.mfts);
+        match result {
+            Some(GroupsProgrammed { generation, complete: true }) => {
+                self.summary.mcast_updates += 1;
+                self.groups_programmed = Some(generation);
+                self.mcast_backoff.succeeded();
+            }
+            Some(GroupsProgrammed { complete: false, .. }) => {
+                self.summary.mcast_updates += 1;
+                self.summary.mcast_failures += 1;
+                let wait = self.mcast_backoff.failed(Instant::now());
+                warn!(retry_in_ms = wait.as_millis() as u64, "multicast forwarding incomplete; retried after a back-off");
+            }
+            None => {}
+        }
+    }
+
+    /// Waits one interval, or until a trap, a signal or a membership
+    /// change. A trap that may sweep is followed by a short settling time
+    /// whose traps it absorbs; the trap budget may defer the sweep.
+    fn wait(&mut self) -> Woken {
+        // Short slices: the shutdown flag is checked between them.
+        const SLICE: Duration = Duration::from_millis(100);
+        let end = Instant::now() + self.options.interval;
+        let mut sweep_at: Option<Instant> = None;
+        if self.trap_pending {
+            sweep_at = Some(self.traps.next_allowed(Instant::now()));
+        }
+        loop {
+            let now = Instant::now();
+            let signals = self.signals;
+            if signals.stop.load(Ordering::Relaxed)
+                || signals.reload.load(Ordering::Relaxed)
+                || signals.sweep.load(Ordering::Relaxed)
+            {
+                return Woken::Signal;
+            }
+            if let Some(at) = sweep_at.filter(|&at| now >= at) {
+                if self.traps.take_sweep(now) {
+                    self.trap_pending = false;
+                    return Woken::Sweep(Cause::Trap);
+                }
+                self.trap_pending = true;
+                let next = self.traps.next_allowed(now);
+                if next > at {
+                    debug!("trap-caused sweep deferred by the trap budget");
+                }
+                sweep_at = Some(next);
+            }
+            if now >= end {
+                // The light sweep at the interval stands in for a deferred
+                // trap sweep: it finds the same changes.
+                return Woken::Interval;
+            }
+            if sweep_at.is_none() && self.groups_due(now) {
+                return Woken::Groups;
+            }
+            let until = sweep_at.map_or(end, |at| at.min(end));
+            match self.port.wait_trap((until - now).min(SLICE)) {
+                Ok(Some(trap)) => {
+                    self.summary.traps += 1;
+                    match self.traps.judge(&trap, Instant::now()) {
+                        TrapVerdict::Sweep { number, issuer } => {
+                            info!(number, issuer, "trap received");
+                            sweep_at.get_or_insert(Instant::now() + self.options.trap_settle);
+                        }
+                        TrapVerdict::Note { number, issuer } => {
+                            warn!(number, issuer, "trap received: port error or key violation reported");
+                        }
+                        TrapVerdict::Drop(why) => debug!(slid = trap.slid, "trap dropped: {why}"),
+                    }
+                }
+                Ok(None) => {}
+                Err(TransportError::Closed(why)) => return Woken::Fatal(why),
+                Err(e) => {
+                    // A transport that cannot wait cannot sweep either; the
+                    // next heavy sweep will say why, then the loop retries.
+                    warn!("waiting for traps: {e}");
+                    std::thread::sleep(SLICE);
+                    return Woken::Sweep(Cause::Retry);
+                }
+            }
+        }
+    }
+}
+
+/// The transport failure behind a sweep error, when the port is gone.
+fn transport_gone(e: &sweep::OnceError) -> Option<String> {
+    match e {
+        sweep::OnceError::Sweep(sweep::SmpError::Transport(TransportError::Closed(why))) => Some(why.clone()),
+        _ => None,
+    }
+}
+
+/// Every LID of the swept fabric, for the trap intake.
+fn fabric_lids(outcome: &OnceOutcome) -> Vec<u16> {
+    let mut lids = Vec::new();
+    for p in outcome.snapshot.ports.iter().filter(|p| p.lid != 0) {
+        let span = 1u16 << p.lmc.min(7);
+        lids.extend((0..span).map(|k| p.lid.saturating_add(k)));
+    }
+    lids
+}
+
+/// What [`program_groups`] did.
+struct GroupsProgrammed {
+    /// The membership generation the plan was built from.
+    generation: u64,
+    /// Whether every block was written (else it is retried).
+    complete: bool,
+}
+
+/// Computes every group's tree on the routed fabric of `outcome`, checks
+/// unicast and multicast together for credit loops when the engine's
+/// routing alone is free of them (a group may not break that promise), and
+/// writes the MFT blocks that differ. `None` when nothing routed.
+fn program_groups(
+    client: &mut SmpClient<'_>,
+    options: &DaemonOptions<'_>,
+    groups: &Mutex<McGroups>,
+    outcome: &OnceOutcome,
+    mfts: &mut HeldMfts,
+) -> Option<GroupsProgrammed> {
+    let routed = outcome.chain.routed.as_ref()?;
+    let fabric = &outcome.sweep.fabric;
+    // One switch graph serves the plan and the credit-loop check.
+    let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
+    let (plan, generation) = {
+        let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Members whose port left the fabric leave their groups.
+        let present: std::collections::HashSet<u64> = fabric
+            .nodes
+            .iter()
+            .flat_map(|n| n.ports.iter().filter(|p| p.peer.is_some()).map(|p| p.guid))
+            .collect();
+        let gone = g.retain_ports(|guid| present.contains(&guid));
+        if gone > 0 {
+            info!(gone, "multicast memberships of departed ports dropped");
+        }
+        let plan =
+            crate::mcast::tree::plan_on(&outcome.snapshot, &graph, routed.routing.mcast_tree.as_ref().into_option(), &g);
+        (plan, g.generation())
+    };
+    for p in &plan.problems {
+        warn!("{p}");
+    }
+    let promised = routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
+    if promised && !plan.trees.is_empty() {
+        let opts = smcore_kit::VerifyOptions { max_examples: 2, ..Default::default() };
+        let v = smcore_kit::verify_with_mcast(&outcome.snapshot, &graph, &routed.routing, &opts, &plan.routes());
+        if let Some(cycle) = &v.credit_loop {
+            error!(
+                channels = cycle.cycle.len(),
+                example = %v.examples.last().map(String::as_str).unwrap_or(""),
+                "multicast trees would close a credit loop with the unicast routing; MFTs not changed"
+            );
+            // Retrying cannot help until membership or routing changes.
+            return Some(GroupsProgrammed { generation, complete: true });
+        }
+    }
+    let report = program_mfts(client, fabric, &plan, mfts);
+    if let Some(sa) = &options.sa {
+        sa.publish_mcast(&plan);
+    }
+    if let Some(dir) = options.once.dump_dir {
+        let path = dir.join("opensm.mcfdbs");
+        let tmp = dir.join("opensm.mcfdbs.tmp");
+        let written = std::fs::File::create(&tmp)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                crate::dump::mcfdbs::write_plan(&mut w, fabric, &plan)?;
+                std::io::Write::flush(&mut w)
+            })
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            warn!("{}: {e}", path.display());
+        }
+    }
+    info!(
+        groups = plan.trees.len(),
+        written = report.written,
+        unchanged = report.unchanged,
+        failed = report.failed,
+        over_capacity = report.over_capacity,
+        "multicast forwarding programmed"
+    );
+    Some(GroupsProgrammed { generation, complete: report.failed == 0 })
+}
