@@ -291,3 +291,26 @@ fn a_hot_swapped_build_is_never_staged_where_another_user_can_reach_it() {
         "the new build is not mapped from a private memory file"
     );
 }
+
+#[test]
+fn loading_one_file_directly_checks_it_too() {
+    require_root();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("one");
+    let lib = engine_dir(&dir);
+    chmod(&lib, 0o666);
+    let mut reg = Registry::default();
+    reg.load_file(&lib);
+    assert_not_loaded(&reg);
+    assert!(problem_for(&reg, &lib).contains("writable by others"), "{:?}", reg.problems);
+    chmod(&lib, 0o644);
+    chmod(&dir, 0o777);
+    let mut reg = Registry::default();
+    reg.load_file(&lib);
+    assert_not_loaded(&reg);
+    assert!(problem_for(&reg, &lib).contains("engine directory refused"), "{:?}", reg.problems);
+    chmod(&dir, 0o755);
+    let mut reg = Registry::default();
+    reg.load_file(&lib);
+    assert!(reg.get("minhop").is_some(), "{:?}", reg.problems);
+}

@@ -194,8 +194,18 @@ impl Registry {
         }
     }
 
-    /// Load one library file into the registry.
+    /// Load one library file into the registry, if it and its directory
+    /// pass the trust checks (see the module documentation).
     pub fn load_file(&mut self, path: &Path) {
+        let checked = path
+            .parent()
+            .ok_or_else(|| format!("{} has no directory", path.display()))
+            .and_then(|dir| trusted_dir(dir).map_err(|why| format!("engine directory refused: {why}")))
+            .and_then(|_| open_trusted(path).map_err(|why| format!("refused: {why}")));
+        if let Err(reason) = checked {
+            self.problems.push(LoadProblem { path: path.to_path_buf(), reason });
+            return;
+        }
         match open_library(path) {
             Ok(found) => self.add(path, found),
             Err(p) => self.problems.push(p),
@@ -213,7 +223,8 @@ impl Registry {
     }
 }
 
-/// Open one library and list its engines.
+/// Open one library and list its engines. No trust checks: those are
+/// [`Registry`]'s, which is what loads engines for the SM.
 pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
     let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
     let header = lib_header_from_path(path).map_err(|e| problem(describe(e)))?;
