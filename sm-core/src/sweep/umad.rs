@@ -1011,7 +1011,10 @@ mod tests {
     /// a message longer than the buffer fails with `ENOSPC`, leaves its
     /// header (with the length needed) in the buffer and stays queued.
     #[derive(Clone, Default)]
-    struct FakeDevice(Arc<std::sync::Mutex<std::collections::VecDeque<Result<Vec<u8>, Errno>>>>);
+    struct FakeDevice(Arc<std::sync::Mutex<std::collections::VecDeque<Queued>>>);
+
+    /// What the fake device gives next: a message or an error.
+    type Queued = Result<Vec<u8>, Errno>;
 
     impl FakeDevice {
         fn push(&self, item: Result<Vec<u8>, Errno>) {
