@@ -6,6 +6,39 @@
 //! layouts. Files that fail are reported (file and reason) and skipped; the
 //! rest load. Libraries are never unloaded, so trait objects created from
 //! them stay valid for the life of the process.
+//!
+//! # Trust
+//!
+//! smcore runs as root, so loading a library is running its code as root.
+//! As sudo and OpenSSH do for their own files, a library is only loaded
+//! when nobody but root and smcore's own user could have put it there:
+//!
+//! - an engine directory must be an absolute path. Relative entries in
+//!   `SMCORE_ENGINE_PATH` or the configuration's `engine_dirs` are refused
+//!   (they would depend on whatever the working directory happens to be);
+//!   a relative `--engine-dir` is what the operator typed, so
+//!   [`search_path`] makes it absolute against the working directory once,
+//!   at startup.
+//! - the directory, resolved to its real path, must be owned by root or by
+//!   our effective user and writable by neither group nor others; each of
+//!   its parents up to `/` must be owned the same way and not writable by
+//!   group or others unless it has the sticky bit (as `/tmp` does, where
+//!   others cannot rename or remove what is ours). The resolved path is
+//!   the one loaded from, so a symbolic link cannot be repointed between
+//!   the check and the load.
+//! - a library file must be a regular file (a symbolic link is followed
+//!   only when its target's directory passes the same checks), owned by
+//!   root or our effective user, and writable by neither group nor others.
+//!
+//! Whatever fails is reported as a [`LoadProblem`] naming the file or
+//! directory and the reason. The directory of the running executable is
+//! searched under the same rules, so a group- or world-writable one is
+//! refused and reported, not searched.
+//!
+//! A hot-swapped build ([`Registry::rescan`]) is loaded from an anonymous
+//! memory file (`memfd_create`), filled from the checked library opened
+//! with `O_NOFOLLOW`: no file is ever staged at a path another user could
+//! predict, plant or replace.
 
 use std::path::{Path, PathBuf};
 
@@ -105,8 +138,9 @@ impl Registry {
 
     /// Scans the same directories again, for engine hot swap. A library
     /// whose file has not changed keeps its loaded engines. A changed or
-    /// new file is loaded from a private copy (the dynamic loader would
-    /// hand back the old build for the same path); if that fails, the
+    /// new file is loaded from a private copy in memory (the dynamic
+    /// loader would hand back the old build for the same path; see
+    /// [`load_private_copy`]); if that fails, the
     /// problem is reported and the engines the old build provided stay in
     /// service. Engines whose file is gone are dropped.
     pub fn rescan(&self) -> Registry {
@@ -118,7 +152,7 @@ impl Registry {
                 reg.add(&f, old);
                 continue;
             }
-            match private_copy(&f).and_then(|copy| open_library(&copy)) {
+            match load_private_copy(&f) {
                 Ok(mut found) => {
                     for e in &mut found {
                         e.library = f.clone();
@@ -160,8 +194,18 @@ impl Registry {
         }
     }
 
-    /// Load one library file into the registry.
+    /// Load one library file into the registry, if it and its directory
+    /// pass the trust checks (see the module documentation).
     pub fn load_file(&mut self, path: &Path) {
+        let checked = path
+            .parent()
+            .ok_or_else(|| format!("{} has no directory", path.display()))
+            .and_then(|dir| trusted_dir(dir).map_err(|why| format!("engine directory refused: {why}")))
+            .and_then(|_| open_trusted(path).map_err(|why| format!("refused: {why}")));
+        if let Err(reason) = checked {
+            self.problems.push(LoadProblem { path: path.to_path_buf(), reason });
+            return;
+        }
         match open_library(path) {
             Ok(found) => self.add(path, found),
             Err(p) => self.problems.push(p),
@@ -179,7 +223,8 @@ impl Registry {
     }
 }
 
-/// Open one library and list its engines.
+/// Open one library and list its engines. No trust checks: those are
+/// [`Registry`]'s, which is what loads engines for the SM.
 pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
     let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
     let header = lib_header_from_path(path).map_err(|e| problem(describe(e)))?;
@@ -206,12 +251,21 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
         .collect())
 }
 
-/// The `*.so` files of `dirs`, each directory's sorted by name; unreadable
-/// directories are reported.
+/// The `*.so` files of `dirs`, each directory's sorted by name, under
+/// each directory's real path. Directories and files that fail the trust
+/// checks (see the module documentation) or cannot be read are reported.
 fn library_files(dirs: &[PathBuf], problems: &mut Vec<LoadProblem>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for dir in dirs {
-        let entries = match std::fs::read_dir(dir) {
+        let real = match trusted_dir(dir) {
+            Ok(real) => real,
+            Err(reason) => {
+                tracing::warn!(dir = %dir.display(), "engine directory refused: {reason}");
+                problems.push(LoadProblem { path: dir.clone(), reason: format!("engine directory refused: {reason}") });
+                continue;
+            }
+        };
+        let entries = match std::fs::read_dir(&real) {
             Ok(e) => e,
             Err(e) => {
                 problems.push(LoadProblem { path: dir.clone(), reason: format!("cannot read engine directory: {e}") });
@@ -224,24 +278,145 @@ fn library_files(dirs: &[PathBuf], problems: &mut Vec<LoadProblem>) -> Vec<PathB
             .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "so"))
             .collect();
         files.sort();
-        out.extend(files);
+        for f in files {
+            match open_trusted(&f) {
+                Ok(_) => out.push(f),
+                Err(reason) => {
+                    tracing::warn!(library = %f.display(), "engine library refused: {reason}");
+                    problems.push(LoadProblem { path: f, reason: format!("refused: {reason}") });
+                }
+            }
+        }
     }
     out
 }
 
-/// Copies a library to a file of its own, so that it loads as a new
-/// object: copies are never removed while the process runs, since the
-/// engines loaded from them stay mapped.
-fn private_copy(path: &Path) -> Result<PathBuf, LoadProblem> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
+/// Our effective user: besides root, the only owner we trust.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why `m` (the metadata of `path`) may not be trusted: owned by someone
+/// other than root or us, or writable by group or others (unless
+/// `sticky_ok` and the sticky bit is set).
+fn untrusted(path: &Path, m: &std::fs::Metadata, sticky_ok: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, mode) = (m.uid(), m.mode());
+    if uid != 0 && uid != euid() {
+        return Some(format!("{} is owned by uid {uid}, neither root nor smcore's user (uid {})", path.display(), euid()));
+    }
+    if mode & 0o022 != 0 && !(sticky_ok && mode & libc::S_ISVTX != 0) {
+        let who = if mode & 0o002 != 0 { "others" } else { "its group" };
+        return Some(format!("{} is writable by {who} (mode {:04o})", path.display(), mode & 0o7777));
+    }
+    None
+}
+
+/// The real path of engine directory `dir` if it may be trusted: absolute,
+/// a directory owned by root or us and writable by nobody else, with every
+/// parent owned the same way and writable by nobody else unless sticky.
+fn trusted_dir(dir: &Path) -> Result<PathBuf, String> {
+    if !dir.is_absolute() {
+        return Err(format!(
+            "{} is a relative path; engine directories must be absolute (the working directory is not trusted)",
+            dir.display()
+        ));
+    }
+    let real = dir.canonicalize().map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+    let m = std::fs::symlink_metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    if !m.is_dir() {
+        return Err(format!("{} is not a directory", real.display()));
+    }
+    if let Some(why) = untrusted(&real, &m, false) {
+        return Err(why);
+    }
+    for parent in real.ancestors().skip(1) {
+        let m = std::fs::symlink_metadata(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        if let Some(why) = untrusted(parent, &m, true) {
+            return Err(format!("its parent {why}"));
+        }
+    }
+    Ok(real)
+}
+
+/// Opens library `path` for reading if it may be trusted: a regular file
+/// owned by root or us and writable by nobody else, checked on the open
+/// descriptor. A symbolic link is followed only to a target whose
+/// directory passes [`trusted_dir`]; the target is then opened by its real
+/// path with `O_NOFOLLOW`, so nothing is followed that was not checked.
+fn open_trusted(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let lm = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let real = if lm.file_type().is_symlink() {
+        let real = path.canonicalize().map_err(|e| format!("cannot resolve the link {}: {e}", path.display()))?;
+        let parent = real.parent().ok_or_else(|| format!("{} has no directory", real.display()))?;
+        trusted_dir(parent).map_err(|why| format!("the link {} leads to {}: {why}", path.display(), real.display()))?;
+        real
+    } else {
+        path.to_path_buf()
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&real)
+        .map_err(|e| format!("cannot open {}: {e}", real.display()))?;
+    let m = file.metadata().map_err(|e| format!("{}: {e}", real.display()))?;
+    if !m.file_type().is_file() {
+        return Err(format!("{} is not a regular file", real.display()));
+    }
+    if let Some(why) = untrusted(&real, &m, false) {
+        return Err(why);
+    }
+    Ok(file)
+}
+
+/// Loads a changed library as a new object, through a copy of its own:
+/// the checked file (see [`open_trusted`]) is copied into an anonymous
+/// memory file and dlopened as `/proc/self/fd/N`. Nothing is staged on a
+/// file system, so no other user can plant or swap the copy. The memory
+/// file stays open for the life of the process: the library stays mapped
+/// (libraries are never unloaded), and the dynamic loader knows a loaded
+/// object by its name, so a later `/proc/self/fd/N` must never reuse N.
+fn load_private_copy(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
     let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
-    let dir = std::env::temp_dir().join(format!("smcore-engines-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| problem(format!("cannot stage a copy in {}: {e}", dir.display())))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "engine.so".into());
-    let copy = dir.join(format!("{}-{name}", NEXT.fetch_add(1, Ordering::Relaxed)));
-    std::fs::copy(path, &copy).map_err(|e| problem(format!("cannot copy for loading: {e}")))?;
-    Ok(copy)
+    let mut source = open_trusted(path).map_err(|why| problem(format!("refused: {why}")))?;
+    let name = std::ffi::CString::new(format!(
+        "smcore-engine:{}",
+        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    ))
+    .unwrap_or_else(|_| c"smcore-engine".to_owned());
+    let fd = memfd_exec(&name).map_err(|e| problem(format!("cannot create a memory file for loading: {e}")))?;
+    // SAFETY: `fd` was just created and belongs to nobody else.
+    let mut copy = unsafe { std::fs::File::from_raw_fd(fd) };
+    std::io::copy(&mut source, &mut copy).map_err(|e| problem(format!("cannot copy for loading: {e}")))?;
+    // Never closed: see above.
+    let fd = copy.into_raw_fd();
+    open_library(Path::new(&format!("/proc/self/fd/{fd}")))
+}
+
+/// `memfd_create` for a file the loader may map executable: `MFD_EXEC`
+/// where the kernel knows it (Linux 6.3+, needed when
+/// `vm.memfd_noexec` is 1), plain otherwise.
+fn memfd_exec(name: &std::ffi::CStr) -> std::io::Result<std::os::fd::RawFd> {
+    const MFD_EXEC: libc::c_uint = 0x0010;
+    // SAFETY: `name` is a valid C string; the flags are plain bits.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | MFD_EXEC) };
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return Err(e);
+    }
+    // SAFETY: as above.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd >= 0 {
+        Ok(fd)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// One line for each way a library can be rejected.
@@ -272,8 +447,28 @@ fn describe(e: LibraryError) -> String {
 /// Engine directories in search order: `--engine-dir` flags, then
 /// `SMCORE_ENGINE_PATH` (colon separated), then the directory of the running
 /// executable. Earlier directories win when two provide the same engine.
+/// A relative `--engine-dir` is made absolute against the working
+/// directory, now; a relative `SMCORE_ENGINE_PATH` entry is kept as given,
+/// for [`Registry::scan`] to refuse and report.
 pub fn search_path(cli_dirs: &[PathBuf], env: Option<&str>) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = cli_dirs.to_vec();
+    search_path_with_config(cli_dirs, &[], env)
+}
+
+/// [`search_path`] with the configuration's `engine_dirs` between the
+/// `--engine-dir` flags and `SMCORE_ENGINE_PATH`. Relative configured
+/// directories are kept as given, for [`Registry::scan`] to refuse and
+/// report: the configuration is not where the working directory comes
+/// from.
+pub fn search_path_with_config(cli_dirs: &[PathBuf], config_dirs: &[PathBuf], env: Option<&str>) -> Vec<PathBuf> {
+    let cwd = std::env::current_dir().ok();
+    let mut dirs: Vec<PathBuf> = cli_dirs
+        .iter()
+        .map(|d| match &cwd {
+            Some(cwd) if d.is_relative() => cwd.join(d),
+            _ => d.clone(),
+        })
+        .collect();
+    dirs.extend(config_dirs.iter().cloned());
     if let Some(env) = env {
         dirs.extend(env.split(':').filter(|s| !s.is_empty()).map(PathBuf::from));
     }
@@ -282,7 +477,8 @@ pub fn search_path(cli_dirs: &[PathBuf], env: Option<&str>) -> Vec<PathBuf> {
     }
     let mut seen = Vec::new();
     dirs.retain(|d| {
-        let key = d.canonicalize().unwrap_or_else(|_| d.clone());
+        // A relative entry is never resolved, not even to compare it.
+        let key = if d.is_absolute() { d.canonicalize().unwrap_or_else(|_| d.clone()) } else { d.clone() };
         if seen.contains(&key) {
             false
         } else {

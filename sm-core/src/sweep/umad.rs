@@ -11,12 +11,21 @@
 //! in flight ([`SmpPort::exchange_many`]), matches answers by TID and waits
 //! on tokio timers. SubnTraps (trap 128 from a switch whose port changed
 //! state) arrive on the LID-routed agent; they are queued for the SM loop
-//! and repressed when it takes them.
+//! (at most [`TRAP_QUEUE`]; more are dropped and counted, see
+//! [`UmadPort::traps_dropped`]) and repressed when it takes them.
+//!
+//! The poll thread never stops while the port lives: a message longer
+//! than its buffer (an SA request the kernel reassembled from RMPP
+//! segments, which it refuses to truncate with `ENOSPC`) is read again
+//! with a buffer of the size the kernel names, and transient errors are
+//! retried with back-off. A descriptor that can never be read again
+//! (closed, device gone) is reported as [`TransportError::Closed`] on
+//! every later call, so the SM can exit and be restarted.
 
 use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -184,7 +193,11 @@ pub struct UmadPort {
     window: usize,
     runtime: tokio::runtime::Runtime,
     responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
-    traps: tokio::sync::mpsc::UnboundedReceiver<TrapMad>,
+    traps: tokio::sync::mpsc::Receiver<TrapMad>,
+    /// Traps the poll thread dropped because the queue was full.
+    trap_drops: Arc<AtomicU64>,
+    /// Why the poll thread declared the transport dead, if it did.
+    fault: Arc<OnceLock<String>>,
     stop: Arc<AtomicBool>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -211,66 +224,253 @@ impl Drop for UmadPort {
 }
 
 /// How often the reader looks at its stop flag.
-const READER_SLICE_MS: i32 = 50;
+const READER_SLICE_MS: u16 = 50;
 /// Requests queued for a responder before further ones are dropped (the
 /// requester retries, as it would on a lossy fabric).
 const REQUEST_QUEUE: usize = 1024;
+/// Traps queued for the SM loop before further ones are dropped and
+/// counted: a storm must not grow the SM's memory, and a switch repeats a
+/// trap until it is repressed.
+pub const TRAP_QUEUE: usize = 256;
+/// The read buffer for one MAD behind its header; grown for a longer one.
+const READ_BUF: usize = HDR_LEN + MAD_LEN;
+/// The longest message the reader takes: a transfer the kernel reassembled
+/// from RMPP segments (it already holds it whole). The kernel keeps a
+/// message that does not fit at the head of the queue, so one claiming
+/// more is a transport the SM can no longer read: it is reported as dead.
+const MAX_READ: usize = 16 << 20;
+/// The longest pause between reads after repeated transient errors.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// At most one warning this often for a repeating condition.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Where the poll thread delivers what it reads.
 struct Sinks {
     responses: tokio::sync::mpsc::UnboundedSender<Result<Received, TransportError>>,
-    traps: tokio::sync::mpsc::UnboundedSender<TrapMad>,
+    traps: tokio::sync::mpsc::Sender<TrapMad>,
     sa_requests: std::sync::mpsc::SyncSender<IncomingMad>,
     smp_requests: std::sync::mpsc::SyncSender<IncomingMad>,
+    /// Traps dropped because the queue was full.
+    trap_drops: Arc<AtomicU64>,
+    /// Why the transport died, once it has.
+    fault: Arc<OnceLock<String>>,
+}
+
+/// The device as the poll thread uses it: wait, then read one message. A
+/// trait so that the reader's handling of long messages and errors can be
+/// exercised without a device.
+trait MadSource {
+    /// Waits up to `ms` for a message: `Ok(true)` when one can be read.
+    fn wait(&mut self, ms: u16) -> Result<bool, Errno>;
+    /// Reads one message into `buf`. As `ib_umad` does, a message longer
+    /// than `buf` fails with `ENOSPC`, leaves its header (whose length
+    /// field gives the size needed) in `buf` and stays queued.
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, Errno>;
+}
+
+/// A umad (or umad2sim) descriptor.
+struct FdSource(RawFd);
+
+impl MadSource for FdSource {
+    fn wait(&mut self, ms: u16) -> Result<bool, Errno> {
+        // SAFETY: the descriptor outlives this thread (UmadPort joins it
+        // before its writer can close it); `borrow_raw` does not check it.
+        let bfd = unsafe { BorrowedFd::borrow_raw(self.0) };
+        let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
+        if nix::poll::poll(&mut fds, PollTimeout::from(ms))? == 0 {
+            return Ok(false);
+        }
+        if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLNVAL)) {
+            return Err(Errno::EBADF);
+        }
+        // POLLERR and POLLHUP too: the read says what happened.
+        Ok(true)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+        // Plain libc read: umad2sim returns -EWOULDBLOCK as a value (not -1
+        // with errno) when its queue is empty, which nix would misread as
+        // a huge length.
+        // SAFETY: `buf` is valid for its length.
+        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            -1 => Err(Errno::last()),
+            n if n < 0 => Err(Errno::EAGAIN),
+            n => Ok(usize::try_from(n).unwrap_or(0)),
+        }
+    }
+}
+
+/// Errors after which the descriptor will never give a MAD again: closed
+/// or invalid, the device unplugged (`ENODEV`, `ENXIO`) or its agents gone
+/// (`EIO`), or a read the kernel will refuse forever (`EINVAL`, `EFAULT`).
+fn fatal(e: Errno) -> bool {
+    matches!(e, Errno::EBADF | Errno::ENODEV | Errno::ENXIO | Errno::EIO | Errno::EINVAL | Errno::EFAULT)
+}
+
+/// What one read step gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// A whole message of this many bytes is at the start of the buffer.
+    Read(usize),
+    /// Nothing to read after all.
+    Nothing,
+    /// An error worth retrying after a pause.
+    Failed(Errno),
+    /// The transport is gone, for this reason.
+    Dead(String),
+}
+
+/// Reads one whole message into `buf`, growing it as the kernel asks
+/// (`ENOSPC` with the size in the header) up to [`MAX_READ`].
+fn read_step(src: &mut impl MadSource, buf: &mut Vec<u8>) -> Step {
+    loop {
+        match src.read(buf) {
+            Ok(0) => return Step::Failed(Errno::ENODATA),
+            Ok(n) => return Step::Read(n.min(buf.len())),
+            Err(Errno::ENOSPC) => {
+                // `ib_user_mad_hdr.length`: header plus the whole message.
+                let need = buf
+                    .get(16..20)
+                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    .map_or(0, |b| u32::from_ne_bytes(b) as usize);
+                if need <= buf.len() {
+                    // A length that would not help: retry later rather
+                    // than spin.
+                    return Step::Failed(Errno::ENOSPC);
+                }
+                if need > MAX_READ {
+                    return Step::Dead(format!(
+                        "a {need}-byte message is queued on the umad device, over the {MAX_READ}-byte limit; nothing behind it can be read"
+                    ));
+                }
+                tracing::debug!(need, "long umad message (RMPP): reading it with a larger buffer");
+                buf.resize(need, 0);
+            }
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) => return Step::Nothing,
+            Err(e) if fatal(e) => return Step::Dead(format!("umad read: {e}")),
+            Err(e) => return Step::Failed(e),
+        }
+    }
 }
 
 /// The poll thread: answers to our requests go to `responses`, traps to
 /// `traps`, requests from SA clients and from other SMs to their queues.
-/// Ends when told to, when the sweep side is gone, or on an error it
-/// reports.
-fn reader_loop(fd: RawFd, stop: Arc<AtomicBool>, sinks: Sinks) {
+/// It runs until told to stop or until the port that owns it is gone;
+/// transient errors are logged and retried with back-off. Only a
+/// transport that can never be read again ends it early: the reason is
+/// kept in `fault` and sent as [`TransportError::Closed`], so the sweep
+/// side (and through it the SM) sees a fatal transport error.
+fn reader_loop(mut src: impl MadSource, stop: Arc<AtomicBool>, sinks: Sinks) {
+    let mut reader = Reader { sinks, failures: 0, last_warning: None, last_drop_warning: None };
+    let mut buf = vec![0u8; READ_BUF];
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: the descriptor outlives this thread (UmadPort joins it
-        // before its writer can close it); `borrow_raw` does not check it.
-        let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, PollTimeout::from(READER_SLICE_MS as u16)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(Errno::EINTR) => continue,
-            Err(e) => {
-                let _ = sinks.responses.send(Err(io("umad poll", e)));
+        let step = match src.wait(READER_SLICE_MS) {
+            Ok(false) | Err(Errno::EINTR) => continue,
+            Ok(true) => read_step(&mut src, &mut buf),
+            Err(e) if fatal(e) => Step::Dead(format!("umad poll: {e}")),
+            Err(e) => Step::Failed(e),
+        };
+        match step {
+            Step::Read(n) => {
+                reader.failures = 0;
+                if !reader.deliver(&buf[..n]) {
+                    return;
+                }
+            }
+            Step::Nothing => {}
+            Step::Failed(e) => reader.back_off(e, &stop),
+            Step::Dead(reason) => {
+                reader.die(reason);
                 return;
             }
         }
-        let mut rbuf = [0u8; HDR_LEN + MAD_LEN];
-        // Plain libc read: umad2sim returns -EWOULDBLOCK as a value (not -1
-        // with errno) when its queue is empty, which nix would misread as
-        // a huge length.
-        // SAFETY: `rbuf` is valid for its length.
-        let n = unsafe { libc::read(fd, rbuf.as_mut_ptr().cast(), rbuf.len()) };
-        if n < 0 {
-            let e = Errno::last();
-            if n == -1 && !matches!(e, Errno::EINTR | Errno::EAGAIN) {
-                let _ = sinks.responses.send(Err(io("umad read", e)));
-                return;
-            }
-            continue;
+        if buf.len() > READ_BUF {
+            buf.truncate(READ_BUF);
+            buf.shrink_to_fit();
         }
-        let n = usize::try_from(n).unwrap_or(0).min(rbuf.len());
+    }
+}
+
+/// The poll thread's state between reads.
+struct Reader {
+    sinks: Sinks,
+    /// Transient errors in a row.
+    failures: u32,
+    last_warning: Option<Instant>,
+    last_drop_warning: Option<Instant>,
+}
+
+/// Whether a warning last given at `last` may be given again now.
+fn warn_due(last: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    if last.is_some_and(|t| now.duration_since(t) < WARN_EVERY) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
+impl Reader {
+    /// Pauses after a transient error, longer each time in a row (up to
+    /// [`MAX_BACKOFF`]), waking for `stop`.
+    fn back_off(&mut self, e: Errno, stop: &AtomicBool) {
+        self.failures = self.failures.saturating_add(1);
+        if warn_due(&mut self.last_warning) {
+            tracing::warn!(error = %e, in_a_row = self.failures, "umad read failed; retrying");
+        }
+        let pause = Duration::from_millis(10u64 << self.failures.min(7)).min(MAX_BACKOFF);
+        let until = Instant::now() + pause;
+        while !stop.load(Ordering::Relaxed) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(u64::from(READER_SLICE_MS))));
+        }
+    }
+
+    fn die(&self, reason: String) {
+        tracing::error!("umad transport dead: {reason}");
+        let _ = self.sinks.fault.set(reason.clone());
+        let _ = self.sinks.responses.send(Err(TransportError::Closed(reason)));
+    }
+
+    /// Hands one message (header and MAD) to its queue; false once the
+    /// port that reads them is gone.
+    fn deliver(&mut self, msg: &[u8]) -> bool {
+        let n = msg.len();
         if n < HDR_LEN + 24 {
             tracing::debug!(len = n, "short umad read ignored");
-            continue;
+            return true;
         }
-        let status = u32::from_ne_bytes([rbuf[4], rbuf[5], rbuf[6], rbuf[7]]);
-        let sqpn = u32::from_be_bytes([rbuf[20], rbuf[21], rbuf[22], rbuf[23]]) & 0x00FF_FFFF;
-        let slid = u16::from_be_bytes([rbuf[28], rbuf[29]]);
-        let mut mad = vec![0u8; MAD_LEN];
-        mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
-        let (class, m) = (mad[1], mad[3]);
+        let status = u32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+        let sqpn = u32::from_be_bytes([msg[20], msg[21], msg[22], msg[23]]) & 0x00FF_FFFF;
+        let slid = u16::from_be_bytes([msg[28], msg[29]]);
+        let (class, m) = (msg[HDR_LEN + 1], msg[HDR_LEN + 3]);
+        // An SA request may be a reassembled RMPP transfer and is passed
+        // whole; everything else is one MAD.
+        let body = &msg[HDR_LEN..];
+        let keep = if class == CLASS_SA { body.len() } else { body.len().min(MAD_LEN) };
+        let mut mad = body[..keep].to_vec();
+        if mad.len() < MAD_LEN {
+            mad.resize(MAD_LEN, 0);
+        }
         let is_request = status == 0 && m & 0x80 == 0;
+        let sinks = &self.sinks;
         let delivered = if is_request && class == CLASS_LID && m == method::TRAP {
-            sinks.traps.send(TrapMad { slid, mad }).is_ok()
+            match sinks.traps.try_send(TrapMad { slid, mad }) {
+                Ok(()) => true,
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                    let dropped = sinks.trap_drops.fetch_add(1, Ordering::Relaxed) + 1;
+                    if warn_due(&mut self.last_drop_warning) {
+                        tracing::warn!(slid, dropped, "trap queue full ({TRAP_QUEUE}): trap dropped");
+                    }
+                    true
+                }
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
+            }
         } else if is_request && class == CLASS_SA {
             offer(&sinks.sa_requests, IncomingMad { slid, sqpn, mad }, "SA")
         } else if is_request && (class == CLASS_LID || class == CLASS_DR) && (m == method::GET || m == method::SET) {
@@ -278,9 +478,7 @@ fn reader_loop(fd: RawFd, stop: Arc<AtomicBool>, sinks: Sinks) {
         } else {
             sinks.responses.send(Ok(Received { status, mad })).is_ok()
         };
-        if !delivered && sinks.responses.is_closed() && sinks.traps.is_closed() {
-            return;
-        }
+        delivered || !(sinks.responses.is_closed() && sinks.traps.is_closed())
     }
 }
 
@@ -463,17 +661,25 @@ impl UmadPort {
             .build()
             .map_err(|e| io("tokio runtime", e))?;
         let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
-        let (trap_tx, traps) = tokio::sync::mpsc::unbounded_channel();
+        let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
         let (sa_tx, sa_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
         let (smp_tx, smp_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let raw = fd.0;
-        let sinks = Sinks { responses: response_tx, traps: trap_tx, sa_requests: sa_tx, smp_requests: smp_tx };
+        let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
+        let sinks = Sinks {
+            responses: response_tx,
+            traps: trap_tx,
+            sa_requests: sa_tx,
+            smp_requests: smp_tx,
+            trap_drops: Arc::clone(&trap_drops),
+            fault: Arc::clone(&fault),
+        };
         let reader = std::thread::Builder::new()
             .name("umad-poll".into())
             .spawn({
                 let stop = Arc::clone(&stop);
-                move || reader_loop(raw, stop, sinks)
+                move || reader_loop(FdSource(raw), stop, sinks)
             })
             .map_err(|e| io("umad poll thread", e))?;
         tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, "umad transport bound");
@@ -488,9 +694,34 @@ impl UmadPort {
             runtime,
             responses,
             traps,
+            trap_drops,
+            fault,
             stop,
             reader: Some(reader),
         })
+    }
+
+    /// How many traps were dropped so far because the SM loop did not take
+    /// them as fast as they came (the queue holds [`TRAP_QUEUE`]).
+    pub fn traps_dropped(&self) -> u64 {
+        self.trap_drops.load(Ordering::Relaxed)
+    }
+
+    /// The counter behind [`UmadPort::traps_dropped`], to read after the
+    /// port has been lent out as a `dyn SmpPort`.
+    pub fn trap_drop_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.trap_drops)
+    }
+
+    /// Why the transport was declared dead, if it was. Every call on the
+    /// port then fails with [`TransportError::Closed`].
+    pub fn fault(&self) -> Option<&str> {
+        self.fault.get().map(String::as_str)
+    }
+
+    /// The error for a poll thread that is gone.
+    fn stopped(&self) -> TransportError {
+        TransportError::Closed(self.fault.get().cloned().unwrap_or_else(|| "the umad poll thread stopped".into()))
     }
 
     /// A [`MadSender`] for responder threads.
@@ -536,7 +767,7 @@ impl UmadPort {
         let responses = &mut self.responses;
         match self.runtime.block_on(async { tokio::time::timeout(left, responses.recv()).await }) {
             Ok(Some(r)) => r.map(Some),
-            Ok(None) => Err(TransportError::Closed("the umad poll thread stopped".into())),
+            Ok(None) => Err(self.stopped()),
             Err(_elapsed) => Ok(None),
         }
     }
@@ -752,7 +983,7 @@ impl SmpPort for UmadPort {
                 self.repress(&trap);
                 Ok(Some(trap))
             }
-            Ok(None) => Err(TransportError::Closed("the umad poll thread stopped".into())),
+            Ok(None) => Err(self.stopped()),
             Err(_elapsed) => Ok(None),
         }
     }
@@ -774,6 +1005,195 @@ mod tests {
         assert_eq!(choose(&all[..1], None, None).map(|d| d.index), Some(0));
         assert_eq!(choose(&all, Some("a"), Some(1)).map(|d| d.index), Some(0));
         assert_eq!(choose(&all, Some("c"), None), None);
+    }
+
+    /// A stand-in for the umad device that behaves as `ib_umad_read` does:
+    /// a message longer than the buffer fails with `ENOSPC`, leaves its
+    /// header (with the length needed) in the buffer and stays queued.
+    #[derive(Clone, Default)]
+    struct FakeDevice(Arc<std::sync::Mutex<std::collections::VecDeque<Queued>>>);
+
+    /// What the fake device gives next: a message or an error.
+    type Queued = Result<Vec<u8>, Errno>;
+
+    impl FakeDevice {
+        fn push(&self, item: Result<Vec<u8>, Errno>) {
+            self.0.lock().unwrap().push_back(item);
+        }
+        fn is_empty(&self) -> bool {
+            self.0.lock().unwrap().is_empty()
+        }
+    }
+
+    impl MadSource for FakeDevice {
+        fn wait(&mut self, ms: u16) -> Result<bool, Errno> {
+            if self.is_empty() {
+                std::thread::sleep(Duration::from_millis(u64::from(ms.min(5))));
+                return Ok(false);
+            }
+            Ok(true)
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Result<usize, Errno> {
+            let mut queue = self.0.lock().unwrap();
+            match queue.front() {
+                None => Err(Errno::EAGAIN),
+                Some(Err(_)) => Err(queue.pop_front().unwrap().unwrap_err()),
+                Some(Ok(msg)) if msg.len() > buf.len() => {
+                    buf[..HDR_LEN].copy_from_slice(&msg[..HDR_LEN]);
+                    Err(Errno::ENOSPC)
+                }
+                Some(Ok(_)) => {
+                    let msg = queue.pop_front().unwrap().unwrap();
+                    buf[..msg.len()].copy_from_slice(&msg);
+                    Ok(msg.len())
+                }
+            }
+        }
+    }
+
+    /// A received message: the umad header, then a MAD of `body` bytes of
+    /// `class`/`method` from `slid`, its last byte `mark`.
+    fn message(class: u8, m: u8, slid: u16, body: usize, mark: u8) -> Vec<u8> {
+        let mut msg = vec![0u8; HDR_LEN + body];
+        let total = u32::try_from(msg.len()).unwrap();
+        msg[16..20].copy_from_slice(&total.to_ne_bytes());
+        msg[20..24].copy_from_slice(&1u32.to_be_bytes());
+        msg[28..30].copy_from_slice(&slid.to_be_bytes());
+        msg[HDR_LEN..HDR_LEN + 4].copy_from_slice(&[1, class, 2, m]);
+        *msg.last_mut().unwrap() = mark;
+        msg
+    }
+
+    struct Harness {
+        device: FakeDevice,
+        stop: Arc<AtomicBool>,
+        thread: std::thread::JoinHandle<()>,
+        responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+        traps: tokio::sync::mpsc::Receiver<TrapMad>,
+        sa: std::sync::mpsc::Receiver<IncomingMad>,
+        trap_drops: Arc<AtomicU64>,
+        fault: Arc<OnceLock<String>>,
+    }
+
+    fn start(device: FakeDevice) -> Harness {
+        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
+        let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
+        let (sa_tx, sa) = std::sync::mpsc::sync_channel(16);
+        let (smp_tx, _) = std::sync::mpsc::sync_channel(16);
+        let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
+        let sinks = Sinks {
+            responses: response_tx,
+            traps: trap_tx,
+            sa_requests: sa_tx,
+            smp_requests: smp_tx,
+            trap_drops: Arc::clone(&trap_drops),
+            fault: Arc::clone(&fault),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (device, stop) = (device.clone(), Arc::clone(&stop));
+            move || reader_loop(device, stop, sinks)
+        });
+        Harness { device, stop, thread, responses, traps, sa, trap_drops, fault }
+    }
+
+    const LIVENESS: Duration = Duration::from_secs(20);
+
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + LIVENESS;
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_reassembled_rmpp_request_and_transient_errors_do_not_stop_the_reader() {
+        let device = FakeDevice::default();
+        // An SA request four times longer than one MAD, as the kernel
+        // hands over a multi-segment RMPP transfer.
+        device.push(Ok(message(CLASS_SA, method::GET, 7, 1024, 0xA5)));
+        device.push(Err(Errno::ENOMEM));
+        device.push(Err(Errno::EAGAIN));
+        device.push(Ok(message(CLASS_LID, method::TRAP, 9, MAD_LEN, 0)));
+        let mut h = start(device);
+
+        let long = h.sa.recv_timeout(LIVENESS).expect("the long SA request is delivered");
+        assert_eq!((long.slid, long.mad.len(), long.mad[1023]), (7, 1024, 0xA5));
+        let trap = h.traps.blocking_recv().expect("the trap behind it is delivered");
+        assert_eq!(trap.slid, 9);
+        assert_eq!(trap.mad.len(), MAD_LEN);
+
+        // Still reading: a later request gets through too.
+        h.device.push(Ok(message(CLASS_SA, method::GET, 8, MAD_LEN, 1)));
+        let next = h.sa.recv_timeout(LIVENESS).expect("the reader still runs");
+        assert_eq!((next.slid, next.mad.len()), (8, MAD_LEN));
+        assert!(!h.thread.is_finished());
+        assert!(h.responses.try_recv().is_err(), "no error reported for transient failures");
+        assert!(h.fault.get().is_none());
+
+        h.stop.store(true, Ordering::Relaxed);
+        h.thread.join().expect("reader ends when told");
+    }
+
+    #[test]
+    fn a_dead_descriptor_is_reported_as_a_closed_transport() {
+        let device = FakeDevice::default();
+        device.push(Ok(message(CLASS_SA, method::GET, 7, MAD_LEN, 0)));
+        device.push(Err(Errno::ENODEV));
+        let mut h = start(device);
+        assert!(h.sa.recv_timeout(LIVENESS).is_ok());
+        match h.responses.blocking_recv() {
+            Some(Err(TransportError::Closed(reason))) => assert!(reason.contains("umad read"), "{reason}"),
+            other => panic!("expected a closed transport, got {other:?}"),
+        }
+        h.thread.join().expect("reader ends");
+        assert!(h.fault.get().is_some_and(|f| f.contains("umad read")));
+        // Every later wait sees the end as well.
+        assert!(h.responses.blocking_recv().is_none());
+    }
+
+    #[test]
+    fn the_trap_queue_is_bounded_and_drops_are_counted() {
+        let device = FakeDevice::default();
+        let extra = 44;
+        for i in 0..TRAP_QUEUE + extra {
+            device.push(Ok(message(CLASS_LID, method::TRAP, u16::try_from(i + 1).unwrap(), MAD_LEN, 0)));
+        }
+        let mut h = start(device);
+        wait_until("the reader to drain the device", || h.device.is_empty());
+        wait_until("the drops to be counted", || h.trap_drops.load(Ordering::Relaxed) == extra as u64);
+        let mut queued = 0;
+        while h.traps.try_recv().is_ok() {
+            queued += 1;
+        }
+        assert_eq!(queued, TRAP_QUEUE);
+        assert!(!h.thread.is_finished());
+        // Room again: the next trap is taken.
+        h.device.push(Ok(message(CLASS_LID, method::TRAP, 4000, MAD_LEN, 0)));
+        assert_eq!(h.traps.blocking_recv().map(|t| t.slid), Some(4000));
+        h.stop.store(true, Ordering::Relaxed);
+        h.thread.join().expect("reader ends when told");
+    }
+
+    #[test]
+    fn read_step_grows_within_its_limit_only() {
+        let mut buf = vec![0u8; READ_BUF];
+        let device = FakeDevice::default();
+        let mut too_long = message(CLASS_SA, method::GET, 7, MAD_LEN, 0);
+        too_long[16..20].copy_from_slice(&u32::try_from(MAX_READ + 1).unwrap().to_ne_bytes());
+        too_long.resize(READ_BUF + 1, 0);
+        device.push(Ok(too_long));
+        assert!(matches!(read_step(&mut device.clone(), &mut buf), Step::Dead(_)));
+
+        // A header that names no larger size: retried later, not spun on.
+        let device = FakeDevice::default();
+        let mut lying = message(CLASS_SA, method::GET, 7, MAD_LEN, 0);
+        lying[16..20].copy_from_slice(&100u32.to_ne_bytes());
+        lying.resize(READ_BUF + 1, 0);
+        device.push(Ok(lying));
+        let mut buf = vec![0u8; READ_BUF];
+        assert_eq!(read_step(&mut device.clone(), &mut buf), Step::Failed(Errno::ENOSPC));
     }
 
     #[test]
