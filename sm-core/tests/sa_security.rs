@@ -361,15 +361,40 @@ fn trust_needs_the_configured_nonzero_key() {
     };
     assert_eq!(sm_key_shown(&mut sa, 0), 0);
     assert_eq!(sm_key_shown(&mut sa, KEY), KEY);
+}
+
+#[test]
+fn a_zero_sm_key_trusts_nobody() {
     // With SM_Key 0 configured nobody is trusted: a request carrying 0
-    // is not.
-    let Setup { mut sa, .. } = setup(SaConfig {
+    // is not, and any other key is wrong.
+    let Setup { mut sa, hosts, .. } = setup(SaConfig {
         sm_key: 0,
         ..Default::default()
     });
+    let h = hosts[0];
+    let mut t = [0u8; pkr::LEN];
+    t[..2].copy_from_slice(&h.lid.to_be_bytes());
+    let pkeys = |key: u64| request(method::GET_TABLE, attr::PKEY_TABLE_RECORD, pkr::component::LID, &t, key);
     assert_eq!(status_of(&ask(&mut sa, h.lid, &pkeys(0))), status::REQ_INVALID);
-    assert_eq!(sm_key_shown(&mut sa, 0), 0);
     assert!(sa.handle(h.lid, 1, &pkeys(1)).reply.is_none());
+    // Nor may a request carrying 0 change another port's membership.
+    let (a, b) = (hosts[0], hosts[1]);
+    assert_eq!(
+        mc(&mut sa, a.lid, method::SET, CREATE, &mc_record(BROADCAST, a.gid, FULL), 0),
+        0
+    );
+    assert_eq!(
+        mc(&mut sa, b.lid, method::SET, CREATE, &mc_record(BROADCAST - 1, b.gid, FULL), 0),
+        0
+    );
+    let a1 = ask(
+        &mut sa,
+        b.lid,
+        &request(method::GET_TABLE, attr::MC_MEMBER_RECORD, 0, &mc_record(0, 0, 0), 0),
+    );
+    let recs = records(&a1, mcr::PADDED_LEN);
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r[16..32] == [0u8; 16]), "no PortGID shown");
 }
 
 fn subscribe(sa: &mut Sa, from: u16, trap: u16, subscribe: u8, key: u64) -> u16 {
