@@ -228,6 +228,16 @@ fn a_host_cannot_take_another_out_of_a_group() {
     assert_eq!(membership(&groups, BROADCAST, c.gid), Some((FULL, true)));
     assert_eq!(mc(&mut sa, d.lid, method::DELETE, JOIN, &t(c, FULL), 0), 0);
     assert_eq!(membership(&groups, BROADCAST, c.gid), None);
+    // Once the port joins by itself the membership is its own: a proxy
+    // that joined it first cannot leave it open to removal by anyone.
+    assert_eq!(mc(&mut sa, b.lid, method::SET, JOIN, &t(c, NON), 0), 0);
+    assert_eq!(mc(&mut sa, c.lid, method::SET, JOIN, &t(c, FULL), 0), 0);
+    assert_eq!(membership(&groups, BROADCAST, c.gid), Some((FULL | NON, false)));
+    assert_eq!(
+        mc(&mut sa, d.lid, method::DELETE, JOIN, &t(c, FULL), 0),
+        status::REQ_INVALID
+    );
+    assert_eq!(membership(&groups, BROADCAST, c.gid), Some((FULL | NON, false)));
     // A trusted request (the SM_Key) may end any membership.
     assert_eq!(mc(&mut sa, a.lid, method::SET, JOIN, &t(a, FULL), 0), 0);
     assert_eq!(

@@ -276,9 +276,11 @@ impl McGroups {
     }
 
     /// Adds `member` to the group (or adds JoinState bits to a member).
-    /// A member keeps the ProxyJoin it was first joined with: a later
-    /// request only adds JoinState bits (as OpenSM does), so another port
-    /// cannot turn a port's own membership into a proxy one.
+    /// A later proxy request only adds JoinState bits (as OpenSM does), so
+    /// another port cannot turn a port's own membership into a proxy one;
+    /// the port's own join makes a proxy membership its own (ProxyJoin
+    /// off), so a proxy joining it first cannot leave it open to removal by
+    /// any port.
     pub fn join(&mut self, mgid: &[u8; 16], member: McMember) -> Result<&McGroup, McError> {
         if member.join_state == 0 {
             return Err(McError::NoJoinState);
@@ -290,6 +292,7 @@ impl McGroups {
         });
         let before = entry.join_state;
         entry.join_state |= member.join_state;
+        entry.proxy &= member.proxy;
         if entry.join_state != before {
             self.generation += 1;
         }
@@ -498,6 +501,12 @@ mod tests {
         assert!(g.join(&params(1).mgid, proxy).is_ok());
         let m = g.get(&params(1).mgid).and_then(|x| x.members.get(&member(1, 0).port_gid).copied());
         assert_eq!(m.map(|m| (m.proxy, m.join_state)), Some((false, 3)));
+        // Joined by proxy first, then by itself: its own membership.
+        assert!(g.join(&params(1).mgid, McMember { proxy: true, ..member(2, join_state::NON) }).is_ok());
+        let proxy_of = |g: &McGroups| g.get(&params(1).mgid).and_then(|x| x.members.get(&member(2, 0).port_gid).map(|m| m.proxy));
+        assert_eq!(proxy_of(&g), Some(true));
+        assert!(g.join(&params(1).mgid, member(2, join_state::NON)).is_ok());
+        assert_eq!(proxy_of(&g), Some(false));
     }
 
     #[test]
