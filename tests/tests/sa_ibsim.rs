@@ -284,7 +284,8 @@ fn saquery_osmtest_and_joins_against_smcore() {
     }
     let groups = client(&sim, None, "saquery", &["-g"]);
     assert!(fields(&groups, "MGID").contains(&mgid), "{groups}");
-    let members = client(&sim, None, "saquery", &["-m"]);
+    // Members show to trusted requesters only (smcore's SA key is 1).
+    let members = client(&sim, None, "saquery", &["--smkey", "1", "-m"]);
     let gids: BTreeSet<u64> = fields(&members, "PortGid")
         .iter()
         .filter_map(|g| g.parse::<std::net::Ipv6Addr>().ok())

@@ -77,6 +77,9 @@ pub struct McGroup {
     pub mlid: u16,
     /// Members by port GID.
     pub members: BTreeMap<[u8; 16], McMember>,
+    /// GUID of the port whose request created the group, when the SA
+    /// created it: what per-port group quotas count.
+    pub creator: Option<u64>,
 }
 
 impl McGroup {
@@ -117,6 +120,33 @@ pub enum McError {
     /// JoinState 0 joins nothing.
     #[error("JoinState 0")]
     NoJoinState,
+    /// As many groups exist as [`McLimits::max_groups`] allows.
+    #[error("{0} multicast groups exist, the most allowed")]
+    TooManyGroups(usize),
+    /// The requesting port created as many live groups as
+    /// [`McLimits::max_per_creator`] allows.
+    #[error("port {0:#018x} created {1} multicast groups, the most allowed")]
+    CreatorQuota(u64, usize),
+}
+
+/// Bounds on what requests from the fabric may create: every group costs
+/// an MLID (and an MFT entry in every switch on its tree), so one host must
+/// not be able to take them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McLimits {
+    /// Most groups (so MLIDs) in all.
+    pub max_groups: usize,
+    /// Most live groups one port may have created.
+    pub max_per_creator: usize,
+}
+
+impl Default for McLimits {
+    fn default() -> Self {
+        Self {
+            max_groups: usize::from(MLID_LAST - MLID_FIRST) + 1,
+            max_per_creator: 64,
+        }
+    }
 }
 
 /// `ff12:401b:ffff:0000:0000:0000:ffff:ffff` style.
@@ -207,10 +237,50 @@ impl McGroups {
             params,
             mlid,
             members,
+            creator: None,
         }))
     }
 
+    /// [`Self::create`] for a request from the port `creator`, within
+    /// `limits` (checked before anything changes).
+    pub fn create_by(
+        &mut self,
+        params: McGroupParams,
+        mlid: Option<u16>,
+        first: McMember,
+        creator: u64,
+        limits: &McLimits,
+    ) -> Result<&McGroup, McError> {
+        if self.groups.len() >= limits.max_groups {
+            return Err(McError::TooManyGroups(self.groups.len()));
+        }
+        let mine = self.created_by(creator);
+        if mine >= limits.max_per_creator {
+            return Err(McError::CreatorQuota(creator, mine));
+        }
+        let mgid = self.create(params, mlid, first)?.params.mgid;
+        let group = self
+            .groups
+            .get_mut(&mgid)
+            .ok_or(McError::NoGroup(mgid))?;
+        group.creator = Some(creator);
+        Ok(group)
+    }
+
+    /// How many live groups the port `guid` created.
+    pub fn created_by(&self, guid: u64) -> usize {
+        self.groups
+            .values()
+            .filter(|g| g.creator == Some(guid))
+            .count()
+    }
+
     /// Adds `member` to the group (or adds JoinState bits to a member).
+    /// A later proxy request only adds JoinState bits (as OpenSM does), so
+    /// another port cannot turn a port's own membership into a proxy one;
+    /// the port's own join makes a proxy membership its own (ProxyJoin
+    /// off), so a proxy joining it first cannot leave it open to removal by
+    /// any port.
     pub fn join(&mut self, mgid: &[u8; 16], member: McMember) -> Result<&McGroup, McError> {
         if member.join_state == 0 {
             return Err(McError::NoJoinState);
@@ -222,7 +292,7 @@ impl McGroups {
         });
         let before = entry.join_state;
         entry.join_state |= member.join_state;
-        entry.proxy = member.proxy;
+        entry.proxy &= member.proxy;
         if entry.join_state != before {
             self.generation += 1;
         }
@@ -418,5 +488,50 @@ mod tests {
         assert_eq!(g.retain_ports(|guid| guid == 1), 2);
         assert_eq!(g.len(), 1);
         assert_eq!(g.get(&params(1).mgid).map(|x| x.members.len()), Some(1));
+    }
+
+    #[test]
+    fn a_later_join_keeps_the_members_proxy_flag() {
+        let mut g = McGroups::new();
+        assert!(g.create(params(1), None, member(1, join_state::FULL)).is_ok());
+        let proxy = McMember {
+            proxy: true,
+            ..member(1, join_state::NON)
+        };
+        assert!(g.join(&params(1).mgid, proxy).is_ok());
+        let m = g.get(&params(1).mgid).and_then(|x| x.members.get(&member(1, 0).port_gid).copied());
+        assert_eq!(m.map(|m| (m.proxy, m.join_state)), Some((false, 3)));
+        // Joined by proxy first, then by itself: its own membership.
+        assert!(g.join(&params(1).mgid, McMember { proxy: true, ..member(2, join_state::NON) }).is_ok());
+        let proxy_of = |g: &McGroups| g.get(&params(1).mgid).and_then(|x| x.members.get(&member(2, 0).port_gid).map(|m| m.proxy));
+        assert_eq!(proxy_of(&g), Some(true));
+        assert!(g.join(&params(1).mgid, member(2, join_state::NON)).is_ok());
+        assert_eq!(proxy_of(&g), Some(false));
+    }
+
+    #[test]
+    fn creates_are_bounded_per_creator_and_in_all() {
+        let limits = McLimits {
+            max_groups: 3,
+            max_per_creator: 2,
+        };
+        let mut g = McGroups::new();
+        for n in 1..=2 {
+            assert!(g.create_by(params(n), None, member(1, 1), 1, &limits).is_ok());
+        }
+        assert_eq!(
+            g.create_by(params(3), None, member(1, 1), 1, &limits).err(),
+            Some(McError::CreatorQuota(1, 2))
+        );
+        assert_eq!(g.created_by(1), 2);
+        // Another port still may, up to the overall bound.
+        assert!(g.create_by(params(3), None, member(2, 1), 2, &limits).is_ok());
+        assert_eq!(
+            g.create_by(params(4), None, member(2, 1), 2, &limits).err(),
+            Some(McError::TooManyGroups(3))
+        );
+        // A group that ends no longer counts.
+        assert!(g.leave(&params(1).mgid, &member(1, 0).port_gid, 1).is_ok());
+        assert!(g.create_by(params(5), None, member(1, 1), 1, &limits).is_ok());
     }
 }

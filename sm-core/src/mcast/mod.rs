@@ -14,4 +14,4 @@ pub mod groups;
 pub mod program;
 pub mod tree;
 
-pub use groups::{McError, McGroup, McGroupParams, McGroups, McMember};
+pub use groups::{McError, McGroup, McGroupParams, McGroups, McLimits, McMember};

@@ -2,8 +2,27 @@
 //! the common header (version, class, method), dispatches by attribute,
 //! and turns every failure into the status IBA gives for it; it never
 //! panics on any input (a property test feeds it random bytes).
+//!
+//! Trust: a request is trusted when its SM_Key equals the configured
+//! [`SaConfig::sm_key`] and that key is not 0 (a key of 0 trusts nobody).
+//! A request carrying another nonzero key is dropped unanswered (IBA
+//! C15-0.1.5, as OpenSM does). Trusted requesters may read P_Key tables,
+//! the SM_Key in SMInfoRecords, every multicast member and subscriber QPN,
+//! and change any multicast membership; nobody else sees a key in any
+//! answer (the SM_Key field of every answer is 0).
+//!
+//! Quotas: a GetTable answers at most [`SaConfig::max_records`] records
+//! (a longer answer is ERR_NO_RESOURCES, not a silently cut table), a
+//! port holds at most [`SaConfig::max_subscriptions_per_port`]
+//! subscriptions, and multicast creates are bounded by [`SaConfig::mcast`].
+//!
+//! Locking: [`Sa`] is shared by the SA thread and the SM loop. Requests
+//! take the published snapshot (an `Arc`) under a short lock and build
+//! their answer outside it, so a long GetTable never holds up a publish.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tracing::debug;
 
 use sm_mad::mad::{self, method, status as mad_status};
 use sm_mad::sa::{self, attr, rmpp, status, Component};
@@ -16,9 +35,9 @@ use sm_mad::{
 
 use super::db::SaDb;
 use super::inform::{Report, Subscriptions};
-use super::mcmember;
+use super::mcmember::{self, Requester};
 use super::path::{self, PathDefaults};
-use crate::mcast::McGroups;
+use crate::mcast::{McGroups, McLimits};
 
 /// Settings of the SA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +46,27 @@ pub struct SaConfig {
     pub path: PathDefaults,
     /// ClassPortInfo.RespTimeValue (4.096 µs · 2^value).
     pub resp_time_value: u8,
-    /// Most records one GetTable answers.
+    /// Most records one GetTable answers; a longer answer is refused with
+    /// ERR_NO_RESOURCES (at most [`path::MAX_RECORDS`] for PathRecords).
     pub max_records: usize,
     /// The SA's SM_Key: requests carrying it are trusted (P_KeyTableRecords,
-    /// SM_Keys in SMInfoRecords). OpenSM's default is 1.
+    /// SM_Keys in SMInfoRecords, multicast members, changes to any
+    /// membership). OpenSM's default is 1. 0 trusts nobody.
     pub sm_key: u64,
     /// Priority of this SM, for its SMInfoRecord.
     pub sm_priority: u8,
+    /// Most InformInfo subscriptions one port holds.
+    pub max_subscriptions_per_port: usize,
+    /// Bounds on multicast groups created through the SA.
+    pub mcast: McLimits,
+}
+
+impl SaConfig {
+    /// Whether a request carrying `key` is trusted: it is the SA's key,
+    /// and that key is not 0.
+    pub fn trusts(&self, key: u64) -> bool {
+        self.sm_key != 0 && key == self.sm_key
+    }
 }
 
 impl Default for SaConfig {
@@ -44,6 +77,8 @@ impl Default for SaConfig {
             max_records: path::MAX_RECORDS,
             sm_key: 1,
             sm_priority: 0,
+            max_subscriptions_per_port: 32,
+            mcast: McLimits::default(),
         }
     }
 }
@@ -61,15 +96,30 @@ pub struct Answer {
 }
 
 /// The SA's state: the published snapshot, the multicast groups it
-/// shares with the SM loop, and the subscriptions.
+/// shares with the SM loop, and the subscriptions. Shared between the SA
+/// thread and the SM loop (every method takes `&self`); see the module
+/// comment on locking.
 #[derive(Debug)]
 pub struct Sa {
-    db: Option<Arc<SaDb>>,
+    view: Mutex<View>,
     groups: Arc<Mutex<McGroups>>,
-    subs: Subscriptions,
+    /// Copy on write: a query clones the `Arc` and reads outside the lock.
+    subs: Mutex<Arc<Subscriptions>>,
     config: SaConfig,
+}
+
+/// What queries read, replaced whole by publishes.
+#[derive(Debug, Clone, Default)]
+struct View {
+    db: Option<Arc<SaDb>>,
     /// MFT blocks as the last multicast plan left them.
-    mft_records: Vec<[u8; mftr::PADDED_LEN]>,
+    mft_records: Arc<Vec<[u8; mftr::PADDED_LEN]>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded state stays consistent across a panic (each change is
+    // one assignment), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A response header for `req` (at least [`sa::HEADER_LEN`] bytes).
@@ -136,14 +186,18 @@ fn table_with(req: &[u8], resp_method: u8, record_len: usize, records: &[u8]) ->
     out
 }
 
-/// Get (exactly one record) or GetTable (any number) over `records`.
-fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>) -> Vec<u8> {
+/// Get (exactly one record) or GetTable (at most `max` records, else
+/// ERR_NO_RESOURCES) over `records`.
+fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>, max: usize) -> Vec<u8> {
     if req[3] == method::GET {
         match records.len() {
             0 => error(req, status::NO_RECORDS),
             1 => single(req, records[0]),
             _ => error(req, status::TOO_MANY_RECORDS),
         }
+    } else if records.len() > max {
+        debug!(records = records.len(), max, "GetTable answer too long, refused");
+        error(req, status::NO_RESOURCES)
     } else {
         let mut data = Vec::with_capacity(records.len() * record_len);
         for r in records {
@@ -182,28 +236,35 @@ impl Sa {
     /// [`Self::publish`].
     pub fn new(groups: Arc<Mutex<McGroups>>, config: SaConfig) -> Self {
         Self {
-            db: None,
+            view: Mutex::default(),
             groups,
-            subs: Subscriptions::default(),
+            subs: Mutex::default(),
             config,
-            mft_records: Vec::new(),
         }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &SaConfig {
+        &self.config
     }
 
     /// Stops answering from the snapshot in service (this SM handed the
     /// subnet to another master, whose SA clients must use): queries get
     /// BUSY again until the next [`Self::publish`], which then reports no
     /// GID changes (there is nothing to compare with).
-    pub fn stand_down(&mut self) {
-        self.db = None;
-        self.mft_records.clear();
+    pub fn stand_down(&self) {
+        *locked(&self.view) = View::default();
     }
 
     /// Takes the MFT contents of a multicast plan (as programmed) for
     /// MFTRecord queries; switch LIDs come from the snapshot in service.
-    pub fn set_mcast(&mut self, plan: &crate::mcast::tree::McastPlan) {
-        self.mft_records.clear();
-        let Some(db) = &self.db else { return };
+    pub fn set_mcast(&self, plan: &crate::mcast::tree::McastPlan) {
+        let db = locked(&self.view).db.clone();
+        let Some(db) = db else {
+            locked(&self.view).mft_records = Arc::default();
+            return;
+        };
+        let mut records = Vec::new();
         // (switch LID, block, position) → masks.
         let mut blocks: std::collections::BTreeMap<(u16, u16, u8), [u16; mftr::MASKS]> =
             Default::default();
@@ -239,32 +300,40 @@ impl Sa {
                 masks,
             }
             .emit(&mut mftr::Packet::new_unchecked(&mut rec[..]));
-            self.mft_records.push(rec);
+            records.push(rec);
+        }
+        let mut view = locked(&self.view);
+        // Not after a stand-down that came meanwhile.
+        if view.db.is_some() {
+            view.mft_records = Arc::new(records);
         }
     }
 
     /// The snapshot in service.
-    pub fn db(&self) -> Option<&Arc<SaDb>> {
-        self.db.as_ref()
+    pub fn db(&self) -> Option<Arc<SaDb>> {
+        locked(&self.view).db.clone()
     }
 
-    /// Subscriptions held.
-    pub fn subscriptions(&self) -> &Subscriptions {
-        &self.subs
+    /// Subscriptions held (a snapshot).
+    pub fn subscriptions(&self) -> Arc<Subscriptions> {
+        Arc::clone(&locked(&self.subs))
     }
 
     /// Puts `db` in service. Returns the Reports for GIDs that came into
     /// service (trap 64) or went out of it (trap 65) since the last
     /// snapshot, and whether multicast membership changed (members that
     /// left the fabric are dropped from their groups).
-    pub fn publish(&mut self, db: SaDb) -> (Vec<Report>, bool) {
+    pub fn publish(&self, db: SaDb) -> (Vec<Report>, bool) {
         let db = Arc::new(db);
         let mut reports = Vec::new();
         let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
-        if let Some(old) = &self.db {
+        let old = locked(&self.view).db.clone();
+        let mut subs_guard = locked(&self.subs);
+        let subs = Arc::make_mut(&mut subs_guard);
+        if let Some(old) = &old {
             for e in db.end_ports() {
                 if old.end_by_guid(e.guid).is_none() {
-                    reports.extend(self.subs.reports(
+                    reports.extend(subs.reports(
                         sm_mad::notice::trap::GID_IN_SERVICE,
                         db.gid(e),
                         e.lid,
@@ -275,7 +344,7 @@ impl Sa {
             }
             for e in old.end_ports() {
                 if db.end_by_guid(e.guid).is_none() {
-                    reports.extend(self.subs.reports(
+                    reports.extend(subs.reports(
                         sm_mad::notice::trap::GID_OUT_OF_SERVICE,
                         old.gid(e),
                         e.lid,
@@ -285,18 +354,16 @@ impl Sa {
                 }
             }
         }
-        let changed = {
-            let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-            groups.retain_ports(|guid| db.end_by_guid(guid).is_some()) > 0
-        };
-        let keep = Arc::clone(&db);
-        self.subs.retain(|gid| keep.end_by_gid(gid).is_some());
-        self.db = Some(db);
+        subs.retain(|gid| db.end_by_gid(gid).is_some());
+        drop(subs_guard);
+        let changed = locked(&self.groups).retain_ports(|guid| db.end_by_guid(guid).is_some()) > 0;
+        // The MFT records stay until the next multicast plan replaces them.
+        locked(&self.view).db = Some(db);
         (reports, changed)
     }
 
     /// Handles one MAD from `slid`, QP `sqpn`. Never panics.
-    pub fn handle(&mut self, slid: u16, sqpn: u32, mad_bytes: &[u8]) -> Answer {
+    pub fn handle(&self, slid: u16, sqpn: u32, mad_bytes: &[u8]) -> Answer {
         if mad_bytes.len() < mad::HEADER_LEN {
             return Answer::default();
         }
@@ -324,7 +391,14 @@ impl Sa {
         let attribute = u16::from_be_bytes([req[16], req[17]]);
         let mask = u64::from_be_bytes(req[48..56].try_into().unwrap_or([0; 8]));
         let sm_key = u64::from_be_bytes(req[36..44].try_into().unwrap_or([0; 8]));
-        let trusted = sm_key == self.config.sm_key;
+        if sm_key != 0 && sm_key != self.config.sm_key {
+            // C15-0.1.5: a request with a wrong SM_Key is discarded (an
+            // answer would tell a guesser that the key was wrong).
+            debug!(slid, attribute = u16::from_be_bytes([req[16], req[17]]), "SA request with a wrong SM_Key dropped");
+            return Answer::default();
+        }
+        let trusted = self.config.trusts(sm_key);
+        let max = self.config.max_records;
         let query = matches!(m, method::GET | method::GET_TABLE);
         let supported = match attribute {
             attr::CLASS_PORT_INFO => m == method::GET,
@@ -350,7 +424,10 @@ impl Sa {
         if attribute == attr::CLASS_PORT_INFO {
             return reply(single(&req, &self.class_port_info()));
         }
-        let Some(db) = self.db.clone() else {
+        // The snapshot is taken under a short lock; the answer is built
+        // outside it.
+        let View { db, mft_records } = locked(&self.view).clone();
+        let Some(db) = db else {
             return reply(error(&req, mad_status::BUSY));
         };
         let data = &req[sa::HEADER_LEN..];
@@ -362,6 +439,7 @@ impl Sa {
                     &req,
                     nr::PADDED_LEN,
                     select(&db.node_records, nr::COMPONENTS, mask, &t, all),
+                    max,
                 ))
             }
             attr::PORT_INFO_RECORD => {
@@ -385,26 +463,29 @@ impl Sa {
                     &t,
                     extra,
                 );
-                reply(answer_records(&req, pir::PADDED_LEN, recs))
+                reply(answer_records(&req, pir::PADDED_LEN, recs, max))
             }
             attr::LINK_RECORD => reply(answer_records(
                 &req,
                 lr::PADDED_LEN,
                 select(&db.link_records, lr::COMPONENTS, mask, data, all),
+                max,
             )),
             attr::SWITCH_INFO_RECORD => {
                 let recs = select(&db.switch_records, swr::COMPONENTS, mask, data, all);
-                reply(answer_records(&req, swr::PADDED_LEN, recs))
+                reply(answer_records(&req, swr::PADDED_LEN, recs, max))
             }
             attr::LFT_RECORD => reply(answer_records(
                 &req,
                 lftr::PADDED_LEN,
                 select(&db.lft_records, lftr::COMPONENTS, mask, data, all),
+                max,
             )),
             attr::MFT_RECORD => reply(answer_records(
                 &req,
                 mftr::PADDED_LEN,
-                select(&self.mft_records, mftr::COMPONENTS, mask, data, all),
+                select(&mft_records, mftr::COMPONENTS, mask, data, all),
+                max,
             )),
             attr::GUID_INFO_RECORD => {
                 let t = normalise_lid(&db, data);
@@ -412,6 +493,7 @@ impl Sa {
                     &req,
                     gir::PADDED_LEN,
                     select(&db.guid_records, gir::COMPONENTS, mask, &t, all),
+                    max,
                 ))
             }
             attr::PKEY_TABLE_RECORD => {
@@ -424,6 +506,7 @@ impl Sa {
                     &req,
                     pkr::PADDED_LEN,
                     select(&db.pkey_records, pkr::COMPONENTS, mask, &t, all),
+                    max,
                 ))
             }
             attr::SM_INFO_RECORD => {
@@ -435,7 +518,7 @@ impl Sa {
                     data,
                     all,
                 );
-                reply(answer_records(&req, smir::PADDED_LEN, recs))
+                reply(answer_records(&req, smir::PADDED_LEN, recs, max))
             }
             attr::PATH_RECORD
                 if mask & sm_mad::sa_path_record::component::DGID != 0 && data[8] == 0xFF =>
@@ -445,18 +528,17 @@ impl Sa {
                         if m == method::GET {
                             reply(single(&req, &rec))
                         } else {
-                            reply(answer_records(&req, 64, vec![&rec[..]]))
+                            reply(answer_records(&req, 64, vec![&rec[..]], max))
                         }
                     }
                     Err(code) => reply(error(&req, code)),
                 }
             }
             attr::PATH_RECORD => {
-                let limit = if m == method::GET {
-                    2
-                } else {
-                    self.config.max_records
-                };
+                // One record more than an answer may carry tells a table
+                // too long to send (refused) from one that just fits.
+                let max = max.min(path::MAX_RECORDS);
+                let limit = if m == method::GET { 2 } else { max + 1 };
                 match path::query(&db, data, mask, limit, &self.config.path) {
                     Ok(records) => {
                         let recs: Vec<&[u8]> = records.chunks(64).collect();
@@ -464,7 +546,7 @@ impl Sa {
                             // A Get asks for one path (NumbPath 1): the first.
                             reply(single(&req, recs[0]))
                         } else {
-                            reply(answer_records(&req, 64, recs))
+                            reply(answer_records(&req, 64, recs, max))
                         }
                     }
                     Err(code) => reply(error(&req, code)),
@@ -479,7 +561,21 @@ impl Sa {
                 if gid == 0 {
                     return reply(error(&req, status::REQ_INVALID));
                 }
-                match self.subs.set(gid, slid, sqpn, data) {
+                // C15-0.2-1.16: subscriptions to the security traps
+                // (256-259) are for trusted requesters only.
+                let security = sm_mad::sa_inform_info::Packet::new_checked(data)
+                    .is_ok_and(|p| p.is_generic() != 0 && (256..=259).contains(&p.trap_number()));
+                if security && !trusted {
+                    return reply(error(&req, status::REQ_INVALID));
+                }
+                let result = Arc::make_mut(&mut locked(&self.subs)).set(
+                    gid,
+                    slid,
+                    sqpn,
+                    data,
+                    self.config.max_subscriptions_per_port,
+                );
+                match result {
                     Ok(info) => {
                         let mut rec = [0u8; sm_mad::sa_inform_info::LEN];
                         info.emit(&mut sm_mad::sa_inform_info::Packet::new_unchecked(
@@ -491,15 +587,17 @@ impl Sa {
                 }
             }
             attr::INFORM_INFO_RECORD => {
-                let recs = self.subs.records(data, mask);
+                let subs = self.subscriptions();
+                let recs = subs.records(data, mask, trusted);
                 let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
                 reply(answer_records(
                     &req,
                     sm_mad::sa_inform_info::RECORD_PADDED_LEN,
                     refs,
+                    max,
                 ))
             }
-            attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, &req, mask),
+            attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, trusted, &req, mask),
             _ => reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR)),
         }
     }
@@ -528,17 +626,20 @@ impl Sa {
         let pr_mask = mpr::path_components(mask & !c::NUMB_PATH)
             | sm_mad::sa_path_record::component::SGID
             | sm_mad::sa_path_record::component::DGID;
+        // Without NumbPath every path is asked for: one more than an answer
+        // may carry tells a table too long to send.
+        let max = self.config.max_records.min(path::MAX_RECORDS);
         let limit = if mask & c::NUMB_PATH != 0 {
-            usize::from(q.numb_path)
+            usize::from(q.numb_path).min(max)
         } else {
-            self.config.max_records
+            max + 1
         };
         let mut out = Vec::new();
         for &s in &q.sgids {
             for &d in &q.dgids {
                 let left = limit.saturating_sub(out.len() / 64);
                 if left == 0 {
-                    return Ok(out);
+                    break;
                 }
                 template[24..40].copy_from_slice(&s.to_be_bytes());
                 template[8..24].copy_from_slice(&d.to_be_bytes());
@@ -548,6 +649,9 @@ impl Sa {
                     Err(code) => return Err(code),
                 }
             }
+        }
+        if out.len() / 64 > max {
+            return Err(status::NO_RESOURCES);
         }
         Ok(out)
     }
@@ -624,19 +728,23 @@ impl Sa {
         rec
     }
 
-    fn mc_member(&mut self, db: &SaDb, slid: u16, req: &[u8], mask: u64) -> Answer {
+    fn mc_member(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Answer {
         use sm_mad::sa_mc_member_record::{Packet, PADDED_LEN};
         let data = &req[sa::HEADER_LEN..];
-        let requester = db.end_by_lid(slid).map(|e| e.guid);
-        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        let by = Requester {
+            guid: db.end_by_lid(slid).map(|e| e.guid),
+            trusted,
+        };
+        let mut groups = locked(&self.groups);
         let result = match req[3] {
-            method::SET => mcmember::join(db, &mut groups, requester, data, mask),
-            method::DELETE => mcmember::leave(db, &mut groups, data, mask),
+            method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, data, mask),
+            method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
-                let recs = mcmember::query(&groups, data, mask);
+                let recs = mcmember::query(&groups, data, mask, trusted);
+                drop(groups);
                 let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
                 return Answer {
-                    reply: Some(answer_records(req, PADDED_LEN, refs)),
+                    reply: Some(answer_records(req, PADDED_LEN, refs, self.config.max_records)),
                     ..Default::default()
                 };
             }
@@ -656,9 +764,13 @@ impl Sa {
                 };
                 if let Some(number) = trap {
                     let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
-                    reports =
-                        self.subs
-                            .reports(number, change.record.mgid, 0xFFFF, db.sm_lid, sa_gid);
+                    reports = Arc::make_mut(&mut locked(&self.subs)).reports(
+                        number,
+                        change.record.mgid,
+                        0xFFFF,
+                        db.sm_lid,
+                        sa_gid,
+                    );
                 }
                 Answer {
                     reply: Some(single(req, &rec)),

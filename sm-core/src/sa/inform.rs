@@ -64,11 +64,25 @@ impl Subscriptions {
         self.subs.iter()
     }
 
+    /// Subscriptions held by the port `gid`.
+    pub fn count_of(&self, gid: u128) -> usize {
+        self.subs.iter().filter(|s| s.subscriber_gid == gid).count()
+    }
+
     /// SubnAdmSet(InformInfo) from the port with `gid` at `lid`, QP `qpn`.
     /// A subscription is known by its requester's address and its fields
     /// (not its QPN); subscribing again replaces it, unsubscribing what is
-    /// not there is ERR_REQ_INVALID.
-    pub fn set(&mut self, gid: u128, lid: u16, qpn: u32, data: &[u8]) -> Result<InfoRepr, u16> {
+    /// not there is ERR_REQ_INVALID. A port holds at most `max_per_port`
+    /// subscriptions (each costs a Report per event): one more is
+    /// ERR_NO_RESOURCES.
+    pub fn set(
+        &mut self,
+        gid: u128,
+        lid: u16,
+        qpn: u32,
+        data: &[u8],
+        max_per_port: usize,
+    ) -> Result<InfoRepr, u16> {
         let info =
             InfoRepr::parse(&InfoPacket::new_checked(data).map_err(|_| status::REQ_INVALID)?)
                 .map_err(|_| status::REQ_INVALID)?;
@@ -95,6 +109,7 @@ impl Subscriptions {
             };
             match pos {
                 Some(i) => self.subs[i] = sub,
+                None if self.count_of(gid) >= max_per_port => return Err(status::NO_RESOURCES),
                 None => self.subs.push(sub),
             }
         } else {
@@ -109,8 +124,10 @@ impl Subscriptions {
         self.subs.retain(|s| alive(s.subscriber_gid));
     }
 
-    /// InformInfoRecords matching a query, padded.
-    pub fn records(&self, data: &[u8], mask: u64) -> Vec<[u8; RECORD_PADDED_LEN]> {
+    /// InformInfoRecords matching a query, padded. Untrusted requesters
+    /// see QPN 0 (C15-0.2-1.16: where a port takes its Reports is not
+    /// theirs to know).
+    pub fn records(&self, data: &[u8], mask: u64, trusted: bool) -> Vec<[u8; RECORD_PADDED_LEN]> {
         let mut out = Vec::new();
         let mut per_gid: std::collections::HashMap<u128, u16> = std::collections::HashMap::new();
         for s in &self.subs {
@@ -118,7 +135,10 @@ impl Subscriptions {
             let repr = RecordRepr {
                 subscriber_gid: s.subscriber_gid,
                 subscriber_enum: *n,
-                inform_info: s.info,
+                inform_info: InfoRepr {
+                    qpn: if trusted { s.info.qpn } else { 0 },
+                    ..s.info
+                },
             };
             *n += 1;
             let mut rec = [0u8; RECORD_PADDED_LEN];

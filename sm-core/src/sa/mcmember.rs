@@ -11,6 +11,15 @@
 //! (ERR_REQ_INVALID_GID for another prefix, ERR_REQ_INVALID for an unknown
 //! GUID). A port may join on behalf of another (proxy join): with one
 //! partition every port shares it.
+//!
+//! Who may change a membership that exists (IBA o15-0.2.1, o15-0.1.14):
+//! the member port itself (the request's source LID is one of its LIDs),
+//! any port of the subnet when the member was joined by proxy (every port
+//! shares the one partition), or a trusted request (the SA's SM_Key).
+//! Anything else is ERR_REQ_INVALID and changes nothing, so no host can
+//! take another out of a group (say, IPoIB's broadcast group). Queries
+//! from untrusted requesters show groups, not members: PortGID, JoinState
+//! and ProxyJoin are zero (IBA 15.2.5.17, as OpenSM answers).
 
 use sm_mad::sa::status;
 use sm_mad::sa_mc_member_record::{
@@ -19,7 +28,7 @@ use sm_mad::sa_mc_member_record::{
 use sm_mad::sa_path_record::selector;
 
 use super::db::{rate_code, rate_of, SaDb};
-use crate::mcast::{McError, McGroup, McGroupParams, McGroups, McMember};
+use crate::mcast::{McError, McGroup, McGroupParams, McGroups, McLimits, McMember};
 
 /// Components every join and leave must name.
 pub const JOIN_MASK: u64 = mc::MGID | mc::PORT_GID | mc::JOIN_STATE;
@@ -141,17 +150,39 @@ fn choose(given: bool, sel_given: bool, sel: u8, want: u8, limit: u8, fallback: 
 
 fn mc_error(e: &McError) -> u16 {
     match e {
-        McError::NoMlid => status::NO_RESOURCES,
+        McError::NoMlid | McError::TooManyGroups(_) | McError::CreatorQuota(..) => {
+            status::NO_RESOURCES
+        }
         _ => status::REQ_INVALID,
     }
 }
 
-/// SubnAdmSet(MCMemberRecord): join, creating the group if need be.
-/// `requester` is the GUID of the port the request came from.
+/// The request that wants to change memberships: the port it came from
+/// (by its source LID; `None` when no port of the subnet has that LID)
+/// and whether it carried the SA's SM_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Requester {
+    /// GUID of the requesting port.
+    pub guid: Option<u64>,
+    /// The request carried the SA's SM_Key.
+    pub trusted: bool,
+}
+
+/// IBA o15-0.2.1: whether `by` may change the existing membership `member`.
+fn may_modify(member: &McMember, by: Requester) -> bool {
+    by.trusted
+        || by
+            .guid
+            .is_some_and(|guid| member.proxy || guid == member.port_guid)
+}
+
+/// SubnAdmSet(MCMemberRecord): join, creating the group if need be
+/// (within `limits`, counted against the requesting port).
 pub fn join(
     db: &SaDb,
     groups: &mut McGroups,
-    requester: Option<u64>,
+    by: Requester,
+    limits: &McLimits,
     data: &[u8],
     mask: u64,
 ) -> Result<Change, u16> {
@@ -172,17 +203,26 @@ pub fn join(
     if q.join_state == 0 {
         return Err(status::REQ_INVALID);
     }
+    // A request from no port of the subnet changes nothing (unless trusted).
+    let Some(creator) = by.guid.or(by.trusted.then_some(port.guid)) else {
+        return Err(status::REQ_INVALID);
+    };
     let member = McMember {
         port_gid: q.port_gid.to_be_bytes(),
         port_guid: port.guid,
         join_state: q.join_state,
-        proxy: requester != Some(port.guid),
+        proxy: by.guid != Some(port.guid),
     };
     let mgid = q.mgid.to_be_bytes();
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {
             if !agrees(group, &q, mask) {
                 return Err(status::REQ_INVALID);
+            }
+            if let Some(have) = group.members.get(&member.port_gid) {
+                if !may_modify(have, by) {
+                    return Err(status::REQ_INVALID);
+                }
             }
             let before = groups.generation();
             let group = groups.join(&mgid, member).map_err(|e| mc_error(&e))?;
@@ -279,7 +319,7 @@ pub fn join(
     };
     let mlid = given(mc::MLID).then_some(q.mlid).filter(|&m| m != 0);
     let group = groups
-        .create(params, mlid, member)
+        .create_by(params, mlid, member, creator, limits)
         .map_err(|e| mc_error(&e))?;
     let m = group.members.get(&member.port_gid).copied();
     Ok(Change {
@@ -290,8 +330,15 @@ pub fn join(
     })
 }
 
-/// SubnAdmDelete(MCMemberRecord): leave with the JoinState bits given.
-pub fn leave(db: &SaDb, groups: &mut McGroups, data: &[u8], mask: u64) -> Result<Change, u16> {
+/// SubnAdmDelete(MCMemberRecord): leave with the JoinState bits given,
+/// when `by` may change that membership.
+pub fn leave(
+    db: &SaDb,
+    groups: &mut McGroups,
+    by: Requester,
+    data: &[u8],
+    mask: u64,
+) -> Result<Change, u16> {
     let q = Repr::parse(&Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?)
         .map_err(|_| status::REQ_INVALID)?;
     if mask & JOIN_MASK != JOIN_MASK {
@@ -308,6 +355,9 @@ pub fn leave(db: &SaDb, groups: &mut McGroups, data: &[u8], mask: u64) -> Result
         .get(&port_gid)
         .copied()
         .ok_or(status::REQ_INVALID)?;
+    if !may_modify(&before, by) {
+        return Err(status::REQ_INVALID);
+    }
     if !agrees(
         group,
         &q,
@@ -329,9 +379,12 @@ pub fn leave(db: &SaDb, groups: &mut McGroups, data: &[u8], mask: u64) -> Result
     })
 }
 
-/// SubnAdmGet/GetTable(MCMemberRecord): one record per membership that
-/// matches, padded to [`PADDED_LEN`].
-pub fn query(groups: &McGroups, data: &[u8], mask: u64) -> Vec<[u8; PADDED_LEN]> {
+/// SubnAdmGet/GetTable(MCMemberRecord), padded to [`PADDED_LEN`]: for a
+/// trusted requester one record per membership that matches; for others
+/// one record per group with a matching membership, its PortGID,
+/// JoinState and ProxyJoin zero (IBA 15.2.5.17: members are not shown to
+/// untrusted requesters).
+pub fn query(groups: &McGroups, data: &[u8], mask: u64, trusted: bool) -> Vec<[u8; PADDED_LEN]> {
     let mut out = Vec::new();
     for g in groups.iter() {
         for m in g.members.values() {
@@ -343,7 +396,14 @@ pub fn query(groups: &McGroups, data: &[u8], mask: u64) -> Vec<[u8; PADDED_LEN]>
             if sm_mad::sa::matches(COMPONENTS, mask & !mc::JOIN_STATE, data, &rec)
                 && (!js || m.join_state & want_js == want_js)
             {
-                out.push(rec);
+                if trusted {
+                    out.push(rec);
+                } else {
+                    let mut shown = [0u8; PADDED_LEN];
+                    record_of(g, None).emit(&mut Packet::new_unchecked(&mut shown[..]));
+                    out.push(shown);
+                    break;
+                }
             }
         }
     }

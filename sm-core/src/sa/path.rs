@@ -148,7 +148,9 @@ pub fn query(
     } else {
         usize::MAX
     };
-    let limit = limit.min(MAX_RECORDS);
+    // One more than an answer carries, so the caller can tell a table
+    // that would be too long.
+    let limit = limit.min(MAX_RECORDS + 1);
     let sources: Vec<EndPort> = match src {
         Some(s) => vec![s],
         None => db.ends.clone(),

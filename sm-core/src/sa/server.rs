@@ -1,9 +1,15 @@
 //! The SA's thread: takes requests from the umad port's SA queue, answers
 //! each through a [`Responder`] (the port's [`MadSender`] in the SM), and
 //! takes new snapshots from the SM loop through [`SaHandle::publish`].
+//!
+//! The SM loop learns of membership changes from
+//! [`crate::mcast::McGroups::generation`]; the signal channel of
+//! [`SaHandle::membership_changes`] is a one-slot wake-up on top of it
+//! (changes coalesce, so it holds at most one message whether or not
+//! anyone reads it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -36,9 +42,9 @@ impl Responder for MadSender {
 
 /// The running SA, as the SM loop holds it.
 pub struct SaHandle {
-    sa: Arc<Mutex<Sa>>,
+    sa: Arc<Sa>,
     responder: Arc<dyn Responder + Sync>,
-    mcast_tx: Sender<()>,
+    mcast_tx: SyncSender<()>,
     mcast_rx: Mutex<Option<Receiver<()>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -47,6 +53,14 @@ pub struct SaHandle {
 impl std::fmt::Debug for SaHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SaHandle").finish_non_exhaustive()
+    }
+}
+
+/// Signals a membership change; a change already signalled and not yet
+/// taken covers this one.
+fn signal(tx: &SyncSender<()>) {
+    match tx.try_send(()) {
+        Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
     }
 }
 
@@ -66,9 +80,9 @@ pub fn spawn<R: Responder + Sync>(
     groups: Arc<Mutex<McGroups>>,
     config: SaConfig,
 ) -> SaHandle {
-    let sa = Arc::new(Mutex::new(Sa::new(groups, config)));
+    let sa = Arc::new(Sa::new(groups, config));
     let responder: Arc<dyn Responder + Sync> = Arc::new(responder);
-    let (mcast_tx, mcast_rx) = std::sync::mpsc::channel();
+    let (mcast_tx, mcast_rx) = std::sync::mpsc::sync_channel(1);
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
         let (sa, responder, mcast_tx, stop) = (
@@ -86,11 +100,7 @@ pub fn spawn<R: Responder + Sync>(
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
-                    let answer = sa.lock().unwrap_or_else(|p| p.into_inner()).handle(
-                        request.slid,
-                        request.sqpn,
-                        &request.mad,
-                    );
+                    let answer = sa.handle(request.slid, request.sqpn, &request.mad);
                     if let Some(reply) = &answer.reply {
                         if let Err(e) = responder.reply(&request, reply) {
                             warn!(slid = request.slid, "SA answer not sent: {e}");
@@ -99,7 +109,7 @@ pub fn spawn<R: Responder + Sync>(
                     send_reports(responder.as_ref(), &answer.reports);
                     if answer.mcast_changed {
                         debug!("multicast membership changed");
-                        let _ = mcast_tx.send(());
+                        signal(&mcast_tx);
                     }
                 }
             })
@@ -130,33 +140,27 @@ impl SaHandle {
     /// service, and signals a membership change when members that left
     /// the fabric were dropped.
     pub fn publish(&self, db: SaDb) {
-        let (reports, changed) = self
-            .sa
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .publish(db);
+        let (reports, changed) = self.sa.publish(db);
         send_reports(self.responder.as_ref(), &reports);
         if changed {
-            let _ = self.mcast_tx.send(());
+            signal(&self.mcast_tx);
         }
     }
 
     /// Takes the MFTs of a multicast plan, as programmed, for MFTRecord
     /// queries (call after every MFT programming).
     pub fn publish_mcast(&self, plan: &crate::mcast::tree::McastPlan) {
-        self.sa
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .set_mcast(plan);
+        self.sa.set_mcast(plan);
     }
 
     /// See [`Sa::stand_down`].
     pub fn stand_down(&self) {
-        self.sa.lock().unwrap_or_else(|p| p.into_inner()).stand_down();
+        self.sa.stand_down();
     }
 
-    /// The channel that gets `()` at every multicast membership change
-    /// (once; later calls give `None`).
+    /// The channel that gets `()` after multicast membership changed
+    /// (changes not yet taken coalesce into one message); once, later
+    /// calls give `None`.
     pub fn membership_changes(&self) -> Option<Receiver<()>> {
         self.mcast_rx
             .lock()
@@ -165,7 +169,7 @@ impl SaHandle {
     }
 
     /// The SA state (for status displays and tests).
-    pub fn sa(&self) -> &Arc<Mutex<Sa>> {
+    pub fn sa(&self) -> &Arc<Sa> {
         &self.sa
     }
 

@@ -408,7 +408,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
     let db = sm_core::sa::SaDb::build_shared(&mut out);
     let lids: Vec<u16> = db.end_ports().iter().map(|e| e.lid).collect();
     let groups = std::sync::Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
-    let mut sa = sm_core::sa::Sa::new(groups, Default::default());
+    let sa = sm_core::sa::Sa::new(groups, Default::default());
     sa.publish(db);
     let (mut n, mut ok, mut k) = (0u64, 0u64, 0usize);
     let start = Instant::now();
