@@ -83,7 +83,7 @@
 //! on a priority change, and a limit on how long a higher SM may stay
 //! Discovering while a standby waits for it.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -98,7 +98,7 @@ use sm_mad::{Mad, SmInfoPacket, SmInfoRepr};
 use tracing::{debug, info, warn};
 
 use crate::sweep::{
-    discover, Fabric, IncomingMad, MadSender, SmpClient, SmpError, SmpOp, SmpPort, TransportError,
+    discover, Fabric, IncomingMad, MadSender, SmpClient, SmpError, SmpPort, TransportError,
 };
 
 /// Highest SM priority (4 bits).
@@ -151,6 +151,13 @@ pub enum Control {
 struct Inner {
     state: SmState,
     controls: VecDeque<Control>,
+    /// Port GUIDs of SMs already reported as holding another SM_Key, so
+    /// that a check after every sweep does not log them again.
+    foreign: HashSet<u64>,
+    /// A master we took for hung (port GUID, the ActCount it stopped at):
+    /// while it shows that count it is no master to stand by for or hand
+    /// over to, however it still answers.
+    hung: Option<(u64, u32)>,
 }
 
 /// This SM's SMInfo and the controls other SMs sent it (see the module
@@ -177,7 +184,7 @@ impl SmInfoState {
             act_count: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 state: SmState::Discovering,
-                controls: VecDeque::new(),
+                ..Inner::default()
             }),
             changed: Condvar::new(),
         }
@@ -229,17 +236,27 @@ impl SmInfoState {
         self.changed.notify_all();
     }
 
-    /// ActCount: a heartbeat a master keeps moving.
+    /// ActCount: the heartbeat a standby watches. Only the SM loop moves
+    /// it ([`SmInfoState::bump_activity`], [`ActivityPort`]); the
+    /// responder only reports it, so a master whose loop hangs while its
+    /// responder thread still answers shows a count that stops.
     pub fn act_count(&self) -> u32 {
         self.act_count.load(Ordering::Relaxed)
     }
 
-    /// Adds `n` to ActCount (e.g. the SMPs of a sweep).
+    /// Adds `n` to ActCount (e.g. the SMPs of a sweep). Wraps at 2^32.
     pub fn bump_act_count(&self, n: u32) {
         self.act_count.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// SMInfo as this SM answers it.
+    /// The SM loop made progress (an SMP exchanged, a sweep done, a wait
+    /// slice passed): ActCount moves on by one.
+    pub fn bump_activity(&self) {
+        self.bump_act_count(1);
+    }
+
+    /// SMInfo as this SM sends it to SMs that proved our SM_Key (a Set
+    /// carrying our key, a HANDOVER): the SM_Key in clear.
     pub fn sm_info(&self) -> SmInfoRepr {
         SmInfoRepr {
             guid: self.guid(),
@@ -248,6 +265,12 @@ impl SmInfoState {
             priority: self.priority,
             state: self.state(),
         }
+    }
+
+    /// Whether `guid` is reported as an SM of another SM_Key for the first
+    /// time (then it is remembered).
+    fn first_foreign_report(&self, guid: u64) -> bool {
+        self.lock().foreign.insert(guid)
     }
 
     /// The oldest control not handled yet.
@@ -349,21 +372,21 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let ours = |key_shown: bool| {
+    // What goes in the SM_Key field: the key only to a requester that
+    // proved it, never to anyone who asks (IBA 14.4.1: a Get without the
+    // proof sees 0).
+    let ours = |sm_key: u64| {
         let mut info = state.sm_info();
-        if !key_shown {
-            info.sm_key = 0;
-        }
+        info.sm_key = sm_key;
         let mut data = [0u8; DATA_LEN];
         info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
         data
     };
     let (status, data) = match (request.method, request.attribute_id) {
         (method::GET, attr::SM_INFO) => {
-            if state.is_master() {
-                state.bump_act_count(1);
-            }
-            (0, ours(true))
+            // ActCount is not moved here: a responder thread that answers
+            // while the SM loop hangs must not look alive.
+            (0, ours(get_key_field(state, &request.data)))
         }
         (method::SET, attr::SM_INFO) => {
             let sender = SmInfoPacket::new_checked(&request.data[..sm_info::LEN])
@@ -371,23 +394,27 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
             match sender {
                 Err(e) => {
                     warn!("SubnSet(SMInfo) with an unreadable SMInfo refused: {e}");
-                    (status::INVALID_ATTR_VALUE, ours(false))
+                    (status::INVALID_ATTR_VALUE, ours(0))
                 }
-                Ok(sender) if state.sm_key() != 0 && sender.sm_key != state.sm_key() => {
+                // Every control, whatever the key's value (0 included):
+                // an SM that cannot show our key belongs to no subnet of
+                // ours and commands nothing here.
+                Ok(sender) if sender.sm_key != state.sm_key() => {
                     warn!(
                         from = format_args!("{:#018x}", sender.guid),
+                        control = request.attribute_modifier,
                         "SubnSet(SMInfo) with a wrong SM_Key refused"
                     );
-                    (status::INVALID_ATTR_VALUE, ours(false))
+                    (status::INVALID_ATTR_VALUE, ours(0))
                 }
                 Ok(sender) => match state.apply(request.attribute_modifier, &sender) {
-                    Ok(_) => (0, ours(true)),
+                    Ok(_) => (0, ours(state.sm_key())),
                     Err(why) => {
                         warn!(
                             from = format_args!("{:#018x}", sender.guid),
                             "SubnSet(SMInfo) refused: {why}"
                         );
-                        (status::INVALID_ATTR_VALUE, ours(true))
+                        (status::INVALID_ATTR_VALUE, ours(state.sm_key()))
                     }
                 },
             }
@@ -417,6 +444,82 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
     let mut mad = Mad::zeroed();
     response.emit(&mut mad.smp_mut());
     Some(mad.0.to_vec())
+}
+
+/// The SM_Key field of our answer to a SubnGet(SMInfo) whose payload is
+/// `payload`: our key when the payload's SM_Key is our key (the requester
+/// proved it); [`key_proof`] of a non-zero other value, taken as a
+/// challenge (smcore SMs check each other this way without either sending
+/// the key to an SM that has not proved it); 0 otherwise (a plain Get, as
+/// `sminfo` or OpenSM send).
+fn get_key_field(state: &SmInfoState, payload: &[u8]) -> u64 {
+    let asked = SmInfoPacket::new_checked(&payload[..sm_info::LEN.min(payload.len())])
+        .and_then(|p| SmInfoRepr::parse(&p))
+        .map_or(0, |i| i.sm_key);
+    if asked == state.sm_key() {
+        asked
+    } else if asked != 0 {
+        key_proof(state.sm_key(), asked, state.guid())
+    } else {
+        0
+    }
+}
+
+/// Domain separation for [`key_proof`] (the second half of SipHash's key).
+const PROOF_DOMAIN: u64 = u64::from_be_bytes(*b"smcoreSK");
+
+/// Proof that the SM at port `guid` holds `sm_key`, answering `challenge`:
+/// SipHash-2-4 keyed with the SM_Key over the challenge and the port
+/// GUID. A PRF: seeing proofs, even for challenges of one's choosing,
+/// teaches nothing about the key; bound to the answering port's GUID, an
+/// SM cannot pass off another SM's proof as its own.
+#[allow(deprecated)] // std's SipHasher is SipHash-2-4, frozen, not unsound.
+fn key_proof(sm_key: u64, challenge: u64, guid: u64) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::SipHasher::new_with_keys(sm_key, PROOF_DOMAIN);
+    // Fixed byte order: SMs on hosts of either endianness agree.
+    h.write(&challenge.to_be_bytes());
+    h.write(&guid.to_be_bytes());
+    h.finish()
+}
+
+/// A fresh challenge for a SubnGet(SMInfo): unpredictable, non-zero and
+/// never our own key (a peer would then show the key in clear).
+fn challenge(sm_key: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    // RandomState is seeded from the OS once per process; the counter and
+    // the clock make every value differ.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    let c = h.finish();
+    if c == 0 || c == sm_key {
+        c.wrapping_add(1) | 1
+    } else {
+        c
+    }
+}
+
+/// What an SM's answer to our challenged SubnGet(SMInfo) says about its
+/// SM_Key: the same as ours when the field is the proof for our key and
+/// its port GUID, or our key in clear (OpenSM and the simulated SMs show
+/// the key to anyone).
+fn shows_our_key(state: &SmInfoState, challenge: u64, port_guid: u64, shown: u64) -> bool {
+    shown == state.sm_key() || shown == key_proof(state.sm_key(), challenge, port_guid)
+}
+
+/// Our SMInfo as the payload of a SubnGet(SMInfo), with `challenge` in
+/// the SM_Key field.
+fn challenge_payload(state: &SmInfoState, challenge: u64) -> [u8; DATA_LEN] {
+    let mut info = state.sm_info();
+    info.sm_key = challenge;
+    let mut data = [0u8; DATA_LEN];
+    info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
+    data
 }
 
 /// Answers every request of `requests` with `reply` until the queue
@@ -460,7 +563,15 @@ pub struct StandbyOptions {
     pub poll_retries: u32,
     /// Extra tries of an unanswered SMP during discovery.
     pub smp_retries: u32,
+    /// Answered polls in a row with the master's ActCount unchanged that
+    /// mean its SM loop is hung: the master is taken for gone, as after
+    /// `poll_retries` silent polls. Longer than `poll_retries`: a master
+    /// computing a large fabric's routing sends no SMP for a while.
+    pub stuck_polls: u32,
 }
+
+/// Default [`StandbyOptions::stuck_polls`]: 30 s at the default interval.
+pub const DEFAULT_STUCK_POLLS: u32 = 15;
 
 impl Default for StandbyOptions {
     fn default() -> Self {
@@ -468,7 +579,57 @@ impl Default for StandbyOptions {
             poll_interval: DEFAULT_POLL_INTERVAL,
             poll_retries: DEFAULT_POLL_RETRIES,
             smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
+            stuck_polls: DEFAULT_STUCK_POLLS,
         }
+    }
+}
+
+/// An [`SmpPort`] that moves ActCount each time the SM loop gets through
+/// a call on it: every SMP exchanged in a sweep and every slice of the
+/// wait for traps between sweeps. Wrap the SM loop's port in it, and a
+/// standby sees the heartbeat stop when the loop hangs, even though the
+/// responder thread still answers.
+pub struct ActivityPort<'a> {
+    port: &'a mut dyn SmpPort,
+    state: &'a SmInfoState,
+}
+
+impl<'a> ActivityPort<'a> {
+    /// `port`, counting on `state`.
+    pub fn new(port: &'a mut dyn SmpPort, state: &'a SmInfoState) -> Self {
+        Self { port, state }
+    }
+}
+
+impl SmpPort for ActivityPort<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        let r = self.port.send(mad);
+        self.state.bump_activity();
+        r
+    }
+
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        let r = self.port.send_to(dlid, mad);
+        self.state.bump_activity();
+        r
+    }
+
+    fn exchange_many(
+        &mut self,
+        batch: &[crate::sweep::transport::Outgoing],
+    ) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
+        let r = self.port.exchange_many(batch);
+        self.state.bump_activity();
+        r
+    }
+
+    fn wait_trap(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<crate::sweep::transport::TrapMad>, TransportError> {
+        let r = self.port.wait_trap(timeout);
+        self.state.bump_activity();
+        r
     }
 }
 
@@ -494,6 +655,9 @@ pub struct Peer {
     pub port: SmPort,
     /// Its SMInfo.
     pub info: SmInfoRepr,
+    /// Whether it proved it holds our SM_Key. An SM that did not belongs
+    /// to no subnet of ours: never handed the subnet, never obeyed.
+    pub same_key: bool,
 }
 
 /// Every port other than our own that advertises IsSM (and not
@@ -533,29 +697,34 @@ pub fn sm_ports(fabric: &Fabric) -> Vec<SmPort> {
     out
 }
 
-/// SMInfo of every SM port of `fabric` (all in flight together). An SM
-/// that does not answer, answers garbage, claims another port's GUID, or
-/// holds an SM_Key other than ours (when we have one) is left out, logged.
+/// SMInfo of every SM port of `fabric`, each asked with a challenge
+/// (one after the other: SM ports are few). An SM that does not answer,
+/// answers garbage or claims another port's GUID is left out, logged; an
+/// SM that does not prove our SM_Key is kept with `same_key` false (the
+/// election may still need to know that it holds the subnet), logged the
+/// first time.
 pub fn read_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> Vec<Peer> {
-    let ports = sm_ports(fabric);
-    let ops: Vec<SmpOp> = ports
-        .iter()
-        .map(|p| SmpOp::get(attr::SM_INFO, 0, &p.path))
-        .collect();
-    let answers = client.run_many(&ops);
     let mut peers = Vec::new();
-    for (port, answer) in ports.into_iter().zip(answers) {
+    for port in sm_ports(fabric) {
         let guid = format!("{:#018x}", port.guid);
-        match answer.and_then(|d| parse_sm_info(&d)) {
+        let (answer, same_key) = challenged_get(client, state, &port);
+        match answer {
             Ok(info) if info.guid != port.guid => {
                 warn!(port = %guid, claimed = format_args!("{:#018x}", info.guid), "SMInfo names another port; SM ignored")
             }
-            Ok(info) if state.sm_key() != 0 && info.sm_key != state.sm_key() => {
-                warn!(port = %guid, "SM with another SM_Key ignored")
-            }
             Ok(info) => {
-                debug!(port = %guid, lid = port.lid, priority = info.priority, state = ?info.state, "SM found");
-                peers.push(Peer { port, info });
+                if !same_key && state.first_foreign_report(port.guid) {
+                    warn!(
+                        port = %guid,
+                        lid = port.lid,
+                        its_priority = info.priority,
+                        its_state = ?info.state,
+                        "an SM that does not hold our SM_Key: not of this subnet; \
+                         never handed the subnet nor obeyed"
+                    );
+                }
+                debug!(port = %guid, lid = port.lid, priority = info.priority, state = ?info.state, same_key, "SM found");
+                peers.push(Peer { port, info, same_key });
             }
             Err(e) => {
                 debug!(port = %guid, error = %e, "IsSM port without a usable SMInfo; no SM counted there")
@@ -565,10 +734,82 @@ pub fn read_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoSta
     peers
 }
 
+/// SubnGet(SMInfo) of the SM at `port` with a fresh challenge: its SMInfo,
+/// and whether it proved our SM_Key.
+fn challenged_get(
+    client: &mut SmpClient<'_>,
+    state: &SmInfoState,
+    port: &SmPort,
+) -> (Result<SmInfoRepr, SmpError>, bool) {
+    let c = challenge(state.sm_key());
+    let answer = client
+        .get_with(attr::SM_INFO, 0, &port.path, challenge_payload(state, c))
+        .and_then(|d| parse_sm_info(&d));
+    let same_key = answer
+        .as_ref()
+        .is_ok_and(|info| shows_our_key(state, c, port.guid, info.sm_key));
+    (answer, same_key)
+}
+
 fn parse_sm_info(data: &[u8]) -> Result<SmInfoRepr, SmpError> {
     SmInfoPacket::new_checked(&data[..sm_info::LEN.min(data.len())])
         .and_then(|p| SmInfoRepr::parse(&p))
         .map_err(|e| SmpError::Malformed(format!("SMInfo: {e}")))
+}
+
+/// `peers` without the master we took for hung, as long as its ActCount
+/// has not moved (once it moves, the SM is back and counts again).
+fn without_hung(state: &SmInfoState, peers: Vec<Peer>) -> Vec<Peer> {
+    let mut inner = state.lock();
+    let Some((guid, stopped_at)) = inner.hung else {
+        return peers;
+    };
+    if peers
+        .iter()
+        .any(|p| p.info.guid == guid && p.info.act_count != stopped_at)
+    {
+        info!(sm = format_args!("{guid:#018x}"), "the hung master's ActCount moves again");
+        inner.hung = None;
+        return peers;
+    }
+    drop(inner);
+    peers.into_iter().filter(|p| p.info.guid != guid).collect()
+}
+
+/// The SMs that take part in our election among `peers`: those that
+/// proved our SM_Key; and, when none of them is master, a master of
+/// another key that holds the subnet now (our port's MasterSMLID,
+/// `our_master_lid`, is its LID: it swept and programmed this fabric).
+/// Standing by for that one is not obeying it (its controls are refused:
+/// wrong key); it keeps a second SM of another key from fighting a working
+/// master for the switches. An SM of another key that only claims to be
+/// master, without holding the subnet, takes no part: it cannot keep us
+/// from taking over when our master is gone.
+fn electors(peers: Vec<Peer>, our_master_lid: u16) -> Vec<Peer> {
+    let our_master = peers
+        .iter()
+        .any(|p| p.same_key && p.info.state == SmState::Master);
+    peers
+        .into_iter()
+        .filter(|p| {
+            p.same_key
+                || (!our_master
+                    && p.info.state == SmState::Master
+                    && our_master_lid != 0
+                    && p.port.lid == our_master_lid)
+        })
+        .inspect(|p| {
+            if !p.same_key {
+                warn!(
+                    master = format_args!("{:#018x}", p.info.guid),
+                    lid = p.port.lid,
+                    "a master SM of another SM_Key holds this subnet (our port's MasterSMLID \
+                     is its LID): not taking the subnet from it; waiting while it answers, \
+                     without obeying it"
+                );
+            }
+        })
+        .collect()
 }
 
 /// Whether an SM of priority `a_priority` and port GUID `a_guid` ranks
@@ -660,6 +901,9 @@ enum PollEnd {
     },
     /// The polled SM did not answer `poll_retries` times in a row.
     Lost,
+    /// The polled master answered `stuck_polls` times in a row with the
+    /// same ActCount (this one): its SM loop is hung.
+    Hung(u32),
     /// Elect again: the polled SM stood down, another port answers at its
     /// address, or a master told us to.
     Elect,
@@ -721,7 +965,13 @@ pub fn arbitrate(
         let me = own
             .and_then(|p| p.info.as_ref())
             .map(|i| (i.lid, i.capability_mask));
-        let peers = read_peers(&mut client, &fabric, state);
+        let our_master_lid = own
+            .and_then(|p| p.info.as_ref())
+            .map_or(0, |i| i.master_sm_lid);
+        let peers = electors(
+            without_hung(state, read_peers(&mut client, &fabric, state)),
+            our_master_lid,
+        );
         if state.state() == SmState::Master {
             // A HANDOVER arrived while we discovered.
             let from = match state.take_control() {
@@ -755,6 +1005,11 @@ pub fn arbitrate(
                     PollEnd::Stopped => return Arbitration::Stopped,
                     PollEnd::Handover { from } => {
                         return master(state, Some(TakenFrom::Handover { guid: from }))
+                    }
+                    PollEnd::Hung(act_count) => {
+                        state.lock().hung = Some((target.info.guid, act_count));
+                        lost = Some(target.info.guid);
+                        state.set_state(SmState::Discovering);
                     }
                     PollEnd::Lost => {
                         lost = Some(target.info.guid);
@@ -841,6 +1096,10 @@ fn poll(
     let guid = target.info.guid;
     let mut misses = 0u32;
     let mut polls_below_us = 0u32;
+    // The master's ActCount at the last answer, and the answers in a row
+    // that showed it unchanged.
+    let mut last_act_count = target.info.act_count;
+    let mut stuck = 0u32;
     let mut next = Instant::now() + options.poll_interval;
     loop {
         // Wait for the next poll, watching for stop and controls.
@@ -865,9 +1124,15 @@ fn poll(
         next = Instant::now() + options.poll_interval;
         // One SMP per poll: the retries are the polls themselves.
         let mut client = SmpClient::new(port, 0);
-        let answer = client
-            .get(attr::SM_INFO, 0, &target.port.path)
-            .and_then(|d| parse_sm_info(&d));
+        let (answer, same_key) = challenged_get(&mut client, state, &target.port);
+        let answer = match answer {
+            // Whatever answers for our master must go on proving our key;
+            // an answer that does not is no sign of our master's life.
+            Ok(info) if target.same_key && !same_key && info.guid == guid => Err(
+                SmpError::Malformed("the answer does not prove our SM_Key".into()),
+            ),
+            other => other,
+        };
         match answer {
             Ok(info) if info.guid != guid => {
                 warn!(
@@ -898,7 +1163,26 @@ fn poll(
                 }
                 misses = 0;
                 debug!(sm = format_args!("{guid:#018x}"), its_state = ?info.state, act_count = info.act_count, "master polled");
-                let below_us = info.state == SmState::Master
+                // A master's loop moves ActCount as it works; its
+                // responder thread answering is not enough.
+                if info.state == SmState::Master && info.act_count == last_act_count {
+                    stuck += 1;
+                    if stuck >= options.stuck_polls.max(1) {
+                        warn!(
+                            sm = format_args!("{guid:#018x}"),
+                            act_count = info.act_count,
+                            polls = stuck,
+                            "master answers but its ActCount has stopped: its SM loop is hung; \
+                             electing a new master"
+                        );
+                        return PollEnd::Hung(info.act_count);
+                    }
+                } else {
+                    stuck = 0;
+                }
+                last_act_count = info.act_count;
+                let below_us = target.same_key
+                    && info.state == SmState::Master
                     && !is_higher(info.priority, info.guid, state.priority(), state.guid());
                 if below_us {
                     // A master below us hands over once it sees us in a
@@ -999,6 +1283,8 @@ pub enum PeerAction {
 /// is standby or master (a higher SM still discovering will see us as
 /// master, stand by, and be handed over to at the next check).
 pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> PeerAction {
+    // Called by the SM loop after each sweep: the loop is alive.
+    state.bump_activity();
     let mut action = PeerAction::Stay;
     while let Some(c) = state.take_control() {
         if let Control::Handover { from } = c {
@@ -1012,9 +1298,12 @@ pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoSt
     if !state.is_master() {
         return action;
     }
-    let peers = read_peers(client, fabric, state);
+    let peers = without_hung(state, read_peers(client, fabric, state));
+    // Only an SM that proved our key is handed the subnet (and so sent
+    // our key in the HANDOVER); one of another key is not of this subnet.
     let candidate = peers
         .iter()
+        .filter(|p| p.same_key)
         .filter(|p| matches!(p.info.state, SmState::Standby | SmState::Master))
         .filter(|p| is_higher(p.info.priority, p.info.guid, state.priority(), state.guid()))
         .reduce(|a, b| {
@@ -1074,6 +1363,7 @@ mod tests {
                 priority,
                 state,
             },
+            same_key: true,
         }
     }
 
@@ -1178,26 +1468,31 @@ mod tests {
         assert_eq!(dr.initial_ports(), &[3, 1]);
         assert_eq!(dr.return_ports(), &[7, 2]);
         assert_eq!((dr.dr_slid, dr.dr_dlid), (0xffff, 0xffff));
+        // A plain Get proves no key: the SM_Key field is 0.
         assert_eq!(
             info,
             SmInfoRepr {
                 guid: 0xabc,
-                sm_key: 0x55,
+                sm_key: 0,
                 act_count: 0,
                 priority: 9,
                 state: SmState::Standby
             }
         );
 
-        // LID-routed: no D bit; a master counts the answers it gives.
+        // LID-routed: no D bit; ActCount is what the SM loop made it,
+        // however many answers the responder gives.
         state.set_state(SmState::Master);
+        state.bump_activity();
         let lid = smp::Repr::lid_get(7, attr::SM_INFO, 0, 0);
-        let reply = answer(&state, &mad_of(&lid)).expect("answered");
-        let (repr, info) = parse_answer(&reply);
-        assert_eq!(repr.routing, Routing::Lid);
-        assert_eq!(repr.method, method::GET_RESP);
-        assert_eq!(reply[1], class::SUBN_LID);
-        assert_eq!((info.state, info.act_count), (SmState::Master, 1));
+        for _ in 0..3 {
+            let reply = answer(&state, &mad_of(&lid)).expect("answered");
+            let (repr, info) = parse_answer(&reply);
+            assert_eq!(repr.routing, Routing::Lid);
+            assert_eq!(repr.method, method::GET_RESP);
+            assert_eq!(reply[1], class::SUBN_LID);
+            assert_eq!((info.state, info.act_count), (SmState::Master, 1));
+        }
     }
 
     #[test]
@@ -1384,6 +1679,9 @@ mod tests {
             poll_interval: Duration::from_millis(5),
             poll_retries: 3,
             smp_retries: 0,
+            // The fixture's masters keep one ActCount; the tests of a hung
+            // master set their own limit.
+            stuck_polls: 1000,
         }
     }
 
