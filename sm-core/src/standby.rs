@@ -1638,6 +1638,9 @@ mod tests {
         on_get: Option<OnGet>,
         /// LID-routed MADs sent, with their DLID.
         lid_routed: Vec<(u16, Vec<u8>)>,
+        /// An smcore SM behind the other host's port: SMInfo requests are
+        /// answered by its responder code instead of the simulated SMInfo.
+        smcore_peer: Option<Arc<SmInfoState>>,
     }
 
     impl SmpPort for Fake {
@@ -1653,6 +1656,10 @@ mod tests {
                 if self.silent_after.is_some_and(|n| self.sminfo_gets > n) {
                     return Ok(None);
                 }
+            }
+            let is_sminfo = mad.len() > 17 && u16::from_be_bytes([mad[16], mad[17]]) == attr::SM_INFO;
+            if let (true, Some(peer)) = (is_sminfo, &self.smcore_peer) {
+                return Ok(answer(peer, mad));
             }
             Ok(self.fabric.handle(mad))
         }
@@ -1692,6 +1699,7 @@ mod tests {
             silent_after: None,
             on_get: None,
             lid_routed: Vec::new(),
+            smcore_peer: None,
         }
     }
 
@@ -2055,5 +2063,261 @@ mod tests {
             i.capability_mask |= capability::IS_SM_DISABLED;
         }
         assert!(sm_ports(&fabric).is_empty());
+    }
+
+    /// A plain SubnGet(SMInfo) with `payload` in its data, as a rogue
+    /// host would send it: the SM_Key field of the answer.
+    fn key_shown(state: &SmInfoState, payload: Option<SmInfoRepr>) -> u64 {
+        let mut get = smp::Repr::directed_get(0x99, attr::SM_INFO, 0, 0, &[1]).unwrap();
+        if let Some(p) = payload {
+            get.data = sminfo_data(p);
+        }
+        let reply = answer(state, &mad_of(&get)).expect("answered");
+        let (repr, info) = parse_answer(&reply);
+        assert_eq!(repr.status, 0);
+        info.sm_key
+    }
+
+    #[test]
+    fn sminfo_get_shows_the_key_only_to_a_requester_that_proved_it() {
+        let me = SmInfoState::new(0xabc, 3, 0x1111);
+        for st in [SmState::Discovering, SmState::Standby, SmState::Master] {
+            me.set_state(st);
+            // Untrusted: a Get without a payload (sminfo, OpenSM), or with
+            // a wrong key in it, never sees the key.
+            assert_eq!(key_shown(&me, None), 0, "plain Get in {st:?}");
+            let mut asker = sm(7, SmState::Standby);
+            asker.sm_key = 0x2222;
+            let shown = key_shown(&me, Some(asker));
+            assert_ne!(shown, 0x1111, "a wrong key in the Get got the key ({st:?})");
+            // The requester that shows our key sees it.
+            asker.sm_key = 0x1111;
+            assert_eq!(key_shown(&me, Some(asker)), 0x1111, "{st:?}");
+        }
+    }
+
+    #[test]
+    fn a_rogue_learns_no_key_and_commands_nothing() {
+        // The rogue reads our SMInfo, then sends DISABLE as a "master"
+        // with whatever key it read: refused, our standby stays standby.
+        let me = SmInfoState::new(0xabc, 3, 0x1111);
+        me.set_state(SmState::Standby);
+        let learnt = key_shown(&me, None);
+        let mut rogue = sm(7, SmState::Master);
+        rogue.priority = 15;
+        rogue.sm_key = learnt;
+        for ctl in [control::DISABLE, control::DISCOVER, control::HANDOVER] {
+            let (st, info) = control_from(&me, ctl, rogue);
+            assert_eq!(st, status::INVALID_ATTR_VALUE, "control {ctl} obeyed");
+            assert_eq!(info.sm_key, 0, "a refused Set showed the key");
+        }
+        assert_eq!(me.state(), SmState::Standby);
+        assert_eq!(me.take_control(), None);
+
+        // A key of 0 is a key like any other: it does not turn the check
+        // off (a master of another key cannot park or promote us).
+        let zero = SmInfoState::new(0xabc, 3, 0);
+        zero.set_state(SmState::Standby);
+        rogue.sm_key = 0x2222;
+        for ctl in [control::DISABLE, control::HANDOVER, control::DISCOVER] {
+            assert_eq!(
+                control_from(&zero, ctl, rogue).0,
+                status::INVALID_ATTR_VALUE,
+                "control {ctl} with a wrong key obeyed by an SM of key 0"
+            );
+        }
+        assert_eq!(zero.state(), SmState::Standby);
+        rogue.sm_key = 0;
+        assert_eq!(control_from(&zero, control::DISABLE, rogue).0, 0);
+    }
+
+    /// [`with_peer`] where the peer's SMInfo shows `key`.
+    fn with_keyed_peer(priority: u8, state: SmState, key: u64) -> (Fake, usize, SmInfoRepr) {
+        let (mut port, other, mut info) = with_peer(0, priority, state);
+        info.sm_key = key;
+        port.fabric.set_sm_info(other, 1, Some(info)).unwrap();
+        (port, other, info)
+    }
+
+    #[test]
+    fn a_higher_sm_of_another_key_is_not_handed_the_subnet() {
+        for our_key in [0, 1] {
+            for their_state in [SmState::Standby, SmState::Master] {
+                let (mut port, _, _) = with_keyed_peer(15, their_state, 0x2222);
+                let mut client = SmpClient::new(&mut port, 0);
+                let (fabric, _) = discover(&mut client).unwrap();
+                let me = fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid;
+                let state = SmInfoState::new(me, 1, our_key);
+                state.set_state(SmState::Master);
+                assert_eq!(
+                    check_peers(&mut client, &fabric, &state),
+                    PeerAction::Stay,
+                    "key {our_key}: handed over to a {their_state:?} SM of another key"
+                );
+                assert!(state.is_master());
+            }
+        }
+    }
+
+    #[test]
+    fn a_master_of_another_key_does_not_park_us() {
+        // A "master" of priority 15 and another key on a fresh fabric
+        // (our port's MasterSMLID is not its LID): we are master at once.
+        for our_key in [0, 1] {
+            let (mut port, _, _) = with_keyed_peer(15, SmState::Master, 0x2222);
+            let stop = Arc::new(AtomicBool::new(false));
+            let guard = Arc::clone(&stop);
+            // Standing by for it would poll forever: stop, to fail.
+            port.on_get = Some(Box::new(move |_, n| {
+                if n >= 30 {
+                    guard.store(true, Ordering::Relaxed);
+                }
+            }));
+            let state = SmInfoState::new(0, 3, our_key);
+            assert_eq!(
+                arbitrate(&mut port, &state, &fast(), &stop),
+                master_after(None),
+                "key {our_key}"
+            );
+            assert!(port.sminfo_gets < 30);
+        }
+    }
+
+    /// Points our port's MasterSMLID (host 0, port 1) at `lid`, as the
+    /// master that last swept did.
+    fn set_our_master_sm_lid(port: &mut Fake, lid: u16) {
+        let mut sim = SimPortFor(&mut port.fabric);
+        let mut client = SmpClient::new(&mut sim, 0);
+        let data = client.get(attr::PORT_INFO, 1, &[]).unwrap();
+        let mut info = sm_mad::port_info::Repr::parse(
+            &sm_mad::port_info::Packet::new_checked(&data[..sm_mad::port_info::LEN]).unwrap(),
+        )
+        .unwrap();
+        info.master_sm_lid = lid;
+        info.port_state = sm_mad::port_info::PortState::NoChange;
+        info.port_physical_state = sm_mad::port_info::PhysState::NoChange;
+        let mut out = [0u8; DATA_LEN];
+        info.emit(&mut sm_mad::port_info::Packet::new_unchecked(&mut out[..]));
+        client.set(attr::PORT_INFO, 1, &[], out).unwrap();
+    }
+
+    #[test]
+    fn a_master_of_another_key_that_holds_the_subnet_is_waited_for_not_obeyed() {
+        let (mut port, other, theirs) = with_keyed_peer(1, SmState::Master, 0x2222);
+        let mut g2l = crate::sweep::Guid2Lid::default();
+        assign_lids(&mut port, &mut g2l);
+        let their_lid = port.fabric.port_lid(other, 1).unwrap();
+        set_our_master_sm_lid(&mut port, their_lid);
+        // It stops answering after a few polls: we take over then, not
+        // before, and it got no trap 144 (no request to an SM of another
+        // key).
+        port.silent_after = Some(6);
+        let state = SmInfoState::new(0, 8, 0x1111);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &fast(), &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        assert!(port.sminfo_gets > 6, "took over while it answered");
+        assert!(port.lid_routed.is_empty(), "trap 144 sent to an SM of another key");
+    }
+
+    #[test]
+    fn smcore_sms_prove_the_key_to_each_other_without_showing_it() {
+        for (their_key, handed_over) in [(0x77, true), (0x78, false)] {
+            let (mut port, _, other_guid, _) = {
+                let (f, other, me, other_guid) = fabric();
+                let mut port = fake(f);
+                // IsSM on the other host's port; its SMInfo comes from a
+                // real responder.
+                port.fabric
+                    .set_sm_info(other, 1, Some(sm(other_guid, SmState::Standby)))
+                    .unwrap();
+                (port, me, other_guid, other)
+            };
+            let peer = Arc::new(SmInfoState::new(other_guid, 9, their_key));
+            peer.set_state(SmState::Standby);
+            port.smcore_peer = Some(Arc::clone(&peer));
+            let mut client = SmpClient::new(&mut port, 0);
+            let (fabric, _) = discover(&mut client).unwrap();
+            let me = fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid;
+            let state = SmInfoState::new(me, 3, 0x77);
+            state.set_state(SmState::Master);
+            let peers = read_peers(&mut client, &fabric, &state);
+            assert_eq!(peers.len(), 1);
+            assert_eq!(peers[0].same_key, handed_over, "key {their_key:#x}");
+            assert_ne!(peers[0].info.sm_key, their_key, "the peer showed its key");
+            let got = check_peers(&mut client, &fabric, &state);
+            if handed_over {
+                assert_eq!(got, PeerAction::HandedOver { to: other_guid });
+                assert_eq!(peer.state(), SmState::Master, "the peer took the HANDOVER");
+            } else {
+                assert_eq!(got, PeerAction::Stay);
+                assert_eq!(peer.state(), SmState::Standby);
+            }
+        }
+    }
+
+    #[test]
+    fn a_master_that_answers_but_whose_act_count_stops_is_taken_over() {
+        // The master's responder answers every poll, in state Master, but
+        // its ActCount stays at 5: its SM loop is hung.
+        let (mut port, _, theirs) = with_peer(5, 1, SmState::Master);
+        let stop = Arc::new(AtomicBool::new(false));
+        let guard = Arc::clone(&stop);
+        port.on_get = Some(Box::new(move |_, n| {
+            if n >= 60 {
+                guard.store(true, Ordering::Relaxed);
+            }
+        }));
+        let options = StandbyOptions {
+            poll_interval: Duration::from_millis(5),
+            poll_retries: 3,
+            smp_retries: 0,
+            ..StandbyOptions::default()
+        };
+        let state = SmInfoState::new(0, 8, 0);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        // The election, the stuck polls, the re-election (where the hung
+        // master, answering still, is left out).
+        assert!(port.sminfo_gets < 60, "{} SMInfo Gets", port.sminfo_gets);
+
+        // Its ActCount moving, the same master is stood by for.
+        let (mut port, other, theirs) = with_peer(5, 1, SmState::Master);
+        let stop = Arc::new(AtomicBool::new(false));
+        let guard = Arc::clone(&stop);
+        port.on_get = Some(Box::new(move |fabric, n| {
+            let info = SmInfoRepr {
+                act_count: n as u32,
+                ..theirs
+            };
+            fabric.set_sm_info(other, 1, Some(info)).unwrap();
+            if n >= 60 {
+                guard.store(true, Ordering::Relaxed);
+            }
+        }));
+        let state = SmInfoState::new(0, 8, 0);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            Arbitration::Stopped
+        );
+        assert_eq!(state.state(), SmState::Standby);
+    }
+
+    #[test]
+    fn the_sm_loop_moves_act_count_through_its_port() {
+        let (f, _, _, _) = fabric();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 0, 0);
+        let mut beat = ActivityPort::new(&mut port, &state);
+        let mut client = SmpClient::new(&mut beat, 0);
+        discover(&mut client).unwrap();
+        let after_sweep = state.act_count();
+        assert!(after_sweep > 0);
+        beat.wait_trap(Duration::from_millis(1)).unwrap();
+        assert_eq!(state.act_count(), after_sweep + 1);
     }
 }
