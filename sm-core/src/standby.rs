@@ -38,6 +38,38 @@
 //!   over to it (SubnSet(SMInfo) HANDOVER) and turns standby; the caller
 //!   then stops sweeping and calls [`arbitrate`] again.
 //!
+//! ## SM_Key
+//!
+//! Only SMs that hold the same SM_Key (`sm_key`) belong to one subnet
+//! (IBA 14.4.1); the key is never handed to an SM that has not proved it:
+//!
+//! * SubnGet(SMInfo) is answered with SM_Key 0, unless the Get carries
+//!   our key in its SMInfo payload (the requester proved it: the key is
+//!   shown) or another non-zero value, taken as a challenge: the field
+//!   then holds a proof, SipHash-2-4 keyed with our key over the challenge
+//!   and our port GUID, which teaches nothing about the key.
+//! * smcore asks every SM with a fresh challenge and counts it as of our
+//!   key when the answer is the proof for our key and that port's GUID,
+//!   or our key in clear (OpenSM shows its key to anyone).
+//! * SubnSet(SMInfo) controls (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY,
+//!   DISCOVER) are refused unless they carry our key, 0 included: there
+//!   is no key that turns the check off.
+//! * An SM of another key is never handed the subnet, never obeyed and
+//!   never sent trap 144 or our key. It takes no part in the election,
+//!   except a master that holds the subnet (our port's MasterSMLID is its
+//!   LID) when no master of our key is seen: we wait while it answers
+//!   rather than fight it for the switches, but obey none of its
+//!   controls. One that only claims to be master cannot park a standby.
+//!
+//! ## ActCount
+//!
+//! A master's responder thread answers even while its SM loop hangs, so
+//! ActCount moves only with the loop: each SMP and wait slice on the port
+//! wrapped in [`ActivityPort`], and each [`check_peers`]; the responder
+//! only reports it. A standby whose master answers `stuck_polls` polls in
+//! a row with one ActCount takes it for gone, elects without it (until its
+//! count moves again) and takes over.
+//!
 //! Taking over reprograms nothing by itself: the new master's first heavy
 //! sweep reads the LIDs the ports hold and keeps them (the sweep never
 //! moves a valid LID), routes, writes only the LFT blocks that differ, and
@@ -57,6 +89,7 @@
 //! let state = Arc::new(SmInfoState::new(0, priority, sm_key));
 //! let requests = port.take_smp_requests().expect("taken once");
 //! let _responder = standby::spawn_responder(Arc::clone(&state), requests, port.sender())?;
+//! let port = &mut standby::ActivityPort::new(&mut port, &state); // the heartbeat
 //! loop {
 //!     match standby::arbitrate(&mut port, &state, &options, &signals.stop) {
 //!         Arbitration::Stopped => break,
@@ -78,10 +111,10 @@
 //!
 //! ## Not modelled
 //!
-//! M_Key protection (smcore does not use M_Keys, so SMInfo Get answers
-//! carry the SM_Key as OpenSM's do when M_Key checking passes), trap 144
-//! on a priority change, and a limit on how long a higher SM may stay
-//! Discovering while a standby waits for it.
+//! M_Key checks on SMInfo (OpenSM shows its SM_Key to a Get whose M_Key
+//! passes; smcore asks for the key or a proof of it in the payload),
+//! trap 144 on a priority change, and a limit on how long a higher SM may
+//! stay Discovering while a standby waits for it.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
