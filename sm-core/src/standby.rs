@@ -2353,4 +2353,94 @@ mod tests {
         beat.wait_trap(Duration::from_millis(1)).unwrap();
         assert_eq!(state.act_count(), after_sweep + 1);
     }
+
+    #[test]
+    fn a_master_of_another_key_does_not_keep_us_from_taking_over_a_dead_master() {
+        // Our master A (our key, priority 1) on one host; a "master" R of
+        // another key and priority 15 on another, answering all along. A
+        // dies (its SM gone: no SMInfo, no IsSM); we take over from A,
+        // R notwithstanding: it never held the subnet (our port's
+        // MasterSMLID is A's LID).
+        let topo = gen::fat_tree_2level(2, 1, 2, 1).unwrap();
+        let hosts: Vec<usize> = (1..topo.nodes.len())
+            .filter(|&i| !topo.nodes[i].is_switch())
+            .collect();
+        let (a, r) = (hosts[0], hosts[hosts.len() - 1]);
+        for our_key in [0, 1] {
+            let mut f = fake(SimFabric::from_topology(&topo, 0, 1).unwrap());
+            let a_info = SmInfoRepr {
+                sm_key: our_key,
+                priority: 1,
+                ..sm(topo.nodes[a].port_guids[1], SmState::Master)
+            };
+            let r_info = SmInfoRepr {
+                sm_key: 0x2222,
+                priority: 15,
+                ..sm(topo.nodes[r].port_guids[1], SmState::Master)
+            };
+            f.fabric.set_sm_info(a, 1, Some(a_info)).unwrap();
+            f.fabric.set_sm_info(r, 1, Some(r_info)).unwrap();
+            let mut g2l = crate::sweep::Guid2Lid::default();
+            assign_lids(&mut f, &mut g2l);
+            let a_lid = f.fabric.port_lid(a, 1).unwrap();
+            set_our_master_sm_lid(&mut f, a_lid);
+            let stop = Arc::new(AtomicBool::new(false));
+            let guard = Arc::clone(&stop);
+            f.on_get = Some(Box::new(move |fabric, n| {
+                if n == 8 {
+                    fabric.set_sm_info(a, 1, None).unwrap();
+                }
+                if n >= 60 {
+                    guard.store(true, Ordering::Relaxed);
+                }
+            }));
+            let state = SmInfoState::new(0, 3, our_key);
+            assert_eq!(
+                arbitrate(&mut f, &state, &fast(), &stop),
+                master_after(Some(TakenFrom::Silent {
+                    guid: a_info.guid
+                })),
+                "key {our_key}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hung_master_is_not_handed_the_subnet_back_until_it_moves_again() {
+        // A master above us (priority 9) hangs: we take over...
+        let (mut port, other, theirs) = with_peer(5, 9, SmState::Master);
+        let options = StandbyOptions {
+            stuck_polls: 3,
+            ..fast()
+        };
+        let state = SmInfoState::new(0, 8, 0);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        // ...and, though it ranks above us and says Master, do not hand it
+        // the subnet back while its ActCount stays where it stopped.
+        let mut client = SmpClient::new(&mut port, 0);
+        let (fabric, _) = discover(&mut client).unwrap();
+        assert_eq!(check_peers(&mut client, &fabric, &state), PeerAction::Stay);
+        assert!(state.is_master());
+        // Its loop runs again: the higher master gets the subnet.
+        drop(client);
+        port.fabric
+            .set_sm_info(
+                other,
+                1,
+                Some(SmInfoRepr {
+                    act_count: 6,
+                    ..theirs
+                }),
+            )
+            .unwrap();
+        let mut client = SmpClient::new(&mut port, 0);
+        assert_eq!(
+            check_peers(&mut client, &fabric, &state),
+            PeerAction::HandedOver { to: theirs.guid }
+        );
+    }
 }
