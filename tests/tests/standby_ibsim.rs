@@ -24,6 +24,12 @@
 //! causes); the new master keeps every LID, programs the switches, takes
 //! the traps, and the old one stands by without sweeping.
 //!
+//! The last test gives two SMs different SM_Keys (`sm_key` in a config
+//! file): the later one, of higher priority, is not handed the subnet
+//! and does not take it (it finds a master holding the subnet and stands
+//! aside, sweeping nothing); the first stays MASTER and every port's
+//! MasterSMLID still names it.
+//!
 //! Needs `cargo build -p sm-core -p smcore-minhop` (the smcore binary and
 //! the minhop engine), ibsim-utils and infiniband-diags.
 
