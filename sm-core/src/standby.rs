@@ -38,6 +38,38 @@
 //!   over to it (SubnSet(SMInfo) HANDOVER) and turns standby; the caller
 //!   then stops sweeping and calls [`arbitrate`] again.
 //!
+//! ## SM_Key
+//!
+//! Only SMs that hold the same SM_Key (`sm_key`) belong to one subnet
+//! (IBA 14.4.1); the key is never handed to an SM that has not proved it:
+//!
+//! * SubnGet(SMInfo) is answered with SM_Key 0, unless the Get carries
+//!   our key in its SMInfo payload (the requester proved it: the key is
+//!   shown) or another non-zero value, taken as a challenge: the field
+//!   then holds a proof, SipHash-2-4 keyed with our key over the challenge
+//!   and our port GUID, which teaches nothing about the key.
+//! * smcore asks every SM with a fresh challenge and counts it as of our
+//!   key when the answer is the proof for our key and that port's GUID,
+//!   or our key in clear (OpenSM shows its key to anyone).
+//! * SubnSet(SMInfo) controls (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY,
+//!   DISCOVER) are refused unless they carry our key, 0 included: there
+//!   is no key that turns the check off.
+//! * An SM of another key is never handed the subnet, never obeyed and
+//!   never sent trap 144 or our key. It takes no part in the election,
+//!   except a master that holds the subnet (our port's MasterSMLID is its
+//!   LID) when no master of our key is seen: we wait while it answers
+//!   rather than fight it for the switches, but obey none of its
+//!   controls. One that only claims to be master cannot park a standby.
+//!
+//! ## ActCount
+//!
+//! A master's responder thread answers even while its SM loop hangs, so
+//! ActCount moves only with the loop: each SMP and wait slice on the port
+//! wrapped in [`ActivityPort`], and each [`check_peers`]; the responder
+//! only reports it. A standby whose master answers `stuck_polls` polls in
+//! a row with one ActCount takes it for gone, elects without it (until its
+//! count moves again) and takes over.
+//!
 //! Taking over reprograms nothing by itself: the new master's first heavy
 //! sweep reads the LIDs the ports hold and keeps them (the sweep never
 //! moves a valid LID), routes, writes only the LFT blocks that differ, and
@@ -57,6 +89,7 @@
 //! let state = Arc::new(SmInfoState::new(0, priority, sm_key));
 //! let requests = port.take_smp_requests().expect("taken once");
 //! let _responder = standby::spawn_responder(Arc::clone(&state), requests, port.sender())?;
+//! let port = &mut standby::ActivityPort::new(&mut port, &state); // the heartbeat
 //! loop {
 //!     match standby::arbitrate(&mut port, &state, &options, &signals.stop) {
 //!         Arbitration::Stopped => break,
@@ -78,12 +111,12 @@
 //!
 //! ## Not modelled
 //!
-//! M_Key protection (smcore does not use M_Keys, so SMInfo Get answers
-//! carry the SM_Key as OpenSM's do when M_Key checking passes), trap 144
-//! on a priority change, and a limit on how long a higher SM may stay
-//! Discovering while a standby waits for it.
+//! M_Key checks on SMInfo (OpenSM shows its SM_Key to a Get whose M_Key
+//! passes; smcore asks for the key or a proof of it in the payload),
+//! trap 144 on a priority change, and a limit on how long a higher SM may
+//! stay Discovering while a standby waits for it.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -98,7 +131,7 @@ use sm_mad::{Mad, SmInfoPacket, SmInfoRepr};
 use tracing::{debug, info, warn};
 
 use crate::sweep::{
-    discover, Fabric, IncomingMad, MadSender, SmpClient, SmpError, SmpOp, SmpPort, TransportError,
+    discover, Fabric, IncomingMad, MadSender, SmpClient, SmpError, SmpPort, TransportError,
 };
 
 /// Highest SM priority (4 bits).
@@ -151,6 +184,13 @@ pub enum Control {
 struct Inner {
     state: SmState,
     controls: VecDeque<Control>,
+    /// Port GUIDs of SMs already reported as holding another SM_Key, so
+    /// that a check after every sweep does not log them again.
+    foreign: HashSet<u64>,
+    /// A master we took for hung (port GUID, the ActCount it stopped at):
+    /// while it shows that count it is no master to stand by for or hand
+    /// over to, however it still answers.
+    hung: Option<(u64, u32)>,
 }
 
 /// This SM's SMInfo and the controls other SMs sent it (see the module
@@ -177,7 +217,7 @@ impl SmInfoState {
             act_count: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 state: SmState::Discovering,
-                controls: VecDeque::new(),
+                ..Inner::default()
             }),
             changed: Condvar::new(),
         }
@@ -229,17 +269,27 @@ impl SmInfoState {
         self.changed.notify_all();
     }
 
-    /// ActCount: a heartbeat a master keeps moving.
+    /// ActCount: the heartbeat a standby watches. Only the SM loop moves
+    /// it ([`SmInfoState::bump_activity`], [`ActivityPort`]); the
+    /// responder only reports it, so a master whose loop hangs while its
+    /// responder thread still answers shows a count that stops.
     pub fn act_count(&self) -> u32 {
         self.act_count.load(Ordering::Relaxed)
     }
 
-    /// Adds `n` to ActCount (e.g. the SMPs of a sweep).
+    /// Adds `n` to ActCount (e.g. the SMPs of a sweep). Wraps at 2^32.
     pub fn bump_act_count(&self, n: u32) {
         self.act_count.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// SMInfo as this SM answers it.
+    /// The SM loop made progress (an SMP exchanged, a sweep done, a wait
+    /// slice passed): ActCount moves on by one.
+    pub fn bump_activity(&self) {
+        self.bump_act_count(1);
+    }
+
+    /// SMInfo as this SM sends it to SMs that proved our SM_Key (a Set
+    /// carrying our key, a HANDOVER): the SM_Key in clear.
     pub fn sm_info(&self) -> SmInfoRepr {
         SmInfoRepr {
             guid: self.guid(),
@@ -248,6 +298,12 @@ impl SmInfoState {
             priority: self.priority,
             state: self.state(),
         }
+    }
+
+    /// Whether `guid` is reported as an SM of another SM_Key for the first
+    /// time (then it is remembered).
+    fn first_foreign_report(&self, guid: u64) -> bool {
+        self.lock().foreign.insert(guid)
     }
 
     /// The oldest control not handled yet.
@@ -349,21 +405,21 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let ours = |key_shown: bool| {
+    // What goes in the SM_Key field: the key only to a requester that
+    // proved it, never to anyone who asks (IBA 14.4.1: a Get without the
+    // proof sees 0).
+    let ours = |sm_key: u64| {
         let mut info = state.sm_info();
-        if !key_shown {
-            info.sm_key = 0;
-        }
+        info.sm_key = sm_key;
         let mut data = [0u8; DATA_LEN];
         info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
         data
     };
     let (status, data) = match (request.method, request.attribute_id) {
         (method::GET, attr::SM_INFO) => {
-            if state.is_master() {
-                state.bump_act_count(1);
-            }
-            (0, ours(true))
+            // ActCount is not moved here: a responder thread that answers
+            // while the SM loop hangs must not look alive.
+            (0, ours(get_key_field(state, &request.data)))
         }
         (method::SET, attr::SM_INFO) => {
             let sender = SmInfoPacket::new_checked(&request.data[..sm_info::LEN])
@@ -371,23 +427,27 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
             match sender {
                 Err(e) => {
                     warn!("SubnSet(SMInfo) with an unreadable SMInfo refused: {e}");
-                    (status::INVALID_ATTR_VALUE, ours(false))
+                    (status::INVALID_ATTR_VALUE, ours(0))
                 }
-                Ok(sender) if state.sm_key() != 0 && sender.sm_key != state.sm_key() => {
+                // Every control, whatever the key's value (0 included):
+                // an SM that cannot show our key belongs to no subnet of
+                // ours and commands nothing here.
+                Ok(sender) if sender.sm_key != state.sm_key() => {
                     warn!(
                         from = format_args!("{:#018x}", sender.guid),
+                        control = request.attribute_modifier,
                         "SubnSet(SMInfo) with a wrong SM_Key refused"
                     );
-                    (status::INVALID_ATTR_VALUE, ours(false))
+                    (status::INVALID_ATTR_VALUE, ours(0))
                 }
                 Ok(sender) => match state.apply(request.attribute_modifier, &sender) {
-                    Ok(_) => (0, ours(true)),
+                    Ok(_) => (0, ours(state.sm_key())),
                     Err(why) => {
                         warn!(
                             from = format_args!("{:#018x}", sender.guid),
                             "SubnSet(SMInfo) refused: {why}"
                         );
-                        (status::INVALID_ATTR_VALUE, ours(true))
+                        (status::INVALID_ATTR_VALUE, ours(state.sm_key()))
                     }
                 },
             }
@@ -417,6 +477,82 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
     let mut mad = Mad::zeroed();
     response.emit(&mut mad.smp_mut());
     Some(mad.0.to_vec())
+}
+
+/// The SM_Key field of our answer to a SubnGet(SMInfo) whose payload is
+/// `payload`: our key when the payload's SM_Key is our key (the requester
+/// proved it); [`key_proof`] of a non-zero other value, taken as a
+/// challenge (smcore SMs check each other this way without either sending
+/// the key to an SM that has not proved it); 0 otherwise (a plain Get, as
+/// `sminfo` or OpenSM send).
+fn get_key_field(state: &SmInfoState, payload: &[u8]) -> u64 {
+    let asked = SmInfoPacket::new_checked(&payload[..sm_info::LEN.min(payload.len())])
+        .and_then(|p| SmInfoRepr::parse(&p))
+        .map_or(0, |i| i.sm_key);
+    if asked == state.sm_key() {
+        asked
+    } else if asked != 0 {
+        key_proof(state.sm_key(), asked, state.guid())
+    } else {
+        0
+    }
+}
+
+/// Domain separation for [`key_proof`] (the second half of SipHash's key).
+const PROOF_DOMAIN: u64 = u64::from_be_bytes(*b"smcoreSK");
+
+/// Proof that the SM at port `guid` holds `sm_key`, answering `challenge`:
+/// SipHash-2-4 keyed with the SM_Key over the challenge and the port
+/// GUID. A PRF: seeing proofs, even for challenges of one's choosing,
+/// teaches nothing about the key; bound to the answering port's GUID, an
+/// SM cannot pass off another SM's proof as its own.
+#[allow(deprecated)] // std's SipHasher is SipHash-2-4, frozen, not unsound.
+fn key_proof(sm_key: u64, challenge: u64, guid: u64) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::SipHasher::new_with_keys(sm_key, PROOF_DOMAIN);
+    // Fixed byte order: SMs on hosts of either endianness agree.
+    h.write(&challenge.to_be_bytes());
+    h.write(&guid.to_be_bytes());
+    h.finish()
+}
+
+/// A fresh challenge for a SubnGet(SMInfo): unpredictable, non-zero and
+/// never our own key (a peer would then show the key in clear).
+fn challenge(sm_key: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    // RandomState is seeded from the OS once per process; the counter and
+    // the clock make every value differ.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    let c = h.finish();
+    if c == 0 || c == sm_key {
+        c.wrapping_add(1) | 1
+    } else {
+        c
+    }
+}
+
+/// What an SM's answer to our challenged SubnGet(SMInfo) says about its
+/// SM_Key: the same as ours when the field is the proof for our key and
+/// its port GUID, or our key in clear (OpenSM and the simulated SMs show
+/// the key to anyone).
+fn shows_our_key(state: &SmInfoState, challenge: u64, port_guid: u64, shown: u64) -> bool {
+    shown == state.sm_key() || shown == key_proof(state.sm_key(), challenge, port_guid)
+}
+
+/// Our SMInfo as the payload of a SubnGet(SMInfo), with `challenge` in
+/// the SM_Key field.
+fn challenge_payload(state: &SmInfoState, challenge: u64) -> [u8; DATA_LEN] {
+    let mut info = state.sm_info();
+    info.sm_key = challenge;
+    let mut data = [0u8; DATA_LEN];
+    info.emit(&mut SmInfoPacket::new_unchecked(&mut data[..]));
+    data
 }
 
 /// Answers every request of `requests` with `reply` until the queue
@@ -460,7 +596,15 @@ pub struct StandbyOptions {
     pub poll_retries: u32,
     /// Extra tries of an unanswered SMP during discovery.
     pub smp_retries: u32,
+    /// Answered polls in a row with the master's ActCount unchanged that
+    /// mean its SM loop is hung: the master is taken for gone, as after
+    /// `poll_retries` silent polls. Longer than `poll_retries`: a master
+    /// computing a large fabric's routing sends no SMP for a while.
+    pub stuck_polls: u32,
 }
+
+/// Default [`StandbyOptions::stuck_polls`]: 30 s at the default interval.
+pub const DEFAULT_STUCK_POLLS: u32 = 15;
 
 impl Default for StandbyOptions {
     fn default() -> Self {
@@ -468,7 +612,57 @@ impl Default for StandbyOptions {
             poll_interval: DEFAULT_POLL_INTERVAL,
             poll_retries: DEFAULT_POLL_RETRIES,
             smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
+            stuck_polls: DEFAULT_STUCK_POLLS,
         }
+    }
+}
+
+/// An [`SmpPort`] that moves ActCount each time the SM loop gets through
+/// a call on it: every SMP exchanged in a sweep and every slice of the
+/// wait for traps between sweeps. Wrap the SM loop's port in it, and a
+/// standby sees the heartbeat stop when the loop hangs, even though the
+/// responder thread still answers.
+pub struct ActivityPort<'a> {
+    port: &'a mut dyn SmpPort,
+    state: &'a SmInfoState,
+}
+
+impl<'a> ActivityPort<'a> {
+    /// `port`, counting on `state`.
+    pub fn new(port: &'a mut dyn SmpPort, state: &'a SmInfoState) -> Self {
+        Self { port, state }
+    }
+}
+
+impl SmpPort for ActivityPort<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        let r = self.port.send(mad);
+        self.state.bump_activity();
+        r
+    }
+
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        let r = self.port.send_to(dlid, mad);
+        self.state.bump_activity();
+        r
+    }
+
+    fn exchange_many(
+        &mut self,
+        batch: &[crate::sweep::transport::Outgoing],
+    ) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
+        let r = self.port.exchange_many(batch);
+        self.state.bump_activity();
+        r
+    }
+
+    fn wait_trap(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<crate::sweep::transport::TrapMad>, TransportError> {
+        let r = self.port.wait_trap(timeout);
+        self.state.bump_activity();
+        r
     }
 }
 
@@ -494,6 +688,9 @@ pub struct Peer {
     pub port: SmPort,
     /// Its SMInfo.
     pub info: SmInfoRepr,
+    /// Whether it proved it holds our SM_Key. An SM that did not belongs
+    /// to no subnet of ours: never handed the subnet, never obeyed.
+    pub same_key: bool,
 }
 
 /// Every port other than our own that advertises IsSM (and not
@@ -533,29 +730,34 @@ pub fn sm_ports(fabric: &Fabric) -> Vec<SmPort> {
     out
 }
 
-/// SMInfo of every SM port of `fabric` (all in flight together). An SM
-/// that does not answer, answers garbage, claims another port's GUID, or
-/// holds an SM_Key other than ours (when we have one) is left out, logged.
+/// SMInfo of every SM port of `fabric`, each asked with a challenge
+/// (one after the other: SM ports are few). An SM that does not answer,
+/// answers garbage or claims another port's GUID is left out, logged; an
+/// SM that does not prove our SM_Key is kept with `same_key` false (the
+/// election may still need to know that it holds the subnet), logged the
+/// first time.
 pub fn read_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> Vec<Peer> {
-    let ports = sm_ports(fabric);
-    let ops: Vec<SmpOp> = ports
-        .iter()
-        .map(|p| SmpOp::get(attr::SM_INFO, 0, &p.path))
-        .collect();
-    let answers = client.run_many(&ops);
     let mut peers = Vec::new();
-    for (port, answer) in ports.into_iter().zip(answers) {
+    for port in sm_ports(fabric) {
         let guid = format!("{:#018x}", port.guid);
-        match answer.and_then(|d| parse_sm_info(&d)) {
+        let (answer, same_key) = challenged_get(client, state, &port);
+        match answer {
             Ok(info) if info.guid != port.guid => {
                 warn!(port = %guid, claimed = format_args!("{:#018x}", info.guid), "SMInfo names another port; SM ignored")
             }
-            Ok(info) if state.sm_key() != 0 && info.sm_key != state.sm_key() => {
-                warn!(port = %guid, "SM with another SM_Key ignored")
-            }
             Ok(info) => {
-                debug!(port = %guid, lid = port.lid, priority = info.priority, state = ?info.state, "SM found");
-                peers.push(Peer { port, info });
+                if !same_key && state.first_foreign_report(port.guid) {
+                    warn!(
+                        port = %guid,
+                        lid = port.lid,
+                        its_priority = info.priority,
+                        its_state = ?info.state,
+                        "an SM that does not hold our SM_Key: not of this subnet; \
+                         never handed the subnet nor obeyed"
+                    );
+                }
+                debug!(port = %guid, lid = port.lid, priority = info.priority, state = ?info.state, same_key, "SM found");
+                peers.push(Peer { port, info, same_key });
             }
             Err(e) => {
                 debug!(port = %guid, error = %e, "IsSM port without a usable SMInfo; no SM counted there")
@@ -565,10 +767,82 @@ pub fn read_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoSta
     peers
 }
 
+/// SubnGet(SMInfo) of the SM at `port` with a fresh challenge: its SMInfo,
+/// and whether it proved our SM_Key.
+fn challenged_get(
+    client: &mut SmpClient<'_>,
+    state: &SmInfoState,
+    port: &SmPort,
+) -> (Result<SmInfoRepr, SmpError>, bool) {
+    let c = challenge(state.sm_key());
+    let answer = client
+        .get_with(attr::SM_INFO, 0, &port.path, challenge_payload(state, c))
+        .and_then(|d| parse_sm_info(&d));
+    let same_key = answer
+        .as_ref()
+        .is_ok_and(|info| shows_our_key(state, c, port.guid, info.sm_key));
+    (answer, same_key)
+}
+
 fn parse_sm_info(data: &[u8]) -> Result<SmInfoRepr, SmpError> {
     SmInfoPacket::new_checked(&data[..sm_info::LEN.min(data.len())])
         .and_then(|p| SmInfoRepr::parse(&p))
         .map_err(|e| SmpError::Malformed(format!("SMInfo: {e}")))
+}
+
+/// `peers` without the master we took for hung, as long as its ActCount
+/// has not moved (once it moves, the SM is back and counts again).
+fn without_hung(state: &SmInfoState, peers: Vec<Peer>) -> Vec<Peer> {
+    let mut inner = state.lock();
+    let Some((guid, stopped_at)) = inner.hung else {
+        return peers;
+    };
+    if peers
+        .iter()
+        .any(|p| p.info.guid == guid && p.info.act_count != stopped_at)
+    {
+        info!(sm = format_args!("{guid:#018x}"), "the hung master's ActCount moves again");
+        inner.hung = None;
+        return peers;
+    }
+    drop(inner);
+    peers.into_iter().filter(|p| p.info.guid != guid).collect()
+}
+
+/// The SMs that take part in our election among `peers`: those that
+/// proved our SM_Key; and, when none of them is master, a master of
+/// another key that holds the subnet now (our port's MasterSMLID,
+/// `our_master_lid`, is its LID: it swept and programmed this fabric).
+/// Standing by for that one is not obeying it (its controls are refused:
+/// wrong key); it keeps a second SM of another key from fighting a working
+/// master for the switches. An SM of another key that only claims to be
+/// master, without holding the subnet, takes no part: it cannot keep us
+/// from taking over when our master is gone.
+fn electors(peers: Vec<Peer>, our_master_lid: u16) -> Vec<Peer> {
+    let our_master = peers
+        .iter()
+        .any(|p| p.same_key && p.info.state == SmState::Master);
+    peers
+        .into_iter()
+        .filter(|p| {
+            p.same_key
+                || (!our_master
+                    && p.info.state == SmState::Master
+                    && our_master_lid != 0
+                    && p.port.lid == our_master_lid)
+        })
+        .inspect(|p| {
+            if !p.same_key {
+                warn!(
+                    master = format_args!("{:#018x}", p.info.guid),
+                    lid = p.port.lid,
+                    "a master SM of another SM_Key holds this subnet (our port's MasterSMLID \
+                     is its LID): not taking the subnet from it; waiting while it answers, \
+                     without obeying it"
+                );
+            }
+        })
+        .collect()
 }
 
 /// Whether an SM of priority `a_priority` and port GUID `a_guid` ranks
@@ -660,6 +934,9 @@ enum PollEnd {
     },
     /// The polled SM did not answer `poll_retries` times in a row.
     Lost,
+    /// The polled master answered `stuck_polls` times in a row with the
+    /// same ActCount (this one): its SM loop is hung.
+    Hung(u32),
     /// Elect again: the polled SM stood down, another port answers at its
     /// address, or a master told us to.
     Elect,
@@ -721,7 +998,13 @@ pub fn arbitrate(
         let me = own
             .and_then(|p| p.info.as_ref())
             .map(|i| (i.lid, i.capability_mask));
-        let peers = read_peers(&mut client, &fabric, state);
+        let our_master_lid = own
+            .and_then(|p| p.info.as_ref())
+            .map_or(0, |i| i.master_sm_lid);
+        let peers = electors(
+            without_hung(state, read_peers(&mut client, &fabric, state)),
+            our_master_lid,
+        );
         if state.state() == SmState::Master {
             // A HANDOVER arrived while we discovered.
             let from = match state.take_control() {
@@ -755,6 +1038,11 @@ pub fn arbitrate(
                     PollEnd::Stopped => return Arbitration::Stopped,
                     PollEnd::Handover { from } => {
                         return master(state, Some(TakenFrom::Handover { guid: from }))
+                    }
+                    PollEnd::Hung(act_count) => {
+                        state.lock().hung = Some((target.info.guid, act_count));
+                        lost = Some(target.info.guid);
+                        state.set_state(SmState::Discovering);
                     }
                     PollEnd::Lost => {
                         lost = Some(target.info.guid);
@@ -841,6 +1129,10 @@ fn poll(
     let guid = target.info.guid;
     let mut misses = 0u32;
     let mut polls_below_us = 0u32;
+    // The master's ActCount at the last answer, and the answers in a row
+    // that showed it unchanged.
+    let mut last_act_count = target.info.act_count;
+    let mut stuck = 0u32;
     let mut next = Instant::now() + options.poll_interval;
     loop {
         // Wait for the next poll, watching for stop and controls.
@@ -865,9 +1157,15 @@ fn poll(
         next = Instant::now() + options.poll_interval;
         // One SMP per poll: the retries are the polls themselves.
         let mut client = SmpClient::new(port, 0);
-        let answer = client
-            .get(attr::SM_INFO, 0, &target.port.path)
-            .and_then(|d| parse_sm_info(&d));
+        let (answer, same_key) = challenged_get(&mut client, state, &target.port);
+        let answer = match answer {
+            // Whatever answers for our master must go on proving our key;
+            // an answer that does not is no sign of our master's life.
+            Ok(info) if target.same_key && !same_key && info.guid == guid => Err(
+                SmpError::Malformed("the answer does not prove our SM_Key".into()),
+            ),
+            other => other,
+        };
         match answer {
             Ok(info) if info.guid != guid => {
                 warn!(
@@ -898,7 +1196,26 @@ fn poll(
                 }
                 misses = 0;
                 debug!(sm = format_args!("{guid:#018x}"), its_state = ?info.state, act_count = info.act_count, "master polled");
-                let below_us = info.state == SmState::Master
+                // A master's loop moves ActCount as it works; its
+                // responder thread answering is not enough.
+                if info.state == SmState::Master && info.act_count == last_act_count {
+                    stuck += 1;
+                    if stuck >= options.stuck_polls.max(1) {
+                        warn!(
+                            sm = format_args!("{guid:#018x}"),
+                            act_count = info.act_count,
+                            polls = stuck,
+                            "master answers but its ActCount has stopped: its SM loop is hung; \
+                             electing a new master"
+                        );
+                        return PollEnd::Hung(info.act_count);
+                    }
+                } else {
+                    stuck = 0;
+                }
+                last_act_count = info.act_count;
+                let below_us = target.same_key
+                    && info.state == SmState::Master
                     && !is_higher(info.priority, info.guid, state.priority(), state.guid());
                 if below_us {
                     // A master below us hands over once it sees us in a
@@ -999,6 +1316,8 @@ pub enum PeerAction {
 /// is standby or master (a higher SM still discovering will see us as
 /// master, stand by, and be handed over to at the next check).
 pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> PeerAction {
+    // Called by the SM loop after each sweep: the loop is alive.
+    state.bump_activity();
     let mut action = PeerAction::Stay;
     while let Some(c) = state.take_control() {
         if let Control::Handover { from } = c {
@@ -1012,9 +1331,12 @@ pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoSt
     if !state.is_master() {
         return action;
     }
-    let peers = read_peers(client, fabric, state);
+    let peers = without_hung(state, read_peers(client, fabric, state));
+    // Only an SM that proved our key is handed the subnet (and so sent
+    // our key in the HANDOVER); one of another key is not of this subnet.
     let candidate = peers
         .iter()
+        .filter(|p| p.same_key)
         .filter(|p| matches!(p.info.state, SmState::Standby | SmState::Master))
         .filter(|p| is_higher(p.info.priority, p.info.guid, state.priority(), state.guid()))
         .reduce(|a, b| {
@@ -1074,6 +1396,7 @@ mod tests {
                 priority,
                 state,
             },
+            same_key: true,
         }
     }
 
@@ -1178,26 +1501,31 @@ mod tests {
         assert_eq!(dr.initial_ports(), &[3, 1]);
         assert_eq!(dr.return_ports(), &[7, 2]);
         assert_eq!((dr.dr_slid, dr.dr_dlid), (0xffff, 0xffff));
+        // A plain Get proves no key: the SM_Key field is 0.
         assert_eq!(
             info,
             SmInfoRepr {
                 guid: 0xabc,
-                sm_key: 0x55,
+                sm_key: 0,
                 act_count: 0,
                 priority: 9,
                 state: SmState::Standby
             }
         );
 
-        // LID-routed: no D bit; a master counts the answers it gives.
+        // LID-routed: no D bit; ActCount is what the SM loop made it,
+        // however many answers the responder gives.
         state.set_state(SmState::Master);
+        state.bump_activity();
         let lid = smp::Repr::lid_get(7, attr::SM_INFO, 0, 0);
-        let reply = answer(&state, &mad_of(&lid)).expect("answered");
-        let (repr, info) = parse_answer(&reply);
-        assert_eq!(repr.routing, Routing::Lid);
-        assert_eq!(repr.method, method::GET_RESP);
-        assert_eq!(reply[1], class::SUBN_LID);
-        assert_eq!((info.state, info.act_count), (SmState::Master, 1));
+        for _ in 0..3 {
+            let reply = answer(&state, &mad_of(&lid)).expect("answered");
+            let (repr, info) = parse_answer(&reply);
+            assert_eq!(repr.routing, Routing::Lid);
+            assert_eq!(repr.method, method::GET_RESP);
+            assert_eq!(reply[1], class::SUBN_LID);
+            assert_eq!((info.state, info.act_count), (SmState::Master, 1));
+        }
     }
 
     #[test]
@@ -1343,6 +1671,9 @@ mod tests {
         on_get: Option<OnGet>,
         /// LID-routed MADs sent, with their DLID.
         lid_routed: Vec<(u16, Vec<u8>)>,
+        /// An smcore SM behind the other host's port: SMInfo requests are
+        /// answered by its responder code instead of the simulated SMInfo.
+        smcore_peer: Option<Arc<SmInfoState>>,
     }
 
     impl SmpPort for Fake {
@@ -1358,6 +1689,10 @@ mod tests {
                 if self.silent_after.is_some_and(|n| self.sminfo_gets > n) {
                     return Ok(None);
                 }
+            }
+            let is_sminfo = mad.len() > 17 && u16::from_be_bytes([mad[16], mad[17]]) == attr::SM_INFO;
+            if let (true, Some(peer)) = (is_sminfo, &self.smcore_peer) {
+                return Ok(answer(peer, mad));
             }
             Ok(self.fabric.handle(mad))
         }
@@ -1384,6 +1719,9 @@ mod tests {
             poll_interval: Duration::from_millis(5),
             poll_retries: 3,
             smp_retries: 0,
+            // The fixture's masters keep one ActCount; the tests of a hung
+            // master set their own limit.
+            stuck_polls: 1000,
         }
     }
 
@@ -1394,6 +1732,7 @@ mod tests {
             silent_after: None,
             on_get: None,
             lid_routed: Vec::new(),
+            smcore_peer: None,
         }
     }
 
@@ -1757,5 +2096,351 @@ mod tests {
             i.capability_mask |= capability::IS_SM_DISABLED;
         }
         assert!(sm_ports(&fabric).is_empty());
+    }
+
+    /// A plain SubnGet(SMInfo) with `payload` in its data, as a rogue
+    /// host would send it: the SM_Key field of the answer.
+    fn key_shown(state: &SmInfoState, payload: Option<SmInfoRepr>) -> u64 {
+        let mut get = smp::Repr::directed_get(0x99, attr::SM_INFO, 0, 0, &[1]).unwrap();
+        if let Some(p) = payload {
+            get.data = sminfo_data(p);
+        }
+        let reply = answer(state, &mad_of(&get)).expect("answered");
+        let (repr, info) = parse_answer(&reply);
+        assert_eq!(repr.status, 0);
+        info.sm_key
+    }
+
+    #[test]
+    fn sminfo_get_shows_the_key_only_to_a_requester_that_proved_it() {
+        let me = SmInfoState::new(0xabc, 3, 0x1111);
+        for st in [SmState::Discovering, SmState::Standby, SmState::Master] {
+            me.set_state(st);
+            // Untrusted: a Get without a payload (sminfo, OpenSM), or with
+            // a wrong key in it, never sees the key.
+            assert_eq!(key_shown(&me, None), 0, "plain Get in {st:?}");
+            let mut asker = sm(7, SmState::Standby);
+            asker.sm_key = 0x2222;
+            let shown = key_shown(&me, Some(asker));
+            assert_ne!(shown, 0x1111, "a wrong key in the Get got the key ({st:?})");
+            // The requester that shows our key sees it.
+            asker.sm_key = 0x1111;
+            assert_eq!(key_shown(&me, Some(asker)), 0x1111, "{st:?}");
+        }
+    }
+
+    #[test]
+    fn a_rogue_learns_no_key_and_commands_nothing() {
+        // The rogue reads our SMInfo, then sends DISABLE as a "master"
+        // with whatever key it read: refused, our standby stays standby.
+        let me = SmInfoState::new(0xabc, 3, 0x1111);
+        me.set_state(SmState::Standby);
+        let learnt = key_shown(&me, None);
+        let mut rogue = sm(7, SmState::Master);
+        rogue.priority = 15;
+        rogue.sm_key = learnt;
+        for ctl in [control::DISABLE, control::DISCOVER, control::HANDOVER] {
+            let (st, info) = control_from(&me, ctl, rogue);
+            assert_eq!(st, status::INVALID_ATTR_VALUE, "control {ctl} obeyed");
+            assert_eq!(info.sm_key, 0, "a refused Set showed the key");
+        }
+        assert_eq!(me.state(), SmState::Standby);
+        assert_eq!(me.take_control(), None);
+
+        // A key of 0 is a key like any other: it does not turn the check
+        // off (a master of another key cannot park or promote us).
+        let zero = SmInfoState::new(0xabc, 3, 0);
+        zero.set_state(SmState::Standby);
+        rogue.sm_key = 0x2222;
+        for ctl in [control::DISABLE, control::HANDOVER, control::DISCOVER] {
+            assert_eq!(
+                control_from(&zero, ctl, rogue).0,
+                status::INVALID_ATTR_VALUE,
+                "control {ctl} with a wrong key obeyed by an SM of key 0"
+            );
+        }
+        assert_eq!(zero.state(), SmState::Standby);
+        rogue.sm_key = 0;
+        assert_eq!(control_from(&zero, control::DISABLE, rogue).0, 0);
+    }
+
+    /// [`with_peer`] where the peer's SMInfo shows `key`.
+    fn with_keyed_peer(priority: u8, state: SmState, key: u64) -> (Fake, usize, SmInfoRepr) {
+        let (mut port, other, mut info) = with_peer(0, priority, state);
+        info.sm_key = key;
+        port.fabric.set_sm_info(other, 1, Some(info)).unwrap();
+        (port, other, info)
+    }
+
+    #[test]
+    fn a_higher_sm_of_another_key_is_not_handed_the_subnet() {
+        for our_key in [0, 1] {
+            for their_state in [SmState::Standby, SmState::Master] {
+                let (mut port, _, _) = with_keyed_peer(15, their_state, 0x2222);
+                let mut client = SmpClient::new(&mut port, 0);
+                let (fabric, _) = discover(&mut client).unwrap();
+                let me = fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid;
+                let state = SmInfoState::new(me, 1, our_key);
+                state.set_state(SmState::Master);
+                assert_eq!(
+                    check_peers(&mut client, &fabric, &state),
+                    PeerAction::Stay,
+                    "key {our_key}: handed over to a {their_state:?} SM of another key"
+                );
+                assert!(state.is_master());
+            }
+        }
+    }
+
+    #[test]
+    fn a_master_of_another_key_does_not_park_us() {
+        // A "master" of priority 15 and another key on a fresh fabric
+        // (our port's MasterSMLID is not its LID): we are master at once.
+        for our_key in [0, 1] {
+            let (mut port, _, _) = with_keyed_peer(15, SmState::Master, 0x2222);
+            let stop = Arc::new(AtomicBool::new(false));
+            let guard = Arc::clone(&stop);
+            // Standing by for it would poll forever: stop, to fail.
+            port.on_get = Some(Box::new(move |_, n| {
+                if n >= 30 {
+                    guard.store(true, Ordering::Relaxed);
+                }
+            }));
+            let state = SmInfoState::new(0, 3, our_key);
+            assert_eq!(
+                arbitrate(&mut port, &state, &fast(), &stop),
+                master_after(None),
+                "key {our_key}"
+            );
+            assert!(port.sminfo_gets < 30);
+        }
+    }
+
+    /// Points our port's MasterSMLID (host 0, port 1) at `lid`, as the
+    /// master that last swept did.
+    fn set_our_master_sm_lid(port: &mut Fake, lid: u16) {
+        let mut sim = SimPortFor(&mut port.fabric);
+        let mut client = SmpClient::new(&mut sim, 0);
+        let data = client.get(attr::PORT_INFO, 1, &[]).unwrap();
+        let mut info = sm_mad::port_info::Repr::parse(
+            &sm_mad::port_info::Packet::new_checked(&data[..sm_mad::port_info::LEN]).unwrap(),
+        )
+        .unwrap();
+        info.master_sm_lid = lid;
+        info.port_state = sm_mad::port_info::PortState::NoChange;
+        info.port_physical_state = sm_mad::port_info::PhysState::NoChange;
+        let mut out = [0u8; DATA_LEN];
+        info.emit(&mut sm_mad::port_info::Packet::new_unchecked(&mut out[..]));
+        client.set(attr::PORT_INFO, 1, &[], out).unwrap();
+    }
+
+    #[test]
+    fn a_master_of_another_key_that_holds_the_subnet_is_waited_for_not_obeyed() {
+        let (mut port, other, theirs) = with_keyed_peer(1, SmState::Master, 0x2222);
+        let mut g2l = crate::sweep::Guid2Lid::default();
+        assign_lids(&mut port, &mut g2l);
+        let their_lid = port.fabric.port_lid(other, 1).unwrap();
+        set_our_master_sm_lid(&mut port, their_lid);
+        // It stops answering after a few polls: we take over then, not
+        // before, and it got no trap 144 (no request to an SM of another
+        // key).
+        port.silent_after = Some(6);
+        let state = SmInfoState::new(0, 8, 0x1111);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &fast(), &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        assert!(port.sminfo_gets > 6, "took over while it answered");
+        assert!(port.lid_routed.is_empty(), "trap 144 sent to an SM of another key");
+    }
+
+    #[test]
+    fn smcore_sms_prove_the_key_to_each_other_without_showing_it() {
+        for (their_key, handed_over) in [(0x77, true), (0x78, false)] {
+            let (mut port, _, other_guid, _) = {
+                let (f, other, me, other_guid) = fabric();
+                let mut port = fake(f);
+                // IsSM on the other host's port; its SMInfo comes from a
+                // real responder.
+                port.fabric
+                    .set_sm_info(other, 1, Some(sm(other_guid, SmState::Standby)))
+                    .unwrap();
+                (port, me, other_guid, other)
+            };
+            let peer = Arc::new(SmInfoState::new(other_guid, 9, their_key));
+            peer.set_state(SmState::Standby);
+            port.smcore_peer = Some(Arc::clone(&peer));
+            let mut client = SmpClient::new(&mut port, 0);
+            let (fabric, _) = discover(&mut client).unwrap();
+            let me = fabric.nodes[0].ports[usize::from(fabric.sm_port)].guid;
+            let state = SmInfoState::new(me, 3, 0x77);
+            state.set_state(SmState::Master);
+            let peers = read_peers(&mut client, &fabric, &state);
+            assert_eq!(peers.len(), 1);
+            assert_eq!(peers[0].same_key, handed_over, "key {their_key:#x}");
+            assert_ne!(peers[0].info.sm_key, their_key, "the peer showed its key");
+            let got = check_peers(&mut client, &fabric, &state);
+            if handed_over {
+                assert_eq!(got, PeerAction::HandedOver { to: other_guid });
+                assert_eq!(peer.state(), SmState::Master, "the peer took the HANDOVER");
+            } else {
+                assert_eq!(got, PeerAction::Stay);
+                assert_eq!(peer.state(), SmState::Standby);
+            }
+        }
+    }
+
+    #[test]
+    fn a_master_that_answers_but_whose_act_count_stops_is_taken_over() {
+        // The master's responder answers every poll, in state Master, but
+        // its ActCount stays at 5: its SM loop is hung.
+        let (mut port, _, theirs) = with_peer(5, 1, SmState::Master);
+        let stop = Arc::new(AtomicBool::new(false));
+        let guard = Arc::clone(&stop);
+        port.on_get = Some(Box::new(move |_, n| {
+            if n >= 60 {
+                guard.store(true, Ordering::Relaxed);
+            }
+        }));
+        let options = StandbyOptions {
+            poll_interval: Duration::from_millis(5),
+            poll_retries: 3,
+            smp_retries: 0,
+            ..StandbyOptions::default()
+        };
+        let state = SmInfoState::new(0, 8, 0);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        // The election, the stuck polls, the re-election (where the hung
+        // master, answering still, is left out).
+        assert!(port.sminfo_gets < 60, "{} SMInfo Gets", port.sminfo_gets);
+
+        // Its ActCount moving, the same master is stood by for.
+        let (mut port, other, theirs) = with_peer(5, 1, SmState::Master);
+        let stop = Arc::new(AtomicBool::new(false));
+        let guard = Arc::clone(&stop);
+        port.on_get = Some(Box::new(move |fabric, n| {
+            let info = SmInfoRepr {
+                act_count: n as u32,
+                ..theirs
+            };
+            fabric.set_sm_info(other, 1, Some(info)).unwrap();
+            if n >= 60 {
+                guard.store(true, Ordering::Relaxed);
+            }
+        }));
+        let state = SmInfoState::new(0, 8, 0);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            Arbitration::Stopped
+        );
+        assert_eq!(state.state(), SmState::Standby);
+    }
+
+    #[test]
+    fn the_sm_loop_moves_act_count_through_its_port() {
+        let (f, _, _, _) = fabric();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 0, 0);
+        let mut beat = ActivityPort::new(&mut port, &state);
+        let mut client = SmpClient::new(&mut beat, 0);
+        discover(&mut client).unwrap();
+        let after_sweep = state.act_count();
+        assert!(after_sweep > 0);
+        beat.wait_trap(Duration::from_millis(1)).unwrap();
+        assert_eq!(state.act_count(), after_sweep + 1);
+    }
+
+    #[test]
+    fn a_master_of_another_key_does_not_keep_us_from_taking_over_a_dead_master() {
+        // Our master A (our key, priority 1) on one host; a "master" R of
+        // another key and priority 15 on another, answering all along. A
+        // dies (its SM gone: no SMInfo, no IsSM); we take over from A,
+        // R notwithstanding: it never held the subnet (our port's
+        // MasterSMLID is A's LID).
+        let topo = gen::fat_tree_2level(2, 1, 2, 1).unwrap();
+        let hosts: Vec<usize> = (1..topo.nodes.len())
+            .filter(|&i| !topo.nodes[i].is_switch())
+            .collect();
+        let (a, r) = (hosts[0], hosts[hosts.len() - 1]);
+        for our_key in [0, 1] {
+            let mut f = fake(SimFabric::from_topology(&topo, 0, 1).unwrap());
+            let a_info = SmInfoRepr {
+                sm_key: our_key,
+                priority: 1,
+                ..sm(topo.nodes[a].port_guids[1], SmState::Master)
+            };
+            let r_info = SmInfoRepr {
+                sm_key: 0x2222,
+                priority: 15,
+                ..sm(topo.nodes[r].port_guids[1], SmState::Master)
+            };
+            f.fabric.set_sm_info(a, 1, Some(a_info)).unwrap();
+            f.fabric.set_sm_info(r, 1, Some(r_info)).unwrap();
+            let mut g2l = crate::sweep::Guid2Lid::default();
+            assign_lids(&mut f, &mut g2l);
+            let a_lid = f.fabric.port_lid(a, 1).unwrap();
+            set_our_master_sm_lid(&mut f, a_lid);
+            let stop = Arc::new(AtomicBool::new(false));
+            let guard = Arc::clone(&stop);
+            f.on_get = Some(Box::new(move |fabric, n| {
+                if n == 8 {
+                    fabric.set_sm_info(a, 1, None).unwrap();
+                }
+                if n >= 60 {
+                    guard.store(true, Ordering::Relaxed);
+                }
+            }));
+            let state = SmInfoState::new(0, 3, our_key);
+            assert_eq!(
+                arbitrate(&mut f, &state, &fast(), &stop),
+                master_after(Some(TakenFrom::Silent {
+                    guid: a_info.guid
+                })),
+                "key {our_key}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hung_master_is_not_handed_the_subnet_back_until_it_moves_again() {
+        // A master above us (priority 9) hangs: we take over...
+        let (mut port, other, theirs) = with_peer(5, 9, SmState::Master);
+        let options = StandbyOptions {
+            stuck_polls: 3,
+            ..fast()
+        };
+        let state = SmInfoState::new(0, 8, 0);
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            arbitrate(&mut port, &state, &options, &stop),
+            master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
+        );
+        // ...and, though it ranks above us and says Master, do not hand it
+        // the subnet back while its ActCount stays where it stopped.
+        let mut client = SmpClient::new(&mut port, 0);
+        let (fabric, _) = discover(&mut client).unwrap();
+        assert_eq!(check_peers(&mut client, &fabric, &state), PeerAction::Stay);
+        assert!(state.is_master());
+        // Its loop runs again: the higher master gets the subnet.
+        drop(client);
+        port.fabric
+            .set_sm_info(
+                other,
+                1,
+                Some(SmInfoRepr {
+                    act_count: 6,
+                    ..theirs
+                }),
+            )
+            .unwrap();
+        let mut client = SmpClient::new(&mut port, 0);
+        assert_eq!(
+            check_peers(&mut client, &fabric, &state),
+            PeerAction::HandedOver { to: theirs.guid }
+        );
     }
 }

@@ -24,6 +24,12 @@
 //! causes); the new master keeps every LID, programs the switches, takes
 //! the traps, and the old one stands by without sweeping.
 //!
+//! The last test gives two SMs different SM_Keys (`sm_key` in a config
+//! file): the later one, of higher priority, is not handed the subnet
+//! and does not take it (it finds a master holding the subnet and stands
+//! aside, sweeping nothing); the first stays MASTER and every port's
+//! MasterSMLID still names it.
+//!
 //! Needs `cargo build -p sm-core -p smcore-minhop` (the smcore binary and
 //! the minhop engine), ibsim-utils and infiniband-diags.
 
@@ -55,10 +61,38 @@ struct Sm {
 
 impl Sm {
     fn start(sim: &Ibsim, fabric: &Generated, name: &'static str, host: usize, priority: u8) -> Sm {
+        Sm::start_with(sim, fabric, name, host, priority, &[])
+    }
+
+    /// [`Sm::start`] with an SM_Key of its own (a config file holding
+    /// `sm_key`).
+    fn start_keyed(
+        sim: &Ibsim,
+        fabric: &Generated,
+        name: &'static str,
+        host: usize,
+        priority: u8,
+        sm_key: u64,
+    ) -> Sm {
+        let config = fabric.dir().join(format!("{name}.toml"));
+        std::fs::write(&config, format!("sm_key = {sm_key}\n"))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", config.display()));
+        let config = config.display().to_string();
+        Sm::start_with(sim, fabric, name, host, priority, &["--config", &config])
+    }
+
+    fn start_with(
+        sim: &Ibsim,
+        fabric: &Generated,
+        name: &'static str,
+        host: usize,
+        priority: u8,
+        extra: &[&str],
+    ) -> Sm {
         let dumps = fabric.dir().join(format!("{name}-dumps"));
         let report = fabric.dir().join(format!("{name}-report.json"));
         let priority = priority.to_string();
-        let args = [
+        let mut args = vec![
             "--sweep-interval",
             "1",
             "--log",
@@ -72,6 +106,7 @@ impl Sm {
             "--sm-poll-retries",
             POLL_RETRIES,
         ];
+        args.extend_from_slice(extra);
         let host = &fabric.topo.nodes[host].name;
         let run = RunningSm::start_on(sim, Some(host), &fabric.sm, &dumps, &report, &args)
             .unwrap_or_else(|e| panic!("spawning smcore {name}: {e}"));
@@ -412,5 +447,74 @@ fn at_equal_priority_the_lower_guid_ends_up_master() {
     assert!(
         l_log.contains("handover"),
         "the lower GUID was not handed the subnet:\n{l_log}\n---\n{h_log}"
+    );
+}
+
+#[test]
+fn a_higher_sm_with_another_sm_key_does_not_take_over() {
+    let (fabric, sim, a_host, r_host) = fat_tree_on_ibsim("smkey-", 3, 2);
+    let topo = &fabric.topo;
+    let (a_guid, r_guid) = (
+        topo.nodes[a_host].port_guid(1),
+        topo.nodes[r_host].port_guid(1),
+    );
+
+    // The subnet's master, with its key, brings the fabric up.
+    let mut a = Sm::start_keyed(&sim, &fabric, "a", a_host, 3, 0x5a5a);
+    a.wait_first_heavy_sweep("the master's first heavy sweep");
+    let lids = guid2lid(&a.dumps);
+    let (a_lid, r_lid) = (lids[&a_guid], lids[&r_guid]);
+    let before = discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}"));
+    assert_traps_go_to(&sim, topo, &before, a_lid);
+
+    // An SM of another key and a higher priority joins. It must neither be
+    // handed the subnet (the master does not hand over to it) nor take it
+    // (it finds a master holding the subnet and waits, sweeping nothing).
+    let mut r = Sm::start_keyed(&sim, &fabric, "r", r_host, 12, 0x7777);
+    r.wait_for(
+        "the SM of another key to stand aside",
+        Duration::from_secs(30),
+        |_| sminfo(&sim, r_lid).is_some_and(|(_, state)| state == 2),
+    );
+    // Several of the master's sweeps (1 s apart; each checks the other
+    // SMs and would hand over to a higher one) and the other SM's polls.
+    r.assert_sweeps_no_more("the SM of another key swept");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(r.heavy_sweeps(), 0, "the SM of another key swept");
+    assert!(!r.report.exists(), "the SM of another key wrote a report");
+    assert_eq!(
+        sminfo(&sim, a_lid),
+        Some((3, 3)),
+        "the master is still MASTER"
+    );
+    assert_eq!(
+        sminfo(&sim, r_lid),
+        Some((12, 2)),
+        "the SM of another key is not master"
+    );
+    assert_traps_go_to(&sim, topo, &before, a_lid);
+    assert_eq!(
+        discovered_lids(&sim).unwrap_or_else(|e| panic!("{e}")),
+        before,
+        "LIDs changed"
+    );
+    let heavy = a.heavy_sweeps();
+    let r_log = r.stop();
+    let a_log = a.stop();
+    if std::env::var_os("STANDBY_TEST_LOGS").is_some() {
+        println!("--- master:\n{a_log}\n--- other key:\n{r_log}");
+    }
+    assert!(heavy >= 1);
+    assert!(
+        !a_log.contains("handed over") && !r_log.contains("taking over as master"),
+        "a handover happened:\n{a_log}\n--- other key:\n{r_log}"
+    );
+    assert!(
+        a_log.contains("does not hold our SM_Key"),
+        "the master did not report the SM of another key:\n{a_log}"
+    );
+    assert!(
+        r_log.contains("another SM_Key holds this subnet"),
+        "the SM of another key does not say why it stands aside:\n{r_log}"
     );
 }

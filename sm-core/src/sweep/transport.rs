@@ -310,6 +310,22 @@ impl<'p> SmpClient<'p> {
         self.exchange(request)
     }
 
+    /// A SubnGet along `path` that carries `data` in its payload (SMInfo
+    /// polls put the requester's SMInfo there, with a challenge in the
+    /// SM_Key field); otherwise as [`SmpClient::get`].
+    pub fn get_with(
+        &mut self,
+        attribute: u16,
+        modifier: u32,
+        path: &[u8],
+        data: [u8; DATA_LEN],
+    ) -> Result<[u8; DATA_LEN], SmpError> {
+        let mut request = smp::Repr::directed_get(0, attribute, modifier, self.m_key, path)
+            .map_err(SmpError::BadRequest)?;
+        request.data = data;
+        self.exchange(request)
+    }
+
     /// A SubnSet of `data` along `path`; the attribute as the responder
     /// holds it afterwards.
     pub fn set(
