@@ -232,6 +232,20 @@ pub struct SimTrap {
     pub mad: Vec<u8>,
 }
 
+/// What a port holds of M_Key (IBA 14.2.4), for tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortMKey {
+    /// PortInfo.M_Key (0: no checking).
+    pub key: u64,
+    /// PortInfo.M_KeyProtectBits.
+    pub protect_bits: u8,
+    /// PortInfo.M_KeyLeasePeriod (stored, not counted down: the fabric has
+    /// no clock).
+    pub lease_period: u16,
+    /// PortInfo.M_KeyViolations: SMPs refused for a wrong key.
+    pub violations: u16,
+}
+
 /// A cable from the topology and whether it is plugged in.
 #[derive(Debug, Clone)]
 struct Link {
@@ -575,6 +589,19 @@ impl SimFabric {
     /// for any of its ports.
     pub fn port_lid(&self, node: usize, port: u8) -> Option<u16> {
         Some(self.nodes.get(node)?.address_port(port)?.info.lid)
+    }
+
+    /// The M_Key state guarding `port` of `node` (port 0's on a switch,
+    /// whose ports share one key; the port itself on a CA).
+    pub fn m_key_state(&self, node: usize, port: u8) -> Option<PortMKey> {
+        let n = self.nodes.get(node)?;
+        let info = &n.port(if n.is_switch() { 0 } else { port })?.info;
+        Some(PortMKey {
+            key: info.m_key,
+            protect_bits: info.m_key_protect_bits,
+            lease_period: info.m_key_lease_period,
+            violations: info.m_key_violations,
+        })
     }
 
     /// A switch's LFT as programmed (entries past the end read as 0xFF).
