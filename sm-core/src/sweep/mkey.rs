@@ -125,6 +125,8 @@ pub enum MKeyError {
 struct PathEnd {
     node_guid: u64,
     port_guid: u64,
+    /// A switch, whose ports share port 0's key.
+    switch: bool,
 }
 
 /// The shared state behind [`MKeys`].
@@ -293,10 +295,10 @@ impl MKeys {
     }
 
     /// Takes note of a NodeInfo answered along `path`.
-    pub(super) fn learn_node(&self, path: &[u8], node_guid: u64, port_guid: u64) {
+    pub(super) fn learn_node(&self, path: &[u8], node_guid: u64, port_guid: u64, switch: bool) {
         let Some(s) = &self.0 else { return };
         let mut s = lock(s);
-        let end = PathEnd { node_guid, port_guid };
+        let end = PathEnd { node_guid, port_guid, switch };
         if path.is_empty() {
             if s.local != Some(end) {
                 s.local = Some(end);
@@ -311,16 +313,22 @@ impl MKeys {
         s.paths.insert(path.to_vec(), end);
     }
 
-    /// Takes note of the M_Key a PortInfo answer along `path` shows: a
-    /// non-zero key is the one the port holds (a zero one may be hidden by
-    /// the protection level and tells nothing).
-    pub(super) fn learn_key(&self, path: &[u8], shown: u64) {
+    /// Takes note of the M_Key of the port at the end of `path` as shown
+    /// by a PortInfo Get of port `modifier`, or as written by a PortInfo
+    /// Set of it that succeeded. Only the port whose key the SMA checks
+    /// counts (port 0 of a switch, the CA port itself); a zero may be a
+    /// key hidden by the protection level and tells nothing.
+    pub(super) fn learn_key(&self, path: &[u8], modifier: u32, key: u64) {
         let Some(s) = &self.0 else { return };
-        if shown == 0 {
+        if key == 0 {
             return;
         }
         let mut s = lock(s);
         let Some(end) = s.end_of(path) else { return };
+        if end.switch && modifier & 0xFF != 0 {
+            return;
+        }
+        let shown = key;
         if s.keys.insert(end.port_guid, shown) != Some(shown) {
             s.keys_dirty = true;
         }
@@ -355,10 +363,10 @@ impl MKeys {
         if let Some(path) = &s.neighbors_file {
             let mut text = String::new();
             if let Some(local) = s.local {
-                text.push_str(&format!("local {:#018x} {:#018x}\n", local.node_guid, local.port_guid));
+                text.push_str(&format!("local {}\n", end_words(&local)));
             }
             for ((node, port), far) in &s.neighbors {
-                text.push_str(&format!("{node:#018x}:{port} {:#018x} {:#018x}\n", far.node_guid, far.port_guid));
+                text.push_str(&format!("{node:#018x}:{port} {}\n", end_words(far)));
             }
             write_private(path, text.as_bytes())?;
         }
@@ -440,6 +448,11 @@ fn read_guid2mkey(path: &Path) -> Result<BTreeMap<u64, u64>, MKeyError> {
     Ok(keys)
 }
 
+fn end_words(end: &PathEnd) -> String {
+    let kind = if end.switch { "switch" } else { "ca" };
+    format!("{:#018x} {:#018x} {kind}", end.node_guid, end.port_guid)
+}
+
 type Neighbors = (Option<PathEnd>, BTreeMap<(u64, u8), PathEnd>);
 
 fn read_neighbors(path: &Path) -> Result<Neighbors, MKeyError> {
@@ -454,15 +467,20 @@ fn read_neighbors(path: &Path) -> Result<Neighbors, MKeyError> {
         let bad = || MKeyError::Parse {
             path: path.to_path_buf(),
             line: i + 1,
-            why: "expected `0xNODEGUID:PORT 0xNODEGUID 0xPORTGUID` or `local 0xNODEGUID 0xPORTGUID`"
+            why: "expected `0xNODEGUID:PORT 0xNODEGUID 0xPORTGUID switch|ca` or `local 0xNODEGUID 0xPORTGUID ca`"
                 .to_string(),
         };
         let words: Vec<&str> = line.split_whitespace().collect();
-        let (first, node, port) = match words.as_slice() {
-            [first, node, port] => (*first, *node, *port),
+        let (first, node, port, switch) = match words.as_slice() {
+            [first, node, port, "switch"] => (*first, *node, *port, true),
+            [first, node, port, "ca"] => (*first, *node, *port, false),
             _ => return Err(bad()),
         };
-        let end = PathEnd { node_guid: parse_hex(node).ok_or_else(bad)?, port_guid: parse_hex(port).ok_or_else(bad)? };
+        let end = PathEnd {
+            node_guid: parse_hex(node).ok_or_else(bad)?,
+            port_guid: parse_hex(port).ok_or_else(bad)?,
+            switch,
+        };
         if first == "local" {
             local = Some(end);
         } else {
@@ -547,15 +565,18 @@ mod tests {
         let base = on(true).m_key;
         // Nothing known: the subnet key only.
         assert_eq!((keys.key_for(&[1], 0), keys.key_for(&[1], 1)), (base, base));
-        keys.learn_node(&[], 0x10, 0x11);
-        keys.learn_node(&[1], 0x20, 0x20);
+        keys.learn_node(&[], 0x10, 0x11, false);
+        keys.learn_node(&[1], 0x20, 0x20, true);
         let wanted = derive_port_key(base, 0x20);
         assert_eq!(keys.key_for(&[1], 0), wanted);
         assert_eq!(keys.key_for(&[1], 1), base);
-        keys.learn_key(&[1], 0x99);
+        // Port 3 of the switch does not hold the switch's key.
+        keys.learn_key(&[1], 3, 0x98);
+        assert_eq!(keys.recorded(0x20), None);
+        keys.learn_key(&[1], 0, 0x99);
         assert_eq!([0, 1, 2].map(|a| keys.key_for(&[1], a)), [0x99, wanted, base]);
         // A zero in an answer is a hidden key, not a key.
-        keys.learn_key(&[1], 0);
+        keys.learn_key(&[1], 0, 0);
         assert_eq!(keys.recorded(0x20), Some(0x99));
         let mut data = [0u8; 64];
         assert!(keys.stamp(&[1], &mut data));
@@ -569,10 +590,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("guid2mkey");
         let keys = MKeys::new(on(true), Some(&file)).unwrap();
-        keys.learn_node(&[], 0x10, 0x11);
-        keys.learn_node(&[1], 0x20, 0x20);
-        keys.learn_node(&[1, 3], 0x30, 0x31);
-        keys.learn_key(&[1, 3], 0x77);
+        keys.learn_node(&[], 0x10, 0x11, false);
+        keys.learn_node(&[1], 0x20, 0x20, true);
+        keys.learn_node(&[1, 3], 0x30, 0x31, false);
+        keys.learn_key(&[1, 3], 2, 0x77);
         keys.flush().unwrap();
         for f in [&file, &neighbors_path(&file)] {
             let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;

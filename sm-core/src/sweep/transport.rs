@@ -481,7 +481,7 @@ impl<'p> SmpClient<'p> {
             }
             Ok(repr) => {
                 self.stats.answered += 1;
-                self.learn(path, &repr);
+                self.learn(path, request, &repr);
                 Ok(repr.data)
             }
         }
@@ -498,26 +498,27 @@ impl SmpClient<'_> {
         }
     }
 
-    /// What a good answer along `path` tells about M_Keys: which port is
-    /// there (NodeInfo), which key it holds (PortInfo of the port itself).
-    fn learn(&self, path: &[u8], answer: &smp::Repr) {
+    /// What a good answer along `path` to `request` tells about M_Keys:
+    /// which port is there (NodeInfo), which key it holds (PortInfo as
+    /// read, or as a Set that succeeded wrote it).
+    fn learn(&self, path: &[u8], request: &smp::Repr, answer: &smp::Repr) {
         if !self.m_keys.enabled() {
             return;
         }
         match answer.attribute_id {
             attr::NODE_INFO => {
                 if let Ok(info) = NodeInfoPacket::new_checked(&answer.data[..]) {
-                    self.m_keys.learn_node(path, info.node_guid(), info.port_guid());
+                    let switch = info.node_type() == sm_mad::NodeType::Switch as u8;
+                    self.m_keys.learn_node(path, info.node_guid(), info.port_guid(), switch);
                 }
             }
             attr::PORT_INFO => {
-                if let Ok(info) = PortInfoPacket::new_checked(&answer.data[..]) {
-                    // Port 0 of a switch, or the CA port entered: the port
-                    // whose key the SMA checks.
-                    let named = answer.attribute_modifier & 0xFF;
-                    if named == 0 || named == u32::from(info.local_port_num()) {
-                        self.m_keys.learn_key(path, info.m_key());
-                    }
+                // A Set that succeeded wrote the request's key, whatever
+                // the answer shows (ibsim, for one, keeps no M_Key and
+                // answers 0).
+                let source = if request.method == method::SET { &request.data } else { &answer.data };
+                if let Ok(info) = PortInfoPacket::new_checked(&source[..]) {
+                    self.m_keys.learn_key(path, answer.attribute_modifier, info.m_key());
                 }
             }
             _ => {}
