@@ -8,12 +8,13 @@
 //! SMA at the target checks the key, not where the SMP came from.
 
 use sm_abi::NodeKind;
-use sm_core::sim::SimFabric;
+use sm_core::sim::{SimFabric, SimOptions, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
 use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SimPort, SweepOptions, SweepOutcome};
 use sm_mad::mad::attr;
 use sm_mad::smp::{self, DATA_LEN};
-use sm_mad::{Mad, PhysState, PortInfoPacket, PortInfoRepr, PortState};
+use sm_mad::notice::{trap, Details};
+use sm_mad::{Mad, NoticePacket, NoticeRepr, PhysState, PortInfoPacket, PortInfoRepr, PortState};
 use sm_topology::{gen, Topology};
 
 const SECRET: u64 = 0x5ec7_e7c0_ffee_0001;
@@ -52,7 +53,9 @@ fn bed() -> Bed {
     let victim_port = (1..=topo.nodes[leaf].num_ports)
         .find(|&p| peer((leaf, p)).is_some_and(|(n, _)| n != host && topo.nodes[n].kind == NodeKind::Ca))
         .expect("the leaf has another host");
-    let fabric = SimFabric::from_topology(&topo, host, 1).expect("sim");
+    // Traps straight to the SM: nothing is routed yet after a sweep alone.
+    let options = SimOptions { trap_delivery: TrapDelivery::Always, ..SimOptions::default() };
+    let fabric = SimFabric::with_options(&topo, host, 1, options).expect("sim");
     Bed { topo, fabric, host, leaf, victim_port }
 }
 
@@ -130,6 +133,7 @@ fn level_2_keys_every_port_and_a_host_without_the_key_cannot_disable_a_switch_po
     let before = fabric.port_state(leaf, victim_port);
     assert_eq!(before, Some(PortState::Init), "the link is up before");
     let violations = fabric.m_key_state(leaf, 0).expect("switch").violations;
+    fabric.take_traps();
     for wrong in [SECRET, 0, 0xdead_beef] {
         assert_eq!(fabric.handle(&disable_smp(victim_port, wrong)), None, "a wrong key gets no answer");
         assert_eq!(fabric.port_state(leaf, victim_port), before, "key {wrong:#x} disabled nothing");
@@ -137,6 +141,27 @@ fn level_2_keys_every_port_and_a_host_without_the_key_cannot_disable_a_switch_po
         assert_eq!(fabric.handle(&get_smp(attr::PORT_INFO, 0, wrong)), None);
     }
     assert_eq!(fabric.m_key_state(leaf, 0).expect("switch").violations, violations + 6, "each counted");
+    // And each reported to the SM as trap 256 naming the key offered.
+    let offered: Vec<(u16, u64)> = fabric
+        .take_traps()
+        .iter()
+        .map(|t| {
+            let data = smp::Packet::new_checked(&t.mad[..]).expect("smp").data().to_vec();
+            let notice = NoticeRepr::parse(&NoticePacket::new_checked(&data[..]).expect("notice")).expect("notice");
+            let Details::Raw(raw) = notice.details else { panic!("trap 256 details are raw: {notice:?}") };
+            assert_eq!(notice.trap_number(), Some(trap::BAD_M_KEY));
+            let mut key = [0u8; 8];
+            key.copy_from_slice(&raw[14..22]);
+            (u16::from_be_bytes([raw[8], raw[9]]), u64::from_be_bytes(key))
+        })
+        .collect();
+    assert_eq!(
+        offered,
+        [SECRET, 0, 0xdead_beef]
+            .iter()
+            .flat_map(|&k| [(attr::PORT_INFO, k), (attr::PORT_INFO, k)])
+            .collect::<Vec<_>>()
+    );
 
     // The SM, with the keys it set, sweeps again as before.
     let second = run(&mut fabric, &options, &mut g2l);

@@ -23,7 +23,11 @@
 //! * **SMAs** with NodeInfo, NodeDescription, PortInfo (port state machine
 //!   included), SwitchInfo, LFT and MFT blocks, SL-to-VL tables, VL
 //!   arbitration tables and SMInfo; status codes for unsupported methods
-//!   and attributes and for invalid values or modifiers; M_Key checks.
+//!   and attributes and for invalid values or modifiers; M_Key checks as
+//!   IBA 14.2.4 lays them out (a wrong key: Sets dropped, Gets answered
+//!   at protection level 0, answered with the key zeroed at level 1,
+//!   dropped at levels 2 and 3; M_KeyViolations counted and trap 256 sent
+//!   to the port's MasterSMLID).
 //! * **Faults**: links and whole nodes go down and come back
 //!   ([`SimFabric::link_down`], [`SimFabric::remove_node`], ...), switches
 //!   set PortStateChange and send trap 128 to the SM LID they were given
@@ -34,7 +38,8 @@
 //! A malformed MAD never panics the fabric: it is dropped, as a real
 //! device drops what it cannot parse.
 //!
-//! Not modelled: time (packet lifetimes, M_Key leases, traps repeated
+//! Not modelled: time (packet lifetimes, M_Key leases — the lease period
+//! is stored but protection never lapses —, traps repeated
 //! until the SM represses them — each trap is sent once), data and
 //! multicast traffic (the MFT is stored, never used), partition
 //! enforcement (P_Key tables are stored only), GUIDInfo and vendor
