@@ -208,6 +208,13 @@ impl MKeys {
         if !config.enabled() {
             return Ok(Self::off());
         }
+        if guid2mkey.is_none() && config.protect_bits >= 2 && config.per_port {
+            warn!(
+                "M_Key per port at protection level {} without a guid2mkey file: after a restart \
+                 this SM cannot reach the ports it keyed",
+                config.protect_bits
+            );
+        }
         let neighbors_file = guid2mkey.map(neighbors_path);
         let keys = match guid2mkey {
             Some(p) => read_guid2mkey(p)?,
@@ -405,6 +412,12 @@ impl State {
         }
         out
     }
+}
+
+/// Where `guid2mkey` lives: the file configured, else `guid2mkey` in the
+/// dump directory (beside `guid2lid`), else nowhere.
+pub fn guid2mkey_path(file: Option<&Path>, dump_dir: Option<&Path>) -> Option<PathBuf> {
+    file.map(Path::to_path_buf).or_else(|| dump_dir.map(|d| d.join("guid2mkey")))
 }
 
 fn neighbors_path(guid2mkey: &Path) -> PathBuf {

@@ -22,7 +22,7 @@ pub mod umad;
 pub mod vl;
 
 pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
-pub use mkey::{MKeyConfig, MKeyError, MKeys};
+pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
 pub use program::{
     activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
