@@ -242,3 +242,44 @@ fn a_port_keyed_by_an_earlier_sm_with_a_recorded_key_is_rekeyed() {
         assert_eq!((held.key, held.protect_bits), (derive_port_key(SECRET, guid), 3), "node {node} port {port}");
     }
 }
+
+/// Directory of the smcore binary, beside which the workspace's engines
+/// are built (`cargo build --workspace`).
+fn engine_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_smcore")).parent().expect("bin dir").to_path_buf()
+}
+
+#[test]
+fn a_whole_sweep_at_level_3_routes_and_activates_every_port() {
+    use sm_core::config::Config;
+    use sm_core::engines::Registry;
+    use sm_core::sweep::{HeldTables, OnceOptions};
+
+    let Bed { topo, mut fabric, .. } = bed();
+    let registry = Registry::scan(&[engine_dir()]);
+    assert!(registry.get("minhop").is_some(), "minhop engine in {} (cargo build --workspace)", engine_dir().display());
+    let options = OnceOptions { sweep: protected(true, 3, None), engines: "minhop", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    for round in ["first", "second"] {
+        let out = sweep::once(&mut SimPort::new(&mut fabric), &options, &registry, &Config::default(), &mut g2l, &mut held)
+            .expect("sweep");
+        assert!(out.chain.routed.is_some(), "{round}: routed");
+        assert_same_fabric(&out.sweep, &topo, round);
+        let p = &out.program;
+        for (phase, r) in [("switch_info", &p.switch_info), ("lft", &p.lft), ("arm", &p.arm), ("activate", &p.activate)] {
+            assert_eq!(r.failed, 0, "{round}: {phase} had failures");
+            assert_eq!(r.smps.unanswered, 0, "{round}: {phase} SMPs went unanswered");
+        }
+        for (i, n) in topo.nodes.iter().enumerate() {
+            for port in 1..=n.num_ports {
+                if topo.links.iter().any(|l| l.a == (i, port) || l.b == (i, port)) {
+                    assert_eq!(fabric.port_state(i, port), Some(PortState::Active), "{round}: node {i} port {port}");
+                }
+            }
+        }
+    }
+    for (node, port, guid) in guarded_ports(&topo) {
+        let held = fabric.m_key_state(node, port).expect("port");
+        assert_eq!((held.key, held.protect_bits, held.violations), (derive_port_key(SECRET, guid), 3, 0));
+    }
+}
