@@ -10,7 +10,7 @@
 use sm_abi::NodeKind;
 use sm_core::sim::{SimFabric, SimOptions, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
-use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SimPort, SweepOptions, SweepOutcome};
+use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SimPort, SmpPort, SweepOptions, SweepOutcome, TransportError};
 use sm_mad::mad::attr;
 use sm_mad::smp::{self, DATA_LEN};
 use sm_mad::notice::{trap, Details};
@@ -281,5 +281,53 @@ fn a_whole_sweep_at_level_3_routes_and_activates_every_port() {
     for (node, port, guid) in guarded_ports(&topo) {
         let held = fabric.m_key_state(node, port).expect("port");
         assert_eq!((held.key, held.protect_bits, held.violations), (derive_port_key(SECRET, guid), 3, 0));
+    }
+}
+
+/// Records the M_Key of every SMP on its way to the fabric.
+struct Spy<'a> {
+    inner: SimPort<'a>,
+    keys: Vec<u64>,
+}
+
+impl Spy<'_> {
+    fn note(&mut self, mad: &[u8]) {
+        if let Ok(p) = smp::Packet::new_checked(mad) {
+            if let Ok(r) = smp::Repr::parse(&p) {
+                self.keys.push(r.m_key);
+            }
+        }
+    }
+}
+
+impl SmpPort for Spy<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.note(mad);
+        self.inner.send(mad)
+    }
+
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.note(mad);
+        self.inner.send_to(dlid, mad)
+    }
+}
+
+#[test]
+fn with_per_port_keys_the_secret_never_goes_on_the_wire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("guid2mkey");
+    let Bed { topo, mut fabric, .. } = bed();
+    let mut g2l = Guid2Lid::default();
+    // A first run, a second, and one after a restart (keys from the file).
+    for run in 0..2 {
+        let options = protected(true, 2, Some(&file));
+        for round in 0..2 {
+            let mut spy = Spy { inner: SimPort::new(&mut fabric), keys: Vec::new() };
+            let out = sweep::sweep(&mut spy, &options, &mut g2l)
+                .unwrap_or_else(|e| panic!("run {run} round {round}: {e}; keys {:x?}", spy.keys));
+            assert_same_fabric(&out, &topo, "sweep");
+            assert!(!spy.keys.is_empty());
+            assert!(!spy.keys.contains(&SECRET), "an SMP carried the per-port secret");
+        }
     }
 }

@@ -20,6 +20,8 @@
 //! A request to a port whose key is not certain is tried with each
 //! candidate in turn, one per retry ([`MKeys::key_for`]): the key last
 //! written to the port, the key it should hold, the subnet's `m_key`.
+//! With per-port keys the configured `m_key` is a secret and is never
+//! sent: a port not known yet is asked with key 0.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -407,8 +409,16 @@ impl State {
                 out.push(wanted);
             }
         }
-        if !out.contains(&self.config.m_key) {
+        // With per-port keys the configured key is the derivation secret:
+        // it must never go on the wire, where whatever answers at the end
+        // of a path would read it. A port not known yet is asked with 0
+        // (a port without a key, or at protection level 0 or 1, answers
+        // Gets whatever the key).
+        if !self.config.per_port && !out.contains(&self.config.m_key) {
             out.push(self.config.m_key);
+        }
+        if out.is_empty() {
+            out.push(0);
         }
         out
     }
@@ -576,18 +586,25 @@ mod tests {
     fn candidates_follow_what_was_learnt() {
         let keys = MKeys::new(on(true), None).unwrap();
         let base = on(true).m_key;
-        // Nothing known: the subnet key only.
-        assert_eq!((keys.key_for(&[1], 0), keys.key_for(&[1], 1)), (base, base));
+        // Nothing known: never the secret, 0.
+        assert_eq!((keys.key_for(&[1], 0), keys.key_for(&[1], 1)), (0, 0));
         keys.learn_node(&[], 0x10, 0x11, false);
         keys.learn_node(&[1], 0x20, 0x20, true);
         let wanted = derive_port_key(base, 0x20);
         assert_eq!(keys.key_for(&[1], 0), wanted);
-        assert_eq!(keys.key_for(&[1], 1), base);
+        assert_eq!(keys.key_for(&[1], 1), wanted);
+        assert!((0..4).all(|a| keys.key_for(&[1], a) != base), "the secret stays home");
         // Port 3 of the switch does not hold the switch's key.
         keys.learn_key(&[1], 3, 0x98);
         assert_eq!(keys.recorded(0x20), None);
         keys.learn_key(&[1], 0, 0x99);
-        assert_eq!([0, 1, 2].map(|a| keys.key_for(&[1], a)), [0x99, wanted, base]);
+        assert_eq!([0, 1, 2].map(|a| keys.key_for(&[1], a)), [0x99, wanted, 0x99]);
+        // One subnet key: it is every port's, and the last resort.
+        let shared = MKeys::new(on(false), None).unwrap();
+        assert_eq!(shared.key_for(&[1], 0), base);
+        shared.learn_node(&[], 0x10, 0x11, false);
+        shared.learn_key(&[], 1, 0x42);
+        assert_eq!([0, 1, 2].map(|a| shared.key_for(&[], a)), [0x42, base, 0x42]);
         // A zero in an answer is a hidden key, not a key.
         keys.learn_key(&[1], 0, 0);
         assert_eq!(keys.recorded(0x20), Some(0x99));
