@@ -638,6 +638,19 @@ mod tests {
         assert_eq!(again.port_at(&[2]), None);
     }
 
+    proptest::proptest! {
+        // The files are read at start from a directory an operator may
+        // share: whatever is in them, reading never panics.
+        #[test]
+        fn any_file_text_reads_or_is_refused(text in "(0x[0-9a-f]{0,17}|:|[0-9]{1,4}| |\\n|local|switch|ca|#|\\PC){0,40}") {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("guid2mkey");
+            std::fs::write(&file, &text).unwrap();
+            std::fs::write(neighbors_path(&file), &text).unwrap();
+            let _ = MKeys::new(on(true), Some(&file));
+        }
+    }
+
     #[test]
     fn bad_files_are_refused_with_their_line() {
         let dir = tempfile::tempdir().unwrap();
