@@ -275,15 +275,20 @@ impl MKeys {
     }
 
     /// Writes the M_Key fields the port at the end of `path` must hold into
-    /// PortInfo `data` about to be Set. Returns false (data untouched) when
-    /// M_Key is off or the port is unknown.
-    pub fn stamp(&self, path: &[u8], data: &mut [u8]) -> bool {
+    /// PortInfo `data` about to be Set on port `modifier`. Returns false
+    /// (data untouched) when M_Key is off, the port is unknown, or the Set
+    /// is for an external port of a switch, whose M_Key fields mean
+    /// nothing (the switch's key is port 0's).
+    pub fn stamp(&self, path: &[u8], modifier: u32, data: &mut [u8]) -> bool {
         let Some(s) = &self.0 else { return false };
         let s = lock(s);
         let Some(end) = s.end_of(path) else {
             warn!(?path, "PortInfo Set to a port of unknown GUID: its M_Key is left alone");
             return false;
         };
+        if end.switch && modifier & 0xFF != 0 {
+            return false;
+        }
         let Ok(mut info) = PortInfoPacket::new_checked(data) else { return false };
         info.set_m_key(s.config.wanted(end.port_guid));
         info.set_m_key_protect_bits(s.config.protect_bits);
@@ -574,7 +579,7 @@ mod tests {
         assert!(!keys.enabled());
         assert_eq!(keys.key_for(&[1, 2], 0), 0);
         let mut data = [0xAAu8; 64];
-        assert!(!keys.stamp(&[], &mut data));
+        assert!(!keys.stamp(&[], 0, &mut data));
         assert!(data.iter().all(|&b| b == 0xAA));
         assert!(matches!(
             MKeys::new(MKeyConfig { protect_bits: 4, ..on(false) }, None),
@@ -609,10 +614,11 @@ mod tests {
         keys.learn_key(&[1], 0, 0);
         assert_eq!(keys.recorded(0x20), Some(0x99));
         let mut data = [0u8; 64];
-        assert!(keys.stamp(&[1], &mut data));
+        assert!(!keys.stamp(&[1], 2, &mut data), "a switch's external port");
+        assert!(keys.stamp(&[1], 0, &mut data));
         let p = PortInfoPacket::new_checked(&data[..]).unwrap();
         assert_eq!((p.m_key(), p.m_key_protect_bits(), p.m_key_lease_period()), (wanted, 2, 0));
-        assert!(!keys.stamp(&[4, 4], &mut data), "unknown port");
+        assert!(!keys.stamp(&[4, 4], 1, &mut data), "unknown port");
     }
 
     #[test]

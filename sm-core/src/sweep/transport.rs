@@ -335,7 +335,7 @@ impl<'p> SmpClient<'p> {
         mut data: [u8; DATA_LEN],
     ) -> Result<[u8; DATA_LEN], SmpError> {
         if attribute == attr::PORT_INFO {
-            self.m_keys.stamp(path, &mut data);
+            self.m_keys.stamp(path, modifier, &mut data);
         }
         let request = smp::Repr::directed_set(0, attribute, modifier, 0, path, data)
             .map_err(SmpError::BadRequest)?;
@@ -357,7 +357,7 @@ impl<'p> SmpClient<'p> {
                     None => smp::Repr::directed_get(0, op.attribute, op.modifier, 0, &op.path),
                     Some(mut d) => {
                         if op.attribute == attr::PORT_INFO {
-                            self.m_keys.stamp(&op.path, &mut d);
+                            self.m_keys.stamp(&op.path, op.modifier, &mut d);
                         }
                         smp::Repr::directed_set(0, op.attribute, op.modifier, 0, &op.path, d)
                     }
