@@ -99,6 +99,22 @@ pub struct Config {
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).
     pub polling_retry_number: Option<u32>,
+    /// M_Key written to every port and carried by every SMP (OpenSM
+    /// `m_key`; 0 or absent: M_Key off). An integer, or a string
+    /// `"0x..."` for keys above 2^63 (TOML integers are signed).
+    #[serde(default, deserialize_with = "de_key")]
+    pub m_key: Option<u64>,
+    /// M_KeyProtectBits, 0-3 (OpenSM `m_key_protection_level`; default 0).
+    pub m_key_protection_level: Option<u8>,
+    /// M_KeyLeasePeriod in seconds (OpenSM `m_key_lease_period`; default
+    /// 0, never lapses).
+    pub m_key_lease_period: Option<u16>,
+    /// Derive each port's M_Key from `m_key` and the port GUID (OpenSM
+    /// `m_key_per_port`; smcore's derivation is HMAC-SHA256, not OpenSM's).
+    pub m_key_per_port: bool,
+    /// Where the keys given to ports are kept (OpenSM's `guid2mkey` in its
+    /// cache directory); a `.neighbors` file goes beside it.
+    pub guid2mkey: Option<PathBuf>,
     /// Unix socket for `smcore ctl` (also --control-socket).
     pub control_socket: Option<PathBuf>,
     /// Verification.
@@ -125,6 +141,16 @@ impl Config {
         })
     }
 
+    /// The M_Key settings (`m_key` and the three options beside it).
+    pub fn m_key_config(&self) -> crate::sweep::MKeyConfig {
+        crate::sweep::MKeyConfig {
+            m_key: self.m_key.unwrap_or(0),
+            protect_bits: self.m_key_protection_level.unwrap_or(0),
+            lease_period: self.m_key_lease_period.unwrap_or(0),
+            per_port: self.m_key_per_port,
+        }
+    }
+
     /// Set a shared engine option (a command-line flag overriding the file).
     pub fn set_option(&mut self, key: &str, value: impl Into<toml::Value>) {
         self.options.insert(key.to_string(), value.into());
@@ -146,6 +172,26 @@ impl Config {
             }
         }
         toml::to_string(&t).unwrap_or_default()
+    }
+}
+
+/// A 64-bit key as a TOML integer or a `"0x..."` string.
+fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Key {
+        Int(i64),
+        Text(String),
+    }
+    match Key::deserialize(d)? {
+        Key::Int(v) => u64::try_from(v).map(Some).map_err(|_| serde::de::Error::custom("a key cannot be negative")),
+        Key::Text(t) => {
+            let digits = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"));
+            digits
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("key {t:?} is not 0x followed by up to 16 hex digits")))
+        }
     }
 }
 
@@ -183,6 +229,21 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(shipped, defaults);
+    }
+
+    #[test]
+    fn m_key_options_read_as_opensm_names_them() {
+        let c = Config::parse(
+            "m_key = \"0xfedcba9876543210\"\nm_key_protection_level = 2\nm_key_lease_period = 60\nm_key_per_port = true\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let m = c.m_key_config();
+        assert_eq!((m.m_key, m.protect_bits, m.lease_period, m.per_port), (0xfedc_ba98_7654_3210, 2, 60, true));
+        assert!(!c.options.contains_key("m_key"), "not an engine option");
+        assert_eq!(Config::parse("m_key = 0x11\n", Path::new("x")).unwrap().m_key, Some(0x11));
+        assert!(Config::parse("m_key = \"11\"\n", Path::new("x")).is_err());
+        assert!(!Config::default().m_key_config().enabled());
     }
 
     #[test]

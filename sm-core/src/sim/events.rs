@@ -9,6 +9,7 @@
 //! link, which only sees its link drop, reports.
 
 use sm_mad::mad::{attr, method};
+use sm_mad::notice::{notice_type, producer, trap, Details, Source, DETAILS_LEN};
 use sm_mad::{smp, Mad, NoticePacket, NoticeRepr, PortState};
 
 use super::{SimError, SimFabric, SimTrap, TrapDelivery};
@@ -98,14 +99,58 @@ impl SimFabric {
     }
 
     fn send_trap_128(&mut self, node: usize) {
+        let lid = self.nodes[node].ports[0].info.lid;
+        self.send_trap(node, 0, NoticeRepr::link_state_change(lid));
+    }
+
+    /// Trap 256 (Bad M_Key, IBA 14.2.4.3) from the port `key_port` of
+    /// `node` whose key `request` did not carry. DataDetails as IBA lays
+    /// them out: LIDADDR (the requester's: the SM's port, the only sender
+    /// here), DRSLID, Method, AttributeID, AttributeModifier, the M_Key
+    /// that was offered, and the hop count of a directed route.
+    pub(super) fn send_trap_256(&mut self, node: usize, key_port: u8, request: &smp::Repr) {
+        let mut raw = [0u8; DETAILS_LEN];
+        let requester = self.responder_lid(self.sm_node, self.sm_port);
+        raw[2..4].copy_from_slice(&requester.to_be_bytes());
+        if let Some(dr) = request.directed() {
+            raw[4..6].copy_from_slice(&dr.dr_slid.to_be_bytes());
+            raw[22] = dr.hop_count & 0x3F;
+        }
+        raw[6] = request.method;
+        raw[8..10].copy_from_slice(&request.attribute_id.to_be_bytes());
+        raw[10..14].copy_from_slice(&request.attribute_modifier.to_be_bytes());
+        raw[14..22].copy_from_slice(&request.m_key.to_be_bytes());
+        let n = &self.nodes[node];
+        let lid = n.address_port(key_port).map_or(0, |p| p.info.lid);
+        let notice = NoticeRepr {
+            notice_type: notice_type::SECURITY,
+            source: Source::Generic {
+                producer_type: if n.is_switch() { producer::SWITCH } else { producer::CA },
+                trap_number: trap::BAD_M_KEY,
+            },
+            issuer_lid: lid,
+            toggle: false,
+            count: 0,
+            details: Details::Raw(raw),
+            issuer_gid: None,
+        };
+        self.send_trap(node, key_port, notice);
+    }
+
+    /// Sends `notice` from `port` of `node` to the MasterSMLID that port
+    /// was given, LID-routed as a real SMA would (see [`TrapDelivery`]).
+    fn send_trap(&mut self, node: usize, port: u8, notice: NoticeRepr) {
         self.counters.traps_generated += 1;
-        let port0 = &self.nodes[node].ports[0].info;
-        let (lid, sm_lid) = (port0.lid, port0.master_sm_lid);
+        let Some(from) = self.nodes[node].address_port(port) else {
+            self.counters.traps_lost += 1;
+            return;
+        };
+        let (lid, sm_lid) = (from.info.lid, from.info.master_sm_lid);
         let delivered = match self.options.trap_delivery {
             TrapDelivery::Always => true,
             TrapDelivery::Routed if lid == 0 || sm_lid == 0 => false,
             TrapDelivery::Routed => self
-                .route_lid((node, 0), sm_lid)
+                .route_lid((node, port), sm_lid)
                 .and_then(|(to, by)| self.deliver_to_sm(to, by))
                 .is_ok(),
         };
@@ -115,7 +160,7 @@ impl SimFabric {
         }
         self.counters.traps_delivered += 1;
         let mut data = [0; smp::DATA_LEN];
-        NoticeRepr::link_state_change(lid).emit(&mut NoticePacket::new_unchecked(&mut data[..]));
+        notice.emit(&mut NoticePacket::new_unchecked(&mut data[..]));
         let trap = smp::Repr {
             method: method::TRAP,
             status: 0,

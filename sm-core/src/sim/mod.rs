@@ -23,7 +23,11 @@
 //! * **SMAs** with NodeInfo, NodeDescription, PortInfo (port state machine
 //!   included), SwitchInfo, LFT and MFT blocks, SL-to-VL tables, VL
 //!   arbitration tables and SMInfo; status codes for unsupported methods
-//!   and attributes and for invalid values or modifiers; M_Key checks.
+//!   and attributes and for invalid values or modifiers; M_Key checks as
+//!   IBA 14.2.4 lays them out (a wrong key: Sets dropped, Gets answered
+//!   at protection level 0, answered with the key zeroed at level 1,
+//!   dropped at levels 2 and 3; M_KeyViolations counted and trap 256 sent
+//!   to the port's MasterSMLID).
 //! * **Faults**: links and whole nodes go down and come back
 //!   ([`SimFabric::link_down`], [`SimFabric::remove_node`], ...), switches
 //!   set PortStateChange and send trap 128 to the SM LID they were given
@@ -34,7 +38,8 @@
 //! A malformed MAD never panics the fabric: it is dropped, as a real
 //! device drops what it cannot parse.
 //!
-//! Not modelled: time (packet lifetimes, M_Key leases, traps repeated
+//! Not modelled: time (packet lifetimes, M_Key leases — the lease period
+//! is stored but protection never lapses —, traps repeated
 //! until the SM represses them — each trap is sent once), data and
 //! multicast traffic (the MFT is stored, never used), partition
 //! enforcement (P_Key tables are stored only), GUIDInfo and vendor
@@ -230,6 +235,20 @@ pub struct SimTrap {
     pub slid: u16,
     /// The 256-byte SubnTrap(Notice) MAD.
     pub mad: Vec<u8>,
+}
+
+/// What a port holds of M_Key (IBA 14.2.4), for tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortMKey {
+    /// PortInfo.M_Key (0: no checking).
+    pub key: u64,
+    /// PortInfo.M_KeyProtectBits.
+    pub protect_bits: u8,
+    /// PortInfo.M_KeyLeasePeriod (stored, not counted down: the fabric has
+    /// no clock).
+    pub lease_period: u16,
+    /// PortInfo.M_KeyViolations: SMPs refused for a wrong key.
+    pub violations: u16,
 }
 
 /// A cable from the topology and whether it is plugged in.
@@ -575,6 +594,19 @@ impl SimFabric {
     /// for any of its ports.
     pub fn port_lid(&self, node: usize, port: u8) -> Option<u16> {
         Some(self.nodes.get(node)?.address_port(port)?.info.lid)
+    }
+
+    /// The M_Key state guarding `port` of `node` (port 0's on a switch,
+    /// whose ports share one key; the port itself on a CA).
+    pub fn m_key_state(&self, node: usize, port: u8) -> Option<PortMKey> {
+        let n = self.nodes.get(node)?;
+        let info = &n.port(if n.is_switch() { 0 } else { port })?.info;
+        Some(PortMKey {
+            key: info.m_key,
+            protect_bits: info.m_key_protect_bits,
+            lease_period: info.m_key_lease_period,
+            violations: info.m_key_violations,
+        })
     }
 
     /// A switch's LFT as programmed (entries past the end read as 0xFF).

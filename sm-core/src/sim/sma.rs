@@ -100,8 +100,11 @@ impl SimFabric {
     }
 
     /// IBA 14.2.4: a port with a non-zero M_Key takes a Set only with that
-    /// key; Gets pass unless the protect bits say otherwise. Returns whether
-    /// the M_Key must be hidden in the answer.
+    /// key. A Get with a wrong key is answered at protection level 0,
+    /// answered with PortInfo.M_Key zeroed at level 1, dropped at levels 2
+    /// and 3. Each refused SMP counts in M_KeyViolations and sends trap 256.
+    /// Returns whether the M_Key must be hidden in the answer. The lease
+    /// period is kept but never runs out: the fabric has no clock.
     fn check_m_key(
         &mut self,
         node: usize,
@@ -122,6 +125,7 @@ impl SimFabric {
             (method::GET, 1) => Ok(true),
             _ => {
                 p.info.m_key_violations = p.info.m_key_violations.saturating_add(1);
+                self.send_trap_256(node, key_port, request);
                 Err(DropReason::MKey)
             }
         }

@@ -360,7 +360,10 @@ pub fn program(
             && current.lmc == target.lmc
             && current.master_sm_lid == sm_lid
             && current.master_sm_sl == sm_sl
-            && !reregister;
+            && !reregister
+            // A port without the M_Key fields wanted is Set even when its
+            // LIDs hold (the Set's M_Key fields are the client's doing).
+            && client.m_keys().holds(path, &current);
         if holds {
             report.unchanged += 1;
             continue;

@@ -15,12 +15,14 @@
 pub mod discovery;
 pub mod light;
 pub mod lids;
+pub mod mkey;
 pub mod program;
 pub mod transport;
 pub mod umad;
 pub mod vl;
 
 pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
+pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
 pub use program::{
     activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
@@ -44,6 +46,9 @@ pub struct SweepOptions {
     /// sweep of an SM that just became master, whose SA knows none of the
     /// clients' multicast joins and subscriptions (IBA 14.4.11).
     pub client_reregister: bool,
+    /// M_Key settings and known keys, shared by every client of the SM
+    /// (default: off).
+    pub m_keys: MKeys,
 }
 
 impl Default for SweepOptions {
@@ -54,6 +59,7 @@ impl Default for SweepOptions {
             retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
             client_reregister: false,
+            m_keys: MKeys::off(),
         }
     }
 }
@@ -89,7 +95,7 @@ pub fn sweep(
     options: &SweepOptions,
     guid2lid: &mut Guid2Lid,
 ) -> Result<SweepOutcome, SmpError> {
-    let mut client = SmpClient::new(port, options.retries);
+    let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     let (read, discovery) = discover(&mut client)?;
     light::clear_seen_changes(&mut client, &read);
     let discovery_smps = client.stats().clone();
@@ -97,6 +103,9 @@ pub fn sweep(
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
     let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister);
     let program_smps = client.stats().since(&discovery_smps);
+    if let Err(e) = options.m_keys.flush() {
+        tracing::error!(error = %e, "M_Key files not written");
+    }
     tracing::info!(
         nodes = fabric.nodes.len(),
         discovery_smps = discovery_smps.sent,

@@ -530,7 +530,7 @@ pub fn once_cached(
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each
         // phase here is measured from zero (TIDs are process-wide).
-        let mut client = SmpClient::new(port, options.sweep.retries);
+        let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
         program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
         super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
         activate_ports(&mut client, &mut swept.fabric, &mut program);

@@ -16,10 +16,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sm_mad::mad::method;
+use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
-use sm_mad::Mad;
+use sm_mad::{Mad, NodeInfoPacket, PortInfoPacket};
 
+use super::mkey::MKeys;
 use crate::sim::SimFabric;
 
 /// Why a transport could not carry an SMP at all (as opposed to the fabric
@@ -263,12 +264,14 @@ pub enum SmpError {
 }
 
 /// The sweep's side of a transport: builds directed-route SMPs, matches
-/// answers, retries and counts.
+/// answers, retries and counts. With [`MKeys`] on, each SMP carries the
+/// M_Key of the port at the end of its path and each PortInfo Set writes
+/// the M_Key fields (see [`super::mkey`]).
 pub struct SmpClient<'p> {
     port: &'p mut dyn SmpPort,
     next_tid: u64,
     retries: u32,
-    m_key: u64,
+    m_keys: MKeys,
     stats: SmpStats,
 }
 
@@ -282,9 +285,21 @@ impl<'p> SmpClient<'p> {
             port,
             next_tid: fresh_tid(),
             retries,
-            m_key: 0,
+            m_keys: MKeys::off(),
             stats: SmpStats::default(),
         }
+    }
+
+    /// The client with M_Key handling per `keys` (shared with the SM's
+    /// other clients: what one learns, the next uses).
+    pub fn with_m_keys(mut self, keys: MKeys) -> Self {
+        self.m_keys = keys;
+        self
+    }
+
+    /// The M_Key state this client uses.
+    pub fn m_keys(&self) -> &MKeys {
+        &self.m_keys
     }
 
     /// The transaction ID the next request will carry.
@@ -305,9 +320,9 @@ impl<'p> SmpClient<'p> {
         modifier: u32,
         path: &[u8],
     ) -> Result<[u8; DATA_LEN], SmpError> {
-        let request = smp::Repr::directed_get(0, attribute, modifier, self.m_key, path)
+        let request = smp::Repr::directed_get(0, attribute, modifier, 0, path)
             .map_err(SmpError::BadRequest)?;
-        self.exchange(request)
+        self.exchange(request, path)
     }
 
     /// A SubnGet along `path` that carries `data` in its payload (SMInfo
@@ -333,11 +348,16 @@ impl<'p> SmpClient<'p> {
         attribute: u16,
         modifier: u32,
         path: &[u8],
-        data: [u8; DATA_LEN],
+        mut data: [u8; DATA_LEN],
     ) -> Result<[u8; DATA_LEN], SmpError> {
-        let request = smp::Repr::directed_set(0, attribute, modifier, self.m_key, path, data)
+        if attribute == attr::PORT_INFO {
+            self.m_keys.stamp(path, modifier, &mut data);
+        }
+        let request = smp::Repr::directed_set(0, attribute, modifier, 0, path, data)
             .map_err(SmpError::BadRequest)?;
-        self.exchange(request)
+        let result = self.exchange(request, path);
+        self.save_keys();
+        result
     }
 
     /// Every request of `ops`, as many in flight at once as the transport
@@ -350,8 +370,13 @@ impl<'p> SmpClient<'p> {
             .enumerate()
             .map(|(i, op)| {
                 let built = match op.data {
-                    None => smp::Repr::directed_get(0, op.attribute, op.modifier, self.m_key, &op.path),
-                    Some(d) => smp::Repr::directed_set(0, op.attribute, op.modifier, self.m_key, &op.path, d),
+                    None => smp::Repr::directed_get(0, op.attribute, op.modifier, 0, &op.path),
+                    Some(mut d) => {
+                        if op.attribute == attr::PORT_INFO {
+                            self.m_keys.stamp(&op.path, op.modifier, &mut d);
+                        }
+                        smp::Repr::directed_set(0, op.attribute, op.modifier, 0, &op.path, d)
+                    }
                 };
                 built.map_err(|e| results[i] = Some(Err(SmpError::BadRequest(e)))).ok()
             })
@@ -364,6 +389,9 @@ impl<'p> SmpClient<'p> {
             for &i in &pending {
                 let Some(request) = requests[i].as_mut() else { continue };
                 request.transaction_id = self.next_tid;
+                // A retry may be lost to a wrong key, not to the fabric:
+                // each try takes the next candidate key.
+                request.m_key = self.m_keys.key_for(&ops[i].path, tries - 1);
                 self.next_tid = fresh_tid();
                 let mut mad = Mad::zeroed();
                 request.emit(&mut mad.smp_mut());
@@ -384,7 +412,7 @@ impl<'p> SmpClient<'p> {
             for (k, &i) in pending.iter().enumerate() {
                 let Some(request) = requests[i].clone() else { continue };
                 match answers.get(k).cloned().flatten() {
-                    Some(answer) => results[i] = Some(self.check(&request, &answer)),
+                    Some(answer) => results[i] = Some(self.check(&request, &answer, &ops[i].path)),
                     None if tries <= self.retries => {
                         self.stats.retries += 1;
                         again.push(i);
@@ -397,16 +425,18 @@ impl<'p> SmpClient<'p> {
             }
             pending = again;
         }
+        self.save_keys();
         results.into_iter().map(|r| r.unwrap_or(Err(SmpError::NoAnswer { tries }))).collect()
     }
 
-    fn exchange(&mut self, mut request: smp::Repr) -> Result<[u8; DATA_LEN], SmpError> {
+    fn exchange(&mut self, mut request: smp::Repr, path: &[u8]) -> Result<[u8; DATA_LEN], SmpError> {
         let mut tries = 0;
         loop {
             // A fresh TID per try, so that a late answer to an earlier try
             // is never taken for this one's.
             request.transaction_id = self.next_tid;
             self.next_tid = fresh_tid();
+            request.m_key = self.m_keys.key_for(path, tries);
             let mut mad = Mad::zeroed();
             request.emit(&mut mad.smp_mut());
             tries += 1;
@@ -417,7 +447,7 @@ impl<'p> SmpClient<'p> {
                 .entry((request.attribute_id, request.method))
                 .or_default() += 1;
             match self.port.send(&mad.0)? {
-                Some(answer) => return self.check(&request, &answer),
+                Some(answer) => return self.check(&request, &answer, path),
                 None if tries <= self.retries => self.stats.retries += 1,
                 None => {
                     self.stats.unanswered += 1;
@@ -428,7 +458,7 @@ impl<'p> SmpClient<'p> {
     }
 
     /// Accepts `answer` only as a directed-route GetResp to `request`.
-    fn check(&mut self, request: &smp::Repr, answer: &[u8]) -> Result<[u8; DATA_LEN], SmpError> {
+    fn check(&mut self, request: &smp::Repr, answer: &[u8], path: &[u8]) -> Result<[u8; DATA_LEN], SmpError> {
         let parsed = smp::Packet::new_checked(answer)
             .and_then(|packet| smp::Repr::parse(&packet))
             .map_err(|e| e.to_string())
@@ -467,8 +497,47 @@ impl<'p> SmpClient<'p> {
             }
             Ok(repr) => {
                 self.stats.answered += 1;
+                self.learn(path, request, &repr);
                 Ok(repr.data)
             }
+        }
+    }
+}
+
+impl SmpClient<'_> {
+    /// Keys set must be on disk before an SM that restarts needs them:
+    /// written after each batch that changed one (only the first sweep's
+    /// PortInfo Sets, or a port that changed hands).
+    fn save_keys(&self) {
+        if let Err(e) = self.m_keys.flush_keys() {
+            tracing::error!(error = %e, "guid2mkey not written");
+        }
+    }
+
+    /// What a good answer along `path` to `request` tells about M_Keys:
+    /// which port is there (NodeInfo), which key it holds (PortInfo as
+    /// read, or as a Set that succeeded wrote it).
+    fn learn(&self, path: &[u8], request: &smp::Repr, answer: &smp::Repr) {
+        if !self.m_keys.enabled() {
+            return;
+        }
+        match answer.attribute_id {
+            attr::NODE_INFO => {
+                if let Ok(info) = NodeInfoPacket::new_checked(&answer.data[..]) {
+                    let switch = info.node_type() == sm_mad::NodeType::Switch as u8;
+                    self.m_keys.learn_node(path, info.node_guid(), info.port_guid(), switch);
+                }
+            }
+            attr::PORT_INFO => {
+                // A Set that succeeded wrote the request's key, whatever
+                // the answer shows (ibsim, for one, keeps no M_Key and
+                // answers 0).
+                let source = if request.method == method::SET { &request.data } else { &answer.data };
+                if let Ok(info) = PortInfoPacket::new_checked(&source[..]) {
+                    self.m_keys.learn_key(path, answer.attribute_modifier, info.m_key());
+                }
+            }
+            _ => {}
         }
     }
 }
