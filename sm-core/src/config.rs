@@ -60,6 +60,9 @@ impl Default for VerifyConfig {
 pub const DEFAULT_MAX_WIRE_SMPS: usize = 8;
 /// Answer timeout in milliseconds when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
+/// SM_Key when the file does not say: OpenSM's default, so that an OpenSM
+/// and an smcore of a site that never set one see each other.
+pub const DEFAULT_SM_KEY: u64 = 1;
 /// Retries of an unanswered SMP when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_RETRIES: u32 = 3;
 
@@ -94,7 +97,8 @@ pub struct Config {
     /// `sminfo_polling_timeout`).
     #[serde(alias = "sm_polling_timeout")]
     pub sminfo_polling_timeout: Option<u64>,
-    /// SM_Key this SM uses in SMInfo (OpenSM `sm_key`; default 0).
+    /// SM_Key this SM uses in SMInfo and the SA trusts (OpenSM `sm_key`;
+    /// default [`DEFAULT_SM_KEY`]).
     pub sm_key: Option<u64>,
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use sm_core::config::Config;
-use sm_core::engines::loader::{search_path, Registry};
+use sm_core::engines::loader::{search_path_with_config, Registry};
 use tracing::warn;
 
 mod gen_cmd;
@@ -278,10 +278,8 @@ fn main() -> ExitCode {
             Err(e) => fail(EXIT_BAD_INPUT, e),
         };
     }
-    let mut dirs = cli.engine_dirs.clone();
-    dirs.extend(config.engine_dirs.iter().cloned());
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
-    let registry = Registry::scan(&search_path(&dirs, env.as_deref()));
+    let registry = Registry::scan(&search_path_with_config(&cli.engine_dirs, &config.engine_dirs, env.as_deref()));
 
     match command {
         Command::Engines => {
@@ -341,10 +339,8 @@ fn outputs(engines: &Option<String>, dump_dir: &Option<PathBuf>, config: &mut Co
 }
 
 fn registry(cli: &Cli, config: &Config) -> Registry {
-    let mut dirs = cli.engine_dirs.clone();
-    dirs.extend(config.engine_dirs.iter().cloned());
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
-    let registry = Registry::scan(&search_path(&dirs, env.as_deref()));
+    let registry = Registry::scan(&search_path_with_config(&cli.engine_dirs, &config.engine_dirs, env.as_deref()));
     for p in &registry.problems {
         warn!("engine library skipped: {p}");
     }
@@ -364,10 +360,20 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         Err(code) => return code,
     };
     let interval = match args.sweep_interval.or(config.sweep_interval) {
-        Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
-        Some(s) => return fail(EXIT_BAD_INPUT, format!("sweep interval {s}: must be a positive number of seconds")),
+        Some(s) => match seconds(s) {
+            Some(d) => d,
+            None => {
+                return fail(
+                    EXIT_BAD_INPUT,
+                    format!("sweep interval {s}: must be a number of seconds above 0 and at most {MAX_SECONDS}"),
+                )
+            }
+        },
         None => Duration::from_secs(10),
     };
+    if config.lmc > 7 {
+        return fail(EXIT_BAD_INPUT, format!("lmc {}: LMC is 0..7 (IBA PortInfo.LMC has 3 bits)", config.lmc));
+    }
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
@@ -412,11 +418,17 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         },
         None => Guid2Lid::default(),
     };
+    let m2k_path = sweep::guid2mkey_path(config.guid2mkey.as_deref(), dump_dir.as_deref());
+    let m_keys = match sweep::MKeys::new(config.m_key_config(), m2k_path.as_deref()) {
+        Ok(k) => k,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     let options = OnceOptions {
         sweep: SweepOptions {
             lmc: config.lmc,
             reassign_lids: args.reassign_lids,
             retries: config.transaction_retries.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_RETRIES),
+            m_keys,
             ..SweepOptions::default()
         },
         engines: &engines,
@@ -466,6 +478,8 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     // its SMInfo queries from the first moment. The embedded fabric has
     // only us.
     let priority = args.priority.or(config.sm_priority).unwrap_or(0);
+    // One key for SMInfo and SA trust; OpenSM's default is 1.
+    let sm_key = config.sm_key.unwrap_or(sm_core::config::DEFAULT_SM_KEY);
     if priority > 15 {
         return fail(EXIT_BAD_INPUT, format!("sm_priority {priority} is not in 0..15"));
     }
@@ -478,10 +492,10 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
                 sender.clone(),
                 requests,
                 Arc::clone(&groups),
-                sm_core::sa::handler::SaConfig { sm_priority: priority, ..Default::default() },
+                sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
             )));
         }
-        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, config.sm_key.unwrap_or(0)));
+        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
         if let Some(requests) = smp_requests {
             if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
                 return fail(EXIT_BAD_INPUT, format!("SMInfo responder: {e}"));
@@ -492,10 +506,13 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             ..Default::default()
         };
         if let Some(secs) = args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
-            if !(secs.is_finite() && secs > 0.0) {
-                return fail(EXIT_BAD_INPUT, format!("SM poll interval {secs} s must be positive"));
-            }
-            standby_options.poll_interval = Duration::from_secs_f64(secs);
+            let Some(d) = seconds(secs) else {
+                return fail(
+                    EXIT_BAD_INPUT,
+                    format!("SM poll interval {secs} s: must be above 0 and at most {MAX_SECONDS} s"),
+                );
+            };
+            standby_options.poll_interval = d;
         }
         if let Some(n) = args.sm_poll_retries.or(config.polling_retry_number) {
             standby_options.poll_retries = n.max(1);
@@ -626,6 +643,15 @@ fn phase_line(p: &sm_core::sweep::PhaseReport, what: &str) -> String {
 
 fn dir_list(r: &Registry) -> String {
     r.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":")
+}
+
+/// The longest interval a flag or key may give: a day. Longer values are
+/// typos (and past ~1e19 s `Duration` cannot hold them at all).
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// A positive, finite number of seconds no larger than [`MAX_SECONDS`].
+fn seconds(s: f64) -> Option<Duration> {
+    (s.is_finite() && s > 0.0 && s <= MAX_SECONDS).then(|| Duration::try_from_secs_f64(s).ok()).flatten()
 }
 
 /// One clear line on stderr, and the exit status.
