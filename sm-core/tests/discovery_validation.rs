@@ -179,12 +179,18 @@ fn answer() -> impl Strategy<Value = Option<Vec<u8>>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// Random answers into discovery, LID assignment and the snapshot:
     /// no panic, and what comes out is a consistent fabric.
     #[test]
-    fn random_answers_never_panic_discovery(answers in proptest::collection::vec(answer(), 1..40)) {
+    fn random_answers_never_panic_discovery(
+        root in node_info(),
+        rest in proptest::collection::vec(answer(), 1..40),
+    ) {
+        // A sane-looking root first, so that the walk goes past it.
+        let mut answers = vec![Some(root)];
+        answers.extend(rest);
         let mut port = Scripted { answers: answers.clone(), next: 0 };
         let mut client = SmpClient::new(&mut port, 0);
         if let Ok((fabric, _)) = discover(&mut client) {

@@ -72,6 +72,8 @@ fn lost_smps_lose_no_host_and_no_pair() {
     let after = read_back(&sim, &g);
     println!("heavy sweeps during the loss: {sweeps_in_loss}; after it: {after:?}");
     let (status, output) = sm.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    let kept = output.lines().filter(|l| l.contains("kept as the last sweep knew it")).count();
+    println!("nodes kept from memory through lost SMPs (log lines): {kept}");
     assert!(after.is_whole(), "after {} s of {LOSS_PERCENT} % loss on {LOSSY:?}: {after:?}\n{}", LOSS_TIME.as_secs(), tail(&output));
     assert!(status.success(), "smcore did not stop cleanly ({status})");
 }

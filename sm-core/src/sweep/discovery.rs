@@ -380,8 +380,9 @@ pub const MAX_SILENT_SWEEPS: u32 = 3;
 /// cable (LocalPortNum is then the port the SMP entered by, never 0);
 /// otherwise it is the SM's own node.
 pub fn check_node_info(info: &NodeInfoRepr, via_link: bool) -> Result<(), String> {
-    if info.node_guid == 0 {
-        return Err("NodeGUID 0".into());
+    if info.node_guid == 0 || info.port_guid == 0 {
+        // A GUID is the identity of a node or port: 0 names nobody.
+        return Err(format!("NodeGUID {:#x}, PortGUID {:#x}", info.node_guid, info.port_guid));
     }
     // Port 255 is reserved (IBA 14.2.5.3): a switch has at most 254.
     if info.num_ports == 0 || info.num_ports == u8::MAX {
