@@ -462,13 +462,30 @@ pub struct OnceOutcome {
 /// Why [`once`] stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum OnceError {
-    /// The SM's own node did not answer, or the sweep was stopped or ran
-    /// out of time before programming.
-    #[error(transparent)]
-    Sweep(#[from] SweepError),
+    /// The SM's own node did not answer.
+    #[error("sweep: {0}")]
+    Sweep(#[from] SmpError),
+    /// The stop flag ended the sweep before programming: nothing of its
+    /// routing was written.
+    #[error("sweep stopped before programming (stop requested)")]
+    Stopped,
+    /// The sweep ran past its time budget before programming: nothing of
+    /// its routing was written.
+    #[error("sweep over its time budget of {0:?} before programming; nothing programmed")]
+    OverBudget(std::time::Duration),
     /// Bad engine list, or dumps not written.
     #[error(transparent)]
     Offline(#[from] OfflineError),
+}
+
+impl From<SweepError> for OnceError {
+    fn from(e: SweepError) -> Self {
+        match e {
+            SweepError::Smp(e) => OnceError::Sweep(e),
+            SweepError::Stopped => OnceError::Stopped,
+            SweepError::OverBudget(budget) => OnceError::OverBudget(budget),
+        }
+    }
 }
 
 /// One full sweep: discover, assign and program LIDs, route through the
