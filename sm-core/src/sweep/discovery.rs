@@ -301,6 +301,8 @@ pub struct DiscoveryReport {
     pub rejected_answers: usize,
     /// Requests sent again in a later round after getting no answer.
     pub retried: usize,
+    /// Requests still without an answer after that second round.
+    pub unanswered: usize,
     /// Nodes that did not answer this sweep, kept as the last sweep knew
     /// them ([`FabricMemory`]).
     pub kept_nodes: usize,
@@ -315,12 +317,12 @@ pub struct DiscoveryReport {
 }
 
 impl DiscoveryReport {
-    /// Whether anything was lost or taken from memory: the fabric as found
-    /// may differ from the fabric as it is, so another sweep is due.
+    /// Whether SMPs were lost (not refused: a node that refuses or lies
+    /// every time would make every sweep incomplete) or nodes were kept
+    /// from memory: the fabric as found may differ from the fabric as it
+    /// is, so another sweep is due.
     pub fn incomplete(&self) -> bool {
-        self.lost_probes + self.failed_requests + self.rejected_answers + self.kept_nodes + self.kept_links
-            + self.kept_attributes
-            != 0
+        self.unanswered + self.kept_nodes != 0
     }
 }
 
@@ -534,6 +536,9 @@ impl Walk {
                 self.report.retried += 1;
                 next.push(Pending { task: pending.task, retry: true });
                 continue;
+            }
+            if let Err(SmpError::NoAnswer { .. }) = &answer {
+                self.report.unanswered += 1;
             }
             match pending.task {
                 Task::Probe { node, port } => {
