@@ -182,6 +182,10 @@ fn a_silent_switch_is_kept_until_proven_gone() {
         assert_eq!(out.fabric.links().len(), links, "silent sweep {n}: every link");
         assert_eq!(out.discovery.kept_nodes, 1);
         assert!(out.fabric.incomplete);
+        // The next light sweep asks for another heavy one.
+        let mut port = SimPort::new(&mut sim);
+        let mut client = sweep::SmpClient::new(&mut port, 0);
+        assert!(sweep::light::light_sweep(&mut client, &out.fabric).needs_heavy_sweep());
         assert_eq!(lid_of(&out.fabric, guid), lid_of(&first.fabric, guid));
         // Routing sees the spine's ports as they were, not Down.
         let snap = out.fabric.snapshot(0);
@@ -202,6 +206,9 @@ fn a_silent_switch_is_kept_until_proven_gone() {
     let out = sweep_with(&mut sim, &mut memory, &mut g2l);
     assert_eq!(out.fabric.links().len(), links);
     assert!(!out.fabric.incomplete, "{:?}", out.discovery);
+    let mut port = SimPort::new(&mut sim);
+    let mut client = sweep::SmpClient::new(&mut port, 0);
+    assert!(!sweep::light::light_sweep(&mut client, &out.fabric).needs_heavy_sweep());
 
     // A switch really gone: its neighbours' ports go Down, which proves
     // it; forgotten at once, with the hosts behind it.
