@@ -9,6 +9,10 @@
 //! gone). The bits found set are cleared at once (the bit is
 //! write-one-to-clear), so that a change during the heavy sweep that
 //! follows is seen by the next light sweep rather than lost.
+//!
+//! A heavy sweep that missed something ([`Fabric::incomplete`]: SMPs
+//! lost, nodes kept from memory, Sets that did not take) is retried at the
+//! next light sweep: one sweep interval is the back-off between tries.
 
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
@@ -26,12 +30,15 @@ pub struct LightOutcome {
     pub lost: Vec<(usize, u64)>,
     /// SMPs sent.
     pub smps: u64,
+    /// The last heavy sweep missed something (SMPs lost, nodes or links
+    /// kept from memory, programming that did not take): it is tried again.
+    pub incomplete: bool,
 }
 
 impl LightOutcome {
     /// Whether a heavy sweep is due.
     pub fn needs_heavy_sweep(&self) -> bool {
-        !self.changed.is_empty() || !self.lost.is_empty()
+        self.incomplete || !self.changed.is_empty() || !self.lost.is_empty()
     }
 }
 
@@ -71,7 +78,7 @@ pub fn clear_seen_changes(client: &mut SmpClient<'_>, fabric: &Fabric) -> usize 
 /// sweep found it) and clears the bits found set.
 pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome {
     let before = client.stats().sent;
-    let mut out = LightOutcome::default();
+    let mut out = LightOutcome { incomplete: fabric.incomplete, ..LightOutcome::default() };
     let switches: Vec<(usize, &super::FabricNode)> =
         fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()).collect();
     let ops: Vec<SmpOp> = switches.iter().map(|(_, n)| SmpOp::get(attr::SWITCH_INFO, 0, &n.path)).collect();

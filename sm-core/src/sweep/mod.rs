@@ -21,8 +21,14 @@ pub mod transport;
 pub mod umad;
 pub mod vl;
 
-pub use discovery::{discover, DiscoveryReport, Fabric, FabricNode, FabricPort};
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use discovery::{
+    discover, discover_within, DiscoveryReport, Fabric, FabricMemory, FabricNode, FabricPort, SweepError, SweepLimits,
+};
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
 pub use program::{
     activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
@@ -32,7 +38,7 @@ pub use transport::{Outgoing, SimPort, SmpClient, SmpError, SmpOp, SmpPort, SmpS
 pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 
 /// Settings of one sweep.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SweepOptions {
     /// Subnet LMC: end ports get `2^lmc` LIDs.
     pub lmc: u8,
@@ -49,6 +55,48 @@ pub struct SweepOptions {
     /// M_Key settings and known keys, shared by every client of the SM
     /// (default: off).
     pub m_keys: MKeys,
+    /// Set (by a signal handler) to end the sweep early. Checked between
+    /// rounds of discovery and between the phases before programming: a
+    /// sweep stopped there ends with [`SweepError::Stopped`] having written
+    /// nothing of its routing. Once the LFTs are being written, the sweep
+    /// finishes programming (LFTs, SL2VL/VLArb, port states), so a switch
+    /// is never left with half a routing.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Time a sweep may take up to the start of programming; past it the
+    /// sweep ends with [`SweepError::OverBudget`] and programs nothing.
+    /// `None`: no limit.
+    pub budget: Option<Duration>,
+}
+
+/// What a sweep may take before programming, by default: silent nodes cost
+/// one timeout per discovery round, so a sweep that takes this long is
+/// stuck, not busy.
+pub const DEFAULT_SWEEP_BUDGET: Duration = Duration::from_secs(120);
+
+impl PartialEq for SweepOptions {
+    fn eq(&self, other: &Self) -> bool {
+        let same_stop = match (&self.stop, &other.stop) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_stop
+            && self.lmc == other.lmc
+            && self.reassign_lids == other.reassign_lids
+            && self.retries == other.retries
+            && self.sm_sl == other.sm_sl
+            && self.client_reregister == other.client_reregister
+            && self.budget == other.budget
+    }
+}
+
+impl Eq for SweepOptions {}
+
+impl SweepOptions {
+    /// The limits of a sweep starting now.
+    pub fn limits(&self) -> SweepLimits {
+        SweepLimits::new(self.stop.clone(), self.budget)
+    }
 }
 
 impl Default for SweepOptions {
@@ -60,6 +108,8 @@ impl Default for SweepOptions {
             sm_sl: 0,
             client_reregister: false,
             m_keys: MKeys::off(),
+            stop: None,
+            budget: Some(DEFAULT_SWEEP_BUDGET),
         }
     }
 }
@@ -89,27 +139,52 @@ impl SweepOutcome {
 }
 
 /// Discovers the fabric behind `port`, assigns LIDs (updating `guid2lid`)
-/// and programs them. Fails only when the SM's own node does not answer.
+/// and programs them. Fails only when the SM's own node does not answer
+/// (or the options' stop flag or budget end it before programming).
 pub fn sweep(
     port: &mut dyn SmpPort,
     options: &SweepOptions,
     guid2lid: &mut Guid2Lid,
-) -> Result<SweepOutcome, SmpError> {
+) -> Result<SweepOutcome, SweepError> {
+    sweep_with(port, options, guid2lid, &mut FabricMemory::default(), &options.limits())
+}
+
+/// [`sweep`] completed with `memory`, what earlier sweeps knew: a node or
+/// link whose SMPs were lost this sweep is kept as it was known
+/// ([`discovery::merge`]), and `memory` then holds this sweep's fabric.
+pub fn sweep_with(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    guid2lid: &mut Guid2Lid,
+    memory: &mut FabricMemory,
+    limits: &SweepLimits,
+) -> Result<SweepOutcome, SweepError> {
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
-    let (read, discovery) = discover(&mut client)?;
+    let (mut read, mut discovery) = discover_within(&mut client, limits)?;
+    discovery::merge(&mut read, memory, &mut discovery);
+    read.incomplete = discovery.incomplete();
+    // Nothing is written before this point.
+    limits.check()?;
     light::clear_seen_changes(&mut client, &read);
     let discovery_smps = client.stats().clone();
     let mut fabric = read.clone();
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
     let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister);
+    if program.failed != 0 {
+        fabric.incomplete = true;
+    }
     let program_smps = client.stats().since(&discovery_smps);
     if let Err(e) = options.m_keys.flush() {
         tracing::error!(error = %e, "M_Key files not written");
     }
+    memory.remember(&fabric);
     tracing::info!(
         nodes = fabric.nodes.len(),
         discovery_smps = discovery_smps.sent,
         program_smps = program_smps.sent,
+        kept_nodes = discovery.kept_nodes,
+        kept_links = discovery.kept_links,
+        incomplete = fabric.incomplete,
         "sweep done"
     );
     Ok(SweepOutcome {

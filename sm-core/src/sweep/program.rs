@@ -33,9 +33,9 @@ use sm_mad::smp::DATA_LEN;
 use sm_mad::{PhysState, PortInfoPacket, PortState, SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
-use super::discovery::{parse_port_info, Fabric};
+use super::discovery::{parse_port_info, Fabric, FabricMemory, SweepError};
 use super::transport::{SmpClient, SmpError, SmpOp, SmpPort, SmpStats};
-use super::{sweep, Guid2Lid, SweepOptions, SweepOutcome};
+use super::{sweep_with, Guid2Lid, SweepOptions, SweepOutcome};
 use crate::config::Config;
 use crate::engines::chain::{judge, Attempt, ChainOutcome, Routed};
 use crate::ucast_cache::UcastCache;
@@ -52,6 +52,9 @@ pub struct HeldTables {
     pub(super) sl2vl: HashMap<(u64, u8, u8), [u8; 16]>,
     /// VLArb blocks per (node GUID, port, block number 1..=4).
     pub(super) vlarb: HashMap<(u64, u8, u16), [(u8, u8); 32]>,
+    /// The fabric as the last sweep knew it: a node or link whose SMPs are
+    /// lost in a sweep is kept from here until proven gone.
+    pub memory: FabricMemory,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -462,9 +465,27 @@ pub enum OnceError {
     /// The SM's own node did not answer.
     #[error("sweep: {0}")]
     Sweep(#[from] SmpError),
+    /// The stop flag ended the sweep before programming: nothing of its
+    /// routing was written.
+    #[error("sweep stopped before programming (stop requested)")]
+    Stopped,
+    /// The sweep ran past its time budget before programming: nothing of
+    /// its routing was written.
+    #[error("sweep over its time budget of {0:?} before programming; nothing programmed")]
+    OverBudget(std::time::Duration),
     /// Bad engine list, or dumps not written.
     #[error(transparent)]
     Offline(#[from] OfflineError),
+}
+
+impl From<SweepError> for OnceError {
+    fn from(e: SweepError) -> Self {
+        match e {
+            SweepError::Smp(e) => OnceError::Sweep(e),
+            SweepError::Stopped => OnceError::Stopped,
+            SweepError::OverBudget(budget) => OnceError::OverBudget(budget),
+        }
+    }
 }
 
 /// One full sweep: discover, assign and program LIDs, route through the
@@ -501,8 +522,10 @@ pub fn once_cached(
     let total = Instant::now();
     let mut report = RouteReport::default();
     let t = Instant::now();
-    let mut swept = sweep(port, &options.sweep, guid2lid)?;
+    let limits = options.sweep.limits();
+    let mut swept = sweep_with(port, &options.sweep, guid2lid, &mut held.memory, &limits)?;
     report.phase("sweep", t.elapsed());
+    limits.check()?;
     let snapshot = swept.fabric.snapshot(options.sweep.lmc);
     let mut top = snapshot.max_lid;
     let from_cache = match cache.as_deref() {
@@ -526,6 +549,11 @@ pub fn once_cached(
         }
     };
     let mut program = RoutingProgramReport::default();
+    if chain.routed.is_some() {
+        // The last point of return: from here on the routing is written
+        // whole (see `SweepOptions::stop`).
+        limits.check()?;
+    }
     if let Some(routed) = &chain.routed {
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each
@@ -535,6 +563,14 @@ pub fn once_cached(
         super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
+        // What did not take must be tried again, at the next light sweep.
+        // (SL2VL and VLArb are left out: a port that does not implement
+        // them refuses at every sweep, and would make every sweep heavy.)
+        let failed = program.switch_info.failed + program.lft.failed + program.arm.failed + program.activate.failed;
+        if failed != 0 {
+            swept.fabric.incomplete = true;
+        }
+        held.memory.remember(&swept.fabric);
     }
     if let (Some(dir), Some(routed)) = (options.dump_dir, &chain.routed) {
         write_dumps(dir, &snapshot, &routed.routing, &mut report);

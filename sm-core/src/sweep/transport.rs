@@ -335,10 +335,10 @@ impl<'p> SmpClient<'p> {
         path: &[u8],
         data: [u8; DATA_LEN],
     ) -> Result<[u8; DATA_LEN], SmpError> {
-        let mut request = smp::Repr::directed_get(0, attribute, modifier, self.m_key, path)
+        let mut request = smp::Repr::directed_get(0, attribute, modifier, 0, path)
             .map_err(SmpError::BadRequest)?;
         request.data = data;
-        self.exchange(request)
+        self.exchange(request, path)
     }
 
     /// A SubnSet of `data` along `path`; the attribute as the responder
