@@ -234,6 +234,9 @@ struct RouteArgs {
 
 /// Exit status when no engine routed.
 const EXIT_NOT_ROUTED: u8 = 3;
+/// Exit status when the SM's port went away (the service manager restarts
+/// the SM).
+const EXIT_TRANSPORT_LOST: u8 = 4;
 /// Exit status for bad input (file, config, engine list).
 const EXIT_BAD_INPUT: u8 = 2;
 
@@ -387,6 +390,8 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     let mut umad = None;
     // The umad port's responders' ends: (sender, SMInfo requests, SA requests).
     let mut responders: Option<(sweep::MadSender, Option<_>, Option<_>)> = None;
+    // Traps the bounded queue had to drop (a storm), reported at exit.
+    let mut trap_drops = None;
     let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
         match sim_fabric(topology) {
             Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
@@ -405,6 +410,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             Ok(mut u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
                 responders = Some((u.sender(), u.take_smp_requests(), u.take_sa_requests()));
+                trap_drops = Some(u.trap_drop_counter());
                 (umad.insert(u), source)
             }
             Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -466,7 +472,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         // async-signal-safe.
         let registered = unsafe {
             signal_hook::low_level::register(signal, move || {
-                let flag = if reload { &signals.reload } else { &signals.stop };
+                let flag: &std::sync::atomic::AtomicBool = if reload { &signals.reload } else { &signals.stop };
                 flag.store(true, std::sync::atomic::Ordering::Relaxed);
             })
         };
@@ -503,6 +509,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         }
         let mut standby_options = sm_core::standby::StandbyOptions {
             smp_retries: options.sweep.retries,
+            m_keys: options.sweep.m_keys.clone(),
             ..Default::default()
         };
         if let Some(secs) = args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
@@ -551,9 +558,16 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     let summary =
         sm_core::daemon::run(port, &daemon, &mut registry, &config, &mut guid2lid, &mut held, &signals, &mut on_heavy);
     println!(
-        "smcore stopped: {} heavy sweeps, {} light sweeps, {} traps",
-        summary.heavy_sweeps, summary.light_sweeps, summary.traps
+        "smcore stopped: {} heavy sweeps, {} light sweeps, {} traps ({} dropped by the intake, {} by the full queue)",
+        summary.heavy_sweeps,
+        summary.light_sweeps,
+        summary.traps,
+        summary.traps_dropped,
+        trap_drops.map_or(0, |d: Arc<std::sync::atomic::AtomicU64>| d.load(std::sync::atomic::Ordering::Relaxed))
     );
+    if let Some(why) = &summary.fatal {
+        return fail(EXIT_TRANSPORT_LOST, format!("the SM's port is gone: {why}"));
+    }
     ExitCode::SUCCESS
 }
 

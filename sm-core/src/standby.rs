@@ -601,6 +601,9 @@ pub struct StandbyOptions {
     /// `poll_retries` silent polls. Longer than `poll_retries`: a master
     /// computing a large fabric's routing sends no SMP for a while.
     pub stuck_polls: u32,
+    /// M_Key state shared with the sweeps: ports keyed at protection level
+    /// 2 or 3 drop SMPs without their key, polls included.
+    pub m_keys: crate::sweep::MKeys,
 }
 
 /// Default [`StandbyOptions::stuck_polls`]: 30 s at the default interval.
@@ -613,6 +616,7 @@ impl Default for StandbyOptions {
             poll_retries: DEFAULT_POLL_RETRIES,
             smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             stuck_polls: DEFAULT_STUCK_POLLS,
+            m_keys: crate::sweep::MKeys::off(),
         }
     }
 }
@@ -975,7 +979,7 @@ pub fn arbitrate(
                 _ => {}
             }
         }
-        let mut client = SmpClient::new(port, options.smp_retries);
+        let mut client = SmpClient::new(port, options.smp_retries).with_m_keys(options.m_keys.clone());
         let fabric = match discover(&mut client) {
             Ok((fabric, _)) => fabric,
             Err(e) => {
@@ -1156,7 +1160,7 @@ fn poll(
         }
         next = Instant::now() + options.poll_interval;
         // One SMP per poll: the retries are the polls themselves.
-        let mut client = SmpClient::new(port, 0);
+        let mut client = SmpClient::new(port, 0).with_m_keys(options.m_keys.clone());
         let (answer, same_key) = challenged_get(&mut client, state, &target.port);
         let answer = match answer {
             // Whatever answers for our master must go on proving our key;

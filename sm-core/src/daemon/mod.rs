@@ -150,8 +150,10 @@ pub struct DaemonSummary {
 /// The signals the loop watches: set by the caller's handlers.
 #[derive(Debug, Default)]
 pub struct Signals {
-    /// Finish the sweep in progress and return (SIGINT, SIGTERM).
-    pub stop: AtomicBool,
+    /// Stop (SIGINT, SIGTERM): a sweep still discovering ends at its next
+    /// round; one that is programming finishes first. Shared with the
+    /// sweep itself ([`sweep::SweepOptions::stop`]).
+    pub stop: Arc<AtomicBool>,
     /// Rescan the engine directories before the next sweep (SIGHUP).
     pub reload: AtomicBool,
     /// A heavy sweep now (the control socket's `sweep`).
@@ -248,6 +250,16 @@ pub fn run(
     signals: &Signals,
     on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause),
 ) -> DaemonSummary {
+    // ActCount moves with each SMP and wait slice of this loop, so that a
+    // standby sees it stop when the loop hangs (standby::ActivityPort).
+    let mut beating;
+    let port: &mut dyn SmpPort = match &options.standby {
+        Some((state, _)) => {
+            beating = standby::ActivityPort::new(port, state);
+            &mut beating
+        }
+        None => port,
+    };
     let mut d = Daemon {
         port,
         options,
@@ -349,10 +361,15 @@ impl Daemon<'_, '_> {
         let slot = if self.options.ucast_cache { Some(&mut self.cache) } else { None };
         let mut once = self.options.once.clone();
         once.sweep.client_reregister = self.reregister;
+        once.sweep.stop = Some(Arc::clone(&self.signals.stop));
         let result =
             sweep::program::once_cached(&mut *self.port, &once, self.registry, self.config, self.guid2lid, self.held, slot);
         let mut outcome = match result {
             Ok(outcome) => outcome,
+            Err(sweep::OnceError::Stopped) => {
+                info!("heavy sweep stopped before programming");
+                return;
+            }
             Err(e) => {
                 if let Some(why) = transport_gone(&e) {
                     self.fatal(why);
@@ -412,7 +429,7 @@ impl Daemon<'_, '_> {
         let (Some((state, _)), Some(outcome)) = (&self.options.standby, &self.last) else {
             return true;
         };
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
         match standby::check_peers(&mut client, &outcome.sweep.fabric, state) {
             PeerAction::Stay => true,
             PeerAction::SweepNow => {
@@ -442,7 +459,7 @@ impl Daemon<'_, '_> {
         };
         let span = info_span!("light_sweep", n = self.summary.light_sweeps);
         let _enter = span.enter();
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
         let light = sweep::light::light_sweep(&mut client, &outcome.sweep.fabric);
         if light.needs_heavy_sweep() {
             info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
@@ -493,7 +510,7 @@ impl Daemon<'_, '_> {
     fn program_groups(&mut self) {
         let Some(outcome) = &self.last else { return };
         let Some(groups) = &self.options.groups else { return };
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries);
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
         let result = program_groups(&mut client, self.options, groups, outcome, &mut self.mfts);
         match result {
             Some(GroupsProgrammed { generation, complete: true }) => {
