@@ -104,7 +104,13 @@ pub fn serve(
         }
         std::fs::remove_file(path).map_err(io)?;
     }
-    let listener = UnixListener::bind(path).map_err(io)?;
+    // Created 0600 from the start: a socket chmodded after bind is open
+    // to everyone for a moment. The umask is the process's; nothing else
+    // creates files while the SM starts up.
+    let old_mask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    nix::sys::stat::umask(old_mask);
+    let listener = bound.map_err(io)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let thread = std::thread::Builder::new()
@@ -132,7 +138,22 @@ pub fn serve(
     })
 }
 
+/// Whether the peer of `stream` may steer the SM: root or the SM's own
+/// user. The socket's mode already says so; this holds even when someone
+/// loosened the mode or the directory.
+fn peer_allowed(stream: &UnixStream) -> Result<u32, String> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| format!("cannot tell who is asking: {e}"))?;
+    let uid = cred.uid();
+    if uid == 0 || uid == nix::unistd::geteuid().as_raw() {
+        Ok(uid)
+    } else {
+        Err(format!("uid {uid} may not steer the SM"))
+    }
+}
+
 fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
+    let allowed = peer_allowed(&stream);
     // A client that never writes must not hold the SM's only control
     // thread.
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
@@ -141,17 +162,21 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
     if reader.read_line(&mut line).is_err() {
         return;
     }
-    let answer = match line.trim() {
-        "reload" => {
+    let answer = match (allowed, line.trim()) {
+        (Err(why), _) => {
+            warn!("control socket: refused: {why}");
+            format!("error: {why}\n")
+        }
+        (Ok(_), "reload") => {
             signals.reload.store(true, Ordering::Relaxed);
             "ok: engine directories will be rescanned, then a heavy sweep\n".to_string()
         }
-        "sweep" => {
+        (Ok(_), "sweep") => {
             signals.sweep.store(true, Ordering::Relaxed);
             "ok: heavy sweep requested\n".to_string()
         }
-        "status" => status.lock().map(|s| s.render()).unwrap_or_default(),
-        other => format!("error: unknown command {other:?} (reload, sweep, status)\n"),
+        (Ok(_), "status") => status.lock().map(|s| s.render()).unwrap_or_default(),
+        (Ok(_), other) => format!("error: unknown command {other:?} (reload, sweep, status)\n"),
     };
     info!(command = line.trim(), "control command");
     let mut stream = reader.into_inner().into_inner();

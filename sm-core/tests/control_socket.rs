@@ -88,3 +88,39 @@ fn ctl_status_sweep_and_reload_steer_a_running_sm() {
     let (ok, answer) = ctl(&socket, "status");
     assert!(!ok && answer.contains("smcore.sock"), "a clear error names the socket: {answer}");
 }
+
+/// Issue 13 item 13: only root or the SM's own user may steer it, even when
+/// the socket's mode was loosened (SO_PEERCRED); before, anyone who could
+/// open the socket could make the SM sweep.
+#[test]
+fn another_user_cannot_steer_the_sm_even_through_an_open_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Mutex};
+    assert!(nix::unistd::geteuid().is_root(), "this test runs as root (CI does): it runs a client as uid 65534");
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    let path = dir.path().join("smcore.sock");
+    let signals = Arc::new(sm_core::daemon::Signals::default());
+    let status = Arc::new(Mutex::new(sm_core::control::Status::default()));
+    let _socket = sm_core::control::serve(&path, Arc::clone(&signals), status).expect("serve");
+    // An admin's mistake: the socket opened to everyone.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod socket");
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["ctl", "--socket"])
+        .arg(&path)
+        .arg("sweep")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run smcore ctl as nobody");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("may not steer"), "{text}");
+    assert!(!signals.sweep.load(Ordering::Relaxed), "nobody made the SM sweep");
+    // Root still may.
+    let (ok, text) = ctl(&path, "sweep");
+    assert!(ok, "{text}");
+    assert!(signals.sweep.load(Ordering::Relaxed));
+}
