@@ -374,6 +374,20 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         },
         None => Duration::from_secs(10),
     };
+    // Checked here, before any SMP goes out, even where no other SM can be
+    // (the embedded fabric): a bad value is a typo either way.
+    let poll_interval = match args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
+        Some(secs) => match seconds(secs) {
+            Some(d) => Some(d),
+            None => {
+                return fail(
+                    EXIT_BAD_INPUT,
+                    format!("SM poll interval {secs} s: must be above 0 and at most {MAX_SECONDS} s"),
+                )
+            }
+        },
+        None => None,
+    };
     if config.lmc > 7 {
         return fail(EXIT_BAD_INPUT, format!("lmc {}: LMC is 0..7 (IBA PortInfo.LMC has 3 bits)", config.lmc));
     }
@@ -512,13 +526,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             m_keys: options.sweep.m_keys.clone(),
             ..Default::default()
         };
-        if let Some(secs) = args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
-            let Some(d) = seconds(secs) else {
-                return fail(
-                    EXIT_BAD_INPUT,
-                    format!("SM poll interval {secs} s: must be above 0 and at most {MAX_SECONDS} s"),
-                );
-            };
+        if let Some(d) = poll_interval {
             standby_options.poll_interval = d;
         }
         if let Some(n) = args.sm_poll_retries.or(config.polling_retry_number) {

@@ -1726,6 +1726,7 @@ mod tests {
             // The fixture's masters keep one ActCount; the tests of a hung
             // master set their own limit.
             stuck_polls: 1000,
+            m_keys: crate::sweep::MKeys::off(),
         }
     }
 

@@ -67,3 +67,28 @@ fn nothing_routed_exits_non_zero() {
     assert_eq!(code, 3, "{out}");
     assert!(out.contains("NOT ROUTED") && out.contains("not for me"), "{out}");
 }
+
+/// Issue 13 item 13: out-of-range intervals panicked in
+/// `Duration::from_secs_f64`, and an LMC over 7 went on the wire.
+#[test]
+fn sm_intervals_and_lmc_out_of_range_are_refused_not_panics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = write(tmp.path(), "small.net", SMALL_NET);
+    let net = net.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--sweep-interval", "1e20"], "sweep interval"),
+        (vec!["--sweep-interval=-3"], "sweep interval"),
+        (vec!["--sm-poll-interval", "1e300"], "SM poll interval"),
+        (vec!["--sm-poll-interval", "NaN"], "SM poll interval"),
+        (vec!["--lmc", "8"], "LMC is 0..7"),
+    ] {
+        let mut all = vec!["--fabric", net, "--once"];
+        all.extend(args.iter().copied());
+        let (code, _, err) = smcore(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let lines = error_lines(&err);
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(says), "{args:?}: {err}");
+    }
+}

@@ -65,6 +65,7 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
         },
         interval: Duration::from_millis(20),
         trap_settle: Duration::from_millis(5),
+        trap_limits: Default::default(),
         guid2lid_path: None,
         ucast_cache: false,
         standby: None,

@@ -305,3 +305,29 @@ fn an_unwritable_dump_does_not_keep_routing_from_the_fabric() {
     let sw = (0..sim.node_count()).find(|&i| sim.lft(i).is_some()).expect("a switch");
     assert!(sim.lft(sw).expect("lft").iter().any(|&p| p != 0xFF));
 }
+
+/// Issue 13 item 13: each heavy sweep wrote `guid2lid` twice, first from
+/// the dumps with the present ports only (a crash then lost the LIDs of
+/// hosts that were away). The sweep's dumps leave it to the SM now, which
+/// writes it once, with every port it remembers.
+#[test]
+fn the_sweeps_dumps_leave_guid2lid_to_the_sm() {
+    let (_, mut sim) = fat_tree();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let registry = Registry::scan(&[bin_dir()]);
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    // A host that was here before and is away now.
+    g2l.entries.insert(0x0011_2233_4455_6677, (0x40, 0x40));
+    let once = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: Some(dir.path()) };
+    let out = {
+        let mut port = SimPort::new(&mut sim);
+        sweep::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held).expect("sweep")
+    };
+    assert!(dir.path().join("opensm-lfts.dump").exists(), "{:?}", out.report.dumps);
+    assert!(!dir.path().join("guid2lid").exists(), "the dumps wrote guid2lid: {:?}", out.report.dumps);
+    let path = dir.path().join("guid2lid");
+    g2l.write(&path).expect("write");
+    let back = Guid2Lid::read(&path).expect("read");
+    assert_eq!(back.entries.get(&0x0011_2233_4455_6677), Some(&(0x40, 0x40)));
+    assert!(back.entries.len() > 1);
+}
