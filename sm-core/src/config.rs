@@ -230,6 +230,10 @@ mod tests {
             sm_priority: Some(0),
             sminfo_polling_timeout: Some(crate::standby::DEFAULT_POLL_INTERVAL.as_millis() as u64),
             polling_retry_number: Some(crate::standby::DEFAULT_POLL_RETRIES),
+            sm_key: Some(DEFAULT_SM_KEY),
+            m_key: Some(0),
+            m_key_protection_level: Some(0),
+            m_key_lease_period: Some(0),
             ..Config::default()
         };
         assert_eq!(shipped, defaults);

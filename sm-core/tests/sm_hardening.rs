@@ -331,3 +331,54 @@ fn the_sweeps_dumps_leave_guid2lid_to_the_sm() {
     assert_eq!(back.entries.get(&0x0011_2233_4455_6677), Some(&(0x40, 0x40)));
     assert!(back.entries.len() > 1);
 }
+
+/// A port that works for `good_waits` waits, then is gone for good.
+struct DyingPort<'a> {
+    port: SimPort<'a>,
+    good_waits: u32,
+}
+
+impl SmpPort for DyingPort<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        if self.good_waits == 0 {
+            return Err(TransportError::Closed("umad device removed".into()));
+        }
+        self.good_waits -= 1;
+        self.port.wait_trap(timeout)
+    }
+}
+
+/// Issue 13 item 3: when the transport is truly gone the loop ends and
+/// says why (the process then exits non-zero for its service manager),
+/// instead of living on deaf.
+#[test]
+fn a_transport_that_is_gone_ends_the_loop_with_the_reason() {
+    let (_, mut sim) = fat_tree();
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let opts = options(None);
+    let summary = std::thread::scope(|s| {
+        // A safety net only: the loop must end long before.
+        s.spawn(|| {
+            let end = std::time::Instant::now() + Duration::from_secs(30);
+            while !signals.stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            signals.stop.store(true, Ordering::Relaxed);
+        });
+        let mut port = DyingPort { port: SimPort::new(&mut sim), good_waits: 3 };
+        let mut on_heavy = |_: &OnceOutcome, _: u64, _: Cause| {};
+        let summary = daemon::run(&mut port, &opts, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        signals.stop.store(true, Ordering::Relaxed);
+        summary
+    });
+    assert_eq!(summary.fatal.as_deref(), Some("umad device removed"), "{summary:?}");
+    assert_eq!(summary.heavy_sweeps, 1, "{summary:?}");
+}
