@@ -87,3 +87,40 @@ pub fn sm_location(topo: &sm_topology::Topology) -> (usize, u8) {
         })
         .expect("a CA with a cable")
 }
+
+/// An IPv4-style multicast GID ending in `n`.
+pub fn mc_mgid(n: u8) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[0] = 0xFF;
+    g[1] = 0x12;
+    g[2] = 0x40;
+    g[3] = 0x1B;
+    g[15] = n;
+    g
+}
+
+/// Group parameters as IPoIB asks for them, on SL `sl`.
+pub fn mc_params(n: u8, sl: u8) -> sm_core::mcast::McGroupParams {
+    sm_core::mcast::McGroupParams {
+        mgid: mc_mgid(n),
+        qkey: 0x0B1B,
+        pkey: 0xFFFF,
+        mtu: 4,
+        rate: 3,
+        packet_life: 18,
+        sl,
+        flow_label: 0,
+        hop_limit: 0,
+        tclass: 0,
+        scope: 2,
+    }
+}
+
+/// A full member, the port of `guid` itself.
+pub fn mc_member(guid: u64) -> sm_core::mcast::McMember {
+    let mut port_gid = [0u8; 16];
+    port_gid[..8].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
+    port_gid[8..].copy_from_slice(&guid.to_be_bytes());
+    sm_core::mcast::McMember { port_gid, port_guid: guid, join_state: sm_core::mcast::groups::join_state::FULL, proxy: false }
+}
+

@@ -9,13 +9,13 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use common::{bin_dir, sm_location, workspace};
+use common::{bin_dir, mc_member as member, mc_mgid as mgid, mc_params as params, sm_location, workspace};
 use sm_core::config::Config;
 use sm_core::engines::Registry;
 use sm_core::mcast::groups::join_state;
 use sm_core::mcast::program::{program_mfts, HeldMfts};
 use sm_core::mcast::tree::{plan, McastPlan, TreeSource};
-use sm_core::mcast::{McGroupParams, McGroups, McMember};
+use sm_core::mcast::McGroups;
 use sm_core::sim::SimFabric;
 use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpClient, SmpOp, SweepOptions};
 use sm_mad::forwarding::MftModifier;
@@ -34,39 +34,6 @@ fn routed(file: &str, engines: &str, config: &Config) -> (SimFabric, OnceOutcome
     };
     assert!(out.chain.routed.is_some(), "{file}: {:?}", out.chain.describe());
     (sim, out)
-}
-
-fn mgid(n: u8) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[0] = 0xFF;
-    g[1] = 0x12;
-    g[2] = 0x40;
-    g[3] = 0x1B;
-    g[15] = n;
-    g
-}
-
-fn params(n: u8, sl: u8) -> McGroupParams {
-    McGroupParams {
-        mgid: mgid(n),
-        qkey: 0x0B1B,
-        pkey: 0xFFFF,
-        mtu: 4,
-        rate: 3,
-        packet_life: 18,
-        sl,
-        flow_label: 0,
-        hop_limit: 0,
-        tclass: 0,
-        scope: 2,
-    }
-}
-
-fn member(guid: u64) -> McMember {
-    let mut port_gid = [0u8; 16];
-    port_gid[..8].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
-    port_gid[8..].copy_from_slice(&guid.to_be_bytes());
-    McMember { port_gid, port_guid: guid, join_state: join_state::FULL, proxy: false }
 }
 
 /// CA port GUIDs of the fabric, in discovery order.

@@ -12,20 +12,18 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{bin_dir, sm_location};
+use common::{bin_dir, mc_member, mc_mgid, mc_params, sm_location};
 use sm_core::config::Config;
-use sm_core::daemon::traps::TrapLimits;
+use sm_core::daemon::traps::{generic_trap, TrapLimits};
 use sm_core::daemon::{self, Cause, DaemonOptions, DaemonSummary, Signals};
 use sm_core::engines::Registry;
-use sm_core::mcast::groups::join_state;
 use sm_core::mcast::program::{program_mfts, HeldMfts};
 use sm_core::mcast::tree::{GroupTree, McastPlan, TreeSource};
-use sm_core::mcast::{McGroupParams, McGroups, McMember};
+use sm_core::mcast::McGroups;
 use sm_core::sim::{SimFabric, SimOptions};
 use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpClient, SmpPort, SweepOptions, TransportError, TrapMad};
 use sm_mad::mad::{attr, method};
-use sm_mad::notice::{producer, trap, Source};
-use sm_mad::{Mad, NoticePacket, NoticeRepr, SmpRepr};
+use sm_mad::notice::trap;
 use sm_topology::gen;
 
 /// What the test port does besides passing SMPs to the embedded fabric.
@@ -114,32 +112,6 @@ fn run_daemon(sim: &mut SimFabric, faults: Rc<Faults>, options: &DaemonOptions<'
     (summary, causes)
 }
 
-fn params(n: u8) -> McGroupParams {
-    let mut mgid = [0u8; 16];
-    mgid[..4].copy_from_slice(&[0xFF, 0x12, 0x40, 0x1B]);
-    mgid[15] = n;
-    McGroupParams {
-        mgid,
-        qkey: 0x0B1B,
-        pkey: 0xFFFF,
-        mtu: 4,
-        rate: 3,
-        packet_life: 18,
-        sl: 0,
-        flow_label: 0,
-        hop_limit: 0,
-        tclass: 0,
-        scope: 2,
-    }
-}
-
-fn member(guid: u64) -> McMember {
-    let mut port_gid = [0u8; 16];
-    port_gid[..8].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
-    port_gid[8..].copy_from_slice(&guid.to_be_bytes());
-    McMember { port_gid, port_guid: guid, join_state: join_state::FULL, proxy: false }
-}
-
 fn fat_tree() -> (sm_topology::Topology, SimFabric) {
     let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
     let (sm_node, sm_port) = sm_location(&topo);
@@ -162,8 +134,8 @@ fn failing_mft_writes_back_off_and_the_loop_keeps_sweeping() {
     {
         let mut g = groups.lock().expect("groups");
         let hosts = two_hosts(&topo);
-        g.create(params(1), None, member(hosts[0])).expect("create");
-        g.join(&params(1).mgid, member(hosts[1])).expect("join");
+        g.create(mc_params(1, 0), None, mc_member(hosts[0])).expect("create");
+        g.join(&mc_mgid(1), mc_member(hosts[1])).expect("join");
     }
     let faults = Rc::new(Faults { drop_mft_sets: true, ..Default::default() });
     let opts = options(Some(groups));
@@ -176,25 +148,9 @@ fn failing_mft_writes_back_off_and_the_loop_keeps_sweeping() {
     assert!(faults.mft_sets.get() > 0);
 }
 
-/// A trap as a switch sends it, from LID `slid`, claiming `issuer`.
+/// A trap 128 from LID `slid`, claiming `issuer`.
 fn trap_128(slid: u16, issuer: u16) -> TrapMad {
-    let mut notice = NoticeRepr::link_state_change(issuer);
-    notice.source = Source::Generic { producer_type: producer::SWITCH, trap_number: trap::LINK_STATE_CHANGE };
-    let mut data = [0u8; sm_mad::smp::DATA_LEN];
-    notice.emit(&mut NoticePacket::new_unchecked(&mut data[..sm_mad::notice::LEN]));
-    let smp = SmpRepr {
-        method: method::TRAP,
-        status: 0,
-        transaction_id: 1,
-        attribute_id: attr::NOTICE,
-        attribute_modifier: 0,
-        m_key: 0,
-        routing: sm_mad::smp::Routing::Lid,
-        data,
-    };
-    let mut mad = Mad::zeroed();
-    smp.emit(&mut mad.smp_mut());
-    TrapMad { slid, mad: mad.0.to_vec() }
+    generic_trap(slid, issuer, trap::LINK_STATE_CHANGE)
 }
 
 /// Issue 13 item 9: every trap from any LID caused a heavy sweep. A host

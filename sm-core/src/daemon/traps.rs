@@ -260,6 +260,34 @@ impl TrapFilter {
 
 const SILENCED: &str = "issuer in flapping hold-down";
 
+/// The SubnTrap(Notice) a port sends: generic trap `number` claiming
+/// IssuerLID `issuer`, arriving from LID `slid`. For simulated fabrics and
+/// tests that play a switch (or a host forging one).
+pub fn generic_trap(slid: u16, issuer: u16, number: u16) -> TrapMad {
+    use sm_mad::notice::{producer, Details, DETAILS_LEN};
+    use sm_mad::{Mad, SmpRepr};
+    let mut notice = NoticeRepr::link_state_change(issuer);
+    notice.source = Source::Generic { producer_type: producer::SWITCH, trap_number: number };
+    if number != trap::LINK_STATE_CHANGE {
+        notice.details = Details::Raw([0; DETAILS_LEN]);
+    }
+    let mut data = [0u8; sm_mad::smp::DATA_LEN];
+    notice.emit(&mut NoticePacket::new_unchecked(&mut data[..sm_mad::notice::LEN]));
+    let smp = SmpRepr {
+        method: method::TRAP,
+        status: 0,
+        transaction_id: 1,
+        attribute_id: attr::NOTICE,
+        attribute_modifier: 0,
+        m_key: 0,
+        routing: sm_mad::smp::Routing::Lid,
+        data,
+    };
+    let mut mad = Mad::zeroed();
+    smp.emit(&mut mad.smp_mut());
+    TrapMad { slid, mad: mad.0.to_vec() }
+}
+
 /// Trap number and IssuerLID of a well-formed generic SubnTrap(Notice).
 fn parse(trap: &TrapMad) -> Result<(u16, u16), &'static str> {
     let mad = &trap.mad;
@@ -291,29 +319,9 @@ fn parse(trap: &TrapMad) -> Result<(u16, u16), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sm_mad::{Mad, SmpRepr};
 
     fn trap_from(slid: u16, issuer: u16, number: u16) -> TrapMad {
-        let mut notice = NoticeRepr::link_state_change(issuer);
-        notice.source = Source::Generic { producer_type: sm_mad::notice::producer::SWITCH, trap_number: number };
-        if number != trap::LINK_STATE_CHANGE {
-            notice.details = sm_mad::NoticeDetails::Raw([0; sm_mad::notice::DETAILS_LEN]);
-        }
-        let mut data = [0u8; sm_mad::smp::DATA_LEN];
-        notice.emit(&mut NoticePacket::new_unchecked(&mut data[..sm_mad::notice::LEN]));
-        let smp = SmpRepr {
-            method: method::TRAP,
-            status: 0,
-            transaction_id: 7,
-            attribute_id: attr::NOTICE,
-            attribute_modifier: 0,
-            m_key: 0,
-            routing: sm_mad::smp::Routing::Lid,
-            data,
-        };
-        let mut mad = Mad::zeroed();
-        smp.emit(&mut mad.smp_mut());
-        TrapMad { slid, mad: mad.0.to_vec() }
+        generic_trap(slid, issuer, number)
     }
 
     fn filter_knowing(lids: &[u16]) -> TrapFilter {
