@@ -125,7 +125,7 @@ fn bad_values_name_file_and_line() {
         ("sweep_interval 0\n", 1, "sweep_interval 0"),
         ("use_ucast_cache yes\n", 1, "TRUE or FALSE"),
         ("m_key_protection_level 4\n", 1, "m_key_protection_level"),
-        ("routing_engine\t \nlmc 1\n", 1, "no value"),
+        ("lmc 1\nrouting_engine\t \n", 2, "no value"),
     ] {
         let e = load_error(text);
         assert!(e.starts_with(&format!(":{line}: ")) && e.contains(what), "{text:?}: {e}");
