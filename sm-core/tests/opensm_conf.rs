@@ -90,7 +90,8 @@ fn the_file_opensm_writes_loads_with_its_values() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), c.not_supported.len());
-    let honoured = keys.iter().filter(|k| !matches!(opensm::key(k).map(|e| e.support), Some(opensm::Support::NotSupported(_))));
+    let honoured =
+        keys.iter().filter(|k| !matches!(opensm::key(k).map(|e| e.support), Some(opensm::Support::NotSupported(_))));
     assert_eq!(honoured.count() + c.not_supported.len(), keys.len());
 }
 
@@ -152,6 +153,7 @@ fn smcore_runs_one_sweep_with_the_file_opensm_writes() {
     assert_eq!(warnings.len(), 1, "one warning line listing the keys:\n{err}");
     assert!(warnings[0].contains("qos_policy_file") && warnings[0].contains(conf.to_str().unwrap()), "{}", warnings[0]);
     // The SM routed: minhop (routing_engine is (null)) wrote its tables.
-    let lfts = std::fs::read_to_string(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("no LFT dump: {e}\n{err}"));
+    let lfts =
+        std::fs::read_to_string(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("no LFT dump: {e}\n{err}"));
     assert!(lfts.contains("Unicast lids"), "{lfts}");
 }

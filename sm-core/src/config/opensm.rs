@@ -58,7 +58,7 @@ pub const KEYS: &[Key] = &[
     k("m_key", Core("m_key")),
     k("m_key_lease_period", Core("m_key_lease_period")),
     k("m_key_protection_level", Core("m_key_protection_level")),
-    k("m_key_lookup", NotSupported("keys of ports met before come from smcore's own guid2mkey file, always")),
+    k("m_key_lookup", NotSupported("keys given to ports before are always looked up in the guid2mkey file (TOML `guid2mkey`, or the dump directory's)")),
     k("sm_key", Core("sm_key")),
     k("sa_key", NotSupported("the SA trusts requests carrying sm_key")),
     k("subnet_prefix", NotSupported("the ports' GID prefix is left as found")),
@@ -121,7 +121,7 @@ pub const KEYS: &[Key] = &[
     k("ignore_other_sm", UNUSED),
     k("sminfo_polling_timeout", Core("sminfo_polling_timeout")),
     k("polling_retry_number", Core("polling_retry_number")),
-    k("honor_guid2lid_file", NotSupported("the guid2lid file is always honoured; --reassign-lids forgets it")),
+    k("honor_guid2lid_file", NotSupported("the guid2lid file (--guid2lid, or the dump directory's) is always honoured; --reassign-lids forgets it")),
     k("max_wire_smps", Core("max_wire_smps")),
     k("max_wire_smps2", UNUSED),
     k("max_smps_timeout", UNUSED),
@@ -334,7 +334,8 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "routing_engine" => c.routing_engine = text(v)?,
         "lmc" => c.lmc = number(v, 7).map_err(|e| format!("{e} (PortInfo.LMC has 3 bits)"))? as u8,
         "sweep_interval" => {
-            c.sweep_interval = Some(ranged(v, 1, U32, ": OpenSM's 0 (no light sweeps) is not supported by smcore")? as f64)
+            c.sweep_interval =
+                Some(ranged(v, 1, U32, ": OpenSM's 0 (no light sweeps) is not supported by smcore")? as f64)
         }
         "max_wire_smps" => {
             c.max_wire_smps = Some(ranged(v, 1, U32, ": OpenSM's 0 (no limit) is not supported by smcore")? as usize)
@@ -352,8 +353,13 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
         // Engine options: the same names and TOML types the engines read
         // from smcore.toml.
-        "port_prof_ignore_file" | "lfts_file" | "root_guid_file" | "cn_guid_file" | "io_guid_file"
-        | "guid_routing_order_file" | "torus_config" => match text(v)? {
+        "port_prof_ignore_file"
+        | "lfts_file"
+        | "root_guid_file"
+        | "cn_guid_file"
+        | "io_guid_file"
+        | "guid_routing_order_file"
+        | "torus_config" => match text(v)? {
             Some(s) => {
                 c.options.insert(name.into(), toml::Value::String(s));
             }
@@ -440,11 +446,19 @@ mod tests {
             assert!(seen.insert(k.name), "{} twice", k.name);
             if !matches!(k.support, NotSupported(_)) {
                 let sample = match k.name {
-                    "use_ucast_cache" | "m_key_per_port" | "connect_roots" | "do_mesh_analysis" | "nue_include_switches" => {
-                        "TRUE"
-                    }
-                    "routing_engine" | "port_prof_ignore_file" | "lfts_file" | "root_guid_file" | "cn_guid_file"
-                    | "io_guid_file" | "guid_routing_order_file" | "torus_config" => "/x",
+                    "use_ucast_cache"
+                    | "m_key_per_port"
+                    | "connect_roots"
+                    | "do_mesh_analysis"
+                    | "nue_include_switches" => "TRUE",
+                    "routing_engine"
+                    | "port_prof_ignore_file"
+                    | "lfts_file"
+                    | "root_guid_file"
+                    | "cn_guid_file"
+                    | "io_guid_file"
+                    | "guid_routing_order_file"
+                    | "torus_config" => "/x",
                     _ => "1",
                 };
                 apply(&mut Config::default(), k.name, sample).unwrap_or_else(|e| panic!("{}: {e}", k.name));
