@@ -157,3 +157,15 @@ fn smcore_runs_one_sweep_with_the_file_opensm_writes() {
         std::fs::read_to_string(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("no LFT dump: {e}\n{err}"));
     assert!(lfts.contains("Unicast lids"), "{lfts}");
 }
+
+#[test]
+fn a_toml_name_is_always_toml() {
+    let tmp = tempfile::tempdir().unwrap();
+    // OpenSM-looking text in a .toml file gets TOML's error, not OpenSM's
+    // reading; the same text under another name is opensm.conf.
+    let toml = write(tmp.path(), "smcore.toml", "lmc 1\n");
+    let e = Config::load(&toml).expect_err("not TOML").to_string();
+    assert!(e.starts_with(&format!("{}:1:", toml.display())), "{e}");
+    let conf = write(tmp.path(), "site.conf", "lmc 1\n");
+    assert_eq!(Config::load(&conf).unwrap().lmc, 1);
+}

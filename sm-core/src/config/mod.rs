@@ -138,12 +138,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Read a configuration file: OpenSM's `opensm.conf` when
-    /// [`opensm::is_opensm_format`] says so, else TOML. The OpenSM keys
-    /// smcore does not use are logged here, once, as one warning.
+    /// Read a configuration file: a `*.toml` file is TOML; any other is
+    /// OpenSM's `opensm.conf` when [`opensm::is_opensm_format`] says so, else
+    /// TOML. The OpenSM keys smcore does not use are logged here, once, as
+    /// one warning.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
-        if !opensm::is_opensm_format(&text) {
+        let toml_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if toml_name || !opensm::is_opensm_format(&text) {
             return Config::parse(&text, path);
         }
         let config = opensm::parse(&text, path)?;

@@ -400,9 +400,9 @@ pub fn keys_markdown() -> String {
         "# opensm.conf keys in smcore\n\n\
          <!-- Generated from sm-core/src/config/opensm.rs (KEYS); \
          `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm` rewrites it. -->\n\n\
-         `smcore --config /etc/opensm/opensm.conf` reads OpenSM's own file. The format is chosen by content: \
-         a file whose first line that is neither blank nor a `#` comment has no `=` and looks like \
-         `key value` (`^\\s*[a-z_0-9]+\\s+\\S`) is read as opensm.conf; anything else is TOML (`smcore.toml`).\n\n\
+         `smcore --config /etc/opensm/opensm.conf` reads OpenSM's own file. A file named `*.toml` is TOML \
+         (`smcore.toml`); for any other the format is chosen by content: a file whose first line that is neither blank nor a `#` comment has no `=` and looks like \
+         `key value` (`^\\s*[a-z_0-9]+\\s+\\S`) is read as opensm.conf, anything else as TOML.\n\n\
          Values are written as OpenSM writes them: `TRUE`/`FALSE` (nothing else), numbers in decimal, `0x` hex \
          or `0` octal, `(null)` for unset, one pair of surrounding quotes dropped, `#` to the end of a line a \
          comment; a key given twice takes the later value. A value smcore cannot use (out of range, not a \
