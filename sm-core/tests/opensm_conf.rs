@@ -169,3 +169,33 @@ fn a_toml_name_is_always_toml() {
     let conf = write(tmp.path(), "site.conf", "lmc 1\n");
     assert_eq!(Config::load(&conf).unwrap().lmc, 1);
 }
+
+proptest::proptest! {
+    /// Any opensm.conf text is a configuration or an error naming the file
+    /// and a line within the text; an accepted file's values are in range.
+    #[test]
+    fn opensm_text_never_panics(lines in proptest::collection::vec(proptest::prop_oneof![
+        "(lmc|sweep_interval|sm_key|sm_priority|m_key_protection_level|routing_engine|max_wire_smps|use_ucast_cache|qos|nue_max_num_vls) [-0-9a-fxA-Z()\"' #]{0,14}",
+        "[a-z_]{1,12}[ \t]+[ -~]{0,20}",
+        "[ -~\u{e9}\u{3000}]{0,40}",
+    ], 1..12)) {
+        let text = lines.join("\n");
+        let nlines = text.lines().count();
+        match opensm::parse(&text, Path::new("fuzz.conf")) {
+            Ok(c) => {
+                proptest::prop_assert!(c.lmc <= 7);
+                proptest::prop_assert!(c.sm_priority.unwrap_or(0) <= 15);
+                proptest::prop_assert!(c.sweep_interval.unwrap_or(1.0) >= 1.0);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let line: usize = msg
+                    .strip_prefix("fuzz.conf:")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                proptest::prop_assert!(line >= 1 && line <= nlines, "{}", msg);
+            }
+        }
+    }
+}
