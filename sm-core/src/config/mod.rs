@@ -1,5 +1,6 @@
 //! `smcore.toml`: defaults for the SM and the engines. Command-line flags
-//! override it.
+//! override it. OpenSM's own `opensm.conf` is read too (see [`opensm`];
+//! [`Config::load`] tells the two formats apart by content).
 //!
 //! Keys follow OpenSM's option names (snake case) where one exists. Any
 //! top-level key that is not one of the core's own is an engine option and
@@ -13,6 +14,8 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::engines::CreditLoopPolicy;
+
+pub mod opensm;
 
 /// A configuration file that cannot be used.
 #[derive(Debug, Error)]
@@ -128,13 +131,28 @@ pub struct Config {
     /// Every other top-level key: engine options shared by all engines.
     #[serde(flatten)]
     pub options: toml::Table,
+    /// OpenSM keys an opensm.conf gave that smcore accepts and does not use
+    /// (empty for TOML); [`Config::load`] logs them once.
+    #[serde(skip)]
+    pub not_supported: Vec<String>,
 }
 
 impl Config {
-    /// Read a configuration file.
+    /// Read a configuration file: a `*.toml` file is TOML; any other is
+    /// OpenSM's `opensm.conf` when [`opensm::is_opensm_format`] says so, else
+    /// TOML. The OpenSM keys smcore does not use are logged here, once, as
+    /// one warning.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
-        Config::parse(&text, path)
+        let toml_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if toml_name || !opensm::is_opensm_format(&text) {
+            return Config::parse(&text, path);
+        }
+        let config = opensm::parse(&text, path)?;
+        if let Some(w) = opensm::not_supported_warning(path, &config.not_supported) {
+            tracing::warn!("{w}");
+        }
+        Ok(config)
     }
 
     /// Parse configuration text; `path` only names it in errors.
@@ -220,7 +238,7 @@ mod tests {
 
     #[test]
     fn shipped_config_states_the_defaults() {
-        let shipped = Config::parse(include_str!("../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
+        let shipped = Config::parse(include_str!("../../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
         let defaults = Config {
             routing_engine: Some("minhop".into()),
             sweep_interval: Some(10.0),

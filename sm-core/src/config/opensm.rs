@@ -1,0 +1,503 @@
+//! OpenSM's own `opensm.conf`, read as it is: one `key value` per line,
+//! `#` starts a comment, values in OpenSM's spellings (`TRUE`/`FALSE`,
+//! C numbers: decimal, `0x` hex, leading-`0` octal; `(null)` for unset;
+//! one pair of surrounding quotes is dropped, as OpenSM's reader does).
+//!
+//! Every key OpenSM knows is in [`KEYS`]: either mapped onto the same
+//! [`Config`] fields the TOML file fills (or passed to the engines as the
+//! option of the same name), or accepted and listed as not supported. A key
+//! OpenSM does not know is an error naming file and line: OpenSM only logs
+//! those, but a typo that silently changes nothing is what a move between
+//! SMs must not have. `docs/opensm-conf-keys.md` is generated from [`KEYS`]
+//! by [`keys_markdown`].
+
+use std::path::Path;
+
+use super::{Config, ConfigError};
+
+/// What smcore does with one OpenSM key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Read into the core's [`Config`] field of this name.
+    Core(&'static str),
+    /// Passed to every routing engine as the option of the same name; the
+    /// text names the engines that read it.
+    Engine(&'static str),
+    /// Accepted, not used; the text says what smcore does instead.
+    NotSupported(&'static str),
+}
+
+/// One key of `opensm.conf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// The key as OpenSM spells it.
+    pub name: &'static str,
+    /// What smcore does with it.
+    pub support: Support,
+}
+
+use Support::{Core, Engine, NotSupported};
+
+const LINK: Support = NotSupported("link parameters are not programmed yet: ports keep the values they came up with");
+const PART: Support = NotSupported("no partitions yet: P_Key tables are not programmed");
+const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
+const CC: Support = NotSupported("no congestion control");
+const PERF: Support = NotSupported("no performance manager");
+const LOG: Support = NotSupported("smcore logs to stderr; choose the detail with --log or SMCORE_LOG");
+const UNUSED: Support = NotSupported("no such behaviour in smcore");
+
+const fn k(name: &'static str, support: Support) -> Key {
+    Key { name, support }
+}
+
+/// Every key of OpenSM's option table (opensm 3.3.23's `opensm -c`, plus
+/// `dimn_ports_file` and `max_rate_enum` of later versions), in the order
+/// `opensm -c` writes them, then smcore's own additions.
+pub const KEYS: &[Key] = &[
+    k("guid", NotSupported("the SM's port is chosen with --device and --port")),
+    k("m_key", Core("m_key")),
+    k("m_key_lease_period", Core("m_key_lease_period")),
+    k("m_key_protection_level", Core("m_key_protection_level")),
+    k("m_key_lookup", NotSupported("keys given to ports before are always looked up in the guid2mkey file (TOML `guid2mkey`, or the dump directory's)")),
+    k("sm_key", Core("sm_key")),
+    k("sa_key", NotSupported("the SA trusts requests carrying sm_key")),
+    k("subnet_prefix", NotSupported("the ports' GID prefix is left as found")),
+    k("lmc", Core("lmc")),
+    k("lmc_esp0", UNUSED),
+    k("sm_sl", NotSupported("ports get MasterSMSL 0, OpenSM's default")),
+    k("packet_life_time", NotSupported("PathRecords carry OpenSM's default 0x12")),
+    k("vl_stall_count", LINK),
+    k("leaf_vl_stall_count", LINK),
+    k("head_of_queue_lifetime", LINK),
+    k("leaf_head_of_queue_lifetime", LINK),
+    k("max_op_vls", LINK),
+    k("force_link_speed", LINK),
+    k("force_link_speed_ext", LINK),
+    k("force_link_width", LINK),
+    k("fdr10", LINK),
+    k("subnet_timeout", LINK),
+    k("local_phy_errors_threshold", LINK),
+    k("overrun_errors_threshold", LINK),
+    k("use_mfttop", UNUSED),
+    k("partition_config_file", PART),
+    k("no_partition_enforcement", PART),
+    k("part_enforce", PART),
+    k("allow_both_pkeys", PART),
+    k("keep_pkey_indexes", PART),
+    k("sm_assigned_guid", UNUSED),
+    k("sweep_interval", Core("sweep_interval")),
+    k("reassign_lids", NotSupported("give --reassign-lids")),
+    k("force_heavy_sweep", NotSupported("light sweeps decide when to sweep heavily")),
+    k("sweep_on_trap", NotSupported("traps always start a sweep")),
+    k("port_profile_switch_nodes", UNUSED),
+    k("port_prof_ignore_file", Engine("minhop, updn, dnup")),
+    k("hop_weights_file", UNUSED),
+    k("dimn_ports_file", UNUSED),
+    k("port_search_ordering_file", UNUSED),
+    k("routing_engine", Core("routing_engine")),
+    k("avoid_throttled_links", UNUSED),
+    k("connect_roots", Engine("ftree")),
+    k("use_ucast_cache", Core("use_ucast_cache")),
+    k("lid_matrix_dump_file", NotSupported("dumps go to --dump-dir")),
+    k("lfts_file", Engine("file")),
+    k("root_guid_file", Engine("ftree, updn")),
+    k("cn_guid_file", Engine("ftree, dfsssp, sssp")),
+    k("io_guid_file", Engine("ftree, dfsssp, sssp")),
+    k("quasi_ftree_indexing", UNUSED),
+    k("max_reverse_hops", Engine("ftree")),
+    k("ids_guid_file", UNUSED),
+    k("guid_routing_order_file", Engine("minhop, updn, dnup")),
+    k("do_mesh_analysis", Engine("lash")),
+    k("lash_start_vl", Engine("lash")),
+    k("nue_max_num_vls", Engine("nue")),
+    k("nue_include_switches", Engine("nue")),
+    k("port_shifting", UNUSED),
+    k("scatter_ports", UNUSED),
+    k("guid_routing_order_no_scatter", UNUSED),
+    k("sa_db_file", NotSupported("SA registrations are not kept across restarts")),
+    k("sa_db_dump", NotSupported("SA registrations are not kept across restarts")),
+    k("torus_config", Engine("torus-2QoS")),
+    k("sm_priority", Core("sm_priority")),
+    k("ignore_other_sm", UNUSED),
+    k("sminfo_polling_timeout", Core("sminfo_polling_timeout")),
+    k("polling_retry_number", Core("polling_retry_number")),
+    k("honor_guid2lid_file", NotSupported("the guid2lid file (--guid2lid, or the dump directory's) is always honoured; --reassign-lids forgets it")),
+    k("max_wire_smps", Core("max_wire_smps")),
+    k("max_wire_smps2", UNUSED),
+    k("max_smps_timeout", UNUSED),
+    k("transaction_timeout", Core("transaction_timeout")),
+    k("transaction_retries", Core("transaction_retries")),
+    k("long_transaction_timeout", UNUSED),
+    k("max_msg_fifo_timeout", UNUSED),
+    k("single_thread", UNUSED),
+    k("daemon", NotSupported("run smcore under a service manager")),
+    k("sm_inactive", UNUSED),
+    k("babbling_port_policy", UNUSED),
+    k("drop_event_subscriptions", UNUSED),
+    k("ipoib_mcgroup_creation_validation", UNUSED),
+    k("mcgroup_join_validation", UNUSED),
+    k("use_original_extended_sa_rates_only", UNUSED),
+    k("max_rate_enum", UNUSED),
+    k("use_optimized_slvl", UNUSED),
+    k("fsync_high_avail_files", UNUSED),
+    k("perfmgr", PERF),
+    k("perfmgr_redir", PERF),
+    k("perfmgr_sweep_time_s", PERF),
+    k("perfmgr_max_outstanding_queries", PERF),
+    k("perfmgr_ignore_cas", PERF),
+    k("perfmgr_rm_nodes", PERF),
+    k("perfmgr_log_errors", PERF),
+    k("perfmgr_query_cpi", PERF),
+    k("perfmgr_xmit_wait_log", PERF),
+    k("perfmgr_xmit_wait_threshold", PERF),
+    k("event_db_dump_file", PERF),
+    k("event_plugin_name", NotSupported("no event plugins")),
+    k("event_plugin_options", NotSupported("no event plugins")),
+    k("node_name_map_name", UNUSED),
+    k("log_flags", LOG),
+    k("force_log_flush", LOG),
+    k("log_file", LOG),
+    k("log_max_size", LOG),
+    k("accum_log_file", LOG),
+    k("per_module_logging_file", LOG),
+    k("dump_files_dir", NotSupported("dumps go to --dump-dir (written every sweep, not only at OpenSM's log levels)")),
+    k("enable_quirks", UNUSED),
+    k("no_clients_rereg", UNUSED),
+    k("disable_multicast", UNUSED),
+    k("exit_on_fatal", UNUSED),
+    k("console", NotSupported("use `smcore ctl` on the control socket")),
+    k("console_port", NotSupported("use `smcore ctl` on the control socket")),
+    k("qos", QOS),
+    k("qos_policy_file", QOS),
+    k("suppress_sl2vl_mad_status_errors", QOS),
+    k("qos_max_vls", QOS),
+    k("qos_high_limit", QOS),
+    k("qos_vlarb_high", QOS),
+    k("qos_vlarb_low", QOS),
+    k("qos_sl2vl", QOS),
+    k("qos_ca_max_vls", QOS),
+    k("qos_ca_high_limit", QOS),
+    k("qos_ca_vlarb_high", QOS),
+    k("qos_ca_vlarb_low", QOS),
+    k("qos_ca_sl2vl", QOS),
+    k("qos_sw0_max_vls", QOS),
+    k("qos_sw0_high_limit", QOS),
+    k("qos_sw0_vlarb_high", QOS),
+    k("qos_sw0_vlarb_low", QOS),
+    k("qos_sw0_sl2vl", QOS),
+    k("qos_swe_max_vls", QOS),
+    k("qos_swe_high_limit", QOS),
+    k("qos_swe_vlarb_high", QOS),
+    k("qos_swe_vlarb_low", QOS),
+    k("qos_swe_sl2vl", QOS),
+    k("qos_rtr_max_vls", QOS),
+    k("qos_rtr_high_limit", QOS),
+    k("qos_rtr_vlarb_high", QOS),
+    k("qos_rtr_vlarb_low", QOS),
+    k("qos_rtr_sl2vl", QOS),
+    k("congestion_control", CC),
+    k("cc_key", CC),
+    k("cc_max_outstanding_mads", CC),
+    k("cc_sw_cong_setting_control_map", CC),
+    k("cc_sw_cong_setting_victim_mask", CC),
+    k("cc_sw_cong_setting_credit_mask", CC),
+    k("cc_sw_cong_setting_threshold", CC),
+    k("cc_sw_cong_setting_packet_size", CC),
+    k("cc_sw_cong_setting_credit_starvation_threshold", CC),
+    k("cc_sw_cong_setting_credit_starvation_return_delay", CC),
+    k("cc_sw_cong_setting_marking_rate", CC),
+    k("cc_ca_cong_setting_port_control", CC),
+    k("cc_ca_cong_setting_control_map", CC),
+    k("cc_ca_cong_setting_ccti_timer", CC),
+    k("cc_ca_cong_setting_ccti_increase", CC),
+    k("cc_ca_cong_setting_trigger_threshold", CC),
+    k("cc_ca_cong_setting_ccti_min", CC),
+    k("cc_cct", CC),
+    k("prefix_routes_file", UNUSED),
+    k("consolidate_ipv6_snm_req", UNUSED),
+    k("log_prefix", LOG),
+    // smcore's own, not OpenSM's (OpenSM logs it as unrecognised and goes on).
+    k("m_key_per_port", Core("m_key_per_port")),
+];
+
+/// The entry for `name`.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// Whether `text` is in OpenSM's format rather than TOML: its first line
+/// that is neither blank nor a `#` comment has no `=` and is a lower-case
+/// key, white space and a value (`^\s*[a-z_0-9]+\s+\S`). TOML's `key = v`
+/// and `[table]` lines fail that test; an empty file is TOML.
+pub fn is_opensm_format(text: &str) -> bool {
+    let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#')) else {
+        return false;
+    };
+    if line.contains('=') {
+        return false;
+    }
+    let key_len = line.bytes().take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_').count();
+    let rest = &line[key_len..];
+    key_len > 0 && rest.starts_with([' ', '\t']) && !rest.trim().is_empty()
+}
+
+/// Parse `opensm.conf` text; `path` only names it in errors. Keys OpenSM
+/// knows that smcore does not use end up in [`Config::not_supported`], in
+/// the order first met.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let mut config = Config::default();
+    for (i, raw) in text.lines().enumerate() {
+        let fail = |message: String| ConfigError::Parse { path: path.to_path_buf(), line: i + 1, message };
+        // As OpenSM: everything from the first `#` on is a comment.
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (name, rest) = line.split_once([' ', '\t']).unwrap_or((line, ""));
+        let value = clean_value(rest);
+        let Some(entry) = key(name) else {
+            return Err(fail(format!("unknown key `{name}`: not an OpenSM option (see docs/opensm-conf-keys.md)")));
+        };
+        match entry.support {
+            NotSupported(_) => {
+                if !config.not_supported.iter().any(|k| k == name) {
+                    config.not_supported.push(name.to_string());
+                }
+            }
+            Core(_) | Engine(_) => apply(&mut config, name, value).map_err(|m| fail(format!("{name} {value}: {m}")))?,
+        }
+    }
+    Ok(config)
+}
+
+/// Trim the value and drop one pair of surrounding quotes, as OpenSM does.
+fn clean_value(rest: &str) -> &str {
+    let v = rest.trim();
+    for q in ['"', '\''] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return &v[1..v.len() - 1];
+        }
+    }
+    v
+}
+
+/// A C `strtoull(.., 0)` number: decimal, `0x` hex or leading-`0` octal,
+/// nothing else on the line, at most `max`.
+fn number(v: &str, max: u64) -> Result<u64, String> {
+    let parsed = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else if v.len() > 1 && v.starts_with('0') {
+        u64::from_str_radix(&v[1..], 8)
+    } else {
+        v.parse::<u64>()
+    };
+    let n = parsed.map_err(|_| "expected a number (decimal, 0x hex or 0 octal)".to_string())?;
+    if n > max {
+        return Err(format!("out of range: at most {max}"));
+    }
+    Ok(n)
+}
+
+/// A number from `min` to `max`.
+fn ranged(v: &str, min: u64, max: u64, why_min: &str) -> Result<u64, String> {
+    let n = number(v, max)?;
+    if n < min {
+        return Err(format!("must be at least {min}{why_min}"));
+    }
+    Ok(n)
+}
+
+/// `TRUE` or `FALSE`. OpenSM reads anything but `TRUE` as FALSE; a `true`
+/// meant as TRUE would then silently differ between the two SMs, so
+/// anything else is refused.
+fn boolean(v: &str) -> Result<bool, String> {
+    match v {
+        "TRUE" => Ok(true),
+        "FALSE" => Ok(false),
+        _ => Err("expected TRUE or FALSE".into()),
+    }
+}
+
+/// A string; `(null)` (OpenSM's spelling of unset) is `None`.
+fn text(v: &str) -> Result<Option<String>, String> {
+    match v {
+        "(null)" => Ok(None),
+        "" => Err("no value: give one, or (null) for none".into()),
+        s => Ok(Some(s.to_string())),
+    }
+}
+
+/// Store one honoured key's value.
+fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
+    const U32: u64 = u32::MAX as u64;
+    match name {
+        "routing_engine" => c.routing_engine = text(v)?,
+        "lmc" => c.lmc = number(v, 7).map_err(|e| format!("{e} (PortInfo.LMC has 3 bits)"))? as u8,
+        "sweep_interval" => {
+            c.sweep_interval =
+                Some(ranged(v, 1, U32, ": OpenSM's 0 (no light sweeps) is not supported by smcore")? as f64)
+        }
+        "max_wire_smps" => {
+            c.max_wire_smps = Some(ranged(v, 1, U32, ": OpenSM's 0 (no limit) is not supported by smcore")? as usize)
+        }
+        "transaction_timeout" => c.transaction_timeout = Some(ranged(v, 1, U32, " ms")?),
+        "transaction_retries" => c.transaction_retries = Some(number(v, U32)? as u32),
+        "use_ucast_cache" => c.use_ucast_cache = boolean(v)?,
+        "sm_priority" => c.sm_priority = Some(number(v, 15)? as u8),
+        "sminfo_polling_timeout" => c.sminfo_polling_timeout = Some(ranged(v, 1, U32, " ms")?),
+        "polling_retry_number" => c.polling_retry_number = Some(ranged(v, 1, U32, "")? as u32),
+        "sm_key" => c.sm_key = Some(number(v, u64::MAX)?),
+        "m_key" => c.m_key = Some(number(v, u64::MAX)?),
+        "m_key_protection_level" => c.m_key_protection_level = Some(number(v, 3)? as u8),
+        "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
+        "m_key_per_port" => c.m_key_per_port = boolean(v)?,
+        // Engine options: the same names and TOML types the engines read
+        // from smcore.toml.
+        "port_prof_ignore_file"
+        | "lfts_file"
+        | "root_guid_file"
+        | "cn_guid_file"
+        | "io_guid_file"
+        | "guid_routing_order_file"
+        | "torus_config" => match text(v)? {
+            Some(s) => {
+                c.options.insert(name.into(), toml::Value::String(s));
+            }
+            None => {
+                c.options.remove(name);
+            }
+        },
+        "connect_roots" | "do_mesh_analysis" | "nue_include_switches" => {
+            c.options.insert(name.into(), toml::Value::Boolean(boolean(v)?));
+        }
+        "max_reverse_hops" => {
+            c.options.insert(name.into(), toml::Value::Integer(number(v, u16::MAX as u64)? as i64));
+        }
+        "lash_start_vl" | "nue_max_num_vls" => {
+            c.options.insert(name.into(), toml::Value::Integer(number(v, 15)? as i64));
+        }
+        // Every Core/Engine key of KEYS has an arm above; a test checks it.
+        _ => return Err("smcore has no reader for this key".into()),
+    }
+    Ok(())
+}
+
+/// The warning [`Config::load`] logs once: the keys read but not used.
+pub fn not_supported_warning(path: &Path, keys: &[String]) -> Option<String> {
+    (!keys.is_empty()).then(|| {
+        format!(
+            "{}: {} OpenSM option(s) not supported by smcore, accepted and not used (see docs/opensm-conf-keys.md): {}",
+            path.display(),
+            keys.len(),
+            keys.join(", ")
+        )
+    })
+}
+
+/// `docs/opensm-conf-keys.md`, made from [`KEYS`].
+pub fn keys_markdown() -> String {
+    let mut out = String::from(
+        "# opensm.conf keys in smcore\n\n\
+         <!-- Generated from sm-core/src/config/opensm.rs (KEYS); \
+         `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm` rewrites it. -->\n\n\
+         `smcore --config /etc/opensm/opensm.conf` reads OpenSM's own file. A file named `*.toml` is TOML \
+         (`smcore.toml`); for any other the format is chosen by content: a file whose first line that is neither blank nor a `#` comment has no `=` and looks like \
+         `key value` (`^\\s*[a-z_0-9]+\\s+\\S`) is read as opensm.conf, anything else as TOML.\n\n\
+         Values are written as OpenSM writes them: `TRUE`/`FALSE` (nothing else), numbers in decimal, `0x` hex \
+         or `0` octal, `(null)` for unset, one pair of surrounding quotes dropped, `#` to the end of a line a \
+         comment; a key given twice takes the later value. A value smcore cannot use (out of range, not a \
+         number, `sweep_interval 0`) and a key OpenSM does not know are errors naming file and line. Keys marked \
+         *not supported* are accepted and listed once at startup in one warning.\n\n\
+         Where a key is absent smcore uses its own default, which is OpenSM's except for `max_wire_smps` \
+         (smcore: 8, OpenSM: 4); a file written by `opensm -c` states OpenSM's value, so that one is used.\n\n\
+         | Key | smcore | Notes |\n|---|---|---|\n",
+    );
+    for k in KEYS {
+        let (what, note) = match k.support {
+            Core(field) => ("honoured".to_string(), format!("`Config::{field}`")),
+            Engine(engines) => ("honoured".to_string(), format!("engine option, read by {engines}")),
+            NotSupported(why) => ("not supported".to_string(), why.to_string()),
+        };
+        out.push_str(&format!("| `{}` | {what} | {note} |\n", k.name));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_is_told_by_the_first_line_that_says_something() {
+        assert!(is_opensm_format("# c\n\nsm_key 0x1\n"));
+        assert!(is_opensm_format("  lmc\t0\n"));
+        assert!(!is_opensm_format("# c\nlmc = 0\n"));
+        assert!(!is_opensm_format("[verify]\ncredit_loops = \"warn\"\n"));
+        assert!(!is_opensm_format(""));
+        assert!(!is_opensm_format("# only comments\n"));
+        assert!(!is_opensm_format("lmc\n"));
+        assert!(!is_opensm_format("Lmc 0\n"));
+    }
+
+    #[test]
+    fn every_honoured_key_has_a_reader_and_names_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in KEYS {
+            assert!(seen.insert(k.name), "{} twice", k.name);
+            if !matches!(k.support, NotSupported(_)) {
+                let sample = match k.name {
+                    "use_ucast_cache"
+                    | "m_key_per_port"
+                    | "connect_roots"
+                    | "do_mesh_analysis"
+                    | "nue_include_switches" => "TRUE",
+                    "routing_engine"
+                    | "port_prof_ignore_file"
+                    | "lfts_file"
+                    | "root_guid_file"
+                    | "cn_guid_file"
+                    | "io_guid_file"
+                    | "guid_routing_order_file"
+                    | "torus_config" => "/x",
+                    _ => "1",
+                };
+                apply(&mut Config::default(), k.name, sample).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            }
+        }
+    }
+
+    #[test]
+    fn values_in_opensm_spellings() {
+        assert_eq!(number("0x12", 255), Ok(0x12));
+        assert_eq!(number("010", 255), Ok(8));
+        assert_eq!(number("0", 255), Ok(0));
+        assert!(number("abc", 255).is_err());
+        assert!(number("-1", 255).is_err());
+        assert!(number("256", 255).is_err());
+        assert_eq!(clean_value(" \"/etc/x y\" "), "/etc/x y");
+        assert_eq!(text("(null)"), Ok(None));
+        assert!(boolean("true").is_err());
+        let c = parse("routing_engine 'updn,minhop'  # trailing\nlmc 0x2\nsm_key 0xffffffffffffffff\n", Path::new("o"))
+            .unwrap();
+        assert_eq!(c.routing_engine.as_deref(), Some("updn,minhop"));
+        assert_eq!((c.lmc, c.sm_key), (2, Some(u64::MAX)));
+        let c = parse("root_guid_file /r\nroot_guid_file (null)\nmax_reverse_hops 3\n", Path::new("o")).unwrap();
+        assert!(!c.options.contains_key("root_guid_file"), "the later (null) unsets it");
+        assert_eq!(c.options["max_reverse_hops"].as_integer(), Some(3));
+    }
+
+    #[test]
+    fn doc_is_in_sync_with_the_table() {
+        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/opensm-conf-keys.md");
+        let want = keys_markdown();
+        if std::env::var_os("SMCORE_BLESS").is_some() {
+            std::fs::write(&doc, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&doc).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} is out of date: run `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm`",
+            doc.display()
+        );
+    }
+}
