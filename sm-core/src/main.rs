@@ -20,7 +20,8 @@ struct Cli {
     /// SMCORE_ENGINE_PATH and the executable's directory).
     #[arg(long = "engine-dir", global = true, value_name = "DIR")]
     engine_dirs: Vec<PathBuf>,
-    /// Configuration file (TOML; see config/smcore.toml).
+    /// Configuration file: smcore.toml, or OpenSM's opensm.conf as is (told
+    /// apart by name and content; see docs/opensm-conf-keys.md).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Log filter (tracing env-filter syntax, e.g. `info`, `sm_core=debug`).
