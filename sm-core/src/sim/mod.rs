@@ -90,10 +90,15 @@ pub struct SimOptions {
     pub linear_fdb_cap: u16,
     /// SwitchInfo.MulticastFDBCap: MFT entries per switch (at most 16,384).
     pub multicast_fdb_cap: u16,
-    /// PortInfo.VLCap (1 = VL0 … 5 = VL0-14); OperationalVLs starts here.
+    /// PortInfo.VLCap (1 = VL0 … 5 = VL0-14). OperationalVLs starts at 1
+    /// (VL0 only), as IBA's reset value: the SM must raise it.
     pub vl_cap: u8,
-    /// PortInfo.MTUCap (1 = 256 … 5 = 4096); NeighborMTU starts here.
+    /// PortInfo.MTUCap (1 = 256 … 5 = 4096). NeighborMTU starts at 1
+    /// (256 bytes), as after a reset.
     pub mtu_cap: u8,
+    /// VLCap and MTUCap of particular nodes, by node GUID, over
+    /// [`Self::vl_cap`] and [`Self::mtu_cap`] (every port of the node).
+    pub node_caps: std::collections::BTreeMap<u64, PortCaps>,
     /// PortInfo.VLArbitrationHighCap.
     pub vl_arb_high_cap: u8,
     /// PortInfo.VLArbitrationLowCap.
@@ -119,6 +124,7 @@ impl Default for SimOptions {
             multicast_fdb_cap: 1024,
             vl_cap: 4,
             mtu_cap: 5,
+            node_caps: std::collections::BTreeMap::new(),
             vl_arb_high_cap: 8,
             vl_arb_low_cap: 8,
             lid_routing_needs_active: true,
@@ -130,7 +136,21 @@ impl Default for SimOptions {
     }
 }
 
+/// The VLCap and MTUCap a node's ports report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortCaps {
+    /// PortInfo.VLCap, 1..=5.
+    pub vl_cap: u8,
+    /// PortInfo.MTUCap, 1..=5.
+    pub mtu_cap: u8,
+}
+
 impl SimOptions {
+    /// The caps of node `guid`'s ports.
+    pub(crate) fn caps_of(&self, guid: u64) -> PortCaps {
+        self.node_caps.get(&guid).copied().unwrap_or(PortCaps { vl_cap: self.vl_cap, mtu_cap: self.mtu_cap })
+    }
+
     fn check(&self) -> Result<(), SimError> {
         let bad = |what: String| Err(SimError::BadOption(what));
         if self.linear_fdb_cap > 0xC000 {
@@ -150,6 +170,11 @@ impl SimOptions {
         }
         if !(1..=5).contains(&self.mtu_cap) {
             return bad(format!("mtu_cap {} is not 1..=5", self.mtu_cap));
+        }
+        for (guid, caps) in &self.node_caps {
+            if !(1..=5).contains(&caps.vl_cap) || !(1..=5).contains(&caps.mtu_cap) {
+                return bad(format!("node {guid:#018x}: vl_cap {} / mtu_cap {} not 1..=5", caps.vl_cap, caps.mtu_cap));
+            }
         }
         if self.vl_arb_high_cap > 64 || self.vl_arb_low_cap > 64 {
             return bad("VL arbitration caps above 64".to_string());
