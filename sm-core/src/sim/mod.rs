@@ -610,6 +610,13 @@ impl SimFabric {
         self.nodes.get(node).is_some_and(|n| n.present)
     }
 
+    /// PortInfo of (`node`, `port`) as its SMA keeps it: the fields the SM
+    /// sets and the capabilities (the link-derived fields are filled in
+    /// only when a Get is answered).
+    pub fn held_port_info(&self, node: usize, port: u8) -> Option<sm_mad::PortInfoRepr> {
+        Some(self.nodes.get(node)?.port(port)?.info)
+    }
+
     /// Logical state of a port, as PortInfo would report it.
     pub fn port_state(&self, node: usize, port: u8) -> Option<PortState> {
         self.nodes.get(node)?.port(port).map(|p| p.state)
