@@ -11,6 +11,7 @@ mod common;
 use common::{bin_dir, sm_location, workspace};
 use sm_abi::NodeKind;
 use sm_core::config::Config;
+use sm_core::engines::chain::{judge, GateOptions};
 use sm_core::engines::Registry;
 use sm_core::sim::{PortCaps, SimFabric, SimOptions};
 use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SweepOptions};
@@ -166,37 +167,39 @@ fn smaller_caps_bound_their_links_and_the_gate_names_the_port() {
             assert_eq!((info.operational_vls, info.neighbor_mtu), (4, 5), "node {n} port {p}");
         }
     }
-    // The snapshot shows the engines what the ports operate, so a routing
-    // that needs a second VL through the small switch is refused by the
-    // gate, naming a port.
-    let lash = {
-        let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, {
-            let mut o = SimOptions::default();
-            o.node_caps.insert(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 5 });
-            o
-        })
-        .expect("sim");
-        let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-        run_once(&mut sim, "lash,no_fallback", &Config::default(), &mut g2l, &mut held)
+    // The snapshot shows the engines what the ports operate: lash itself
+    // declines a torus whose switch runs one VL.
+    let capped = SimOptions {
+        node_caps: [(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 5 })].into(),
+        ..SimOptions::default()
     };
+    let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, capped).expect("sim");
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let declined = run_once(&mut sim, "lash,no_fallback", &Config::default(), &mut g2l, &mut held);
     let guid = topo.nodes[small].node_guid;
-    let ops: Vec<u8> = dfsssp
-        .snapshot
-        .ports
-        .iter()
-        .filter(|p| lash.snapshot.nodes[p.node as usize].guid == guid && p.num != 0 && p.peer != sm_abi::NONE)
-        .map(|p| p.op_vls)
-        .collect();
+    let snap = &declined.snapshot;
+    let small_ports = |p: &&sm_abi::Port| snap.nodes[p.node as usize].guid == guid && p.num != 0 && p.peer != sm_abi::NONE;
+    let ops: Vec<u8> = snap.ports.iter().filter(small_ports).map(|p| p.op_vls).collect();
     assert!(!ops.is_empty() && ops.iter().all(|&v| v == 1), "{ops:?}");
-    eprintln!("lash with one VL at a switch: {:?}", lash.chain.describe());
-    if let Some(routed) = &lash.chain.routed {
-        // An engine that fits its layers into what the ports operate is fine.
-        let faults = sim.vl_faults(&|s, d| routed.routing.path_sl.path_sl(s, d));
-        assert!(faults.is_empty(), "{faults:?}");
-    } else {
-        let why = lash.chain.describe().join("; ");
-        assert!(why.contains("port"), "{why}");
+    assert!(declined.chain.routed.is_none(), "{:?}", declined.chain.describe());
+
+    // And the gate refuses a layered routing made for more VLs than such a
+    // port has, naming the port: lash's routing of the full fabric judged
+    // on the same fabric with that switch's ports at one VL.
+    let full = check_engine(&topo, "lash,no_fallback", &Config::default());
+    let routing = &full.chain.routed.as_ref().expect("lash routes").routing;
+    let mut narrow = full.snapshot.clone();
+    let nodes = narrow.nodes.clone();
+    for p in narrow.ports.iter_mut() {
+        if nodes[p.node as usize].guid == guid && p.num != 0 {
+            p.op_vls = 1;
+        }
     }
+    let graph = smcore_kit::Graph::new(&narrow);
+    let why = judge(&narrow, &graph, routing, true, &GateOptions::default(), "lash").expect_err("refused");
+    assert!(why.contains("port") && why.contains("operates 1 VLs"), "{why}");
+    let name = &nodes.iter().find(|n| n.guid == guid).expect("node").description;
+    assert!(why.contains(name.as_str()), "names the switch {name}: {why}");
 }
 
 /// A PortInfo Set of (`path`, port 0 modifier) with OperationalVLs and

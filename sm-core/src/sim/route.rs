@@ -372,6 +372,35 @@ mod tests {
     }
 
     #[test]
+    fn data_packets_need_an_operational_vl_at_every_hop() {
+        let (topo, mut f) = active_tree();
+        let leaf0 = topo.find_node_by_desc("leaf-0").unwrap();
+        let leaf1 = topo.find_node_by_desc("leaf-1").unwrap();
+        let (spine, _) = topo.peer(leaf0, 3).unwrap();
+        let spine_out = (1..=4)
+            .find(|&p| topo.peer(spine, p).map(|e| e.0) == Some(leaf1))
+            .unwrap();
+        let host1_leaf_port = topo.peer(1, 1).unwrap().1;
+        set_entry(&mut f, leaf0, 2, 3);
+        set_entry(&mut f, spine, 2, spine_out);
+        set_entry(&mut f, leaf1, 2, host1_leaf_port);
+        assert_eq!(f.trace_vl(0, 1, 2, 3), Ok(()), "SL 3 on VL 0 everywhere");
+        // The host sends SL 3 on VL 1, which its link does not operate
+        // yet (ports reset to VL0 only).
+        f.nodes[0].ports[1].sl2vl[3] = 1;
+        let why = f.trace_vl(0, 1, 2, 3).unwrap_err();
+        assert!(why.contains("VL 1") && why.contains("operates 1"), "{why}");
+        // Operating two VLs on that link (both ends) lets it through.
+        let host0_leaf_port = topo.peer(0, 1).unwrap().1;
+        f.nodes[0].ports[1].info.operational_vls = 2;
+        f.nodes[leaf0].ports[usize::from(host0_leaf_port)].info.operational_vls = 2;
+        assert_eq!(f.trace_vl(0, 1, 2, 3), Ok(()));
+        // VL 15 carries no data.
+        f.nodes[leaf0].switch.as_mut().unwrap().set_sl2vl(host0_leaf_port, 3, [15; 16]);
+        assert!(f.trace_vl(0, 1, 2, 3).is_err());
+    }
+
+    #[test]
     fn a_forwarding_loop_hits_the_hop_limit() {
         let (topo, mut f) = active_tree();
         let leaf = topo.find_node_by_desc("leaf-0").unwrap();
