@@ -146,6 +146,10 @@ pub struct Config {
     /// they are, 255 (the default) sets every supported width (OpenSM
     /// `force_link_width`).
     pub force_link_width: Option<u8>,
+    /// LinkSpeedExtEnabled written to linked ports whose both ends support
+    /// extended speeds; 0 leaves them, 30 disables extended speeds, 31 (the
+    /// default) sets every supported one (OpenSM `force_link_speed_ext`).
+    pub force_link_speed_ext: Option<u8>,
     /// Unix socket for `smcore ctl` (also --control-socket).
     pub control_socket: Option<PathBuf>,
     /// Verification.

@@ -127,16 +127,26 @@ fn config_keys_reach_the_ports() {
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let config = Config::parse(
         "max_op_vls = 2\nhead_of_queue_lifetime = 0x11\nleaf_head_of_queue_lifetime = 0x0f\n\
-         vl_stall_count = 5\nleaf_vl_stall_count = 3\nsubnet_timeout = 15\n",
+         vl_stall_count = 5\nleaf_vl_stall_count = 3\nsubnet_timeout = 15\n\
+         force_link_speed = 1\nforce_link_width = 1\nforce_link_speed_ext = 30\n",
         std::path::Path::new("x.toml"),
     )
     .expect("config");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = run_once(&mut sim, "minhop", &config, &mut g2l, &mut held);
     assert!(out.chain.routed.is_some());
+    assert_eq!(out.program.link.failed, 0, "{:?}", out.program.link);
+    // Held now: a second sweep writes nothing.
+    let again = run_once(&mut sim, "minhop", &config, &mut g2l, &mut held);
+    assert_eq!(again.program.link.set, 0, "{:?}", again.program.link);
     for ((n, p), (peer, _)) in links(&topo) {
         let info = sim.held_port_info(n, p).expect("port");
         assert_eq!(info.operational_vls, 2, "max_op_vls caps node {n} port {p}");
+        assert_eq!(
+            (info.link_speed_enabled, info.link_width_enabled, info.link_speed_ext_enabled),
+            (1, 1, 0),
+            "forced speed, width, extended speeds off: node {n} port {p}"
+        );
         match (topo.nodes[n].kind == NodeKind::Switch, topo.nodes[peer].kind == NodeKind::Switch) {
             (true, true) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x11, 5)),
             (true, false) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x0f, 3)),

@@ -458,6 +458,25 @@ pub struct LinkConfig {
     pub force_link_speed: u8,
     /// LinkWidthEnabled to write; 0 leaves it, 255 = all supported.
     pub force_link_width: u8,
+    /// LinkSpeedExtEnabled to write where both ends support extended
+    /// speeds; 0 leaves it, 30 disables, 31 = all supported.
+    pub force_link_speed_ext: u8,
+}
+
+/// LinkSpeedExtEnabled: turn extended speeds off (IBA 1.3).
+const SPEED_EXT_DISABLE: u8 = 30;
+/// LinkSpeedExtEnabled: every supported extended speed.
+const SPEED_EXT_SET_TO_SUPPORTED: u8 = 31;
+
+/// Whether the ports of node `node` report extended speeds (a switch
+/// reports it on port 0 for all its ports).
+fn has_ext_speeds(fabric: &Fabric, node: usize, port: usize) -> bool {
+    let n = &fabric.nodes[node];
+    let p = if n.is_switch() { 0 } else { port };
+    n.ports
+        .get(p)
+        .and_then(|p| p.info)
+        .is_some_and(|i| i.capability_mask & sm_mad::port_info::capability::IS_EXTENDED_SPEEDS_SUPPORTED != 0)
 }
 
 impl Default for LinkConfig {
@@ -471,6 +490,7 @@ impl Default for LinkConfig {
             subnet_timeout: 18,
             force_link_speed: link_speed::SET_TO_SUPPORTED,
             force_link_width: link_width::SET_TO_SUPPORTED,
+            force_link_speed_ext: SPEED_EXT_SET_TO_SUPPORTED,
         }
     }
 }
@@ -490,6 +510,7 @@ impl LinkConfig {
             subnet_timeout: config.subnet_timeout.unwrap_or(d.subnet_timeout).min(0x1f),
             force_link_speed: config.force_link_speed.unwrap_or(d.force_link_speed) & 0xf,
             force_link_width: config.force_link_width.unwrap_or(d.force_link_width),
+            force_link_speed_ext: config.force_link_speed_ext.unwrap_or(d.force_link_speed_ext) & 0x1f,
         }
     }
 }
@@ -545,6 +566,14 @@ fn wanted_link(fabric: &Fabric, node: usize, port: usize, current: &PortInfoRepr
     if fs != 0 && (fs != link_speed::SET_TO_SUPPORTED || current.link_speed_enabled != current.link_speed_supported) {
         want.link_speed_enabled = fs;
     }
+    let fe = config.force_link_speed_ext;
+    if fe != 0
+        && has_ext_speeds(fabric, node, port)
+        && has_ext_speeds(fabric, peer_node, usize::from(peer_port))
+        && (fe != SPEED_EXT_SET_TO_SUPPORTED || current.link_speed_ext_enabled != current.link_speed_ext_supported)
+    {
+        want.link_speed_ext_enabled = fe;
+    }
     want
 }
 
@@ -561,7 +590,13 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
     } else {
         want.link_speed_enabled
     };
+    let ext = match want.link_speed_ext_enabled {
+        SPEED_EXT_SET_TO_SUPPORTED => now.link_speed_ext_supported,
+        SPEED_EXT_DISABLE => 0,
+        v => v,
+    };
     now.operational_vls == want.operational_vls
+        && now.link_speed_ext_enabled == ext
         && now.neighbor_mtu == want.neighbor_mtu
         && now.hoq_life == want.hoq_life
         && now.vl_stall_count == want.vl_stall_count
@@ -572,7 +607,7 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
 
 /// Writes the link parameters OpenSM's link manager writes
 /// (OperationalVLs, NeighborMTU, HOQLife, VLStallCount, SubnetTimeOut,
-/// LinkWidthEnabled, LinkSpeedEnabled) into every port of `fabric` that
+/// LinkWidthEnabled, LinkSpeedEnabled, LinkSpeedExtEnabled) into every port of `fabric` that
 /// does not hold them, by read-modify-write PortInfo Sets with PortState
 /// and PortPhysicalState as NoChange. Run before routing and before any
 /// port is Armed: OperationalVLs and NeighborMTU take only in Init, and
@@ -606,7 +641,10 @@ pub fn program_links(client: &mut SmpClient<'_>, fabric: &mut Fabric, config: &L
             set.client_reregister = false;
             let mut data = [0u8; DATA_LEN];
             set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-            ops.push(SmpOp::set(attr::PORT_INFO, port as u32, path, data));
+            // SMSupportExtendedSpeeds: without it a port ignores the
+            // extended speed fields.
+            let ext = if has_ext_speeds(fabric, node, port) { 1 << 31 } else { 0 };
+            ops.push(SmpOp::set(attr::PORT_INFO, port as u32 | ext, path, data));
             targets.push((node, port, want));
         }
     }
