@@ -54,6 +54,10 @@ pub struct HeldTables {
     pub(super) sl2vl: HashMap<(u64, u8, u8), [u8; 16]>,
     /// VLArb blocks per (node GUID, port, block number 1..=4).
     pub(super) vlarb: HashMap<(u64, u8, u16), [(u8, u8); 32]>,
+    /// Link parameters last written per (node GUID, port) that the port
+    /// answered otherwise (a device that does not keep a field): what was
+    /// written and what came back. Not written again while both hold.
+    links: HashMap<(u64, u8), ([u8; 8], [u8; 8])>,
     /// The fabric as the last sweep knew it: a node or link whose SMPs are
     /// lost in a sweep is kept from here until proven gone.
     pub memory: FabricMemory,
@@ -577,6 +581,21 @@ fn wanted_link(fabric: &Fabric, node: usize, port: usize, current: &PortInfoRepr
     want
 }
 
+/// The fields [`program_links`] writes, to recognise a port that
+/// answered a Set with other values before.
+fn link_fields(i: &PortInfoRepr) -> [u8; 8] {
+    [
+        i.operational_vls,
+        i.neighbor_mtu,
+        i.hoq_life,
+        i.vl_stall_count,
+        i.subnet_timeout,
+        i.link_width_enabled,
+        i.link_speed_enabled,
+        i.link_speed_ext_enabled,
+    ]
+}
+
 /// Whether `now` holds what `want` asked for. "All supported" asks for
 /// whatever the port supports.
 fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
@@ -612,7 +631,13 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
 /// and PortPhysicalState as NoChange. Run before routing and before any
 /// port is Armed: OperationalVLs and NeighborMTU take only in Init, and
 /// the engines must see the VLs the ports will really operate.
-pub fn program_links(client: &mut SmpClient<'_>, fabric: &mut Fabric, config: &LinkConfig, phase: &mut PhaseReport) {
+pub fn program_links(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    config: &LinkConfig,
+    held: &mut HeldTables,
+    phase: &mut PhaseReport,
+) {
     let before = client.stats().clone();
     let mut targets = Vec::new();
     let mut ops = Vec::new();
@@ -630,7 +655,9 @@ pub fn program_links(client: &mut SmpClient<'_>, fabric: &mut Fabric, config: &L
                 continue;
             }
             let want = wanted_link(fabric, node, port, &current, config);
-            if link_holds(&current, &want) {
+            if link_holds(&current, &want)
+                || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)))
+            {
                 phase.unchanged += 1;
                 continue;
             }
@@ -660,11 +687,15 @@ pub fn program_links(client: &mut SmpClient<'_>, fabric: &mut Fabric, config: &L
                         "OperationalVLs/NeighborMTU Set did not take effect");
                     phase.failed += 1;
                 } else {
-                    if !link_holds(&now, &want) {
+                    if link_holds(&now, &want) {
+                        held.links.remove(&(guid, port as u8));
+                    } else {
                         // Devices that do not keep a field (ibsim keeps no
                         // VLStallCount or SubnetTimeOut) would say so at
-                        // every sweep: not worth a warning.
+                        // every sweep: not worth a warning, nor a Set at
+                        // every sweep.
                         debug!(guid = format_args!("{guid:#018x}"), port, "port keeps not every link parameter written");
+                        held.links.insert((guid, port as u8), (link_fields(&want), link_fields(&now)));
                     }
                     phase.set += 1;
                 }
@@ -781,7 +812,7 @@ pub fn once_cached(
         let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
         // Failures are logged and not retried at once: a port that does
         // not implement a field would refuse at every sweep.
-        program_links(&mut client, &mut swept.fabric, &LinkConfig::from_config(config), &mut program.link);
+        program_links(&mut client, &mut swept.fabric, &LinkConfig::from_config(config), held, &mut program.link);
         report.phase("link", t.elapsed());
     }
     let snapshot = swept.fabric.snapshot(options.sweep.lmc);
