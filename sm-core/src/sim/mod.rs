@@ -28,6 +28,13 @@
 //!   at protection level 0, answered with the key zeroed at level 1,
 //!   dropped at levels 2 and 3; M_KeyViolations counted and trap 256 sent
 //!   to the port's MasterSMLID).
+//! * **Link parameters** as hardware resets them: OperationalVLs 1 (VL0),
+//!   NeighborMTU 1 (256 bytes), HOQLife infinite, VLCap and MTUCap from
+//!   [`SimOptions`] (per node with [`SimOptions::node_caps`]).
+//!   OperationalVLs and NeighborMTU are taken only while the port is
+//!   Init (a Set in any other state leaves them), and
+//!   [`SimFabric::vl_faults`] lists the data packets a routing's SLs and
+//!   SL2VL tables would send on a VL a link does not operate.
 //! * **Faults**: links and whole nodes go down and come back
 //!   ([`SimFabric::link_down`], [`SimFabric::remove_node`], ...), switches
 //!   set PortStateChange and send trap 128 to the SM LID they were given

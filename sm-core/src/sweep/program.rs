@@ -939,6 +939,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn link_defaults_are_opensms() {
+        let c = LinkConfig::from_config(&Config::default());
+        assert_eq!(c, LinkConfig::default());
+        assert_eq!((c.max_op_vls, c.hoq_life, c.leaf_hoq_life, c.vl_stall_count, c.leaf_vl_stall_count), (5, 0x12, 0x10, 7, 7));
+        assert_eq!((c.subnet_timeout, c.force_link_speed, c.force_link_width, c.force_link_speed_ext), (18, 15, 255, 31));
+        let wild = Config { max_op_vls: Some(9), head_of_queue_lifetime: Some(0x40), vl_stall_count: Some(9), ..Config::default() };
+        let c = LinkConfig::from_config(&wild);
+        assert_eq!((c.max_op_vls, c.hoq_life, c.vl_stall_count), (5, 0x1f, 7));
+    }
+
+    #[test]
     fn wanted_block_drops_lids_above_top_and_past_the_table() {
         let ports: Vec<u8> = (0..70).map(|i| (i % 7) as u8).collect();
         let b0 = wanted_block(&ports, 0, 65);
