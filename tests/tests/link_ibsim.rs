@@ -32,7 +32,8 @@ fn op_vls(sim: &Ibsim, path: &str, port: &str) -> String {
         .lines()
         .find(|l| l.starts_with("OperVLs"))
         .unwrap_or_else(|| panic!("no OperVLs in smpquery portinfo {path} {port}:\n{text}"));
-    line.trim_start_matches("OperVLs").trim_start_matches('.').trim_start_matches(':').trim_start_matches('.').trim().to_string()
+    // "OperVLs:.........................VL0-7"
+    line.rsplit('.').next().unwrap_or("").trim().to_string()
 }
 
 #[test]
@@ -47,7 +48,7 @@ fn ports_forced_to_one_vl_get_their_vls_back() {
     // The SM host's own port, the leaf port facing it, and the leaf's
     // uplink: a CA port, a leaf port and a switch-to-switch port.
     let leaf = "0,1";
-    let (_, leaf_facing) = (0, first_port_facing_back(&sim, leaf));
+    let leaf_facing = first_port_facing_back(&sim, leaf);
     let uplink = uplink_of(&sim, leaf, &leaf_facing);
     let targets = [("0", "1".to_string()), (leaf, leaf_facing.clone()), (leaf, uplink)];
     let before: Vec<String> = targets.iter().map(|(p, n)| op_vls(&sim, p, n)).collect();
@@ -69,7 +70,7 @@ fn first_port_facing_back(sim: &Ibsim, path: &str) -> String {
     // port given by NodeInfo LocalPortNum.
     let text = run(sim, "smpquery", &["-D", "nodeinfo", path]);
     let line = text.lines().find(|l| l.starts_with("LocalPort")).unwrap_or_else(|| panic!("no LocalPort:\n{text}"));
-    line.trim_start_matches("LocalPort").trim_start_matches(':').trim_start_matches('.').trim().to_string()
+    line.rsplit('.').next().unwrap_or("").trim().to_string()
 }
 
 /// A port of the switch at `path`, other than `not`, whose peer is a
