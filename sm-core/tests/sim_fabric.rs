@@ -494,8 +494,10 @@ fn port_info_reports_link_and_capabilities() {
         host.capability_mask & sm_mad::port_info::capability::IS_SM,
         0
     );
-    assert_eq!(host.operational_vls, host.vl_cap);
-    assert_eq!(host.neighbor_mtu, sm_mad::port_info::mtu::MTU_4096);
+    // IBA reset values until an SM programs the link: VL0 only, 256 bytes.
+    assert_eq!(host.operational_vls, 1);
+    assert_eq!(host.neighbor_mtu, sm_mad::port_info::mtu::MTU_256);
+    assert_eq!(host.mtu_cap, sm_mad::port_info::mtu::MTU_4096);
     // Leaf port 2 has no host (one host per leaf): Down, Polling.
     let free = dr_get(&mut f, attr::PORT_INFO, 2, &[1])
         .unwrap()

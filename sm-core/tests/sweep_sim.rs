@@ -67,7 +67,8 @@ fn check_sweep_unreached(
 
     let snap = out.fabric.snapshot(lmc);
     // The same fabric as the offline path describes it, but for LIDs,
-    // states (ports are not activated yet) and node order.
+    // states and operational VLs (ports are not programmed or activated
+    // yet) and node order.
     let offline = sm_topology::lids::snapshot(topo, lmc).expect("offline snapshot");
     let key = |s: &sm_abi::FabricSnapshot, i: u32| {
         let p = &s.ports[i as usize];
@@ -97,7 +98,9 @@ fn check_sweep_unreached(
             ),
             (
                 theirs.guid,
-                theirs.op_vls,
+                // A sweep alone programs no link: ports are still at the
+                // reset value, VL0 only (the full sweep raises it).
+                theirs.op_vls.min(1),
                 theirs.width,
                 theirs.speed,
                 theirs.is_linked()

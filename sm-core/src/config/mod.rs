@@ -122,6 +122,37 @@ pub struct Config {
     /// Where the keys given to ports are kept (OpenSM's `guid2mkey` in its
     /// cache directory); a `.neighbors` file goes beside it.
     pub guid2mkey: Option<PathBuf>,
+    /// Most operational data VLs a link is given, as PortInfo encodes it
+    /// (1 = VL0, 2 = VL0-1, 3 = VL0-3, 4 = VL0-7, 5 = VL0-14; OpenSM
+    /// `max_op_vls`, default 5).
+    pub max_op_vls: Option<u8>,
+    /// HOQLife of switch ports facing switches (OpenSM
+    /// `head_of_queue_lifetime`, default 0x12).
+    pub head_of_queue_lifetime: Option<u8>,
+    /// HOQLife of switch ports facing CAs and routers, and of router ports
+    /// (OpenSM `leaf_head_of_queue_lifetime`, default 0x10).
+    pub leaf_head_of_queue_lifetime: Option<u8>,
+    /// VLStallCount of switch ports facing switches (OpenSM
+    /// `vl_stall_count`, default 7).
+    pub vl_stall_count: Option<u8>,
+    /// VLStallCount of switch ports facing CAs and routers (OpenSM
+    /// `leaf_vl_stall_count`, default 7).
+    pub leaf_vl_stall_count: Option<u8>,
+    /// PortInfo:SubnetTimeOut of CA ports and switch port 0 (OpenSM
+    /// `subnet_timeout`, default 18).
+    pub subnet_timeout: Option<u8>,
+    /// LinkSpeedEnabled written to every linked port; 0 leaves ports as
+    /// they are, 15 (the default) sets every supported speed (OpenSM
+    /// `force_link_speed`).
+    pub force_link_speed: Option<u8>,
+    /// LinkWidthEnabled written to every linked port; 0 leaves ports as
+    /// they are, 255 (the default) sets every supported width (OpenSM
+    /// `force_link_width`).
+    pub force_link_width: Option<u8>,
+    /// LinkSpeedExtEnabled written to linked ports whose both ends support
+    /// extended speeds; 0 leaves them, 30 disables extended speeds, 31 (the
+    /// default) sets every supported one (OpenSM `force_link_speed_ext`).
+    pub force_link_speed_ext: Option<u8>,
     /// Unix socket for `smcore ctl` (also --control-socket).
     pub control_socket: Option<PathBuf>,
     /// Verification.

@@ -28,6 +28,13 @@
 //!   at protection level 0, answered with the key zeroed at level 1,
 //!   dropped at levels 2 and 3; M_KeyViolations counted and trap 256 sent
 //!   to the port's MasterSMLID).
+//! * **Link parameters** as hardware resets them: OperationalVLs 1 (VL0),
+//!   NeighborMTU 1 (256 bytes), HOQLife infinite, VLCap and MTUCap from
+//!   [`SimOptions`] (per node with [`SimOptions::node_caps`]).
+//!   OperationalVLs and NeighborMTU are taken only while the port is
+//!   Init (a Set in any other state leaves them), and
+//!   [`SimFabric::vl_faults`] lists the data packets a routing's SLs and
+//!   SL2VL tables would send on a VL a link does not operate.
 //! * **Faults**: links and whole nodes go down and come back
 //!   ([`SimFabric::link_down`], [`SimFabric::remove_node`], ...), switches
 //!   set PortStateChange and send trap 128 to the SM LID they were given
@@ -90,10 +97,15 @@ pub struct SimOptions {
     pub linear_fdb_cap: u16,
     /// SwitchInfo.MulticastFDBCap: MFT entries per switch (at most 16,384).
     pub multicast_fdb_cap: u16,
-    /// PortInfo.VLCap (1 = VL0 … 5 = VL0-14); OperationalVLs starts here.
+    /// PortInfo.VLCap (1 = VL0 … 5 = VL0-14). OperationalVLs starts at 1
+    /// (VL0 only), as IBA's reset value: the SM must raise it.
     pub vl_cap: u8,
-    /// PortInfo.MTUCap (1 = 256 … 5 = 4096); NeighborMTU starts here.
+    /// PortInfo.MTUCap (1 = 256 … 5 = 4096). NeighborMTU starts at 1
+    /// (256 bytes), as after a reset.
     pub mtu_cap: u8,
+    /// VLCap and MTUCap of particular nodes, by node GUID, over
+    /// [`Self::vl_cap`] and [`Self::mtu_cap`] (every port of the node).
+    pub node_caps: std::collections::BTreeMap<u64, PortCaps>,
     /// PortInfo.VLArbitrationHighCap.
     pub vl_arb_high_cap: u8,
     /// PortInfo.VLArbitrationLowCap.
@@ -119,6 +131,7 @@ impl Default for SimOptions {
             multicast_fdb_cap: 1024,
             vl_cap: 4,
             mtu_cap: 5,
+            node_caps: std::collections::BTreeMap::new(),
             vl_arb_high_cap: 8,
             vl_arb_low_cap: 8,
             lid_routing_needs_active: true,
@@ -130,7 +143,21 @@ impl Default for SimOptions {
     }
 }
 
+/// The VLCap and MTUCap a node's ports report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortCaps {
+    /// PortInfo.VLCap, 1..=5.
+    pub vl_cap: u8,
+    /// PortInfo.MTUCap, 1..=5.
+    pub mtu_cap: u8,
+}
+
 impl SimOptions {
+    /// The caps of node `guid`'s ports.
+    pub(crate) fn caps_of(&self, guid: u64) -> PortCaps {
+        self.node_caps.get(&guid).copied().unwrap_or(PortCaps { vl_cap: self.vl_cap, mtu_cap: self.mtu_cap })
+    }
+
     fn check(&self) -> Result<(), SimError> {
         let bad = |what: String| Err(SimError::BadOption(what));
         if self.linear_fdb_cap > 0xC000 {
@@ -150,6 +177,11 @@ impl SimOptions {
         }
         if !(1..=5).contains(&self.mtu_cap) {
             return bad(format!("mtu_cap {} is not 1..=5", self.mtu_cap));
+        }
+        for (guid, caps) in &self.node_caps {
+            if !(1..=5).contains(&caps.vl_cap) || !(1..=5).contains(&caps.mtu_cap) {
+                return bad(format!("node {guid:#018x}: vl_cap {} / mtu_cap {} not 1..=5", caps.vl_cap, caps.mtu_cap));
+            }
         }
         if self.vl_arb_high_cap > 64 || self.vl_arb_low_cap > 64 {
             return bad("VL arbitration caps above 64".to_string());
@@ -583,6 +615,13 @@ impl SimFabric {
     /// Whether `node` is in the fabric (not removed).
     pub fn is_present(&self, node: usize) -> bool {
         self.nodes.get(node).is_some_and(|n| n.present)
+    }
+
+    /// PortInfo of (`node`, `port`) as its SMA keeps it: the fields the SM
+    /// sets and the capabilities (the link-derived fields are filled in
+    /// only when a Get is answered).
+    pub fn held_port_info(&self, node: usize, port: u8) -> Option<sm_mad::PortInfoRepr> {
+        Some(self.nodes.get(node)?.port(port)?.info)
     }
 
     /// Logical state of a port, as PortInfo would report it.

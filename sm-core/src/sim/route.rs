@@ -233,6 +233,91 @@ impl SimFabric {
     }
 }
 
+/// Data VLs a port operates, from PortInfo.OperationalVLs.
+fn vl_count(code: u8) -> u8 {
+    match code {
+        1 => 1,
+        2 => 2,
+        3 => 4,
+        4 => 8,
+        5 => 15,
+        _ => 0,
+    }
+}
+
+impl SimFabric {
+    /// Data packets the fabric would drop for want of a virtual lane:
+    /// for every ordered pair of end ports holding LIDs (base LIDs), the
+    /// packet on SL `path_sl(slid, dlid)` is walked through the LFTs, and
+    /// at every hop the VL the sender's SL2VL table gives it must be one
+    /// that both ends of the link operate (below their OperationalVLs,
+    /// never VL 15). One line per failing pair; empty when all get
+    /// through. Packets the LFTs do not deliver are reported too.
+    pub fn vl_faults(&self, path_sl: &dyn Fn(u16, u16) -> u8) -> Vec<String> {
+        let mut ends = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.is_switch() || !n.present {
+                continue;
+            }
+            for p in 1..=n.num_ports {
+                if let Some(port) = n.port(p).filter(|p| p.info.lid != 0 && p.state == PortState::Active) {
+                    ends.push((i, p, port.info.lid));
+                }
+            }
+        }
+        let mut faults = Vec::new();
+        for &(node, port, slid) in &ends {
+            for &(_, _, dlid) in &ends {
+                if dlid == slid {
+                    continue;
+                }
+                let sl = path_sl(slid, dlid);
+                if let Err(why) = self.trace_vl(node, port, dlid, sl) {
+                    faults.push(format!("LID {slid} -> LID {dlid} on SL {sl}: {why}"));
+                }
+            }
+        }
+        faults
+    }
+
+    /// Walks one data packet on `sl` from (`node`, `port`) to `dlid`,
+    /// checking the VL of every hop.
+    fn trace_vl(&self, mut node: usize, mut port: u8, dlid: u16, sl: u8) -> Result<(), String> {
+        if sl > 15 {
+            return Err("no such SL".into());
+        }
+        let mut origin = true;
+        for _ in 0..MAX_LID_HOPS {
+            let n = &self.nodes[node];
+            if !origin && n.owns_lid(port, dlid) {
+                return Ok(());
+            }
+            let (exit, vl) = match &n.switch {
+                Some(sw) => {
+                    let exit = match sw.lft_entry(dlid) {
+                        NO_ROUTE | 0 => return Err(format!("no route at node {node}")),
+                        exit => exit,
+                    };
+                    (exit, sw.sl2vl(port, exit)[usize::from(sl)])
+                }
+                None if origin => (port, n.port(port).map_or(0, |p| p.sl2vl[usize::from(sl)])),
+                None => return Err(format!("delivered to node {node}, which does not own it")),
+            };
+            let (peer_node, peer_port) = self.transmit(node, exit, true).map_err(|e| format!("dropped at node {node} port {exit}: {e:?}"))?;
+            let ops = |(nd, pt): (usize, u8)| self.nodes[nd].port(pt).map_or(0, |p| vl_count(p.info.operational_vls));
+            let operated = ops((node, exit)).min(ops((peer_node, peer_port)));
+            if vl >= operated {
+                return Err(format!(
+                    "node {node} port {exit} sends on VL {vl}, but the link operates {operated} VL(s)"
+                ));
+            }
+            (node, port) = (peer_node, peer_port);
+            origin = false;
+        }
+        Err("hop limit".into())
+    }
+}
+
 fn path_entry(path: &[u8], index: u8) -> Result<u8, DropReason> {
     path.get(usize::from(index))
         .copied()
@@ -284,6 +369,35 @@ mod tests {
         let mut block = sw.lft_block(0);
         block[usize::from(lid)] = port;
         sw.set_lft_block(0, &block);
+    }
+
+    #[test]
+    fn data_packets_need_an_operational_vl_at_every_hop() {
+        let (topo, mut f) = active_tree();
+        let leaf0 = topo.find_node_by_desc("leaf-0").unwrap();
+        let leaf1 = topo.find_node_by_desc("leaf-1").unwrap();
+        let (spine, _) = topo.peer(leaf0, 3).unwrap();
+        let spine_out = (1..=4)
+            .find(|&p| topo.peer(spine, p).map(|e| e.0) == Some(leaf1))
+            .unwrap();
+        let host1_leaf_port = topo.peer(1, 1).unwrap().1;
+        set_entry(&mut f, leaf0, 2, 3);
+        set_entry(&mut f, spine, 2, spine_out);
+        set_entry(&mut f, leaf1, 2, host1_leaf_port);
+        assert_eq!(f.trace_vl(0, 1, 2, 3), Ok(()), "SL 3 on VL 0 everywhere");
+        // The host sends SL 3 on VL 1, which its link does not operate
+        // yet (ports reset to VL0 only).
+        f.nodes[0].ports[1].sl2vl[3] = 1;
+        let why = f.trace_vl(0, 1, 2, 3).unwrap_err();
+        assert!(why.contains("VL 1") && why.contains("operates 1"), "{why}");
+        // Operating two VLs on that link (both ends) lets it through.
+        let host0_leaf_port = topo.peer(0, 1).unwrap().1;
+        f.nodes[0].ports[1].info.operational_vls = 2;
+        f.nodes[leaf0].ports[usize::from(host0_leaf_port)].info.operational_vls = 2;
+        assert_eq!(f.trace_vl(0, 1, 2, 3), Ok(()));
+        // VL 15 carries no data.
+        f.nodes[leaf0].switch.as_mut().unwrap().set_sl2vl(host0_leaf_port, 3, [15; 16]);
+        assert!(f.trace_vl(0, 1, 2, 3).is_err());
     }
 
     #[test]

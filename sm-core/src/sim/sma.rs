@@ -445,12 +445,17 @@ impl SimFabric {
             return Err(Refusal::Value);
         }
         let info = &current.info;
+        // IBA: OperationalVLs and NeighborMTU are taken only while the
+        // port is Init; in any other state a Set leaves them.
+        let in_init = current.state == PortState::Init;
         let operational_vls = match req.operational_vls() {
+            _ if !in_init => info.operational_vls,
             0 => info.operational_vls,
             v if v <= info.vl_cap => v,
             _ => return Err(Refusal::Value),
         };
         let neighbor_mtu = match req.neighbor_mtu() {
+            _ if !in_init => info.neighbor_mtu,
             0 => info.neighbor_mtu,
             v if v <= info.mtu_cap => v,
             _ => return Err(Refusal::Value),

@@ -18,6 +18,9 @@ use super::SimOptions;
 /// reallocation.
 pub(super) const VLARB_ENTRIES: usize = 64;
 
+/// HOQLife a port resets to: infinite, head-of-queue discard off.
+pub(super) const RESET_HOQ_LIFE: u8 = 0x1f;
+
 /// The default GID prefix (IBA 4.1.1: link-local).
 const DEFAULT_GID_PREFIX: u64 = 0xfe80_0000_0000_0000;
 
@@ -77,7 +80,8 @@ impl Node {
                     (true, _) => PortRole::SwitchExternal,
                     (false, _) => PortRole::Ca,
                 };
-                let mut port = Port::power_up(topo.port_guid(p), role, width, speed, options);
+                let caps = options.caps_of(topo.node_guid);
+                let mut port = Port::power_up(topo.port_guid(p), role, width, speed, options, caps);
                 if sm_port == Some(p) {
                     port.info.capability_mask |= capability::IS_SM;
                     port.sm_info = Some(SmInfoRepr {
@@ -185,7 +189,7 @@ pub(super) struct Port {
 }
 
 impl Port {
-    fn power_up(guid: u64, role: PortRole, width: u8, speed: u8, options: &SimOptions) -> Self {
+    fn power_up(guid: u64, role: PortRole, width: u8, speed: u8, options: &SimOptions, caps: super::PortCaps) -> Self {
         let width_bit = width_bit(width);
         let widths = link_width::W1X | link_width::W4X | width_bit;
         let mut capability_mask = capability::IS_EXTENDED_SPEEDS_SUPPORTED;
@@ -211,12 +215,16 @@ impl Port {
             port_physical_state: PhysState::Polling,
             // Polling: a port whose link drops looks for its peer again.
             link_down_default_state: 2,
-            neighbor_mtu: options.mtu_cap,
-            mtu_cap: options.mtu_cap,
-            vl_cap: options.vl_cap,
-            operational_vls: options.vl_cap,
+            // IBA reset values: one data VL, the smallest MTU, no
+            // head-of-queue discard (HOQLife above 19 is infinite); the SM
+            // sets them while the port is Init.
+            neighbor_mtu: 1,
+            mtu_cap: caps.mtu_cap,
+            vl_cap: caps.vl_cap,
+            operational_vls: 1,
             vl_arbitration_high_cap: options.vl_arb_high_cap,
             vl_arbitration_low_cap: options.vl_arb_low_cap,
+            hoq_life: RESET_HOQ_LIFE,
             vl_stall_count: 7,
             guid_cap: u8::from(role != PortRole::SwitchExternal),
             resp_time_value: RESP_TIME_VALUE,

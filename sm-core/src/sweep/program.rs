@@ -30,7 +30,9 @@ use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
 use sm_mad::forwarding::{LftPacket, LftRepr, LFT_BLOCK_LEN};
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortState, SwitchInfoPacket, SwitchInfoRepr};
+use sm_abi::NodeKind;
+use sm_mad::port_info::{link_speed, link_width};
+use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState, SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric, FabricMemory, SweepError};
@@ -52,6 +54,10 @@ pub struct HeldTables {
     pub(super) sl2vl: HashMap<(u64, u8, u8), [u8; 16]>,
     /// VLArb blocks per (node GUID, port, block number 1..=4).
     pub(super) vlarb: HashMap<(u64, u8, u16), [(u8, u8); 32]>,
+    /// Link parameters last written per (node GUID, port) that the port
+    /// answered otherwise (a device that does not keep a field): what was
+    /// written and what came back. Not written again while both hold.
+    links: HashMap<(u64, u8), ([u8; 8], [u8; 8])>,
     /// The fabric as the last sweep knew it: a node or link whose SMPs are
     /// lost in a sweep is kept from here until proven gone.
     pub memory: FabricMemory,
@@ -102,6 +108,9 @@ pub struct PhaseReport {
 /// What [`program_routing`] and [`activate_ports`] did, per phase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoutingProgramReport {
+    /// Link parameters (OperationalVLs, NeighborMTU, HOQLife, ...), per
+    /// port; written before routing.
+    pub link: PhaseReport,
     /// SwitchInfo (LinearFDBTop), per switch.
     pub switch_info: PhaseReport,
     /// LFT blocks.
@@ -119,7 +128,8 @@ pub struct RoutingProgramReport {
 impl RoutingProgramReport {
     /// SMPs of all phases.
     pub fn total_smps(&self) -> u64 {
-        self.switch_info.smps.sent
+        self.link.smps.sent
+            + self.switch_info.smps.sent
             + self.lft.smps.sent
             + self.sl2vl.smps.sent
             + self.vlarb.smps.sent
@@ -432,6 +442,274 @@ pub fn activate_ports(
     );
 }
 
+/// Link parameters as OpenSM's link manager writes them (see
+/// [`program_links`]). The defaults are OpenSM's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkConfig {
+    /// Cap on OperationalVLs, as PortInfo encodes it (1 = VL0 … 5 = VL0-14).
+    pub max_op_vls: u8,
+    /// HOQLife of switch-to-switch ports.
+    pub hoq_life: u8,
+    /// HOQLife of switch ports facing an end node, and of router ports.
+    pub leaf_hoq_life: u8,
+    /// VLStallCount of switch-to-switch ports.
+    pub vl_stall_count: u8,
+    /// VLStallCount of switch ports facing an end node.
+    pub leaf_vl_stall_count: u8,
+    /// SubnetTimeOut of CA ports and switch port 0.
+    pub subnet_timeout: u8,
+    /// LinkSpeedEnabled to write; 0 leaves it, 15 = all supported.
+    pub force_link_speed: u8,
+    /// LinkWidthEnabled to write; 0 leaves it, 255 = all supported.
+    pub force_link_width: u8,
+    /// LinkSpeedExtEnabled to write where both ends support extended
+    /// speeds; 0 leaves it, 30 disables, 31 = all supported.
+    pub force_link_speed_ext: u8,
+}
+
+/// LinkSpeedExtEnabled: turn extended speeds off (IBA 1.3).
+const SPEED_EXT_DISABLE: u8 = 30;
+/// LinkSpeedExtEnabled: every supported extended speed.
+const SPEED_EXT_SET_TO_SUPPORTED: u8 = 31;
+
+/// Whether the ports of node `node` report extended speeds (a switch
+/// reports it on port 0 for all its ports).
+fn has_ext_speeds(fabric: &Fabric, node: usize, port: usize) -> bool {
+    let n = &fabric.nodes[node];
+    let p = if n.is_switch() { 0 } else { port };
+    n.ports
+        .get(p)
+        .and_then(|p| p.info)
+        .is_some_and(|i| i.capability_mask & sm_mad::port_info::capability::IS_EXTENDED_SPEEDS_SUPPORTED != 0)
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        Self {
+            max_op_vls: 5,
+            hoq_life: 0x12,
+            leaf_hoq_life: 0x10,
+            vl_stall_count: 7,
+            leaf_vl_stall_count: 7,
+            subnet_timeout: 18,
+            force_link_speed: link_speed::SET_TO_SUPPORTED,
+            force_link_width: link_width::SET_TO_SUPPORTED,
+            force_link_speed_ext: SPEED_EXT_SET_TO_SUPPORTED,
+        }
+    }
+}
+
+impl LinkConfig {
+    /// The configuration's keys over OpenSM's defaults. Out-of-range
+    /// values are brought into the field's range (HOQLife and
+    /// VLStallCount are 5 and 3 bits wide, OperationalVLs 1..=5).
+    pub fn from_config(config: &Config) -> Self {
+        let d = Self::default();
+        Self {
+            max_op_vls: config.max_op_vls.unwrap_or(d.max_op_vls).clamp(1, 5),
+            hoq_life: config.head_of_queue_lifetime.unwrap_or(d.hoq_life).min(0x1f),
+            leaf_hoq_life: config.leaf_head_of_queue_lifetime.unwrap_or(d.leaf_hoq_life).min(0x1f),
+            vl_stall_count: config.vl_stall_count.unwrap_or(d.vl_stall_count).min(7),
+            leaf_vl_stall_count: config.leaf_vl_stall_count.unwrap_or(d.leaf_vl_stall_count).min(7),
+            subnet_timeout: config.subnet_timeout.unwrap_or(d.subnet_timeout).min(0x1f),
+            force_link_speed: config.force_link_speed.unwrap_or(d.force_link_speed) & 0xf,
+            force_link_width: config.force_link_width.unwrap_or(d.force_link_width),
+            force_link_speed_ext: config.force_link_speed_ext.unwrap_or(d.force_link_speed_ext) & 0x1f,
+        }
+    }
+}
+
+/// What `port` of `fabric` should hold by `config`, from what it holds
+/// now (`current`). OperationalVLs and NeighborMTU are the lower of the
+/// two ends' VLCap and MTUCap (OperationalVLs capped by `max_op_vls`),
+/// and are changed only while the port is Init: IBA lets a port take them
+/// in no other state, so a port already Armed or Active keeps what it
+/// has (logged; the snapshot then shows the engines what it really
+/// operates).
+fn wanted_link(fabric: &Fabric, node: usize, port: usize, current: &PortInfoRepr, config: &LinkConfig) -> PortInfoRepr {
+    let n = &fabric.nodes[node];
+    let mut want = *current;
+    let addressed = !n.is_switch() || port == 0;
+    if addressed {
+        want.subnet_timeout = config.subnet_timeout;
+    }
+    let Some((peer_node, peer_port)) = n.ports[port].peer.filter(|_| port != 0) else {
+        return want;
+    };
+    let Some(peer) = fabric.nodes.get(peer_node) else { return want };
+    let Some(remote) = peer.ports.get(usize::from(peer_port)).and_then(|p| p.info) else {
+        return want;
+    };
+    let op_vls = current.vl_cap.min(remote.vl_cap).max(1).min(config.max_op_vls);
+    let mtu = current.mtu_cap.min(remote.mtu_cap).max(1);
+    if current.port_state == PortState::Init {
+        want.operational_vls = op_vls;
+        want.neighbor_mtu = mtu;
+    } else if current.operational_vls != op_vls || current.neighbor_mtu != mtu {
+        warn!(guid = format_args!("{:#018x}", n.guid), port, state = ?current.port_state,
+            op_vls = current.operational_vls, wanted_op_vls = op_vls, mtu = current.neighbor_mtu, wanted_mtu = mtu,
+            "port is past Init: OperationalVLs and NeighborMTU left as they are");
+    }
+    match (n.kind, peer.kind) {
+        (NodeKind::Switch, NodeKind::Switch) => {
+            want.hoq_life = config.hoq_life;
+            want.vl_stall_count = config.vl_stall_count;
+        }
+        (NodeKind::Switch, _) => {
+            want.hoq_life = config.leaf_hoq_life;
+            want.vl_stall_count = config.leaf_vl_stall_count;
+        }
+        (NodeKind::Router, _) => want.hoq_life = config.leaf_hoq_life,
+        _ => {}
+    }
+    let fw = config.force_link_width;
+    if fw != 0 && (fw != link_width::SET_TO_SUPPORTED || current.link_width_enabled != current.link_width_supported) {
+        want.link_width_enabled = fw;
+    }
+    let fs = config.force_link_speed;
+    if fs != 0 && (fs != link_speed::SET_TO_SUPPORTED || current.link_speed_enabled != current.link_speed_supported) {
+        want.link_speed_enabled = fs;
+    }
+    let fe = config.force_link_speed_ext;
+    if fe != 0
+        && has_ext_speeds(fabric, node, port)
+        && has_ext_speeds(fabric, peer_node, usize::from(peer_port))
+        && (fe != SPEED_EXT_SET_TO_SUPPORTED || current.link_speed_ext_enabled != current.link_speed_ext_supported)
+    {
+        want.link_speed_ext_enabled = fe;
+    }
+    want
+}
+
+/// The fields [`program_links`] writes, to recognise a port that
+/// answered a Set with other values before.
+fn link_fields(i: &PortInfoRepr) -> [u8; 8] {
+    [
+        i.operational_vls,
+        i.neighbor_mtu,
+        i.hoq_life,
+        i.vl_stall_count,
+        i.subnet_timeout,
+        i.link_width_enabled,
+        i.link_speed_enabled,
+        i.link_speed_ext_enabled,
+    ]
+}
+
+/// Whether `now` holds what `want` asked for. "All supported" asks for
+/// whatever the port supports.
+fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
+    let width = if want.link_width_enabled == link_width::SET_TO_SUPPORTED {
+        now.link_width_supported
+    } else {
+        want.link_width_enabled
+    };
+    let speed = if want.link_speed_enabled == link_speed::SET_TO_SUPPORTED {
+        now.link_speed_supported
+    } else {
+        want.link_speed_enabled
+    };
+    let ext = match want.link_speed_ext_enabled {
+        SPEED_EXT_SET_TO_SUPPORTED => now.link_speed_ext_supported,
+        SPEED_EXT_DISABLE => 0,
+        v => v,
+    };
+    now.operational_vls == want.operational_vls
+        && now.link_speed_ext_enabled == ext
+        && now.neighbor_mtu == want.neighbor_mtu
+        && now.hoq_life == want.hoq_life
+        && now.vl_stall_count == want.vl_stall_count
+        && now.subnet_timeout == want.subnet_timeout
+        && now.link_width_enabled == width
+        && now.link_speed_enabled == speed
+}
+
+/// Writes the link parameters OpenSM's link manager writes
+/// (OperationalVLs, NeighborMTU, HOQLife, VLStallCount, SubnetTimeOut,
+/// LinkWidthEnabled, LinkSpeedEnabled, LinkSpeedExtEnabled) into every port of `fabric` that
+/// does not hold them, by read-modify-write PortInfo Sets with PortState
+/// and PortPhysicalState as NoChange. Run before routing and before any
+/// port is Armed: OperationalVLs and NeighborMTU take only in Init, and
+/// the engines must see the VLs the ports will really operate.
+pub fn program_links(
+    client: &mut SmpClient<'_>,
+    fabric: &mut Fabric,
+    config: &LinkConfig,
+    held: &mut HeldTables,
+    phase: &mut PhaseReport,
+) {
+    let before = client.stats().clone();
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
+    for node in 0..fabric.nodes.len() {
+        let n = &fabric.nodes[node];
+        for port in 0..n.ports.len() {
+            let slot = &n.ports[port];
+            let (Some(current), Some(path)) = (slot.info, slot.path.as_ref()) else { continue };
+            let relevant = if port == 0 {
+                n.is_switch()
+            } else {
+                slot.peer.is_some() && current.port_state != PortState::Down
+            };
+            if !relevant {
+                continue;
+            }
+            let want = wanted_link(fabric, node, port, &current, config);
+            if link_holds(&current, &want)
+                || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)))
+            {
+                phase.unchanged += 1;
+                continue;
+            }
+            let mut set = want;
+            set.port_state = PortState::NoChange;
+            set.port_physical_state = PhysState::NoChange;
+            // A client reregistration already asked for is not asked again.
+            set.client_reregister = false;
+            let mut data = [0u8; DATA_LEN];
+            set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+            // SMSupportExtendedSpeeds: without it a port ignores the
+            // extended speed fields.
+            let ext = if has_ext_speeds(fabric, node, port) { 1 << 31 } else { 0 };
+            ops.push(SmpOp::set(attr::PORT_INFO, port as u32 | ext, path, data));
+            targets.push((node, port, want));
+        }
+    }
+    let answers = client.run_many(&ops);
+    for ((node, port, want), answer) in targets.into_iter().zip(answers) {
+        let guid = fabric.nodes[node].guid;
+        match answer.and_then(|d| parse_port_info(&d)) {
+            Ok(now) => {
+                if now.operational_vls != want.operational_vls || now.neighbor_mtu != want.neighbor_mtu {
+                    warn!(guid = format_args!("{guid:#018x}"), port,
+                        op_vls = now.operational_vls, wanted_op_vls = want.operational_vls,
+                        mtu = now.neighbor_mtu, wanted_mtu = want.neighbor_mtu,
+                        "OperationalVLs/NeighborMTU Set did not take effect");
+                    phase.failed += 1;
+                } else {
+                    if link_holds(&now, &want) {
+                        held.links.remove(&(guid, port as u8));
+                    } else {
+                        // Devices that do not keep a field (ibsim keeps no
+                        // VLStallCount or SubnetTimeOut) would say so at
+                        // every sweep: not worth a warning, nor a Set at
+                        // every sweep.
+                        debug!(guid = format_args!("{guid:#018x}"), port, "port keeps not every link parameter written");
+                        held.links.insert((guid, port as u8), (link_fields(&want), link_fields(&now)));
+                    }
+                    phase.set += 1;
+                }
+                fabric.nodes[node].ports[port].info = Some(now);
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "link parameters Set failed");
+                phase.failed += 1;
+            }
+        }
+    }
+    phase.smps = client.stats().since(&before);
+}
+
 /// Settings of [`once`].
 #[derive(Debug, Clone)]
 pub struct OnceOptions<'a> {
@@ -526,6 +804,17 @@ pub fn once_cached(
     let mut swept = sweep_with(port, &options.sweep, guid2lid, &mut held.memory, &limits)?;
     report.phase("sweep", t.elapsed());
     limits.check()?;
+    let mut program = RoutingProgramReport::default();
+    {
+        // Before routing: the engines and the gate must see the VLs the
+        // ports will operate, not the one VL a port resets to.
+        let t = Instant::now();
+        let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
+        // Failures are logged and not retried at once: a port that does
+        // not implement a field would refuse at every sweep.
+        program_links(&mut client, &mut swept.fabric, &LinkConfig::from_config(config), held, &mut program.link);
+        report.phase("link", t.elapsed());
+    }
     let snapshot = swept.fabric.snapshot(options.sweep.lmc);
     let mut top = snapshot.max_lid;
     let from_cache = match cache.as_deref() {
@@ -548,7 +837,6 @@ pub fn once_cached(
             chain
         }
     };
-    let mut program = RoutingProgramReport::default();
     if chain.routed.is_some() {
         // The last point of return: from here on the routing is written
         // whole (see `SweepOptions::stop`).
@@ -649,6 +937,17 @@ pub fn guid2lid_path(file: Option<&Path>, dump_dir: Option<&Path>) -> Option<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_defaults_are_opensms() {
+        let c = LinkConfig::from_config(&Config::default());
+        assert_eq!(c, LinkConfig::default());
+        assert_eq!((c.max_op_vls, c.hoq_life, c.leaf_hoq_life, c.vl_stall_count, c.leaf_vl_stall_count), (5, 0x12, 0x10, 7, 7));
+        assert_eq!((c.subnet_timeout, c.force_link_speed, c.force_link_width, c.force_link_speed_ext), (18, 15, 255, 31));
+        let wild = Config { max_op_vls: Some(9), head_of_queue_lifetime: Some(0x40), vl_stall_count: Some(9), ..Config::default() };
+        let c = LinkConfig::from_config(&wild);
+        assert_eq!((c.max_op_vls, c.hoq_life, c.vl_stall_count), (5, 0x1f, 7));
+    }
 
     #[test]
     fn wanted_block_drops_lids_above_top_and_past_the_table() {
