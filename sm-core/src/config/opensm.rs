@@ -38,7 +38,7 @@ pub struct Key {
 
 use Support::{Core, Engine, NotSupported};
 
-const LINK: Support = NotSupported("link parameters are not programmed yet: ports keep the values they came up with");
+const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("no partitions yet: P_Key tables are not programmed");
 const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
 const CC: Support = NotSupported("no congestion control");
@@ -66,16 +66,16 @@ pub const KEYS: &[Key] = &[
     k("lmc_esp0", UNUSED),
     k("sm_sl", NotSupported("ports get MasterSMSL 0, OpenSM's default")),
     k("packet_life_time", NotSupported("PathRecords carry OpenSM's default 0x12")),
-    k("vl_stall_count", LINK),
-    k("leaf_vl_stall_count", LINK),
-    k("head_of_queue_lifetime", LINK),
-    k("leaf_head_of_queue_lifetime", LINK),
-    k("max_op_vls", LINK),
-    k("force_link_speed", LINK),
-    k("force_link_speed_ext", LINK),
-    k("force_link_width", LINK),
+    k("vl_stall_count", Core("vl_stall_count")),
+    k("leaf_vl_stall_count", Core("leaf_vl_stall_count")),
+    k("head_of_queue_lifetime", Core("head_of_queue_lifetime")),
+    k("leaf_head_of_queue_lifetime", Core("leaf_head_of_queue_lifetime")),
+    k("max_op_vls", Core("max_op_vls")),
+    k("force_link_speed", Core("force_link_speed")),
+    k("force_link_speed_ext", Core("force_link_speed_ext")),
+    k("force_link_width", Core("force_link_width")),
     k("fdr10", LINK),
-    k("subnet_timeout", LINK),
+    k("subnet_timeout", Core("subnet_timeout")),
     k("local_phy_errors_threshold", LINK),
     k("overrun_errors_threshold", LINK),
     k("use_mfttop", UNUSED),
@@ -351,6 +351,17 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_protection_level" => c.m_key_protection_level = Some(number(v, 3)? as u8),
         "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
+        // Link parameters (the link manager, `sweep::program::LinkConfig`),
+        // each its PortInfo field's width.
+        "max_op_vls" => c.max_op_vls = Some(ranged(v, 1, 5, " (OperationalVLs 1..5)")? as u8),
+        "head_of_queue_lifetime" => c.head_of_queue_lifetime = Some(number(v, 0x1f)? as u8),
+        "leaf_head_of_queue_lifetime" => c.leaf_head_of_queue_lifetime = Some(number(v, 0x1f)? as u8),
+        "vl_stall_count" => c.vl_stall_count = Some(number(v, 7)? as u8),
+        "leaf_vl_stall_count" => c.leaf_vl_stall_count = Some(number(v, 7)? as u8),
+        "subnet_timeout" => c.subnet_timeout = Some(number(v, 0x1f)? as u8),
+        "force_link_speed" => c.force_link_speed = Some(number(v, 0xff)? as u8),
+        "force_link_width" => c.force_link_width = Some(number(v, 0xff)? as u8),
+        "force_link_speed_ext" => c.force_link_speed_ext = Some(number(v, 0xff)? as u8),
         // Engine options: the same names and TOML types the engines read
         // from smcore.toml.
         "port_prof_ignore_file"
