@@ -84,7 +84,13 @@ fn the_file_opensm_writes_loads_with_its_values() {
 
     // The keys it does not use are listed, each once, and only those.
     assert!(c.not_supported.iter().any(|k| k == "qos"), "{:?}", c.not_supported);
-    assert!(c.not_supported.iter().any(|k| k == "max_op_vls"));
+    assert!(c.not_supported.iter().any(|k| k == "subnet_prefix"));
+    // The link manager's keys arrive as OpenSM writes them.
+    assert!(!c.not_supported.iter().any(|k| k == "max_op_vls"));
+    assert_eq!(c.max_op_vls, Some(5));
+    assert_eq!(c.head_of_queue_lifetime, Some(0x12));
+    assert_eq!(c.leaf_head_of_queue_lifetime, Some(0x10));
+    assert_eq!(c.subnet_timeout, Some(18));
     assert!(!c.not_supported.iter().any(|k| k == "sm_key" || k == "routing_engine"));
     let mut sorted = c.not_supported.clone();
     sorted.sort();
