@@ -29,8 +29,8 @@ use sm_mad::sa::{self, attr, rmpp, status, Component};
 use sm_mad::{
     sa_class_port_info as cpi, sa_guid_info_record as gir, sa_lft_record as lftr,
     sa_link_record as lr, sa_mft_record as mftr, sa_multi_path_record as mpr, sa_node_record as nr,
-    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sm_info_record as smir,
-    sa_switch_info_record as swr,
+    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sl2vl_record as slr,
+    sa_sm_info_record as smir, sa_switch_info_record as swr, sa_vlarb_record as var,
 };
 
 use super::db::SaDb;
@@ -170,7 +170,13 @@ fn table(req: &[u8], record_len: usize, records: &[u8]) -> Vec<u8> {
 /// GetMultiResp).
 fn table_with(req: &[u8], resp_method: u8, record_len: usize, records: &[u8]) -> Vec<u8> {
     let mut out = header(req, resp_method, 0);
-    out.resize((sa::HEADER_LEN + records.len()).max(mad::MAD_LEN), 0);
+    // Exactly the header and the records, as OpenSM sends them: a client
+    // counts records as (length - header) / record size, so padding a
+    // short answer to a whole MAD would show it records of zeros (an
+    // empty MCMemberRecord table read as three groups with MGID `::`
+    // where the transport hands over the MAD as sent, as umad2sim does).
+    out.truncate(sa::HEADER_LEN);
+    out.resize(sa::HEADER_LEN + records.len(), 0);
     out[sa::HEADER_LEN..sa::HEADER_LEN + records.len()].copy_from_slice(records);
     let mut p = sa::Packet::new_unchecked(&mut out[..]);
     p.set_rmpp_version(rmpp::VERSION);
@@ -410,6 +416,8 @@ impl Sa {
             | attr::MFT_RECORD
             | attr::GUID_INFO_RECORD
             | attr::PKEY_TABLE_RECORD
+            | attr::SL2VL_RECORD
+            | attr::VLARB_RECORD
             | attr::SM_INFO_RECORD
             | attr::PATH_RECORD
             | attr::INFORM_INFO_RECORD => query,
@@ -506,6 +514,29 @@ impl Sa {
                     &req,
                     pkr::PADDED_LEN,
                     select(&db.pkey_records, pkr::COMPONENTS, mask, &t, all),
+                    max,
+                ))
+            }
+            attr::SL2VL_RECORD => {
+                // A CA port has one map, asked for by its LID: the port
+                // numbers of the query do not narrow it (as in OpenSM,
+                // whose osmtest asks with ports 0).
+                let t = normalise_lid(&db, data);
+                let mask = mask & !ca_port_components(&db, &t, mask, 0b110);
+                reply(answer_records(
+                    &req,
+                    slr::PADDED_LEN,
+                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, all),
+                    max,
+                ))
+            }
+            attr::VLARB_RECORD => {
+                let t = normalise_lid(&db, data);
+                let mask = mask & !ca_port_components(&db, &t, mask, 0b010);
+                reply(answer_records(
+                    &req,
+                    var::PADDED_LEN,
+                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, all),
                     max,
                 ))
             }
@@ -801,6 +832,19 @@ impl Sa {
         let mut out = [0u8; cpi::LEN];
         repr.emit(&mut cpi::Packet::new_unchecked(&mut out[..]));
         out
+    }
+}
+
+/// `ports` (component bits of port numbers) when the query names a CA
+/// port by LID, whose records carry port 0; else nothing.
+fn ca_port_components(db: &SaDb, template: &[u8], mask: u64, ports: u64) -> u64 {
+    if mask & 1 == 0 || template.len() < 2 {
+        return 0;
+    }
+    let lid = u16::from_be_bytes([template[0], template[1]]);
+    match db.end_by_lid(lid) {
+        Some(e) if !e.switch => ports,
+        _ => 0,
     }
 }
 
