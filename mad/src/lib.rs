@@ -64,6 +64,7 @@ pub mod sa_multi_path_record;
 pub mod sa_node_record;
 pub mod sa_path_record;
 pub mod sa_pkey_table_record;
+pub mod sa_service_record;
 pub mod sa_sl2vl_record;
 pub mod sa_port_info_record;
 pub mod sa_sm_info_record;

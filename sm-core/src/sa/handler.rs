@@ -37,6 +37,7 @@ use super::db::SaDb;
 use super::inform::{Report, Subscriptions};
 use super::mcmember::{self, Requester};
 use super::path::{self, PathDefaults};
+use super::service::{self, ServiceLimits, Services};
 use crate::mcast::{McGroups, McLimits};
 
 /// Settings of the SA.
@@ -59,6 +60,8 @@ pub struct SaConfig {
     pub max_subscriptions_per_port: usize,
     /// Bounds on multicast groups created through the SA.
     pub mcast: McLimits,
+    /// Bounds on registered ServiceRecords.
+    pub services: ServiceLimits,
 }
 
 impl SaConfig {
@@ -79,6 +82,7 @@ impl Default for SaConfig {
             sm_priority: 0,
             max_subscriptions_per_port: 32,
             mcast: McLimits::default(),
+            services: ServiceLimits::default(),
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct Sa {
     groups: Arc<Mutex<McGroups>>,
     /// Copy on write: a query clones the `Arc` and reads outside the lock.
     subs: Mutex<Arc<Subscriptions>>,
+    services: Mutex<Services>,
     config: SaConfig,
 }
 
@@ -245,6 +250,7 @@ impl Sa {
             view: Mutex::default(),
             groups,
             subs: Mutex::default(),
+            services: Mutex::default(),
             config,
         }
     }
@@ -362,6 +368,8 @@ impl Sa {
         }
         subs.retain(|gid| db.end_by_gid(gid).is_some());
         drop(subs_guard);
+        // Services of ports that left the fabric go with them.
+        locked(&self.services).retain_owners(|guid| db.end_by_guid(guid).is_some());
         let changed = locked(&self.groups).retain_ports(|guid| db.end_by_guid(guid).is_some()) > 0;
         // The MFT records stay until the next multicast plan replaces them.
         locked(&self.view).db = Some(db);
@@ -421,7 +429,7 @@ impl Sa {
             | attr::SM_INFO_RECORD
             | attr::PATH_RECORD
             | attr::INFORM_INFO_RECORD => query,
-            attr::MC_MEMBER_RECORD => m != method::GET_MULTI,
+            attr::MC_MEMBER_RECORD | attr::SERVICE_RECORD => m != method::GET_MULTI,
             attr::MULTI_PATH_RECORD => m == method::GET_MULTI,
             attr::INFORM_INFO => m == method::SET,
             _ => false,
@@ -629,6 +637,7 @@ impl Sa {
                 ))
             }
             attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, trusted, &req, mask),
+            attr::SERVICE_RECORD => reply(self.service(&db, slid, trusted, &req, mask)),
             _ => reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR)),
         }
     }
@@ -757,6 +766,33 @@ impl Sa {
         let mut rec = [0u8; smir::PADDED_LEN];
         repr.emit(&mut smir::Packet::new_unchecked(&mut rec[..]));
         rec
+    }
+
+    /// ServiceRecord Set, Delete, Get and GetTable.
+    fn service(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Vec<u8> {
+        use sm_mad::sa_service_record::LEN;
+        let data = &req[sa::HEADER_LEN..];
+        let by = service::Requester {
+            guid: db.end_by_lid(slid).map(|e| e.guid),
+            trusted,
+        };
+        let now = std::time::Instant::now();
+        let mut services = locked(&self.services);
+        let result = match req[3] {
+            method::SET => services.set(db, by, &self.config.services, data, mask, now),
+            method::DELETE => services.delete(by, data, mask, now),
+            _ => {
+                let recs = services.query(data, mask, trusted, now);
+                drop(services);
+                let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
+                return answer_records(req, LEN, refs, self.config.max_records);
+            }
+        };
+        drop(services);
+        match result {
+            Ok(rec) => single(req, &rec),
+            Err(code) => error(req, code),
+        }
     }
 
     fn mc_member(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Answer {

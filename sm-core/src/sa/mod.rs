@@ -11,6 +11,8 @@
 //!   engine gives each path;
 //! - [`mcmember`]: MCMemberRecord joins, leaves and queries over the core's
 //!   multicast groups;
+//! - [`service`]: ServiceRecords registered with a lease, per-port quota
+//!   and owner-only delete;
 //! - [`inform`]: InformInfo subscriptions and the Reports for traps 64–67;
 //! - [`handler`]: [`Sa::handle`], one MAD in, one answer out, with IBA's
 //!   statuses for everything it does not serve;
@@ -26,9 +28,11 @@ pub mod inform;
 pub mod mcmember;
 pub mod path;
 pub mod server;
+pub mod service;
 
 pub use db::{EndPort, SaDb};
 pub use handler::{Answer, Sa, SaConfig};
 pub use inform::{Report, Subscription, Subscriptions};
 pub use path::PathDefaults;
 pub use server::{spawn, spawn_umad, Responder, SaHandle};
+pub use service::{ServiceLimits, Services};
