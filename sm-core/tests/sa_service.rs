@@ -1089,3 +1089,156 @@ fn a_path_record_get_from_a_port_to_itself_is_the_self_path() {
         assert_eq!(status_of(&a), 0, "self path of LID {lid} by LIDs");
     }
 }
+
+mod services {
+    use super::*;
+    use sm_core::sa::service::{Requester, ServiceLimits, Services};
+    use sm_mad::sa_service_record::{self as svc, component as sc};
+    use std::time::{Duration, Instant};
+
+    fn record(id: u64, gid: u128, lease: u32, name: &str) -> [u8; svc::LEN] {
+        let mut service_name = [0u8; svc::NAME_LEN];
+        service_name[..name.len()].copy_from_slice(name.as_bytes());
+        let mut out = [0u8; svc::LEN];
+        svc::Repr {
+            service_id: id,
+            service_gid: gid,
+            service_lease: lease,
+            service_key: 0x77,
+            service_name,
+            ..Default::default()
+        }
+        .emit(&mut svc::Packet::new_unchecked(&mut out[..]));
+        out
+    }
+
+    fn parse(b: &[u8]) -> svc::Repr {
+        svc::Repr::parse(&svc::Packet::new_checked(b).expect("record")).expect("parse")
+    }
+
+    const SET_MASK: u64 = sc::ID | sc::GID | sc::LEASE | sc::KEY | sc::NAME;
+
+    struct Fixture {
+        db: SaDb,
+        /// (LID, port GUID) of two hosts.
+        hosts: [(u16, u64); 2],
+    }
+
+    fn fixture() -> Fixture {
+        let out = small();
+        let hosts: Vec<(u16, u64)> = end_lids(&out).into_iter().filter(|e| !e.2).map(|e| (e.0, e.1)).collect();
+        Fixture { db: SaDb::build(&out), hosts: [hosts[0], hosts[1]] }
+    }
+
+    fn gid(guid: u64) -> u128 {
+        (0xfe80u128 << 112) | u128::from(guid)
+    }
+
+    #[test]
+    fn leases_expire_and_answers_carry_the_time_left() {
+        let f = fixture();
+        let by = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let mut s = Services::new();
+        let t0 = Instant::now();
+        let limits = ServiceLimits::default();
+        s.set(&f.db, by, &limits, &record(1, gid(f.hosts[0].1), 10, "short"), SET_MASK, t0).expect("set");
+        s.set(&f.db, by, &limits, &record(2, gid(f.hosts[0].1), svc::INFINITE_LEASE, "forever"), SET_MASK, t0)
+            .expect("set");
+        // No lease in the mask: infinite.
+        let r = s.set(&f.db, by, &limits, &record(3, gid(f.hosts[0].1), 5, "nolease"), SET_MASK & !sc::LEASE, t0)
+            .expect("set");
+        assert_eq!(parse(&r).service_lease, svc::INFINITE_LEASE);
+        assert_eq!(parse(&r).service_pkey, 0xFFFF, "the default P_Key when none given");
+        let at = |d: u64| t0 + Duration::from_secs(d);
+        let found = s.query(&[], 0, false, at(4));
+        assert_eq!(found.len(), 3);
+        let short = found.iter().map(|r| parse(r)).find(|r| r.service_id == 1).expect("short");
+        assert_eq!(short.service_lease, 6, "seconds left");
+        assert_eq!(short.service_key, 0, "keys hidden from untrusted requesters");
+        assert_eq!(parse(&s.query(&[], 0, true, at(4))[0]).service_key, 0x77);
+        let left: Vec<u64> = s.query(&[], 0, false, at(10)).iter().map(|r| parse(r).service_id).collect();
+        assert_eq!(left, vec![2, 3], "the 10 s lease is over at 10 s");
+        assert_eq!(s.len(at(1_000_000)), 2);
+    }
+
+    #[test]
+    fn only_the_owner_or_a_trusted_request_replaces_or_deletes() {
+        let f = fixture();
+        let owner = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let other = Requester { guid: Some(f.hosts[1].1), trusted: false };
+        let trusted = Requester { guid: Some(f.hosts[1].1), trusted: true };
+        let limits = ServiceLimits::default();
+        let now = Instant::now();
+        let mut s = Services::new();
+        let rec = record(9, gid(f.hosts[0].1), svc::INFINITE_LEASE, "svc");
+        s.set(&f.db, owner, &limits, &rec, SET_MASK, now).expect("set");
+        assert_eq!(s.set(&f.db, other, &limits, &rec, SET_MASK, now), Err(status::DENIED));
+        assert_eq!(s.delete(other, &rec, sc::NAME, now), Err(status::DENIED));
+        assert_eq!(s.len(now), 1);
+        // Same RID from the owner: replaced, still one record.
+        let renamed = record(9, gid(f.hosts[0].1), svc::INFINITE_LEASE, "renamed");
+        s.set(&f.db, owner, &limits, &renamed, SET_MASK, now).expect("replace");
+        assert_eq!(s.len(now), 1);
+        // Delete by RID whatever the mask names (osmtest sends only the name).
+        let gone = s.delete(trusted, &renamed, sc::NAME, now).expect("trusted delete");
+        assert_eq!(&parse(&gone).service_name[..7], b"renamed");
+        assert_eq!(s.delete(owner, &renamed, sc::NAME, now), Err(status::NO_RECORDS));
+        // A GID of no port here, and a Set without the RID's components.
+        assert_eq!(
+            s.set(&f.db, owner, &limits, &record(1, gid(0xdead), 1, "x"), SET_MASK, now),
+            Err(status::INVALID_GID)
+        );
+        assert_eq!(
+            s.set(&f.db, owner, &limits, &rec, sc::NAME, now),
+            Err(status::INSUFFICIENT_COMPONENTS)
+        );
+    }
+
+    #[test]
+    fn a_port_holds_at_most_its_quota() {
+        let f = fixture();
+        let by = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let limits = ServiceLimits { per_port: 4 };
+        let now = Instant::now();
+        let mut s = Services::new();
+        for id in 0..4 {
+            s.set(&f.db, by, &limits, &record(id, gid(f.hosts[0].1), 60, "q"), SET_MASK, now).expect("within quota");
+        }
+        assert_eq!(
+            s.set(&f.db, by, &limits, &record(4, gid(f.hosts[0].1), 60, "q"), SET_MASK, now),
+            Err(status::NO_RESOURCES)
+        );
+        // Replacing one of its own is no new record; another port has its own quota.
+        s.set(&f.db, by, &limits, &record(0, gid(f.hosts[0].1), 60, "q2"), SET_MASK, now).expect("replace");
+        let other = Requester { guid: Some(f.hosts[1].1), trusted: false };
+        s.set(&f.db, other, &limits, &record(4, gid(f.hosts[1].1), 60, "q"), SET_MASK, now).expect("other port");
+        // Expired records free the quota.
+        s.set(&f.db, by, &limits, &record(5, gid(f.hosts[0].1), 60, "q"), SET_MASK, now + Duration::from_secs(61))
+            .expect("after the leases ran out");
+    }
+
+    #[test]
+    fn service_records_through_the_handler() {
+        let f = fixture();
+        let (lid, guid) = f.hosts[0];
+        let mut sa = sa_with(f.db);
+        let rec = record(0x42, gid(guid), svc::INFINITE_LEASE, "through-handler");
+        let a = query(&mut sa, lid, method::SET, attr::SERVICE_RECORD, SET_MASK, &rec);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(a[3], method::GET_RESP);
+        assert_eq!(parse(&a[sa::HEADER_LEN..]).service_id, 0x42);
+        // Found by name (Get) and in the table.
+        let a = query(&mut sa, f.hosts[1].0, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(parse(&a[sa::HEADER_LEN..]).service_gid, gid(guid));
+        let all = records(&get_all(&mut sa, attr::SERVICE_RECORD), svc::LEN);
+        assert_eq!(all.len(), 1);
+        // Another host may not delete it; the owner may.
+        let a = query(&mut sa, f.hosts[1].0, method::DELETE, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), status::DENIED);
+        let a = query(&mut sa, lid, method::DELETE, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!((a[3], status_of(&a)), (method::DELETE_RESP, 0));
+        let a = query(&mut sa, lid, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), status::NO_RECORDS);
+    }
+}

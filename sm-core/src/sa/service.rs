@@ -117,8 +117,10 @@ impl Services {
         let owner = by.guid.ok_or(status::REQ_INVALID)?;
         let mut r = parse(data, mask)?;
         // The service must live on a port of this subnet, in the one
-        // partition this SM manages.
-        if db.end_by_gid(r.service_gid).is_none() {
+        // partition this SM manages. The port is found by the GID's
+        // interface ID alone, as OpenSM does: osmtest (and clients built
+        // like it) send the prefix in host byte order.
+        if db.end_by_guid(r.service_gid as u64).is_none() {
             return Err(status::INVALID_GID);
         }
         if r.service_pkey & 0x7FFF != DEFAULT_PKEY & 0x7FFF {
