@@ -450,11 +450,11 @@ impl SaDb {
         }
         // Later entries for the same key replace earlier ones, as the
         // later write would on the port.
-        for recs in [&mut self.sl2vl_records] {
-            recs.reverse();
-            recs.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-            recs.dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        }
+        self.sl2vl_records.reverse();
+        self.sl2vl_records
+            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.sl2vl_records
+            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
         self.vlarb_records.reverse();
         self.vlarb_records
             .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));

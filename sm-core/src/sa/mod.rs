@@ -4,8 +4,8 @@
 //! found and the routing it programmed:
 //!
 //! - [`db`]: [`SaDb`], the snapshot a sweep publishes — NodeRecords,
-//!   PortInfoRecords, LinkRecords, SwitchInfoRecords and LFTRecords as wire
-//!   bytes, plus what PathRecords need (LFTs, links with MTU and rate, the
+//!   PortInfoRecords, LinkRecords, SwitchInfoRecords, LFTRecords and the
+//!   SL2VL and VLArb tables the routing programmed as wire bytes, plus what PathRecords need (LFTs, links with MTU and rate, the
 //!   routing's path-SL oracle);
 //! - [`path`]: PathRecord queries, walked through the LFTs, with the SL the
 //!   engine gives each path;
@@ -19,7 +19,8 @@
 //! - [`server`]: the thread that serves a umad port's SA queue.
 //!
 //! GetTable answers are one long MAD with an RMPP header for a single
-//! transfer; the kernel's RMPP agent segments it (umad2sim passes only the
+//! transfer, exactly as long as its records (clients count records by
+//! length); the kernel's RMPP agent segments it (umad2sim passes only the
 //! first 256 bytes).
 
 pub mod db;
