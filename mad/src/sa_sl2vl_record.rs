@@ -46,7 +46,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The VL of SL `sl` (< 16).
     pub fn vl(&self, sl: usize) -> u8 {
         let b = self.buffer.as_ref()[8 + sl / 2];
-        if sl % 2 == 0 {
+        if sl.is_multiple_of(2) {
             b >> 4
         } else {
             b & 0x0F
@@ -58,7 +58,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the VL of SL `sl` (< 16) to `vl` (low 4 bits).
     pub fn set_vl(&mut self, sl: usize, vl: u8) {
         let b = &mut self.buffer.as_mut()[8 + sl / 2];
-        *b = if sl % 2 == 0 {
+        *b = if sl.is_multiple_of(2) {
             (*b & 0x0F) | (vl << 4)
         } else {
             (*b & 0xF0) | (vl & 0x0F)
