@@ -22,6 +22,7 @@ use sm_mad::sa::{self, attr, rmpp, status};
 use sm_mad::{
     sa_inform_info as ii, sa_lft_record as lftr, sa_link_record as lr, sa_mc_member_record as mcr,
     sa_node_record as nr, sa_path_record as pr, sa_port_info_record as pir,
+    sa_sl2vl_record as slr, sa_vlarb_record as var,
 };
 
 fn routed_file(file: &str, engines: &str, config: &Config) -> OnceOutcome {
@@ -916,4 +917,328 @@ fn inform_info_is_keyed_by_requester_not_qpn_field() {
     assert_eq!(set(&mut sa, 0, 1, 0x1234), 0);
     assert_eq!(set(&mut sa, 0, 1, 0), 0);
     assert_eq!(sa.subscriptions().iter().count(), 0);
+}
+
+/// The SL2VL map of a switch or CA port in the routing, by SA key
+/// (LID, in port, out port); CA maps are keyed with ports 0.
+fn routing_sl2vl(out: &OnceOutcome) -> BTreeMap<(u16, u8, u8), [u8; 16]> {
+    let f = &out.sweep.fabric;
+    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    let mut want = BTreeMap::new();
+    for e in routing.sl2vl.iter() {
+        let n = &f.nodes[e.node as usize];
+        let key = if n.is_switch() {
+            (n.ports[0].info.as_ref().expect("port 0").lid, e.in_port, e.out_port)
+        } else {
+            (n.ports[usize::from(e.out_port)].info.as_ref().expect("info").lid, 0, 0)
+        };
+        want.insert(key, e.vl);
+    }
+    want
+}
+
+#[test]
+fn sl2vl_records_are_the_maps_the_routing_programmed() {
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let out = routed_topo(&topo, "lash", &Config::default());
+    let want = routing_sl2vl(&out);
+    assert!(!want.is_empty(), "lash programs SL2VL maps");
+    let mut sa = sa_with(SaDb::build(&out));
+    let got: BTreeMap<(u16, u8, u8), [u8; 16]> = records(&get_all(&mut sa, attr::SL2VL_RECORD), slr::LEN)
+        .iter()
+        .map(|r| {
+            let r = slr::Repr::parse(&slr::Packet::new_checked(&r[..]).expect("record")).expect("parse");
+            ((r.lid, r.in_port_num, r.out_port_num), r.vl)
+        })
+        .collect();
+    assert_eq!(got, want, "every map programmed, nothing else");
+
+    // Get by (LID, in, out) on a switch: exactly that map.
+    let (&(lid, inp, outp), vl) = want.iter().find(|((_, i, o), _)| *i != 0 || *o != 0).expect("a switch map");
+    let mut t = [0u8; slr::LEN];
+    slr::Repr { lid, in_port_num: inp, out_port_num: outp, vl: [0; 16] }
+        .emit(&mut slr::Packet::new_unchecked(&mut t[..]));
+    let a = get(&mut sa, attr::SL2VL_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = slr::Repr::parse(&slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!((r.lid, r.in_port_num, r.out_port_num, r.vl), (lid, inp, outp, *vl));
+
+    // A CA port asked for by LID whatever the port numbers (osmtest asks
+    // with 0): its one map.
+    let ca = end_lids(&out).into_iter().find(|e| !e.2).expect("a CA");
+    if let Some(vl) = want.get(&(ca.0, 0, 0)) {
+        let mut t = lid_key::<{ slr::LEN }>(ca.0);
+        t[2] = 1;
+        t[3] = 1;
+        let a = get(&mut sa, attr::SL2VL_RECORD, 0b111, &t);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec").vl(0), vl[0]);
+    }
+
+    // A port pair nobody programmed: no record (the SA does not invent one).
+    let sw = end_lids(&out).into_iter().find(|e| e.2).expect("a switch").0;
+    let mut t = lid_key::<{ slr::LEN }>(sw);
+    t[2] = 200;
+    t[3] = 201;
+    assert_eq!(status_of(&get(&mut sa, attr::SL2VL_RECORD, 0b111, &t)), status::NO_RECORDS);
+    // Set is not a method of this record.
+    assert_eq!(
+        status_of(&query(&mut sa, 1, method::SET, attr::SL2VL_RECORD, 0, &t)),
+        mad_status::UNSUPPORTED_METHOD_ATTR
+    );
+}
+
+#[test]
+fn sl2vl_and_vlarb_records_without_tables_are_empty() {
+    // minhop programs no VL tables: both tables are empty, answered with
+    // the header alone (no padding a client would read as records).
+    let mut sa = sa_with(SaDb::build(&small()));
+    for attribute in [attr::SL2VL_RECORD, attr::VLARB_RECORD] {
+        let a = get_all(&mut sa, attribute);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(a.len(), sa::HEADER_LEN, "an empty table is the header only");
+        assert!(records(&a, if attribute == attr::SL2VL_RECORD { slr::LEN } else { var::LEN }).is_empty());
+    }
+    assert_eq!(
+        get_all(&mut sa, attr::MC_MEMBER_RECORD).len(),
+        sa::HEADER_LEN,
+        "no groups: no MCMemberRecords, not three records of zeros"
+    );
+}
+
+#[test]
+fn vlarb_records_are_the_blocks_the_routing_programmed() {
+    let mut out = small();
+    let f = out.sweep.fabric.clone();
+    let sw = f.nodes.iter().position(|n| n.is_switch()).expect("a switch");
+    let ca = f.nodes.iter().position(|n| !n.is_switch()).expect("a CA");
+    let w = |vl: u8, weight: u8| sm_abi::VlWeight { vl, weight };
+    {
+        let routing = &mut out.chain.routed.as_mut().expect("routed").routing;
+        // Switch port 3: a low table longer than one block, a short high one.
+        let low: Vec<_> = (0..40).map(|i| w((i % 8) as u8, 32)).collect();
+        routing.vlarb.push(sm_abi::VlArb {
+            node: sw as u32,
+            port: 3,
+            high_limit: 4,
+            high: vec![w(1, 255)].into(),
+            low: low.into(),
+        });
+        routing.vlarb.push(sm_abi::VlArb {
+            node: ca as u32,
+            port: 1,
+            high_limit: 0,
+            high: Vec::new().into(),
+            low: vec![w(0, 64), w(1, 64)].into(),
+        });
+    }
+    let sw_lid = f.nodes[sw].ports[0].info.as_ref().expect("port 0").lid;
+    let ca_lid = f.nodes[ca].ports[1].info.as_ref().expect("info").lid;
+    let mut sa = sa_with(SaDb::build(&out));
+    let all: Vec<var::Repr> = records(&get_all(&mut sa, attr::VLARB_RECORD), var::LEN)
+        .iter()
+        .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    let keys: Vec<(u16, u8, u8)> = all.iter().map(|r| (r.lid, r.out_port_num, r.block_num)).collect();
+    let mut want = vec![(sw_lid, 3, 1), (sw_lid, 3, 2), (sw_lid, 3, 3), (ca_lid, 0, 1)];
+    want.sort();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, want, "the nonempty blocks programmed, nothing else");
+    // Block 2 holds low entries 32..40; the rest of the block is empty.
+    let b2 = all.iter().find(|r| r.lid == sw_lid && r.block_num == 2).expect("block 2");
+    assert_eq!(b2.entries[0], (0, 32));
+    assert_eq!(b2.entries[7], (7, 32));
+    assert_eq!(b2.entries[8], (0, 0));
+    // Get as osmtest asks a CA: LID, port 0, block.
+    let mut t = lid_key::<{ var::LEN }>(ca_lid);
+    t[3] = 1;
+    let a = get(&mut sa, attr::VLARB_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = var::Repr::parse(&var::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!(&r.entries[..3], &[(0, 64), (1, 64), (0, 0)]);
+    // Block 4 was not written: no record.
+    t[3] = 4;
+    assert_eq!(status_of(&get(&mut sa, attr::VLARB_RECORD, 0b111, &t)), status::NO_RECORDS);
+}
+
+#[test]
+fn a_path_record_get_from_a_port_to_itself_is_the_self_path() {
+    let out = small();
+    let mut sa = sa_with(SaDb::build(&out));
+    for (lid, guid, _) in end_lids(&out) {
+        let gid = (0xfe80u128 << 112) | u128::from(guid);
+        let a = path_query(
+            &mut sa,
+            lid,
+            false,
+            pr::component::SGID | pr::component::DGID,
+            pr::Repr { sgid: gid, dgid: gid, ..Default::default() },
+        );
+        assert_eq!(status_of(&a), 0, "self path of LID {lid}");
+        let r = pr::Repr::parse(&pr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+        assert_eq!((r.slid, r.dlid, r.sgid, r.dgid), (lid, lid, gid, gid));
+        assert_eq!(r.hop_limit, 0);
+        let a = path_query(
+            &mut sa,
+            lid,
+            false,
+            pr::component::SLID | pr::component::DLID,
+            pr::Repr { slid: lid, dlid: lid, ..Default::default() },
+        );
+        assert_eq!(status_of(&a), 0, "self path of LID {lid} by LIDs");
+    }
+}
+
+mod services {
+    use super::*;
+    use sm_core::sa::service::{Requester, ServiceLimits, Services};
+    use sm_mad::sa_service_record::{self as svc, component as sc};
+    use std::time::{Duration, Instant};
+
+    fn record(id: u64, gid: u128, lease: u32, name: &str) -> [u8; svc::LEN] {
+        let mut service_name = [0u8; svc::NAME_LEN];
+        service_name[..name.len()].copy_from_slice(name.as_bytes());
+        let mut out = [0u8; svc::LEN];
+        svc::Repr {
+            service_id: id,
+            service_gid: gid,
+            service_lease: lease,
+            service_key: 0x77,
+            service_name,
+            ..Default::default()
+        }
+        .emit(&mut svc::Packet::new_unchecked(&mut out[..]));
+        out
+    }
+
+    fn parse(b: &[u8]) -> svc::Repr {
+        svc::Repr::parse(&svc::Packet::new_checked(b).expect("record")).expect("parse")
+    }
+
+    const SET_MASK: u64 = sc::ID | sc::GID | sc::LEASE | sc::KEY | sc::NAME;
+
+    struct Fixture {
+        db: SaDb,
+        /// (LID, port GUID) of two hosts.
+        hosts: [(u16, u64); 2],
+    }
+
+    fn fixture() -> Fixture {
+        let out = small();
+        let hosts: Vec<(u16, u64)> = end_lids(&out).into_iter().filter(|e| !e.2).map(|e| (e.0, e.1)).collect();
+        Fixture { db: SaDb::build(&out), hosts: [hosts[0], hosts[1]] }
+    }
+
+    fn gid(guid: u64) -> u128 {
+        (0xfe80u128 << 112) | u128::from(guid)
+    }
+
+    #[test]
+    fn leases_expire_and_answers_carry_the_time_left() {
+        let f = fixture();
+        let by = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let mut s = Services::new();
+        let t0 = Instant::now();
+        let limits = ServiceLimits::default();
+        s.set(&f.db, by, &limits, &record(1, gid(f.hosts[0].1), 10, "short"), SET_MASK, t0).expect("set");
+        s.set(&f.db, by, &limits, &record(2, gid(f.hosts[0].1), svc::INFINITE_LEASE, "forever"), SET_MASK, t0)
+            .expect("set");
+        // No lease in the mask: infinite.
+        let r = s.set(&f.db, by, &limits, &record(3, gid(f.hosts[0].1), 5, "nolease"), SET_MASK & !sc::LEASE, t0)
+            .expect("set");
+        assert_eq!(parse(&r).service_lease, svc::INFINITE_LEASE);
+        assert_eq!(parse(&r).service_pkey, 0xFFFF, "the default P_Key when none given");
+        let at = |d: u64| t0 + Duration::from_secs(d);
+        let found = s.query(&[], 0, false, at(4));
+        assert_eq!(found.len(), 3);
+        let short = found.iter().map(|r| parse(r)).find(|r| r.service_id == 1).expect("short");
+        assert_eq!(short.service_lease, 6, "seconds left");
+        assert_eq!(short.service_key, 0, "keys hidden from untrusted requesters");
+        assert_eq!(parse(&s.query(&[], 0, true, at(4))[0]).service_key, 0x77);
+        let left: Vec<u64> = s.query(&[], 0, false, at(10)).iter().map(|r| parse(r).service_id).collect();
+        assert_eq!(left, vec![2, 3], "the 10 s lease is over at 10 s");
+        assert_eq!(s.len(at(1_000_000)), 2);
+    }
+
+    #[test]
+    fn only_the_owner_or_a_trusted_request_replaces_or_deletes() {
+        let f = fixture();
+        let owner = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let other = Requester { guid: Some(f.hosts[1].1), trusted: false };
+        let trusted = Requester { guid: Some(f.hosts[1].1), trusted: true };
+        let limits = ServiceLimits::default();
+        let now = Instant::now();
+        let mut s = Services::new();
+        let rec = record(9, gid(f.hosts[0].1), svc::INFINITE_LEASE, "svc");
+        s.set(&f.db, owner, &limits, &rec, SET_MASK, now).expect("set");
+        assert_eq!(s.set(&f.db, other, &limits, &rec, SET_MASK, now), Err(status::DENIED));
+        assert_eq!(s.delete(other, &rec, sc::NAME, now), Err(status::DENIED));
+        assert_eq!(s.len(now), 1);
+        // Same RID from the owner: replaced, still one record.
+        let renamed = record(9, gid(f.hosts[0].1), svc::INFINITE_LEASE, "renamed");
+        s.set(&f.db, owner, &limits, &renamed, SET_MASK, now).expect("replace");
+        assert_eq!(s.len(now), 1);
+        // Delete by RID whatever the mask names (osmtest sends only the name).
+        let gone = s.delete(trusted, &renamed, sc::NAME, now).expect("trusted delete");
+        assert_eq!(&parse(&gone).service_name[..7], b"renamed");
+        assert_eq!(s.delete(owner, &renamed, sc::NAME, now), Err(status::NO_RECORDS));
+        // A GID of no port here, and a Set without the RID's components.
+        assert_eq!(
+            s.set(&f.db, owner, &limits, &record(1, gid(0xdead), 1, "x"), SET_MASK, now),
+            Err(status::INVALID_GID)
+        );
+        assert_eq!(
+            s.set(&f.db, owner, &limits, &rec, sc::NAME, now),
+            Err(status::INSUFFICIENT_COMPONENTS)
+        );
+    }
+
+    #[test]
+    fn a_port_holds_at_most_its_quota() {
+        let f = fixture();
+        let by = Requester { guid: Some(f.hosts[0].1), trusted: false };
+        let limits = ServiceLimits { per_port: 4 };
+        let now = Instant::now();
+        let mut s = Services::new();
+        for id in 0..4 {
+            s.set(&f.db, by, &limits, &record(id, gid(f.hosts[0].1), 60, "q"), SET_MASK, now).expect("within quota");
+        }
+        assert_eq!(
+            s.set(&f.db, by, &limits, &record(4, gid(f.hosts[0].1), 60, "q"), SET_MASK, now),
+            Err(status::NO_RESOURCES)
+        );
+        // Replacing one of its own is no new record; another port has its own quota.
+        s.set(&f.db, by, &limits, &record(0, gid(f.hosts[0].1), 60, "q2"), SET_MASK, now).expect("replace");
+        let other = Requester { guid: Some(f.hosts[1].1), trusted: false };
+        s.set(&f.db, other, &limits, &record(4, gid(f.hosts[1].1), 60, "q"), SET_MASK, now).expect("other port");
+        // Expired records free the quota.
+        s.set(&f.db, by, &limits, &record(5, gid(f.hosts[0].1), 60, "q"), SET_MASK, now + Duration::from_secs(61))
+            .expect("after the leases ran out");
+    }
+
+    #[test]
+    fn service_records_through_the_handler() {
+        let f = fixture();
+        let (lid, guid) = f.hosts[0];
+        let mut sa = sa_with(f.db);
+        let rec = record(0x42, gid(guid), svc::INFINITE_LEASE, "through-handler");
+        let a = query(&mut sa, lid, method::SET, attr::SERVICE_RECORD, SET_MASK, &rec);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(a[3], method::GET_RESP);
+        assert_eq!(parse(&a[sa::HEADER_LEN..]).service_id, 0x42);
+        // Found by name (Get) and in the table.
+        let a = query(&mut sa, f.hosts[1].0, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), 0);
+        assert_eq!(parse(&a[sa::HEADER_LEN..]).service_gid, gid(guid));
+        let all = records(&get_all(&mut sa, attr::SERVICE_RECORD), svc::LEN);
+        assert_eq!(all.len(), 1);
+        // Another host may not delete it; the owner may.
+        let a = query(&mut sa, f.hosts[1].0, method::DELETE, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), status::DENIED);
+        let a = query(&mut sa, lid, method::DELETE, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!((a[3], status_of(&a)), (method::DELETE_RESP, 0));
+        let a = query(&mut sa, lid, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
+        assert_eq!(status_of(&a), status::NO_RECORDS);
+    }
 }

@@ -16,8 +16,8 @@ use sm_abi::{NodeKind, PathSlBox, NO_ROUTE};
 use sm_mad::forwarding::LFT_BLOCK_LEN;
 use sm_mad::{
     sa_guid_info_record as gir, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
-    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_switch_info_record as swr,
-    NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
+    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sl2vl_record as slr,
+    sa_switch_info_record as swr, sa_vlarb_record as var, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
 use crate::sweep::{Fabric, OnceOutcome};
@@ -114,6 +114,14 @@ pub struct SaDb {
     pub(crate) lft_records: Vec<[u8; lftr::PADDED_LEN]>,
     pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
     pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
+    /// SLtoVLMappingTableRecords: the maps the routing had programmed,
+    /// sorted by (LID, in port, out port). A port whose map this SM did not
+    /// write has none (its contents are whatever the port holds, which
+    /// the SA does not know).
+    pub(crate) sl2vl_records: Vec<[u8; slr::PADDED_LEN]>,
+    /// VLArbitrationTableRecords: the blocks the routing had programmed,
+    /// sorted by (LID, out port, block); none for a block not written.
+    pub(crate) vlarb_records: Vec<[u8; var::PADDED_LEN]>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -204,6 +212,7 @@ impl SaDb {
         let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
         if let Some(routed) = &outcome.chain.routed {
             db.set_lfts(&routed.routing.lfts);
+            db.set_vl_tables(&routed.routing);
             db.sl = match routed.routing.path_sl.uniform() {
                 sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
                 _ => db.tabulate(&routed.routing.path_sl),
@@ -219,6 +228,7 @@ impl SaDb {
         let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
         if let Some(routed) = &mut outcome.chain.routed {
             db.set_lfts(&routed.routing.lfts);
+            db.set_vl_tables(&routed.routing);
             db.sl = match routed.routing.path_sl.uniform() {
                 sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
                 _ => SlSource::Shared(crate::engines::shared_sl::share_path_sl(&mut routed.routing)),
@@ -370,6 +380,88 @@ impl SaDb {
         });
     }
 
+    /// The LID a record of `node`'s `port` is keyed by: the switch's LID
+    /// for every port of a switch, the port's own base LID on a CA.
+    fn record_lid(&self, node: u32, port: u8) -> Option<u16> {
+        if self.node_kind.get(node as usize) == Some(&NodeKind::Switch) {
+            self.switch_lid(node)
+        } else {
+            self.ends
+                .iter()
+                .find(|e| e.node == node && e.port == port)
+                .map(|e| e.lid)
+        }
+    }
+
+    /// SL2VL and VLArb records of what `routing` had the core program
+    /// (sweep::vl writes exactly these: every SL2VL entry, every nonempty
+    /// VLArb block). CA maps are keyed by the port's LID with ports 0, as
+    /// IBA has a CA port's map apply to everything it sends.
+    fn set_vl_tables(&mut self, routing: &sm_abi::Routing) {
+        for entry in routing.sl2vl.iter() {
+            let switch = self.node_kind.get(entry.node as usize) == Some(&NodeKind::Switch);
+            let Some(lid) = self.record_lid(entry.node, entry.out_port) else {
+                continue;
+            };
+            let (in_port_num, out_port_num) = if switch {
+                (entry.in_port, entry.out_port)
+            } else {
+                (0, 0)
+            };
+            let mut rec = [0u8; slr::PADDED_LEN];
+            slr::Repr {
+                lid,
+                in_port_num,
+                out_port_num,
+                vl: entry.vl,
+            }
+            .emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
+            self.sl2vl_records.push(rec);
+        }
+        for arb in routing.vlarb.iter() {
+            let switch = self.node_kind.get(arb.node as usize) == Some(&NodeKind::Switch);
+            let Some(lid) = self.record_lid(arb.node, arb.port) else {
+                continue;
+            };
+            let blocks: [(u8, &[sm_abi::VlWeight]); 4] = [
+                (1, &arb.low[..arb.low.len().min(var::ENTRIES)]),
+                (2, arb.low.get(var::ENTRIES..).unwrap_or(&[])),
+                (3, &arb.high[..arb.high.len().min(var::ENTRIES)]),
+                (4, arb.high.get(var::ENTRIES..).unwrap_or(&[])),
+            ];
+            for (block_num, weights) in blocks {
+                if weights.is_empty() {
+                    continue;
+                }
+                let mut entries = [(0u8, 0u8); var::ENTRIES];
+                for (slot, w) in entries.iter_mut().zip(weights) {
+                    *slot = (w.vl, w.weight);
+                }
+                let mut rec = [0u8; var::PADDED_LEN];
+                var::Repr {
+                    lid,
+                    out_port_num: if switch { arb.port } else { 0 },
+                    block_num,
+                    entries,
+                }
+                .emit(&mut var::Packet::new_unchecked(&mut rec[..]));
+                self.vlarb_records.push(rec);
+            }
+        }
+        // Later entries for the same key replace earlier ones, as the
+        // later write would on the port.
+        self.sl2vl_records.reverse();
+        self.sl2vl_records
+            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.sl2vl_records
+            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.vlarb_records.reverse();
+        self.vlarb_records
+            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.vlarb_records
+            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+    }
+
     fn switch_lid(&self, node: u32) -> Option<u16> {
         self.ends
             .iter()
@@ -400,6 +492,8 @@ impl SaDb {
             lft_records: Vec::new(),
             guid_records: Vec::new(),
             pkey_records: Vec::new(),
+            sl2vl_records: Vec::new(),
+            vlarb_records: Vec::new(),
         };
         if let Some(prefix) = fabric
             .nodes

@@ -29,14 +29,15 @@ use sm_mad::sa::{self, attr, rmpp, status, Component};
 use sm_mad::{
     sa_class_port_info as cpi, sa_guid_info_record as gir, sa_lft_record as lftr,
     sa_link_record as lr, sa_mft_record as mftr, sa_multi_path_record as mpr, sa_node_record as nr,
-    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sm_info_record as smir,
-    sa_switch_info_record as swr,
+    sa_pkey_table_record as pkr, sa_port_info_record as pir, sa_sl2vl_record as slr,
+    sa_sm_info_record as smir, sa_switch_info_record as swr, sa_vlarb_record as var,
 };
 
 use super::db::SaDb;
 use super::inform::{Report, Subscriptions};
 use super::mcmember::{self, Requester};
 use super::path::{self, PathDefaults};
+use super::service::{self, ServiceLimits, Services};
 use crate::mcast::{McGroups, McLimits};
 
 /// Settings of the SA.
@@ -59,6 +60,8 @@ pub struct SaConfig {
     pub max_subscriptions_per_port: usize,
     /// Bounds on multicast groups created through the SA.
     pub mcast: McLimits,
+    /// Bounds on registered ServiceRecords.
+    pub services: ServiceLimits,
 }
 
 impl SaConfig {
@@ -79,6 +82,7 @@ impl Default for SaConfig {
             sm_priority: 0,
             max_subscriptions_per_port: 32,
             mcast: McLimits::default(),
+            services: ServiceLimits::default(),
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct Sa {
     groups: Arc<Mutex<McGroups>>,
     /// Copy on write: a query clones the `Arc` and reads outside the lock.
     subs: Mutex<Arc<Subscriptions>>,
+    services: Mutex<Services>,
     config: SaConfig,
 }
 
@@ -170,7 +175,13 @@ fn table(req: &[u8], record_len: usize, records: &[u8]) -> Vec<u8> {
 /// GetMultiResp).
 fn table_with(req: &[u8], resp_method: u8, record_len: usize, records: &[u8]) -> Vec<u8> {
     let mut out = header(req, resp_method, 0);
-    out.resize((sa::HEADER_LEN + records.len()).max(mad::MAD_LEN), 0);
+    // Exactly the header and the records, as OpenSM sends them: a client
+    // counts records as (length - header) / record size, so padding a
+    // short answer to a whole MAD would show it records of zeros (an
+    // empty MCMemberRecord table read as three groups with MGID `::`
+    // where the transport hands over the MAD as sent, as umad2sim does).
+    out.truncate(sa::HEADER_LEN);
+    out.resize(sa::HEADER_LEN + records.len(), 0);
     out[sa::HEADER_LEN..sa::HEADER_LEN + records.len()].copy_from_slice(records);
     let mut p = sa::Packet::new_unchecked(&mut out[..]);
     p.set_rmpp_version(rmpp::VERSION);
@@ -239,6 +250,7 @@ impl Sa {
             view: Mutex::default(),
             groups,
             subs: Mutex::default(),
+            services: Mutex::default(),
             config,
         }
     }
@@ -356,6 +368,8 @@ impl Sa {
         }
         subs.retain(|gid| db.end_by_gid(gid).is_some());
         drop(subs_guard);
+        // Services of ports that left the fabric go with them.
+        locked(&self.services).retain_owners(|guid| db.end_by_guid(guid).is_some());
         let changed = locked(&self.groups).retain_ports(|guid| db.end_by_guid(guid).is_some()) > 0;
         // The MFT records stay until the next multicast plan replaces them.
         locked(&self.view).db = Some(db);
@@ -410,10 +424,12 @@ impl Sa {
             | attr::MFT_RECORD
             | attr::GUID_INFO_RECORD
             | attr::PKEY_TABLE_RECORD
+            | attr::SL2VL_RECORD
+            | attr::VLARB_RECORD
             | attr::SM_INFO_RECORD
             | attr::PATH_RECORD
             | attr::INFORM_INFO_RECORD => query,
-            attr::MC_MEMBER_RECORD => m != method::GET_MULTI,
+            attr::MC_MEMBER_RECORD | attr::SERVICE_RECORD => m != method::GET_MULTI,
             attr::MULTI_PATH_RECORD => m == method::GET_MULTI,
             attr::INFORM_INFO => m == method::SET,
             _ => false,
@@ -509,6 +525,29 @@ impl Sa {
                     max,
                 ))
             }
+            attr::SL2VL_RECORD => {
+                // A CA port has one map, asked for by its LID: the port
+                // numbers of the query do not narrow it (as in OpenSM,
+                // whose osmtest asks with ports 0).
+                let t = normalise_lid(&db, data);
+                let mask = mask & !ca_port_components(&db, &t, mask, 0b110);
+                reply(answer_records(
+                    &req,
+                    slr::PADDED_LEN,
+                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, all),
+                    max,
+                ))
+            }
+            attr::VLARB_RECORD => {
+                let t = normalise_lid(&db, data);
+                let mask = mask & !ca_port_components(&db, &t, mask, 0b010);
+                reply(answer_records(
+                    &req,
+                    var::PADDED_LEN,
+                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, all),
+                    max,
+                ))
+            }
             attr::SM_INFO_RECORD => {
                 let own = self.sm_info_record(&db, trusted);
                 let recs = select(
@@ -598,6 +637,7 @@ impl Sa {
                 ))
             }
             attr::MC_MEMBER_RECORD => self.mc_member(&db, slid, trusted, &req, mask),
+            attr::SERVICE_RECORD => reply(self.service(&db, slid, trusted, &req, mask)),
             _ => reply(error(&req, mad_status::UNSUPPORTED_METHOD_ATTR)),
         }
     }
@@ -728,6 +768,33 @@ impl Sa {
         rec
     }
 
+    /// ServiceRecord Set, Delete, Get and GetTable.
+    fn service(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Vec<u8> {
+        use sm_mad::sa_service_record::LEN;
+        let data = &req[sa::HEADER_LEN..];
+        let by = service::Requester {
+            guid: db.end_by_lid(slid).map(|e| e.guid),
+            trusted,
+        };
+        let now = std::time::Instant::now();
+        let mut services = locked(&self.services);
+        let result = match req[3] {
+            method::SET => services.set(db, by, &self.config.services, data, mask, now),
+            method::DELETE => services.delete(by, data, mask, now),
+            _ => {
+                let recs = services.query(data, mask, trusted, now);
+                drop(services);
+                let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
+                return answer_records(req, LEN, refs, self.config.max_records);
+            }
+        };
+        drop(services);
+        match result {
+            Ok(rec) => single(req, &rec),
+            Err(code) => error(req, code),
+        }
+    }
+
     fn mc_member(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Answer {
         use sm_mad::sa_mc_member_record::{Packet, PADDED_LEN};
         let data = &req[sa::HEADER_LEN..];
@@ -801,6 +868,19 @@ impl Sa {
         let mut out = [0u8; cpi::LEN];
         repr.emit(&mut cpi::Packet::new_unchecked(&mut out[..]));
         out
+    }
+}
+
+/// `ports` (component bits of port numbers) when the query names a CA
+/// port by LID, whose records carry port 0; else nothing.
+fn ca_port_components(db: &SaDb, template: &[u8], mask: u64, ports: u64) -> u64 {
+    if mask & 1 == 0 || template.len() < 2 {
+        return 0;
+    }
+    let lid = u16::from_be_bytes([template[0], template[1]]);
+    match db.end_by_lid(lid) {
+        Some(e) if !e.switch => ports,
+        _ => 0,
     }
 }
 
