@@ -450,6 +450,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
             reassign_lids: args.reassign_lids,
             retries: config.transaction_retries.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_RETRIES),
             m_keys,
+            subnet_prefix: config.subnet_prefix.unwrap_or(sweep::DEFAULT_SUBNET_PREFIX),
             ..SweepOptions::default()
         },
         engines: &engines,

@@ -103,6 +103,11 @@ pub struct Config {
     /// SM_Key this SM uses in SMInfo and the SA trusts (OpenSM `sm_key`;
     /// default [`DEFAULT_SM_KEY`]).
     pub sm_key: Option<u64>,
+    /// GID prefix of the subnet, written to every port (OpenSM
+    /// `subnet_prefix`; default fe80::/64). An integer, or a `"0x…"`
+    /// string for values above 2^63.
+    #[serde(default, deserialize_with = "de_key")]
+    pub subnet_prefix: Option<u64>,
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).
     pub polling_retry_number: Option<u32>,
@@ -280,6 +285,7 @@ mod tests {
             sminfo_polling_timeout: Some(crate::standby::DEFAULT_POLL_INTERVAL.as_millis() as u64),
             polling_retry_number: Some(crate::standby::DEFAULT_POLL_RETRIES),
             sm_key: Some(DEFAULT_SM_KEY),
+            subnet_prefix: Some(crate::sweep::DEFAULT_SUBNET_PREFIX),
             m_key: Some(0),
             m_key_protection_level: Some(0),
             m_key_lease_period: Some(0),

@@ -344,6 +344,7 @@ pub fn program(
     fabric: &mut Fabric,
     sm_sl: u8,
     client_reregister: bool,
+    subnet_prefix: u64,
 ) -> ProgramReport {
     let mut report = ProgramReport::default();
     let sm_lid = fabric
@@ -375,6 +376,7 @@ pub fn program(
             && current.lmc == target.lmc
             && current.master_sm_lid == sm_lid
             && current.master_sm_sl == sm_sl
+            && current.gid_prefix == subnet_prefix
             && !reregister
             // A port without the M_Key fields wanted is Set even when its
             // LIDs hold (the Set's M_Key fields are the client's doing).
@@ -388,6 +390,7 @@ pub fn program(
         want.lmc = target.lmc;
         want.master_sm_lid = sm_lid;
         want.master_sm_sl = sm_sl;
+        want.gid_prefix = subnet_prefix;
         want.client_reregister = reregister;
         want.port_state = PortState::NoChange;
         want.port_physical_state = PhysState::NoChange;

@@ -52,6 +52,10 @@ pub struct SweepOptions {
     /// sweep of an SM that just became master, whose SA knows none of the
     /// clients' multicast joins and subscriptions (IBA 14.4.11).
     pub client_reregister: bool,
+    /// GID prefix written to every port (OpenSM `subnet_prefix`): ports
+    /// that reset to another (ibsim's 0) would have GIDs no SA client can
+    /// use.
+    pub subnet_prefix: u64,
     /// M_Key settings and known keys, shared by every client of the SM
     /// (default: off).
     pub m_keys: MKeys,
@@ -67,6 +71,9 @@ pub struct SweepOptions {
     /// `None`: no limit.
     pub budget: Option<Duration>,
 }
+
+/// OpenSM's default `subnet_prefix`: the link-local prefix fe80::/64.
+pub const DEFAULT_SUBNET_PREFIX: u64 = 0xfe80_0000_0000_0000;
 
 /// What a sweep may take before programming, by default: silent nodes cost
 /// one timeout per discovery round, so a sweep that takes this long is
@@ -86,6 +93,7 @@ impl PartialEq for SweepOptions {
             && self.retries == other.retries
             && self.sm_sl == other.sm_sl
             && self.client_reregister == other.client_reregister
+            && self.subnet_prefix == other.subnet_prefix
             && self.budget == other.budget
     }
 }
@@ -107,6 +115,7 @@ impl Default for SweepOptions {
             retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
             client_reregister: false,
+            subnet_prefix: DEFAULT_SUBNET_PREFIX,
             m_keys: MKeys::off(),
             stop: None,
             budget: Some(DEFAULT_SWEEP_BUDGET),
@@ -169,7 +178,7 @@ pub fn sweep_with(
     let discovery_smps = client.stats().clone();
     let mut fabric = read.clone();
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
-    let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister);
+    let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
     if program.failed != 0 {
         fabric.incomplete = true;
     }
