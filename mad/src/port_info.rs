@@ -162,6 +162,23 @@ pub mod mtu {
     }
 }
 
+/// VL encodings (VLCap, OperationalVLs).
+pub mod vls {
+    /// Data VLs a VLCap or OperationalVLs code stands for (1 = VL0,
+    /// 2 = VL0-1, 3 = VL0-3, 4 = VL0-7, 5 = VL0-14); 0 for a code that is
+    /// none.
+    pub const fn count(code: u8) -> u8 {
+        match code {
+            1 => 1,
+            2 => 2,
+            3 => 4,
+            4 => 8,
+            5 => 15,
+            _ => 0,
+        }
+    }
+}
+
 /// CapabilityMask bits the SM cares about.
 pub mod capability {
     /// IsSM: an SM runs behind this port.

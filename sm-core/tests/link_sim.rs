@@ -31,17 +31,6 @@ fn links(topo: &Topology) -> Vec<((usize, u8), (usize, u8))> {
     topo.links.iter().flat_map(|l| [(l.a, l.b), (l.b, l.a)]).collect()
 }
 
-/// OperationalVLs as a count of data VLs.
-fn vls(code: u8) -> u8 {
-    match code {
-        1 => 1,
-        2 => 2,
-        3 => 4,
-        4 => 8,
-        5 => 15,
-        _ => 0,
-    }
-}
 
 /// Runs `engines` on `topo` and checks what OpenSM's link manager would
 /// have written, that the routing's VLs are all operational, and that a
@@ -67,7 +56,7 @@ fn check_engine(topo: &Topology, engines: &str, config: &Config) -> OnceOutcome 
             _ => assert_eq!(info.subnet_timeout, 18, "CA node {n} port {p}"),
         }
     }
-    assert!(vls(caps.vl_cap) >= routed.routing.vls_used, "{engines} uses {} VLs", routed.routing.vls_used);
+    assert!(sm_mad::port_info::vls::count(caps.vl_cap) >= routed.routing.vls_used, "{engines} uses {} VLs", routed.routing.vls_used);
     let faults = sim.vl_faults(&|s, d| routed.routing.path_sl.path_sl(s, d));
     assert!(faults.is_empty(), "{engines}: {} packets dropped, e.g. {}", faults.len(), faults[0]);
     // The fabric holds it all now: nothing is written again.

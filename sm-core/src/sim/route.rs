@@ -233,17 +233,6 @@ impl SimFabric {
     }
 }
 
-/// Data VLs a port operates, from PortInfo.OperationalVLs.
-fn vl_count(code: u8) -> u8 {
-    match code {
-        1 => 1,
-        2 => 2,
-        3 => 4,
-        4 => 8,
-        5 => 15,
-        _ => 0,
-    }
-}
 
 impl SimFabric {
     /// Data packets the fabric would drop for want of a virtual lane:
@@ -304,7 +293,7 @@ impl SimFabric {
                 None => return Err(format!("delivered to node {node}, which does not own it")),
             };
             let (peer_node, peer_port) = self.transmit(node, exit, true).map_err(|e| format!("dropped at node {node} port {exit}: {e:?}"))?;
-            let ops = |(nd, pt): (usize, u8)| self.nodes[nd].port(pt).map_or(0, |p| vl_count(p.info.operational_vls));
+            let ops = |(nd, pt): (usize, u8)| self.nodes[nd].port(pt).map_or(0, |p| sm_mad::port_info::vls::count(p.info.operational_vls));
             let operated = ops((node, exit)).min(ops((peer_node, peer_port)));
             if vl >= operated {
                 return Err(format!(

@@ -181,7 +181,7 @@ impl Fabric {
                     peer,
                     state,
                     op_vls: match info {
-                        Some(i) if !placeholder => vl_count(i.operational_vls),
+                        Some(i) if !placeholder => sm_mad::port_info::vls::count(i.operational_vls),
                         _ => 0,
                     },
                     width: match info {
@@ -247,17 +247,6 @@ fn abi_state(state: PortState) -> AbiPortState {
     }
 }
 
-/// PortInfo.OperationalVLs (an encoding) as a count of data VLs.
-fn vl_count(code: u8) -> u8 {
-    match code {
-        1 => 1,
-        2 => 2,
-        3 => 4,
-        4 => 8,
-        5 => 15,
-        _ => 0,
-    }
-}
 
 /// LinkWidthActive (one bit) as a lane count.
 fn lanes(bit: u8) -> u8 {
