@@ -603,6 +603,7 @@ fn show_sweep_report(
             s.program_smps.sent,
             format!("{} set, {} unchanged, {} failed", s.program.set, s.program.unchanged, s.program.failed),
         ),
+        ("link", p.link.smps.sent, phase_line(&p.link, "ports")),
         ("switch_info", p.switch_info.smps.sent, phase_line(&p.switch_info, "switches")),
         ("lft", p.lft.smps.sent, format!("{}, {} read", phase_line(&p.lft, "blocks"), p.lft.read)),
         ("sl2vl", p.sl2vl.smps.sent, phase_line(&p.sl2vl, "tables")),
