@@ -338,3 +338,64 @@ fn a_transport_that_is_gone_ends_the_loop_with_the_reason() {
     assert_eq!(summary.fatal.as_deref(), Some("umad device removed"), "{summary:?}");
     assert_eq!(summary.heavy_sweeps, 1, "{summary:?}");
 }
+
+/// A port that hands the SM one trap 144 (capability change: another SM
+/// came up), from a LID of the fabric, just before a light sweep is due.
+struct LateTrapPort<'a> {
+    port: SimPort<'a>,
+    trap: Option<TrapMad>,
+    waits: u32,
+}
+
+impl SmpPort for LateTrapPort<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        self.waits += 1;
+        // The interval is one slice long: the first wait slice ends it.
+        std::thread::sleep(timeout);
+        Ok(if self.waits == 1 { self.trap.take() } else { None })
+    }
+}
+
+/// A trap whose settling time runs past the end of the interval must still
+/// cause its heavy sweep: the light sweep reads PortStateChange only and
+/// does not see a capability change (seen under ibsim: a master never
+/// noticed a second SM whose trap 144 came late in an interval).
+#[test]
+fn a_trap_late_in_the_interval_still_causes_its_heavy_sweep() {
+    let (_, mut sim) = fat_tree();
+    // The SM's own LID is 1 on a fresh fabric; any fabric LID will do.
+    let trap = generic_trap(1, 1, trap::CAPABILITY_CHANGE);
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let mut opts = options(None);
+    opts.interval = Duration::from_millis(40);
+    opts.trap_settle = Duration::from_millis(200);
+    let mut causes = Vec::new();
+    {
+        let mut port = LateTrapPort { port: SimPort::new(&mut sim), trap: Some(trap), waits: 0 };
+        let mut on_heavy = |_: &OnceOutcome, n: u64, cause: Cause| {
+            causes.push(cause);
+            if n >= 2 {
+                signals.stop.store(true, Ordering::Relaxed);
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let end = std::time::Instant::now() + Duration::from_secs(5);
+                while !signals.stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                signals.stop.store(true, Ordering::Relaxed);
+            });
+            daemon::run(&mut port, &opts, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        });
+    }
+    assert_eq!(causes, vec![Cause::Start, Cause::Trap], "the trap's sweep was lost");
+}

@@ -355,6 +355,8 @@ impl Daemon<'_, '_> {
 
     fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
         self.summary.heavy_sweeps += 1;
+        // Whatever caused it, this sweep sees what a pending trap asked for.
+        self.trap_pending = false;
         let n = self.summary.heavy_sweeps;
         let span = info_span!("heavy_sweep", n, cause = ?cause);
         let _enter = span.enter();
@@ -561,8 +563,13 @@ impl Daemon<'_, '_> {
                 sweep_at = Some(next);
             }
             if now >= end {
-                // The light sweep at the interval stands in for a deferred
-                // trap sweep: it finds the same changes.
+                // The light sweep is due. A trap sweep still settling or
+                // deferred by the budget is kept for the next wait: the
+                // light sweep reads PortStateChange only and would miss a
+                // capability change (trap 144: another SM came up).
+                if sweep_at.is_some() {
+                    self.trap_pending = true;
+                }
                 return Woken::Interval;
             }
             if sweep_at.is_none() && self.groups_due(now) {
