@@ -22,4 +22,4 @@ cargo build --workspace
 # Deliberately broken engines for the loader tests live in their own
 # workspace so they never sit beside the real binary.
 cargo build --manifest-path tests/fixtures/Cargo.toml --target-dir target/fixtures
-cargo test --workspace
+cargo test --workspace --no-fail-fast
