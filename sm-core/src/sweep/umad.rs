@@ -256,6 +256,37 @@ struct Sinks {
     fault: Arc<OnceLock<String>>,
 }
 
+/// The SM side of [`Sinks`]: what the poll thread's messages arrive on.
+struct Taps {
+    responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+    traps: tokio::sync::mpsc::Receiver<TrapMad>,
+    sa_requests: std::sync::mpsc::Receiver<IncomingMad>,
+    smp_requests: std::sync::mpsc::Receiver<IncomingMad>,
+    trap_drops: Arc<AtomicU64>,
+    fault: Arc<OnceLock<String>>,
+}
+
+impl Sinks {
+    /// The poll thread's ends and the SM's, connected: traps queue up to
+    /// [`TRAP_QUEUE`], SA and SMP requests up to `request_queue`.
+    fn channel(request_queue: usize) -> (Sinks, Taps) {
+        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
+        let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
+        let (sa_tx, sa_requests) = std::sync::mpsc::sync_channel(request_queue);
+        let (smp_tx, smp_requests) = std::sync::mpsc::sync_channel(request_queue);
+        let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
+        let sinks = Sinks {
+            responses: response_tx,
+            traps: trap_tx,
+            sa_requests: sa_tx,
+            smp_requests: smp_tx,
+            trap_drops: Arc::clone(&trap_drops),
+            fault: Arc::clone(&fault),
+        };
+        (sinks, Taps { responses, traps, sa_requests, smp_requests, trap_drops, fault })
+    }
+}
+
 /// The device as the poll thread uses it: wait, then read one message. A
 /// trait so that the reader's handling of long messages and errors can be
 /// exercised without a device.
@@ -660,21 +691,10 @@ impl UmadPort {
             .enable_time()
             .build()
             .map_err(|e| io("tokio runtime", e))?;
-        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
-        let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
-        let (sa_tx, sa_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
-        let (smp_tx, smp_requests) = std::sync::mpsc::sync_channel(REQUEST_QUEUE);
+        let (sinks, taps) = Sinks::channel(REQUEST_QUEUE);
+        let Taps { responses, traps, sa_requests, smp_requests, trap_drops, fault } = taps;
         let stop = Arc::new(AtomicBool::new(false));
         let raw = fd.0;
-        let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
-        let sinks = Sinks {
-            responses: response_tx,
-            traps: trap_tx,
-            sa_requests: sa_tx,
-            smp_requests: smp_tx,
-            trap_drops: Arc::clone(&trap_drops),
-            fault: Arc::clone(&fault),
-        };
         let reader = std::thread::Builder::new()
             .name("umad-poll".into())
             .spawn({
@@ -1076,19 +1096,8 @@ mod tests {
     }
 
     fn start(device: FakeDevice) -> Harness {
-        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
-        let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
-        let (sa_tx, sa) = std::sync::mpsc::sync_channel(16);
-        let (smp_tx, _) = std::sync::mpsc::sync_channel(16);
-        let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
-        let sinks = Sinks {
-            responses: response_tx,
-            traps: trap_tx,
-            sa_requests: sa_tx,
-            smp_requests: smp_tx,
-            trap_drops: Arc::clone(&trap_drops),
-            fault: Arc::clone(&fault),
-        };
+        let (sinks, taps) = Sinks::channel(16);
+        let Taps { responses, traps, sa_requests: sa, trap_drops, fault, .. } = taps;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::spawn({
             let (device, stop) = (device.clone(), Arc::clone(&stop));
