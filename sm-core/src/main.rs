@@ -40,6 +40,12 @@ struct SmArgs {
     /// (the SM sits on its first CA with a linked port).
     #[arg(long, value_name = "TOPOLOGY")]
     fabric: Option<PathBuf>,
+    /// With --fabric: the VLCap/MTUCap the simulated ports report, as
+    /// `vls=N,mtu=BYTES` for every node or `GUID:vls=N,mtu=BYTES` for one
+    /// (repeatable; default vls=8,mtu=4096). Ports still come up at one VL
+    /// and 256 bytes, as hardware does.
+    #[arg(long, value_name = "SPEC", requires = "fabric")]
+    sim_caps: Vec<sm_core::sim::CapsSpec>,
     /// Engine list, e.g. `updn,minhop` or `torus-2QoS,no_fallback`.
     #[arg(long, value_name = "LIST")]
     engines: Option<String>,
@@ -408,7 +414,7 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     // Traps the bounded queue had to drop (a storm), reported at exit.
     let mut trap_drops = None;
     let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
-        match sim_fabric(topology) {
+        match sim_fabric(topology, &args.sim_caps) {
             Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
             Err(code) => return code,
         }
@@ -641,7 +647,7 @@ fn show_sweep_report(
 
 /// The embedded fabric of `--fabric TOPOLOGY`, with the SM where the
 /// offline snapshot puts it.
-fn sim_fabric(topology: &std::path::Path) -> Result<sm_core::sim::SimFabric, ExitCode> {
+fn sim_fabric(topology: &std::path::Path, caps: &[sm_core::sim::CapsSpec]) -> Result<sm_core::sim::SimFabric, ExitCode> {
     let topo = match sm_topology::parse_file(topology) {
         Ok(t) => t,
         Err(e) => return Err(fail(EXIT_BAD_INPUT, e)),
@@ -658,7 +664,11 @@ fn sim_fabric(topology: &std::path::Path) -> Result<sm_core::sim::SimFabric, Exi
     let Some((sm_node, sm_port)) = sm else {
         return Err(fail(EXIT_BAD_INPUT, format!("{}: no CA with a linked port to run the SM on", topology.display())));
     };
-    sm_core::sim::SimFabric::from_topology(&topo, sm_node, sm_port)
+    let mut options = sm_core::sim::SimOptions::default();
+    for spec in caps {
+        options.apply_caps(spec);
+    }
+    sm_core::sim::SimFabric::with_options(&topo, sm_node, sm_port, options)
         .map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", topology.display())))
 }
 

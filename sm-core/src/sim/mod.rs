@@ -71,6 +71,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod caps;
 mod counters;
 mod events;
 mod route;
@@ -84,6 +85,7 @@ use sm_mad::{Mad, PortState, SmInfoRepr};
 use sm_topology::model::{DEFAULT_SPEED, DEFAULT_WIDTH};
 use sm_topology::{Topology, TopologyError};
 
+pub use caps::{CapsSpec, CapsSpecError};
 pub use counters::{AttributeCounters, DropReason, SimCounters};
 
 use state::Node;
