@@ -435,6 +435,26 @@ pub fn keys_markdown() -> String {
     out
 }
 
+/// The keys smcore honours, as the table README.md's "Moving from OpenSM"
+/// section carries between its `opensm-keys` markers (a test keeps the two
+/// the same; `SMCORE_BLESS=1` rewrites the README's copy).
+pub fn supported_keys_markdown() -> String {
+    let honoured = KEYS.iter().filter(|k| !matches!(k.support, NotSupported(_))).count();
+    let mut out = format!(
+        "{honoured} of the {} keys are honoured; the others are accepted and reported once at startup.\n\n\
+         | Key | Read by |\n|---|---|\n",
+        KEYS.len()
+    );
+    for k in KEYS {
+        match k.support {
+            Core(_) => out.push_str(&format!("| `{}` | the SM |\n", k.name)),
+            Engine(engines) => out.push_str(&format!("| `{}` | engines: {engines} |\n", k.name)),
+            NotSupported(_) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +530,27 @@ mod tests {
             have == want,
             "{} is out of date: run `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm`",
             doc.display()
+        );
+    }
+
+    #[test]
+    fn readme_lists_the_keys_the_table_honours() {
+        const BEGIN: &str = "<!-- opensm-keys:begin (generated: SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm) -->\n";
+        const END: &str = "<!-- opensm-keys:end -->";
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let text = std::fs::read_to_string(&readme).unwrap_or_default();
+        let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
+            panic!("{} has no opensm-keys markers in its Moving from OpenSM section", readme.display());
+        };
+        let want = supported_keys_markdown();
+        if std::env::var_os("SMCORE_BLESS").is_some() && &text[b + BEGIN.len()..e] != want {
+            let fresh = format!("{}{want}{}", &text[..b + BEGIN.len()], &text[e..]);
+            std::fs::write(&readme, fresh).unwrap();
+            return;
+        }
+        assert!(
+            text[b + BEGIN.len()..e] == want,
+            "README's opensm.conf key table is out of date: run `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm`"
         );
     }
 }
