@@ -10,6 +10,7 @@ pub mod control;
 pub mod daemon;
 pub mod dump;
 pub mod engines;
+pub mod logging;
 pub mod mcast;
 pub mod offline;
 pub mod report;

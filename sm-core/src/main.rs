@@ -24,9 +24,20 @@ struct Cli {
     /// apart by name and content; see docs/opensm-conf-keys.md).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Log filter (tracing env-filter syntax, e.g. `info`, `sm_core=debug`).
-    #[arg(long, global = true, default_value = "warn", env = "SMCORE_LOG")]
-    log: String,
+    /// Log filter (tracing env-filter syntax, e.g. `info`, `sm_core=debug`;
+    /// default: from the config's `log_flags`, else `warn`).
+    #[arg(long, global = true, env = "SMCORE_LOG")]
+    log: Option<String>,
+    /// Log to this file (`-` for stderr); reopened on SIGUSR1. The SM
+    /// otherwise uses the config's `log_file`, else stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Log to syslog (/dev/log, facility daemon).
+    #[arg(long, global = true, conflicts_with = "log_file")]
+    syslog: bool,
+    /// `text` (default) or `json`, one object per line.
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<sm_core::logging::Format>,
     #[command(subcommand)]
     command: Option<Command>,
     #[command(flatten)]
@@ -249,15 +260,8 @@ const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
-
+    // The config says where the log goes, so it is read first; its errors
+    // go to stderr.
     let mut config = match &cli.config {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
@@ -265,8 +269,15 @@ fn main() -> ExitCode {
         },
         None => Config::default(),
     };
+    let reopen = match log_settings(&cli, &config).and_then(|s| sm_core::logging::init(&s).map_err(|e| e.to_string())) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    if let Some(warning) = cli.config.as_deref().and_then(|p| config.startup_warning(p)) {
+        tracing::warn!("{warning}");
+    }
     let Some(command) = &cli.command else {
-        return run_sm(&cli, config);
+        return run_sm(&cli, config, &reopen);
     };
     if cli.sm.fabric.is_some() || cli.sm.once {
         // Otherwise `smcore --fabric X route Y` would quietly route Y only.
@@ -360,7 +371,7 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// `smcore [--fabric TOPOLOGY] [--once] ...`: the SM, on the embedded
 /// fabric or a umad port; one full sweep with `--once`, else the loop of
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
-fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
+fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> ExitCode {
     use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
 
     let args = &cli.sm;
@@ -501,6 +512,10 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
         if let Err(e) = registered {
             return fail(EXIT_BAD_INPUT, format!("cannot handle signal {signal}: {e}"));
         }
+    }
+    // OpenSM's signal to reopen its log after logrotate moved it.
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, reopen.flag()) {
+        return fail(EXIT_BAD_INPUT, format!("cannot handle SIGUSR1: {e}"));
     }
     // Another SM may run on a real (or ibsim) fabric: elect, and answer
     // its SMInfo queries from the first moment. The embedded fabric has
@@ -690,6 +705,41 @@ fn seconds(s: f64) -> Option<Duration> {
 }
 
 /// One clear line on stderr, and the exit status.
+/// Where and how to log: flags first, then the config. A subcommand
+/// (`route`, `ctl`, ...) logs to stderr unless told otherwise by a flag:
+/// the config's log file is the running SM's, maybe not writable by the
+/// admin asking it a question.
+fn log_settings(cli: &Cli, config: &Config) -> Result<sm_core::logging::LogSettings, String> {
+    use sm_core::logging::{flags_filter, Destination, Format, LogSettings, SYSLOG_SOCKET};
+    let filter = match (&cli.log, config.log_flags) {
+        (Some(f), _) => f.clone(),
+        (None, Some(flags)) => flags_filter(flags).to_string(),
+        (None, None) => "warn".to_string(),
+    };
+    let is_sm = cli.command.is_none();
+    let destination = if cli.syslog || (is_sm && cli.log_file.is_none() && config.syslog) {
+        Destination::Syslog(SYSLOG_SOCKET.into())
+    } else {
+        match cli.log_file.as_ref().or(config.log_file.as_ref().filter(|_| is_sm)) {
+            Some(p) if p.as_os_str() == "-" => Destination::Stderr,
+            Some(p) => Destination::File(p.clone()),
+            None => Destination::Stderr,
+        }
+    };
+    let format = match (cli.log_format, &config.log_format) {
+        (Some(f), _) => f,
+        (None, Some(name)) => name.parse::<Format>()?,
+        (None, None) => Format::Text,
+    };
+    Ok(LogSettings {
+        filter,
+        destination,
+        max_size: config.log_max_size.unwrap_or(0).saturating_mul(1 << 20),
+        append: config.accum_log_file.unwrap_or(true),
+        format,
+    })
+}
+
 fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
     eprintln!("smcore: error: {e}");
     ExitCode::from(code)

@@ -144,6 +144,12 @@ fn bad_values_name_file_and_line() {
 fn smcore_runs_one_sweep_with_the_file_opensm_writes() {
     let tmp = tempfile::tempdir().unwrap();
     let conf = opensm_written_conf(tmp.path());
+    // As a site has it: the log where the admin looks for it.
+    let log = tmp.path().join("opensm.log");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("\nlog_file /var/log/opensm.log\n"), "opensm -c writes log_file:\n{text}");
+    std::fs::write(&conf, text.replace("\nlog_file /var/log/opensm.log\n", &format!("\nlog_file {}\n", log.display())))
+        .unwrap();
     let net = workspace().join("config/topologies/fat-tree-64.net");
     let dumps = tmp.path().join("dumps");
     let (code, out, err) = smcore(&[
@@ -156,9 +162,12 @@ fn smcore_runs_one_sweep_with_the_file_opensm_writes() {
         dumps.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("not supported by smcore")).collect();
-    assert_eq!(warnings.len(), 1, "one warning line listing the keys:\n{err}");
-    assert!(warnings[0].contains("qos_policy_file") && warnings[0].contains(conf.to_str().unwrap()), "{}", warnings[0]);
+    // log_file is honoured: the log is in the file, stderr stays quiet.
+    let logged = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("no log at {}: {e}\n{err}", log.display()));
+    assert!(!err.contains("not supported by smcore"), "{err}");
+    let warnings: Vec<&str> = logged.lines().filter(|l| l.contains("not supported by smcore")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line listing the keys:\n{logged}");
+    assert!(warnings[0].contains("congestion_control") && warnings[0].contains(conf.to_str().unwrap()), "{}", warnings[0]);
     // The SM routed: minhop (routing_engine is (null)) wrote its tables.
     let lfts =
         std::fs::read_to_string(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("no LFT dump: {e}\n{err}"));

@@ -168,27 +168,44 @@ pub struct Config {
     #[serde(flatten)]
     pub options: toml::Table,
     /// OpenSM keys an opensm.conf gave that smcore accepts and does not use
-    /// (empty for TOML); [`Config::load`] logs them once.
+    /// (empty for TOML); the SM logs them once at startup
+    /// ([`Config::startup_warning`]).
     #[serde(skip)]
     pub not_supported: Vec<String>,
+    /// Log file (OpenSM `log_file`; also --log-file); stderr when unset.
+    pub log_file: Option<PathBuf>,
+    /// Megabytes after which the log file is moved to `FILE.1` and started
+    /// afresh (OpenSM `log_max_size`; 0 or unset: no limit).
+    pub log_max_size: Option<u64>,
+    /// Append to the log file at startup rather than start it empty
+    /// (OpenSM `accum_log_file`; default true).
+    pub accum_log_file: Option<bool>,
+    /// OpenSM's `log_flags` (`-D`), mapped onto a log level when no
+    /// --log/SMCORE_LOG filter is given.
+    pub log_flags: Option<u8>,
+    /// Log to syslog (`/dev/log`) instead of a file or stderr.
+    pub syslog: bool,
+    /// `text` or `json`.
+    pub log_format: Option<String>,
 }
 
 impl Config {
     /// Read a configuration file: a `*.toml` file is TOML; any other is
     /// OpenSM's `opensm.conf` when [`opensm::is_opensm_format`] says so, else
-    /// TOML. The OpenSM keys smcore does not use are logged here, once, as
-    /// one warning.
+    /// TOML.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         let toml_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
         if toml_name || !opensm::is_opensm_format(&text) {
             return Config::parse(&text, path);
         }
-        let config = opensm::parse(&text, path)?;
-        if let Some(w) = opensm::not_supported_warning(path, &config.not_supported) {
-            tracing::warn!("{w}");
-        }
-        Ok(config)
+        opensm::parse(&text, path)
+    }
+
+    /// The warning the SM logs once at startup, when logging is set up:
+    /// the OpenSM keys `path` gave that smcore accepts and does not use.
+    pub fn startup_warning(&self, path: &Path) -> Option<String> {
+        opensm::not_supported_warning(path, &self.not_supported)
     }
 
     /// Parse configuration text; `path` only names it in errors.

@@ -43,7 +43,7 @@ const PART: Support = NotSupported("no partitions yet: P_Key tables are not prog
 const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("no performance manager");
-const LOG: Support = NotSupported("smcore logs to stderr; choose the detail with --log or SMCORE_LOG");
+const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
 const UNUSED: Support = NotSupported("no such behaviour in smcore");
 
 const fn k(name: &'static str, support: Support) -> Key {
@@ -154,11 +154,11 @@ pub const KEYS: &[Key] = &[
     k("event_plugin_name", NotSupported("no event plugins")),
     k("event_plugin_options", NotSupported("no event plugins")),
     k("node_name_map_name", UNUSED),
-    k("log_flags", LOG),
-    k("force_log_flush", LOG),
-    k("log_file", LOG),
-    k("log_max_size", LOG),
-    k("accum_log_file", LOG),
+    k("log_flags", Core("log_flags")),
+    k("force_log_flush", NotSupported("every record is written through at once, as with TRUE")),
+    k("log_file", Core("log_file")),
+    k("log_max_size", Core("log_max_size")),
+    k("accum_log_file", Core("accum_log_file")),
     k("per_module_logging_file", LOG),
     k("dump_files_dir", NotSupported("dumps go to --dump-dir (written every sweep, not only at OpenSM's log levels)")),
     k("enable_quirks", UNUSED),
@@ -352,6 +352,11 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_protection_level" => c.m_key_protection_level = Some(number(v, 3)? as u8),
         "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
+        // Logging (`crate::logging`).
+        "log_file" => c.log_file = text(v)?.map(Into::into),
+        "log_max_size" => c.log_max_size = Some(number(v, u64::MAX >> 20)?),
+        "accum_log_file" => c.accum_log_file = Some(boolean(v)?),
+        "log_flags" => c.log_flags = Some(number(v, 0xff)? as u8),
         // Link parameters (the link manager, `sweep::program::LinkConfig`),
         // each its PortInfo field's width.
         "max_op_vls" => c.max_op_vls = Some(ranged(v, 1, 5, " (OperationalVLs 1..5)")? as u8),
@@ -394,7 +399,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The warning [`Config::load`] logs once: the keys read but not used.
+/// The warning the SM logs once at startup: the keys read but not used.
 pub fn not_supported_warning(path: &Path, keys: &[String]) -> Option<String> {
     (!keys.is_empty()).then(|| {
         format!(
@@ -477,23 +482,13 @@ mod tests {
         for k in KEYS {
             assert!(seen.insert(k.name), "{} twice", k.name);
             if !matches!(k.support, NotSupported(_)) {
-                let sample = match k.name {
-                    "use_ucast_cache"
-                    | "m_key_per_port"
-                    | "connect_roots"
-                    | "do_mesh_analysis"
-                    | "nue_include_switches" => "TRUE",
-                    "routing_engine"
-                    | "port_prof_ignore_file"
-                    | "lfts_file"
-                    | "root_guid_file"
-                    | "cn_guid_file"
-                    | "io_guid_file"
-                    | "guid_routing_order_file"
-                    | "torus_config" => "/x",
-                    _ => "1",
-                };
-                apply(&mut Config::default(), k.name, sample).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+                // One of a number, a boolean or a path is every key's type;
+                // the reader must take one of them.
+                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4"]
+                    .iter()
+                    .map_while(|sample| apply(&mut Config::default(), k.name, sample).err())
+                    .collect();
+                assert!(errors.len() < 4, "{}: {errors:?}", k.name);
             }
         }
     }

@@ -1,0 +1,430 @@
+//! Where the SM's log goes: stderr, a file, or syslog; text or JSON.
+//!
+//! An SM runs for years, so its log file must survive the site's log
+//! handling: `SIGUSR1` (OpenSM's signal for it) makes the next record
+//! reopen the file by name, so logrotate can move the file away and
+//! signal, without `copytruncate` losing lines; and `log_max_size` keeps a
+//! file that nobody rotates from filling the disk. OpenSM truncates its
+//! file when it passes the limit; smcore moves it to `FILE.1` first, so
+//! the record that explains a failure is not the one thrown away.
+//!
+//! Every event is handed to the destination as one write: a record is
+//! never split across a rotation, and syslog gets one datagram per event.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tracing::{Level, Metadata};
+use tracing_subscriber::fmt::MakeWriter;
+
+/// Where the log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// Standard error (the default; what a service manager's journal takes).
+    Stderr,
+    /// A file, appended to (or started afresh, see [`LogSettings::append`]).
+    File(PathBuf),
+    /// The syslog daemon's datagram socket (normally `/dev/log`).
+    Syslog(PathBuf),
+}
+
+/// The syslog socket of a Linux system.
+pub const SYSLOG_SOCKET: &str = "/dev/log";
+
+/// How each record is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// One human-readable line per record.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(Format::Text),
+            "json" => Ok(Format::Json),
+            other => Err(format!("log format `{other}`: expected text or json")),
+        }
+    }
+}
+
+/// Everything [`init`] needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// A tracing filter (`info`, `sm_core=debug,warn`).
+    pub filter: String,
+    /// Where records go.
+    pub destination: Destination,
+    /// A file passing this many bytes is moved to `FILE.1` and started
+    /// afresh; 0 for no limit (OpenSM's `log_max_size`, in MB there).
+    pub max_size: u64,
+    /// Append to an existing file (OpenSM's `accum_log_file`, default
+    /// TRUE) rather than start it empty.
+    pub append: bool,
+    /// Text or JSON.
+    pub format: Format,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self { filter: "warn".into(), destination: Destination::Stderr, max_size: 0, append: true, format: Format::Text }
+    }
+}
+
+/// Why logging could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The log file cannot be opened.
+    #[error("log file {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The filter is not tracing's filter syntax.
+    #[error("log filter `{filter}`: {message}")]
+    Filter {
+        /// The filter as given.
+        filter: String,
+        /// The parser's complaint.
+        message: String,
+    },
+    /// A global subscriber was installed already.
+    #[error("logging was set up twice")]
+    Twice,
+}
+
+/// The tracing filter for OpenSM's `log_flags` (`-D`): the bits OpenSM
+/// users set mapped onto the nearest level. ERROR (0x01) is smcore's
+/// warnings and errors; INFO (0x02) and VERBOSE (0x04) are info; DEBUG
+/// (0x08) and ROUTING (0x40) are debug; FUNCS (0x10) and FRAMES (0x20),
+/// OpenSM's function-entry and MAD dumps, are trace.
+pub fn flags_filter(flags: u8) -> &'static str {
+    if flags & 0x30 != 0 {
+        "trace"
+    } else if flags & 0x48 != 0 {
+        "debug"
+    } else if flags & 0x06 != 0 {
+        "info"
+    } else if flags & 0x01 != 0 {
+        "warn"
+    } else {
+        "error"
+    }
+}
+
+/// Asks the log file to be reopened by name before its next record: what
+/// a `SIGUSR1` handler calls (it only stores to an atomic).
+#[derive(Debug, Clone, Default)]
+pub struct Reopen(Arc<AtomicBool>);
+
+impl Reopen {
+    /// Request a reopen.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// The flag, for `signal_hook::flag::register`.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// A log file that reopens on request and moves itself aside at a size.
+#[derive(Debug)]
+pub struct LogFile {
+    path: PathBuf,
+    max_size: u64,
+    reopen: Reopen,
+    state: Mutex<FileState>,
+}
+
+#[derive(Debug)]
+struct FileState {
+    file: File,
+    written: u64,
+}
+
+/// Log files hold fabric layout and keys' absence; not for every user.
+const LOG_MODE: u32 = 0o640;
+
+fn open_log(path: &Path, append: bool) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).mode(LOG_MODE);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true).truncate(true);
+    }
+    options.open(path)
+}
+
+impl LogFile {
+    /// Opens `path` (creating it 0640).
+    pub fn open(path: &Path, append: bool, max_size: u64, reopen: Reopen) -> Result<Self, LogError> {
+        let file = open_log(path, append).map_err(|source| LogError::Open { path: path.to_path_buf(), source })?;
+        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Self { path: path.to_path_buf(), max_size, reopen, state: Mutex::new(FileState { file, written }) })
+    }
+
+    /// Writes one record, reopening or rotating first when due.
+    pub fn write_record(&self, record: &[u8]) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.reopen.take() {
+            state.file = open_log(&self.path, true)?;
+            state.written = state.file.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+        let len = record.len() as u64;
+        if self.max_size > 0 && state.written > 0 && state.written + len > self.max_size {
+            let mut aside = self.path.clone().into_os_string();
+            aside.push(".1");
+            std::fs::rename(&self.path, &aside)?;
+            state.file = open_log(&self.path, false)?;
+            state.written = 0;
+        }
+        state.file.write_all(record)?;
+        state.written += len;
+        Ok(())
+    }
+}
+
+/// Sends records to a syslog daemon's datagram socket, RFC 3164 style
+/// (the daemon stamps the time), facility `daemon`.
+#[derive(Debug)]
+pub struct Syslog {
+    socket_path: PathBuf,
+    socket: Mutex<Option<UnixDatagram>>,
+    pid: u32,
+}
+
+impl Syslog {
+    /// A sender to `socket_path`; nothing is connected until a record is
+    /// sent, so a syslog daemon started later is still found.
+    pub fn new(socket_path: &Path) -> Self {
+        Self { socket_path: socket_path.to_path_buf(), socket: Mutex::new(None), pid: std::process::id() }
+    }
+
+    fn severity(level: Level) -> u8 {
+        match level {
+            Level::ERROR => 3,
+            Level::WARN => 4,
+            Level::INFO => 6,
+            _ => 7,
+        }
+    }
+
+    /// Sends one record at `level`. A daemon that is gone or restarted is
+    /// reconnected once; if it still cannot take the record, the record is
+    /// dropped: the SM never waits on its log.
+    pub fn send(&self, level: Level, record: &[u8]) -> io::Result<()> {
+        const DAEMON: u8 = 3;
+        let text = String::from_utf8_lossy(record);
+        let message = format!("<{}>smcore[{}]: {}", DAEMON * 8 + Self::severity(level), self.pid, text.trim_end());
+        let mut socket = self.socket.lock().unwrap_or_else(PoisonError::into_inner);
+        for _ in 0..2 {
+            if socket.is_none() {
+                let s = UnixDatagram::unbound()?;
+                s.set_nonblocking(true)?;
+                if s.connect(&self.socket_path).is_err() {
+                    continue;
+                }
+                *socket = Some(s);
+            }
+            if let Some(s) = socket.as_ref() {
+                if s.send(message.as_bytes()).is_ok() {
+                    return Ok(());
+                }
+            }
+            *socket = None;
+        }
+        Err(io::Error::new(io::ErrorKind::NotConnected, format!("syslog socket {}", self.socket_path.display())))
+    }
+}
+
+/// The destination records are written to, as tracing's writer factory.
+#[derive(Debug, Clone)]
+pub enum Sink {
+    /// Standard error.
+    Stderr,
+    /// A [`LogFile`].
+    File(Arc<LogFile>),
+    /// A [`Syslog`] sender.
+    Syslog(Arc<Syslog>),
+}
+
+/// One record being formatted; handed to the sink whole when dropped.
+pub struct Record {
+    sink: Sink,
+    level: Level,
+    buffer: Vec<u8>,
+}
+
+impl Write for Record {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.buffer.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        // A log that cannot be written must not take the SM down; stderr
+        // is the last place left to say so.
+        let result = match &self.sink {
+            Sink::Stderr => io::stderr().lock().write_all(&self.buffer),
+            Sink::File(f) => f.write_record(&self.buffer),
+            Sink::Syslog(s) => s.send(self.level, &self.buffer),
+        };
+        if let Err(e) = result {
+            let _ = writeln!(io::stderr(), "smcore: cannot write the log: {e}");
+            let _ = io::stderr().write_all(&self.buffer);
+        }
+    }
+}
+
+impl<'a> MakeWriter<'a> for Sink {
+    type Writer = Record;
+
+    fn make_writer(&'a self) -> Record {
+        Record { sink: self.clone(), level: Level::INFO, buffer: Vec::new() }
+    }
+
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Record {
+        Record { sink: self.clone(), level: *meta.level(), buffer: Vec::new() }
+    }
+}
+
+impl Sink {
+    /// Opens the destination `settings` name.
+    pub fn open(settings: &LogSettings, reopen: &Reopen) -> Result<Self, LogError> {
+        Ok(match &settings.destination {
+            Destination::Stderr => Sink::Stderr,
+            Destination::File(path) => {
+                Sink::File(Arc::new(LogFile::open(path, settings.append, settings.max_size, reopen.clone())?))
+            }
+            Destination::Syslog(socket) => Sink::Syslog(Arc::new(Syslog::new(socket))),
+        })
+    }
+}
+
+/// Installs the process's log subscriber. The returned [`Reopen`] is what
+/// `SIGUSR1` should trigger.
+pub fn init(settings: &LogSettings) -> Result<Reopen, LogError> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.filter)
+        .map_err(|e| LogError::Filter { filter: settings.filter.clone(), message: e.to_string() })?;
+    let reopen = Reopen::default();
+    let sink = Sink::open(settings, &reopen)?;
+    use std::io::IsTerminal;
+    let ansi = matches!(sink, Sink::Stderr) && io::stderr().is_terminal();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(sink).with_ansi(ansi).with_target(false);
+    let installed = match (settings.format, &settings.destination) {
+        (Format::Json, _) => builder.json().try_init(),
+        // The syslog daemon stamps each record with its own time.
+        (Format::Text, Destination::Syslog(_)) => builder.without_time().try_init(),
+        (Format::Text, _) => builder.try_init(),
+    };
+    installed.map_err(|_| LogError::Twice)?;
+    Ok(reopen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opensm_debug_flags_map_to_the_nearest_level() {
+        assert_eq!(flags_filter(0x00), "error");
+        assert_eq!(flags_filter(0x01), "warn");
+        assert_eq!(flags_filter(0x03), "info");
+        assert_eq!(flags_filter(0x43), "debug");
+        assert_eq!(flags_filter(0x0f), "debug");
+        assert_eq!(flags_filter(0xff), "trace");
+    }
+
+    #[test]
+    fn a_reopen_request_writes_to_a_new_file_after_the_old_was_moved() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("smcore.log");
+        let reopen = Reopen::default();
+        let log = LogFile::open(&path, true, 0, reopen.clone()).expect("open");
+        log.write_record(b"first\n").expect("write");
+        let moved = dir.path().join("smcore.log.old");
+        std::fs::rename(&path, &moved).expect("rename");
+        // Without a request the file handle follows the moved file.
+        log.write_record(b"second\n").expect("write");
+        reopen.request();
+        log.write_record(b"third\n").expect("write");
+        assert_eq!(std::fs::read_to_string(&moved).expect("old"), "first\nsecond\n");
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "third\n");
+    }
+
+    #[test]
+    fn a_file_past_its_limit_moves_aside_and_no_record_is_split() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("smcore.log");
+        let log = LogFile::open(&path, true, 20, Reopen::default()).expect("open");
+        for i in 0..5 {
+            log.write_record(format!("record {i:02}\n").as_bytes()).expect("write");
+        }
+        // 10-byte records, 20-byte limit: two per file, the newest in FILE.
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "record 04\n");
+        let aside = dir.path().join("smcore.log.1");
+        assert_eq!(std::fs::read_to_string(&aside).expect("aside"), "record 02\nrecord 03\n");
+    }
+
+    #[test]
+    fn an_existing_file_is_appended_to_or_started_afresh() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("smcore.log");
+        std::fs::write(&path, "before\n").expect("seed");
+        LogFile::open(&path, true, 0, Reopen::default()).expect("open").write_record(b"after\n").expect("write");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "before\nafter\n");
+        LogFile::open(&path, false, 0, Reopen::default()).expect("open").write_record(b"only\n").expect("write");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "only\n");
+    }
+
+    #[test]
+    fn syslog_gets_one_datagram_per_record_with_its_priority() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("log");
+        let daemon = UnixDatagram::bind(&socket).expect("bind");
+        let syslog = Syslog::new(&socket);
+        syslog.send(Level::WARN, b"a port flaps\n").expect("send");
+        syslog.send(Level::INFO, b"sweep done\n").expect("send");
+        let mut buf = [0u8; 256];
+        let n = daemon.recv(&mut buf).expect("recv");
+        let first = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert_eq!(first, format!("<28>smcore[{}]: a port flaps", std::process::id()));
+        let n = daemon.recv(&mut buf).expect("recv");
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("<30>smcore["));
+    }
+
+    #[test]
+    fn a_syslog_daemon_that_is_not_there_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let syslog = Syslog::new(&dir.path().join("no-such-socket"));
+        assert!(syslog.send(Level::ERROR, b"x").is_err());
+    }
+}

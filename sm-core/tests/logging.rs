@@ -1,0 +1,117 @@
+//! The SM's log as an admin handles it: a file that logrotate moves away
+//! and SIGUSR1 reopens (OpenSM's signal; by default it would kill the
+//! process), JSON lines for a collector, and OpenSM's `log_flags`.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin_dir, workspace, write};
+
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill({}, {signal}) failed", child.id());
+}
+
+fn count(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
+}
+
+fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ctl_sweep(socket: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["ctl", "--socket"])
+        .arg(socket)
+        .arg("sweep")
+        .output()
+        .expect("run smcore ctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn sigusr1_reopens_a_log_file_that_was_moved_away() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("smcore.log");
+    let moved = tmp.path().join("smcore.log.1");
+    let socket = tmp.path().join("smcore.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .args(["--sweep-interval", "60", "--log", "info", "--log-file"])
+        .arg(&log)
+        .arg("--control-socket")
+        .arg(&socket)
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env_remove("SMCORE_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn smcore");
+    wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
+
+    // What logrotate does without copytruncate: move, then signal.
+    std::fs::rename(&log, &moved).expect("move the log");
+    signal(&child, libc::SIGUSR1);
+    ctl_sweep(&socket);
+    wait_for(&mut child, "a heavy sweep in the reopened log", || count(&log, "heavy sweep done") >= 1);
+
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "SIGUSR1 must not end the SM: {:?}", out.status);
+    assert_eq!(count(&moved, "heavy sweep done"), 1, "the moved file keeps what it had");
+    assert_eq!(count(&log, "SM stopped"), 1, "the SM's last words are in the new file");
+    assert!(String::from_utf8_lossy(&out.stderr).trim().is_empty(), "nothing on stderr: {:?}", out.stderr);
+}
+
+#[test]
+fn json_lines_and_opensm_log_flags() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // log_flags 0x03 (OpenSM's default: ERROR|INFO) is info.
+    let conf = write(tmp.path(), "opensm.conf", "log_flags 0x03\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--config")
+        .arg(&conf)
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .args(["--once", "--log-format", "json"])
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env_remove("SMCORE_LOG")
+        .output()
+        .expect("run smcore");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let records: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON record ({e}): {l}")))
+        .collect();
+    assert!(!records.is_empty(), "info records expected at log_flags 0x03");
+    assert!(records.iter().all(|r| r["level"].is_string() && r["fields"].is_object()), "{err}");
+    assert!(records.iter().any(|r| r["level"] == "INFO"), "{err}");
+}
+
+#[test]
+fn a_log_file_that_cannot_be_opened_is_an_error_before_the_sm_starts() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .arg("--once")
+        .arg("--log-file")
+        .arg(tmp.path().join("no-such-dir/smcore.log"))
+        .output()
+        .expect("run smcore");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-dir/smcore.log"), "{err}");
+}
