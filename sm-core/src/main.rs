@@ -85,6 +85,10 @@ struct SmArgs {
     /// The port of the CA to run on (default: its first active port).
     #[arg(long, value_name = "PORT")]
     port: Option<u8>,
+    /// The port to run on by its GUID, as `ibstat -p` lists it (OpenSM's
+    /// `--guid`; config `guid`); instead of --device/--port.
+    #[arg(long, value_name = "GUID", value_parser = parse_guid, conflicts_with_all = ["device", "port"])]
+    guid: Option<u64>,
     /// SMPs kept in flight at once on a umad port (OpenSM `max_wire_smps`).
     #[arg(long, value_name = "N")]
     max_wire_smps: Option<usize>,
@@ -112,6 +116,9 @@ struct SmArgs {
     /// /run/smcore.sock unless told).
     #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
+    /// Write the SM's pid here while it runs (config `pid_file`).
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -438,7 +445,18 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         if window == 0 || timeout == 0 {
             return fail(EXIT_BAD_INPUT, "max_wire_smps and transaction_timeout must be at least 1");
         }
-        match sweep::UmadPort::open(args.device.as_deref(), args.port, Duration::from_millis(timeout), window) {
+        let (device, port_number) = match args.guid.or(config.guid.filter(|&g| g != 0)) {
+            Some(guid) => match sweep::umad::find_guid(&sweep::umad::devices(), guid) {
+                Some(d) => (Some(d.ca), Some(d.port)),
+                None => {
+                    let have: Vec<String> =
+                        sweep::umad::devices().iter().map(|d| format!("{:#018x} ({} port {})", d.port_guid, d.ca, d.port)).collect();
+                    return fail(EXIT_BAD_INPUT, format!("no local port has GUID {guid:#018x}; ports: {}", have.join(", ")));
+                }
+            },
+            None => (args.device.clone(), args.port),
+        };
+        match sweep::UmadPort::open(device.as_deref(), port_number, Duration::from_millis(timeout), window) {
             Ok(mut u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
                 responders = Some((u.sender(), u.take_smp_requests(), u.take_sa_requests()));
@@ -493,6 +511,14 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         return if outcome.chain.routed.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 
+    // Removed when run_sm returns, whichever way.
+    let _pid_file = match args.pid_file.as_ref().or(config.pid_file.as_ref()) {
+        Some(p) => match sm_core::pidfile::PidFile::create(p) {
+            Ok(f) => Some(f),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => None,
+    };
     let signals = Arc::new(sm_core::daemon::Signals::default());
     let handlers = [
         (signal_hook::consts::SIGINT, false),
@@ -705,6 +731,12 @@ fn seconds(s: f64) -> Option<Duration> {
 }
 
 /// One clear line on stderr, and the exit status.
+/// A GUID as `ibstat -p` prints it (`0x` hex) or bare hex.
+fn parse_guid(text: &str) -> Result<u64, String> {
+    let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
+    u64::from_str_radix(hex, 16).map_err(|_| format!("`{text}` is not a GUID (hex, e.g. 0x0002c90300000001)"))
+}
+
 /// Where and how to log: flags first, then the config. A subcommand
 /// (`route`, `ctl`, ...) logs to stderr unless told otherwise by a flag:
 /// the config's log file is the running SM's, maybe not writable by the

@@ -187,6 +187,11 @@ pub struct Config {
     pub syslog: bool,
     /// `text` or `json`.
     pub log_format: Option<String>,
+    /// The local port to run on, by port GUID (OpenSM `guid`; 0 or unset:
+    /// --device/--port or the first active port).
+    pub guid: Option<u64>,
+    /// Write the SM's process id here while it runs.
+    pub pid_file: Option<PathBuf>,
 }
 
 impl Config {

@@ -54,7 +54,7 @@ const fn k(name: &'static str, support: Support) -> Key {
 /// `dimn_ports_file` and `max_rate_enum` of later versions), in the order
 /// `opensm -c` writes them, then smcore's own additions.
 pub const KEYS: &[Key] = &[
-    k("guid", NotSupported("the SM's port is chosen with --device and --port")),
+    k("guid", Core("guid")),
     k("m_key", Core("m_key")),
     k("m_key_lease_period", Core("m_key_lease_period")),
     k("m_key_protection_level", Core("m_key_protection_level")),
@@ -353,6 +353,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
         // Logging (`crate::logging`).
+        "guid" => c.guid = Some(number(v, u64::MAX)?),
         "log_file" => c.log_file = text(v)?.map(Into::into),
         "log_max_size" => c.log_max_size = Some(number(v, u64::MAX >> 20)?),
         "accum_log_file" => c.accum_log_file = Some(boolean(v)?),

@@ -99,6 +99,19 @@ pub struct UmadDevice {
     /// PortInfo PortState as sysfs tells it (1 Down .. 4 Active), 0 when
     /// unreadable.
     pub state: u8,
+    /// The port's GUID (the low half of GID 0), 0 when unreadable: what
+    /// `ibstat -p` lists and OpenSM's `--guid` (and its `opensm@.service`
+    /// instances) name a port by.
+    pub port_guid: u64,
+}
+
+/// The port GUID in a sysfs GID (`fe80:0000:0000:0000:0002:c903:0000:0001`).
+fn gid_port_guid(gid: &str) -> Option<u64> {
+    let groups: Vec<&str> = gid.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    groups[4..].iter().try_fold(0u64, |acc, g| u16::from_str_radix(g, 16).ok().map(|v| acc << 16 | u64::from(v)))
 }
 
 /// Reads a small sysfs file through libc `open` (see the module
@@ -134,7 +147,9 @@ pub fn devices() -> Vec<UmadDevice> {
         let state = read_sysfs(&format!("/sys/class/infiniband/{ca}/ports/{port}/state"))
             .and_then(|s| s.split(':').next().and_then(|n| n.trim().parse::<u8>().ok()))
             .unwrap_or(0);
-        found.push(UmadDevice { index, ca, port, state });
+        let port_guid =
+            read_sysfs(&format!("/sys/class/infiniband/{ca}/ports/{port}/gids/0")).and_then(|g| gid_port_guid(&g)).unwrap_or(0);
+        found.push(UmadDevice { index, ca, port, state, port_guid });
     }
     found
 }
@@ -151,6 +166,11 @@ pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>) -> Opt
         .or_else(|| wanted.iter().find(|d| d.state >= 2))
         .or_else(|| wanted.first())
         .map(|d| (*d).clone())
+}
+
+/// The device serving the port of GUID `guid`.
+pub fn find_guid(devices: &[UmadDevice], guid: u64) -> Option<UmadDevice> {
+    devices.iter().find(|d| d.port_guid == guid && guid != 0).cloned()
 }
 
 /// A umad or issm descriptor. Not an `OwnedFd`: umad2sim's descriptors
@@ -1014,7 +1034,19 @@ mod tests {
     use super::*;
 
     fn dev(index: u32, ca: &str, port: u8, state: u8) -> UmadDevice {
-        UmadDevice { index, ca: ca.into(), port, state }
+        UmadDevice { index, ca: ca.into(), port, state, port_guid: 0x100 + u64::from(index) }
+    }
+
+    #[test]
+    fn a_port_is_found_by_the_guid_in_its_gid() {
+        assert_eq!(gid_port_guid("fe80:0000:0000:0000:0002:c903:0000:0001"), Some(0x0002_c903_0000_0001));
+        assert_eq!(gid_port_guid("0000:0000:0000:0000:0002:c901:0000:0001\n"), Some(0x0002_c901_0000_0001));
+        assert_eq!(gid_port_guid("fe80::1"), None);
+        assert_eq!(gid_port_guid("fe80:0000:0000:0000:0002:c903:0000:zzzz"), None);
+        let all = [dev(0, "a", 1, 1), dev(1, "a", 2, 2)];
+        assert_eq!(find_guid(&all, 0x101).map(|d| d.port), Some(2));
+        assert_eq!(find_guid(&all, 0x999), None);
+        assert_eq!(find_guid(&[UmadDevice { port_guid: 0, ..dev(0, "a", 1, 1) }], 0), None);
     }
 
     #[test]

@@ -1,0 +1,137 @@
+//! The files under packaging/ work with the real tools: systemd accepts
+//! the units, the flags they pass are smcore's, and the logrotate file
+//! rotates a running SM's log without losing it (the SM reopens on
+//! SIGUSR1 found through its pid file).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin_dir, workspace};
+
+fn packaging(name: &str) -> String {
+    let path = workspace().join("packaging").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn tool(name: &str, package: &str) -> PathBuf {
+    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("`{name}` is needed for this test: install the Debian package `{package}` (.ci/run does)");
+}
+
+/// `systemd-analyze verify` on `unit` (a copy whose ExecStart is the
+/// smcore under test: verify checks the program exists).
+fn verify(dir: &Path, file: &str, text: &str, unit: &str) {
+    let text = text.replace("/usr/sbin/smcore", env!("CARGO_BIN_EXE_smcore"));
+    std::fs::write(dir.join(file), text).expect("write unit");
+    let out = Command::new(tool("systemd-analyze", "systemd"))
+        .arg("verify")
+        .arg(dir.join(unit))
+        .output()
+        .expect("run systemd-analyze");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "{unit}: {:?}\n{err}", out.status);
+}
+
+#[test]
+fn systemd_accepts_both_units() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    verify(tmp.path(), "smcore.service", &packaging("smcore.service"), "smcore.service");
+    verify(tmp.path(), "smcore@.service", &packaging("smcore@.service"), "smcore@0x0002c90100000001.service");
+}
+
+/// The template's ExecStart arguments, for instance `guid`, with the
+/// system directories moved under `root`.
+fn template_args(root: &Path, guid: &str) -> Vec<String> {
+    let text = packaging("smcore@.service");
+    let line = text.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("an ExecStart line");
+    line.split_whitespace()
+        .skip(1)
+        .filter(|a| *a != "$SMCORE_OPTS")
+        .map(|a| {
+            a.replace("%I", guid)
+                .replace("/run/", &format!("{}/run/", root.display()))
+                .replace("/var/log/", &format!("{}/log/", root.display()))
+        })
+        .collect()
+}
+
+fn count(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
+}
+
+fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("run")).expect("run dir");
+    std::fs::create_dir_all(root.join("log")).expect("log dir");
+    let guid = "0x0002c90100000001";
+    let log = root.join(format!("log/smcore.{guid}.log"));
+    let pid_file = root.join(format!("run/smcore.{guid}.pid"));
+    let socket = root.join(format!("run/smcore.{guid}.sock"));
+
+    // On the embedded fabric, the port GUID has nothing to choose; the
+    // rest of the template's command line is used as it is.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(template_args(root, guid))
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .args(["--sweep-interval", "60", "--log", "info"])
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env_remove("SMCORE_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn smcore");
+    wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
+    let pid = std::fs::read_to_string(&pid_file).expect("pid file");
+    assert_eq!(pid.trim(), child.id().to_string());
+
+    let conf = root.join("logrotate.conf");
+    let rotate = packaging("smcore.logrotate")
+        .replace("/var/log/", &format!("{}/log/", root.display()))
+        .replace("/run/", &format!("{}/run/", root.display()));
+    std::fs::write(&conf, rotate).expect("write logrotate conf");
+    let out = Command::new(tool("logrotate", "logrotate"))
+        .arg("-f")
+        .arg("-s")
+        .arg(root.join("logrotate.state"))
+        .arg(&conf)
+        .output()
+        .expect("run logrotate");
+    assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+
+    let rotated = root.join(format!("log/smcore.{guid}.log.1"));
+    assert_eq!(count(&rotated, "heavy sweep done"), 1, "the rotated file keeps the first sweep");
+    let sweep = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["ctl", "--socket"])
+        .arg(&socket)
+        .arg("sweep")
+        .output()
+        .expect("run smcore ctl");
+    assert!(sweep.status.success(), "{}", String::from_utf8_lossy(&sweep.stdout));
+    wait_for(&mut child, "a sweep in the new log", || count(&log, "heavy sweep done") >= 1);
+
+    // SAFETY: kill(2) on our own child; no memory involved.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(!pid_file.exists(), "the pid file goes with the SM");
+}
