@@ -51,6 +51,7 @@ pub mod mad;
 pub mod node_description;
 pub mod node_info;
 pub mod notice;
+pub mod perf;
 pub mod port_info;
 pub mod sa;
 pub mod sa_class_port_info;
