@@ -191,8 +191,14 @@ pub fn join(
     if mask & JOIN_MASK != JOIN_MASK {
         return Err(status::INSUFFICIENT_COMPONENTS);
     }
-    if (mask & mc::RATE != 0 && rate_of(q.rate) == 0)
-        || (mask & mc::MTU != 0 && !(1..=5).contains(&q.mtu))
+    // A code is a valid MTU or rate only where it is compared exactly or
+    // as an upper bound: "greater than 0" (osmtest asks it, a group's
+    // values echoed back when there is none to echo) means any.
+    let bounded = |sel_bit: u64, sel: u8| mask & sel_bit == 0 || matches!(sel, selector::EXACTLY | selector::LESS);
+    if (mask & mc::RATE != 0 && rate_of(q.rate) == 0 && bounded(mc::RATE_SELECTOR, q.rate_selector))
+        || (mask & mc::MTU != 0
+            && !(1..=5).contains(&q.mtu)
+            && bounded(mc::MTU_SELECTOR, q.mtu_selector))
     {
         return Err(status::REQ_INVALID);
     }
@@ -387,6 +393,21 @@ pub fn leave(
 pub fn query(groups: &McGroups, data: &[u8], mask: u64, trusted: bool) -> Vec<[u8; PADDED_LEN]> {
     let mut out = Vec::new();
     for g in groups.iter() {
+        // A well-known group without members is still a group: untrusted
+        // requesters (IPoIB looking for its broadcast group, `saquery -g`)
+        // see it as OpenSM shows it, as if its creator were a full member.
+        if !trusted && g.members.is_empty() && mask & mc::PORT_GID == 0 {
+            let mut rec = [0u8; PADDED_LEN];
+            record_of(g, None).emit(&mut Packet::new_unchecked(&mut rec[..]));
+            let js = mask & mc::JOIN_STATE != 0;
+            let want_js = data.get(48).map_or(0, |b| b & 0x0F);
+            if sm_mad::sa::matches(COMPONENTS, mask & !mc::JOIN_STATE, data, &rec)
+                && (!js || join_state::FULL & want_js == want_js)
+            {
+                out.push(rec);
+            }
+            continue;
+        }
         for m in g.members.values() {
             let mut rec = [0u8; PADDED_LEN];
             record_of(g, Some(m)).emit(&mut Packet::new_unchecked(&mut rec[..]));
