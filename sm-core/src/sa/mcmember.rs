@@ -176,6 +176,22 @@ fn may_modify(member: &McMember, by: Requester) -> bool {
             .is_some_and(|guid| member.proxy || guid == member.port_guid)
 }
 
+/// Whether a create may name `mgid` (IBA 15.2.5.17.1, as OpenSM checks
+/// it): multicast; IPoIB MGIDs (signature 0x401B, 0x601B) as they are;
+/// others with the reserved flag bits clear, and the SA-assigned
+/// signature 0xA01B only outside link-local scope (link-local ones are
+/// the SA's to hand out).
+fn valid_requested_mgid(mgid: &[u8; 16]) -> bool {
+    if mgid[0] != 0xFF {
+        return false;
+    }
+    let signature = u16::from_be_bytes([mgid[2], mgid[3]]);
+    if crate::mcast::precreate::is_ip_mgid(mgid) {
+        return true;
+    }
+    mgid[1] & 0xE0 == 0 && !(signature == 0xA01B && mgid[1] & 0x0F == 2)
+}
+
 /// SubnAdmSet(MCMemberRecord): join, creating the group if need be
 /// (within `limits`, counted against the requesting port).
 pub fn join(
@@ -241,13 +257,14 @@ pub fn join(
                 deleted: false,
             });
         }
-        if mgid[0] != 0xFF {
-            return Err(status::REQ_INVALID);
-        }
     }
-    // Create.
+    // Create: the components first, then the MGID (OpenSM's order, which
+    // osmtest checks).
     if mask & CREATE_MASK != CREATE_MASK {
         return Err(status::INSUFFICIENT_COMPONENTS);
+    }
+    if q.mgid != 0 && !valid_requested_mgid(&mgid) {
+        return Err(status::REQ_INVALID);
     }
     if q.join_state & join_state::FULL == 0 && q.join_state & join_state::SEND_ONLY_FULL == 0 {
         return Err(status::REQ_INVALID);
@@ -362,6 +379,10 @@ pub fn leave(
         .copied()
         .ok_or(status::REQ_INVALID)?;
     if !may_modify(&before, by) {
+        return Err(status::REQ_INVALID);
+    }
+    // IBA o15-0.1.14: a leave names only bits the member holds.
+    if q.join_state & !before.join_state != 0 {
         return Err(status::REQ_INVALID);
     }
     if !agrees(
