@@ -381,8 +381,8 @@ pub fn leave(
     if !may_modify(&before, by) {
         return Err(status::REQ_INVALID);
     }
-    // IBA o15-0.1.14: a leave names only bits the member holds.
-    if q.join_state & !before.join_state != 0 {
+    // IBA o15-0.1.14: a leave names bits the member holds, only those.
+    if q.join_state == 0 || q.join_state & !before.join_state != 0 {
         return Err(status::REQ_INVALID);
     }
     if !agrees(
