@@ -408,7 +408,7 @@ mod tests {
         // now), an empty one goes.
         let other = PartitionGroups { pkey: 5, ..PartitionGroups::default_partition() };
         assert!(g.join(&bcast, member(3, join_state::FULL)).is_ok());
-        assert!(precreate(&mut g, &[other.clone()], 18).is_empty());
+        assert!(precreate(&mut g, std::slice::from_ref(&other), 18).is_empty());
         assert_eq!(g.get(&bcast).map(|x| x.well_known), Some(false));
         assert!(g.get(&ipoib_broadcast_mgid(5, 2)).is_some_and(|x| x.well_known));
         assert!(precreate(&mut g, &[], 18).is_empty());
