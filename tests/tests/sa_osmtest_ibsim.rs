@@ -146,8 +146,8 @@ fn osmtest_flows_against_smcore() {
     assert!(!s.contains("ERR 4A02"), "osmtest's plain registrations succeed:\n{s}");
     let with_data = s
         .lines()
-        .filter(|l| l.contains("register_service_with_data: Registering service"))
-        .last()
+        .rev()
+        .find(|l| l.contains("register_service_with_data: Registering service"))
         .unwrap_or_else(|| panic!("osmtest registered no service with data:\n{s}"));
     let (name, id) = with_data
         .split_once("name: ")
