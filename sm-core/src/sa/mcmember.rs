@@ -20,6 +20,11 @@
 //! take another out of a group (say, IPoIB's broadcast group). Queries
 //! from untrusted requesters show groups, not members: PortGID, JoinState
 //! and ProxyJoin are zero (IBA 15.2.5.17, as OpenSM answers).
+//!
+//! The groups the SM creates itself ([`crate::mcast::precreate`], the
+//! IPoIB broadcast group) have no member until hosts join them with
+//! MGID, PortGID and JoinState alone; untrusted queries list them
+//! member-less, as OpenSM does, so IPoIB and `saquery -g` find them.
 
 use sm_mad::sa::status;
 use sm_mad::sa_mc_member_record::{
