@@ -554,6 +554,16 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     }
     let mut standby = None;
     let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
+    // The groups OpenSM creates with no partitions.conf (the default
+    // partition's IPoIB broadcast group): Linux IPoIB joins it without
+    // the fields needed to create it.
+    {
+        let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let partitions = [sm_core::mcast::precreate::PartitionGroups::default_partition()];
+        for e in sm_core::mcast::precreate::precreate(&mut g, &partitions, config.subnet_timeout.unwrap_or(18)) {
+            warn!("multicast group not created: {e}");
+        }
+    }
     let mut sa = None;
     if let Some((sender, smp_requests, sa_requests)) = responders.take() {
         if let Some(requests) = sa_requests {

@@ -638,7 +638,15 @@ fn mcmember_create_join_query_leave() {
     assert_eq!(status_of(&a), status::INVALID_GID);
     // Leaves: a member goes; a non-member's leave is invalid; the group
     // ends with its last full member.
-    for &(lid, guid, _) in &cas {
+    // A leave naming bits the member does not hold is invalid (IBA
+    // o15-0.1.14, as OpenSM checks it).
+    let answer = sa.handle(
+        cas[0].0,
+        1,
+        &request(method::DELETE, attr::MC_MEMBER_RECORD, join, &mc_request(mgid, gid(cas[0].1), 3)),
+    );
+    assert_eq!(answer.reply.map(|a| status_of(&a)), Some(status::REQ_INVALID));
+    for (i, &(lid, guid, _)) in cas.iter().enumerate() {
         let answer = sa.handle(
             lid,
             1,
@@ -646,7 +654,7 @@ fn mcmember_create_join_query_leave() {
                 method::DELETE,
                 attr::MC_MEMBER_RECORD,
                 join,
-                &mc_request(mgid, gid(guid), 3),
+                &mc_request(mgid, gid(guid), if i == 3 { 2 } else { 1 }),
             ),
         );
         let a = answer.reply.unwrap();

@@ -80,6 +80,9 @@ pub struct McGroup {
     /// GUID of the port whose request created the group, when the SA
     /// created it: what per-port group quotas count.
     pub creator: Option<u64>,
+    /// Created by the SM itself ([`super::precreate`]): lives without
+    /// members, so it stays when the last one leaves.
+    pub well_known: bool,
 }
 
 impl McGroup {
@@ -88,7 +91,13 @@ impl McGroup {
         self.params.mgid
     }
 
-    /// Whether a full member remains (IBA: the group lives while one does).
+    /// Whether the group lives on: it is well known, or a full member
+    /// remains (IBA: the group lives while one does).
+    pub fn lives(&self) -> bool {
+        self.well_known || self.has_full_member()
+    }
+
+    /// Whether a full member remains.
     pub fn has_full_member(&self) -> bool {
         self.members
             .values()
@@ -238,6 +247,7 @@ impl McGroups {
             mlid,
             members,
             creator: None,
+            well_known: false,
         }))
     }
 
@@ -318,7 +328,7 @@ impl McGroups {
             group.members.remove(port_gid);
         }
         self.generation += 1;
-        if !group.has_full_member() {
+        if !group.lives() {
             self.groups.remove(mgid);
             return Ok(None);
         }
@@ -335,11 +345,60 @@ impl McGroups {
             g.members.retain(|_, m| alive(m.port_guid));
             gone += before - g.members.len();
         }
-        self.groups.retain(|_, g| g.has_full_member());
+        self.groups.retain(|_, g| g.lives());
         if gone > 0 {
             self.generation += 1;
         }
         gone
+    }
+
+    /// Makes `wanted` the well-known groups (see [`super::precreate`]):
+    /// each is created without members where its MGID is new (the lowest
+    /// free MLID), or marked well known where a group has that MGID (its
+    /// parameters and members are kept: hosts use them). Groups well known
+    /// before but not in `wanted` become ordinary ones, and go when no
+    /// full member is left. Returns the MGIDs that could not be created.
+    pub fn set_well_known(&mut self, wanted: &[McGroupParams]) -> Vec<([u8; 16], McError)> {
+        let mut failed = Vec::new();
+        let mut changed = false;
+        for g in self.groups.values_mut() {
+            let keep = wanted.iter().any(|w| w.mgid == g.params.mgid);
+            if g.well_known != keep {
+                g.well_known = keep;
+                changed = true;
+            }
+        }
+        let before = self.groups.len();
+        self.groups.retain(|_, g| g.lives());
+        changed |= self.groups.len() != before;
+        for params in wanted {
+            if self.groups.contains_key(&params.mgid) {
+                continue;
+            }
+            if params.mgid[0] != 0xFF {
+                failed.push((params.mgid, McError::NotMulticast(params.mgid)));
+                continue;
+            }
+            let Some(mlid) = self.free_mlid() else {
+                failed.push((params.mgid, McError::NoMlid));
+                continue;
+            };
+            self.groups.insert(
+                params.mgid,
+                McGroup {
+                    params: *params,
+                    mlid,
+                    members: BTreeMap::new(),
+                    creator: None,
+                    well_known: true,
+                },
+            );
+            changed = true;
+        }
+        if changed {
+            self.generation += 1;
+        }
+        failed
     }
 
     fn free_mlid(&self) -> Option<u16> {

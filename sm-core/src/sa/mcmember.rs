@@ -20,6 +20,11 @@
 //! take another out of a group (say, IPoIB's broadcast group). Queries
 //! from untrusted requesters show groups, not members: PortGID, JoinState
 //! and ProxyJoin are zero (IBA 15.2.5.17, as OpenSM answers).
+//!
+//! The groups the SM creates itself ([`crate::mcast::precreate`], the
+//! IPoIB broadcast group) have no member until hosts join them with
+//! MGID, PortGID and JoinState alone; untrusted queries list them
+//! member-less, as OpenSM does, so IPoIB and `saquery -g` find them.
 
 use sm_mad::sa::status;
 use sm_mad::sa_mc_member_record::{
@@ -176,6 +181,22 @@ fn may_modify(member: &McMember, by: Requester) -> bool {
             .is_some_and(|guid| member.proxy || guid == member.port_guid)
 }
 
+/// Whether a create may name `mgid` (IBA 15.2.5.17.1, as OpenSM checks
+/// it): multicast; IPoIB MGIDs (signature 0x401B, 0x601B) as they are;
+/// others with the reserved flag bits clear, and the SA-assigned
+/// signature 0xA01B only outside link-local scope (link-local ones are
+/// the SA's to hand out).
+fn valid_requested_mgid(mgid: &[u8; 16]) -> bool {
+    if mgid[0] != 0xFF {
+        return false;
+    }
+    let signature = u16::from_be_bytes([mgid[2], mgid[3]]);
+    if crate::mcast::precreate::is_ip_mgid(mgid) {
+        return true;
+    }
+    mgid[1] & 0xE0 == 0 && !(signature == 0xA01B && mgid[1] & 0x0F == 2)
+}
+
 /// SubnAdmSet(MCMemberRecord): join, creating the group if need be
 /// (within `limits`, counted against the requesting port).
 pub fn join(
@@ -191,8 +212,14 @@ pub fn join(
     if mask & JOIN_MASK != JOIN_MASK {
         return Err(status::INSUFFICIENT_COMPONENTS);
     }
-    if (mask & mc::RATE != 0 && rate_of(q.rate) == 0)
-        || (mask & mc::MTU != 0 && !(1..=5).contains(&q.mtu))
+    // A code is a valid MTU or rate only where it is compared exactly or
+    // as an upper bound: "greater than 0" (osmtest asks it, a group's
+    // values echoed back when there is none to echo) means any.
+    let bounded = |sel_bit: u64, sel: u8| mask & sel_bit == 0 || matches!(sel, selector::EXACTLY | selector::LESS);
+    if (mask & mc::RATE != 0 && rate_of(q.rate) == 0 && bounded(mc::RATE_SELECTOR, q.rate_selector))
+        || (mask & mc::MTU != 0
+            && !(1..=5).contains(&q.mtu)
+            && bounded(mc::MTU_SELECTOR, q.mtu_selector))
     {
         return Err(status::REQ_INVALID);
     }
@@ -235,13 +262,14 @@ pub fn join(
                 deleted: false,
             });
         }
-        if mgid[0] != 0xFF {
-            return Err(status::REQ_INVALID);
-        }
     }
-    // Create.
+    // Create: the components first, then the MGID (OpenSM's order, which
+    // osmtest checks).
     if mask & CREATE_MASK != CREATE_MASK {
         return Err(status::INSUFFICIENT_COMPONENTS);
+    }
+    if q.mgid != 0 && !valid_requested_mgid(&mgid) {
+        return Err(status::REQ_INVALID);
     }
     if q.join_state & join_state::FULL == 0 && q.join_state & join_state::SEND_ONLY_FULL == 0 {
         return Err(status::REQ_INVALID);
@@ -358,6 +386,10 @@ pub fn leave(
     if !may_modify(&before, by) {
         return Err(status::REQ_INVALID);
     }
+    // IBA o15-0.1.14: a leave names bits the member holds, only those.
+    if q.join_state == 0 || q.join_state & !before.join_state != 0 {
+        return Err(status::REQ_INVALID);
+    }
     if !agrees(
         group,
         &q,
@@ -387,6 +419,21 @@ pub fn leave(
 pub fn query(groups: &McGroups, data: &[u8], mask: u64, trusted: bool) -> Vec<[u8; PADDED_LEN]> {
     let mut out = Vec::new();
     for g in groups.iter() {
+        // A well-known group without members is still a group: untrusted
+        // requesters (IPoIB looking for its broadcast group, `saquery -g`)
+        // see it as OpenSM shows it, as if its creator were a full member.
+        if !trusted && g.members.is_empty() && mask & mc::PORT_GID == 0 {
+            let mut rec = [0u8; PADDED_LEN];
+            record_of(g, None).emit(&mut Packet::new_unchecked(&mut rec[..]));
+            let js = mask & mc::JOIN_STATE != 0;
+            let want_js = data.get(48).map_or(0, |b| b & 0x0F);
+            if sm_mad::sa::matches(COMPONENTS, mask & !mc::JOIN_STATE, data, &rec)
+                && (!js || join_state::FULL & want_js == want_js)
+            {
+                out.push(rec);
+            }
+            continue;
+        }
         for m in g.members.values() {
             let mut rec = [0u8; PADDED_LEN];
             record_of(g, Some(m)).emit(&mut Packet::new_unchecked(&mut rec[..]));

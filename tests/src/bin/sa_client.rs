@@ -7,8 +7,17 @@
 //! sa_client path --slid S --dlid D | --pairs S:D,S:D,..
 //!     PathRecord Gets: prints "slid= dlid= sl= mtu= rate= status=" per pair.
 //! sa_client join --mgid GID [--join-state N]   (creates the group if new)
+//! sa_client join --mgid GID --bare [--with-pkey]
+//!     a join that cannot create: MGID, PortGID and JoinState only (with
+//!     P_Key 0xffff: what Linux IPoIB sends for its broadcast group)
 //! sa_client leave --mgid GID [--join-state N]
-//!     MCMemberRecord Set/Delete for this port; prints "mgid mlid status".
+//!     MCMemberRecord Set/Delete for this port; prints "mgid mlid status"
+//!     and the group's qkey, pkey, mtu, rate (codes with their selector).
+//! sa_client service set|get|delete --id ID --name NAME [--lease S]
+//!         [--key-lsb K] [--data D]
+//!     ServiceRecord for this port's GID. --data D puts D in the first
+//!     ServiceData8/16/32 and the second ServiceData64 (and names them in
+//!     the component mask). Prints "status id name lease" of the answer.
 //! sa_client inform --trap N --seconds S
 //!     InformInfo subscription to generic trap N, then prints every Report
 //!     that arrives within S seconds as "report trap=N gid=..". (ibsim
@@ -296,7 +305,11 @@ fn member(args: &Args, join: bool) -> Result<(), String> {
     t[32..36].copy_from_slice(&0x0000_0B1Bu32.to_be_bytes());
     t[40..42].copy_from_slice(&0xFFFFu16.to_be_bytes());
     t[48] = 0x20 | (join_state & 0x0F);
-    let (method, mask) = if join {
+    let bare = args.0.iter().any(|a| a == "--bare");
+    let with_pkey = args.0.iter().any(|a| a == "--with-pkey");
+    let (method, mask) = if join && bare {
+        (SET, MCR_MGID | MCR_PORT_GID | MCR_JOIN_STATE | if with_pkey { MCR_PKEY } else { 0 })
+    } else if join {
         (
             SET,
             MCR_MGID
@@ -315,15 +328,82 @@ fn member(args: &Args, join: bool) -> Result<(), String> {
     let r = &a[HDR..];
     let got = u128::from_be_bytes(r[..16].try_into().map_err(|_| "short")?);
     println!(
-        "mgid={} mlid={:#06x} port_gid={} status={:#06x}",
+        "mgid={} mlid={:#06x} port_gid={} status={:#06x} qkey={:#x} pkey={:#06x} mtu={:#04x} rate={:#04x}",
         Ipv6Addr::from(got),
         u16::from_be_bytes([r[36], r[37]]),
         Ipv6Addr::from(port_gid),
-        status(&a)
+        status(&a),
+        u32::from_be_bytes([r[32], r[33], r[34], r[35]]),
+        u16::from_be_bytes([r[40], r[41]]),
+        r[38],
+        r[42],
     );
     if status(&a) != 0 {
         return Err(format!("status {:#06x}", status(&a)));
     }
+    Ok(())
+}
+
+const ATTR_SERVICE: u16 = 0x0031;
+// ServiceRecord components (IBA 15.2.5.14).
+const SR_ID: u64 = 1 << 0;
+const SR_GID: u64 = 1 << 1;
+const SR_PKEY: u64 = 1 << 2;
+const SR_LEASE: u64 = 1 << 4;
+const SR_KEY: u64 = 1 << 5;
+const SR_NAME: u64 = 1 << 6;
+const SR_DATA8_0: u64 = 1 << 7;
+const SR_DATA16_0: u64 = 1 << 23;
+const SR_DATA32_0: u64 = 1 << 31;
+const SR_DATA64_1: u64 = 1 << 36;
+
+fn service(args: &Args) -> Result<(), String> {
+    let op = args.0.get(1).map(String::as_str).ok_or("set|get|delete")?;
+    let method = match op {
+        "set" => SET,
+        "get" => GET,
+        "delete" => DELETE,
+        other => return Err(format!("unknown service operation {other}")),
+    };
+    let mut c = Client::open(args, 0)?;
+    let id = args.num("--id", 0)?;
+    let name = args.value("--name").ok_or("--name NAME is required")?;
+    if name.len() > 63 {
+        return Err("--name: at most 63 bytes".into());
+    }
+    let guid = c.port_guid()?;
+    let mut t = [0u8; 176];
+    t[..8].copy_from_slice(&id.to_be_bytes());
+    t[8..24].copy_from_slice(&((0xfe80u128 << 112) | u128::from(guid)).to_be_bytes());
+    t[24..26].copy_from_slice(&0xFFFFu16.to_be_bytes());
+    t[28..32].copy_from_slice(&(args.num("--lease", 0xFFFF_FFFF)? as u32).to_be_bytes());
+    t[47] = args.num("--key-lsb", 0)? as u8;
+    t[48..48 + name.len()].copy_from_slice(name.as_bytes());
+    let mut mask = SR_ID | SR_NAME;
+    if method != GET {
+        mask |= SR_GID | SR_PKEY | SR_LEASE | SR_KEY;
+    }
+    if let Some(d) = args.value("--data") {
+        let d = parse_num(d).ok_or("--data: not a number")?;
+        t[112] = d as u8;
+        t[128..130].copy_from_slice(&(d as u16).to_be_bytes());
+        t[144..148].copy_from_slice(&(d as u32).to_be_bytes());
+        t[168..176].copy_from_slice(&d.to_be_bytes());
+        mask |= SR_DATA8_0 | SR_DATA16_0 | SR_DATA32_0 | SR_DATA64_1;
+    }
+    let a = c.ask(method, ATTR_SERVICE, mask, &t)?;
+    let r = &a[HDR..];
+    let got_name: String = r[48..112].iter().take_while(|&&b| b != 0).map(|&b| char::from(b)).collect();
+    println!(
+        "status={:#06x} id={:#x} name={} lease={:#x} data8_0={:#x} data64_1={:#x} data={}",
+        status(&a),
+        u64::from_be_bytes(r[..8].try_into().map_err(|_| "short")?),
+        got_name,
+        u32::from_be_bytes(r[28..32].try_into().map_err(|_| "short")?),
+        r[112],
+        u64::from_be_bytes(r[168..176].try_into().map_err(|_| "short")?),
+        r[112..176].iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    );
     Ok(())
 }
 
@@ -443,7 +523,7 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
         eprintln!(
-            "usage: sa_client path-load|path|join|leave|inform [options] (see the source's header)"
+            "usage: sa_client path-load|path|join|leave|inform|service [options] (see the source's header)"
         );
         return ExitCode::from(2);
     };
@@ -454,6 +534,7 @@ fn main() -> ExitCode {
         "join" => member(&args, true),
         "leave" => member(&args, false),
         "inform" => inform(&args),
+        "service" => service(&args),
         "handler-bench" => handler_bench(&args),
         other => Err(format!("unknown command {other}")),
     };
