@@ -13,6 +13,7 @@ pub mod engines;
 pub mod logging;
 pub mod mcast;
 pub mod offline;
+pub mod perfmgr;
 pub mod pidfile;
 pub mod report;
 pub mod sa;

@@ -192,6 +192,25 @@ pub struct Config {
     pub guid: Option<u64>,
     /// Write the SM's process id here while it runs.
     pub pid_file: Option<PathBuf>,
+    /// Run the performance manager (OpenSM `perfmgr`).
+    pub perfmgr: bool,
+    /// Seconds between two reads of every port's counters (OpenSM
+    /// `perfmgr_sweep_time_s`, default 180).
+    pub perfmgr_sweep_time_s: Option<u64>,
+    /// PMA requests in flight (OpenSM `perfmgr_max_outstanding_queries`).
+    pub perfmgr_max_outstanding_queries: Option<usize>,
+    /// Read switch ports only (OpenSM `perfmgr_ignore_cas`).
+    pub perfmgr_ignore_cas: bool,
+    /// Log threshold crossings (OpenSM `perfmgr_log_errors`, default true).
+    pub perfmgr_log_errors: Option<bool>,
+    /// Also raise events on PortXmitWait (OpenSM `perfmgr_xmit_wait_log`).
+    pub perfmgr_xmit_wait_log: bool,
+    /// PortXmitWait per interval that raises one (OpenSM
+    /// `perfmgr_xmit_wait_threshold`).
+    pub perfmgr_xmit_wait_threshold: Option<u64>,
+    /// Per-interval thresholds by counter name as `perfquery` prints it
+    /// (`SymbolErrorCounter = 10`); 0 turns a counter's events off.
+    pub perfmgr_thresholds: BTreeMap<String, u64>,
 }
 
 impl Config {

@@ -42,7 +42,7 @@ const LINK: Support = NotSupported("this link parameter is not programmed: ports
 const PART: Support = NotSupported("no partitions yet: P_Key tables are not programmed");
 const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
 const CC: Support = NotSupported("no congestion control");
-const PERF: Support = NotSupported("no performance manager");
+const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
 const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
 const UNUSED: Support = NotSupported("no such behaviour in smcore");
 
@@ -140,16 +140,16 @@ pub const KEYS: &[Key] = &[
     k("max_rate_enum", UNUSED),
     k("use_optimized_slvl", UNUSED),
     k("fsync_high_avail_files", UNUSED),
-    k("perfmgr", PERF),
-    k("perfmgr_redir", PERF),
-    k("perfmgr_sweep_time_s", PERF),
-    k("perfmgr_max_outstanding_queries", PERF),
-    k("perfmgr_ignore_cas", PERF),
-    k("perfmgr_rm_nodes", PERF),
-    k("perfmgr_log_errors", PERF),
-    k("perfmgr_query_cpi", PERF),
-    k("perfmgr_xmit_wait_log", PERF),
-    k("perfmgr_xmit_wait_threshold", PERF),
+    k("perfmgr", Core("perfmgr")),
+    k("perfmgr_redir", NotSupported("PMA redirection (ClassPortInfo redirect) is not followed")),
+    k("perfmgr_sweep_time_s", Core("perfmgr_sweep_time_s")),
+    k("perfmgr_max_outstanding_queries", Core("perfmgr_max_outstanding_queries")),
+    k("perfmgr_ignore_cas", Core("perfmgr_ignore_cas")),
+    k("perfmgr_rm_nodes", NotSupported("ports that leave the fabric are always forgotten")),
+    k("perfmgr_log_errors", Core("perfmgr_log_errors")),
+    k("perfmgr_query_cpi", NotSupported("PortCountersExtended is asked of every port; PortCounters serves where it is refused")),
+    k("perfmgr_xmit_wait_log", Core("perfmgr_xmit_wait_log")),
+    k("perfmgr_xmit_wait_threshold", Core("perfmgr_xmit_wait_threshold")),
     k("event_db_dump_file", PERF),
     k("event_plugin_name", NotSupported("no event plugins")),
     k("event_plugin_options", NotSupported("no event plugins")),
@@ -354,6 +354,14 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
         // Logging (`crate::logging`).
         "guid" => c.guid = Some(number(v, u64::MAX)?),
+        // The performance manager (`crate::perfmgr`).
+        "perfmgr" => c.perfmgr = boolean(v)?,
+        "perfmgr_sweep_time_s" => c.perfmgr_sweep_time_s = Some(ranged(v, 1, U32, " s")?),
+        "perfmgr_max_outstanding_queries" => c.perfmgr_max_outstanding_queries = Some(ranged(v, 1, U32, "")? as usize),
+        "perfmgr_ignore_cas" => c.perfmgr_ignore_cas = boolean(v)?,
+        "perfmgr_log_errors" => c.perfmgr_log_errors = Some(boolean(v)?),
+        "perfmgr_xmit_wait_log" => c.perfmgr_xmit_wait_log = boolean(v)?,
+        "perfmgr_xmit_wait_threshold" => c.perfmgr_xmit_wait_threshold = Some(number(v, U32)?),
         "log_file" => c.log_file = text(v)?.map(Into::into),
         "log_max_size" => c.log_max_size = Some(number(v, u64::MAX >> 20)?),
         "accum_log_file" => c.accum_log_file = Some(boolean(v)?),
