@@ -392,6 +392,11 @@ fn run_sm(cli: &Cli, mut config: Config) -> ExitCode {
     if config.lmc > 7 {
         return fail(EXIT_BAD_INPUT, format!("lmc {}: LMC is 0..7 (IBA PortInfo.LMC has 3 bits)", config.lmc));
     }
+    // A partition file given but missing or wrong stops the SM before it
+    // starts; later errors keep the last good set (sweep::pkey).
+    if let Err(e) = sm_core::partition::check_config(&config) {
+        return fail(EXIT_BAD_INPUT, format!("partitions: {e}"));
+    }
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
