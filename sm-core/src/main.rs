@@ -613,6 +613,7 @@ fn show_sweep_report(
         ("lft", p.lft.smps.sent, format!("{}, {} read", phase_line(&p.lft, "blocks"), p.lft.read)),
         ("sl2vl", p.sl2vl.smps.sent, phase_line(&p.sl2vl, "tables")),
         ("vlarb", p.vlarb.smps.sent, phase_line(&p.vlarb, "blocks")),
+        ("pkey", p.pkey.smps.sent, format!("{}, {} read", phase_line(&p.pkey, "blocks/ports"), p.pkey.read)),
         ("arm", p.arm.smps.sent, phase_line(&p.arm, "ports")),
         ("activate", p.activate.smps.sent, phase_line(&p.activate, "ports")),
     ];

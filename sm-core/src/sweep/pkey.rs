@@ -40,6 +40,10 @@ pub struct HeldPkeys {
     caps: HashMap<u64, u16>,
     /// What the last sweep gave the SA.
     last: Option<Arc<SaPartitions>>,
+    /// Switch ports that did not keep the enforcement bits written (ibsim
+    /// keeps none): (wanted, what the port answered). Not written again
+    /// while both hold.
+    enforce_ignored: HashMap<(u64, u8), ((bool, bool), (bool, bool))>,
 }
 
 impl HeldPkeys {
@@ -204,7 +208,10 @@ pub fn program_partitions(
                         cap = enforce_cap, "the peer's partitions do not fit the switch port's table; port not enforced"),
                 }
             }
-            if (info.partition_enforcement_inbound, info.partition_enforcement_outbound) != bits {
+            let now = (info.partition_enforcement_inbound, info.partition_enforcement_outbound);
+            if now == bits || held.enforce_ignored.get(&(n.guid, p)) == Some(&(bits, now)) {
+                phase.unchanged += 1;
+            } else {
                 enforce.push((i, p, bits));
             }
         }
@@ -317,10 +324,16 @@ pub fn program_partitions(
         let guid = fabric.nodes[node].guid;
         match answer.and_then(|d| parse_port_info(&d)) {
             Ok(now) => {
-                if (now.partition_enforcement_inbound, now.partition_enforcement_outbound) == bits {
+                let got = (now.partition_enforcement_inbound, now.partition_enforcement_outbound);
+                if got == bits {
+                    held.enforce_ignored.remove(&(guid, port));
                     phase.set += 1;
                 } else {
-                    warn!(guid = format_args!("{guid:#018x}"), port, "partition enforcement Set did not take effect");
+                    // Logged and not retried while the port answers the
+                    // same: it would refuse at every sweep.
+                    warn!(guid = format_args!("{guid:#018x}"), port, wanted = ?bits, got = ?got,
+                        "the port does not keep partition enforcement; not written again");
+                    held.enforce_ignored.insert((guid, port), (bits, got));
                     phase.failed += 1;
                 }
                 fabric.nodes[node].ports[usize::from(port)].info = Some(now);
