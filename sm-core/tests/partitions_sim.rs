@@ -220,3 +220,55 @@ fn a_bad_file_keeps_the_last_good_set() {
     let out = once(&mut run);
     assert_eq!(read_block(&mut run, &out, "h3"), block(&[0xFFFF]));
 }
+
+/// `smcore --fabric ... --once` with `config`; (exit code, stdout, stderr).
+fn smcore_once(config: &std::path::Path) -> (i32, String, String) {
+    let net = common::write(config.parent().expect("dir"), "small.net", common::SMALL_NET);
+    common::smcore(&["--config", config.to_str().expect("utf-8"), "--fabric", net.to_str().expect("utf-8"), "--once"])
+}
+
+#[test]
+fn a_given_file_missing_or_wrong_stops_the_sm_and_names_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope.conf");
+    let cfg = common::write(dir.path(), "smcore.toml", &format!("partition_config_file = {:?}\n", missing.display().to_string()));
+    let (code, _, err) = smcore_once(&cfg);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nope.conf"), "{err}");
+
+    let bad = common::write(dir.path(), "partitions.conf", "Default=0x7fff : ALL=full ;\n\nleft=0x1 : 0xnothex ;\n");
+    let cfg = common::write(dir.path(), "smcore.toml", &format!("partition_config_file = {:?}\n", bad.display().to_string()));
+    let (code, _, err) = smcore_once(&cfg);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{}:3: bad PortGUID", bad.display())), "{err}");
+
+    // The same file fixed, in opensm.conf's format with OpenSM's keys.
+    std::fs::write(&bad, "Default=0x7fff : ALL=full ;\n\nleft=0x1 : ALL_CAS=full ;\n").expect("write");
+    let cfg = common::write(
+        dir.path(),
+        "opensm.conf",
+        &format!("partition_config_file {}\npart_enforce in\nallow_both_pkeys FALSE\n", bad.display()),
+    );
+    let (code, out, err) = smcore_once(&cfg);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("pkey"), "the P_Key phase is reported:\n{out}");
+}
+
+#[test]
+fn opensm_keys_reach_the_partition_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = common::write(dir.path(), "opensm.conf", "part_enforce out\nno_partition_enforcement FALSE\nallow_both_pkeys TRUE\n");
+    let config = Config::load(&cfg).expect("opensm.conf");
+    let s = sm_core::partition::PartitionSettings::from_config(&config);
+    assert_eq!((s.enforce, s.allow_both, s.explicit), (sm_core::partition::PartEnforce::Out, true, false));
+    assert_eq!(s.file, PathBuf::from("/etc/opensm/partitions.conf"));
+    let cfg = common::write(dir.path(), "opensm.conf", "part_enforce out\nno_partition_enforcement TRUE\n");
+    let s = sm_core::partition::PartitionSettings::from_config(&Config::load(&cfg).expect("opensm.conf"));
+    assert_eq!(s.enforce, sm_core::partition::PartEnforce::Off, "no_partition_enforcement wins");
+    let cfg = common::write(dir.path(), "opensm.conf", "part_enforce sideways\n");
+    let e = Config::load(&cfg).expect_err("bad value").to_string();
+    assert!(e.contains(":1:"), "{e}");
+    let cfg = common::write(dir.path(), "smcore.toml", "part_enforce = \"in\"\nallow_both_pkeys = true\n");
+    let s = sm_core::partition::PartitionSettings::from_config(&Config::load(&cfg).expect("toml"));
+    assert_eq!((s.enforce, s.allow_both), (sm_core::partition::PartEnforce::In, true));
+}
