@@ -29,6 +29,9 @@ use super::transport::{SmpClient, SmpError, SmpOp};
 use crate::config::Config;
 use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, SaPartitions};
 
+/// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
+type Enforcement = (bool, bool);
+
 /// What earlier sweeps left in the ports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldPkeys {
@@ -43,7 +46,7 @@ pub struct HeldPkeys {
     /// Switch ports that did not keep the enforcement bits written (ibsim
     /// keeps none): (wanted, what the port answered). Not written again
     /// while both hold.
-    enforce_ignored: HashMap<(u64, u8), ((bool, bool), (bool, bool))>,
+    enforce_ignored: HashMap<(u64, u8), (Enforcement, Enforcement)>,
 }
 
 impl HeldPkeys {
