@@ -272,3 +272,20 @@ fn opensm_keys_reach_the_partition_settings() {
     let s = sm_core::partition::PartitionSettings::from_config(&Config::load(&cfg).expect("toml"));
     assert_eq!((s.enforce, s.allow_both), (sm_core::partition::PartEnforce::In, true));
 }
+
+#[test]
+fn a_power_cycled_host_is_programmed_again() {
+    let (mut run, ..) = setup();
+    let out = once(&mut run);
+    assert_eq!(read_block(&mut run, &out, "h4"), block(&[0x7FFF, 0x0002]));
+    let (_, _, i) = host(&out, "h4");
+    // Sim node indices are the topology's, the fabric's are discovery's.
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let sim_index = topo.nodes.iter().position(|n| n.name == "h4").expect("h4");
+    assert_eq!(out.sweep.fabric.nodes[i].description, "h4");
+    run.sim.remove_node(sim_index).expect("remove");
+    run.sim.restore_node(sim_index).expect("restore");
+    let out = once(&mut run);
+    assert_eq!(read_block(&mut run, &out, "h4"), block(&[0x7FFF, 0x0002]), "written again after the reset");
+    assert_eq!(out.program.pkey.set, 1, "only the reset port's block: {:?}", out.program.pkey);
+}
