@@ -15,6 +15,7 @@ pub mod mcast;
 pub mod offline;
 pub mod perfmgr;
 pub mod pidfile;
+pub mod partition;
 pub mod report;
 pub mod sa;
 pub mod sim;

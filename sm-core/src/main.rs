@@ -416,6 +416,11 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     if config.lmc > 7 {
         return fail(EXIT_BAD_INPUT, format!("lmc {}: LMC is 0..7 (IBA PortInfo.LMC has 3 bits)", config.lmc));
     }
+    // A partition file given but missing or wrong stops the SM before it
+    // starts; later errors keep the last good set (sweep::pkey).
+    if let Err(e) = sm_core::partition::check_config(&config) {
+        return fail(EXIT_BAD_INPUT, format!("partitions: {e}"));
+    }
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
@@ -665,6 +670,7 @@ fn show_sweep_report(
         ("lft", p.lft.smps.sent, format!("{}, {} read", phase_line(&p.lft, "blocks"), p.lft.read)),
         ("sl2vl", p.sl2vl.smps.sent, phase_line(&p.sl2vl, "tables")),
         ("vlarb", p.vlarb.smps.sent, phase_line(&p.vlarb, "blocks")),
+        ("pkey", p.pkey.smps.sent, format!("{}, {} read", phase_line(&p.pkey, "blocks/ports"), p.pkey.read)),
         ("arm", p.arm.smps.sent, phase_line(&p.arm, "ports")),
         ("activate", p.activate.smps.sent, phase_line(&p.activate, "ports")),
     ];

@@ -211,6 +211,19 @@ pub struct Config {
     /// Per-interval thresholds by counter name as `perfquery` prints it
     /// (`SymbolErrorCounter = 10`); 0 turns a counter's events off.
     pub perfmgr_thresholds: BTreeMap<String, u64>,
+    /// OpenSM's partitions.conf (OpenSM `partition_config_file`; default
+    /// /etc/opensm/partitions.conf, whose absence means the default
+    /// partition only; a file given here must exist).
+    pub partition_config_file: Option<PathBuf>,
+    /// Partition enforcement on switch ports facing end nodes: `both` (the
+    /// default), `in`, `out` or `off` (OpenSM `part_enforce`).
+    pub part_enforce: Option<crate::partition::PartEnforce>,
+    /// No partition enforcement on switches; wins over `part_enforce`
+    /// (OpenSM `no_partition_enforcement`).
+    pub no_partition_enforcement: bool,
+    /// A port may be a full and a limited member of one partition
+    /// (`both`; OpenSM `allow_both_pkeys`).
+    pub allow_both_pkeys: bool,
 }
 
 impl Config {

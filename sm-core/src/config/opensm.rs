@@ -11,7 +11,7 @@
 //! SMs must not have. `docs/opensm-conf-keys.md` is generated from [`KEYS`]
 //! by [`keys_markdown`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError};
 
@@ -39,7 +39,7 @@ pub struct Key {
 use Support::{Core, Engine, NotSupported};
 
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
-const PART: Support = NotSupported("no partitions yet: P_Key tables are not programmed");
+const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
 const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
@@ -79,10 +79,10 @@ pub const KEYS: &[Key] = &[
     k("local_phy_errors_threshold", LINK),
     k("overrun_errors_threshold", LINK),
     k("use_mfttop", UNUSED),
-    k("partition_config_file", PART),
-    k("no_partition_enforcement", PART),
-    k("part_enforce", PART),
-    k("allow_both_pkeys", PART),
+    k("partition_config_file", Core("partition_config_file")),
+    k("no_partition_enforcement", Core("no_partition_enforcement")),
+    k("part_enforce", Core("part_enforce")),
+    k("allow_both_pkeys", Core("allow_both_pkeys")),
     k("keep_pkey_indexes", PART),
     k("sm_assigned_guid", UNUSED),
     k("sweep_interval", Core("sweep_interval")),
@@ -377,6 +377,15 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "force_link_speed" => c.force_link_speed = Some(number(v, 0xff)? as u8),
         "force_link_width" => c.force_link_width = Some(number(v, 0xff)? as u8),
         "force_link_speed_ext" => c.force_link_speed_ext = Some(number(v, 0xff)? as u8),
+        // Partitions (`partition`).
+        "partition_config_file" => c.partition_config_file = text(v)?.map(PathBuf::from),
+        "part_enforce" => {
+            c.part_enforce = Some(
+                crate::partition::PartEnforce::parse(v).ok_or_else(|| format!("{v:?}: both, in, out or off"))?,
+            )
+        }
+        "no_partition_enforcement" => c.no_partition_enforcement = boolean(v)?,
+        "allow_both_pkeys" => c.allow_both_pkeys = boolean(v)?,
         // Engine options: the same names and TOML types the engines read
         // from smcore.toml.
         "port_prof_ignore_file"
@@ -493,11 +502,11 @@ mod tests {
             if !matches!(k.support, NotSupported(_)) {
                 // One of a number, a boolean or a path is every key's type;
                 // the reader must take one of them.
-                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4"]
+                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both"]
                     .iter()
                     .map_while(|sample| apply(&mut Config::default(), k.name, sample).err())
                     .collect();
-                assert!(errors.len() < 4, "{}: {errors:?}", k.name);
+                assert!(errors.len() < 5, "{}: {errors:?}", k.name);
             }
         }
     }

@@ -122,6 +122,10 @@ pub struct SaDb {
     /// VLArbitrationTableRecords: the blocks the routing had programmed,
     /// sorted by (LID, out port, block); none for a block not written.
     pub(crate) vlarb_records: Vec<[u8; var::PADDED_LEN]>,
+    /// Partition membership and programmed P_Key tables; `None` for a
+    /// database built without a sweep (every port then a full member of
+    /// the default partition).
+    pub(crate) partitions: Option<Arc<crate::partition::SaPartitions>>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -234,7 +238,49 @@ impl SaDb {
                 _ => SlSource::Shared(crate::engines::shared_sl::share_path_sl(&mut routed.routing)),
             };
         }
+        if let Some(p) = &outcome.partitions {
+            db.set_partitions(&outcome.sweep.fabric, p.clone());
+        }
         db
+    }
+
+    /// The P_Key table of the end port with GUID `guid`, entries with the
+    /// membership bit (empty: in no partition).
+    pub fn pkey_table(&self, guid: u64) -> &[u16] {
+        match &self.partitions {
+            Some(p) => p.table(guid),
+            None => crate::partition::DEFAULT_TABLE,
+        }
+    }
+
+    /// Takes the partitions of a sweep: membership for the SA's checks,
+    /// and P_KeyTableRecords of the tables the ports hold as programmed
+    /// (ports whose table is unknown have none).
+    pub fn set_partitions(&mut self, fabric: &Fabric, partitions: Arc<crate::partition::SaPartitions>) {
+        self.pkey_records.clear();
+        for e in &self.ends {
+            let Some(node) = fabric.nodes.get(e.node as usize) else { continue };
+            let ports: Vec<u8> = if e.switch { (0..=node.num_ports).collect() } else { vec![e.port] };
+            for port in ports {
+                let Some(table) = partitions.held.get(&(node.guid, port)) else { continue };
+                for (block, chunk) in table.chunks(pkr::PKEYS).enumerate() {
+                    let mut pkeys = [0u16; pkr::PKEYS];
+                    pkeys[..chunk.len()].copy_from_slice(chunk);
+                    let mut rec = [0u8; pkr::PADDED_LEN];
+                    pkr::Repr {
+                        lid: e.lid,
+                        block_num: block as u16,
+                        port_num: port,
+                        pkeys,
+                    }
+                    .emit(&mut pkr::Packet::new_unchecked(&mut rec[..]));
+                    self.pkey_records.push(rec);
+                }
+            }
+        }
+        self.pkey_records
+            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[4], u16::from_be_bytes([r[2], r[3]])));
+        self.partitions = Some(partitions);
     }
 
     /// A database with no fabric: every query finds nothing.
@@ -494,6 +540,7 @@ impl SaDb {
             pkey_records: Vec::new(),
             sl2vl_records: Vec::new(),
             vlarb_records: Vec::new(),
+            partitions: None,
         };
         if let Some(prefix) = fabric
             .nodes

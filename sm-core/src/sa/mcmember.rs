@@ -241,6 +241,7 @@ pub fn join(
         proxy: by.guid != Some(port.guid),
     };
     let mgid = q.mgid.to_be_bytes();
+    crate::partition::check_join(db, port.guid, groups.get(&mgid).map_or(q.pkey, |g| g.params.pkey))?;
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {
             if !agrees(group, &q, mask) {

@@ -2,7 +2,8 @@
 //! LID pairs between them, and for each pair a walk through the routing's
 //! LFTs. A pair the LFTs do not connect has no PathRecord; the SL is the
 //! routing engine's `path_sl` for the pair (for torus-2QoS, the SL its
-//! deadlock-freedom depends on), never one the SA picks.
+//! deadlock-freedom depends on), never one the SA picks. Ports sharing
+//! no partition have no path (see [`crate::partition::common_pkey`]).
 
 use sm_mad::sa::status;
 use sm_mad::sa_path_record::{component as pc, selector, Packet as PrPacket, Repr as PrRepr};
@@ -88,7 +89,8 @@ impl SaDb {
 pub struct PathDefaults {
     /// PacketLifeTime code of every path (OpenSM: subnet_timeout... 0x12).
     pub packet_life: u8,
-    /// P_Key of the default partition.
+    /// P_Key of the default partition (paths take the P_Key their ports
+    /// share; see [`crate::partition::common_pkey`]).
     pub pkey: u16,
 }
 
@@ -140,9 +142,6 @@ pub fn query(
     };
     let src = pick(pc::SGID, q.sgid, pc::SLID, q.slid)?;
     let dst = pick(pc::DGID, q.dgid, pc::DLID, q.dlid)?;
-    if mask & pc::PKEY != 0 && q.pkey & 0x7FFF != defaults.pkey & 0x7FFF {
-        return Ok(Vec::new());
-    }
     let numb = if mask & pc::NUMB_PATH != 0 {
         usize::from(q.numb_path)
     } else {
@@ -220,6 +219,13 @@ fn record(
     preference: u8,
     defaults: &PathDefaults,
 ) -> Option<PrRepr> {
+    // Ports that share no partition (or only as limited members both)
+    // have no path; the query's P_Key only if both are in it.
+    let pkey = crate::partition::common_pkey(
+        db.pkey_table(s.guid),
+        db.pkey_table(d.guid),
+        (mask & pc::PKEY != 0).then_some(q.pkey),
+    )?;
     let walk = db.walk(slid, dlid)?;
     let sl = db.path_sl(slid, dlid);
     if sl > 15 || (mask & pc::SL != 0 && q.sl != sl) {
@@ -277,11 +283,7 @@ fn record(
         tclass: if mask & pc::TCLASS != 0 { q.tclass } else { 0 },
         reversible,
         numb_path: 0,
-        pkey: if mask & pc::PKEY != 0 {
-            q.pkey
-        } else {
-            defaults.pkey
-        },
+        pkey,
         qos_class: 0,
         sl,
         mtu_selector: selector::EXACTLY,

@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod light;
 pub mod lids;
 pub mod mkey;
+pub mod pkey;
 pub mod program;
 pub mod transport;
 pub mod umad;

@@ -61,6 +61,8 @@ pub struct HeldTables {
     /// The fabric as the last sweep knew it: a node or link whose SMPs are
     /// lost in a sweep is kept from here until proven gone.
     pub memory: FabricMemory,
+    /// Partitions in force and the P_Key tables written.
+    pub pkeys: super::pkey::HeldPkeys,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,6 +125,8 @@ pub struct RoutingProgramReport {
     pub arm: PhaseReport,
     /// Ports Armed → Active.
     pub activate: PhaseReport,
+    /// P_Key blocks and partition enforcement (per block or port).
+    pub pkey: PhaseReport,
 }
 
 impl RoutingProgramReport {
@@ -135,6 +139,7 @@ impl RoutingProgramReport {
             + self.vlarb.smps.sent
             + self.arm.smps.sent
             + self.activate.smps.sent
+            + self.pkey.smps.sent
     }
 }
 
@@ -735,6 +740,9 @@ pub struct OnceOutcome {
     pub report: RouteReport,
     /// Routing programming and port activation.
     pub program: RoutingProgramReport,
+    /// Partitions and P_Key tables as programmed, for the SA (`None` when
+    /// nothing was programmed).
+    pub partitions: Option<std::sync::Arc<crate::partition::SaPartitions>>,
 }
 
 /// Why [`once`] stopped.
@@ -849,6 +857,7 @@ pub fn once_cached(
         let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
         program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
         super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
+        super::pkey::program_partitions(&mut client, &mut swept.fabric, config, held, &mut program.pkey);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
         // What did not take must be tried again, at the next light sweep.
@@ -868,6 +877,8 @@ pub fn once_cached(
     Ok(OnceOutcome {
         sweep: swept,
         snapshot,
+        // Before `chain` moves: fields are evaluated in the order written.
+        partitions: chain.routed.as_ref().and(held.pkeys.sa_view()),
         chain,
         report,
         program,
