@@ -12,6 +12,7 @@ pub mod dump;
 pub mod engines;
 pub mod mcast;
 pub mod offline;
+pub mod qos;
 pub mod report;
 pub mod sa;
 pub mod sim;

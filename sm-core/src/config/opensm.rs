@@ -40,7 +40,7 @@ use Support::{Core, Engine, NotSupported};
 
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("no partitions yet: P_Key tables are not programmed");
-const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
+const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("no performance manager");
 const LOG: Support = NotSupported("smcore logs to stderr; choose the detail with --log or SMCORE_LOG");
@@ -167,34 +167,34 @@ pub const KEYS: &[Key] = &[
     k("exit_on_fatal", UNUSED),
     k("console", NotSupported("use `smcore ctl` on the control socket")),
     k("console_port", NotSupported("use `smcore ctl` on the control socket")),
-    k("qos", QOS),
-    k("qos_policy_file", QOS),
+    k("qos", Core("qos")),
+    k("qos_policy_file", Core("qos_policy_file")),
     k("suppress_sl2vl_mad_status_errors", QOS),
-    k("qos_max_vls", QOS),
-    k("qos_high_limit", QOS),
-    k("qos_vlarb_high", QOS),
-    k("qos_vlarb_low", QOS),
-    k("qos_sl2vl", QOS),
-    k("qos_ca_max_vls", QOS),
-    k("qos_ca_high_limit", QOS),
-    k("qos_ca_vlarb_high", QOS),
-    k("qos_ca_vlarb_low", QOS),
-    k("qos_ca_sl2vl", QOS),
-    k("qos_sw0_max_vls", QOS),
-    k("qos_sw0_high_limit", QOS),
-    k("qos_sw0_vlarb_high", QOS),
-    k("qos_sw0_vlarb_low", QOS),
-    k("qos_sw0_sl2vl", QOS),
-    k("qos_swe_max_vls", QOS),
-    k("qos_swe_high_limit", QOS),
-    k("qos_swe_vlarb_high", QOS),
-    k("qos_swe_vlarb_low", QOS),
-    k("qos_swe_sl2vl", QOS),
-    k("qos_rtr_max_vls", QOS),
-    k("qos_rtr_high_limit", QOS),
-    k("qos_rtr_vlarb_high", QOS),
-    k("qos_rtr_vlarb_low", QOS),
-    k("qos_rtr_sl2vl", QOS),
+    k("qos_max_vls", Core("qos_max_vls")),
+    k("qos_high_limit", Core("qos_high_limit")),
+    k("qos_vlarb_high", Core("qos_vlarb_high")),
+    k("qos_vlarb_low", Core("qos_vlarb_low")),
+    k("qos_sl2vl", Core("qos_sl2vl")),
+    k("qos_ca_max_vls", Core("qos_ca_max_vls")),
+    k("qos_ca_high_limit", Core("qos_ca_high_limit")),
+    k("qos_ca_vlarb_high", Core("qos_ca_vlarb_high")),
+    k("qos_ca_vlarb_low", Core("qos_ca_vlarb_low")),
+    k("qos_ca_sl2vl", Core("qos_ca_sl2vl")),
+    k("qos_sw0_max_vls", Core("qos_sw0_max_vls")),
+    k("qos_sw0_high_limit", Core("qos_sw0_high_limit")),
+    k("qos_sw0_vlarb_high", Core("qos_sw0_vlarb_high")),
+    k("qos_sw0_vlarb_low", Core("qos_sw0_vlarb_low")),
+    k("qos_sw0_sl2vl", Core("qos_sw0_sl2vl")),
+    k("qos_swe_max_vls", Core("qos_swe_max_vls")),
+    k("qos_swe_high_limit", Core("qos_swe_high_limit")),
+    k("qos_swe_vlarb_high", Core("qos_swe_vlarb_high")),
+    k("qos_swe_vlarb_low", Core("qos_swe_vlarb_low")),
+    k("qos_swe_sl2vl", Core("qos_swe_sl2vl")),
+    k("qos_rtr_max_vls", Core("qos_rtr_max_vls")),
+    k("qos_rtr_high_limit", Core("qos_rtr_high_limit")),
+    k("qos_rtr_vlarb_high", Core("qos_rtr_vlarb_high")),
+    k("qos_rtr_vlarb_low", Core("qos_rtr_vlarb_low")),
+    k("qos_rtr_sl2vl", Core("qos_rtr_sl2vl")),
     k("congestion_control", CC),
     k("cc_key", CC),
     k("cc_max_outstanding_mads", CC),
@@ -327,6 +327,32 @@ fn text(v: &str) -> Result<Option<String>, String> {
     }
 }
 
+/// A `*_high_limit`: 0-255, or OpenSM's -1 for unset.
+fn high_limit(v: &str) -> Result<Option<u8>, String> {
+    if v == "-1" {
+        return Ok(None);
+    }
+    Ok(Some(number(v, 255)? as u8))
+}
+
+/// A `*_vlarb_*` list (`(null)`: unset), checked.
+fn vlarb(v: &str) -> Result<Option<String>, String> {
+    let t = text(v)?;
+    if let Some(t) = &t {
+        crate::qos::parse_vlarb(t)?;
+    }
+    Ok(t)
+}
+
+/// A `*_sl2vl` list (`(null)`: unset), checked.
+fn sl2vl(v: &str) -> Result<Option<String>, String> {
+    let t = text(v)?;
+    if let Some(t) = &t {
+        crate::qos::parse_sl2vl(t)?;
+    }
+    Ok(t)
+}
+
 /// Store one honoured key's value.
 fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
     const U32: u64 = u32::MAX as u64;
@@ -363,6 +389,35 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "force_link_speed" => c.force_link_speed = Some(number(v, 0xff)? as u8),
         "force_link_width" => c.force_link_width = Some(number(v, 0xff)? as u8),
         "force_link_speed_ext" => c.force_link_speed_ext = Some(number(v, 0xff)? as u8),
+        // QoS (`crate::qos`): the values are checked in OpenSM's syntax here
+        // so that an error names the line.
+        "qos" => c.qos = boolean(v)?,
+        "qos_policy_file" => c.qos_policy_file = text(v)?.map(Into::into),
+        "qos_max_vls" => c.qos_max_vls = Some(number(v, 15)? as u8),
+        "qos_high_limit" => c.qos_high_limit = high_limit(v)?,
+        "qos_vlarb_high" => c.qos_vlarb_high = vlarb(v)?,
+        "qos_vlarb_low" => c.qos_vlarb_low = vlarb(v)?,
+        "qos_sl2vl" => c.qos_sl2vl = sl2vl(v)?,
+        "qos_ca_max_vls" => c.qos_ca_max_vls = Some(number(v, 15)? as u8),
+        "qos_ca_high_limit" => c.qos_ca_high_limit = high_limit(v)?,
+        "qos_ca_vlarb_high" => c.qos_ca_vlarb_high = vlarb(v)?,
+        "qos_ca_vlarb_low" => c.qos_ca_vlarb_low = vlarb(v)?,
+        "qos_ca_sl2vl" => c.qos_ca_sl2vl = sl2vl(v)?,
+        "qos_sw0_max_vls" => c.qos_sw0_max_vls = Some(number(v, 15)? as u8),
+        "qos_sw0_high_limit" => c.qos_sw0_high_limit = high_limit(v)?,
+        "qos_sw0_vlarb_high" => c.qos_sw0_vlarb_high = vlarb(v)?,
+        "qos_sw0_vlarb_low" => c.qos_sw0_vlarb_low = vlarb(v)?,
+        "qos_sw0_sl2vl" => c.qos_sw0_sl2vl = sl2vl(v)?,
+        "qos_swe_max_vls" => c.qos_swe_max_vls = Some(number(v, 15)? as u8),
+        "qos_swe_high_limit" => c.qos_swe_high_limit = high_limit(v)?,
+        "qos_swe_vlarb_high" => c.qos_swe_vlarb_high = vlarb(v)?,
+        "qos_swe_vlarb_low" => c.qos_swe_vlarb_low = vlarb(v)?,
+        "qos_swe_sl2vl" => c.qos_swe_sl2vl = sl2vl(v)?,
+        "qos_rtr_max_vls" => c.qos_rtr_max_vls = Some(number(v, 15)? as u8),
+        "qos_rtr_high_limit" => c.qos_rtr_high_limit = high_limit(v)?,
+        "qos_rtr_vlarb_high" => c.qos_rtr_vlarb_high = vlarb(v)?,
+        "qos_rtr_vlarb_low" => c.qos_rtr_vlarb_low = vlarb(v)?,
+        "qos_rtr_sl2vl" => c.qos_rtr_sl2vl = sl2vl(v)?,
         // Engine options: the same names and TOML types the engines read
         // from smcore.toml.
         "port_prof_ignore_file"
@@ -462,7 +517,11 @@ mod tests {
                     | "m_key_per_port"
                     | "connect_roots"
                     | "do_mesh_analysis"
-                    | "nue_include_switches" => "TRUE",
+                    | "nue_include_switches"
+                    | "qos" => "TRUE",
+                    "qos_policy_file" => "/x",
+                    k if k.ends_with("vlarb_high") || k.ends_with("vlarb_low") => "0:4,1:0",
+                    k if k.ends_with("sl2vl") => "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7",
                     "routing_engine"
                     | "port_prof_ignore_file"
                     | "lfts_file"

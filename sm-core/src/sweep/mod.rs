@@ -17,6 +17,7 @@ pub mod light;
 pub mod lids;
 pub mod mkey;
 pub mod program;
+pub mod qos;
 pub mod transport;
 pub mod umad;
 pub mod vl;

@@ -842,6 +842,7 @@ pub fn once_cached(
         // whole (see `SweepOptions::stop`).
         limits.check()?;
     }
+    let chain = super::qos::with_qos_tables(chain, &swept.fabric, config);
     if let Some(routed) = &chain.routed {
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each

@@ -117,8 +117,19 @@ pub fn program_vl_tables(
             (VlArbBlock::High0, &arb.high[..arb.high.len().min(32)]),
             (VlArbBlock::High32, arb.high.get(32..).unwrap_or(&[])),
         ];
+        let info = node.ports.get(usize::from(arb.port)).and_then(|p| p.info.as_ref());
         for (block, weights) in tables {
             if weights.is_empty() {
+                continue;
+            }
+            // A port has a second block only with a capacity above 32
+            // entries; the SA shows one it lacks as empty.
+            let cap = match block {
+                VlArbBlock::Low32 => info.map(|i| i.vl_arbitration_low_cap),
+                VlArbBlock::High32 => info.map(|i| i.vl_arbitration_high_cap),
+                _ => None,
+            };
+            if cap.is_some_and(|c| c <= 32) {
                 continue;
             }
             let mut want = [(0u8, 0u8); 32];
