@@ -259,6 +259,9 @@ fn main() -> ExitCode {
         },
         None => Config::default(),
     };
+    if let Err(e) = sm_core::qos::check(&config) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
     let Some(command) = &cli.command else {
         return run_sm(&cli, config);
     };

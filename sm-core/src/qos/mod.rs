@@ -241,6 +241,25 @@ pub fn load_policy(settings: &QosSettings) {
     }
 }
 
+/// [`load_policy`] with the settings of `config` (a malformed `qos_*`
+/// value is logged; [`check`] refuses it at startup).
+pub fn reload(config: &Config) {
+    match QosSettings::from_config(config) {
+        Ok(s) => load_policy(&s),
+        Err(e) => warn!("QoS settings not used: {e}"),
+    }
+}
+
+/// Startup check: the `qos_*` values and, with `qos` on, the policy file
+/// (a missing file is no policy, as in OpenSM).
+pub fn check(config: &Config) -> Result<(), String> {
+    let settings = QosSettings::from_config(config).map_err(|e| e.to_string())?;
+    if settings.enabled {
+        load_policy_file(&settings.policy_file).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// The policy in `path`; `Ok(None)` if there is no such file.
 pub fn load_policy_file(path: &Path) -> Result<Option<QosPolicy>, PolicyError> {
     match std::fs::read_to_string(path) {

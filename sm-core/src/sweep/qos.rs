@@ -22,7 +22,10 @@
 //!
 //! Unlike OpenSM, switch ports that are down are given tables too: the
 //! SA answers SL2VL/VLArb records for every port it lists (osmtest asks
-//! for all of them), and a record must be what the port holds.
+//! for all of them), and a record must be what the port holds. Tables a
+//! port does not have (a switch's base port 0, a VLArb block beyond the
+//! port's capacity) are added empty and never written: the SA answers
+//! them as empty records, as OpenSM's SA does.
 
 use sm_abi::{NodeKind, Sl2Vl, VlArb, VlWeight};
 use sm_mad::port_info::capability;
@@ -116,9 +119,18 @@ pub fn qos_tables(fabric: &Fabric, sl2vl: &[Sl2Vl], vlarb: &[VlArb], q: &QosSett
                 }
                 if enhanced {
                     arb(0, &q.sw0, p0);
+                } else if !engine_arb(0) {
+                    // Base port 0 has no VLArb table: empty blocks, which
+                    // `super::vl` does not write and the SA shows empty.
+                    let empty = vec![VlWeight { vl: 0, weight: 0 }; crate::qos::VLARB_ENTRIES];
+                    arbs.push(VlArb { node: index, port: 0, high_limit: 0, high: empty.clone().into(), low: empty.into() });
                 }
                 if engine_maps || p0.capability_mask & capability::IS_SL_MAPPING_SUPPORTED == 0 {
                     continue;
+                }
+                if !enhanced {
+                    // Nor a map: likewise an empty one, not written.
+                    maps.push(Sl2Vl { node: index, in_port: 0, out_port: 0, vl: [0; 16] });
                 }
                 let first_out = if enhanced { 0 } else { 1 };
                 for (out, port) in node.ports.iter().enumerate().skip(first_out) {

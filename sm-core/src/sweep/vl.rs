@@ -23,6 +23,10 @@ use super::discovery::Fabric;
 use super::program::{HeldTables, RoutingProgramReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
 
+fn enhanced_port0(node: &super::discovery::FabricNode) -> bool {
+    node.switch_info.as_ref().is_some_and(|s| s.enhanced_port0)
+}
+
 /// Writes `routing`'s SL2VL and VLArb tables into `fabric`.
 pub fn program_vl_tables(
     client: &mut SmpClient<'_>,
@@ -59,6 +63,10 @@ pub fn program_vl_tables(
             // An unlinked CA port: nothing to program.
             continue;
         };
+        if node.is_switch() && entry.out_port == 0 && !enhanced_port0(node) {
+            // A base port 0 has no map (see `super::qos`).
+            continue;
+        }
         let key = (node.guid, entry.in_port, entry.out_port);
         if held.sl2vl.get(&key) == Some(&entry.vl) {
             report.sl2vl.unchanged += 1;
@@ -105,6 +113,10 @@ pub fn program_vl_tables(
             report.vlarb.failed += 1;
             continue;
         };
+        if node.is_switch() && arb.port == 0 && !enhanced_port0(node) {
+            // A base port 0 has no VLArb table (see `super::qos`).
+            continue;
+        }
         let path = if node.is_switch() {
             Some(&node.path)
         } else {
