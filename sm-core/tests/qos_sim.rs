@@ -76,6 +76,8 @@ fn qos_config() -> Config {
         qos_sl2vl: Some(CA_SL2VL.into()),
         qos_vlarb_low: Some("0:8,1:16,2:32,3:64".into()),
         qos_ca_vlarb_high: Some("1:2,0:1".into()),
+        qos_high_limit: Some(3),
+        qos_swe_high_limit: Some(7),
         ..Config::default()
     }
 }
@@ -131,6 +133,8 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
                     assert_eq!(got, swe.map(|vl| masked(vl, &info)), "switch {:#x} in {in_port} out {out_port}", node.guid);
                     switch_maps += 1;
                 }
+                let pi = dr_get(&mut sim, attr::PORT_INFO, u32::from(out_port), &node.path);
+                assert_eq!(pi[38], 7, "switch port {out_port}: VLHighLimit of qos_swe_high_limit");
                 let block = dr_get(&mut sim, attr::VL_ARBITRATION_TABLE, 1 << 16 | u32::from(out_port), &node.path);
                 for (i, &(vl, weight)) in low.iter().enumerate().take(usize::from(info.vl_arbitration_low_cap)) {
                     assert_eq!((block[2 * i] & 0xF, block[2 * i + 1]), (masked(vl, &info), weight), "switch port {out_port} entry {i}");
@@ -143,6 +147,8 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
                 let got = sl2vl_of(&dr_get(&mut sim, attr::SL_TO_VL_MAPPING_TABLE, 0, path));
                 assert_eq!(got, ca.map(|vl| masked(vl, info)), "CA {:#x} port {p}", node.guid);
                 ca_maps += 1;
+                let pi = dr_get(&mut sim, attr::PORT_INFO, p as u32, path);
+                assert_eq!(pi[38], 3, "CA port {p}: VLHighLimit of qos_high_limit");
                 let high = dr_get(&mut sim, attr::VL_ARBITRATION_TABLE, 3 << 16, path);
                 assert_eq!((high[0] & 0xF, high[1]), (masked(ca_high[0].0, info), 2));
                 assert_eq!((high[2] & 0xF, high[3]), (0, 1));

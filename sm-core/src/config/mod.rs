@@ -181,7 +181,7 @@ pub struct Config {
     /// `qos_max_vls` for every port class: read as OpenSM does, which uses it for
     /// nothing in the tables (its osm_qos.c builds and ignores it).
     pub qos_max_vls: Option<u8>,
-    /// `qos_high_limit` for every port class: PortInfo:VLHighLimit (not yet written).
+    /// `qos_high_limit` for every port class: PortInfo:VLHighLimit (0-255; OpenSM default 0).
     pub qos_high_limit: Option<u8>,
     /// `qos_vlarb_high` for every port class: `"vl:weight,..."`, up to 64 entries.
     pub qos_vlarb_high: Option<String>,
@@ -192,7 +192,7 @@ pub struct Config {
     /// `qos_ca_max_vls` for CA ports: read as OpenSM does, which uses it for
     /// nothing in the tables (its osm_qos.c builds and ignores it).
     pub qos_ca_max_vls: Option<u8>,
-    /// `qos_ca_high_limit` for CA ports: PortInfo:VLHighLimit (not yet written).
+    /// `qos_ca_high_limit` for CA ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
     pub qos_ca_high_limit: Option<u8>,
     /// `qos_ca_vlarb_high` for CA ports: `"vl:weight,..."`, up to 64 entries.
     pub qos_ca_vlarb_high: Option<String>,
@@ -203,7 +203,7 @@ pub struct Config {
     /// `qos_sw0_max_vls` for switch port 0 (enhanced): read as OpenSM does, which uses it for
     /// nothing in the tables (its osm_qos.c builds and ignores it).
     pub qos_sw0_max_vls: Option<u8>,
-    /// `qos_sw0_high_limit` for switch port 0 (enhanced): PortInfo:VLHighLimit (not yet written).
+    /// `qos_sw0_high_limit` for switch port 0 (enhanced): PortInfo:VLHighLimit (0-255; OpenSM default 0).
     pub qos_sw0_high_limit: Option<u8>,
     /// `qos_sw0_vlarb_high` for switch port 0 (enhanced): `"vl:weight,..."`, up to 64 entries.
     pub qos_sw0_vlarb_high: Option<String>,
@@ -214,7 +214,7 @@ pub struct Config {
     /// `qos_swe_max_vls` for switch external ports: read as OpenSM does, which uses it for
     /// nothing in the tables (its osm_qos.c builds and ignores it).
     pub qos_swe_max_vls: Option<u8>,
-    /// `qos_swe_high_limit` for switch external ports: PortInfo:VLHighLimit (not yet written).
+    /// `qos_swe_high_limit` for switch external ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
     pub qos_swe_high_limit: Option<u8>,
     /// `qos_swe_vlarb_high` for switch external ports: `"vl:weight,..."`, up to 64 entries.
     pub qos_swe_vlarb_high: Option<String>,
@@ -225,7 +225,7 @@ pub struct Config {
     /// `qos_rtr_max_vls` for router ports: read as OpenSM does, which uses it for
     /// nothing in the tables (its osm_qos.c builds and ignores it).
     pub qos_rtr_max_vls: Option<u8>,
-    /// `qos_rtr_high_limit` for router ports: PortInfo:VLHighLimit (not yet written).
+    /// `qos_rtr_high_limit` for router ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
     pub qos_rtr_high_limit: Option<u8>,
     /// `qos_rtr_vlarb_high` for router ports: `"vl:weight,..."`, up to 64 entries.
     pub qos_rtr_vlarb_high: Option<String>,

@@ -849,7 +849,7 @@ pub fn once_cached(
         // phase here is measured from zero (TIDs are process-wide).
         let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
         program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
-        super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
+        super::vl::program_vl_tables(&mut client, &mut swept.fabric, &routed.routing, held, &mut program);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());
         // What did not take must be tried again, at the next light sweep.
