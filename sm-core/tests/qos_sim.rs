@@ -262,5 +262,29 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
         }
     }
     assert!(differ > 0, "some path where the policy's SL 5 is not the engine's");
-    qos::set_active_policy(None);
+
+    // The file is read again at each heavy sweep; a broken one leaves the
+    // last good policy in force.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = common::write(tmp.path(), "qos-policy.conf", "qos-ulps\n default : 2\nend-qos-ulps\n");
+    let config = Config { qos: true, qos_policy_file: Some(file.clone()), ..Config::default() };
+    qos::reload(&config);
+    let sl_of = |q: &qos::PathQuery| qos::active_policy().and_then(|p| p.sl_for(q));
+    assert_eq!(sl_of(&qos::PathQuery::default()), Some(2));
+    std::fs::write(&file, "qos-ulps\n default : 3\n any, pkey 0x10 : 99\nend-qos-ulps\n").expect("write");
+    qos::reload(&config);
+    assert_eq!(sl_of(&qos::PathQuery::default()), Some(2), "the last good policy is kept");
+    qos::reload(&Config { qos: false, ..config });
+    assert!(qos::active_policy().is_none(), "qos off: no policy");
+}
+
+#[test]
+fn a_broken_policy_file_stops_smcore_at_startup_naming_the_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policy = common::write(tmp.path(), "qos-policy.conf", "qos-ulps\n default : 0\n nfs : 1\nend-qos-ulps\n");
+    let conf = common::write(tmp.path(), "opensm.conf", &format!("qos TRUE\nqos_policy_file {}\n", policy.display()));
+    let net = workspace().join("config/topologies/fat-tree-64.net");
+    let (code, _, err) = common::smcore(&["--config", conf.to_str().expect("utf-8"), "--fabric", net.to_str().expect("utf-8"), "--once"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(&format!("{}:3: unknown ULP rule `nfs`", policy.display())), "{err}");
 }
