@@ -27,6 +27,10 @@ use sm_mad::smp::{self, DATA_LEN, PERMISSIVE_LID};
 use sm_mad::{sa_path_record as pr, sa_sl2vl_record as slr, sa_vlarb_record as var, Mad, PortInfoRepr};
 use sm_topology::Topology;
 
+/// Held by the tests that sweep with `qos` on: which engine last routed
+/// (and the active policy) is process-wide state of the SA.
+static QOS_STATE: Mutex<()> = Mutex::new(());
+
 /// One heavy sweep of `sim` with `engines` and `config`.
 fn sweep_once(sim: &mut SimFabric, engines: &str, config: &Config, held: &mut HeldTables) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
@@ -112,6 +116,7 @@ fn records(answer: &[u8]) -> Vec<&[u8]> {
 
 #[test]
 fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
+    let _state = QOS_STATE.lock().unwrap_or_else(|e| e.into_inner());
     let topo = small();
     let (sm_node, sm_port) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
@@ -224,6 +229,7 @@ fn ca_lids(out: &OnceOutcome) -> Vec<u16> {
 // One test: the active policy is process-wide.
 #[test]
 fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
+    let _state = QOS_STATE.lock().unwrap_or_else(|e| e.into_inner());
     let policy = QosPolicy::parse("qos-ulps\n default : 1\n any, service-id 0x10 : 5\nend-qos-ulps\n", std::path::Path::new("qos-policy.conf")).unwrap();
     qos::set_active_policy(Some(Arc::new(policy)));
 
@@ -238,6 +244,21 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
         for &d in &lids {
             assert_eq!(path_sl(&sa, s, d, Some(0x10)), 5, "{s} -> {d}, service 0x10");
             assert_eq!(path_sl(&sa, s, d, None), 1, "{s} -> {d}, default");
+        }
+    }
+
+    // lash brings its own SL2VL maps: its SLs bind, uniform or not.
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
+    let (n, p) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
+    let out = sweep_once(&mut sim, "lash", &qos_config(), &mut HeldTables::default());
+    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    assert!(!routing.sl2vl.is_empty(), "lash gives SL2VL maps");
+    let sa = sa_of(&out);
+    let lids = ca_lids(&out);
+    for &s in lids.iter().take(4) {
+        for &d in &lids {
+            assert_eq!(path_sl(&sa, s, d, Some(0x10)), routing.path_sl.path_sl(s, d), "lash {s} -> {d}");
         }
     }
 

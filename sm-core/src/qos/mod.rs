@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use thiserror::Error;
@@ -289,7 +290,8 @@ pub struct PathQuery {
 /// whose path SLs are not uniform, such as torus-2QoS's, lash's, dfsssp's
 /// or nue's layers) and the policy asks for another SL; then the engine's
 /// SL is used, and the log says so once per distinct (policy SL, engine
-/// SL) case.
+/// SL) case. (`engine_binds` is also set for an engine whose SLs are
+/// uniform but which brought its own SL2VL maps: [`note_engine_maps`].)
 pub fn decide_sl(policy: Option<&QosPolicy>, query: &PathQuery, engine_sl: u8, engine_binds: bool) -> u8 {
     let Some(want) = policy.and_then(|p| p.sl_for(query)) else {
         return engine_sl;
@@ -310,6 +312,19 @@ pub fn decide_sl(policy: Option<&QosPolicy>, query: &PathQuery, engine_sl: u8, e
     engine_sl
 }
 
+/// Whether the routing last programmed with `qos` on came with SL2VL maps
+/// of its engine's own (see [`note_engine_maps`]).
+static ENGINE_MAPS: AtomicBool = AtomicBool::new(false);
+
+/// Records whether the routing being programmed has its engine's own SL2VL
+/// maps. An engine with maps (lash, dfsssp, nue, torus-2QoS) proved its
+/// routing deadlock free with its SLs and those maps, even when every path
+/// has the same SL: another SL may land on a VL the engine did not check
+/// (or that is not operational). Its SLs then bind as non-uniform ones do.
+pub fn note_engine_maps(engine_maps: bool) {
+    ENGINE_MAPS.store(engine_maps, Ordering::Relaxed);
+}
+
 /// [`decide_sl`] for the SA: a PathRecord query (`q` under `mask`) for the
 /// path `slid` → `dlid`, with the active policy.
 pub fn sa_path_sl(db: &crate::sa::db::SaDb, q: &sm_mad::sa_path_record::Repr, mask: u64, slid: u16, dlid: u16) -> u8 {
@@ -326,7 +341,7 @@ pub fn sa_path_sl(db: &crate::sa::db::SaDb, q: &sm_mad::sa_path_record::Repr, ma
         source_guid: guid(slid),
         destination_guid: guid(dlid),
     };
-    let engine_binds = !matches!(db.sl, crate::sa::db::SlSource::Uniform(_));
+    let engine_binds = !matches!(db.sl, crate::sa::db::SlSource::Uniform(_)) || ENGINE_MAPS.load(Ordering::Relaxed);
     decide_sl(Some(&policy), &query, engine_sl, engine_binds)
 }
 
