@@ -132,7 +132,7 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
     for node in &fabric.nodes {
         if node.is_switch() {
             for out_port in 1..=node.num_ports {
-                let info = node.ports[usize::from(out_port)].info.clone().expect("port info");
+                let info = node.ports[usize::from(out_port)].info.expect("port info");
                 for in_port in 0..=node.num_ports {
                     let got = sl2vl_of(&dr_get(&mut sim, attr::SL_TO_VL_MAPPING_TABLE, u32::from(in_port) << 8 | u32::from(out_port), &node.path));
                     assert_eq!(got, swe.map(|vl| masked(vl, &info)), "switch {:#x} in {in_port} out {out_port}", node.guid);

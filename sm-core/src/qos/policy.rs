@@ -410,7 +410,7 @@ mod tests {
         let p = parse(ULPS).unwrap();
         assert!(p.warnings.is_empty(), "{:?}", p.warnings);
         assert_eq!(p.sl_for(&PathQuery::default()), Some(0), "default");
-        assert_eq!(p.sl_for(&sid(0x1_0000 + 30000 % 0x10000)), Some(0));
+        assert_eq!(p.sl_for(&sid(0x1_0000 + 30000)), Some(0), "SDP port 30000");
         assert_eq!(p.sl_for(&sid(0x1_0005)), Some(1), "other SDP");
         assert_eq!(p.sl_for(&sid(0x106_48CA)), Some(2), "RDS");
         assert_eq!(p.sl_for(&sid(0x106_0CBC)), Some(3), "iSER");

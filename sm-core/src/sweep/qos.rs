@@ -174,8 +174,7 @@ mod tests {
 
     #[test]
     fn masks_follow_operational_vls() {
-        let mut info = PortInfoRepr::default();
-        info.operational_vls = 1;
+        let mut info = PortInfoRepr { operational_vls: 1, ..PortInfoRepr::default() };
         let t = crate::qos::parse_sl2vl(crate::qos::DEFAULT_SL2VL).unwrap();
         assert_eq!(masked_sl2vl(&t, &info), [0; 16]);
         info.operational_vls = 3;
