@@ -364,6 +364,20 @@ mod tests {
     }
 
     #[test]
+    fn toml_keys_are_opensm_names() {
+        let c = Config::parse(
+            "qos = true\nqos_policy_file = \"/q\"\nqos_swe_sl2vl = \"0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1\"\nqos_high_limit = 4\n",
+            Path::new("smcore.toml"),
+        )
+        .unwrap();
+        assert!(c.options.keys().all(|k| !k.starts_with("qos")), "not engine options: {:?}", c.options);
+        let s = QosSettings::from_config(&c).unwrap();
+        assert!(s.enabled);
+        assert_eq!(s.policy_file, PathBuf::from("/q"));
+        assert_eq!((s.swe.sl2vl[8], s.ca.sl2vl[8], s.rtr.high_limit), (1, 8, 4));
+    }
+
+    #[test]
     fn class_keys_override_shared_ones() {
         let c = Config {
             qos: true,
