@@ -283,6 +283,9 @@ fn main() -> ExitCode {
     if let Some(warning) = cli.config.as_deref().and_then(|p| config.startup_warning(p)) {
         tracing::warn!("{warning}");
     }
+    if let Err(e) = sm_core::qos::check(&config) {
+        return fail(EXIT_BAD_INPUT, e);
+    }
     let Some(command) = &cli.command else {
         return run_sm(&cli, config, &reopen);
     };

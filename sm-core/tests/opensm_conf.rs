@@ -83,7 +83,13 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!(toml.get("lash_start_vl").and_then(|v| v.as_integer()), Some(0));
 
     // The keys it does not use are listed, each once, and only those.
-    assert!(c.not_supported.iter().any(|k| k == "qos"), "{:?}", c.not_supported);
+    assert!(c.not_supported.iter().any(|k| k == "perfmgr"), "{:?}", c.not_supported);
+    // QoS keys as OpenSM writes them: off, every value unset.
+    assert!(!c.not_supported.iter().any(|k| k.starts_with("qos")), "{:?}", c.not_supported);
+    assert!(!c.qos);
+    assert_eq!((c.qos_max_vls, c.qos_high_limit, c.qos_ca_sl2vl.as_deref()), (Some(0), None, None));
+    let q = sm_core::qos::QosSettings::from_config(&c).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(q.swe.sl2vl, sm_core::qos::parse_sl2vl(sm_core::qos::DEFAULT_SL2VL).unwrap());
     assert!(c.not_supported.iter().any(|k| k == "packet_life_time"));
     assert_eq!(c.subnet_prefix, Some(0xfe80_0000_0000_0000));
     // The link manager's keys arrive as OpenSM writes them.
@@ -134,6 +140,9 @@ fn bad_values_name_file_and_line() {
         ("use_ucast_cache yes\n", 1, "TRUE or FALSE"),
         ("m_key_protection_level 4\n", 1, "m_key_protection_level"),
         ("lmc 1\nrouting_engine\t \n", 2, "no value"),
+        ("qos TRUE\nqos_ca_sl2vl 0,1,2\n", 2, "3 VLs"),
+        ("qos_vlarb_low 0:4,15:1\n", 1, "VL `15`"),
+        ("qos_swe_high_limit 256\n", 1, "qos_swe_high_limit"),
     ] {
         let e = load_error(text);
         assert!(e.starts_with(&format!(":{line}: ")) && e.contains(what), "{text:?}: {e}");

@@ -224,6 +224,68 @@ pub struct Config {
     /// A port may be a full and a limited member of one partition
     /// (`both`; OpenSM `allow_both_pkeys`).
     pub allow_both_pkeys: bool,
+    /// Program SL2VL and VLArb tables from the `qos_*` keys where the
+    /// routing engine gives none, and choose PathRecord SLs from the QoS
+    /// policy file (OpenSM `qos`, default false).
+    pub qos: bool,
+    /// The QoS policy file (OpenSM `qos_policy_file`, default
+    /// `/etc/opensm/qos-policy.conf`; a missing file is no policy).
+    pub qos_policy_file: Option<PathBuf>,
+    /// `qos_max_vls` for every port class: read as OpenSM does, which uses it for
+    /// nothing in the tables (its osm_qos.c builds and ignores it).
+    pub qos_max_vls: Option<u8>,
+    /// `qos_high_limit` for every port class: PortInfo:VLHighLimit (0-255; OpenSM default 0).
+    pub qos_high_limit: Option<u8>,
+    /// `qos_vlarb_high` for every port class: `"vl:weight,..."`, up to 64 entries.
+    pub qos_vlarb_high: Option<String>,
+    /// `qos_vlarb_low` for every port class: `"vl:weight,..."`, up to 64 entries.
+    pub qos_vlarb_low: Option<String>,
+    /// `qos_sl2vl` for every port class: 16 VLs, SL 0 first, comma separated.
+    pub qos_sl2vl: Option<String>,
+    /// `qos_ca_max_vls` for CA ports: read as OpenSM does, which uses it for
+    /// nothing in the tables (its osm_qos.c builds and ignores it).
+    pub qos_ca_max_vls: Option<u8>,
+    /// `qos_ca_high_limit` for CA ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
+    pub qos_ca_high_limit: Option<u8>,
+    /// `qos_ca_vlarb_high` for CA ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_ca_vlarb_high: Option<String>,
+    /// `qos_ca_vlarb_low` for CA ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_ca_vlarb_low: Option<String>,
+    /// `qos_ca_sl2vl` for CA ports: 16 VLs, SL 0 first, comma separated.
+    pub qos_ca_sl2vl: Option<String>,
+    /// `qos_sw0_max_vls` for switch port 0 (enhanced): read as OpenSM does, which uses it for
+    /// nothing in the tables (its osm_qos.c builds and ignores it).
+    pub qos_sw0_max_vls: Option<u8>,
+    /// `qos_sw0_high_limit` for switch port 0 (enhanced): PortInfo:VLHighLimit (0-255; OpenSM default 0).
+    pub qos_sw0_high_limit: Option<u8>,
+    /// `qos_sw0_vlarb_high` for switch port 0 (enhanced): `"vl:weight,..."`, up to 64 entries.
+    pub qos_sw0_vlarb_high: Option<String>,
+    /// `qos_sw0_vlarb_low` for switch port 0 (enhanced): `"vl:weight,..."`, up to 64 entries.
+    pub qos_sw0_vlarb_low: Option<String>,
+    /// `qos_sw0_sl2vl` for switch port 0 (enhanced): 16 VLs, SL 0 first, comma separated.
+    pub qos_sw0_sl2vl: Option<String>,
+    /// `qos_swe_max_vls` for switch external ports: read as OpenSM does, which uses it for
+    /// nothing in the tables (its osm_qos.c builds and ignores it).
+    pub qos_swe_max_vls: Option<u8>,
+    /// `qos_swe_high_limit` for switch external ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
+    pub qos_swe_high_limit: Option<u8>,
+    /// `qos_swe_vlarb_high` for switch external ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_swe_vlarb_high: Option<String>,
+    /// `qos_swe_vlarb_low` for switch external ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_swe_vlarb_low: Option<String>,
+    /// `qos_swe_sl2vl` for switch external ports: 16 VLs, SL 0 first, comma separated.
+    pub qos_swe_sl2vl: Option<String>,
+    /// `qos_rtr_max_vls` for router ports: read as OpenSM does, which uses it for
+    /// nothing in the tables (its osm_qos.c builds and ignores it).
+    pub qos_rtr_max_vls: Option<u8>,
+    /// `qos_rtr_high_limit` for router ports: PortInfo:VLHighLimit (0-255; OpenSM default 0).
+    pub qos_rtr_high_limit: Option<u8>,
+    /// `qos_rtr_vlarb_high` for router ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_rtr_vlarb_high: Option<String>,
+    /// `qos_rtr_vlarb_low` for router ports: `"vl:weight,..."`, up to 64 entries.
+    pub qos_rtr_vlarb_low: Option<String>,
+    /// `qos_rtr_sl2vl` for router ports: 16 VLs, SL 0 first, comma separated.
+    pub qos_rtr_sl2vl: Option<String>,
 }
 
 impl Config {

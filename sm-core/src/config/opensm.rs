@@ -40,7 +40,7 @@ use Support::{Core, Engine, NotSupported};
 
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
-const QOS: Support = NotSupported("no QoS policy yet: SLs and SL2VL maps come from the routing engine alone");
+const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
 const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
@@ -167,34 +167,34 @@ pub const KEYS: &[Key] = &[
     k("exit_on_fatal", UNUSED),
     k("console", NotSupported("use `smcore ctl` on the control socket")),
     k("console_port", NotSupported("use `smcore ctl` on the control socket")),
-    k("qos", QOS),
-    k("qos_policy_file", QOS),
+    k("qos", Core("qos")),
+    k("qos_policy_file", Core("qos_policy_file")),
     k("suppress_sl2vl_mad_status_errors", QOS),
-    k("qos_max_vls", QOS),
-    k("qos_high_limit", QOS),
-    k("qos_vlarb_high", QOS),
-    k("qos_vlarb_low", QOS),
-    k("qos_sl2vl", QOS),
-    k("qos_ca_max_vls", QOS),
-    k("qos_ca_high_limit", QOS),
-    k("qos_ca_vlarb_high", QOS),
-    k("qos_ca_vlarb_low", QOS),
-    k("qos_ca_sl2vl", QOS),
-    k("qos_sw0_max_vls", QOS),
-    k("qos_sw0_high_limit", QOS),
-    k("qos_sw0_vlarb_high", QOS),
-    k("qos_sw0_vlarb_low", QOS),
-    k("qos_sw0_sl2vl", QOS),
-    k("qos_swe_max_vls", QOS),
-    k("qos_swe_high_limit", QOS),
-    k("qos_swe_vlarb_high", QOS),
-    k("qos_swe_vlarb_low", QOS),
-    k("qos_swe_sl2vl", QOS),
-    k("qos_rtr_max_vls", QOS),
-    k("qos_rtr_high_limit", QOS),
-    k("qos_rtr_vlarb_high", QOS),
-    k("qos_rtr_vlarb_low", QOS),
-    k("qos_rtr_sl2vl", QOS),
+    k("qos_max_vls", Core("qos_max_vls")),
+    k("qos_high_limit", Core("qos_high_limit")),
+    k("qos_vlarb_high", Core("qos_vlarb_high")),
+    k("qos_vlarb_low", Core("qos_vlarb_low")),
+    k("qos_sl2vl", Core("qos_sl2vl")),
+    k("qos_ca_max_vls", Core("qos_ca_max_vls")),
+    k("qos_ca_high_limit", Core("qos_ca_high_limit")),
+    k("qos_ca_vlarb_high", Core("qos_ca_vlarb_high")),
+    k("qos_ca_vlarb_low", Core("qos_ca_vlarb_low")),
+    k("qos_ca_sl2vl", Core("qos_ca_sl2vl")),
+    k("qos_sw0_max_vls", Core("qos_sw0_max_vls")),
+    k("qos_sw0_high_limit", Core("qos_sw0_high_limit")),
+    k("qos_sw0_vlarb_high", Core("qos_sw0_vlarb_high")),
+    k("qos_sw0_vlarb_low", Core("qos_sw0_vlarb_low")),
+    k("qos_sw0_sl2vl", Core("qos_sw0_sl2vl")),
+    k("qos_swe_max_vls", Core("qos_swe_max_vls")),
+    k("qos_swe_high_limit", Core("qos_swe_high_limit")),
+    k("qos_swe_vlarb_high", Core("qos_swe_vlarb_high")),
+    k("qos_swe_vlarb_low", Core("qos_swe_vlarb_low")),
+    k("qos_swe_sl2vl", Core("qos_swe_sl2vl")),
+    k("qos_rtr_max_vls", Core("qos_rtr_max_vls")),
+    k("qos_rtr_high_limit", Core("qos_rtr_high_limit")),
+    k("qos_rtr_vlarb_high", Core("qos_rtr_vlarb_high")),
+    k("qos_rtr_vlarb_low", Core("qos_rtr_vlarb_low")),
+    k("qos_rtr_sl2vl", Core("qos_rtr_sl2vl")),
     k("congestion_control", CC),
     k("cc_key", CC),
     k("cc_max_outstanding_mads", CC),
@@ -327,6 +327,32 @@ fn text(v: &str) -> Result<Option<String>, String> {
     }
 }
 
+/// A `*_high_limit`: 0-255, or OpenSM's -1 for unset.
+fn high_limit(v: &str) -> Result<Option<u8>, String> {
+    if v == "-1" {
+        return Ok(None);
+    }
+    Ok(Some(number(v, 255)? as u8))
+}
+
+/// A `*_vlarb_*` list (`(null)`: unset), checked.
+fn vlarb(v: &str) -> Result<Option<String>, String> {
+    let t = text(v)?;
+    if let Some(t) = &t {
+        crate::qos::parse_vlarb(t)?;
+    }
+    Ok(t)
+}
+
+/// A `*_sl2vl` list (`(null)`: unset), checked.
+fn sl2vl(v: &str) -> Result<Option<String>, String> {
+    let t = text(v)?;
+    if let Some(t) = &t {
+        crate::qos::parse_sl2vl(t)?;
+    }
+    Ok(t)
+}
+
 /// Store one honoured key's value.
 fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
     const U32: u64 = u32::MAX as u64;
@@ -386,6 +412,35 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         }
         "no_partition_enforcement" => c.no_partition_enforcement = boolean(v)?,
         "allow_both_pkeys" => c.allow_both_pkeys = boolean(v)?,
+        // QoS (`crate::qos`): the values are checked in OpenSM's syntax here
+        // so that an error names the line.
+        "qos" => c.qos = boolean(v)?,
+        "qos_policy_file" => c.qos_policy_file = text(v)?.map(Into::into),
+        "qos_max_vls" => c.qos_max_vls = Some(number(v, 15)? as u8),
+        "qos_high_limit" => c.qos_high_limit = high_limit(v)?,
+        "qos_vlarb_high" => c.qos_vlarb_high = vlarb(v)?,
+        "qos_vlarb_low" => c.qos_vlarb_low = vlarb(v)?,
+        "qos_sl2vl" => c.qos_sl2vl = sl2vl(v)?,
+        "qos_ca_max_vls" => c.qos_ca_max_vls = Some(number(v, 15)? as u8),
+        "qos_ca_high_limit" => c.qos_ca_high_limit = high_limit(v)?,
+        "qos_ca_vlarb_high" => c.qos_ca_vlarb_high = vlarb(v)?,
+        "qos_ca_vlarb_low" => c.qos_ca_vlarb_low = vlarb(v)?,
+        "qos_ca_sl2vl" => c.qos_ca_sl2vl = sl2vl(v)?,
+        "qos_sw0_max_vls" => c.qos_sw0_max_vls = Some(number(v, 15)? as u8),
+        "qos_sw0_high_limit" => c.qos_sw0_high_limit = high_limit(v)?,
+        "qos_sw0_vlarb_high" => c.qos_sw0_vlarb_high = vlarb(v)?,
+        "qos_sw0_vlarb_low" => c.qos_sw0_vlarb_low = vlarb(v)?,
+        "qos_sw0_sl2vl" => c.qos_sw0_sl2vl = sl2vl(v)?,
+        "qos_swe_max_vls" => c.qos_swe_max_vls = Some(number(v, 15)? as u8),
+        "qos_swe_high_limit" => c.qos_swe_high_limit = high_limit(v)?,
+        "qos_swe_vlarb_high" => c.qos_swe_vlarb_high = vlarb(v)?,
+        "qos_swe_vlarb_low" => c.qos_swe_vlarb_low = vlarb(v)?,
+        "qos_swe_sl2vl" => c.qos_swe_sl2vl = sl2vl(v)?,
+        "qos_rtr_max_vls" => c.qos_rtr_max_vls = Some(number(v, 15)? as u8),
+        "qos_rtr_high_limit" => c.qos_rtr_high_limit = high_limit(v)?,
+        "qos_rtr_vlarb_high" => c.qos_rtr_vlarb_high = vlarb(v)?,
+        "qos_rtr_vlarb_low" => c.qos_rtr_vlarb_low = vlarb(v)?,
+        "qos_rtr_sl2vl" => c.qos_rtr_sl2vl = sl2vl(v)?,
         // Engine options: the same names and TOML types the engines read
         // from smcore.toml.
         "port_prof_ignore_file"
@@ -502,11 +557,11 @@ mod tests {
             if !matches!(k.support, NotSupported(_)) {
                 // One of a number, a boolean or a path is every key's type;
                 // the reader must take one of them.
-                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both"]
+                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both", "0:4,1:0", "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"]
                     .iter()
                     .map_while(|sample| apply(&mut Config::default(), k.name, sample).err())
                     .collect();
-                assert!(errors.len() < 5, "{}: {errors:?}", k.name);
+                assert!(errors.len() < 7, "{}: {errors:?}", k.name);
             }
         }
     }

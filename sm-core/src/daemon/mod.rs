@@ -364,6 +364,8 @@ impl Daemon<'_, '_> {
         let mut once = self.options.once.clone();
         once.sweep.client_reregister = self.reregister;
         once.sweep.stop = Some(Arc::clone(&self.signals.stop));
+        // As OpenSM: the QoS policy file is read again at every heavy sweep.
+        crate::qos::reload(self.config);
         let result =
             sweep::program::once_cached(&mut *self.port, &once, self.registry, self.config, self.guid2lid, self.held, slot);
         let mut outcome = match result {

@@ -227,7 +227,7 @@ fn record(
         (mask & pc::PKEY != 0).then_some(q.pkey),
     )?;
     let walk = db.walk(slid, dlid)?;
-    let sl = db.path_sl(slid, dlid);
+    let sl = crate::qos::sa_path_sl(db, q, mask, slid, dlid);
     if sl > 15 || (mask & pc::SL != 0 && q.sl != sl) {
         return None;
     }

@@ -200,8 +200,10 @@ impl Port {
                     | capability::IS_CLIENT_REREGISTRATION_SUPPORTED;
             }
             PortRole::SwitchPort0 => {
-                capability_mask |=
-                    capability::IS_TRAP_SUPPORTED | capability::IS_MULTICAST_FDB_TOP_SUPPORTED;
+                // IsSLMappingSupported as real switches (and ibsim) report it.
+                capability_mask |= capability::IS_TRAP_SUPPORTED
+                    | capability::IS_MULTICAST_FDB_TOP_SUPPORTED
+                    | capability::IS_SL_MAPPING_SUPPORTED;
             }
             PortRole::SwitchExternal => {}
         }

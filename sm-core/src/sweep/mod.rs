@@ -18,6 +18,7 @@ pub mod lids;
 pub mod mkey;
 pub mod pkey;
 pub mod program;
+pub mod qos;
 pub mod transport;
 pub mod umad;
 pub mod vl;

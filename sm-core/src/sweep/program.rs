@@ -850,13 +850,14 @@ pub fn once_cached(
         // whole (see `SweepOptions::stop`).
         limits.check()?;
     }
+    let chain = super::qos::with_qos_tables(chain, &swept.fabric, config);
     if let Some(routed) = &chain.routed {
         let t = Instant::now();
         // A client of its own: the sweep's counts stay the sweep's, and each
         // phase here is measured from zero (TIDs are process-wide).
         let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
         program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
-        super::vl::program_vl_tables(&mut client, &swept.fabric, &routed.routing, held, &mut program);
+        super::vl::program_vl_tables(&mut client, &mut swept.fabric, &routed.routing, held, &mut program);
         super::pkey::program_partitions(&mut client, &mut swept.fabric, config, held, &mut program.pkey);
         activate_ports(&mut client, &mut swept.fabric, &mut program);
         report.phase("program", t.elapsed());

@@ -16,17 +16,21 @@
 use sm_abi::Routing;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
+use sm_mad::{PhysState, PortInfoPacket, PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
 use tracing::warn;
 
 use super::discovery::Fabric;
 use super::program::{HeldTables, RoutingProgramReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
 
+fn enhanced_port0(node: &super::discovery::FabricNode) -> bool {
+    node.switch_info.as_ref().is_some_and(|s| s.enhanced_port0)
+}
+
 /// Writes `routing`'s SL2VL and VLArb tables into `fabric`.
 pub fn program_vl_tables(
     client: &mut SmpClient<'_>,
-    fabric: &Fabric,
+    fabric: &mut Fabric,
     routing: &Routing,
     held: &mut HeldTables,
     report: &mut RoutingProgramReport,
@@ -59,6 +63,10 @@ pub fn program_vl_tables(
             // An unlinked CA port: nothing to program.
             continue;
         };
+        if node.is_switch() && entry.out_port == 0 && !enhanced_port0(node) {
+            // A base port 0 has no map (see `super::qos`).
+            continue;
+        }
         let key = (node.guid, entry.in_port, entry.out_port);
         if held.sl2vl.get(&key) == Some(&entry.vl) {
             report.sl2vl.unchanged += 1;
@@ -105,6 +113,10 @@ pub fn program_vl_tables(
             report.vlarb.failed += 1;
             continue;
         };
+        if node.is_switch() && arb.port == 0 && !enhanced_port0(node) {
+            // A base port 0 has no VLArb table (see `super::qos`).
+            continue;
+        }
         let path = if node.is_switch() {
             Some(&node.path)
         } else {
@@ -117,8 +129,19 @@ pub fn program_vl_tables(
             (VlArbBlock::High0, &arb.high[..arb.high.len().min(32)]),
             (VlArbBlock::High32, arb.high.get(32..).unwrap_or(&[])),
         ];
+        let info = node.ports.get(usize::from(arb.port)).and_then(|p| p.info.as_ref());
         for (block, weights) in tables {
             if weights.is_empty() {
+                continue;
+            }
+            // A port has a second block only with a capacity above 32
+            // entries; the SA shows one it lacks as empty.
+            let cap = match block {
+                VlArbBlock::Low32 => info.map(|i| i.vl_arbitration_low_cap),
+                VlArbBlock::High32 => info.map(|i| i.vl_arbitration_high_cap),
+                _ => None,
+            };
+            if cap.is_some_and(|c| c <= 32) {
                 continue;
             }
             let mut want = [(0u8, 0u8); 32];
@@ -155,5 +178,58 @@ pub fn program_vl_tables(
             }
         }
     }
+    program_high_limits(client, fabric, routing, report);
     report.vlarb.smps = client.stats().since(&after_sl2vl);
+}
+
+/// PortInfo:VLHighLimit of every port given a VLArb table, where the port
+/// holds another value (counted with the VLArb blocks). Discovery reads
+/// every PortInfo at each heavy sweep, so no record of earlier writes is
+/// needed to write only what differs.
+fn program_high_limits(client: &mut SmpClient<'_>, fabric: &mut Fabric, routing: &Routing, report: &mut RoutingProgramReport) {
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
+    for arb in routing.vlarb.iter() {
+        let Some(node) = fabric.nodes.get(arb.node as usize) else { continue };
+        if node.is_switch() && arb.port == 0 && !enhanced_port0(node) {
+            continue;
+        }
+        let Some(slot) = node.ports.get(usize::from(arb.port)) else { continue };
+        let path = if node.is_switch() { Some(&node.path) } else { slot.path.as_ref() };
+        let (Some(current), Some(path)) = (slot.info, path) else { continue };
+        if current.vl_high_limit == arb.high_limit {
+            continue;
+        }
+        let mut set = current;
+        set.vl_high_limit = arb.high_limit;
+        set.port_state = PortState::NoChange;
+        set.port_physical_state = PhysState::NoChange;
+        set.client_reregister = false;
+        let mut data = [0u8; DATA_LEN];
+        set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(arb.port), path, data));
+        targets.push((arb.node as usize, node.guid, arb.port, arb.high_limit));
+    }
+    let answers = client.run_many(&ops);
+    for ((index, guid, port, want), answer) in targets.into_iter().zip(answers) {
+        match answer.and_then(|d| super::discovery::parse_port_info(&d)) {
+            Ok(now) => {
+                if now.vl_high_limit == want {
+                    report.vlarb.set += 1;
+                } else {
+                    warn!(guid = format_args!("{guid:#018x}"), port, want, now = now.vl_high_limit, "VLHighLimit Set did not take effect");
+                    report.vlarb.failed += 1;
+                }
+                // Port state changes later in the sweep write this PortInfo
+                // back: it must carry what the port holds now.
+                if let Some(slot) = fabric.nodes.get_mut(index).and_then(|n| n.ports.get_mut(usize::from(port))) {
+                    slot.info = Some(now);
+                }
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "VLHighLimit Set failed");
+                report.vlarb.failed += 1;
+            }
+        }
+    }
 }

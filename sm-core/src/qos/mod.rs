@@ -1,0 +1,427 @@
+//! Quality of service as OpenSM configures it: the `qos_*` keys of
+//! opensm.conf give, per port class (CAs, switch port 0, switch external
+//! ports, routers), the SL2VL map and the VL arbitration tables written
+//! where the routing engine supplies none (`sweep::qos`); `qos-policy.conf`
+//! ([`policy`]) chooses the SL of a PathRecord, as far as the engine's own
+//! SLs allow ([`decide_sl`]).
+//!
+//! Values are read in OpenSM's syntax (`"0:4,1:0,..."`, `"0,1,...,7"`) and
+//! its defaults (include/opensm/osm_base.h). Unlike OpenSM, which warns and
+//! then reads what it can, a malformed value is an error: a table silently
+//! different from the file is what a move between SMs must not have.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use thiserror::Error;
+use tracing::warn;
+
+use crate::config::Config;
+
+pub mod policy;
+
+pub use policy::{PolicyError, QosPolicy};
+
+/// OpenSM's `OSM_DEFAULT_QOS_MAX_VLS`.
+pub const DEFAULT_MAX_VLS: u8 = 15;
+/// OpenSM's `OSM_DEFAULT_QOS_HIGH_LIMIT`.
+pub const DEFAULT_HIGH_LIMIT: u8 = 0;
+/// OpenSM's `OSM_DEFAULT_QOS_VLARB_HIGH`.
+pub const DEFAULT_VLARB_HIGH: &str = "0:4,1:0,2:0,3:0,4:0,5:0,6:0,7:0,8:0,9:0,10:0,11:0,12:0,13:0,14:0";
+/// OpenSM's `OSM_DEFAULT_QOS_VLARB_LOW`.
+pub const DEFAULT_VLARB_LOW: &str = "0:0,1:4,2:4,3:4,4:4,5:4,6:4,7:4,8:4,9:4,10:4,11:4,12:4,13:4,14:4";
+/// OpenSM's `OSM_DEFAULT_QOS_SL2VL`.
+pub const DEFAULT_SL2VL: &str = "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7";
+/// OpenSM's default policy file (`OSM_DEFAULT_QOS_POLICY_FILE`).
+pub const DEFAULT_POLICY_FILE: &str = "/etc/opensm/qos-policy.conf";
+/// Entries of a VLArb table (two blocks of 32).
+pub const VLARB_ENTRIES: usize = 64;
+
+/// A `qos_*` value that cannot be used.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum QosError {
+    /// The key and what is wrong with its value.
+    #[error("{key}: {message}")]
+    Value {
+        /// The key, e.g. `qos_ca_sl2vl`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A C `strtoul(.., 0)` number: decimal, `0x` hex or leading-`0` octal.
+fn c_number(t: &str) -> Option<u64> {
+    let t = t.trim();
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else if t.len() > 1 && t.starts_with('0') {
+        u64::from_str_radix(&t[1..], 8).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+/// A VLArb list, `"vl:weight,vl:weight,..."`: 1 to 64 entries, VLs 0-14,
+/// weights 0-255. Entries not listed are VL 0 weight 0, as OpenSM fills
+/// them.
+pub fn parse_vlarb(text: &str) -> Result<Vec<(u8, u8)>, String> {
+    let mut out = Vec::new();
+    for (i, item) in text.split(',').enumerate() {
+        let (vl, weight) = item
+            .split_once(':')
+            .ok_or_else(|| format!("entry {} `{}` is not vl:weight", i + 1, item.trim()))?;
+        let vl = c_number(vl).filter(|&v| v <= 14).ok_or_else(|| format!("entry {}: VL `{}` is not 0-14", i + 1, vl.trim()))?;
+        let weight = c_number(weight)
+            .filter(|&w| w <= 255)
+            .ok_or_else(|| format!("entry {}: weight `{}` is not 0-255", i + 1, weight.trim()))?;
+        out.push((vl as u8, weight as u8));
+    }
+    if out.len() > VLARB_ENTRIES {
+        return Err(format!("{} entries: a VLArb table holds at most {VLARB_ENTRIES}", out.len()));
+    }
+    Ok(out)
+}
+
+/// An SL2VL list: 16 VLs (0-15, 15 drops), SL 0 first.
+pub fn parse_sl2vl(text: &str) -> Result<[u8; 16], String> {
+    let vls = text
+        .split(',')
+        .enumerate()
+        .map(|(i, t)| c_number(t).filter(|&v| v <= 15).map(|v| v as u8).ok_or_else(|| format!("SL {i}: VL `{}` is not 0-15", t.trim())))
+        .collect::<Result<Vec<u8>, String>>()?;
+    vls.try_into().map_err(|v: Vec<u8>| format!("{} VLs: one for each of the 16 SLs is needed", v.len()))
+}
+
+/// The QoS parameters of one port class (OpenSM's `struct qos_config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosClass {
+    /// `*_max_vls` (read, not used, as in OpenSM).
+    pub max_vls: u8,
+    /// `*_high_limit`: PortInfo:VLHighLimit.
+    pub high_limit: u8,
+    /// `*_vlarb_high`, 64 (VL, weight) entries.
+    pub vlarb_high: [(u8, u8); VLARB_ENTRIES],
+    /// `*_vlarb_low`, 64 (VL, weight) entries.
+    pub vlarb_low: [(u8, u8); VLARB_ENTRIES],
+    /// `*_sl2vl`: VL by SL.
+    pub sl2vl: [u8; 16],
+}
+
+/// The five `qos*` key sets of a [`Config`]: one class's own keys and the
+/// shared `qos_*` ones they fall back on.
+struct Keys<'a> {
+    prefix: &'static str,
+    max_vls: Option<u8>,
+    high_limit: Option<u8>,
+    vlarb_high: Option<&'a str>,
+    vlarb_low: Option<&'a str>,
+    sl2vl: Option<&'a str>,
+}
+
+macro_rules! keys {
+    ($c:expr, $prefix:literal, $m:ident, $h:ident, $vh:ident, $vl:ident, $s:ident) => {
+        Keys {
+            prefix: $prefix,
+            max_vls: $c.$m,
+            high_limit: $c.$h,
+            vlarb_high: $c.$vh.as_deref(),
+            vlarb_low: $c.$vl.as_deref(),
+            sl2vl: $c.$s.as_deref(),
+        }
+    };
+}
+
+impl QosClass {
+    /// OpenSM's `qos_build_config`: each value from the class's key, else
+    /// the shared `qos_*` key, else OpenSM's default. `max_vls` 0 means
+    /// unset, as in OpenSM.
+    fn build(own: &Keys<'_>, shared: &Keys<'_>) -> Result<Self, QosError> {
+        let pick = |field: &'static str, o: Option<&str>, s: Option<&str>, dflt: &'static str| -> (String, String) {
+            match (o, s) {
+                (Some(v), _) => (format!("{}_{field}", own.prefix), v.to_string()),
+                (None, Some(v)) => (format!("{}_{field}", shared.prefix), v.to_string()),
+                (None, None) => (format!("{}_{field}", shared.prefix), dflt.to_string()),
+            }
+        };
+        let arb = |field: &'static str, o, s, dflt| -> Result<[(u8, u8); VLARB_ENTRIES], QosError> {
+            let (key, text) = pick(field, o, s, dflt);
+            let list = parse_vlarb(&text).map_err(|message| QosError::Value { key, message })?;
+            let mut table = [(0u8, 0u8); VLARB_ENTRIES];
+            table[..list.len()].copy_from_slice(&list);
+            Ok(table)
+        };
+        let (key, text) = pick("sl2vl", own.sl2vl, shared.sl2vl, DEFAULT_SL2VL);
+        let sl2vl = parse_sl2vl(&text).map_err(|message| QosError::Value { key, message })?;
+        Ok(QosClass {
+            max_vls: own.max_vls.filter(|&v| v > 0).or(shared.max_vls.filter(|&v| v > 0)).unwrap_or(DEFAULT_MAX_VLS),
+            high_limit: own.high_limit.or(shared.high_limit).unwrap_or(DEFAULT_HIGH_LIMIT),
+            vlarb_high: arb("vlarb_high", own.vlarb_high, shared.vlarb_high, DEFAULT_VLARB_HIGH)?,
+            vlarb_low: arb("vlarb_low", own.vlarb_low, shared.vlarb_low, DEFAULT_VLARB_LOW)?,
+            sl2vl,
+        })
+    }
+}
+
+/// Everything `qos*` in a [`Config`], checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosSettings {
+    /// `qos`: whether tables are programmed and the policy applies.
+    pub enabled: bool,
+    /// The policy file to read.
+    pub policy_file: PathBuf,
+    /// CA ports (`qos_ca_*`).
+    pub ca: QosClass,
+    /// Switch port 0, when enhanced (`qos_sw0_*`).
+    pub sw0: QosClass,
+    /// Switch external ports (`qos_swe_*`).
+    pub swe: QosClass,
+    /// Router ports (`qos_rtr_*`).
+    pub rtr: QosClass,
+}
+
+impl QosSettings {
+    /// The settings `config` gives; an error names the key whose value is
+    /// malformed. Values are checked whether or not `qos` is on, so a file
+    /// that will fail once QoS is turned on fails at once.
+    pub fn from_config(c: &Config) -> Result<Self, QosError> {
+        let shared = keys!(c, "qos", qos_max_vls, qos_high_limit, qos_vlarb_high, qos_vlarb_low, qos_sl2vl);
+        let ca = keys!(c, "qos_ca", qos_ca_max_vls, qos_ca_high_limit, qos_ca_vlarb_high, qos_ca_vlarb_low, qos_ca_sl2vl);
+        let sw0 = keys!(c, "qos_sw0", qos_sw0_max_vls, qos_sw0_high_limit, qos_sw0_vlarb_high, qos_sw0_vlarb_low, qos_sw0_sl2vl);
+        let swe = keys!(c, "qos_swe", qos_swe_max_vls, qos_swe_high_limit, qos_swe_vlarb_high, qos_swe_vlarb_low, qos_swe_sl2vl);
+        let rtr = keys!(c, "qos_rtr", qos_rtr_max_vls, qos_rtr_high_limit, qos_rtr_vlarb_high, qos_rtr_vlarb_low, qos_rtr_sl2vl);
+        Ok(QosSettings {
+            enabled: c.qos,
+            policy_file: c.qos_policy_file.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_POLICY_FILE)),
+            ca: QosClass::build(&ca, &shared)?,
+            sw0: QosClass::build(&sw0, &shared)?,
+            swe: QosClass::build(&swe, &shared)?,
+            rtr: QosClass::build(&rtr, &shared)?,
+        })
+    }
+}
+
+/// The policy the SA applies to PathRecords; `None` until one is loaded
+/// (and whenever `qos` is off).
+static ACTIVE: RwLock<Option<Arc<QosPolicy>>> = RwLock::new(None);
+
+/// Makes `policy` the one PathRecords follow (`None`: engine SLs only).
+pub fn set_active_policy(policy: Option<Arc<QosPolicy>>) {
+    if let Ok(mut slot) = ACTIVE.write() {
+        *slot = policy;
+    }
+}
+
+/// The policy PathRecords follow now.
+pub fn active_policy() -> Option<Arc<QosPolicy>> {
+    ACTIVE.read().ok().and_then(|p| p.clone())
+}
+
+/// Reads `settings.policy_file` when QoS is on and makes it the active
+/// policy. A file that does not exist is no policy (as OpenSM); a file
+/// with errors is logged (file:line) and the last good policy is kept.
+pub fn load_policy(settings: &QosSettings) {
+    if !settings.enabled {
+        set_active_policy(None);
+        return;
+    }
+    match load_policy_file(&settings.policy_file) {
+        Ok(Some(p)) => {
+            for w in &p.warnings {
+                warn!("{w}");
+            }
+            set_active_policy(Some(Arc::new(p)));
+        }
+        Ok(None) => set_active_policy(None),
+        Err(e) => {
+            let kept = if active_policy().is_some() { "the last good policy is kept" } else { "no policy applies" };
+            warn!("QoS policy not loaded: {e}; {kept}");
+        }
+    }
+}
+
+/// [`load_policy`] with the settings of `config` (a malformed `qos_*`
+/// value is logged; [`check`] refuses it at startup).
+pub fn reload(config: &Config) {
+    match QosSettings::from_config(config) {
+        Ok(s) => load_policy(&s),
+        Err(e) => warn!("QoS settings not used: {e}"),
+    }
+}
+
+/// Startup check: the `qos_*` values and, with `qos` on, the policy file
+/// (a missing file is no policy, as in OpenSM).
+pub fn check(config: &Config) -> Result<(), String> {
+    let settings = QosSettings::from_config(config).map_err(|e| e.to_string())?;
+    if settings.enabled {
+        load_policy_file(&settings.policy_file).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The policy in `path`; `Ok(None)` if there is no such file.
+pub fn load_policy_file(path: &Path) -> Result<Option<QosPolicy>, PolicyError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => QosPolicy::parse(&text, path).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PolicyError::Io { path: path.to_path_buf(), message: e.to_string() }),
+    }
+}
+
+/// What a PathRecord query says that a policy matches on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathQuery {
+    /// ServiceID, when the query's component mask has it.
+    pub service_id: Option<u64>,
+    /// P_Key, when the query's component mask has it.
+    pub pkey: Option<u16>,
+    /// QoSClass, when the query's component mask has it.
+    pub qos_class: Option<u16>,
+    /// Source port GUID.
+    pub source_guid: u64,
+    /// Destination port GUID.
+    pub destination_guid: u64,
+}
+
+/// The SL of a path: the policy's choice for `query`, unless the engine's
+/// SLs are what keeps its routing deadlock free (`engine_binds`: a routing
+/// whose path SLs are not uniform, such as torus-2QoS's, lash's, dfsssp's
+/// or nue's layers) and the policy asks for another SL; then the engine's
+/// SL is used, and the log says so once per distinct (policy SL, engine
+/// SL) case. (`engine_binds` is also set for an engine whose SLs are
+/// uniform but which brought its own SL2VL maps: [`note_engine_maps`].)
+pub fn decide_sl(policy: Option<&QosPolicy>, query: &PathQuery, engine_sl: u8, engine_binds: bool) -> u8 {
+    let Some(want) = policy.and_then(|p| p.sl_for(query)) else {
+        return engine_sl;
+    };
+    if want == engine_sl || !engine_binds {
+        return want;
+    }
+    static SEEN: Mutex<Option<HashSet<(u8, u8)>>> = Mutex::new(None);
+    if let Ok(mut seen) = SEEN.lock() {
+        if seen.get_or_insert_with(HashSet::new).insert((want, engine_sl)) {
+            warn!(
+                policy_sl = want,
+                engine_sl,
+                "QoS policy asks for SL {want} where the routing engine's deadlock-free SL is {engine_sl}: the engine's SL is used"
+            );
+        }
+    }
+    engine_sl
+}
+
+/// Whether the routing last programmed with `qos` on came with SL2VL maps
+/// of its engine's own (see [`note_engine_maps`]).
+static ENGINE_MAPS: AtomicBool = AtomicBool::new(false);
+
+/// Records whether the routing being programmed has its engine's own SL2VL
+/// maps. An engine with maps (lash, dfsssp, nue, torus-2QoS) proved its
+/// routing deadlock free with its SLs and those maps, even when every path
+/// has the same SL: another SL may land on a VL the engine did not check
+/// (or that is not operational). Its SLs then bind as non-uniform ones do.
+pub fn note_engine_maps(engine_maps: bool) {
+    ENGINE_MAPS.store(engine_maps, Ordering::Relaxed);
+}
+
+/// [`decide_sl`] for the SA: a PathRecord query (`q` under `mask`) for the
+/// path `slid` → `dlid`, with the active policy.
+pub fn sa_path_sl(db: &crate::sa::db::SaDb, q: &sm_mad::sa_path_record::Repr, mask: u64, slid: u16, dlid: u16) -> u8 {
+    use sm_mad::sa_path_record::component as pc;
+    let engine_sl = db.path_sl(slid, dlid);
+    let Some(policy) = active_policy() else {
+        return engine_sl;
+    };
+    let guid = |lid| db.end_by_lid(lid).map_or(0, |e| e.guid);
+    let query = PathQuery {
+        service_id: (mask & pc::SERVICE_ID != 0).then_some(q.service_id),
+        pkey: (mask & pc::PKEY != 0).then_some(q.pkey),
+        qos_class: (mask & pc::QOS_CLASS != 0).then_some(q.qos_class),
+        source_guid: guid(slid),
+        destination_guid: guid(dlid),
+    };
+    let engine_binds = !matches!(db.sl, crate::sa::db::SlSource::Uniform(_)) || ENGINE_MAPS.load(Ordering::Relaxed);
+    decide_sl(Some(&policy), &query, engine_sl, engine_binds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opensm_defaults_parse() {
+        let s = QosSettings::from_config(&Config::default()).unwrap();
+        assert!(!s.enabled);
+        assert_eq!(s.policy_file, PathBuf::from(DEFAULT_POLICY_FILE));
+        assert_eq!(s.ca.sl2vl, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 7]);
+        assert_eq!(s.swe.vlarb_high[0], (0, 4));
+        assert_eq!(s.swe.vlarb_high[1], (1, 0));
+        assert_eq!(s.swe.vlarb_low[0], (0, 0));
+        assert_eq!(s.swe.vlarb_low[14], (14, 4));
+        assert_eq!(s.swe.vlarb_low[15], (0, 0), "not listed: VL 0 weight 0");
+        assert_eq!((s.rtr.max_vls, s.sw0.high_limit), (DEFAULT_MAX_VLS, DEFAULT_HIGH_LIMIT));
+    }
+
+    #[test]
+    fn toml_keys_are_opensm_names() {
+        let c = Config::parse(
+            "qos = true\nqos_policy_file = \"/q\"\nqos_swe_sl2vl = \"0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1\"\nqos_high_limit = 4\n",
+            Path::new("smcore.toml"),
+        )
+        .unwrap();
+        assert!(c.options.keys().all(|k| !k.starts_with("qos")), "not engine options: {:?}", c.options);
+        let s = QosSettings::from_config(&c).unwrap();
+        assert!(s.enabled);
+        assert_eq!(s.policy_file, PathBuf::from("/q"));
+        assert_eq!((s.swe.sl2vl[8], s.ca.sl2vl[8], s.rtr.high_limit), (1, 8, 4));
+    }
+
+    #[test]
+    fn class_keys_override_shared_ones() {
+        let c = Config {
+            qos: true,
+            qos_sl2vl: Some("0,1,2,3,0,1,2,3,0,1,2,3,0,1,2,3".into()),
+            qos_ca_sl2vl: Some("0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,15".into()),
+            qos_high_limit: Some(10),
+            qos_swe_high_limit: Some(255),
+            qos_vlarb_low: Some("0:32,1:0x20,2:010".into()),
+            qos_max_vls: Some(0),
+            qos_rtr_max_vls: Some(4),
+            ..Config::default()
+        };
+        let s = QosSettings::from_config(&c).unwrap();
+        assert_eq!(s.ca.sl2vl[15], 15);
+        assert_eq!(s.swe.sl2vl[4], 0);
+        assert_eq!((s.ca.high_limit, s.swe.high_limit), (10, 255));
+        assert_eq!(&s.sw0.vlarb_low[..4], &[(0, 32), (1, 32), (2, 8), (0, 0)]);
+        assert_eq!((s.ca.max_vls, s.rtr.max_vls), (DEFAULT_MAX_VLS, 4), "0 is unset");
+    }
+
+    #[test]
+    fn malformed_values_name_their_key() {
+        let bad = |c: Config| QosSettings::from_config(&c).unwrap_err().to_string();
+        let e = bad(Config { qos_swe_sl2vl: Some("0,1,2".into()), ..Config::default() });
+        assert!(e.starts_with("qos_swe_sl2vl: 3 VLs"), "{e}");
+        let e = bad(Config { qos_vlarb_high: Some("0:4,15:1".into()), ..Config::default() });
+        assert!(e.starts_with("qos_vlarb_high: entry 2: VL `15`"), "{e}");
+        let e = bad(Config { qos_ca_vlarb_low: Some("0:256".into()), ..Config::default() });
+        assert!(e.contains("weight `256`"), "{e}");
+        assert!(parse_vlarb("0-4").is_err());
+        assert!(parse_vlarb(&vec!["1:1"; 65].join(",")).is_err());
+        assert_eq!(parse_vlarb(&vec!["1:1"; 64].join(",")).unwrap().len(), 64);
+        assert!(parse_sl2vl("0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,16").is_err());
+        assert_eq!(parse_sl2vl(DEFAULT_SL2VL).unwrap()[15], 7);
+    }
+
+    #[test]
+    fn the_engine_wins_only_where_its_sls_matter() {
+        let p = QosPolicy::parse("qos-ulps\n default : 3\n any, service-id 0x10 : 5\nend-qos-ulps\n", Path::new("q")).unwrap();
+        let q = PathQuery { service_id: Some(0x10), ..PathQuery::default() };
+        assert_eq!(decide_sl(Some(&p), &q, 0, false), 5, "uniform engine SL: the policy decides");
+        assert_eq!(decide_sl(Some(&p), &q, 2, true), 2, "layered engine: its SL");
+        assert_eq!(decide_sl(Some(&p), &q, 5, true), 5);
+        assert_eq!(decide_sl(Some(&p), &PathQuery::default(), 0, false), 3, "default");
+        assert_eq!(decide_sl(None, &q, 1, false), 1, "no policy: the engine's SL");
+    }
+}
