@@ -67,6 +67,9 @@ impl Status {
     }
 }
 
+/// Ports `perfmgr` lists.
+const PERFMGR_TOP: usize = 20;
+
 /// The listening socket; dropping it removes the file and ends the thread.
 #[derive(Debug)]
 pub struct ControlSocket {
@@ -93,6 +96,17 @@ pub fn serve(
     path: &Path,
     signals: Arc<Signals>,
     status: Arc<Mutex<Status>>,
+) -> Result<ControlSocket, ControlError> {
+    serve_with(path, signals, status, None)
+}
+
+/// [`serve`], also answering `perfmgr` from the performance manager's
+/// database when it runs.
+pub fn serve_with(
+    path: &Path,
+    signals: Arc<Signals>,
+    status: Arc<Mutex<Status>>,
+    perf: Option<Arc<Mutex<crate::perfmgr::PerfDb>>>,
 ) -> Result<ControlSocket, ControlError> {
     let io = |source| ControlError::Io {
         path: path.to_path_buf(),
@@ -123,7 +137,7 @@ pub fn serve(
                         break;
                     }
                     match conn {
-                        Ok(stream) => handle(stream, &signals, &status),
+                        Ok(stream) => handle(stream, &signals, &status, perf.as_deref()),
                         Err(e) => warn!("control socket: {e}"),
                     }
                 }
@@ -152,7 +166,7 @@ fn peer_allowed(stream: &UnixStream) -> Result<u32, String> {
     }
 }
 
-fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
+fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: Option<&Mutex<crate::perfmgr::PerfDb>>) {
     let allowed = peer_allowed(&stream);
     // A client that never writes must not hold the SM's only control
     // thread.
@@ -176,7 +190,13 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>) {
             "ok: heavy sweep requested\n".to_string()
         }
         (Ok(_), "status") => status.lock().map(|s| s.render()).unwrap_or_default(),
-        (Ok(_), other) => format!("error: unknown command {other:?} (reload, sweep, status)\n"),
+        (Ok(_), "perfmgr") => match perf {
+            // The manager holds the lock for one read of the fabric at
+            // most: the answer waits for that, never for a sweep.
+            Some(db) => db.lock().map(|d| d.report(PERFMGR_TOP)).unwrap_or_default(),
+            None => "error: the performance manager is off (opensm.conf `perfmgr TRUE`, or a umad port)\n".to_string(),
+        },
+        (Ok(_), other) => format!("error: unknown command {other:?} (reload, sweep, status, perfmgr)\n"),
     };
     info!(command = line.trim(), "control command");
     let mut stream = reader.into_inner().into_inner();

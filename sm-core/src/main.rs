@@ -421,9 +421,14 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     }
     // A partition file given but missing or wrong stops the SM before it
     // starts; later errors keep the last good set (sweep::pkey).
-    if let Err(e) = sm_core::partition::check_config(&config) {
-        return fail(EXIT_BAD_INPUT, format!("partitions: {e}"));
-    }
+    let perf_config = match sm_core::perfmgr::PerfMgrConfig::from_config(&config) {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let partitions = match sm_core::partition::check_config(&config) {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_BAD_INPUT, format!("partitions: {e}")),
+    };
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
@@ -439,6 +444,8 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let mut responders: Option<(sweep::MadSender, Option<_>, Option<_>)> = None;
     // Traps the bounded queue had to drop (a storm), reported at exit.
     let mut trap_drops = None;
+    // The umad port's device, for the performance manager's own agent.
+    let mut umad_device: Option<sweep::UmadDevice> = None;
     let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
         match sim_fabric(topology, &args.sim_caps) {
             Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
@@ -467,6 +474,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         match sweep::UmadPort::open(device.as_deref(), port_number, Duration::from_millis(timeout), window) {
             Ok(mut u) => {
                 let source = format!("umad:{}/{}", u.device().ca, u.device().port);
+                umad_device = Some(u.device().clone());
                 responders = Some((u.sender(), u.take_smp_requests(), u.take_sa_requests()));
                 trap_drops = Some(u.trap_drop_counter());
                 (umad.insert(u), source)
@@ -562,16 +570,22 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     }
     let mut standby = None;
     let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
-    // The groups OpenSM creates with no partitions.conf (the default
-    // partition's IPoIB broadcast group): Linux IPoIB joins it without
-    // the fields needed to create it.
-    {
+    // The groups OpenSM's partition code creates (each `ipoib`
+    // partition's IPoIB broadcast group, the `mgid=` lines): Linux IPoIB
+    // joins them without the fields needed to create them. Made from the
+    // file now, and again after each heavy sweep from the partitions it
+    // resolved (a partition without members has none, a re-read file may
+    // add some).
+    let packet_life = config.subnet_timeout.unwrap_or(18);
+    let precreate = move |groups: &std::sync::Mutex<sm_core::mcast::McGroups>, wanted: &[sm_core::mcast::precreate::PartitionGroups]| {
         let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let partitions = [sm_core::mcast::precreate::PartitionGroups::default_partition()];
-        for e in sm_core::mcast::precreate::precreate(&mut g, &partitions, config.subnet_timeout.unwrap_or(18)) {
+        for e in sm_core::mcast::precreate::precreate(&mut g, wanted, packet_life) {
             warn!("multicast group not created: {e}");
         }
-    }
+    };
+    let mut groups_made = sm_core::partition::multicast_groups(&partitions, None, config.qos);
+    precreate(&groups, &groups_made);
+    let heavy_groups = Arc::clone(&groups);
     let mut sa = None;
     if let Some((sender, smp_requests, sa_requests)) = responders.take() {
         if let Some(requests) = sa_requests {
@@ -603,8 +617,36 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     }
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
+    // The performance manager reads the PMAs on a thread and GSI agent of
+    // its own; it needs a umad port (the embedded fabric has no PMA).
+    let perf = sm_core::perfmgr::Shared::default();
+    let mut perf_thread = None;
+    match (&perf_config, &umad_device) {
+        (Some(cfg), Some(device)) => {
+            match sweep::GsiClient::open(
+                Some(&device.ca),
+                Some(device.port),
+                sm_mad::perf::MGMT_CLASS,
+                sm_mad::perf::CLASS_VERSION,
+                0,
+            ) {
+                Ok(mut client) => {
+                    let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
+                    perf_thread = std::thread::Builder::new()
+                        .name("perfmgr".into())
+                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop))
+                        .map_err(|e| warn!("performance manager not started: {e}"))
+                        .ok();
+                }
+                Err(e) => warn!("performance manager not started: no PMA agent: {e}"),
+            }
+        }
+        (Some(_), None) => warn!("performance manager not started: the embedded fabric has no PMA"),
+        (None, _) => {}
+    }
+    let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
     let _control = match args.control_socket.as_ref().or(config.control_socket.as_ref()) {
-        Some(path) => match sm_core::control::serve(path, Arc::clone(&signals), Arc::clone(&status)) {
+        Some(path) => match sm_core::control::serve_with(path, Arc::clone(&signals), Arc::clone(&status), perf_db) {
             Ok(socket) => Some(socket),
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
@@ -623,7 +665,21 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         status: Some(status),
     };
     let report_path = args.report.clone();
+    let qos = config.qos;
+    let ignore_cas = perf_config.as_ref().is_some_and(|c| c.ignore_cas);
+    let perf_targets = perf_thread.as_ref().map(|_| Arc::clone(&perf.targets));
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
+        if let Some(targets) = &perf_targets {
+            let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
+            *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;
+        }
+        if let Some(p) = &outcome.partitions {
+            let wanted = sm_core::partition::multicast_groups(&p.resolved.config, Some(&p.resolved.members), qos);
+            if wanted != groups_made {
+                precreate(&heavy_groups, &wanted);
+                groups_made = wanted;
+            }
+        }
         println!("== heavy sweep {n} ({cause:?})");
         let mut outcome_report = outcome.report.clone();
         outcome_report.topology = source.clone();
@@ -640,6 +696,11 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         summary.traps_dropped,
         trap_drops.map_or(0, |d: Arc<std::sync::atomic::AtomicU64>| d.load(std::sync::atomic::Ordering::Relaxed))
     );
+    // The performance manager ends with the SM (after its current read).
+    signals.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = perf_thread {
+        let _ = t.join();
+    }
     if let Some(why) = &summary.fatal {
         return fail(EXIT_TRANSPORT_LOST, format!("the SM's port is gone: {why}"));
     }
