@@ -83,7 +83,13 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!(toml.get("lash_start_vl").and_then(|v| v.as_integer()), Some(0));
 
     // The keys it does not use are listed, each once, and only those.
-    assert!(c.not_supported.iter().any(|k| k == "perfmgr"), "{:?}", c.not_supported);
+    assert!(c.not_supported.iter().any(|k| k == "congestion_control"), "{:?}", c.not_supported);
+    // The performance manager and logging keys as OpenSM writes them.
+    assert!(!c.not_supported.iter().any(|k| k == "perfmgr" || k == "log_file"), "{:?}", c.not_supported);
+    assert!(!c.perfmgr);
+    assert_eq!(c.perfmgr_sweep_time_s, Some(180));
+    assert_eq!(c.log_flags, Some(0x03));
+    assert_eq!(c.log_file.as_deref(), Some(std::path::Path::new("/var/log/opensm.log")));
     // QoS keys as OpenSM writes them: off, every value unset.
     assert!(!c.not_supported.iter().any(|k| k.starts_with("qos")), "{:?}", c.not_supported);
     assert!(!c.qos);

@@ -1,0 +1,130 @@
+//! The performance manager under ibsim, whose PMAs answer PortCounters
+//! and PortCountersExtended: counters set on ibsim's console
+//! (`PerformanceSet`) show up as deltas in `smcore ctl perfmgr`, a
+//! threshold crossing is logged once, and a counter past half its range is
+//! cleared on the port (read back with `perfquery`).
+//!
+//! Needs `cargo build --workspace` first, and ibsim-utils and
+//! infiniband-diags.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use smcore_tests::diags::Generated;
+use smcore_tests::ibsim::Ibsim;
+use smcore_tests::sm_run::RunningSm;
+
+fn ctl(bin: &Path, socket: &Path, command: &str) -> String {
+    let out = Command::new(bin).args(["ctl", "--socket"]).arg(socket).arg(command).output().expect("smcore ctl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sweeps the manager has done, from `ctl perfmgr`'s first line.
+fn perf_sweeps(report: &str) -> u64 {
+    report
+        .strip_prefix("perfmgr: ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn perfquery_field(sim: &Ibsim, lid: u16, port: u8, field: &str) -> Option<u64> {
+    let out = sim
+        .client_command("perfquery")
+        .expect("perfquery")
+        .args([lid.to_string(), port.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run perfquery");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix(field).map(|rest| rest.trim_start_matches(':').trim_start_matches('.').trim()))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The LID `ctl perfmgr` lists port `port` of node `guid` under.
+fn lid_in_report(report: &str, guid: u64, port: u8) -> u16 {
+    let head = format!("port {guid:#018x} ");
+    report
+        .lines()
+        .filter(|l| l.starts_with(&head))
+        .find_map(|l| {
+            let (before, after) = l.split_once(" lid ")?;
+            (before.rsplit(' ').next()? == port.to_string()).then_some(())?;
+            after.split(':').next()?.trim().parse().ok()
+        })
+        .unwrap_or_else(|| panic!("port {port} of {guid:#x} not in:\n{report}"))
+}
+
+#[test]
+fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
+    let fabric = Generated::fat_tree("perfmgr-ibsim-", 2, 1, 2, 1).unwrap_or_else(|e| panic!("{e}"));
+    let (sm, tmp, net, topo) = (&fabric.sm, fabric.dir(), &fabric.net, &fabric.topo);
+    let sim = Ibsim::start(net).unwrap_or_else(|e| panic!("{e}"));
+    let conf = tmp.join("smcore.toml");
+    std::fs::write(&conf, "perfmgr = true\nperfmgr_sweep_time_s = 1\n").expect("write config");
+    let socket = tmp.join("smcore.sock");
+    let dumps = tmp.join("dumps");
+    let report = tmp.join("report.json");
+    let extra = [
+        "--config",
+        conf.to_str().expect("utf-8"),
+        "--control-socket",
+        socket.to_str().expect("utf-8"),
+        "--sweep-interval",
+        "30",
+        "--log",
+        "warn",
+    ];
+    let mut run = RunningSm::start(&sim, sm, &dumps, &report, &extra).unwrap_or_else(|e| panic!("{e}"));
+    run.wait_for("the first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    run.wait_for("a first perfmgr sweep", Duration::from_secs(30), |_| perf_sweeps(&ctl(sm.bin(), &socket, "perfmgr")) >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // A host that is not the SM's (the SM's counters move with its own
+    // MADs), and a switch port facing a host.
+    let hosts: Vec<usize> = topo.nodes.iter().enumerate().filter(|(_, n)| !n.is_switch()).map(|(i, _)| i).collect();
+    let host = hosts[1];
+    let (leaf, leaf_port) = topo.peer(host, 1).expect("the host's leaf");
+    let host_name = &topo.nodes[host].name;
+    let leaf_name = &topo.nodes[leaf].name;
+    for cmd in [
+        format!("PerformanceSet \"{host_name}\"[1] PortCounters.SymbolErrorCounter=50"),
+        format!("PerformanceSet \"{leaf_name}\"[{leaf_port}] PortCounters.LinkDownedCounter=200"),
+    ] {
+        sim.send(&cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    }
+    let host_guid = topo.nodes[host].node_guid;
+    let leaf_guid = topo.nodes[leaf].node_guid;
+    let symbol_event = format!("SymbolErrorCounter +50 in one interval (threshold 10) on {host_guid:#018x}");
+    let downed_event = format!("LinkDownedCounter +200 in one interval (threshold 1) on {leaf_guid:#018x}");
+    run.wait_for("both events", Duration::from_secs(30), |_| {
+        let r = ctl(sm.bin(), &socket, "perfmgr");
+        r.contains(&symbol_event) && r.contains(&downed_event)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let at_event = perf_sweeps(&ctl(sm.bin(), &socket, "perfmgr"));
+    run.wait_for("three more perfmgr sweeps", Duration::from_secs(30), |_| {
+        perf_sweeps(&ctl(sm.bin(), &socket, "perfmgr")) >= at_event + 3
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = ctl(sm.bin(), &socket, "perfmgr");
+    // The deltas: nothing since; the totals keep what happened.
+    assert!(text.contains("SymbolErrorCounter=0/50"), "{text}");
+    assert!(text.contains("LinkDownedCounter=0/200"), "{text}");
+
+    // 200 is past half of the 8-bit LinkDownedCounter: the manager
+    // cleared the port; 50 of 65535 symbol errors stay on theirs.
+    let leaf_lid = lid_in_report(&text, leaf_guid, leaf_port);
+    let host_lid = lid_in_report(&text, host_guid, 1);
+    assert_eq!(perfquery_field(&sim, leaf_lid, leaf_port, "LinkDownedCounter"), Some(0), "cleared");
+    assert_eq!(perfquery_field(&sim, host_lid, 1, "SymbolErrorCounter"), Some(50), "left alone");
+
+    let (status, output) = run.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{status}\n{output}");
+    let logged: Vec<&str> = output.lines().filter(|l| l.contains("port counter threshold crossed")).collect();
+    assert_eq!(logged.len(), 2, "one line per crossing:\n{output}");
+    assert!(logged.iter().any(|l| l.contains(&symbol_event)), "{logged:?}");
+}
