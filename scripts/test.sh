@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=(ibsim-utils infiniband-diags ibutils opensm systemd logrotate)
+need=(ibsim-utils infiniband-diags ibutils opensm systemd logrotate prometheus)
 missing=()
 for p in "${need[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -12,6 +12,7 @@ pub mod dump;
 pub mod engines;
 pub mod logging;
 pub mod mcast;
+pub mod metrics;
 pub mod offline;
 pub mod partition;
 pub mod perfmgr;

@@ -119,6 +119,10 @@ struct SmArgs {
     /// Write the SM's pid here while it runs (config `pid_file`).
     #[arg(long, value_name = "FILE")]
     pid_file: Option<PathBuf>,
+    /// Serve Prometheus metrics on this loopback address, e.g.
+    /// 127.0.0.1:9464 (config `metrics_listen`).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -645,6 +649,24 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         (None, _) => {}
     }
     let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
+    let metrics = Arc::new(sm_core::metrics::Metrics::new(sa.as_ref().map(|s| s.requests_handled())));
+    let _metrics_server = match args.metrics_listen.as_ref().or(config.metrics_listen.as_ref()) {
+        Some(text) => {
+            let Ok(addr) = text.parse::<std::net::SocketAddr>() else {
+                return fail(EXIT_BAD_INPUT, format!("metrics_listen `{text}`: not an address:port (e.g. 127.0.0.1:9464)"));
+            };
+            let sources = sm_core::metrics::Sources {
+                metrics: Arc::clone(&metrics),
+                status: Some(Arc::clone(&status)),
+                perf: perf_db.clone(),
+            };
+            match sm_core::metrics::serve(addr, sources) {
+                Ok(server) => Some(server),
+                Err(e) => return fail(EXIT_BAD_INPUT, e),
+            }
+        }
+        None => None,
+    };
     let _control = match args.control_socket.as_ref().or(config.control_socket.as_ref()) {
         Some(path) => match sm_core::control::serve_with(path, Arc::clone(&signals), Arc::clone(&status), perf_db) {
             Ok(socket) => Some(socket),
@@ -669,6 +691,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let ignore_cas = perf_config.as_ref().is_some_and(|c| c.ignore_cas);
     let perf_targets = perf_thread.as_ref().map(|_| Arc::clone(&perf.targets));
     let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
+        metrics.record_heavy(outcome);
         if let Some(targets) = &perf_targets {
             let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
             *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;

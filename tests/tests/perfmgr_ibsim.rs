@@ -1,15 +1,18 @@
 //! The performance manager under ibsim, whose PMAs answer PortCounters
 //! and PortCountersExtended: counters set on ibsim's console
-//! (`PerformanceSet`) show up as deltas in `smcore ctl perfmgr`, a
-//! threshold crossing is logged once, and a counter past half its range is
-//! cleared on the port (read back with `perfquery`).
+//! (`PerformanceSet`) show up as deltas in `smcore ctl perfmgr` and in the
+//! metrics a real Prometheus server scrapes from the SM, a threshold
+//! crossing is logged once, and a counter past half its range is cleared
+//! on the port (read back with `perfquery`).
 //!
-//! Needs `cargo build --workspace` first, and ibsim-utils and
-//! infiniband-diags.
+//! Needs `cargo build --workspace` first, and ibsim-utils,
+//! infiniband-diags and prometheus.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use smcore_tests::diags::Generated;
 use smcore_tests::ibsim::Ibsim;
@@ -57,6 +60,74 @@ fn lid_in_report(report: &str, guid: u64, port: u8) -> u16 {
         .unwrap_or_else(|| panic!("port {port} of {guid:#x} not in:\n{report}"))
 }
 
+/// A free loopback port (bound and released; good enough for a test).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A Prometheus server scraping `target` every second; killed on drop.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: &str) -> Prometheus {
+        let bin = ["/usr/bin/prometheus", "/usr/sbin/prometheus"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or_else(|| panic!("prometheus is needed for this test: install the Debian package `prometheus` (.ci/run does)"));
+        let conf = dir.join("prometheus.yml");
+        std::fs::write(
+            &conf,
+            format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: smcore\n    static_configs:\n      - targets: ['{target}']\n"),
+        )
+        .expect("write prometheus.yml");
+        let port = free_port();
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", conf.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        Prometheus { child, port }
+    }
+
+    /// The value of the instant query `query`, if it has one sample.
+    fn query(&self, query: &str) -> Option<f64> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        let encoded: String = query
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() || b == b'_' { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        write!(s, "GET /api/v1/query?query={encoded} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let body = text.split_once("\r\n\r\n")?.1;
+        let json: serde_json::Value = serde_json::from_str(body).ok()?;
+        let result = json["data"]["result"].as_array()?;
+        (result.len() == 1).then(|| result[0]["value"][1].as_str()?.parse().ok())?
+    }
+
+    fn wait_for(&self, query: &str, want: f64, sm: &mut RunningSm) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        sm.wait_for(&format!("prometheus to see {query} = {want}"), Duration::from_secs(60), |_| {
+            assert!(Instant::now() < deadline);
+            self.query(query) == Some(want)
+        })
+        .unwrap_or_else(|e| panic!("{e}\nlast value: {:?}", self.query(query)));
+    }
+}
+
 #[test]
 fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
     let fabric = Generated::fat_tree("perfmgr-ibsim-", 2, 1, 2, 1).unwrap_or_else(|e| panic!("{e}"));
@@ -67,7 +138,10 @@ fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
     let socket = tmp.join("smcore.sock");
     let dumps = tmp.join("dumps");
     let report = tmp.join("report.json");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let extra = [
+        "--metrics-listen",
+        metrics.as_str(),
         "--config",
         conf.to_str().expect("utf-8"),
         "--control-socket",
@@ -82,6 +156,9 @@ fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
         .unwrap_or_else(|e| panic!("{e}"));
     run.wait_for("a first perfmgr sweep", Duration::from_secs(30), |_| perf_sweeps(&ctl(sm.bin(), &socket, "perfmgr")) >= 1)
         .unwrap_or_else(|e| panic!("{e}"));
+
+    let prometheus = Prometheus::start(tmp, &metrics);
+    prometheus.wait_for("smcore_heavy_sweeps_total", 1.0, &mut run);
 
     // A host that is not the SM's (the SM's counters move with its own
     // MADs), and a switch port facing a host.
@@ -114,6 +191,19 @@ fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
     // The deltas: nothing since; the totals keep what happened.
     assert!(text.contains("SymbolErrorCounter=0/50"), "{text}");
     assert!(text.contains("LinkDownedCounter=0/200"), "{text}");
+
+    // The same totals, scraped from the SM by Prometheus.
+    prometheus.wait_for(
+        &format!("smcore_port_counter_total{{node_guid=\"{host_guid:#018x}\",port=\"1\",counter=\"SymbolErrorCounter\"}}"),
+        50.0,
+        &mut run,
+    );
+    prometheus.wait_for(
+        &format!("smcore_port_counter_total{{node_guid=\"{leaf_guid:#018x}\",port=\"{leaf_port}\",counter=\"LinkDownedCounter\"}}"),
+        200.0,
+        &mut run,
+    );
+    prometheus.wait_for("smcore_perfmgr_events_total", 2.0, &mut run);
 
     // 200 is past half of the 8-bit LinkDownedCounter: the manager
     // cleared the port; 50 of 65535 symbol errors stay on theirs.

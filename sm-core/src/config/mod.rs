@@ -211,6 +211,9 @@ pub struct Config {
     /// Per-interval thresholds by counter name as `perfquery` prints it
     /// (`SymbolErrorCounter = 10`); 0 turns a counter's events off.
     pub perfmgr_thresholds: BTreeMap<String, u64>,
+    /// Serve Prometheus metrics on this loopback address
+    /// (`127.0.0.1:9464`; also --metrics-listen).
+    pub metrics_listen: Option<String>,
     /// OpenSM's partitions.conf (OpenSM `partition_config_file`; default
     /// /etc/opensm/partitions.conf, whose absence means the default
     /// partition only; a file given here must exist).

@@ -43,6 +43,8 @@ impl Responder for MadSender {
 /// The running SA, as the SM loop holds it.
 pub struct SaHandle {
     sa: Arc<Sa>,
+    /// Requests taken off the queue (the metrics endpoint's SA rate).
+    requests_handled: Arc<std::sync::atomic::AtomicU64>,
     responder: Arc<dyn Responder + Sync>,
     mcast_tx: SyncSender<()>,
     mcast_rx: Mutex<Option<Receiver<()>>>,
@@ -84,12 +86,14 @@ pub fn spawn<R: Responder + Sync>(
     let responder: Arc<dyn Responder + Sync> = Arc::new(responder);
     let (mcast_tx, mcast_rx) = std::sync::mpsc::sync_channel(1);
     let stop = Arc::new(AtomicBool::new(false));
+    let requests_handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let thread = {
-        let (sa, responder, mcast_tx, stop) = (
+        let (sa, responder, mcast_tx, stop, requests_handled) = (
             Arc::clone(&sa),
             Arc::clone(&responder),
             mcast_tx.clone(),
             Arc::clone(&stop),
+            Arc::clone(&requests_handled),
         );
         std::thread::Builder::new()
             .name("sa".into())
@@ -100,6 +104,7 @@ pub fn spawn<R: Responder + Sync>(
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
+                    requests_handled.fetch_add(1, Ordering::Relaxed);
                     let answer = sa.handle(request.slid, request.sqpn, &request.mad);
                     if let Some(reply) = &answer.reply {
                         if let Err(e) = responder.reply(&request, reply) {
@@ -117,6 +122,7 @@ pub fn spawn<R: Responder + Sync>(
     };
     SaHandle {
         sa,
+        requests_handled,
         responder,
         mcast_tx,
         mcast_rx: Mutex::new(Some(mcast_rx)),
@@ -166,6 +172,11 @@ impl SaHandle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+
+    /// The count of requests the SA thread has taken (metrics).
+    pub fn requests_handled(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::clone(&self.requests_handled)
     }
 
     /// The SA state (for status displays and tests).

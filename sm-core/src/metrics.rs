@@ -1,0 +1,334 @@
+//! Prometheus metrics: what the SM did and what the fabric's counters say,
+//! as the text exposition format on a loopback HTTP endpoint
+//! (`metrics_listen = "127.0.0.1:9464"`).
+//!
+//! The endpoint is loopback only: it names every node of the fabric, and
+//! the people a site would not show its layout to share the fabric (a
+//! site exports it further through its own proxy). Node descriptions come
+//! from the fabric, so label values are escaped as the format requires: a
+//! host cannot forge a series with a crafted NodeDescription.
+//!
+//! The server is a small HTTP/1.0 responder on a thread of its own: one
+//! request per connection, read with a deadline, `GET /metrics` answered,
+//! anything else 404. A scraper that never sends costs two seconds of that
+//! thread, never the SM's.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sm_mad::perf::COUNTER_NAMES;
+use tracing::{info, warn};
+
+use crate::control::Status;
+use crate::perfmgr::PerfDb;
+use crate::sweep::OnceOutcome;
+
+/// What the SM loop records after each heavy sweep.
+#[derive(Debug, Default)]
+pub struct SweepMetrics {
+    heavy_sweeps: u64,
+    routed: bool,
+    engine: String,
+    credit_loops: Option<bool>,
+    switches: usize,
+    end_ports: usize,
+    last_phase_seconds: BTreeMap<String, f64>,
+    phase_seconds_total: BTreeMap<String, f64>,
+    smps_sent: u64,
+    smps_unanswered: u64,
+    smps_retried: u64,
+}
+
+/// Everything the endpoint shows, shared between the SM loop (writer),
+/// the SA thread (request count) and the server (reader).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    sweeps: Mutex<SweepMetrics>,
+    /// SA requests handled (the SA thread counts them).
+    pub sa_requests: Arc<AtomicU64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Metrics {
+    /// Metrics counting SA requests on `sa_requests` (the SA thread's
+    /// counter), or on a counter of their own when there is no SA.
+    pub fn new(sa_requests: Option<Arc<AtomicU64>>) -> Self {
+        Self { sweeps: Mutex::default(), sa_requests: sa_requests.unwrap_or_default() }
+    }
+
+    /// Takes in one heavy sweep.
+    pub fn record_heavy(&self, outcome: &OnceOutcome) {
+        let mut m = lock(&self.sweeps);
+        m.heavy_sweeps += 1;
+        m.routed = outcome.chain.routed.is_some();
+        m.engine = outcome.report.engine.clone().unwrap_or_default();
+        m.credit_loops = outcome.report.credit_loops;
+        m.switches = outcome.report.switches;
+        m.end_ports = outcome.report.end_ports;
+        m.last_phase_seconds.clear();
+        for (phase, ms) in &outcome.report.phases_ms {
+            m.last_phase_seconds.insert(phase.clone(), ms / 1000.0);
+            *m.phase_seconds_total.entry(phase.clone()).or_insert(0.0) += ms / 1000.0;
+        }
+        let stats = [&outcome.sweep.discovery_smps, &outcome.sweep.program_smps];
+        m.smps_sent += stats.iter().map(|s| s.sent).sum::<u64>() + outcome.program.total_smps();
+        m.smps_unanswered += stats.iter().map(|s| s.unanswered).sum::<u64>();
+        m.smps_retried += stats.iter().map(|s| s.retries).sum::<u64>();
+    }
+
+    /// The exposition text: SM state from `status`, sweeps, SA, and the
+    /// performance manager's counters when it runs.
+    pub fn render(&self, status: Option<&Mutex<Status>>, perf: Option<&Mutex<PerfDb>>) -> String {
+        let mut out = String::new();
+        metric_family(&mut out, "smcore_up", "gauge", "1 while the SM runs.");
+        let _ = writeln!(out, "smcore_up 1");
+        let role = status
+            .map(|s| lock(s).lines.iter().find(|(k, _)| k == "role").map(|(_, v)| v.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        metric_family(&mut out, "smcore_sm_role", "gauge", "The SM's role (master, standby, ...), as a label.");
+        let _ = writeln!(out, "smcore_sm_role{{role=\"{}\"}} 1", escape(if role.is_empty() { "starting" } else { &role }));
+        {
+            let m = lock(&self.sweeps);
+            metric_family(&mut out, "smcore_heavy_sweeps_total", "counter", "Heavy sweeps since start.");
+            let _ = writeln!(out, "smcore_heavy_sweeps_total {}", m.heavy_sweeps);
+            metric_family(&mut out, "smcore_routed", "gauge", "1 when the last heavy sweep's routing was accepted and programmed.");
+            let _ = writeln!(out, "smcore_routed {}", u8::from(m.routed));
+            metric_family(&mut out, "smcore_routing_engine", "gauge", "The engine that routed the last heavy sweep, as a label.");
+            let _ = writeln!(out, "smcore_routing_engine{{engine=\"{}\"}} 1", escape(&m.engine));
+            metric_family(&mut out, "smcore_credit_loops", "gauge", "1 when the last routing has a credit loop, 0 when checked free.");
+            if let Some(loops) = m.credit_loops {
+                let _ = writeln!(out, "smcore_credit_loops {}", u8::from(loops));
+            }
+            metric_family(&mut out, "smcore_fabric_switches", "gauge", "Switches the last heavy sweep found.");
+            let _ = writeln!(out, "smcore_fabric_switches {}", m.switches);
+            metric_family(&mut out, "smcore_fabric_end_ports", "gauge", "End ports the last heavy sweep found.");
+            let _ = writeln!(out, "smcore_fabric_end_ports {}", m.end_ports);
+            metric_family(&mut out, "smcore_sweep_phase_seconds", "gauge", "Duration of each phase of the last heavy sweep.");
+            for (phase, s) in &m.last_phase_seconds {
+                let _ = writeln!(out, "smcore_sweep_phase_seconds{{phase=\"{}\"}} {s}", escape(phase));
+            }
+            metric_family(&mut out, "smcore_sweep_phase_seconds_total", "counter", "Time spent in each phase over all heavy sweeps.");
+            for (phase, s) in &m.phase_seconds_total {
+                let _ = writeln!(out, "smcore_sweep_phase_seconds_total{{phase=\"{}\"}} {s}", escape(phase));
+            }
+            metric_family(&mut out, "smcore_smps_sent_total", "counter", "SMPs sent by heavy sweeps.");
+            let _ = writeln!(out, "smcore_smps_sent_total {}", m.smps_sent);
+            metric_family(&mut out, "smcore_smps_lost_total", "counter", "SMPs left unanswered after their retries.");
+            let _ = writeln!(out, "smcore_smps_lost_total {}", m.smps_unanswered);
+            metric_family(&mut out, "smcore_smps_retried_total", "counter", "SMPs sent again after no answer.");
+            let _ = writeln!(out, "smcore_smps_retried_total {}", m.smps_retried);
+        }
+        metric_family(&mut out, "smcore_sa_requests_total", "counter", "SA requests handled.");
+        let _ = writeln!(out, "smcore_sa_requests_total {}", self.sa_requests.load(Ordering::Relaxed));
+        if let Some(perf) = perf {
+            render_perf(&mut out, &lock(perf));
+        }
+        out
+    }
+}
+
+fn metric_family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn render_perf(out: &mut String, db: &PerfDb) {
+    metric_family(out, "smcore_perfmgr_sweeps_total", "counter", "Reads of every port's counters.");
+    let _ = writeln!(out, "smcore_perfmgr_sweeps_total {}", db.sweeps);
+    metric_family(out, "smcore_perfmgr_events_total", "counter", "Error threshold crossings.");
+    let _ = writeln!(out, "smcore_perfmgr_events_total {}", db.events);
+    metric_family(out, "smcore_perfmgr_queries_lost_total", "counter", "PMA requests left unanswered.");
+    let _ = writeln!(out, "smcore_perfmgr_queries_lost_total {}", db.total_stats.lost);
+    metric_family(
+        out,
+        "smcore_port_counter_total",
+        "counter",
+        "A port's PMA counter, summed over the deltas the performance manager read (data counters in units of 4 bytes).",
+    );
+    for r in db.ports.values() {
+        for (i, (name, _)) in COUNTER_NAMES.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "smcore_port_counter_total{{node_guid=\"{:#018x}\",port=\"{}\",node_desc=\"{}\",counter=\"{}\"}} {}",
+                r.target.node_guid,
+                r.target.port,
+                escape(&r.target.node_desc),
+                name,
+                r.history.totals[i]
+            );
+        }
+    }
+}
+
+/// A label value as the exposition format wants it: backslash, quote and
+/// newline escaped; other control characters dropped.
+pub fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Why the endpoint did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Not a loopback address.
+    #[error("metrics_listen {0}: the metrics endpoint listens on loopback only (127.0.0.1 or ::1)")]
+    NotLoopback(SocketAddr),
+    /// Bind failed.
+    #[error("metrics_listen {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The running endpoint; dropping it stops the thread.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// The address bound (the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the endpoint reads.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Sweep and SA figures.
+    pub metrics: Arc<Metrics>,
+    /// The SM's status lines (its role).
+    pub status: Option<Arc<Mutex<Status>>>,
+    /// The performance manager's database, when it runs.
+    pub perf: Option<Arc<Mutex<PerfDb>>>,
+}
+
+/// Listens on `addr` (loopback only) and serves `/metrics`.
+pub fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, MetricsError> {
+    if !addr.ip().is_loopback() {
+        return Err(MetricsError::NotLoopback(addr));
+    }
+    let listener = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| MetricsError::Bind { addr, source })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    match conn {
+                        Ok(stream) => answer(stream, &sources),
+                        Err(e) => warn!("metrics endpoint: {e}"),
+                    }
+                }
+            }
+        })
+        .map_err(|source| MetricsError::Bind { addr, source })?;
+    info!(%bound, "metrics endpoint listening");
+    Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
+}
+
+fn answer(stream: TcpStream, sources: &Sources) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let mut reader = BufReader::new(stream.take(8192));
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    // The headers are read (and ignored) so the client sees its request
+    // taken before the answer.
+    let mut header = String::new();
+    while reader.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
+        header.clear();
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (code, body) = if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
+        ("200 OK", sources.metrics.render(sources.status.as_deref(), sources.perf.as_deref()))
+    } else {
+        ("404 Not Found", "only /metrics here\n".to_string())
+    };
+    let mut stream = reader.into_inner().into_inner();
+    let head = format!(
+        "HTTP/1.0 {code}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body.as_bytes()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").expect("send");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("read");
+        text
+    }
+
+    #[test]
+    fn metrics_are_served_on_loopback_and_other_paths_are_404() {
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        sources.metrics.sa_requests.fetch_add(7, Ordering::Relaxed);
+        let server = serve("127.0.0.1:0".parse().expect("addr"), sources).expect("serve");
+        let text = get(server.local_addr(), "/metrics");
+        assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+        assert!(text.contains("\nsmcore_sa_requests_total 7\n"), "{text}");
+        assert!(text.contains("# TYPE smcore_heavy_sweeps_total counter"), "{text}");
+        assert!(get(server.local_addr(), "/").starts_with("HTTP/1.0 404"));
+    }
+
+    #[test]
+    fn a_non_loopback_address_is_refused() {
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        assert!(matches!(serve("0.0.0.0:0".parse().expect("addr"), sources), Err(MetricsError::NotLoopback(_))));
+    }
+
+    #[test]
+    fn a_crafted_node_description_cannot_forge_a_series() {
+        let forged = "x\"} 1\nsmcore_routed 0\n";
+        let e = escape(forged);
+        assert!(!e.contains('\n') && e.matches('"').count() == e.matches("\\\"").count(), "{e}");
+        assert_eq!(escape("a\\b"), "a\\\\b");
+    }
+}
