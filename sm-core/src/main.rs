@@ -674,7 +674,17 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         },
         None => None,
     };
+    // SIGHUP re-reads the file the SM started with (what the command line
+    // set stays).
+    let config_file = match &cli.config {
+        Some(path) => match sm_core::daemon::reload::ConfigSource::read(path, args.sweep_interval.is_some(), args.engines.is_some()) {
+            Ok(source) => Some(source),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => None,
+    };
     let daemon = sm_core::daemon::DaemonOptions {
+        config_file,
         once: options,
         interval,
         trap_settle: Duration::from_millis(300).min(interval),

@@ -49,6 +49,7 @@
 //! sliced so the loop notices it within a fraction of a second, and a sweep
 //! in progress finishes first, so the fabric is never left half-programmed.
 
+pub mod reload;
 pub mod traps;
 
 use std::path::PathBuf;
@@ -100,6 +101,9 @@ pub struct DaemonOptions<'a> {
     pub sa: Option<Arc<crate::sa::server::SaHandle>>,
     /// What the control socket's `status` reports ([`crate::control`]).
     pub status: Option<Arc<Mutex<crate::control::Status>>>,
+    /// The configuration file, re-read on SIGHUP ([`reload`]); `None`:
+    /// SIGHUP rescans the engine directories only.
+    pub config_file: Option<reload::ConfigSource>,
 }
 
 /// Why a heavy sweep ran.
@@ -230,6 +234,15 @@ struct Daemon<'r, 'o> {
     traps: TrapFilter,
     /// A trap-caused sweep deferred by the trap budget.
     trap_pending: bool,
+    /// The configuration re-read on SIGHUP, once there was a good one
+    /// (until then the caller's).
+    reloaded: Option<Config>,
+    /// The file as last applied.
+    config_source: Option<reload::ConfigSource>,
+    /// Between light sweeps (the file's `sweep_interval` after a re-read).
+    interval: Duration,
+    /// The engine list a re-read set.
+    engines: Option<String>,
 }
 
 /// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
@@ -280,7 +293,12 @@ pub fn run(
         check_peers: false,
         traps: TrapFilter::new(options.trap_limits),
         trap_pending: false,
+        reloaded: None,
+        config_source: options.config_file.clone(),
+        interval: options.interval,
+        engines: None,
     };
+    d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.interval)));
     d.due = d.become_master();
     if d.due.is_some() {
         d.run(on_heavy);
@@ -350,7 +368,70 @@ impl Daemon<'_, '_> {
         }
         let engines: Vec<String> = self.registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
         info!(engines = %engines.join(", "), "engine directories rescanned");
+        self.reread_config();
         self.due = Some(Cause::Reload);
+    }
+
+    /// Re-reads the configuration file, applying what may change at
+    /// runtime and saying in the log what changed; a file that does not
+    /// parse keeps the configuration in force.
+    fn reread_config(&mut self) {
+        let Some(source) = &self.config_source else { return };
+        let text = match std::fs::read_to_string(&source.path) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(file = %source.path.display(), "configuration not re-read ({e}); the one in force stays");
+                return;
+            }
+        };
+        let r = match reload::reread(&source.path, &source.text, &text) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("configuration not applied: {e}; the one in force stays");
+                return;
+            }
+        };
+        let mut applied = r.applied.clone();
+        if !source.interval_from_cli {
+            if let Some(s) = r.config.sweep_interval.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0) {
+                self.interval = Duration::from_secs_f64(s);
+            }
+        } else if let Some(i) = applied.iter().position(|k| k == "sweep_interval") {
+            applied.remove(i);
+            warn!("sweep_interval changed in the file but --sweep-interval given on the command line wins");
+        }
+        if !source.engines_from_cli {
+            let list = r.config.routing_engine.clone().unwrap_or_else(|| "minhop".into());
+            match crate::engines::chain::ChainSpec::parse(&list, self.registry) {
+                Ok(_) => self.engines = Some(list),
+                Err(e) => {
+                    warn!("routing_engine `{list}` not applied: {e}; the engines in force stay");
+                    applied.retain(|k| k != "routing_engine");
+                }
+            }
+        }
+        if applied.is_empty() && r.kept.is_empty() {
+            info!(file = %source.path.display(), "configuration re-read: nothing changed");
+        } else {
+            info!(
+                file = %source.path.display(),
+                applied = %applied.join(", "),
+                needs_restart = %r.kept.join(", "),
+                "configuration re-read"
+            );
+        }
+        if !r.kept.is_empty() {
+            warn!("changed in the configuration, kept until a restart: {}", r.kept.join(", "));
+        }
+        // The routing must be computed with what changed.
+        self.cache = None;
+        self.config_source = Some(reload::ConfigSource { text: r.text, ..source.clone() });
+        self.reloaded = Some(r.config);
+        let interval = self.interval;
+        self.show_status(|s| {
+            s.set("sweep_interval", format!("{interval:?}"));
+            s.set("config_applied", if applied.is_empty() { "-".to_string() } else { applied.join(",") });
+        });
     }
 
     fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
@@ -364,10 +445,13 @@ impl Daemon<'_, '_> {
         let mut once = self.options.once.clone();
         once.sweep.client_reregister = self.reregister;
         once.sweep.stop = Some(Arc::clone(&self.signals.stop));
+        if let Some(engines) = &self.engines {
+            once.engines = engines;
+        }
+        let config = self.reloaded.as_ref().unwrap_or(self.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
-        crate::qos::reload(self.config);
-        let result =
-            sweep::program::once_cached(&mut *self.port, &once, self.registry, self.config, self.guid2lid, self.held, slot);
+        crate::qos::reload(config);
+        let result = sweep::program::once_cached(&mut *self.port, &once, self.registry, config, self.guid2lid, self.held, slot);
         let mut outcome = match result {
             Ok(outcome) => outcome,
             Err(sweep::OnceError::Stopped) => {
@@ -457,6 +541,8 @@ impl Daemon<'_, '_> {
 
     fn light_sweep(&mut self) {
         self.summary.light_sweeps += 1;
+        let n = self.summary.light_sweeps;
+        self.show_status(|s| s.set("light_sweeps", n.to_string()));
         let Some(outcome) = self.last.as_ref().filter(|_| self.routed) else {
             self.due = Some(Cause::Retry);
             return;
@@ -538,7 +624,7 @@ impl Daemon<'_, '_> {
     fn wait(&mut self) -> Woken {
         // Short slices: the shutdown flag is checked between them.
         const SLICE: Duration = Duration::from_millis(100);
-        let end = Instant::now() + self.options.interval;
+        let end = Instant::now() + self.interval;
         let mut sweep_at: Option<Instant> = None;
         if self.trap_pending {
             sweep_at = Some(self.traps.next_allowed(Instant::now()));
