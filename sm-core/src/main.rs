@@ -636,9 +636,13 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
             ) {
                 Ok(mut client) => {
                     let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
+                    let signals = Arc::clone(&signals);
+                    let isolate = move |e: &sm_core::perfmgr::Event| {
+                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push((e.node_guid, e.port));
+                    };
                     perf_thread = std::thread::Builder::new()
                         .name("perfmgr".into())
-                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop))
+                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
                         .map_err(|e| warn!("performance manager not started: {e}"))
                         .ok();
                 }

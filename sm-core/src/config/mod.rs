@@ -211,6 +211,9 @@ pub struct Config {
     /// Per-interval thresholds by counter name as `perfquery` prints it
     /// (`SymbolErrorCounter = 10`); 0 turns a counter's events off.
     pub perfmgr_thresholds: BTreeMap<String, u64>,
+    /// Disable a switch port whose link crosses a symbol, link recovery,
+    /// link downed or link integrity threshold (off by default).
+    pub perfmgr_isolate_ports: bool,
     /// Serve Prometheus metrics on this loopback address
     /// (`127.0.0.1:9464`; also --metrics-listen).
     pub metrics_listen: Option<String>,
