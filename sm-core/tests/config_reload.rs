@@ -7,10 +7,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{bin_dir, workspace};
+use common::{bin_dir, signal, wait_for, workspace};
 
 fn status(socket: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
@@ -26,19 +26,7 @@ fn field(status: &str, key: &str) -> Option<String> {
     status.lines().find_map(|l| l.strip_prefix(&format!("{key}: ")).map(str::to_string))
 }
 
-fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
-fn hup(child: &Child) {
-    // SAFETY: kill(2) on our own child; no memory involved.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) }, 0);
-}
 
 #[test]
 fn sighup_applies_runtime_keys_keeps_start_keys_and_survives_a_bad_file() {
@@ -68,7 +56,7 @@ fn sighup_applies_runtime_keys_keeps_start_keys_and_survives_a_bad_file() {
     assert_eq!(field(&status(&socket), "light_sweeps"), None, "no light sweep within a minute's interval");
 
     std::fs::write(&conf, "# faster\nsweep_interval 1\nlmc 1\n").expect("rewrite conf");
-    hup(&child);
+    signal(&child, libc::SIGHUP);
     wait_for(&mut child, "the new interval", || field(&status(&socket), "sweep_interval").as_deref() == Some("1s"));
     wait_for(&mut child, "light sweeps at the new pace", || {
         field(&status(&socket), "light_sweeps").and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n >= 2)
@@ -80,14 +68,13 @@ fn sighup_applies_runtime_keys_keeps_start_keys_and_survives_a_bad_file() {
     // A typo made while the SM runs: reported, nothing changes.
     std::fs::write(&conf, "sweep_interval 1\nsweep_intervall 5\n").expect("rewrite conf");
     let before = field(&status(&socket), "heavy_sweeps");
-    hup(&child);
+    signal(&child, libc::SIGHUP);
     wait_for(&mut child, "the refusal in the log", || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("configuration not applied") && t.contains("opensm.conf:2"))
     });
     wait_for(&mut child, "the reload's heavy sweep", || field(&status(&socket), "heavy_sweeps") != before);
     assert_eq!(field(&status(&socket), "sweep_interval").as_deref(), Some("1s"));
 
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    signal(&child, libc::SIGTERM);
     assert!(child.wait().expect("wait").success());
 }

@@ -5,29 +5,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{bin_dir, workspace, write};
+use common::{bin_dir, count, signal, wait_for, workspace, write};
 
-fn signal(child: &Child, signal: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    assert_eq!(rc, 0, "kill({}, {signal}) failed", child.id());
-}
 
-fn count(path: &Path, needle: &str) -> usize {
-    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
-}
 
-fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn ctl_sweep(socket: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_smcore"))

@@ -6,10 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{bin_dir, workspace};
+use common::{bin_dir, count, wait_for, workspace};
 
 fn packaging(name: &str) -> String {
     let path = workspace().join("packaging").join(name);
@@ -63,18 +62,7 @@ fn template_args(root: &Path, guid: &str) -> Vec<String> {
         .collect()
 }
 
-fn count(path: &Path, needle: &str) -> usize {
-    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
-}
 
-fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
@@ -129,8 +117,7 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
     assert!(sweep.status.success(), "{}", String::from_utf8_lossy(&sweep.stdout));
     wait_for(&mut child, "a sweep in the new log", || count(&log, "heavy sweep done") >= 1);
 
-    // SAFETY: kill(2) on our own child; no memory involved.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    common::signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(!pid_file.exists(), "the pid file goes with the SM");

@@ -107,52 +107,47 @@ fn opensm_pairs(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The keys that differ between `old` and `new`: (applied, kept). A kept
+/// (restart-only) key gets its old value back in `new`.
+fn split_changes<V: PartialEq + Clone>(old: &BTreeMap<String, V>, new: &mut BTreeMap<String, V>) -> (Vec<String>, Vec<String>) {
+    let (mut applied, mut kept) = (Vec::new(), Vec::new());
+    let keys: std::collections::BTreeSet<String> = old.keys().chain(new.keys()).cloned().collect();
+    for k in keys {
+        if old.get(&k) == new.get(&k) {
+            continue;
+        }
+        if RESTART_ONLY.contains(&k.as_str()) {
+            match old.get(&k) {
+                Some(v) => new.insert(k.clone(), v.clone()),
+                None => new.remove(&k),
+            };
+            kept.push(k);
+        } else {
+            applied.push(k);
+        }
+    }
+    (applied, kept)
+}
+
 /// Reads `new_text` (the file at `path` now) against `old_text` (the file
 /// in force).
 pub fn reread(path: &Path, old_text: &str, new_text: &str) -> Result<Reread, ConfigError> {
     let parse_err = |message: String| ConfigError::Parse { path: path.to_path_buf(), line: 0, message };
     // Check the new file as it is first: its errors name its own lines.
     Config::parse_any(new_text, path)?;
-    let mut applied = Vec::new();
-    let mut kept = Vec::new();
-    let merged = if is_toml(path, new_text) {
-        let old: toml::Table = if is_toml(path, old_text) { toml::from_str(old_text).unwrap_or_default() } else { toml::Table::new() };
-        let mut new: toml::Table = toml::from_str(new_text).map_err(|e| parse_err(e.to_string()))?;
-        let keys: std::collections::BTreeSet<String> = old.keys().chain(new.keys()).cloned().collect();
-        for k in keys {
-            if old.get(&k) == new.get(&k) {
-                continue;
-            }
-            if RESTART_ONLY.contains(&k.as_str()) {
-                match old.get(&k) {
-                    Some(v) => new.insert(k.clone(), v.clone()),
-                    None => new.remove(&k),
-                };
-                kept.push(k);
-            } else {
-                applied.push(k);
-            }
-        }
-        toml::to_string(&new).map_err(|e| parse_err(e.to_string()))?
+    let (merged, applied, kept) = if is_toml(path, new_text) {
+        let old: BTreeMap<String, toml::Value> =
+            if is_toml(path, old_text) { toml::from_str::<toml::Table>(old_text).unwrap_or_default().into_iter().collect() } else { BTreeMap::new() };
+        let new: toml::Table = toml::from_str(new_text).map_err(|e| parse_err(e.to_string()))?;
+        let mut new: BTreeMap<String, toml::Value> = new.into_iter().collect();
+        let (applied, kept) = split_changes(&old, &mut new);
+        let table: toml::Table = new.into_iter().collect();
+        (toml::to_string(&table).map_err(|e| parse_err(e.to_string()))?, applied, kept)
     } else {
         let old = if is_toml(path, old_text) { BTreeMap::new() } else { opensm_pairs(old_text) };
         let mut new = opensm_pairs(new_text);
-        let keys: std::collections::BTreeSet<String> = old.keys().chain(new.keys()).cloned().collect();
-        for k in keys {
-            if old.get(&k) == new.get(&k) {
-                continue;
-            }
-            if RESTART_ONLY.contains(&k.as_str()) {
-                match old.get(&k) {
-                    Some(v) => new.insert(k.clone(), v.clone()),
-                    None => new.remove(&k),
-                };
-                kept.push(k);
-            } else {
-                applied.push(k);
-            }
-        }
-        new.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
+        let (applied, kept) = split_changes(&old, &mut new);
+        (new.iter().map(|(k, v)| format!("{k} {v}\n")).collect(), applied, kept)
     };
     let config = Config::parse_any(&merged, path)?;
     Ok(Reread { config, text: new_text.to_string(), applied, kept })
