@@ -147,3 +147,24 @@ pub fn signal(child: &std::process::Child, signal: libc::c_int) {
 pub fn count(path: &Path, needle: &str) -> usize {
     std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
 }
+
+/// `smcore --fabric fat-tree-64.net ARGS` as a running SM with the
+/// workspace's engines and no SMCORE_LOG from the caller's environment;
+/// stdout discarded, stderr piped (read it at the end with
+/// `wait_with_output`).
+pub fn spawn_sm<I, S>(args: I) -> std::process::Child
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .args(args)
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env_remove("SMCORE_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn smcore")
+}

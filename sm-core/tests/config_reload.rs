@@ -7,10 +7,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{bin_dir, signal, wait_for, workspace};
+use common::{signal, spawn_sm, wait_for};
 
 fn status(socket: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
@@ -35,21 +35,16 @@ fn sighup_applies_runtime_keys_keeps_start_keys_and_survives_a_bad_file() {
     let log = tmp.path().join("smcore.log");
     let socket = tmp.path().join("smcore.sock");
     std::fs::write(&conf, "sweep_interval 60\nlmc 0\n").expect("write conf");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .arg("--config")
-        .arg(&conf)
-        .arg("--fabric")
-        .arg(workspace().join("config/topologies/fat-tree-64.net"))
-        .args(["--log", "info", "--log-file"])
-        .arg(&log)
-        .arg("--control-socket")
-        .arg(&socket)
-        .env("SMCORE_ENGINE_PATH", bin_dir())
-        .env_remove("SMCORE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn smcore");
+    let mut child = spawn_sm([
+        "--config".as_ref(),
+        conf.as_os_str(),
+        "--log".as_ref(),
+        "info".as_ref(),
+        "--log-file".as_ref(),
+        log.as_os_str(),
+        "--control-socket".as_ref(),
+        socket.as_os_str(),
+    ]);
     wait_for(&mut child, "the first heavy sweep", || field(&status(&socket), "heavy_sweeps").is_some());
     assert_eq!(field(&status(&socket), "sweep_interval").as_deref(), Some("60s"));
     std::thread::sleep(Duration::from_millis(1500));

@@ -5,9 +5,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{bin_dir, count, signal, wait_for, workspace, write};
+use common::{bin_dir, count, signal, spawn_sm, wait_for, workspace, write};
 
 
 
@@ -28,19 +28,16 @@ fn sigusr1_reopens_a_log_file_that_was_moved_away() {
     let log = tmp.path().join("smcore.log");
     let moved = tmp.path().join("smcore.log.1");
     let socket = tmp.path().join("smcore.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .arg("--fabric")
-        .arg(workspace().join("config/topologies/fat-tree-64.net"))
-        .args(["--sweep-interval", "60", "--log", "info", "--log-file"])
-        .arg(&log)
-        .arg("--control-socket")
-        .arg(&socket)
-        .env("SMCORE_ENGINE_PATH", bin_dir())
-        .env_remove("SMCORE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn smcore");
+    let mut child = spawn_sm([
+        "--sweep-interval".as_ref(),
+        "60".as_ref(),
+        "--log".as_ref(),
+        "info".as_ref(),
+        "--log-file".as_ref(),
+        log.as_os_str(),
+        "--control-socket".as_ref(),
+        socket.as_os_str(),
+    ]);
     wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
 
     // What logrotate does without copytruncate: move, then signal.

@@ -6,9 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{bin_dir, count, wait_for, workspace};
+use common::{count, wait_for, workspace};
 
 fn packaging(name: &str) -> String {
     let path = workspace().join("packaging").join(name);
@@ -77,17 +77,9 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
 
     // On the embedded fabric, the port GUID has nothing to choose; the
     // rest of the template's command line is used as it is.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(template_args(root, guid))
-        .arg("--fabric")
-        .arg(workspace().join("config/topologies/fat-tree-64.net"))
-        .args(["--sweep-interval", "60", "--log", "info"])
-        .env("SMCORE_ENGINE_PATH", bin_dir())
-        .env_remove("SMCORE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn smcore");
+    let mut args = template_args(root, guid);
+    args.extend(["--sweep-interval", "60", "--log", "info"].map(String::from));
+    let mut child = common::spawn_sm(args);
     wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
     let pid = std::fs::read_to_string(&pid_file).expect("pid file");
     assert_eq!(pid.trim(), child.id().to_string());
