@@ -611,7 +611,7 @@ mod tests {
             panic!("{} has no opensm-keys markers in its Moving from OpenSM section", readme.display());
         };
         let want = supported_keys_markdown();
-        if std::env::var_os("SMCORE_BLESS").is_some() && &text[b + BEGIN.len()..e] != want {
+        if std::env::var_os("SMCORE_BLESS").is_some() && text[b + BEGIN.len()..e] != want {
             let fresh = format!("{}{want}{}", &text[..b + BEGIN.len()], &text[e..]);
             std::fs::write(&readme, fresh).unwrap();
             return;

@@ -204,7 +204,7 @@ impl Backoff {
     }
 
     fn due(&self, now: Instant) -> bool {
-        self.retry_at.map_or(true, |t| now >= t)
+        self.retry_at.is_none_or(|t| now >= t)
     }
 }
 

@@ -304,7 +304,7 @@ fn parse(trap: &TrapMad) -> Result<(u16, u16), &'static str> {
     if attribute != attr::NOTICE {
         return Err("attribute is not Notice");
     }
-    debug_assert!(HEADER_LEN <= SMP_DATA_OFFSET);
+    const { assert!(HEADER_LEN <= SMP_DATA_OFFSET) };
     let data = &mad[SMP_DATA_OFFSET..SMP_DATA_OFFSET + sm_mad::notice::LEN];
     let notice = NoticePacket::new_checked(data)
         .ok()

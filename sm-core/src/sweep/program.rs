@@ -803,7 +803,7 @@ pub fn once_cached(
     config: &Config,
     guid2lid: &mut Guid2Lid,
     held: &mut HeldTables,
-    mut cache: Option<&mut Option<UcastCache>>,
+    cache: Option<&mut Option<UcastCache>>,
 ) -> Result<OnceOutcome, OnceError> {
     let total = Instant::now();
     let mut report = RouteReport::default();
@@ -838,7 +838,7 @@ pub fn once_cached(
             // Dumps are written after programming (below): a dump that
             // cannot be written must never keep routing from the fabric.
             let mut chain = offline::route_fabric(&snapshot, registry, options.engines, config, None, &mut report)?;
-            if let (Some(slot), Some(routed)) = (cache.as_deref_mut(), chain.routed.as_mut()) {
+            if let (Some(slot), Some(routed)) = (cache, chain.routed.as_mut()) {
                 let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
                 *slot = Some(UcastCache::keep(&snapshot, &mut routed.routing, &routed.engine, deadlock_free));
             }

@@ -410,7 +410,7 @@ impl<'p> SmpClient<'p> {
             };
             let mut again = Vec::new();
             for (k, &i) in pending.iter().enumerate() {
-                let Some(request) = requests[i].clone() else { continue };
+                let Some(request) = requests[i] else { continue };
                 match answers.get(k).cloned().flatten() {
                     Some(answer) => results[i] = Some(self.check(&request, &answer, &ops[i].path)),
                     None if tries <= self.retries => {
