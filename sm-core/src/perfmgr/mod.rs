@@ -218,6 +218,12 @@ impl PerfDb {
     /// in `targets` are forgotten (they left the fabric).
     pub fn sweep(&mut self, transport: &mut dyn PmaTransport, targets: &[Target], cfg: &PerfMgrConfig) -> Vec<Event> {
         let mut stats = QueryStats::default();
+        if self.next_tid == 0 {
+            // Transaction IDs from a random start: a host on the fabric
+            // cannot count on the next one.
+            use std::hash::{BuildHasher, Hasher};
+            self.next_tid = std::collections::hash_map::RandomState::new().build_hasher().finish() & 0xFFFF_FFFF;
+        }
         let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut self.next_tid, &mut stats);
         let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
         self.ports.retain(|k, _| keep.contains(k));

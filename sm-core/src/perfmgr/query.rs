@@ -19,8 +19,9 @@ pub trait PmaTransport {
     /// Sends one request to `dlid`'s QP1; the answer is awaited up to
     /// `timeout`.
     fn send(&mut self, dlid: u16, mad: &[u8], timeout: Duration) -> Result<(), String>;
-    /// The next answer before `deadline`, `None` when none came.
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, String>;
+    /// The next answer before `deadline` with the LID it came from,
+    /// `None` when none came.
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String>;
 }
 
 impl PmaTransport for GsiClient {
@@ -29,8 +30,8 @@ impl PmaTransport for GsiClient {
         GsiClient::send(self, dlid, 1, mad, ms).map_err(|e| e.to_string())
     }
 
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
-        GsiClient::receive(self, deadline).map(|r| r.map(|(_, mad)| mad)).map_err(|e| e.to_string())
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
+        GsiClient::receive(self, deadline).map_err(|e| e.to_string())
     }
 }
 
@@ -126,7 +127,8 @@ fn exchange(
     stats: &mut QueryStats,
 ) -> Vec<(usize, Answer)> {
     let mut pending = requests.into_iter();
-    let mut in_flight: HashMap<u64, (usize, Instant)> = HashMap::new();
+    // By TID: the target, the LID the answer must come from, the deadline.
+    let mut in_flight: HashMap<u64, (usize, u16, Instant)> = HashMap::new();
     let mut answers = Vec::new();
     loop {
         while in_flight.len() < window.max(1) {
@@ -136,17 +138,21 @@ fn exchange(
                 stats.lost += 1;
                 continue;
             }
-            in_flight.insert(tid & 0xFFFF_FFFF, (target, Instant::now() + timeout));
+            in_flight.insert(tid & 0xFFFF_FFFF, (target, lid, Instant::now() + timeout));
         }
         if in_flight.is_empty() {
             return answers;
         }
-        let Some(deadline) = in_flight.values().map(|&(_, d)| d).min() else { return answers };
+        let Some(deadline) = in_flight.values().map(|&(_, _, d)| d).min() else { return answers };
         match transport.receive(deadline) {
-            Ok(Some(mad)) => {
-                // The kernel owns the TID's upper half: match the lower.
-                if let Some((tid, answer)) = parse_answer(&mad) {
-                    if let Some((target, _)) = in_flight.remove(&(tid & 0xFFFF_FFFF)) {
+            Ok(Some((slid, mad))) => {
+                // The kernel owns the TID's upper half: match the lower. An
+                // answer must come from the LID asked: another host that
+                // guesses a TID must not write a port's counters (with the
+                // isolation policy on, that would disable links).
+                let key = parse_answer(&mad).map(|(tid, answer)| (tid & 0xFFFF_FFFF, answer));
+                if let Some((tid, answer)) = key.filter(|(tid, _)| in_flight.get(tid).is_some_and(|&(_, lid, _)| lid == slid)) {
+                    if let Some((target, _, _)) = in_flight.remove(&tid) {
                         stats.answered += 1;
                         if matches!(answer, Answer::Refused) {
                             stats.refused += 1;
@@ -158,7 +164,7 @@ fn exchange(
             Ok(None) | Err(_) => {
                 let now = Instant::now();
                 let before = in_flight.len();
-                in_flight.retain(|_, &mut (_, d)| d > now);
+                in_flight.retain(|_, &mut (_, _, d)| d > now);
                 stats.lost += (before - in_flight.len()) as u64;
             }
         }
@@ -240,7 +246,10 @@ pub struct FakePma {
     pub extended: HashMap<(u16, u8), [u64; 8]>,
     /// LIDs that never answer.
     pub silent: Vec<u16>,
-    queue: std::collections::VecDeque<Vec<u8>>,
+    /// A host at this LID answers every request before the real PMA,
+    /// with these counters (a forger that guessed the TIDs).
+    pub forger: Option<(u16, [u64; perf::COUNTERS])>,
+    queue: std::collections::VecDeque<(u16, Vec<u8>)>,
 }
 
 impl PmaTransport for FakePma {
@@ -275,11 +284,17 @@ impl PmaTransport for FakePma {
             },
             _ => return Ok(()),
         }
-        self.queue.push_back(answer);
+        if let Some((lid, values)) = self.forger {
+            let mut forged = answer.clone();
+            CountersRepr { port_select: port, counter_select: 0, values }
+                .emit(&mut Counters::new_unchecked(&mut forged[DATA_OFFSET..]));
+            self.queue.push_back((lid, forged));
+        }
+        self.queue.push_back((dlid, answer));
         Ok(())
     }
 
-    fn receive(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
         match self.queue.pop_front() {
             Some(m) => Ok(Some(m)),
             None => {
@@ -335,5 +350,20 @@ mod tests {
         assert_eq!(pma.counters[&(9, 3)], [0; perf::COUNTERS]);
         let set = request(attr::PORT_COUNTERS, 3, 1, Some(CLEAR_ALL));
         assert_eq!((set[3], &set[DATA_OFFSET + 2..DATA_OFFSET + 4], set[DATA_OFFSET + 18]), (method::SET, &[0xFF, 0xFF][..], 0xFF));
+    }
+
+    #[test]
+    fn an_answer_from_another_lid_is_not_taken_for_the_port() {
+        let mut pma = FakePma::default();
+        let t = target(7, 2);
+        pma.counters.insert((7, 2), [0; perf::COUNTERS]);
+        let mut forged = [0; perf::COUNTERS];
+        forged[idx::LINK_DOWNED] = 250;
+        pma.forger = Some((99, forged));
+        let mut stats = QueryStats::default();
+        let mut tid = 0;
+        let samples = read_all(&mut pma, std::slice::from_ref(&t), 4, Duration::from_millis(20), &mut tid, &mut stats);
+        let s = samples[0].expect("the real PMA answered");
+        assert_eq!(s.values[idx::LINK_DOWNED], 0, "the forged counters were taken");
     }
 }
