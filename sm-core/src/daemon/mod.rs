@@ -23,7 +23,9 @@
 //! A reload flag (SIGHUP, or `reload` on the control socket) rescans the
 //! engine directories: a new build of an engine routes from the next heavy
 //! sweep, which follows at once. A sweep flag (`sweep`) asks for a heavy
-//! sweep now.
+//! sweep now; a reroute flag (`reroute`) too, and drops the unicast cache
+//! first so that the engines route afresh. After every heavy sweep its
+//! outcome is published to the console ([`crate::control::publish`]).
 //!
 //! Where other SMs may run, the loop first waits until this SM is master
 //! ([`standby::arbitrate`]); after every sweep it checks whether a higher
@@ -120,6 +122,8 @@ pub enum Cause {
     Groups,
     /// Asked for on the control socket.
     Requested,
+    /// Asked for on the control socket, routing afresh (`reroute`).
+    Reroute,
     /// This SM became master (at start after an election, or taking over
     /// from a master that went silent or handed over).
     Takeover,
@@ -158,6 +162,9 @@ pub struct Signals {
     pub reload: AtomicBool,
     /// A heavy sweep now (the control socket's `sweep`).
     pub sweep: AtomicBool,
+    /// A heavy sweep now that routes afresh: the unicast cache is dropped
+    /// (the control socket's `reroute`).
+    pub reroute: AtomicBool,
 }
 
 /// What a wait ended with.
@@ -281,6 +288,9 @@ pub fn run(
         traps: TrapFilter::new(options.trap_limits),
         trap_pending: false,
     };
+    if let Some(status) = &options.status {
+        crate::control::publish_config(status, config);
+    }
     d.due = d.become_master();
     if d.due.is_some() {
         d.run(on_heavy);
@@ -304,6 +314,11 @@ impl Daemon<'_, '_> {
             }
             if self.signals.sweep.swap(false, Ordering::Relaxed) && self.due.is_none() {
                 self.due = Some(Cause::Requested);
+            }
+            if self.signals.reroute.swap(false, Ordering::Relaxed) {
+                // What the cache holds would be reused: the point is not to.
+                self.cache = None;
+                self.due = Some(self.due.unwrap_or(Cause::Reroute));
             }
             if let Some(cause) = self.due.take() {
                 self.heavy_sweep(cause, on_heavy);
@@ -406,6 +421,9 @@ impl Daemon<'_, '_> {
             }
         }
         on_heavy(&outcome, n, cause);
+        if let Some(status) = &self.options.status {
+            crate::control::publish(status, &outcome, self.config);
+        }
         self.show_status(|s| {
             s.set("role", "master");
             s.set("heavy_sweeps", n.to_string());
@@ -549,6 +567,7 @@ impl Daemon<'_, '_> {
             if signals.stop.load(Ordering::Relaxed)
                 || signals.reload.load(Ordering::Relaxed)
                 || signals.sweep.load(Ordering::Relaxed)
+                || signals.reroute.load(Ordering::Relaxed)
             {
                 return Woken::Signal;
             }
