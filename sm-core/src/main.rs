@@ -321,6 +321,10 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
             }
+            Err(e) if args.json => {
+                println!("{}", serde_json::json!({ "error": e.to_string() }));
+                ExitCode::from(EXIT_BAD_INPUT)
+            }
             Err(e) => fail(EXIT_BAD_INPUT, e),
         };
     }

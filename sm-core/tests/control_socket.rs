@@ -87,6 +87,8 @@ fn ctl_status_sweep_and_reload_steer_a_running_sm() {
     assert!(!socket.exists(), "the socket is removed when the SM stops");
     let (ok, answer) = ctl(&socket, "status");
     assert!(!ok && answer.contains("smcore.sock"), "a clear error names the socket: {answer}");
+    let gone = ctl_json(&socket, &["status"]);
+    assert!(gone["error"].as_str().is_some_and(|e| e.contains("smcore.sock")), "{gone}");
 }
 
 /// Issue 13 item 13: only root or the SM's own user may steer it, even when
