@@ -76,21 +76,34 @@ pub struct Status {
     pub conf: Option<Arc<Vec<(String, Value)>>>,
 }
 
-/// Publishes a heavy sweep's outcome (and the configuration it ran with)
-/// to the console. The view is built before the lock is taken: readers of
-/// `status` (the console, the metrics endpoint) never wait for it.
-pub fn publish(status: &Mutex<Status>, outcome: &crate::sweep::OnceOutcome, config: &crate::config::Config) {
+/// Publishes a heavy sweep's outcome to the console. The view is built
+/// before the lock is taken: readers of `status` (the console, the metrics
+/// endpoint) never wait for it.
+pub fn publish(status: &Mutex<Status>, outcome: &crate::sweep::OnceOutcome) {
     let view = Arc::new(SweepView::of(outcome));
-    let conf = Arc::new(view::config_lines(config));
-    let mut s = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    s.view = Some(view);
-    s.conf = Some(conf);
+    status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).view = Some(view);
 }
 
-/// Publishes the configuration alone (at start, before any sweep).
+/// Publishes the configuration in force for `dump_conf` (at start, and
+/// again whenever it is re-read).
 pub fn publish_config(status: &Mutex<Status>, config: &crate::config::Config) {
     let conf = Arc::new(view::config_lines(config));
     status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).conf = Some(conf);
+}
+
+/// `config` with what the SM loop actually runs with written over it: the
+/// command line may have overridden the file.
+pub fn config_in_force(config: &crate::config::Config, options: &crate::daemon::DaemonOptions<'_>) -> crate::config::Config {
+    let mut shown = config.clone();
+    let sweep = &options.once.sweep;
+    shown.sweep_interval = Some(options.interval.as_secs_f64());
+    shown.use_ucast_cache = options.ucast_cache;
+    shown.lmc = sweep.lmc;
+    shown.transaction_retries = Some(sweep.retries);
+    shown.subnet_prefix = Some(sweep.subnet_prefix);
+    shown.routing_engine = Some(options.once.engines.to_string());
+    shown.dump_dir = options.once.dump_dir.map(Path::to_path_buf);
+    shown
 }
 
 impl Status {

@@ -245,6 +245,8 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
     assert!(conf.contains("sm_key ********\n") && conf.contains("sa_key ********\n"), "{conf}");
     assert!(!conf.contains("4242") && !conf.contains("31337"), "a secret shows: {conf}");
     assert!(conf.contains("lmc 0\n"), "{conf}");
+    // What the command line set, not the file's default.
+    assert!(conf.contains("sweep_interval 60.0\n") && conf.contains("use_ucast_cache true\n"), "{conf}");
     assert_eq!(ctl_json(&socket, &["dump_conf"])["sm_key"], "********");
 
     // loglevel: the SM starts at warn; debug lines appear once asked for.

@@ -289,7 +289,7 @@ pub fn run(
         trap_pending: false,
     };
     if let Some(status) = &options.status {
-        crate::control::publish_config(status, config);
+        crate::control::publish_config(status, &crate::control::config_in_force(config, options));
     }
     d.due = d.become_master();
     if d.due.is_some() {
@@ -422,7 +422,7 @@ impl Daemon<'_, '_> {
         }
         on_heavy(&outcome, n, cause);
         if let Some(status) = &self.options.status {
-            crate::control::publish(status, &outcome, self.config);
+            crate::control::publish(status, &outcome);
         }
         self.show_status(|s| {
             s.set("role", "master");
