@@ -68,18 +68,20 @@ pub struct PortStatus {
     pub not_read: usize,
     /// By PortState (`Down`, `Init`, `Armed`, `Active`).
     pub states: BTreeMap<String, usize>,
-    /// Active ports by width (`4x`).
+    /// Ports with a link (Init, Armed, Active) by width (`4x`).
     pub widths: BTreeMap<String, usize>,
-    /// Active ports by speed (`QDR`, `EDR`).
+    /// Ports with a link by speed (`QDR`, `EDR`).
     pub speeds: BTreeMap<String, usize>,
     /// Ports whose PortPhysicalState is Disabled.
     pub disabled: PortList,
     /// Ports with a link that is not Active (Init or Armed): the SM has
     /// not brought them up, or they fell back.
     pub not_active: PortList,
-    /// Active ports narrower than the widest width both ends enable.
+    /// Linked ports narrower than the widest width both ends enable and
+    /// support.
     pub reduced_width: PortList,
-    /// Active ports slower than the fastest speed both ends enable.
+    /// Linked ports slower than the fastest speed both ends enable and
+    /// support.
     pub reduced_speed: PortList,
 }
 
@@ -168,7 +170,7 @@ impl SweepView {
         SweepView {
             route,
             ports: port_status(&outcome.sweep.fabric),
-            balance: outcome.chain.routed.as_ref().map(|routed| lid_balance(&outcome.snapshot, &routed.routing)).unwrap_or_default(),
+            balance: outcome.chain.routed.as_ref().map(|routed| lid_balance(&outcome.snapshot, &routed.routing.lfts)).unwrap_or_default(),
             conf: Vec::new(),
         }
     }
@@ -393,10 +395,8 @@ fn port_status(fabric: &Fabric) -> PortStatus {
             match info.port_state {
                 PortState::Active => {}
                 PortState::Init | PortState::Armed => st.not_active.push(r(format!("{:?}", info.port_state))),
+                // No link: no width or speed to speak of.
                 _ => continue,
-            }
-            if info.port_state != PortState::Active {
-                continue;
             }
             let width = lanes(info.link_width_active);
             let speed = active_speed(info);
@@ -421,14 +421,14 @@ fn port_status(fabric: &Fabric) -> PortStatus {
     st
 }
 
-fn lid_balance(snapshot: &sm_abi::FabricSnapshot, routing: &sm_abi::Routing) -> LidBalance {
+fn lid_balance(snapshot: &sm_abi::FabricSnapshot, lfts: &[sm_abi::Lft]) -> LidBalance {
     let mut end_lids = Vec::new();
     for i in snapshot.end_ports() {
         let p = &snapshot.ports[i as usize];
         end_lids.extend((0..p.lid_count()).map(|k| usize::from(p.lid) + k as usize));
     }
     let mut out = LidBalance::default();
-    for lft in routing.lfts.iter() {
+    for lft in lfts {
         let Some(node) = snapshot.nodes.get(lft.node as usize) else { continue };
         if node.kind != NodeKind::Switch {
             continue;
@@ -490,6 +490,93 @@ mod tests {
         assert_eq!(SPEED_NAMES[fastest(0x7, 0)], "QDR");
         assert_eq!(SPEED_NAMES[fastest(0x7, 0x2)], "EDR");
         assert_eq!(SPEED_NAMES[fastest(0x1, 0)], "SDR");
+    }
+
+    /// A switch with a 4x and a 1x host link and two empty ports, swept
+    /// but not activated (LIDs only): every port is counted by its state,
+    /// the 1x link is named at both ends.
+    #[test]
+    fn portstatus_counts_states_and_names_unactivated_and_narrow_links() {
+        use crate::sim::SimFabric;
+        use crate::sweep::{Guid2Lid, SimPort, SweepOptions};
+        let mut b = sm_topology::TopologyBuilder::new();
+        let sw = b.add_switch("sw", 4).expect("switch");
+        let h0 = b.add_ca("h0", 1).expect("ca");
+        let h1 = b.add_ca("h1", 1).expect("ca");
+        b.link((h0, 1), (sw, 1)).expect("link");
+        b.set_rate(1, 4);
+        b.link((h1, 1), (sw, 2)).expect("link");
+        let topo = b.finish().expect("topology");
+        let mut sim = SimFabric::from_topology(&topo, h0, 1).expect("sim");
+        let mut port = SimPort::new(&mut sim);
+        let swept = crate::sweep::sweep(&mut port, &SweepOptions::default(), &mut Guid2Lid::default()).expect("sweep");
+        let st = port_status(&swept.fabric);
+        assert_eq!(st.ports, 6, "{st:?}");
+        assert_eq!(st.states.get("Down"), Some(&2), "{st:?}");
+        assert_eq!(st.states.get("Init"), Some(&4), "{st:?}");
+        assert_eq!(st.not_active.count, 4);
+        assert_eq!(st.widths.get("4x"), Some(&2), "{st:?}");
+        assert_eq!(st.widths.get("1x"), Some(&2), "{st:?}");
+        let narrow: Vec<(&str, u8, &str)> =
+            st.reduced_width.ports.iter().map(|p| (p.node.as_str(), p.port, p.detail.as_str())).collect();
+        assert_eq!(narrow.len(), 2, "{narrow:?}");
+        assert!(narrow.contains(&("sw", 2, "1x of 4x")) && narrow.contains(&("h1", 1, "1x of 4x")), "{narrow:?}");
+        let text = SweepView { ports: st, ..Default::default() }.render_ports();
+        assert!(text.contains("states: Down 2, Init 4\n") && text.contains("reduced width: 2\n"), "{text}");
+    }
+
+    /// Two switches joined by two cables, two hosts on each: an LFT that
+    /// sends both remote hosts over one cable is flagged, one that spreads
+    /// them is not.
+    #[test]
+    fn lidbalance_flags_a_switch_that_loads_one_of_parallel_links() {
+        use crate::sim::SimFabric;
+        use crate::sweep::{Guid2Lid, SimPort, SweepOptions};
+        let mut b = sm_topology::TopologyBuilder::new();
+        let s0 = b.add_switch("s0", 4).expect("switch");
+        let s1 = b.add_switch("s1", 4).expect("switch");
+        let hosts: Vec<usize> = (0..4).map(|i| b.add_ca(format!("h{i}"), 1).expect("ca")).collect();
+        b.link((s0, 3), (s1, 3)).expect("link");
+        b.link((s0, 4), (s1, 4)).expect("link");
+        for (i, &h) in hosts.iter().enumerate() {
+            let (sw, port) = if i < 2 { (s0, i as u8 + 1) } else { (s1, i as u8 - 1) };
+            b.link((h, 1), (sw, port)).expect("link");
+        }
+        let topo = b.finish().expect("topology");
+        let mut sim = SimFabric::from_topology(&topo, hosts[0], 1).expect("sim");
+        let mut port = SimPort::new(&mut sim);
+        let swept = crate::sweep::sweep(&mut port, &SweepOptions::default(), &mut Guid2Lid::default()).expect("sweep");
+        let snap = swept.fabric.snapshot(0);
+        let switch = |desc: &str| snap.nodes.iter().position(|n| n.description.as_str() == desc).expect("switch") as u32;
+        let host_lid = |desc: &str| {
+            let n = snap.nodes.iter().position(|n| n.description.as_str() == desc).expect("host") as u32;
+            usize::from(snap.port_of(n, 1).expect("port").lid)
+        };
+        let len = usize::from(snap.max_lid) + 1;
+        // s0: h0, h1 local on 1, 2; h2 and h3 both over port 3.
+        let mut lopsided = vec![NO_ROUTE; len];
+        lopsided[host_lid("h0")] = 1;
+        lopsided[host_lid("h1")] = 2;
+        lopsided[host_lid("h2")] = 3;
+        lopsided[host_lid("h3")] = 3;
+        // s1: h2, h3 local on 1, 2; h0 over port 3, h1 over port 4.
+        let mut spread = vec![NO_ROUTE; len];
+        spread[host_lid("h2")] = 1;
+        spread[host_lid("h3")] = 2;
+        spread[host_lid("h0")] = 3;
+        spread[host_lid("h1")] = 4;
+        let lfts = vec![
+            sm_abi::Lft { node: switch("s0"), ports: lopsided.into() },
+            sm_abi::Lft { node: switch("s1"), ports: spread.into() },
+        ];
+        let balance = lid_balance(&snap, &lfts);
+        assert_eq!((balance.switches, balance.imbalanced), (2, 1), "{balance:?}");
+        let s0 = &balance.listed[0];
+        assert_eq!((s0.node.as_str(), s0.lids, s0.switch_ports, s0.min, s0.max, s0.imbalanced), ("s0", 4, 2, 0, 2, true));
+        let s1 = &balance.listed[1];
+        assert_eq!((s1.node.as_str(), s1.lids, s1.min, s1.max, s1.imbalanced), ("s1", 4, 1, 1, false));
+        let text = SweepView { balance, ..Default::default() }.render_balance();
+        assert!(text.contains("\"s0\": 4 LIDs, 2 inter-switch ports: min 0 max 2 mean 1.0  IMBALANCED\n"), "{text}");
     }
 
     #[test]
