@@ -93,7 +93,10 @@ pub fn publish_config(status: &Mutex<Status>, config: &crate::config::Config) {
 
 /// `config` with what the SM loop actually runs with written over it: the
 /// command line may have overridden the file.
-pub fn config_in_force(config: &crate::config::Config, options: &crate::daemon::DaemonOptions<'_>) -> crate::config::Config {
+pub fn config_in_force(
+    config: &crate::config::Config,
+    options: &crate::daemon::DaemonOptions<'_>,
+) -> crate::config::Config {
     let mut shown = config.clone();
     let sweep = &options.once.sweep;
     shown.sweep_interval = Some(options.interval.as_secs_f64());
@@ -265,7 +268,13 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: O
     let _ = stream.write_all(text.as_bytes());
 }
 
-fn answer(verb: &str, args: &[&str], signals: &Signals, status: &Mutex<Status>, perf: Option<&Mutex<crate::perfmgr::PerfDb>>) -> Answer {
+fn answer(
+    verb: &str,
+    args: &[&str],
+    signals: &Signals,
+    status: &Mutex<Status>,
+    perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
+) -> Answer {
     let takes_arg = verb == "loglevel";
     if !takes_arg && !args.is_empty() {
         return Err(format!("{verb} takes no argument"));
@@ -319,7 +328,8 @@ fn answer(verb: &str, args: &[&str], signals: &Signals, status: &Mutex<Status>, 
             [filter] => {
                 let previous = crate::logging::set_filter(filter).map_err(|e| e.to_string())?;
                 info!(filter, previous = %previous, "log filter changed from the control socket");
-                Ok((format!("ok: log filter {filter} (was {previous})\n"), json!({ "ok": "log filter changed", "filter": filter, "previous": previous })))
+                let text = format!("ok: log filter {filter} (was {previous})\n");
+                Ok((text, json!({ "ok": "log filter changed", "filter": filter, "previous": previous })))
             }
             _ => Err("loglevel takes one filter (e.g. `debug` or `sm_core::sweep=trace,info`)".to_string()),
         },
@@ -346,7 +356,10 @@ fn perfmgr_json(d: &crate::perfmgr::PerfDb) -> Value {
         .map(|r| {
             let counters: serde_json::Map<String, Value> = ERROR_COUNTERS
                 .filter(|&i| r.history.totals[i] > 0)
-                .map(|i| (COUNTER_NAMES[i].0.to_string(), json!({ "delta": r.history.delta.values[i], "total": r.history.totals[i] })))
+                .map(|i| {
+                    let counts = json!({ "delta": r.history.delta.values[i], "total": r.history.totals[i] });
+                    (COUNTER_NAMES[i].0.to_string(), counts)
+                })
                 .collect();
             json!({
                 "guid": format!("{:#018x}", r.target.node_guid),

@@ -366,7 +366,8 @@ fn parse_strict(filter: &str) -> Result<tracing_subscriber::EnvFilter, LogError>
     // EnvFilter takes an unknown word as a target name (`verbose` would
     // silence everything): a directive without `=` must be a level.
     for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        if !directive.contains('=') && !directive.contains('[') && directive.parse::<tracing_subscriber::filter::LevelFilter>().is_err() {
+        let is_level = directive.parse::<tracing_subscriber::filter::LevelFilter>().is_ok();
+        if !is_level && !directive.contains('=') && !directive.contains('[') {
             return Err(LogError::Filter {
                 filter: filter.to_string(),
                 message: format!("`{directive}` is not a level (off, error, warn, info, debug, trace) nor target=level"),

@@ -170,7 +170,12 @@ impl SweepView {
         SweepView {
             route,
             ports: port_status(&outcome.sweep.fabric),
-            balance: outcome.chain.routed.as_ref().map(|routed| lid_balance(&outcome.snapshot, &routed.routing.lfts)).unwrap_or_default(),
+            balance: outcome
+                .chain
+                .routed
+                .as_ref()
+                .map(|routed| lid_balance(&outcome.snapshot, &routed.routing.lfts))
+                .unwrap_or_default(),
             conf: Vec::new(),
         }
     }
@@ -192,12 +197,28 @@ impl SweepView {
         let mut out = format!("routing: {}\n", s("verdict"));
         for a in r["attempts"].as_array().into_iter().flatten() {
             let why = a["reason"].as_str().map(|w| format!(": {w}")).unwrap_or_default();
-            out += &format!("  engine {} {}{why}\n", a["engine"].as_str().unwrap_or("?"), a["outcome"].as_str().unwrap_or("?"));
+            out += &format!(
+                "  engine {} {}{why}\n",
+                a["engine"].as_str().unwrap_or("?"),
+                a["outcome"].as_str().unwrap_or("?")
+            );
         }
-        out += &format!("fabric: {} switches, {} end ports, max LID {}, LMC {}\n", s("switches"), s("end_ports"), s("max_lid"), s("lmc"));
-        out += &format!("reachable: {} of {} pairs ({} looping)\n", s("reachable_pairs"), s("pairs"), s("looping_pairs"));
+        out += &format!(
+            "fabric: {} switches, {} end ports, max LID {}, LMC {}\n",
+            s("switches"),
+            s("end_ports"),
+            s("max_lid"),
+            s("lmc")
+        );
+        out +=
+            &format!("reachable: {} of {} pairs ({} looping)\n", s("reachable_pairs"), s("pairs"), s("looping_pairs"));
         out += &format!("credit loops: {credit}\nVLs used: {}\n", s("vls_used"));
-        out += &format!("routes per link: max {} mean {}\navg hops: {}\n", s("max_routes_per_link"), s("mean_routes_per_link"), s("avg_hops"));
+        out += &format!(
+            "routes per link: max {} mean {}\navg hops: {}\n",
+            s("max_routes_per_link"),
+            s("mean_routes_per_link"),
+            s("avg_hops")
+        );
         out
     }
 
@@ -250,7 +271,8 @@ impl SweepView {
     /// `portstatus`, as OpenSM's console lays it out.
     pub fn render_ports(&self) -> String {
         let p = &self.ports;
-        let counts = |m: &BTreeMap<String, usize>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
+        let counts =
+            |m: &BTreeMap<String, usize>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
         let mut out = format!("ports: {} ({} CA ports not read)\n", p.ports, p.not_read);
         out += &format!("states: {}\n", counts(&p.states));
         out += &format!("widths: {}\n", counts(&p.widths));
@@ -363,7 +385,11 @@ fn active_speed(info: &PortInfoRepr) -> usize {
 /// enabled and supported.
 fn port_best(info: &PortInfoRepr) -> (u8, usize) {
     let width = widest(info.link_width_enabled & info.link_width_supported);
-    let ext = if info.link_speed_ext_supported != 0 { info.link_speed_ext_enabled & info.link_speed_ext_supported } else { 0 };
+    let ext = if info.link_speed_ext_supported != 0 {
+        info.link_speed_ext_enabled & info.link_speed_ext_supported
+    } else {
+        0
+    };
     (width, fastest(info.link_speed_enabled & info.link_speed_supported, ext))
 }
 
@@ -404,9 +430,14 @@ fn port_status(fabric: &Fabric) -> PortStatus {
             *st.speeds.entry(SPEED_NAMES[speed].to_string()).or_default() += 1;
             // What the link could run at: the best both ends allow.
             let (mut best_width, mut best_speed) = port_best(info);
-            if let Some(peer) = port.peer.and_then(|(n, p)| fabric.nodes.get(n)?.ports.get(usize::from(p))?.info.as_ref()) {
+            if let Some(peer) =
+                port.peer.and_then(|(n, p)| fabric.nodes.get(n)?.ports.get(usize::from(p))?.info.as_ref())
+            {
                 best_width = widest(
-                    info.link_width_enabled & info.link_width_supported & peer.link_width_enabled & peer.link_width_supported,
+                    info.link_width_enabled
+                        & info.link_width_supported
+                        & peer.link_width_enabled
+                        & peer.link_width_supported,
                 );
                 best_speed = best_speed.min(port_best(peer).1);
             }
@@ -547,7 +578,8 @@ mod tests {
         let mut port = SimPort::new(&mut sim);
         let swept = crate::sweep::sweep(&mut port, &SweepOptions::default(), &mut Guid2Lid::default()).expect("sweep");
         let snap = swept.fabric.snapshot(0);
-        let switch = |desc: &str| snap.nodes.iter().position(|n| n.description.as_str() == desc).expect("switch") as u32;
+        let switch =
+            |desc: &str| snap.nodes.iter().position(|n| n.description.as_str() == desc).expect("switch") as u32;
         let host_lid = |desc: &str| {
             let n = snap.nodes.iter().position(|n| n.description.as_str() == desc).expect("host") as u32;
             usize::from(snap.port_of(n, 1).expect("port").lid)
@@ -572,7 +604,10 @@ mod tests {
         let balance = lid_balance(&snap, &lfts);
         assert_eq!((balance.switches, balance.imbalanced), (2, 1), "{balance:?}");
         let s0 = &balance.listed[0];
-        assert_eq!((s0.node.as_str(), s0.lids, s0.switch_ports, s0.min, s0.max, s0.imbalanced), ("s0", 4, 2, 0, 2, true));
+        assert_eq!(
+            (s0.node.as_str(), s0.lids, s0.switch_ports, s0.min, s0.max, s0.imbalanced),
+            ("s0", 4, 2, 0, 2, true)
+        );
         let s1 = &balance.listed[1];
         assert_eq!((s1.node.as_str(), s1.lids, s1.min, s1.max, s1.imbalanced), ("s1", 4, 1, 1, false));
         let text = SweepView { balance, ..Default::default() }.render_balance();
