@@ -196,6 +196,7 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
         .arg(&socket)
         .env("SMCORE_ENGINE_PATH", bin_dir())
         .env_remove("RUST_LOG")
+        .env_remove("SMCORE_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::from(std::fs::File::create(&stderr_path).expect("stderr file")))
         .spawn()
