@@ -92,19 +92,22 @@ pub fn publish_config(status: &Mutex<Status>, config: &crate::config::Config) {
 }
 
 /// `config` with what the SM loop actually runs with written over it: the
-/// command line may have overridden the file.
+/// command line may have overridden the file, and a re-read file may have
+/// changed the sweep interval and the engines.
 pub fn config_in_force(
     config: &crate::config::Config,
     options: &crate::daemon::DaemonOptions<'_>,
+    interval: Duration,
+    engines: &str,
 ) -> crate::config::Config {
     let mut shown = config.clone();
     let sweep = &options.once.sweep;
-    shown.sweep_interval = Some(options.interval.as_secs_f64());
+    shown.sweep_interval = Some(interval.as_secs_f64());
     shown.use_ucast_cache = options.ucast_cache;
     shown.lmc = sweep.lmc;
     shown.transaction_retries = Some(sweep.retries);
     shown.subnet_prefix = Some(sweep.subnet_prefix);
-    shown.routing_engine = Some(options.once.engines.to_string());
+    shown.routing_engine = Some(engines.to_string());
     shown.dump_dir = options.once.dump_dir.map(Path::to_path_buf);
     shown
 }

@@ -651,9 +651,13 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
             ) {
                 Ok(mut client) => {
                     let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
+                    let signals = Arc::clone(&signals);
+                    let isolate = move |e: &sm_core::perfmgr::Event| {
+                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push((e.node_guid, e.port));
+                    };
                     perf_thread = std::thread::Builder::new()
                         .name("perfmgr".into())
-                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop))
+                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
                         .map_err(|e| warn!("performance manager not started: {e}"))
                         .ok();
                 }
@@ -689,7 +693,17 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         },
         None => None,
     };
+    // SIGHUP re-reads the file the SM started with (what the command line
+    // set stays).
+    let config_file = match &cli.config {
+        Some(path) => match sm_core::daemon::reload::ConfigSource::read(path, args.sweep_interval.is_some(), args.engines.is_some()) {
+            Ok(source) => Some(source),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        },
+        None => None,
+    };
     let daemon = sm_core::daemon::DaemonOptions {
+        config_file,
         once: options,
         interval,
         trap_settle: Duration::from_millis(300).min(interval),

@@ -124,3 +124,47 @@ pub fn mc_member(guid: u64) -> sm_core::mcast::McMember {
     sm_core::mcast::McMember { port_gid, port_guid: guid, join_state: sm_core::mcast::groups::join_state::FULL, proxy: false }
 }
 
+
+/// Polls `done` every 50 ms for up to a minute; fails when `child` exits
+/// first or the minute passes.
+pub fn wait_for(child: &mut std::process::Child, what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Sends `signal` to `child`.
+pub fn signal(child: &std::process::Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill({}, {signal}) failed", child.id());
+}
+
+/// How often `needle` occurs in the file at `path` (0 when unreadable).
+pub fn count(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
+}
+
+/// `smcore --fabric fat-tree-64.net ARGS` as a running SM with the
+/// workspace's engines and no SMCORE_LOG from the caller's environment;
+/// stdout discarded, stderr piped (read it at the end with
+/// `wait_with_output`).
+pub fn spawn_sm<I, S>(args: I) -> std::process::Child
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .arg("--fabric")
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .args(args)
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env_remove("SMCORE_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn smcore")
+}

@@ -293,3 +293,27 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
     let log = std::fs::read_to_string(&stderr_path).expect("stderr");
     assert!(!log.contains("heavy_sweep{n=3 cause=Reroute}: routing taken from the unicast cache"), "{log}");
 }
+
+/// `dump_conf` follows SIGHUP: a re-read file's sweep interval and engine
+/// list are what it shows, a start-only key (LMC) keeps its running value.
+#[test]
+fn dump_conf_shows_the_configuration_a_sighup_applied() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let conf = tmp.path().join("opensm.conf");
+    let socket = tmp.path().join("smcore.sock");
+    std::fs::write(&conf, "sweep_interval 60\nlmc 0\n").expect("write conf");
+    let mut child =
+        common::spawn_sm(["--config".as_ref(), conf.as_os_str(), "--control-socket".as_ref(), socket.as_os_str()]);
+    let dump = |socket: &Path| ctl(socket, "dump_conf").1;
+    wait_for(&mut child, "the first heavy sweep", || ctl(&socket, "status").1.contains("heavy_sweeps: 1"));
+    let before = dump(&socket);
+    assert!(before.contains("sweep_interval 60.0\n") && before.contains("routing_engine minhop\n"), "{before}");
+    std::fs::write(&conf, "sweep_interval 30\nlmc 1\nrouting_engine updn\n").expect("rewrite conf");
+    common::signal(&child, libc::SIGHUP);
+    wait_for(&mut child, "the re-read configuration", || dump(&socket).contains("sweep_interval 30.0\n"));
+    let after = dump(&socket);
+    assert!(after.contains("routing_engine updn\n"), "{after}");
+    assert!(after.contains("lmc 0\n"), "LMC is kept until a restart: {after}");
+    common::signal(&child, libc::SIGTERM);
+    assert!(child.wait().expect("wait").success());
+}

@@ -68,6 +68,7 @@ impl SmpPort for Scripted<'_> {
 /// Minhop, sweeping every 50 ms: the scripts run in a fraction of a second.
 fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
     DaemonOptions {
+        config_file: None,
         once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
         interval: Duration::from_millis(50),
         trap_settle: Duration::from_millis(10),
@@ -287,6 +288,7 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
     let signals = Signals::default();
     let mut registry = Registry::scan(&[bin_dir()]);
     let options = DaemonOptions {
+        config_file: None,
         once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
         interval: Duration::from_millis(50),
         trap_settle: Duration::from_millis(10),

@@ -5,29 +5,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use common::{bin_dir, workspace, write};
+use common::{bin_dir, count, signal, spawn_sm, wait_for, workspace, write};
 
-fn signal(child: &Child, signal: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    assert_eq!(rc, 0, "kill({}, {signal}) failed", child.id());
-}
 
-fn count(path: &Path, needle: &str) -> usize {
-    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
-}
 
-fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn ctl_sweep(socket: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
@@ -45,19 +28,16 @@ fn sigusr1_reopens_a_log_file_that_was_moved_away() {
     let log = tmp.path().join("smcore.log");
     let moved = tmp.path().join("smcore.log.1");
     let socket = tmp.path().join("smcore.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .arg("--fabric")
-        .arg(workspace().join("config/topologies/fat-tree-64.net"))
-        .args(["--sweep-interval", "60", "--log", "info", "--log-file"])
-        .arg(&log)
-        .arg("--control-socket")
-        .arg(&socket)
-        .env("SMCORE_ENGINE_PATH", bin_dir())
-        .env_remove("SMCORE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn smcore");
+    let mut child = spawn_sm([
+        "--sweep-interval".as_ref(),
+        "60".as_ref(),
+        "--log".as_ref(),
+        "info".as_ref(),
+        "--log-file".as_ref(),
+        log.as_os_str(),
+        "--control-socket".as_ref(),
+        socket.as_os_str(),
+    ]);
     wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
 
     // What logrotate does without copytruncate: move, then signal.

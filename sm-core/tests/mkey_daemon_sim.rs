@@ -58,6 +58,7 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
     let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, sim_options).expect("sim");
     let config = MKeyConfig { m_key: SECRET, protect_bits: 2, lease_period: 0, per_port: true };
     let options = DaemonOptions {
+        config_file: None,
         once: OnceOptions {
             sweep: SweepOptions { m_keys: MKeys::new(config, None).expect("keys"), ..SweepOptions::default() },
             engines: "minhop",

@@ -6,10 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use common::{bin_dir, workspace};
+use common::{count, wait_for, workspace};
 
 fn packaging(name: &str) -> String {
     let path = workspace().join("packaging").join(name);
@@ -63,18 +62,7 @@ fn template_args(root: &Path, guid: &str) -> Vec<String> {
         .collect()
 }
 
-fn count(path: &Path, needle: &str) -> usize {
-    std::fs::read_to_string(path).map(|t| t.matches(needle).count()).unwrap_or(0)
-}
 
-fn wait_for(child: &mut Child, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        assert!(child.try_wait().expect("wait").is_none(), "smcore exited waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
@@ -89,17 +77,9 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
 
     // On the embedded fabric, the port GUID has nothing to choose; the
     // rest of the template's command line is used as it is.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(template_args(root, guid))
-        .arg("--fabric")
-        .arg(workspace().join("config/topologies/fat-tree-64.net"))
-        .args(["--sweep-interval", "60", "--log", "info"])
-        .env("SMCORE_ENGINE_PATH", bin_dir())
-        .env_remove("SMCORE_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn smcore");
+    let mut args = template_args(root, guid);
+    args.extend(["--sweep-interval", "60", "--log", "info"].map(String::from));
+    let mut child = common::spawn_sm(args);
     wait_for(&mut child, "the first heavy sweep in the log", || count(&log, "heavy sweep done") >= 1);
     let pid = std::fs::read_to_string(&pid_file).expect("pid file");
     assert_eq!(pid.trim(), child.id().to_string());
@@ -129,8 +109,7 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
     assert!(sweep.status.success(), "{}", String::from_utf8_lossy(&sweep.stdout));
     wait_for(&mut child, "a sweep in the new log", || count(&log, "heavy sweep done") >= 1);
 
-    // SAFETY: kill(2) on our own child; no memory involved.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    common::signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(!pid_file.exists(), "the pid file goes with the SM");

@@ -81,6 +81,7 @@ impl FaultyPort<'_> {
 
 fn options(groups: Option<Arc<Mutex<McGroups>>>) -> DaemonOptions<'static> {
     DaemonOptions {
+        config_file: None,
         once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
         interval: Duration::from_millis(50),
         trap_settle: Duration::from_millis(10),

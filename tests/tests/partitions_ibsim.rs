@@ -155,6 +155,12 @@ fn a_partitions_conf_splits_the_hosts() {
     assert!(text.contains("0x8020"), "the right half's P_Key:\n{text}");
     let (n, text) = path_records(&sim, sm_lid, b);
     assert_eq!(n, 1, "from the SM's port {sm_lid} -> {b}:\n{text}");
+    // The IPoIB broadcast group of the `ipoib` partition only: the right
+    // half has no `ipoib`, and a file's implicit default partition none.
+    let (ok, groups) = client(&sim, "saquery", &["-g"]);
+    assert!(ok, "{groups}");
+    assert!(groups.contains("ff12:401b:8010::ffff:ffff"), "the left half's broadcast group:\n{groups}");
+    assert_eq!(groups.matches("MGID").count(), 1, "one group only:\n{groups}");
     // Every block written took; enforcement bits ibsim does not keep are
     // reported once per port, not rewritten at every sweep.
     let (_, log) = run.stop(Duration::from_secs(5)).unwrap_or_else(|e| panic!("{e}"));

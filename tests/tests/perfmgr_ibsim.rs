@@ -218,3 +218,62 @@ fn counters_set_on_the_simulator_become_deltas_events_and_clears() {
     assert_eq!(logged.len(), 2, "one line per crossing:\n{output}");
     assert!(logged.iter().any(|l| l.contains(&symbol_event)), "{logged:?}");
 }
+
+/// PortPhysicalState of `port` of the node at `lid`, as `smpquery portinfo`
+/// prints it (`PhysLinkState:...Disabled`).
+fn phys_state(sim: &Ibsim, lid: u16, port: u8) -> String {
+    let out = sim
+        .client_command("smpquery")
+        .expect("smpquery")
+        .args(["portinfo", &lid.to_string(), &port.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run smpquery");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("PhysLinkState:").map(|v| v.trim_start_matches('.').trim().to_string()))
+        .unwrap_or_else(|| format!("(no PhysLinkState in {text:?})"))
+}
+
+#[test]
+fn the_isolation_policy_disables_a_failing_link_but_never_the_sms_own() {
+    let fabric = Generated::fat_tree("perfmgr-isolate-", 2, 1, 2, 1).unwrap_or_else(|e| panic!("{e}"));
+    let (sm, tmp, net, topo) = (&fabric.sm, fabric.dir(), &fabric.net, &fabric.topo);
+    let sim = Ibsim::start(net).unwrap_or_else(|e| panic!("{e}"));
+    let conf = tmp.join("smcore.toml");
+    std::fs::write(&conf, "perfmgr = true\nperfmgr_sweep_time_s = 1\nperfmgr_isolate_ports = true\n").expect("write config");
+    let socket = tmp.join("smcore.sock");
+    let dumps = tmp.join("dumps");
+    let report = tmp.join("report.json");
+    let extra = ["--config", conf.to_str().expect("utf-8"), "--control-socket", socket.to_str().expect("utf-8"), "--log", "warn"];
+    let mut run = RunningSm::start(&sim, sm, &dumps, &report, &extra).unwrap_or_else(|e| panic!("{e}"));
+    run.wait_for("the first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    run.wait_for("a first perfmgr sweep", Duration::from_secs(30), |_| perf_sweeps(&ctl(sm.bin(), &socket, "perfmgr")) >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let hosts: Vec<usize> = topo.nodes.iter().enumerate().filter(|(_, n)| !n.is_switch()).map(|(i, _)| i).collect();
+    // The SM runs on the first host: its link fails too, and stays up.
+    let (sm_leaf, sm_leaf_port) = topo.peer(hosts[0], 1).expect("the SM's leaf");
+    let (leaf, leaf_port) = topo.peer(hosts[1], 1).expect("a host's leaf");
+    for (node, port) in [(sm_leaf, sm_leaf_port), (leaf, leaf_port)] {
+        let cmd = format!("PerformanceSet \"{}\"[{port}] PortCounters.LinkDownedCounter=3", topo.nodes[node].name);
+        sim.send(&cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    }
+    let leaf_guid = topo.nodes[leaf].node_guid;
+    run.wait_for("the heavy sweep after the isolation", Duration::from_secs(30), |r| {
+        r.heavy_sweeps() >= 2 && ctl(sm.bin(), &socket, "perfmgr").contains(&format!("on {leaf_guid:#018x}"))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = ctl(sm.bin(), &socket, "perfmgr");
+    let leaf_lid = lid_in_report(&text, leaf_guid, leaf_port);
+    let sm_leaf_lid = lid_in_report(&text, topo.nodes[sm_leaf].node_guid, sm_leaf_port);
+    run.wait_for("the failing port disabled", Duration::from_secs(30), |_| phys_state(&sim, leaf_lid, leaf_port).contains("Disabled"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(phys_state(&sim, sm_leaf_lid, sm_leaf_port).contains("LinkUp"), "the SM's own link stays up");
+
+    let (status, output) = run.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{status}\n{output}");
+    assert!(output.contains("port isolated"), "{output}");
+    assert!(output.contains("failing link is the SM's own: not isolated"), "{output}");
+}

@@ -186,15 +186,21 @@ fn multicast_and_unicast_together_are_loop_free() {
 
 #[test]
 fn tree_spans_the_torus_with_a_failed_switch() {
-    for (name, dims, c) in [
-        ("6x5 root down", vec![6, 5], [3, 2, 0]),
-        ("5x4x3 switch down", vec![5, 4, 3], [2, 1, 1]),
-    ] {
-        let mut fab = Fab::torus(&dims, 1);
-        fab.fail_switch(c);
-        let loop_free = check(name, &fab);
-        println!("{name}: unicast + multicast loop free: {loop_free}");
-    }
+    let mut fab = Fab::torus(&[5, 4, 3], 1);
+    fab.fail_switch([2, 1, 1]);
+    assert!(check("5x4x3 switch down", &fab), "unicast + multicast close a cycle");
+}
+
+/// The seed document promises a loop-free master tree whenever unicast is
+/// loop free; with the root switch itself failed (the root moves to (2,1))
+/// the tree still spans the torus, but unicast and multicast together
+/// close a cycle today (`MCAST_DEBUG=1` prints it).
+#[test]
+#[ignore = "known limitation, warned in the routing's diagnostics: a moved multicast root on the 6x5 torus closes a unicast+multicast cycle"]
+fn tree_with_a_moved_root_stays_loop_free() {
+    let mut fab = Fab::torus(&[6, 5], 1);
+    fab.fail_switch([3, 2, 0]);
+    assert!(check("6x5 root down", &fab), "unicast + multicast close a cycle");
 }
 
 /// Every single failed switch on small 3D and 2D tori: how often multicast

@@ -211,6 +211,9 @@ pub struct Config {
     /// Per-interval thresholds by counter name as `perfquery` prints it
     /// (`SymbolErrorCounter = 10`); 0 turns a counter's events off.
     pub perfmgr_thresholds: BTreeMap<String, u64>,
+    /// Disable a switch port whose link crosses a symbol, link recovery,
+    /// link downed or link integrity threshold (off by default).
+    pub perfmgr_isolate_ports: bool,
     /// Serve Prometheus metrics on this loopback address
     /// (`127.0.0.1:9464`; also --metrics-listen).
     pub metrics_listen: Option<String>,
@@ -297,11 +300,17 @@ impl Config {
     /// TOML.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        Config::parse_any(&text, path)
+    }
+
+    /// Configuration text of either format, told apart as [`Config::load`]
+    /// does; `path` names the file (and its extension counts).
+    pub fn parse_any(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let toml_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml"));
-        if toml_name || !opensm::is_opensm_format(&text) {
-            return Config::parse(&text, path);
+        if toml_name || !opensm::is_opensm_format(text) {
+            return Config::parse(text, path);
         }
-        opensm::parse(&text, path)
+        opensm::parse(text, path)
     }
 
     /// The warning the SM logs once at startup, when logging is set up:

@@ -51,6 +51,7 @@
 //! sliced so the loop notices it within a fraction of a second, and a sweep
 //! in progress finishes first, so the fabric is never left half-programmed.
 
+pub mod reload;
 pub mod traps;
 
 use std::path::PathBuf;
@@ -102,6 +103,9 @@ pub struct DaemonOptions<'a> {
     pub sa: Option<Arc<crate::sa::server::SaHandle>>,
     /// What the control socket's `status` reports ([`crate::control`]).
     pub status: Option<Arc<Mutex<crate::control::Status>>>,
+    /// The configuration file, re-read on SIGHUP ([`reload`]); `None`:
+    /// SIGHUP rescans the engine directories only.
+    pub config_file: Option<reload::ConfigSource>,
 }
 
 /// Why a heavy sweep ran.
@@ -165,6 +169,9 @@ pub struct Signals {
     /// A heavy sweep now that routes afresh: the unicast cache is dropped
     /// (the control socket's `reroute`).
     pub reroute: AtomicBool,
+    /// Ports (node GUID, port) whose link the performance manager asks to
+    /// isolate ([`crate::perfmgr::PerfMgrConfig::isolate`]).
+    pub isolate: Mutex<Vec<(u64, u8)>>,
 }
 
 /// What a wait ended with.
@@ -237,6 +244,15 @@ struct Daemon<'r, 'o> {
     traps: TrapFilter,
     /// A trap-caused sweep deferred by the trap budget.
     trap_pending: bool,
+    /// The configuration re-read on SIGHUP, once there was a good one
+    /// (until then the caller's).
+    reloaded: Option<Config>,
+    /// The file as last applied.
+    config_source: Option<reload::ConfigSource>,
+    /// Between light sweeps (the file's `sweep_interval` after a re-read).
+    interval: Duration,
+    /// The engine list a re-read set.
+    engines: Option<String>,
 }
 
 /// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
@@ -287,10 +303,13 @@ pub fn run(
         check_peers: false,
         traps: TrapFilter::new(options.trap_limits),
         trap_pending: false,
+        reloaded: None,
+        config_source: options.config_file.clone(),
+        interval: options.interval,
+        engines: None,
     };
-    if let Some(status) = &options.status {
-        crate::control::publish_config(status, &crate::control::config_in_force(config, options));
-    }
+    d.publish_config();
+    d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.interval)));
     d.due = d.become_master();
     if d.due.is_some() {
         d.run(on_heavy);
@@ -319,6 +338,10 @@ impl Daemon<'_, '_> {
                 // What the cache holds would be reused: the point is not to.
                 self.cache = None;
                 self.due = Some(self.due.unwrap_or(Cause::Reroute));
+            }
+            let isolate = std::mem::take(&mut *self.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()));
+            if !isolate.is_empty() {
+                self.isolate(&isolate);
             }
             if let Some(cause) = self.due.take() {
                 self.heavy_sweep(cause, on_heavy);
@@ -365,7 +388,126 @@ impl Daemon<'_, '_> {
         }
         let engines: Vec<String> = self.registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
         info!(engines = %engines.join(", "), "engine directories rescanned");
+        self.reread_config();
         self.due = Some(Cause::Reload);
+    }
+
+    /// Disables the switch end of each link the performance manager
+    /// found failing (PortPhysicalState Disabled), then sweeps so the
+    /// routing goes around it. The SM's own link is never disabled: the SM
+    /// would lose the fabric it is protecting.
+    fn isolate(&mut self, ports: &[(u64, u8)]) {
+        let span = info_span!("isolate");
+        let _enter = span.enter();
+        let Some(outcome) = self.last.as_ref() else { return };
+        let fabric = &outcome.sweep.fabric;
+        let sm_end = (0usize, fabric.sm_port);
+        let sm_peer = fabric.nodes.first().and_then(|n| n.ports.get(usize::from(fabric.sm_port))).and_then(|p| p.peer);
+        let mut ops = Vec::new();
+        let mut what = Vec::new();
+        for &(guid, port) in ports {
+            let Some(node) = fabric.find(guid) else { continue };
+            let Some(peer) = fabric.nodes[node].ports.get(usize::from(port)).and_then(|p| p.peer) else { continue };
+            // The switch end of the link: the switch itself, or the CA's peer.
+            let (sw, sw_port) = if fabric.nodes[node].is_switch() { (node, port) } else { peer };
+            if !fabric.nodes[sw].is_switch() {
+                continue;
+            }
+            if (sw, sw_port) == sm_end || Some((sw, sw_port)) == sm_peer || (node, port) == sm_end || Some((node, port)) == sm_peer {
+                warn!(guid = format_args!("{guid:#018x}"), port, "failing link is the SM's own: not isolated");
+                continue;
+            }
+            let Some(mut want) = fabric.nodes[sw].ports.get(usize::from(sw_port)).and_then(|p| p.info) else { continue };
+            want.port_state = sm_mad::PortState::NoChange;
+            want.port_physical_state = sm_mad::PhysState::Disabled;
+            let mut data = [0u8; sm_mad::smp::DATA_LEN];
+            want.emit(&mut sm_mad::PortInfoPacket::new_unchecked(&mut data[..]));
+            ops.push(crate::sweep::transport::SmpOp::set(sm_mad::mad::attr::PORT_INFO, u32::from(sw_port), &fabric.nodes[sw].path, data));
+            what.push((fabric.nodes[sw].guid, fabric.nodes[sw].description.clone(), sw_port));
+        }
+        if ops.is_empty() {
+            return;
+        }
+        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
+        for ((guid, desc, port), answer) in what.into_iter().zip(client.run_many(&ops)) {
+            match answer {
+                Ok(_) => warn!(guid = format_args!("{guid:#018x}"), port, "port isolated: \"{desc}\" port {port} disabled for its link's errors"),
+                Err(e) => warn!(guid = format_args!("{guid:#018x}"), port, "port not isolated: {e}"),
+            }
+        }
+        self.due = Some(Cause::Change);
+    }
+
+    /// Re-reads the configuration file, applying what may change at
+    /// runtime and saying in the log what changed; a file that does not
+    /// parse keeps the configuration in force.
+    fn reread_config(&mut self) {
+        let Some(source) = &self.config_source else { return };
+        let text = match std::fs::read_to_string(&source.path) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(file = %source.path.display(), "configuration not re-read ({e}); the one in force stays");
+                return;
+            }
+        };
+        let r = match reload::reread(&source.path, &source.text, &text) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("configuration not applied: {e}; the one in force stays");
+                return;
+            }
+        };
+        let mut applied = r.applied.clone();
+        if !source.interval_from_cli {
+            if let Some(s) = r.config.sweep_interval.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0) {
+                self.interval = Duration::from_secs_f64(s);
+            }
+        } else if let Some(i) = applied.iter().position(|k| k == "sweep_interval") {
+            applied.remove(i);
+            warn!("sweep_interval changed in the file but --sweep-interval given on the command line wins");
+        }
+        if !source.engines_from_cli {
+            let list = r.config.routing_engine.clone().unwrap_or_else(|| "minhop".into());
+            match crate::engines::chain::ChainSpec::parse(&list, self.registry) {
+                Ok(_) => self.engines = Some(list),
+                Err(e) => {
+                    warn!("routing_engine `{list}` not applied: {e}; the engines in force stay");
+                    applied.retain(|k| k != "routing_engine");
+                }
+            }
+        }
+        if applied.is_empty() && r.kept.is_empty() {
+            info!(file = %source.path.display(), "configuration re-read: nothing changed");
+        } else {
+            info!(
+                file = %source.path.display(),
+                applied = %applied.join(", "),
+                needs_restart = %r.kept.join(", "),
+                "configuration re-read"
+            );
+        }
+        if !r.kept.is_empty() {
+            warn!("changed in the configuration, kept until a restart: {}", r.kept.join(", "));
+        }
+        // The routing must be computed with what changed.
+        self.cache = None;
+        self.config_source = Some(reload::ConfigSource { text: r.text, ..source.clone() });
+        self.reloaded = Some(r.config);
+        let interval = self.interval;
+        self.show_status(|s| {
+            s.set("sweep_interval", format!("{interval:?}"));
+            s.set("config_applied", if applied.is_empty() { "-".to_string() } else { applied.join(",") });
+        });
+        self.publish_config();
+    }
+
+    /// Tells the console's `dump_conf` the configuration in force.
+    fn publish_config(&self) {
+        let Some(status) = &self.options.status else { return };
+        let config = self.reloaded.as_ref().unwrap_or(self.config);
+        let engines = self.engines.as_deref().unwrap_or(self.options.once.engines);
+        let shown = crate::control::config_in_force(config, self.options, self.interval, engines);
+        crate::control::publish_config(status, &shown);
     }
 
     fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
@@ -379,10 +521,13 @@ impl Daemon<'_, '_> {
         let mut once = self.options.once.clone();
         once.sweep.client_reregister = self.reregister;
         once.sweep.stop = Some(Arc::clone(&self.signals.stop));
+        if let Some(engines) = &self.engines {
+            once.engines = engines;
+        }
+        let config = self.reloaded.as_ref().unwrap_or(self.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
-        crate::qos::reload(self.config);
-        let result =
-            sweep::program::once_cached(&mut *self.port, &once, self.registry, self.config, self.guid2lid, self.held, slot);
+        crate::qos::reload(config);
+        let result = sweep::program::once_cached(&mut *self.port, &once, self.registry, config, self.guid2lid, self.held, slot);
         let mut outcome = match result {
             Ok(outcome) => outcome,
             Err(sweep::OnceError::Stopped) => {
@@ -475,6 +620,8 @@ impl Daemon<'_, '_> {
 
     fn light_sweep(&mut self) {
         self.summary.light_sweeps += 1;
+        let n = self.summary.light_sweeps;
+        self.show_status(|s| s.set("light_sweeps", n.to_string()));
         let Some(outcome) = self.last.as_ref().filter(|_| self.routed) else {
             self.due = Some(Cause::Retry);
             return;
@@ -556,7 +703,7 @@ impl Daemon<'_, '_> {
     fn wait(&mut self) -> Woken {
         // Short slices: the shutdown flag is checked between them.
         const SLICE: Duration = Duration::from_millis(100);
-        let end = Instant::now() + self.options.interval;
+        let end = Instant::now() + self.interval;
         let mut sweep_at: Option<Instant> = None;
         if self.trap_pending {
             sweep_at = Some(self.traps.next_allowed(Instant::now()));
@@ -568,6 +715,7 @@ impl Daemon<'_, '_> {
                 || signals.reload.load(Ordering::Relaxed)
                 || signals.sweep.load(Ordering::Relaxed)
                 || signals.reroute.load(Ordering::Relaxed)
+                || !signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
             {
                 return Woken::Signal;
             }

@@ -67,6 +67,22 @@ pub struct PerfMgrConfig {
     pub log_errors: bool,
     /// Threshold per counter ([`COUNTER_NAMES`] order); `None`: no event.
     pub thresholds: [Option<u64>; COUNTERS],
+    /// Ask the SM to disable a port whose link crosses a threshold of
+    /// [`ISOLATING_COUNTERS`] (smcore `perfmgr_isolate_ports`, off by
+    /// default).
+    pub isolate: bool,
+}
+
+/// The counters that tell a failing link rather than congestion or a
+/// misbehaving host: only their crossings isolate a port.
+pub const ISOLATING_COUNTERS: [&str; 4] =
+    ["SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "LocalLinkIntegrityErrors"];
+
+impl Event {
+    /// Whether this crossing asks for the port's isolation.
+    pub fn isolates(&self) -> bool {
+        ISOLATING_COUNTERS.contains(&self.counter)
+    }
 }
 
 impl PerfMgrConfig {
@@ -100,6 +116,7 @@ impl PerfMgrConfig {
             ignore_cas: config.perfmgr_ignore_cas,
             log_errors: config.perfmgr_log_errors.unwrap_or(true),
             thresholds,
+            isolate: config.perfmgr_isolate_ports,
         }))
     }
 }
@@ -325,12 +342,15 @@ fn crossings(record: &mut PortRecord, delta: &Delta, cfg: &PerfMgrConfig) -> Vec
 
 /// Runs the manager until `stop`: reads `targets` (refreshed by the SM
 /// after each heavy sweep) every interval into `db`.
+/// `isolate` is handed each crossing that asks for its port's isolation
+/// when the policy is on.
 pub fn run(
     cfg: &PerfMgrConfig,
     transport: &mut dyn PmaTransport,
     targets: &Mutex<Vec<Target>>,
     db: &Mutex<PerfDb>,
     stop: &AtomicBool,
+    isolate: &dyn Fn(&Event),
 ) {
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -355,6 +375,9 @@ pub fn run(
             for e in &events {
                 warn!("port counter threshold crossed: {e}");
             }
+        }
+        if cfg.isolate {
+            events.iter().filter(|e| e.isolates()).for_each(isolate);
         }
         info!(ports = ports.len(), answered = stats.answered, lost = stats.lost, "perfmgr sweep done");
     }
