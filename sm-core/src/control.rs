@@ -1,17 +1,38 @@
 //! The control socket: a Unix socket on which a running SM takes one-line
 //! commands from `smcore ctl` (or `socat`), so an admin can reload engines
-//! or force a sweep without signals, and ask how the SM is doing.
+//! or force a sweep without signals, and ask how the SM is doing: OpenSM's
+//! console, one command per connection.
 //!
-//! Commands, one per connection, answered with text and the connection
-//! closed:
+//! Commands, answered with text and the connection closed:
 //!
 //! * `reload` — rescan the engine directories, as SIGHUP does;
 //! * `sweep` — a heavy sweep now;
-//! * `status` — the SM's state (role, last heavy sweep, engine, nodes).
+//! * `reroute` — a heavy sweep that routes afresh, even where the unicast
+//!   cache would reuse the last routing;
+//! * `status` — the SM's state (role, last heavy sweep, engine, nodes);
+//! * `portstatus` — ports by state, width and speed; the disabled, not
+//!   active and reduced ones (OpenSM's `portstatus`);
+//! * `lidbalance` — the routing summary and, per switch, how many LIDs
+//!   its LFT sends out of each inter-switch port (OpenSM's `lidbalance`);
+//!   `route` is the routing summary alone;
+//! * `perfmgr` — the performance manager's top error ports;
+//! * `dump_conf` — the configuration in force, secrets masked;
+//! * `loglevel [FILTER]` — show or change the log filter (`debug`,
+//!   `sm_core::sweep=trace,info`); a bad filter is refused and the old one
+//!   kept.
+//!
+//! A line starting with `--json` gets the answer as one JSON object
+//! (errors as `{"error": "..."}`).
+//!
+//! The read-only answers come from what the SM loop published after its
+//! last heavy sweep ([`publish`]): a request renders it and never waits for
+//! a sweep.
 //!
 //! The socket is created with mode 0600 (the SM runs as root; nobody else
 //! may steer it) and removed when the SM stops. A stale socket file from a
 //! crashed SM is replaced; a live one (something answers on it) is not.
+
+pub mod view;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -22,9 +43,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::daemon::Signals;
+use view::SweepView;
 
 /// Why the control socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +66,50 @@ pub enum ControlError {
 }
 
 /// What `status` reports; the SM loop updates it after every heavy sweep.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Status {
     /// Lines of `key: value`.
     pub lines: Vec<(String, String)>,
+    /// The last heavy sweep, for `portstatus`, `lidbalance` and `route`.
+    pub view: Option<Arc<SweepView>>,
+    /// The configuration in force, for `dump_conf`.
+    pub conf: Option<Arc<Vec<(String, Value)>>>,
+}
+
+/// Publishes a heavy sweep's outcome to the console. The view is built
+/// before the lock is taken: readers of `status` (the console, the metrics
+/// endpoint) never wait for it.
+pub fn publish(status: &Mutex<Status>, outcome: &crate::sweep::OnceOutcome) {
+    let view = Arc::new(SweepView::of(outcome));
+    status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).view = Some(view);
+}
+
+/// Publishes the configuration in force for `dump_conf` (at start, and
+/// again whenever it is re-read).
+pub fn publish_config(status: &Mutex<Status>, config: &crate::config::Config) {
+    let conf = Arc::new(view::config_lines(config));
+    status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).conf = Some(conf);
+}
+
+/// `config` with what the SM loop actually runs with written over it: the
+/// command line may have overridden the file, and a re-read file may have
+/// changed the sweep interval and the engines.
+pub fn config_in_force(
+    config: &crate::config::Config,
+    options: &crate::daemon::DaemonOptions<'_>,
+    interval: Duration,
+    engines: &str,
+) -> crate::config::Config {
+    let mut shown = config.clone();
+    let sweep = &options.once.sweep;
+    shown.sweep_interval = Some(interval.as_secs_f64());
+    shown.use_ucast_cache = options.ucast_cache;
+    shown.lmc = sweep.lmc;
+    shown.transaction_retries = Some(sweep.retries);
+    shown.subnet_prefix = Some(sweep.subnet_prefix);
+    shown.routing_engine = Some(engines.to_string());
+    shown.dump_dir = options.once.dump_dir.map(Path::to_path_buf);
+    shown
 }
 
 impl Status {
@@ -166,6 +229,16 @@ fn peer_allowed(stream: &UnixStream) -> Result<u32, String> {
     }
 }
 
+/// A verb's answer: text for people and the same as JSON, or an error.
+type Answer = Result<(String, Value), String>;
+
+fn ok(message: &str) -> Answer {
+    Ok((format!("ok: {message}\n"), json!({ "ok": message })))
+}
+
+/// The commands, for the error that names them.
+const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel";
+
 fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: Option<&Mutex<crate::perfmgr::PerfDb>>) {
     let allowed = peer_allowed(&stream);
     // A client that never writes must not hold the SM's only control
@@ -176,31 +249,138 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: O
     if reader.read_line(&mut line).is_err() {
         return;
     }
-    let answer = match (allowed, line.trim()) {
-        (Err(why), _) => {
+    let mut words = line.split_whitespace().peekable();
+    let as_json = words.next_if_eq(&"--json").is_some();
+    let verb = words.next().unwrap_or("");
+    let args: Vec<&str> = words.collect();
+    let answer = match allowed {
+        Err(why) => {
             warn!("control socket: refused: {why}");
-            format!("error: {why}\n")
+            Err(why)
         }
-        (Ok(_), "reload") => {
-            signals.reload.store(true, Ordering::Relaxed);
-            "ok: engine directories will be rescanned, then a heavy sweep\n".to_string()
-        }
-        (Ok(_), "sweep") => {
-            signals.sweep.store(true, Ordering::Relaxed);
-            "ok: heavy sweep requested\n".to_string()
-        }
-        (Ok(_), "status") => status.lock().map(|s| s.render()).unwrap_or_default(),
-        (Ok(_), "perfmgr") => match perf {
-            // The manager holds the lock for one read of the fabric at
-            // most: the answer waits for that, never for a sweep.
-            Some(db) => db.lock().map(|d| d.report(PERFMGR_TOP)).unwrap_or_default(),
-            None => "error: the performance manager is off (opensm.conf `perfmgr TRUE`, or a umad port)\n".to_string(),
-        },
-        (Ok(_), other) => format!("error: unknown command {other:?} (reload, sweep, status, perfmgr)\n"),
+        Ok(_) => answer(verb, &args, signals, status, perf),
     };
     info!(command = line.trim(), "control command");
+    let text = match (answer, as_json) {
+        (Ok((text, _)), false) => text,
+        (Ok((_, value)), true) => format!("{value}\n"),
+        (Err(why), false) => format!("error: {why}\n"),
+        (Err(why), true) => format!("{}\n", json!({ "error": why })),
+    };
     let mut stream = reader.into_inner().into_inner();
-    let _ = stream.write_all(answer.as_bytes());
+    let _ = stream.write_all(text.as_bytes());
+}
+
+fn answer(
+    verb: &str,
+    args: &[&str],
+    signals: &Signals,
+    status: &Mutex<Status>,
+    perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
+) -> Answer {
+    let takes_arg = verb == "loglevel";
+    if !takes_arg && !args.is_empty() {
+        return Err(format!("{verb} takes no argument"));
+    }
+    // Clones of the Arcs: the lock is held for no longer than that.
+    let (view, conf) = {
+        let s = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (s.view.clone(), s.conf.clone())
+    };
+    let need_view = || view.clone().ok_or_else(|| "no heavy sweep has finished yet".to_string());
+    match verb {
+        "reload" => {
+            signals.reload.store(true, Ordering::Relaxed);
+            ok("engine directories will be rescanned, then a heavy sweep")
+        }
+        "sweep" => {
+            signals.sweep.store(true, Ordering::Relaxed);
+            ok("heavy sweep requested")
+        }
+        "reroute" => {
+            signals.reroute.store(true, Ordering::Relaxed);
+            ok("heavy sweep requested; the routing is computed afresh (the unicast cache is dropped)")
+        }
+        "status" => {
+            let s = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let object: serde_json::Map<String, Value> = s.lines.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            Ok((s.render(), Value::Object(object)))
+        }
+        "portstatus" => {
+            let v = need_view()?;
+            Ok((v.render_ports(), serde_json::to_value(&v.ports).unwrap_or(Value::Null)))
+        }
+        "lidbalance" => {
+            let v = need_view()?;
+            Ok((v.render_balance(), v.balance_json()))
+        }
+        "route" => {
+            let v = need_view()?;
+            Ok((v.render_route(), v.route.clone()))
+        }
+        "dump_conf" => {
+            let conf = conf.ok_or_else(|| "the configuration is not published yet".to_string())?;
+            let view = SweepView { conf: conf.to_vec(), ..Default::default() };
+            Ok((view.render_conf(), view.conf_json()))
+        }
+        "loglevel" => match args {
+            [] => {
+                let current = crate::logging::current_filter().ok_or("logging was not set up by smcore")?;
+                Ok((format!("{current}\n"), json!({ "filter": current })))
+            }
+            [filter] => {
+                let previous = crate::logging::set_filter(filter).map_err(|e| e.to_string())?;
+                info!(filter, previous = %previous, "log filter changed from the control socket");
+                let text = format!("ok: log filter {filter} (was {previous})\n");
+                Ok((text, json!({ "ok": "log filter changed", "filter": filter, "previous": previous })))
+            }
+            _ => Err("loglevel takes one filter (e.g. `debug` or `sm_core::sweep=trace,info`)".to_string()),
+        },
+        "perfmgr" => match perf {
+            // The manager holds the lock for one read of the fabric at
+            // most: the answer waits for that, never for a sweep.
+            Some(db) => {
+                let d = db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                Ok((d.report(PERFMGR_TOP), perfmgr_json(&d)))
+            }
+            None => Err("the performance manager is off (opensm.conf `perfmgr TRUE`, or a umad port)".to_string()),
+        },
+        other => Err(format!("unknown command {other:?} ({COMMANDS})")),
+    }
+}
+
+/// `perfmgr --json`: the figures of [`crate::perfmgr::PerfDb::report`].
+fn perfmgr_json(d: &crate::perfmgr::PerfDb) -> Value {
+    use crate::perfmgr::counters::ERROR_COUNTERS;
+    use sm_mad::perf::COUNTER_NAMES;
+    let top: Vec<Value> = d
+        .top_error_ports(PERFMGR_TOP)
+        .into_iter()
+        .map(|r| {
+            let counters: serde_json::Map<String, Value> = ERROR_COUNTERS
+                .filter(|&i| r.history.totals[i] > 0)
+                .map(|i| {
+                    let counts = json!({ "delta": r.history.delta.values[i], "total": r.history.totals[i] });
+                    (COUNTER_NAMES[i].0.to_string(), counts)
+                })
+                .collect();
+            json!({
+                "guid": format!("{:#018x}", r.target.node_guid),
+                "node": r.target.node_desc,
+                "port": r.target.port,
+                "lid": r.target.lid,
+                "counters": counters,
+            })
+        })
+        .collect();
+    json!({
+        "sweeps": d.sweeps,
+        "ports": d.ports.len(),
+        "events": d.events,
+        "last_sweep": { "sent": d.last_stats.sent, "answered": d.last_stats.answered, "lost": d.last_stats.lost },
+        "top_error_ports": top,
+        "recent_events": d.recent.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+    })
 }
 
 /// Sends `command` to the SM listening on `path`; returns its answer.
@@ -247,6 +427,25 @@ mod tests {
         assert!(request(&path, "frobnicate")
             .expect("answer")
             .starts_with("error"));
+        assert!(request(&path, "reroute").expect("reroute").starts_with("ok"));
+        assert!(signals.reroute.load(Ordering::Relaxed));
+        // Nothing swept yet: the fabric verbs say so, as text and as JSON.
+        assert_eq!(request(&path, "portstatus").expect("answer"), "error: no heavy sweep has finished yet\n");
+        let answer = request(&path, "--json lidbalance").expect("answer");
+        let v: Value = serde_json::from_str(&answer).expect("JSON");
+        assert_eq!(v["error"], "no heavy sweep has finished yet");
+        let v: Value = serde_json::from_str(&request(&path, "--json status").expect("answer")).expect("JSON");
+        assert_eq!(v["role"], "master");
+        assert!(request(&path, "status now").expect("answer").starts_with("error: status takes no argument"));
+        // The configuration, published at start, with its secrets masked.
+        let config = crate::config::Config::parse("sm_key = 77\nlmc = 1\n", Path::new("t.toml")).expect("config");
+        publish_config(&status, &config);
+        let conf = request(&path, "dump_conf").expect("dump_conf");
+        assert!(conf.contains("lmc 1\n") && conf.contains("sm_key ********\n") && !conf.contains("77"), "{conf}");
+        let v: Value = serde_json::from_str(&request(&path, "--json dump_conf").expect("answer")).expect("JSON");
+        assert_eq!(v["sm_key"], "********");
+        // This test process installed no subscriber through smcore.
+        assert!(request(&path, "loglevel debug").expect("answer").starts_with("error: logging was not set up"));
         // A second SM may not take the socket over.
         assert!(matches!(
             serve(&path, Arc::clone(&signals), Arc::clone(&status)),

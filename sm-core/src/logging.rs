@@ -103,6 +103,9 @@ pub enum LogError {
     /// A global subscriber was installed already.
     #[error("logging was set up twice")]
     Twice,
+    /// The filter cannot change: smcore did not install the subscriber.
+    #[error("logging was not set up by smcore; its filter cannot change")]
+    NotInstalled,
 }
 
 /// The tracing filter for OpenSM's `log_flags` (`-D`): the bits OpenSM
@@ -329,29 +332,97 @@ impl Sink {
     }
 }
 
+/// Swaps the installed subscriber's filter (the console's `loglevel`).
+type SwapFilter = Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<(), String> + Send + Sync>;
+
+/// The running filter and how to change it; set once by [`init`]. Global
+/// as the subscriber it steers is.
+struct FilterControl {
+    swap: SwapFilter,
+    current: Mutex<String>,
+}
+
+static FILTER: std::sync::OnceLock<FilterControl> = std::sync::OnceLock::new();
+
+/// The log filter in force, when [`init`] installed the subscriber.
+pub fn current_filter() -> Option<String> {
+    FILTER.get().map(|f| f.current.lock().unwrap_or_else(PoisonError::into_inner).clone())
+}
+
+/// Replaces the log filter of the running process; returns the one it
+/// replaced. A filter that does not parse is refused and the old one
+/// stays.
+pub fn set_filter(filter: &str) -> Result<String, LogError> {
+    let control = FILTER.get().ok_or(LogError::NotInstalled)?;
+    let parsed = parse_strict(filter)?;
+    let mut current = control.current.lock().unwrap_or_else(PoisonError::into_inner);
+    (control.swap)(parsed).map_err(|message| LogError::Filter { filter: filter.to_string(), message })?;
+    Ok(std::mem::replace(&mut *current, filter.to_string()))
+}
+
+/// [`parse_filter`], refusing what is most likely a typo: an admin
+/// changing the level of a running SM means a level.
+fn parse_strict(filter: &str) -> Result<tracing_subscriber::EnvFilter, LogError> {
+    // EnvFilter takes an unknown word as a target name (`verbose` would
+    // silence everything): a directive without `=` must be a level.
+    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let is_level = directive.parse::<tracing_subscriber::filter::LevelFilter>().is_ok();
+        if !is_level && !directive.contains('=') && !directive.contains('[') {
+            return Err(LogError::Filter {
+                filter: filter.to_string(),
+                message: format!("`{directive}` is not a level (off, error, warn, info, debug, trace) nor target=level"),
+            });
+        }
+    }
+    parse_filter(filter)
+}
+
+fn parse_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter, LogError> {
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| LogError::Filter { filter: filter.to_string(), message: e.to_string() })
+}
+
 /// Installs the process's log subscriber. The returned [`Reopen`] is what
-/// `SIGUSR1` should trigger.
+/// `SIGUSR1` should trigger; the filter can be changed later with
+/// [`set_filter`].
 pub fn init(settings: &LogSettings) -> Result<Reopen, LogError> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&settings.filter)
-        .map_err(|e| LogError::Filter { filter: settings.filter.clone(), message: e.to_string() })?;
+    let filter = parse_filter(&settings.filter)?;
     let reopen = Reopen::default();
     let sink = Sink::open(settings, &reopen)?;
     use std::io::IsTerminal;
     let ansi = matches!(sink, Sink::Stderr) && io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(sink).with_ansi(ansi).with_target(false);
-    let installed = match (settings.format, &settings.destination) {
-        (Format::Json, _) => builder.json().try_init(),
+    // Each format is its own subscriber type, and so is its reload handle.
+    macro_rules! install {
+        ($builder:expr) => {{
+            let builder = $builder.with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.try_init().map_err(|_| LogError::Twice)?;
+            let swap: SwapFilter = Box::new(move |f| handle.reload(f).map_err(|e| e.to_string()));
+            swap
+        }};
+    }
+    let swap = match (settings.format, &settings.destination) {
+        (Format::Json, _) => install!(builder.json()),
         // The syslog daemon stamps each record with its own time.
-        (Format::Text, Destination::Syslog(_)) => builder.without_time().try_init(),
-        (Format::Text, _) => builder.try_init(),
+        (Format::Text, Destination::Syslog(_)) => install!(builder.without_time()),
+        (Format::Text, _) => install!(builder),
     };
-    installed.map_err(|_| LogError::Twice)?;
+    let _ = FILTER.set(FilterControl { swap, current: Mutex::new(settings.filter.clone()) });
     Ok(reopen)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_change_refuses_words_that_are_not_levels() {
+        assert!(parse_strict("debug").is_ok());
+        assert!(parse_strict("sm_core::sweep=trace,info").is_ok());
+        assert!(matches!(parse_strict("verbose"), Err(LogError::Filter { .. })));
+        assert!(matches!(parse_strict("sm_core=loud"), Err(LogError::Filter { .. })));
+    }
 
     #[test]
     fn opensm_debug_flags_map_to_the_nearest_level() {

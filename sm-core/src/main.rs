@@ -111,7 +111,7 @@ struct SmArgs {
     /// `polling_retry_number`; default 4).
     #[arg(long, value_name = "N")]
     sm_poll_retries: Option<u32>,
-    /// Listen for `smcore ctl` commands (reload, sweep, status) on this Unix
+    /// Listen for `smcore ctl` commands (status, sweep, portstatus, ...) on this Unix
     /// socket (config `control_socket`; `smcore ctl` looks at
     /// /run/smcore.sock unless told).
     #[arg(long, value_name = "PATH")]
@@ -135,9 +135,11 @@ enum Command {
     Engines,
     /// Write a generated topology file.
     Gen(gen_cmd::GenArgs),
-    /// Send a command to a running SM's control socket: `reload` (rescan
-    /// the engine directories, as SIGHUP), `sweep` (a heavy sweep now) or
-    /// `status`.
+    /// Send a command to a running SM's control socket (OpenSM's console):
+    /// `reload` (rescan the engine directories, as SIGHUP), `sweep` (a heavy
+    /// sweep now), `reroute` (a heavy sweep that routes afresh), `status`,
+    /// `portstatus`, `lidbalance`, `route`, `perfmgr`, `dump_conf`,
+    /// `loglevel [FILTER]`.
     Ctl(CtlArgs),
 }
 
@@ -146,8 +148,13 @@ struct CtlArgs {
     /// The SM's control socket (its `--control-socket`).
     #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL_SOCKET)]
     socket: PathBuf,
-    /// reload | sweep | status
-    command: String,
+    /// The answer as one JSON object (errors as {"error": "..."}).
+    #[arg(long)]
+    json: bool,
+    /// reload | sweep | reroute | status | portstatus | lidbalance | route |
+    /// perfmgr | dump_conf | loglevel [FILTER]
+    #[arg(required = true, num_args = 1..=2)]
+    command: Vec<String>,
 }
 
 /// Where `smcore ctl` looks when not told.
@@ -301,14 +308,22 @@ fn main() -> ExitCode {
         return gen_cmd::run(args);
     }
     if let Command::Ctl(args) = command {
-        return match sm_core::control::request(&args.socket, &args.command) {
+        let mut line = args.command.join(" ");
+        if args.json {
+            line = format!("--json {line}");
+        }
+        return match sm_core::control::request(&args.socket, &line) {
             Ok(answer) => {
                 print!("{answer}");
-                if answer.starts_with("error") {
+                if answer.starts_with("error") || answer.starts_with("{\"error\"") {
                     ExitCode::from(EXIT_BAD_INPUT)
                 } else {
                     ExitCode::SUCCESS
                 }
+            }
+            Err(e) if args.json => {
+                println!("{}", serde_json::json!({ "error": e.to_string() }));
+                ExitCode::from(EXIT_BAD_INPUT)
             }
             Err(e) => fail(EXIT_BAD_INPUT, e),
         };

@@ -41,7 +41,7 @@ pub enum ConfigError {
 }
 
 /// Verifier settings.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct VerifyConfig {
     /// Look for credit loops.
@@ -69,8 +69,8 @@ pub const DEFAULT_SM_KEY: u64 = 1;
 /// Retries of an unanswered SMP when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_RETRIES: u32 = 3;
 
-/// The whole configuration.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+/// The whole configuration (serialized for the console's `dump_conf`).
+#[derive(Debug, Clone, Deserialize, serde::Serialize, Default, PartialEq)]
 #[serde(default)]
 pub struct Config {
     /// Engine list, as OpenSM's `routing_engine` (e.g. `"torus-2QoS,no_fallback"`).

@@ -23,7 +23,9 @@
 //! A reload flag (SIGHUP, or `reload` on the control socket) rescans the
 //! engine directories: a new build of an engine routes from the next heavy
 //! sweep, which follows at once. A sweep flag (`sweep`) asks for a heavy
-//! sweep now.
+//! sweep now; a reroute flag (`reroute`) too, and drops the unicast cache
+//! first so that the engines route afresh. After every heavy sweep its
+//! outcome is published to the console ([`crate::control::publish`]).
 //!
 //! Where other SMs may run, the loop first waits until this SM is master
 //! ([`standby::arbitrate`]); after every sweep it checks whether a higher
@@ -124,6 +126,8 @@ pub enum Cause {
     Groups,
     /// Asked for on the control socket.
     Requested,
+    /// Asked for on the control socket, routing afresh (`reroute`).
+    Reroute,
     /// This SM became master (at start after an election, or taking over
     /// from a master that went silent or handed over).
     Takeover,
@@ -162,6 +166,9 @@ pub struct Signals {
     pub reload: AtomicBool,
     /// A heavy sweep now (the control socket's `sweep`).
     pub sweep: AtomicBool,
+    /// A heavy sweep now that routes afresh: the unicast cache is dropped
+    /// (the control socket's `reroute`).
+    pub reroute: AtomicBool,
     /// Ports (node GUID, port) whose link the performance manager asks to
     /// isolate ([`crate::perfmgr::PerfMgrConfig::isolate`]).
     pub isolate: Mutex<Vec<(u64, u8)>>,
@@ -301,6 +308,7 @@ pub fn run(
         interval: options.interval,
         engines: None,
     };
+    d.publish_config();
     d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.interval)));
     d.due = d.become_master();
     if d.due.is_some() {
@@ -325,6 +333,11 @@ impl Daemon<'_, '_> {
             }
             if self.signals.sweep.swap(false, Ordering::Relaxed) && self.due.is_none() {
                 self.due = Some(Cause::Requested);
+            }
+            if self.signals.reroute.swap(false, Ordering::Relaxed) {
+                // What the cache holds would be reused: the point is not to.
+                self.cache = None;
+                self.due = Some(self.due.unwrap_or(Cause::Reroute));
             }
             let isolate = std::mem::take(&mut *self.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()));
             if !isolate.is_empty() {
@@ -485,6 +498,16 @@ impl Daemon<'_, '_> {
             s.set("sweep_interval", format!("{interval:?}"));
             s.set("config_applied", if applied.is_empty() { "-".to_string() } else { applied.join(",") });
         });
+        self.publish_config();
+    }
+
+    /// Tells the console's `dump_conf` the configuration in force.
+    fn publish_config(&self) {
+        let Some(status) = &self.options.status else { return };
+        let config = self.reloaded.as_ref().unwrap_or(self.config);
+        let engines = self.engines.as_deref().unwrap_or(self.options.once.engines);
+        let shown = crate::control::config_in_force(config, self.options, self.interval, engines);
+        crate::control::publish_config(status, &shown);
     }
 
     fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
@@ -543,6 +566,9 @@ impl Daemon<'_, '_> {
             }
         }
         on_heavy(&outcome, n, cause);
+        if let Some(status) = &self.options.status {
+            crate::control::publish(status, &outcome);
+        }
         self.show_status(|s| {
             s.set("role", "master");
             s.set("heavy_sweeps", n.to_string());
@@ -688,6 +714,7 @@ impl Daemon<'_, '_> {
             if signals.stop.load(Ordering::Relaxed)
                 || signals.reload.load(Ordering::Relaxed)
                 || signals.sweep.load(Ordering::Relaxed)
+                || signals.reroute.load(Ordering::Relaxed)
                 || !signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
             {
                 return Woken::Signal;

@@ -31,7 +31,7 @@ pub const DEFAULT_PARTITION_CONFIG_FILE: &str = "/etc/opensm/partitions.conf";
 pub const FULL: u16 = 0x8000;
 
 /// `part_enforce`: where switches check P_Keys on ports facing end nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PartEnforce {
     /// Inbound and outbound (OpenSM's default).
