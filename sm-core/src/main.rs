@@ -28,6 +28,10 @@ struct Cli {
     /// default: from the config's `log_flags`, else `warn`).
     #[arg(long, global = true, env = "SMCORE_LOG")]
     log: Option<String>,
+    /// OpenSM's `-D` log flags (e.g. 0x03, 0x43), mapped onto a level as
+    /// the config's `log_flags` is; --log wins over it.
+    #[arg(short = 'D', long = "log-flags", global = true, value_name = "FLAGS", value_parser = parse_flags)]
+    log_flags: Option<u8>,
     /// Log to this file (`-` for stderr); reopened on SIGUSR1. The SM
     /// otherwise uses the config's `log_file`, else stderr.
     #[arg(long, global = true, value_name = "FILE")]
@@ -863,6 +867,15 @@ fn seconds(s: f64) -> Option<Duration> {
 }
 
 /// One clear line on stderr, and the exit status.
+/// OpenSM's `-D` value: `0x` hex or decimal, one byte.
+fn parse_flags(text: &str) -> Result<u8, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u8::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not OpenSM's log flags (one byte, e.g. 0x03)"))
+}
+
 /// A GUID as `ibstat -p` prints it (`0x` hex) or bare hex.
 fn parse_guid(text: &str) -> Result<u64, String> {
     let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
@@ -875,7 +888,7 @@ fn parse_guid(text: &str) -> Result<u64, String> {
 /// admin asking it a question.
 fn log_settings(cli: &Cli, config: &Config) -> Result<sm_core::logging::LogSettings, String> {
     use sm_core::logging::{flags_filter, Destination, Format, LogSettings, SYSLOG_SOCKET};
-    let filter = match (&cli.log, config.log_flags) {
+    let filter = match (&cli.log, cli.log_flags.or(config.log_flags)) {
         (Some(f), _) => f.clone(),
         (None, Some(flags)) => flags_filter(flags).to_string(),
         (None, None) => "warn".to_string(),

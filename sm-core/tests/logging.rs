@@ -95,3 +95,22 @@ fn a_log_file_that_cannot_be_opened_is_an_error_before_the_sm_starts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-dir/smcore.log"), "{err}");
 }
+
+#[test]
+fn opensm_dash_d_flags_choose_the_level() {
+    let run = |flags: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+            .args(["-D", flags, "--fabric"])
+            .arg(workspace().join("config/topologies/fat-tree-64.net"))
+            .arg("--once")
+            .env("SMCORE_ENGINE_PATH", bin_dir())
+            .env_remove("SMCORE_LOG")
+            .output()
+            .expect("run smcore");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // 0x08 (DEBUG) shows debug records; 0x01 (ERROR) shows none of them.
+    assert!(run("0x08").contains("DEBUG"), "debug records at -D 0x08");
+    assert!(!run("0x01").contains("DEBUG"), "no debug records at -D 0x01");
+}
