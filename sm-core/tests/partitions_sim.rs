@@ -78,13 +78,18 @@ fn status_of(answer: &[u8]) -> u16 {
 /// PathRecords (GetTable) from `slid` for SGID/DGID of two ports, with a
 /// P_Key when given.
 fn paths(sa: &mut Sa, prefix: u64, slid: u16, from: u64, to: u64, pkey: Option<u16>) -> Vec<pr::Repr> {
+    paths_as(sa, prefix, slid, from, to, pkey, 0)
+}
+
+/// [`paths`] with an SM_Key (1: trusted, smcore's default key).
+fn paths_as(sa: &mut Sa, prefix: u64, slid: u16, from: u64, to: u64, pkey: Option<u16>, sm_key: u64) -> Vec<pr::Repr> {
     use pr::component as c;
     let gid = |g: u64| (u128::from(prefix) << 64) | u128::from(g);
     let q = pr::Repr { sgid: gid(from), dgid: gid(to), pkey: pkey.unwrap_or(0), ..Default::default() };
     let mut t = [0u8; pr::LEN];
     q.emit(&mut pr::Packet::new_unchecked(&mut t[..]));
     let mask = c::SGID | c::DGID | if pkey.is_some() { c::PKEY } else { 0 };
-    let a = sa.handle(slid, 1, &request(method::GET_TABLE, attr::PATH_RECORD, mask, &t, 0)).reply.expect("answer");
+    let a = sa.handle(slid, 1, &request(method::GET_TABLE, attr::PATH_RECORD, mask, &t, sm_key)).reply.expect("answer");
     if status_of(&a) == status::NO_RECORDS {
         return Vec::new();
     }
@@ -162,6 +167,10 @@ fn halves_are_programmed_and_the_sa_keeps_them_apart() {
     let p = paths(&mut sa, prefix, l3, h3, h4, None);
     assert_eq!(p.len(), 1);
     assert_eq!((p[0].slid, p[0].dlid, p[0].pkey), (l3, l4, 0x8002));
+    // A host sees no path of a partition it is not in (OpenSM's rule):
+    // h2 (left) asking for right's path; a trusted requester sees it.
+    assert!(paths(&mut sa, prefix, l2, h3, h4, None).is_empty(), "h2 is not in right");
+    assert_eq!(paths_as(&mut sa, prefix, l2, h3, h4, None, 1).len(), 1, "SM_Key holders see every path");
     let p = paths(&mut sa, prefix, l2, h2, h1, None);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].pkey & 0x7FFF, 0x7FFF, "the default comes first in h2's table; h1 is a full member");

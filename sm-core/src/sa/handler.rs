@@ -580,6 +580,7 @@ impl Sa {
                 let limit = if m == method::GET { 2 } else { max + 1 };
                 match path::query(&db, data, mask, limit, &self.config.path) {
                     Ok(records) => {
+                        let records = if trusted { records } else { requester_paths(&db, slid, records) };
                         let recs: Vec<&[u8]> = records.chunks(64).collect();
                         if m == method::GET && recs.len() > 1 {
                             // A Get asks for one path (NumbPath 1): the first.
@@ -592,7 +593,10 @@ impl Sa {
                 }
             }
             attr::MULTI_PATH_RECORD => match self.multi_path(&db, data, mask) {
-                Ok(records) => reply(table_with(&req, method::GET_MULTI_RESP, 64, &records)),
+                Ok(records) => {
+                    let records = if trusted { records } else { requester_paths(&db, slid, records) };
+                    reply(table_with(&req, method::GET_MULTI_RESP, 64, &records))
+                }
                 Err(code) => reply(error(&req, code)),
             },
             attr::INFORM_INFO => {
@@ -897,6 +901,24 @@ fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
         }
     }
     t
+}
+
+/// The paths of `records` (64-byte PathRecords) an untrusted requester at
+/// `slid` may see: those on a partition it is a member of, as OpenSM
+/// answers. A host must not learn the paths (and P_Keys) of partitions it
+/// is not in.
+fn requester_paths(db: &SaDb, slid: u16, records: Vec<u8>) -> Vec<u8> {
+    let Some(requester) = db.end_by_lid(slid) else { return Vec::new() };
+    let table = db.pkey_table(requester.guid);
+    records
+        .chunks(64)
+        .filter(|r| {
+            let pkey = u16::from_be_bytes([r[50], r[51]]) & 0x7FFF;
+            table.iter().any(|&e| e & 0x7FFF == pkey)
+        })
+        .flatten()
+        .copied()
+        .collect()
 }
 
 #[cfg(test)]
