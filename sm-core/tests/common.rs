@@ -168,3 +168,19 @@ where
         .spawn()
         .expect("spawn smcore")
 }
+
+/// One minhop sweep of [`SMALL_NET`] on the embedded fabric, the SM where
+/// `smcore --fabric` puts it; it must route.
+pub fn small_sweep() -> sm_core::sweep::OnceOutcome {
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
+    let topo = sm_topology::parse_str(SMALL_NET, "small").expect("topology");
+    let (node, port) = sm_location(&topo);
+    let mut sim = sm_core::sim::SimFabric::from_topology(&topo, node, port).expect("sim");
+    let registry = sm_core::engines::Registry::scan(&[bin_dir()]);
+    let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let config = sm_core::config::Config::default();
+    let out = sweep::once(&mut SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held).expect("sweep");
+    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
+    out
+}

@@ -167,9 +167,11 @@ fn halves_are_programmed_and_the_sa_keeps_them_apart() {
     let p = paths(&mut sa, prefix, l3, h3, h4, None);
     assert_eq!(p.len(), 1);
     assert_eq!((p[0].slid, p[0].dlid, p[0].pkey), (l3, l4, 0x8002));
-    // A host sees no path of a partition it is not in (OpenSM's rule):
-    // h2 (left) asking for right's path; a trusted requester sees it.
-    assert!(paths(&mut sa, prefix, l2, h3, h4, None).is_empty(), "h2 is not in right");
+    // A host sees no path between ports it shares no partition with
+    // (OpenSM's rule): h2 (left) asking for right's path. The SM's port
+    // (a full default member) and SM_Key holders see it.
+    assert!(paths(&mut sa, prefix, l2, h3, h4, None).is_empty(), "h2 shares nothing with h3 and h4");
+    assert_eq!(paths(&mut sa, prefix, l1, h3, h4, None).len(), 1, "the SM's port shares the default with both");
     assert_eq!(paths_as(&mut sa, prefix, l2, h3, h4, None, 1).len(), 1, "SM_Key holders see every path");
     let p = paths(&mut sa, prefix, l2, h2, h1, None);
     assert_eq!(p.len(), 1);

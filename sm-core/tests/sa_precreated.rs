@@ -7,14 +7,9 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::{bin_dir, sm_location};
-use sm_core::config::Config;
-use sm_core::engines::Registry;
 use sm_core::mcast::precreate::{precreate, PartitionGroups};
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Sa, SaConfig, SaDb};
-use sm_core::sim::SimFabric;
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
 use sm_mad::mad::method;
 use sm_mad::sa::{self, attr, status};
 use sm_mad::sa_mc_member_record::{self as mcr, component as c};
@@ -30,18 +25,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
-    let (node, port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
-    let registry = Registry::scan(&[bin_dir()]);
-    let options = OnceOptions {
-        sweep: SweepOptions::default(),
-        engines: "minhop",
-        dump_dir: None,
-    };
-    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let out = sweep::once(&mut SimPort::new(&mut sim), &options, &registry, &Config::default(), &mut g2l, &mut held)
-        .expect("sweep");
+    let out = common::small_sweep();
     let db = SaDb::build(&out);
     let prefix = u128::from(db.gid_prefix()) << 64;
     let hosts: Vec<(u16, u128)> = db

@@ -10,15 +10,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{bin_dir, sm_location};
 use proptest::prelude::*;
-use sm_core::config::Config;
-use sm_core::engines::Registry;
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Report, Responder, Sa, SaConfig, SaDb};
-use sm_core::sim::SimFabric;
 use sm_core::sweep::umad::IncomingMad;
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SweepOptions};
+use sm_core::sweep::OnceOutcome;
 use sm_mad::mad::method;
 use sm_mad::sa::{self, attr, status};
 use sm_mad::{
@@ -41,27 +37,7 @@ const FULL: u8 = 1;
 const NON: u8 = 2;
 
 fn small() -> OnceOutcome {
-    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
-    let (node, port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
-    let registry = Registry::scan(&[bin_dir()]);
-    let options = OnceOptions {
-        sweep: SweepOptions::default(),
-        engines: "minhop",
-        dump_dir: None,
-    };
-    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let out = sweep::once(
-        &mut SimPort::new(&mut sim),
-        &options,
-        &registry,
-        &Config::default(),
-        &mut g2l,
-        &mut held,
-    )
-    .expect("sweep");
-    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
-    out
+    common::small_sweep()
 }
 
 /// A host port: its LID and GID.

@@ -904,21 +904,17 @@ fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
 }
 
 /// The paths of `records` (64-byte PathRecords) an untrusted requester at
-/// `slid` may see: those on a partition it is a member of, as OpenSM
-/// answers. A host must not learn the paths (and P_Keys) of partitions it
-/// is not in.
+/// `slid` may see, by OpenSM's rule: the requester shares a partition with
+/// the source and with the destination (not necessarily the path's). A
+/// host must not map the paths of ports it cannot talk to.
 fn requester_paths(db: &SaDb, slid: u16, records: Vec<u8>) -> Vec<u8> {
     let Some(requester) = db.end_by_lid(slid) else { return Vec::new() };
     let table = db.pkey_table(requester.guid);
-    records
-        .chunks(64)
-        .filter(|r| {
-            let pkey = u16::from_be_bytes([r[50], r[51]]) & 0x7FFF;
-            table.iter().any(|&e| e & 0x7FFF == pkey)
-        })
-        .flatten()
-        .copied()
-        .collect()
+    let shares = |guid: u64| crate::partition::common_pkey(table, db.pkey_table(guid), None).is_some();
+    let guid_at = |r: &[u8], at: usize| u64::from_be_bytes(r[at..at + 8].try_into().unwrap_or([0; 8]));
+    // DGID at bytes 8..24, SGID at 24..40: the port GUID is each one's
+    // low half.
+    records.chunks(64).filter(|r| shares(guid_at(r, 32)) && shares(guid_at(r, 16))).flatten().copied().collect()
 }
 
 #[cfg(test)]
