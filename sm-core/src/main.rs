@@ -888,14 +888,18 @@ fn parse_guid(text: &str) -> Result<u64, String> {
 /// admin asking it a question.
 fn log_settings(cli: &Cli, config: &Config) -> Result<sm_core::logging::LogSettings, String> {
     use sm_core::logging::{flags_filter, Destination, Format, LogSettings, SYSLOG_SOCKET};
-    let filter = match (&cli.log, cli.log_flags.or(config.log_flags)) {
+    // `--log syslog` names the destination, not a filter (OpenSM users
+    // know it from `-l syslog`-style options).
+    let to_syslog = cli.log.as_deref() == Some("syslog");
+    let filter = match (cli.log.as_ref().filter(|_| !to_syslog), cli.log_flags.or(config.log_flags)) {
         (Some(f), _) => f.clone(),
         (None, Some(flags)) => flags_filter(flags).to_string(),
         (None, None) => "warn".to_string(),
     };
     let is_sm = cli.command.is_none();
-    let destination = if cli.syslog || (is_sm && cli.log_file.is_none() && config.syslog) {
-        Destination::Syslog(SYSLOG_SOCKET.into())
+    let destination = if cli.syslog || to_syslog || (is_sm && cli.log_file.is_none() && config.syslog) {
+        // The socket can be moved for tests and containers.
+        Destination::Syslog(std::env::var_os("SMCORE_SYSLOG_SOCKET").map_or_else(|| SYSLOG_SOCKET.into(), Into::into))
     } else {
         match cli.log_file.as_ref().or(config.log_file.as_ref().filter(|_| is_sm)) {
             Some(p) if p.as_os_str() == "-" => Destination::Stderr,

@@ -114,3 +114,27 @@ fn opensm_dash_d_flags_choose_the_level() {
     assert!(run("0x08").contains("DEBUG"), "debug records at -D 0x08");
     assert!(!run("0x01").contains("DEBUG"), "no debug records at -D 0x01");
 }
+
+#[test]
+fn log_syslog_sends_each_record_to_the_syslog_socket() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let socket = tmp.path().join("log");
+    let daemon = std::os::unix::net::UnixDatagram::bind(&socket).expect("bind a syslog socket");
+    daemon.set_read_timeout(Some(std::time::Duration::from_secs(30))).expect("timeout");
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["--log", "syslog", "-D", "0x03", "--fabric"])
+        .arg(workspace().join("config/topologies/fat-tree-64.net"))
+        .arg("--once")
+        .env("SMCORE_ENGINE_PATH", bin_dir())
+        .env("SMCORE_SYSLOG_SOCKET", &socket)
+        .env_remove("SMCORE_LOG")
+        .output()
+        .expect("run smcore");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).trim().is_empty(), "nothing on stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let mut buf = [0u8; 4096];
+    let n = daemon.recv(&mut buf).expect("a record in the syslog socket");
+    let record = String::from_utf8_lossy(&buf[..n]).into_owned();
+    // Facility daemon (3), severity info (6): <30>.
+    assert!(record.starts_with("<30>smcore["), "{record}");
+}
