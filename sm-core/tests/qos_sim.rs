@@ -87,9 +87,9 @@ fn qos_config() -> Config {
 }
 
 /// An SA holding `out`.
-fn sa_of(out: &OnceOutcome) -> Sa {
+fn sa_of(out: &mut OnceOutcome) -> Sa {
     let sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
-    sa.publish(SaDb::build(out));
+    sa.publish(SaDb::build_shared(out));
     sa
 }
 
@@ -122,11 +122,12 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let mut held = HeldTables::default();
     let config = qos_config();
-    let out = sweep_once(&mut sim, "minhop", &config, &mut held);
+    let mut out = sweep_once(&mut sim, "minhop", &config, &mut held);
     assert_eq!((out.program.sl2vl.failed, out.program.vlarb.failed), (0, 0), "{:?}", out.program);
     let (swe, ca) = (qos::parse_sl2vl(SWE_SL2VL).unwrap(), qos::parse_sl2vl(CA_SL2VL).unwrap());
     let low = qos::parse_vlarb("0:8,1:16,2:32,3:64").unwrap();
     let ca_high = qos::parse_vlarb("1:2,0:1").unwrap();
+    let sa = sa_of(&mut out);
     let fabric = &out.sweep.fabric;
     let (mut switch_maps, mut ca_maps, mut arbs) = (0, 0, 0);
     for node in &fabric.nodes {
@@ -169,7 +170,6 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
     // The SA's records are what the ports hold: one SL2VL record per map
     // written, and four VLArb blocks per port (a second block the port's
     // capacity lacks shows empty, as OpenSM's).
-    let sa = sa_of(&out);
     let maps = records(&sa_query(&sa, method::GET_TABLE, sa_attr::SL2VL_RECORD, 0, &[]))
         .iter()
         .map(|r| slr::Repr::parse(&slr::Packet::new_checked(r).expect("record")).expect("parse"))
@@ -237,8 +237,8 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let topo = small();
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
-    let out = sweep_once(&mut sim, "minhop", &qos_config(), &mut HeldTables::default());
-    let sa = sa_of(&out);
+    let mut out = sweep_once(&mut sim, "minhop", &qos_config(), &mut HeldTables::default());
+    let sa = sa_of(&mut out);
     let lids = ca_lids(&out);
     for &s in &lids {
         for &d in &lids {
@@ -251,10 +251,10 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
-    let out = sweep_once(&mut sim, "lash", &qos_config(), &mut HeldTables::default());
+    let mut out = sweep_once(&mut sim, "lash", &qos_config(), &mut HeldTables::default());
+    let sa = sa_of(&mut out);
     let routing = &out.chain.routed.as_ref().expect("routed").routing;
     assert!(!routing.sl2vl.is_empty(), "lash gives SL2VL maps");
-    let sa = sa_of(&out);
     let lids = ca_lids(&out);
     for &s in lids.iter().take(4) {
         for &d in &lids {
@@ -268,9 +268,9 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
-    let out = sweep_once(&mut sim, "torus-2QoS,no_fallback", &config, &mut HeldTables::default());
+    let mut out = sweep_once(&mut sim, "torus-2QoS,no_fallback", &config, &mut HeldTables::default());
+    let sa = sa_of(&mut out);
     let routing = &out.chain.routed.as_ref().expect("routed").routing;
-    let sa = sa_of(&out);
     let lids = ca_lids(&out);
     let mut differ = 0;
     for &s in lids.iter().take(8) {

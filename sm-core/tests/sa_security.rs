@@ -65,7 +65,7 @@ fn db_and_hosts() -> (SaDb, Vec<Host>) {
     use std::sync::OnceLock;
     static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
     let out = OUT.get_or_init(|| Mutex::new(small()));
-    let db = SaDb::build(&out.lock().expect("fabric"));
+    let db = SaDb::build_shared(&mut out.lock().expect("fabric"));
     let prefix = u128::from(db.gid_prefix()) << 64;
     let hosts: Vec<Host> = db
         .end_ports()
@@ -331,7 +331,8 @@ fn trust_needs_the_configured_nonzero_key() {
     t[..2].copy_from_slice(&h.lid.to_be_bytes());
     let pkeys = |key: u64| request(method::GET_TABLE, attr::PKEY_TABLE_RECORD, pkr::component::LID, &t, key);
     assert_eq!(status_of(&ask(&mut sa, h.lid, &pkeys(0))), status::REQ_INVALID);
-    assert_eq!(records(&ask(&mut sa, h.lid, &pkeys(KEY)), pkr::PADDED_LEN).len(), 1);
+    // Every block of the port's table, as programmed.
+    assert!(!records(&ask(&mut sa, h.lid, &pkeys(KEY)), pkr::PADDED_LEN).is_empty());
     // The old hard-wired key is no key here, and a wrong key gets no
     // answer at all (C15-0.1.5).
     assert!(sa.handle(h.lid, 1, &pkeys(1)).reply.is_none());

@@ -24,9 +24,6 @@ use crate::sweep::{Fabric, OnceOutcome};
 
 /// The subnet prefix used when no port reports one (IBA default).
 pub const DEFAULT_GID_PREFIX: u64 = 0xfe80_0000_0000_0000;
-/// Up to this many LIDs, a per-path SL oracle is tabulated; beyond it use
-/// [`SaDb::build_shared`], which shares the oracle instead.
-pub const SL_TABLE_MAX_LIDS: usize = 4096;
 
 /// One addressable end port: a CA or router port, or a switch's port 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,12 +65,6 @@ pub(crate) struct Wire {
 pub(crate) enum SlSource {
     /// Every path uses this SL.
     Uniform(u8),
-    /// SL by (source LID index, destination LID index).
-    Table {
-        index: Vec<u32>,
-        n: usize,
-        sl: Vec<u8>,
-    },
     /// The routing's own oracle, shared with it.
     Shared(Arc<PathSlBox>),
 }
@@ -82,7 +73,6 @@ impl std::fmt::Debug for SlSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Uniform(sl) => write!(f, "Uniform({sl})"),
-            Self::Table { n, .. } => write!(f, "Table({n} LIDs)"),
             Self::Shared(_) => write!(f, "Shared"),
         }
     }
@@ -208,26 +198,11 @@ pub fn rate_of(code: u8) -> u32 {
 }
 
 impl SaDb {
-    /// The SA's view of `outcome`. Per-path SLs of a routing whose SLs are
-    /// not uniform are tabulated for fabrics of up to
-    /// [`SL_TABLE_MAX_LIDS`] LIDs; beyond that no PathRecord carries a
-    /// trustworthy SL, so use [`Self::build_shared`].
-    pub fn build(outcome: &OnceOutcome) -> Self {
-        let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
-        if let Some(routed) = &outcome.chain.routed {
-            db.set_lfts(&routed.routing.lfts);
-            db.set_vl_tables(&routed.routing);
-            db.sl = match routed.routing.path_sl.uniform() {
-                sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
-                _ => db.tabulate(&routed.routing.path_sl),
-            };
-        }
-        db
-    }
-
-    /// As [`Self::build`], but the routing's path-SL oracle is moved into
-    /// a shared handle (the routing keeps answering the same SLs through
-    /// it), so nothing is tabulated whatever the fabric's size.
+    /// The SA's view of `outcome`: records, LFTs, VL tables, partitions,
+    /// and the routing's path-SL oracle moved into a shared handle (the
+    /// routing keeps answering the same SLs through it), so PathRecords
+    /// carry the engine's SLs whatever the fabric's size. The one way an SA
+    /// database is made, in the SM and in the tests.
     pub fn build_shared(outcome: &mut OnceOutcome) -> Self {
         let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
         if let Some(routed) = &mut outcome.chain.routed {
@@ -341,13 +316,6 @@ impl SaDb {
         match &self.sl {
             SlSource::Uniform(sl) => *sl,
             SlSource::Shared(oracle) => oracle.path_sl(slid, dlid),
-            SlSource::Table { index, n, sl } => {
-                let (s, d) = (index[usize::from(slid)], index[usize::from(dlid)]);
-                if s == u32::MAX || d == u32::MAX {
-                    return 0;
-                }
-                sl[s as usize * n + d as usize]
-            }
         }
     }
 
@@ -360,30 +328,6 @@ impl SaDb {
             .unwrap_or(self.wires.len() as u32);
         let i = first + u32::from(port);
         (i < next).then(|| &self.wires[i as usize])
-    }
-
-    fn tabulate(&self, oracle: &PathSlBox) -> SlSource {
-        let mut lids: Vec<u16> = self.by_lid.keys().copied().collect();
-        lids.sort_unstable();
-        if lids.len() > SL_TABLE_MAX_LIDS {
-            tracing::warn!(
-                lids = lids.len(),
-                "SA: too many LIDs to tabulate per-path SLs; PathRecords carry SL 0 (use SaDb::build_shared)"
-            );
-            return SlSource::Uniform(0);
-        }
-        let n = lids.len();
-        let mut index = vec![u32::MAX; usize::from(u16::MAX) + 1];
-        for (i, &lid) in lids.iter().enumerate() {
-            index[usize::from(lid)] = i as u32;
-        }
-        let mut sl = vec![0u8; n * n];
-        for (i, &s) in lids.iter().enumerate() {
-            for (j, &d) in lids.iter().enumerate() {
-                sl[i * n + j] = oracle.path_sl(s, d);
-            }
-        }
-        SlSource::Table { index, n, sl }
     }
 
     fn set_lfts(&mut self, lfts: &[sm_abi::Lft]) {
