@@ -126,6 +126,19 @@ pub mod link_width {
     pub const W2X: u8 = 0x10;
     /// LinkWidthEnabled 0xFF: set to LinkWidthSupported.
     pub const SET_TO_SUPPORTED: u8 = 0xFF;
+
+    /// Lanes of one LinkWidth bit (2x has the highest bit but two lanes);
+    /// 0 for anything else.
+    pub const fn lanes(bit: u8) -> u8 {
+        match bit {
+            W1X => 1,
+            W2X => 2,
+            W4X => 4,
+            W8X => 8,
+            W12X => 12,
+            _ => 0,
+        }
+    }
 }
 
 /// LinkSpeed* bits (the non-extended speeds).

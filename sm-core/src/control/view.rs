@@ -344,21 +344,10 @@ fn flatten(prefix: &str, map: serde_json::Map<String, Value>, out: &mut Vec<(Str
     }
 }
 
-/// Lanes of a LinkWidth bit (2x has the highest bit but two lanes).
-fn lanes(bit: u8) -> u8 {
-    match bit {
-        link_width::W1X => 1,
-        link_width::W2X => 2,
-        link_width::W4X => 4,
-        link_width::W8X => 8,
-        link_width::W12X => 12,
-        _ => 0,
-    }
-}
 
 /// The widest width in a LinkWidth mask, as lanes.
 fn widest(mask: u8) -> u8 {
-    (0..8).map(|b| lanes(mask & (1 << b))).max().unwrap_or(0)
+    (0..8).map(|b| link_width::lanes(mask & (1 << b))).max().unwrap_or(0)
 }
 
 /// Speeds in order; extended speeds above the base ones.
@@ -424,7 +413,7 @@ fn port_status(fabric: &Fabric) -> PortStatus {
                 // No link: no width or speed to speak of.
                 _ => continue,
             }
-            let width = lanes(info.link_width_active);
+            let width = link_width::lanes(info.link_width_active);
             let speed = active_speed(info);
             *st.widths.entry(format!("{width}x")).or_default() += 1;
             *st.speeds.entry(SPEED_NAMES[speed].to_string()).or_default() += 1;

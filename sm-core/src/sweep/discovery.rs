@@ -185,7 +185,7 @@ impl Fabric {
                         _ => 0,
                     },
                     width: match info {
-                        Some(i) if linked => lanes(i.link_width_active),
+                        Some(i) if linked => link_width::lanes(i.link_width_active),
                         _ => 0,
                     },
                     speed: match info {
@@ -229,7 +229,7 @@ impl Fabric {
         for (a, b) in self.links() {
             let mut link = TopoLink::new(a, b);
             if let Some(info) = &self.nodes[a.0].ports[usize::from(a.1)].info {
-                link.width = lanes(info.link_width_active);
+                link.width = link_width::lanes(info.link_width_active);
                 link.speed = speed_units(info.link_speed_active, info.link_speed_ext_active);
             }
             topo.links.push(link);
@@ -248,17 +248,6 @@ fn abi_state(state: PortState) -> AbiPortState {
 }
 
 
-/// LinkWidthActive (one bit) as a lane count.
-fn lanes(bit: u8) -> u8 {
-    match bit {
-        link_width::W1X => 1,
-        link_width::W2X => 2,
-        link_width::W4X => 4,
-        link_width::W8X => 8,
-        link_width::W12X => 12,
-        _ => 0,
-    }
-}
 
 /// LinkSpeedActive/LinkSpeedExtActive as the snapshot's 2.5 Gb/s units;
 /// an extended speed, when there is one, overrides the base field.
