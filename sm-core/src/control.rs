@@ -40,7 +40,6 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -137,18 +136,13 @@ const PERFMGR_TOP: usize = 20;
 #[derive(Debug)]
 pub struct ControlSocket {
     path: PathBuf,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    served: Option<crate::listener::Served>,
 }
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // Wake the accept() with a connection of our own.
-        let _ = UnixStream::connect(&self.path);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        // The thread first: nobody may find the socket after it is gone.
+        drop(self.served.take());
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -189,30 +183,18 @@ pub fn serve_with(
     nix::sys::stat::umask(old_mask);
     let listener = bound.map_err(io)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let thread = std::thread::Builder::new()
-        .name("control".into())
-        .spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    match conn {
-                        Ok(stream) => handle(stream, &signals, &status, perf.as_deref()),
-                        Err(e) => warn!("control socket: {e}"),
-                    }
-                }
-            }
-        })
-        .map_err(io)?;
+    let wake_path = path.to_path_buf();
+    let served = crate::listener::serve(
+        "control socket",
+        move || listener.accept().map(|(stream, _)| stream),
+        move |stream| handle(stream, &signals, &status, perf.as_deref()),
+        move || {
+            let _ = UnixStream::connect(&wake_path);
+        },
+    )
+    .map_err(io)?;
     info!(socket = %path.display(), "control socket listening");
-    Ok(ControlSocket {
-        path: path.to_path_buf(),
-        stop,
-        thread: Some(thread),
-    })
+    Ok(ControlSocket { path: path.to_path_buf(), served: Some(served) })
 }
 
 /// Whether the peer of `stream` may steer the SM: root or the SM's own

@@ -10,6 +10,7 @@ pub mod control;
 pub mod daemon;
 pub mod dump;
 pub mod engines;
+pub(crate) mod listener;
 pub mod logging;
 pub mod mcast;
 pub mod metrics;

@@ -17,13 +17,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use sm_mad::perf::COUNTER_NAMES;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::control::Status;
 use crate::perfmgr::PerfDb;
@@ -204,24 +203,13 @@ pub enum MetricsError {
 #[derive(Debug)]
 pub struct MetricsServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _served: crate::listener::Served,
 }
 
 impl MetricsServer {
     /// The address bound (the port chosen when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -243,26 +231,17 @@ pub fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, Metric
     }
     let listener = TcpListener::bind(addr).map_err(|source| MetricsError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| MetricsError::Bind { addr, source })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn({
-            let stop = Arc::clone(&stop);
-            move || {
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    match conn {
-                        Ok(stream) => answer(stream, &sources),
-                        Err(e) => warn!("metrics endpoint: {e}"),
-                    }
-                }
-            }
-        })
-        .map_err(|source| MetricsError::Bind { addr, source })?;
+    let served = crate::listener::serve(
+        "metrics endpoint",
+        move || listener.accept().map(|(stream, _)| stream),
+        move |stream| answer(stream, &sources),
+        move || {
+            let _ = TcpStream::connect_timeout(&bound, Duration::from_millis(200));
+        },
+    )
+    .map_err(|source| MetricsError::Bind { addr, source })?;
     info!(%bound, "metrics endpoint listening");
-    Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
+    Ok(MetricsServer { addr: bound, _served: served })
 }
 
 fn answer(stream: TcpStream, sources: &Sources) {
