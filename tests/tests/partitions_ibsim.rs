@@ -8,10 +8,11 @@
 //! ibsim-utils and infiniband-diags; fails when they are missing.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 
 use smcore_tests::diags::Generated;
+use smcore_tests::fabric_check::{run_client, TOOL_TIMEOUT};
+use smcore_tests::proc::Outcome;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::parse_guid2lid_file;
 use smcore_tests::sm_run::RunningSm;
@@ -21,28 +22,10 @@ const SETTLED: Duration = Duration::from_millis(2500);
 
 /// Runs a diags client under the simulator; (success, stdout + stderr).
 fn client(sim: &Ibsim, program: &str, args: &[&str]) -> (bool, String) {
-    let inner = sim.client_command(program).unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = Command::new("timeout");
-    for (k, v) in inner.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    if let Some(dir) = inner.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let out = cmd
-        .arg("60")
-        .arg(program)
-        .args(args)
-        .output()
+    let run = run_client(sim, program, args, TOOL_TIMEOUT)
         .unwrap_or_else(|e| panic!("cannot run {program} (infiniband-diags installed?): {e}"));
-    assert_ne!(out.status.code(), Some(127), "{program} not found: install infiniband-diags");
-    assert_ne!(out.status.code(), Some(124), "{program} {args:?} timed out");
-    (
-        out.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
-    )
+    assert!(matches!(run.outcome, Outcome::Exited(_)), "{program} {args:?} timed out");
+    (run.ok, format!("{}{}", run.stdout, run.stderr))
 }
 
 /// The P_Keys `smpquery pkeys` prints (entries other than 0), in order.

@@ -11,10 +11,10 @@
 //! opensm (osmtest), ibsim-utils, infiniband-diags.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use smcore_tests::diags::{fields, num, Generated};
+use smcore_tests::fabric_check::{run_client, TOOL_TIMEOUT};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::sm_run::RunningSm;
 use smcore_tests::smcore::target_dir;
@@ -24,30 +24,9 @@ const SETTLED: Duration = Duration::from_millis(2500);
 
 /// Runs `osmtest` under the simulator; its exit status and output.
 fn osmtest(sim: &Ibsim, args: &[&str]) -> (bool, String) {
-    let inner = sim
-        .client_command("osmtest")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = Command::new("timeout");
-    for (k, v) in inner.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    if let Some(dir) = inner.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let out = cmd
-        .arg("120")
-        .arg("osmtest")
-        .args(args)
-        .output()
+    let run = run_client(sim, "osmtest", args, Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("cannot run osmtest (is opensm installed?): {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    (run.ok, format!("{}{}", run.stdout, run.stderr))
 }
 
 fn start(fabric: &Generated) -> (Ibsim, RunningSm) {
@@ -67,17 +46,10 @@ fn start(fabric: &Generated) -> (Ibsim, RunningSm) {
 
 /// Runs `saquery` under the simulator; its output (it must succeed).
 fn saquery(sim: &Ibsim, args: &[&str]) -> String {
-    let mut cmd = sim.client_command("saquery").unwrap_or_else(|e| panic!("{e}"));
-    let out = cmd
-        .args(args)
-        .output()
+    let run = run_client(sim, "saquery", args, TOOL_TIMEOUT)
         .unwrap_or_else(|e| panic!("cannot run saquery (is infiniband-diags installed?): {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "saquery {args:?} failed:\n{text}");
+    let text = format!("{}{}", run.stdout, run.stderr);
+    assert!(run.ok, "saquery {args:?} failed:\n{text}");
     text
 }
 
