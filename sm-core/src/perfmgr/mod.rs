@@ -217,14 +217,43 @@ impl PerfDb {
     /// crossings, clears counters past half their range. Ports no longer
     /// in `targets` are forgotten (they left the fabric).
     pub fn sweep(&mut self, transport: &mut dyn PmaTransport, targets: &[Target], cfg: &PerfMgrConfig) -> Vec<Event> {
+        let mut tid = self.take_tid();
         let mut stats = QueryStats::default();
+        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let (events, to_clear) = self.record(targets, samples, cfg);
+        let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
+        self.finish(&to_clear, cleared, stats, &events, tid);
+        events
+    }
+
+    /// [`Self::sweep`] on a shared database, locked only to read and write
+    /// it, never while PMAs are asked: `smcore ctl perfmgr` and a metrics
+    /// scrape do not wait on a slow fabric.
+    pub fn sweep_shared(db: &Mutex<PerfDb>, transport: &mut dyn PmaTransport, targets: &[Target], cfg: &PerfMgrConfig) -> (Vec<Event>, QueryStats) {
+        let lock = || db.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tid = lock().take_tid();
+        let mut stats = QueryStats::default();
+        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let (events, to_clear) = lock().record(targets, samples, cfg);
+        let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
+        lock().finish(&to_clear, cleared, stats, &events, tid);
+        (events, stats)
+    }
+
+    /// The next transaction ID, from a random start: a host on the fabric
+    /// cannot count on the next one.
+    fn take_tid(&mut self) -> u64 {
         if self.next_tid == 0 {
-            // Transaction IDs from a random start: a host on the fabric
-            // cannot count on the next one.
             use std::hash::{BuildHasher, Hasher};
             self.next_tid = std::collections::hash_map::RandomState::new().build_hasher().finish() & 0xFFFF_FFFF;
         }
-        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut self.next_tid, &mut stats);
+        self.next_tid
+    }
+
+    /// Takes in one read of `targets`: deltas and threshold crossings;
+    /// returns the crossings and the ports to clear. Ports no longer in
+    /// `targets` are forgotten (they left the fabric).
+    fn record(&mut self, targets: &[Target], samples: Vec<Option<counters::Sample>>, cfg: &PerfMgrConfig) -> (Vec<Event>, Vec<Target>) {
         let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
         self.ports.retain(|k, _| keep.contains(k));
         let mut events = Vec::new();
@@ -243,23 +272,22 @@ impl PerfDb {
             let delta = record.history.record(sample);
             events.extend(crossings(record, &delta, cfg));
             if sample.needs_clearing() {
-                to_clear.push(t);
+                to_clear.push(t.clone());
             }
         }
-        if !to_clear.is_empty() {
-            let cleared = query::clear(transport, &to_clear, cfg.window, cfg.timeout, &mut self.next_tid, &mut stats);
-            if cleared == to_clear.len() {
-                for t in &to_clear {
-                    if let Some(r) = self.ports.get_mut(&(t.node_guid, t.port)) {
-                        r.history.cleared();
-                    }
+        (events, to_clear)
+    }
+
+    /// Closes one read: the clears that took, the counts, the events.
+    fn finish(&mut self, to_clear: &[Target], cleared: bool, stats: QueryStats, events: &[Event], next_tid: u64) {
+        if cleared {
+            for t in to_clear {
+                if let Some(r) = self.ports.get_mut(&(t.node_guid, t.port)) {
+                    r.history.cleared();
                 }
-            } else {
-                // Which ones did not take it is unknown: the next delta of
-                // each sees a smaller value and counts from zero.
-                warn!(asked = to_clear.len(), cleared, "not every PMA acknowledged the counter clear");
             }
         }
+        self.next_tid = next_tid;
         self.sweeps += 1;
         self.last_sweep = Some(SystemTime::now());
         self.last_stats = stats;
@@ -271,7 +299,6 @@ impl PerfDb {
         self.recent.extend(events.iter().cloned());
         let excess = self.recent.len().saturating_sub(Self::KEEP_EVENTS);
         self.recent.drain(..excess);
-        events
     }
 
     /// The ports with the most errors in the last interval, then in total:
@@ -324,6 +351,21 @@ impl PerfDb {
     }
 }
 
+/// Clears the counters of `to_clear`; whether every port acknowledged.
+/// When some did not, which ones is unknown: the next delta of each sees
+/// a smaller value and counts from zero.
+fn clear_counters(transport: &mut dyn PmaTransport, to_clear: &[Target], cfg: &PerfMgrConfig, tid: &mut u64, stats: &mut QueryStats) -> bool {
+    if to_clear.is_empty() {
+        return false;
+    }
+    let refs: Vec<&Target> = to_clear.iter().collect();
+    let cleared = query::clear(transport, &refs, cfg.window, cfg.timeout, tid, stats);
+    if cleared != to_clear.len() {
+        warn!(asked = to_clear.len(), cleared, "not every PMA acknowledged the counter clear");
+    }
+    cleared == to_clear.len()
+}
+
 /// The threshold crossings of one port's new delta; updates which
 /// counters it stands above.
 fn crossings(record: &mut PortRecord, delta: &Delta, cfg: &PerfMgrConfig) -> Vec<Event> {
@@ -371,12 +413,7 @@ pub fn run(
         }
         let span = info_span!("perfmgr");
         let _enter = span.enter();
-        // The database lock is held for the read: readers (ctl, metrics)
-        // wait at most one sweep and never see half of one.
-        let mut guard = db.lock().unwrap_or_else(PoisonError::into_inner);
-        let events = guard.sweep(transport, &ports, cfg);
-        let stats = guard.last_stats;
-        drop(guard);
+        let (events, stats) = PerfDb::sweep_shared(db, transport, &ports, cfg);
         if cfg.log_errors {
             for e in &events {
                 warn!("port counter threshold crossed: {e}");
