@@ -151,26 +151,40 @@ packet!(
     HEADER_LEN
 );
 
+/// Declares the common header's fields on a class's packet view, so that
+/// every class (SMP, SA, PMA) reads the header through the same accessors
+/// and the layout is written down once.
+macro_rules! header_fields {
+    ($P:ident) => {
+        $crate::field::fields! { $P;
+            /// BaseVersion: 1 for every IBA MAD.
+            base_version, set_base_version: u8 @ 0;
+            /// MgmtClass (see [`class`](crate::mad::class)).
+            mgmt_class, set_mgmt_class: u8 @ 1;
+            /// ClassVersion.
+            class_version, set_class_version: u8 @ 2;
+            /// The whole R/Method byte (see [`method`](crate::mad::method)).
+            method, set_method: u8 @ 3;
+            /// The whole 16-bit Status field (see [`status`](crate::mad::status));
+            /// in a directed-route SMP bit 15 is the D bit.
+            status, set_status: u16 @ 4;
+            /// TransactionID. The kernel owns the upper 32 bits of requests it
+            /// sends (agent id), so only the lower half is the sender's to match.
+            transaction_id, set_transaction_id: u64 @ 8;
+            /// AttributeID (see [`attr`](crate::mad::attr)).
+            attribute_id, set_attribute_id: u16 @ 16;
+            /// AttributeModifier.
+            attribute_modifier, set_attribute_modifier: u32 @ 20;
+        }
+    };
+}
+pub(crate) use header_fields;
+
+header_fields!(Header);
+
 fields! { Header;
-    /// BaseVersion: 1 for every IBA MAD.
-    base_version, set_base_version: u8 @ 0;
-    /// MgmtClass (see [`class`]).
-    mgmt_class, set_mgmt_class: u8 @ 1;
-    /// ClassVersion.
-    class_version, set_class_version: u8 @ 2;
-    /// The whole R/Method byte (see [`method`]).
-    method, set_method: u8 @ 3;
-    /// Status (see [`status`]).
-    status, set_status: u16 @ 4;
     /// ClassSpecific: hop pointer and count in directed-route SMPs.
     class_specific, set_class_specific: u16 @ 6;
-    /// TransactionID. The kernel owns the upper 32 bits of requests it
-    /// sends (agent id), so only the lower half is the sender's to match.
-    transaction_id, set_transaction_id: u64 @ 8;
-    /// AttributeID (see [`attr`]).
-    attribute_id, set_attribute_id: u16 @ 16;
-    /// AttributeModifier.
-    attribute_modifier, set_attribute_modifier: u32 @ 20;
 }
 
 impl<T: AsRef<[u8]>> Header<T> {

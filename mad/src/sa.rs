@@ -308,23 +308,9 @@ packet!(
     HEADER_LEN
 );
 
+crate::mad::header_fields!(Packet);
+
 fields! { Packet;
-    /// BaseVersion.
-    base_version, set_base_version: u8 @ 0;
-    /// MgmtClass: [`class::SUBN_ADM`].
-    mgmt_class, set_mgmt_class: u8 @ 1;
-    /// ClassVersion: 2.
-    class_version, set_class_version: u8 @ 2;
-    /// R/Method byte.
-    method, set_method: u8 @ 3;
-    /// Status (common bits plus [`status`] codes).
-    status, set_status: u16 @ 4;
-    /// TransactionID.
-    transaction_id, set_transaction_id: u64 @ 8;
-    /// AttributeID (a record type).
-    attribute_id, set_attribute_id: u16 @ 16;
-    /// AttributeModifier.
-    attribute_modifier, set_attribute_modifier: u32 @ 20;
     /// RMPPVersion: 0 when the sender does not use RMPP.
     rmpp_version, set_rmpp_version: u8 @ 24;
     /// RMPPType.

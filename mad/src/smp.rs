@@ -46,17 +46,9 @@ packet!(
     SMP_LEN
 );
 
+mad::header_fields!(Packet);
+
 fields! { Packet;
-    /// BaseVersion.
-    base_version, set_base_version: u8 @ 0;
-    /// MgmtClass: [`class::SUBN_LID`] or [`class::SUBN_DIRECTED`].
-    mgmt_class, set_mgmt_class: u8 @ 1;
-    /// ClassVersion.
-    class_version, set_class_version: u8 @ 2;
-    /// R/Method byte.
-    method, set_method: u8 @ 3;
-    /// The whole 16-bit Status field, D bit included.
-    status, set_status: u16 @ 4;
     /// The D bit of a directed-route SMP: set on the way back (responses
     /// and traps returning along the reverse path).
     direction_bit, set_direction_bit: bool @ 4 => bit 7;
@@ -65,12 +57,6 @@ fields! { Packet;
     /// HopCount of a directed-route SMP: the length of the DR part of the
     /// path.
     hop_count, set_hop_count: u8 @ 7;
-    /// TransactionID.
-    transaction_id, set_transaction_id: u64 @ 8;
-    /// AttributeID.
-    attribute_id, set_attribute_id: u16 @ 16;
-    /// AttributeModifier.
-    attribute_modifier, set_attribute_modifier: u32 @ 20;
     /// M_Key.
     m_key, set_m_key: u64 @ 24;
     /// DrSLID: LID-routed part before the directed part, or permissive.
