@@ -27,7 +27,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use sm_mad::mad::{attr, class, class_version, method, BASE_VERSION, HEADER_LEN};
+use sm_mad::mad::{attr, class, class_version, method, Header, BASE_VERSION, HEADER_LEN};
 use sm_mad::notice::{trap, Source};
 use sm_mad::{NoticePacket, NoticeRepr};
 
@@ -294,14 +294,17 @@ fn parse(trap: &TrapMad) -> Result<(u16, u16), &'static str> {
     if mad.len() < SMP_DATA_OFFSET + sm_mad::notice::LEN {
         return Err("short MAD");
     }
-    if mad[0] != BASE_VERSION || mad[1] != class::SUBN_LID || mad[2] != class_version::SUBN {
+    let header = Header::new_unchecked(&mad[..]);
+    if header.base_version() != BASE_VERSION
+        || header.mgmt_class() != class::SUBN_LID
+        || header.class_version() != class_version::SUBN
+    {
         return Err("not a LID-routed SMP");
     }
-    if mad[3] != method::TRAP {
+    if header.method() != method::TRAP {
         return Err("not a Trap");
     }
-    let attribute = u16::from_be_bytes([mad[16], mad[17]]);
-    if attribute != attr::NOTICE {
+    if header.attribute_id() != attr::NOTICE {
         return Err("attribute is not Notice");
     }
     const { assert!(HEADER_LEN <= SMP_DATA_OFFSET) };
@@ -348,7 +351,7 @@ mod tests {
         assert!(matches!(f.judge(&trap_from(2, 2, 64), now), TrapVerdict::Drop(_)));
         // Bytes that are not a trap at all.
         let mut junk = trap_from(2, 2, 128);
-        junk.mad[1] = class::SUBN_DIRECTED;
+        Header::new_unchecked(&mut junk.mad[..]).set_mgmt_class(class::SUBN_DIRECTED);
         assert!(matches!(f.judge(&junk, now), TrapVerdict::Drop(_)));
         let short = TrapMad { slid: 2, mad: vec![1, 1, 1, 5] };
         assert!(matches!(f.judge(&short, now), TrapVerdict::Drop(_)));

@@ -261,7 +261,7 @@ impl PmaTransport for FakePma {
         let port = mad[DATA_OFFSET + 1];
         let mut answer = mad.to_vec();
         // GetResp answers both Get and Set.
-        answer[3] = method::GET_RESP;
+        Header::new_unchecked(&mut answer[..]).set_method(method::GET_RESP);
         let data = &mut answer[DATA_OFFSET..];
         match header.attribute_id {
             attr::PORT_COUNTERS => {
@@ -280,7 +280,7 @@ impl PmaTransport for FakePma {
                     ExtendedRepr { port_select: port, values: *values }.emit(&mut Extended::new_unchecked(&mut data[..]))
                 }
                 // "Unsupported attribute" (IBA 13.4.7 status 3 << 2).
-                None => answer[4..6].copy_from_slice(&0x000Cu16.to_be_bytes()),
+                None => Header::new_unchecked(&mut answer[..]).set_status(sm_mad::mad::status::UNSUPPORTED_METHOD_ATTR),
             },
             _ => return Ok(()),
         }

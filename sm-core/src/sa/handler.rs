@@ -131,14 +131,26 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn header(req: &[u8], resp_method: u8, status: u16) -> Vec<u8> {
     let mut out = vec![0u8; mad::MAD_LEN];
     out[..mad::HEADER_LEN].copy_from_slice(&req[..mad::HEADER_LEN]);
-    out[0] = mad::BASE_VERSION;
-    out[3] = resp_method;
-    out[4..6].copy_from_slice(&status.to_be_bytes());
-    out[6..8].fill(0);
-    out[18..20].fill(0);
-    // ComponentMask is echoed; SM_Key always 0 in answers (C15-0.1.5).
-    out[48..56].copy_from_slice(&req[48..56]);
+    let mut p = sa::Packet::new_unchecked(&mut out[..]);
+    p.set_base_version(mad::BASE_VERSION);
+    p.set_method(resp_method);
+    p.set_status(status);
+    // ClassSpecific and the reserved bits after AttributeID are zero in
+    // an answer; so is everything after the common header but the echoed
+    // ComponentMask (SM_Key always 0 in answers, C15-0.1.5).
+    p.clear_reserved();
+    p.set_component_mask(request_view(req).component_mask());
     out
+}
+
+/// The SA view of a request the handler has copied into a whole MAD.
+fn request_view(req: &[u8]) -> sa::Packet<&[u8]> {
+    sa::Packet::new_unchecked(req)
+}
+
+/// The request's method.
+fn method_of(req: &[u8]) -> u8 {
+    request_view(req).method()
 }
 
 fn response_method(request: u8) -> u8 {
@@ -152,14 +164,14 @@ fn response_method(request: u8) -> u8 {
 
 /// An error answer: the request's data back with `status`.
 fn error(req: &[u8], status: u16) -> Vec<u8> {
-    let mut out = header(req, response_method(req[3]), status);
+    let mut out = header(req, response_method(method_of(req)), status);
     out[sa::HEADER_LEN..].copy_from_slice(&req[sa::HEADER_LEN..mad::MAD_LEN]);
     out
 }
 
 /// A successful Get/Set/Delete answer carrying one record.
 fn single(req: &[u8], record: &[u8]) -> Vec<u8> {
-    let mut out = header(req, response_method(req[3]), 0);
+    let mut out = header(req, response_method(method_of(req)), 0);
     let n = record.len().min(sa::DATA_LEN);
     out[sa::HEADER_LEN..sa::HEADER_LEN + n].copy_from_slice(&record[..n]);
     out
@@ -200,7 +212,7 @@ fn table_with(req: &[u8], resp_method: u8, record_len: usize, records: &[u8]) ->
 /// Get (exactly one record) or GetTable (at most `max` records, else
 /// ERR_NO_RESOURCES) over `records`.
 fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>, max: usize) -> Vec<u8> {
-    if req[3] == method::GET {
+    if method_of(req) == method::GET {
         match records.len() {
             0 => error(req, status::NO_RECORDS),
             1 => single(req, records[0]),
@@ -384,7 +396,8 @@ impl Sa {
         let mut req = [0u8; mad::MAD_LEN];
         let n = mad_bytes.len().min(mad::MAD_LEN);
         req[..n].copy_from_slice(&mad_bytes[..n]);
-        if req[1] != mad::class::SUBN_ADM || req[3] & method::RESPONSE != 0 {
+        let view = request_view(&req);
+        if view.mgmt_class() != mad::class::SUBN_ADM || view.header().is_response() {
             // Not ours, or an answer (a ReportResp to one of our Reports).
             return Answer::default();
         }
@@ -392,23 +405,23 @@ impl Sa {
             reply: Some(m),
             ..Default::default()
         };
-        if req[0] != mad::BASE_VERSION || req[2] != mad::class_version::SUBN_ADM {
+        if view.base_version() != mad::BASE_VERSION || view.class_version() != mad::class_version::SUBN_ADM {
             return reply(error(&req, mad_status::BAD_VERSION));
         }
-        let m = req[3];
+        let m = view.method();
         if !matches!(
             m,
             method::GET | method::GET_TABLE | method::SET | method::DELETE | method::GET_MULTI
         ) {
             return reply(error(&req, mad_status::UNSUPPORTED_METHOD));
         }
-        let attribute = u16::from_be_bytes([req[16], req[17]]);
-        let mask = u64::from_be_bytes(req[48..56].try_into().unwrap_or([0; 8]));
-        let sm_key = u64::from_be_bytes(req[36..44].try_into().unwrap_or([0; 8]));
+        let attribute = view.attribute_id();
+        let mask = view.component_mask();
+        let sm_key = view.sm_key();
         if sm_key != 0 && sm_key != self.config.sm_key {
             // C15-0.1.5: a request with a wrong SM_Key is discarded (an
             // answer would tell a guesser that the key was wrong).
-            debug!(slid, attribute = u16::from_be_bytes([req[16], req[17]]), "SA request with a wrong SM_Key dropped");
+            debug!(slid, attribute, "SA request with a wrong SM_Key dropped");
             return Answer::default();
         }
         let trusted = self.config.trusts(sm_key);
@@ -446,7 +459,7 @@ impl Sa {
         let Some(db) = db else {
             return reply(error(&req, mad_status::BUSY));
         };
-        let data = &req[sa::HEADER_LEN..];
+        let data = view.data();
         let all = |_: &[u8]| true;
         match attribute {
             attr::NODE_RECORD => {
@@ -775,14 +788,15 @@ impl Sa {
     /// ServiceRecord Set, Delete, Get and GetTable.
     fn service(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Vec<u8> {
         use sm_mad::sa_service_record::LEN;
-        let data = &req[sa::HEADER_LEN..];
+        let view = request_view(req);
+        let data = view.data();
         let by = service::Requester {
             guid: db.end_by_lid(slid).map(|e| e.guid),
             trusted,
         };
         let now = std::time::Instant::now();
         let mut services = locked(&self.services);
-        let result = match req[3] {
+        let result = match method_of(req) {
             method::SET => services.set(db, by, &self.config.services, data, mask, now),
             method::DELETE => services.delete(by, data, mask, now),
             _ => {
@@ -801,13 +815,14 @@ impl Sa {
 
     fn mc_member(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Answer {
         use sm_mad::sa_mc_member_record::{Packet, PADDED_LEN};
-        let data = &req[sa::HEADER_LEN..];
+        let view = request_view(req);
+        let data = view.data();
         let by = Requester {
             guid: db.end_by_lid(slid).map(|e| e.guid),
             trusted,
         };
         let mut groups = locked(&self.groups);
-        let result = match req[3] {
+        let result = match method_of(req) {
             method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, data, mask),
             method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
@@ -911,10 +926,13 @@ fn requester_paths(db: &SaDb, slid: u16, records: Vec<u8>) -> Vec<u8> {
     let Some(requester) = db.end_by_lid(slid) else { return Vec::new() };
     let table = db.pkey_table(requester.guid);
     let shares = |guid: u64| crate::partition::common_pkey(table, db.pkey_table(guid), None).is_some();
-    let guid_at = |r: &[u8], at: usize| u64::from_be_bytes(r[at..at + 8].try_into().unwrap_or([0; 8]));
-    // DGID at bytes 8..24, SGID at 24..40: the port GUID is each one's
-    // low half.
-    records.chunks(64).filter(|r| shares(guid_at(r, 32)) && shares(guid_at(r, 16))).flatten().copied().collect()
+    use sm_mad::sa_path_record::{Packet, LEN};
+    // A GID's low half is the port GUID.
+    let visible = |r: &[u8]| {
+        let p = Packet::new_unchecked(r);
+        shares(p.sgid() as u64) && shares(p.dgid() as u64)
+    };
+    records.chunks_exact(LEN).filter(|r| visible(r)).flatten().copied().collect()
 }
 
 #[cfg(test)]
@@ -926,7 +944,7 @@ mod tests {
         sa::Repr { method: method::GET_TABLE, transaction_id: 7, attribute_id: attr::NODE_RECORD, ..Default::default() }
             .emit(&mut sa::Packet::new_unchecked(&mut mad[..]));
         let answer = sa.handle(1, 1, &mad).reply.expect("an answer");
-        u16::from_be_bytes([answer[4], answer[5]])
+        sa::Packet::new_unchecked(&answer[..]).status()
     }
 
     #[test]

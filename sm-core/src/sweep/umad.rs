@@ -34,7 +34,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
 use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
-use sm_mad::mad::method;
+use sm_mad::mad::{class, method, Header, HEADER_LEN, MAD_LEN};
+use sm_mad::sa;
 use sm_mad::smp::PERMISSIVE_LID;
 
 /// `struct ib_user_mad_hdr_old`, the header without the P_Key index, which
@@ -44,17 +45,11 @@ use sm_mad::smp::PERMISSIVE_LID;
 /// SMPs always go out on P_Key index 0, so the old header is the one size
 /// both the kernel and umad2sim agree on.
 const HDR_LEN: usize = 56;
-/// Longest MAD the SMP classes carry.
-const MAD_LEN: usize = 256;
-/// Subnet management classes: directed route and LID routed.
-const CLASS_DR: u8 = 0x81;
-const CLASS_LID: u8 = 0x01;
-/// Subnet administration (GSI).
-const CLASS_SA: u8 = 0x03;
+const CLASS_DR: u8 = class::SUBN_DIRECTED;
+const CLASS_LID: u8 = class::SUBN_LID;
+const CLASS_SA: u8 = class::SUBN_ADM;
 /// The kernel's `ib_umad` magic.
 const IB_IOCTL_MAGIC: u8 = 0x1b;
-/// Where the MAD header keeps the transaction ID.
-const TID_OFFSET: usize = 8;
 
 /// `struct ib_user_mad_reg_req` (include/uapi/rdma/ib_user_mad.h): 27
 /// bytes of fields, padded to 28 by the u32 alignment.
@@ -499,7 +494,8 @@ impl Reader {
         let status = u32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
         let sqpn = u32::from_be_bytes([msg[20], msg[21], msg[22], msg[23]]) & 0x00FF_FFFF;
         let slid = u16::from_be_bytes([msg[28], msg[29]]);
-        let (class, m) = (msg[HDR_LEN + 1], msg[HDR_LEN + 3]);
+        let header = Header::new_unchecked(&msg[HDR_LEN..]);
+        let (class, m) = (header.mgmt_class(), header.method());
         // An SA request may be a reassembled RMPP transfer and is passed
         // whole; everything else is one MAD.
         let body = &msg[HDR_LEN..];
@@ -577,21 +573,23 @@ impl Writer {
     /// list that long, since a zero timeout would make it drop the answer
     /// as unsolicited.
     fn write(&self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
-        if mad.len() < 24 {
+        let Ok(header) = Header::new_checked(mad) else {
             return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
-        }
-        let (agent, qkey) = match mad[1] {
+        };
+        let class = header.mgmt_class();
+        let (agent, qkey) = match class {
             CLASS_DR => (self.dr_agent, 0),
             CLASS_LID => (self.lid_agent, 0),
             CLASS_SA => (self.sa_agent, GSI_QKEY),
             c => return Err(TransportError::Unsendable(format!("management class {c:#x} has no agent here"))),
         };
-        if mad[1] != CLASS_SA && mad.len() > MAD_LEN {
+        if class != CLASS_SA && mad.len() > MAD_LEN {
             return Err(TransportError::Unsendable(format!("SMP of {} bytes", mad.len())));
         }
         // An RMPP transfer is sized by the write: padding would reach the
         // client as empty records. Anything else is one whole MAD.
-        let rmpp_active = mad[1] == CLASS_SA && mad.len() > 26 && mad[26] & 0x1 != 0;
+        let rmpp_active = class == CLASS_SA
+            && sa::Packet::new_checked(mad).is_ok_and(|p| p.rmpp_flags() & sa::rmpp::FLAG_ACTIVE != 0);
         let len = if rmpp_active { mad.len() } else { mad.len().max(MAD_LEN) };
         let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         write_umad(self.fd.0, agent, Address { dlid, dqpn, qkey }, mad, len, timeout_ms)
@@ -651,9 +649,9 @@ impl MadSender {
     /// an RMPP header the caller set; a real kernel segments it, umad2sim
     /// passes its first 256 bytes.
     pub fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), TransportError> {
-        match mad.get(1) {
-            Some(&CLASS_DR) => self.writer.write(PERMISSIVE_LID, 0, mad, 0),
-            Some(&CLASS_LID) => self.writer.write(to.slid, 0, mad, 0),
+        match Header::new_checked(mad).map(|h| h.mgmt_class()) {
+            Ok(CLASS_DR) => self.writer.write(PERMISSIVE_LID, 0, mad, 0),
+            Ok(CLASS_LID) => self.writer.write(to.slid, 0, mad, 0),
             _ => self.writer.write(to.slid, to.sqpn, mad, 0),
         }
     }
@@ -832,25 +830,27 @@ impl UmadPort {
         let mut answers: Vec<Option<Vec<u8>>> = vec![None; batch.len()];
         // Lower 32 TID bits (the kernel owns the upper half) → (index,
         // full TID, deadline).
-        let mut in_flight: HashMap<[u8; 4], (usize, [u8; 8], Instant)> = HashMap::new();
+        let mut in_flight: HashMap<u32, (usize, u64, Instant)> = HashMap::new();
         let mut next = 0;
         loop {
             while in_flight.len() < self.window && next < batch.len() {
                 let o = &batch[next];
-                if o.mad.len() < TID_OFFSET + 8 {
+                let Ok(header) = Header::new_checked(&o.mad[..]) else {
                     return Err(TransportError::Unsendable(format!("MAD of {} bytes", o.mad.len())));
-                }
+                };
+                let tid = header.transaction_id();
                 self.write_mad(o.dlid, &o.mad, timeout_ms)?;
-                let mut tid = [0u8; 8];
-                tid.copy_from_slice(&o.mad[TID_OFFSET..TID_OFFSET + 8]);
-                let low = [tid[4], tid[5], tid[6], tid[7]];
+                // The kernel owns the upper half of the TID of what we send.
+                let low = tid as u32;
                 in_flight.insert(low, (next, tid, Instant::now() + wait));
                 next += 1;
             }
             let Some(earliest) = in_flight.values().map(|v| v.2).min() else { break };
             match self.next_response(earliest)? {
                 Some(Received { status, mut mad }) => {
-                    let low = [mad[TID_OFFSET + 4], mad[TID_OFFSET + 5], mad[TID_OFFSET + 6], mad[TID_OFFSET + 7]];
+                    let answer = Header::new_unchecked(&mad[..]);
+                    let low = answer.transaction_id() as u32;
+                    let is_response = answer.is_response();
                     let Some(&(index, tid, _)) = in_flight.get(&low) else {
                         tracing::debug!("umad read of another transaction ignored");
                         continue;
@@ -862,12 +862,12 @@ impl UmadPort {
                         in_flight.remove(&low);
                         continue;
                     }
-                    if mad[3] & 0x80 == 0 {
+                    if !is_response {
                         // A request that happens to share our TID.
                         continue;
                     }
                     in_flight.remove(&low);
-                    mad[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&tid);
+                    Header::new_unchecked(&mut mad[..]).set_transaction_id(tid);
                     answers[index] = Some(mad);
                 }
                 None => {
@@ -931,16 +931,18 @@ impl GsiClient {
     /// Sends `mad` to `dlid` QP1 and waits up to `timeout` for the answer
     /// with the same TID (lower 32 bits: the kernel owns the upper half).
     pub fn request(&mut self, dlid: u16, mad: &[u8], timeout: Duration) -> Result<Option<Vec<u8>>, TransportError> {
-        if mad.len() < TID_OFFSET + 8 || mad.len() > MAD_LEN {
+        if mad.len() < HEADER_LEN || mad.len() > MAD_LEN {
             return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
         }
         self.send(dlid, 1, mad, u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1))?;
-        let tid = &mad[TID_OFFSET + 4..TID_OFFSET + 8];
+        let tid = Header::new_unchecked(mad).transaction_id();
         let deadline = Instant::now() + timeout + Duration::from_millis(50);
         while let Some((_, answer)) = self.receive(deadline)? {
-            if answer[3] & 0x80 != 0 && &answer[TID_OFFSET + 4..TID_OFFSET + 8] == tid {
+            let header = Header::new_unchecked(&answer[..]);
+            // Only the lower half of the TID is ours (see the SMP window).
+            if header.is_response() && header.transaction_id() as u32 == tid as u32 {
                 let mut answer = answer;
-                answer[TID_OFFSET..TID_OFFSET + 8].copy_from_slice(&mad[TID_OFFSET..TID_OFFSET + 8]);
+                Header::new_unchecked(&mut answer[..]).set_transaction_id(tid);
                 return Ok(Some(answer));
             }
         }
