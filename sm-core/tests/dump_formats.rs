@@ -317,10 +317,7 @@ fn assert_same_text(ours: &str, opensm: &str, what: &str) {
 fn ibdmchk_on(dir: &Path, opts: &IbdmchkOptions) -> IbdmchkReport {
     // A cross-check that cannot run has checked nothing: fail, naming the
     // package (scripts/test.sh and CI install it).
-    assert!(
-        ibdmchk::find_ibdmchk().is_some(),
-        "ibdmchk is not on PATH: install the Debian package ibutils (scripts/test.sh does)"
-    );
+    smcore_test_support::require_tool("ibdmchk");
     ibdmchk::run_ibdmchk(dir, opts).expect("ibdmchk runs")
 }
 

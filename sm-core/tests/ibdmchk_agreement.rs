@@ -5,12 +5,11 @@
 mod common;
 
 use common::*;
-use sm_core::dump::ibdmchk::{find_ibdmchk, run_ibdmchk, IbdmchkOptions};
+use sm_core::dump::ibdmchk::{run_ibdmchk, IbdmchkOptions};
 
-/// ibdmchk is needed: a test that skips proves nothing (CI installs
-/// ibutils, `.ci/run`).
+/// ibdmchk is needed: a test that skips proves nothing.
 fn require_ibdmchk() {
-    assert!(find_ibdmchk().is_some(), "ibdmchk is not installed: install the Debian package ibutils");
+    smcore_test_support::require_tool("ibdmchk");
 }
 
 /// Generate, route with minhop, return (smcore's verdict, ibdmchk report).

@@ -5,24 +5,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{count, wait_for, workspace};
+use smcore_test_support::require_tool;
 
 fn packaging(name: &str) -> String {
     let path = workspace().join("packaging").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn tool(name: &str, package: &str) -> PathBuf {
-    for dir in ["/usr/bin", "/usr/sbin", "/bin", "/sbin"] {
-        let p = Path::new(dir).join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("`{name}` is needed for this test: install the Debian package `{package}` (.ci/run does)");
 }
 
 /// `systemd-analyze verify` on `unit` (a copy whose ExecStart is the
@@ -30,7 +21,7 @@ fn tool(name: &str, package: &str) -> PathBuf {
 fn verify(dir: &Path, file: &str, text: &str, unit: &str) {
     let text = text.replace("/usr/sbin/smcore", env!("CARGO_BIN_EXE_smcore"));
     std::fs::write(dir.join(file), text).expect("write unit");
-    let out = Command::new(tool("systemd-analyze", "systemd"))
+    let out = Command::new(require_tool("systemd-analyze"))
         .arg("verify")
         .arg(dir.join(unit))
         .output()
@@ -89,7 +80,7 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
         .replace("/var/log/", &format!("{}/log/", root.display()))
         .replace("/run/", &format!("{}/run/", root.display()));
     std::fs::write(&conf, rotate).expect("write logrotate conf");
-    let out = Command::new(tool("logrotate", "logrotate"))
+    let out = Command::new(require_tool("logrotate"))
         .arg("-f")
         .arg("-s")
         .arg(root.join("logrotate.state"))

@@ -44,8 +44,23 @@ pub struct ClientRun {
 
 /// Run `program args` against `sim` (umad2sim), killed after `timeout`.
 pub fn run_client(sim: &Ibsim, program: impl AsRef<OsStr>, args: &[&str], timeout: Duration) -> Result<ClientRun> {
+    run_client_on(sim, None, program, args, timeout)
+}
+
+/// [`run_client`] attached to the CA `host` (umad2sim's `SIM_HOST`, a
+/// node description of the simulated fabric) when given.
+pub fn run_client_on(
+    sim: &Ibsim,
+    host: Option<&str>,
+    program: impl AsRef<OsStr>,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<ClientRun> {
     let name = program.as_ref().to_string_lossy().into_owned();
     let mut cmd = sim.client_command(program)?;
+    if let Some(h) = host {
+        cmd.env("SIM_HOST", h);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -66,6 +81,18 @@ pub fn run_client(sim: &Ibsim, program: impl AsRef<OsStr>, args: &[&str], timeou
         stdout: proc::collect(out),
         stderr: proc::collect(err),
     })
+}
+
+/// What `program args` printed (stdout then stderr) on `host` within
+/// [`TOOL_TIMEOUT`]; fails the test, with that output, unless it
+/// succeeded.
+#[track_caller]
+pub fn client_output(sim: &Ibsim, host: Option<&str>, program: impl AsRef<OsStr>, args: &[&str]) -> String {
+    let name = program.as_ref().to_string_lossy().into_owned();
+    let run = run_client_on(sim, host, program, args, TOOL_TIMEOUT).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let text = format!("{}{}", run.stdout, run.stderr);
+    assert!(run.ok, "{name} {args:?} (host {host:?}) failed ({:?}):\n{text}", run.outcome);
+    text
 }
 
 /// `smcore --once --engines ENGINES --dump-dir DIR [extra]` as an SM on

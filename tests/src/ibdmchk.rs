@@ -131,7 +131,7 @@ pub fn check_dump_dir_with(dir: impl AsRef<Path>, sls: SlFiles, timeout: Duratio
         }
     };
     let opts = IbdmchkOptions { path_sl: with_sls, sl2vl: with_sls, ..IbdmchkOptions::default() };
-    let mut cmd = Command::new("ibdmchk");
+    let mut cmd = Command::new(smcore_test_support::find_tool("ibdmchk")?);
     proc::die_with_parent(&mut cmd);
     let mut child = cmd
         .args(ibdmchk_args(dir, &opts))

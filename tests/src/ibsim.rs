@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::{Error, Result};
 
 /// Where Debian's `ibsim-utils` installs the umad interposer.
-pub const UMAD2SIM_LIB: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
+pub use smcore_test_support::UMAD2SIM_LIB;
 
 /// ibsim 0.10's default linear forwarding table capacity (`-L`): the highest
 /// LID + 1 its switches accept.
@@ -106,7 +106,7 @@ impl Ibsim {
         drop(topo);
 
         let sockname = unique_sockname();
-        let mut cmd = Command::new("ibsim");
+        let mut cmd = Command::new(smcore_test_support::find_tool("ibsim")?);
         crate::proc::die_with_parent(&mut cmd);
         let mut child = cmd
             .arg("-s")
@@ -238,13 +238,14 @@ impl Ibsim {
     /// owned by this simulator (see [`Ibsim::client_dir`]), so give it
     /// absolute paths.
     pub fn client_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Result<Command> {
-        if !Path::new(UMAD2SIM_LIB).is_file() {
-            return Err(Error::Missing {
-                path: UMAD2SIM_LIB.into(),
-                hint: "install the Debian package ibsim-utils".into(),
-            });
-        }
-        let mut cmd = Command::new(program);
+        smcore_test_support::find_umad2sim().map_err(Error::from)?;
+        let program = program.as_ref();
+        // Found first, so that a missing tool names its package.
+        let path = match program.to_str() {
+            Some(name) => smcore_test_support::find_tool(name)?,
+            None => program.into(),
+        };
+        let mut cmd = Command::new(path);
         crate::proc::die_with_parent(&mut cmd);
         cmd.envs(self.umad_env()).current_dir(self.client_dir.path());
         Ok(cmd)

@@ -73,6 +73,16 @@ pub enum Error {
 /// Result with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl From<smcore_test_support::Missing> for Error {
+    fn from(m: smcore_test_support::Missing) -> Self {
+        let hint = match m.package {
+            Some(p) => format!("install the Debian package {p} (.ci/run and scripts/test.sh do)"),
+            None => "not installed".to_string(),
+        };
+        Error::Missing { path: m.what.into(), hint }
+    }
+}
+
 impl Error {
     /// An [`Error::Io`] with context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {

@@ -93,16 +93,7 @@ fn assert_reaches_exactly(topo: &Topology, mfts: &BTreeMap<u64, BTreeMap<u16, BT
 }
 
 fn sa_client(sim: &Ibsim, host: &str, args: &[&str]) -> String {
-    let out = sim
-        .client_command(env!("CARGO_BIN_EXE_sa_client"))
-        .expect("sa_client")
-        .env("SIM_HOST", host)
-        .args(args)
-        .output()
-        .expect("run sa_client");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "sa_client {args:?} at {host}: {text}");
-    text
+    smcore_tests::fabric_check::client_output(sim, Some(host), env!("CARGO_BIN_EXE_sa_client"), args)
 }
 
 /// The MLID the SM's multicast dump gives the group's entries (the only

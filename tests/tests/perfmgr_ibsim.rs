@@ -80,10 +80,7 @@ impl Drop for Prometheus {
 
 impl Prometheus {
     fn start(dir: &Path, target: &str) -> Prometheus {
-        let bin = ["/usr/bin/prometheus", "/usr/sbin/prometheus"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or_else(|| panic!("prometheus is needed for this test: install the Debian package `prometheus` (.ci/run does)"));
+        let bin = smcore_test_support::require_tool("prometheus");
         let conf = dir.join("prometheus.yml");
         std::fs::write(
             &conf,

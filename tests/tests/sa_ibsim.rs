@@ -16,72 +16,21 @@
 //! engines) first, and ibsim-utils, infiniband-diags and opensm.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use sm_topology::Topology;
 use smcore_tests::diags::{fields, first_num, num, Generated};
+use smcore_tests::fabric_check::client_output;
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::lfts::{parse_guid2lid_file, parse_lfts_file};
 use smcore_tests::sm_run::RunningSm;
-use smcore_tests::smcore::target_dir;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SETTLED: Duration = Duration::from_millis(2500);
 
-fn sa_client() -> PathBuf {
-    let bin = target_dir().join("debug").join("sa_client");
-    assert!(
-        bin.is_file(),
-        "{} missing: cargo build -p smcore-tests --bin sa_client",
-        bin.display()
-    );
-    bin
-}
-
-/// Runs a client program under the simulator (on `host` when given).
-fn client(
-    sim: &Ibsim,
-    host: Option<&str>,
-    program: impl AsRef<std::ffi::OsStr>,
-    args: &[&str],
-) -> String {
-    let mut cmd = Command::new("timeout");
-    let inner = sim
-        .client_command(&program)
-        .unwrap_or_else(|e| panic!("{e}"));
-    // `timeout` keeps a stuck client from hanging the test; the env and
-    // directory are the simulator's.
-    for (k, v) in inner.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    if let Some(h) = host {
-        cmd.env("SIM_HOST", h);
-    }
-    if let Some(dir) = inner.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let out = cmd
-        .arg("60")
-        .arg(program.as_ref())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", program.as_ref()));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "{:?} {args:?} failed ({}):\n{text}",
-        program.as_ref(),
-        out.status
-    );
-    text
+fn sa_client() -> &'static str {
+    env!("CARGO_BIN_EXE_sa_client")
 }
 
 /// The `key=value` fields of sa_client's lines.
@@ -159,12 +108,12 @@ fn saquery_osmtest_and_joins_against_smcore() {
     assert!(hosts.len() >= 8, "hosts with LIDs: {hosts:?}");
 
     // ClassPortInfo.
-    let cpi = client(&sim, None, "saquery", &["-c"]);
+    let cpi = client_output(&sim, None, "saquery", &["-c"]);
     assert_eq!(fields(&cpi, "Class version"), ["2"], "{cpi}");
 
     // NodeRecords by LID: the port GUID the SM gave that LID.
     for (_, guid, lid) in hosts.iter().step_by(3) {
-        let text = client(&sim, None, "saquery", &["NR", &lid.to_string()]);
+        let text = client_output(&sim, None, "saquery", &["NR", &lid.to_string()]);
         assert_eq!(first_num(&text, "lid"), Some(u64::from(*lid)), "{text}");
         assert_eq!(first_num(&text, "port_guid"), Some(*guid), "{text}");
     }
@@ -172,7 +121,7 @@ fn saquery_osmtest_and_joins_against_smcore() {
     // PathRecords between hosts: saquery (GetTable, first record) and
     // sa_client (Get), both with the pair asked and SL 0 (minhop).
     let (a, b) = (&hosts[0], &hosts[hosts.len() - 1]);
-    let text = client(
+    let text = client_output(
         &sim,
         None,
         "saquery",
@@ -186,7 +135,7 @@ fn saquery_osmtest_and_joins_against_smcore() {
         .zip(hosts.iter().rev())
         .map(|(s, d)| format!("{}:{}", s.2, d.2))
         .collect();
-    let text = client(
+    let text = client_output(
         &sim,
         Some(&a.0),
         sa_client(),
@@ -215,9 +164,9 @@ fn saquery_osmtest_and_joins_against_smcore() {
         Some(&sw_lid),
         "guid2lid and the LFT dump agree on switch {sw_guid:#x}"
     );
-    let text = client(&sim, None, "saquery", &["SWIR", &sw_lid.to_string()]);
+    let text = client_output(&sim, None, "saquery", &["SWIR", &sw_lid.to_string()]);
     assert_eq!(first_num(&text, "LID"), Some(u64::from(sw_lid)), "{text}");
-    let text = client(&sim, None, "saquery", &["LFTR", &format!("{sw_lid}/0")]);
+    let text = client_output(&sim, None, "saquery", &["LFTR", &format!("{sw_lid}/0")]);
     // The first record only: the others of the (truncated) table are not
     // the SA's bytes.
     let mut read = BTreeMap::new();
@@ -252,9 +201,9 @@ fn saquery_osmtest_and_joins_against_smcore() {
     // osmtest: inventory, then validation (see the module doc for -d 1).
     let inv = generated.dir().join("osmtest.dat");
     let inv_s = inv.to_str().expect("utf-8 path");
-    let c = client(&sim, None, "osmtest", &["-f", "c", "-i", inv_s]);
+    let c = client_output(&sim, None, "osmtest", &["-f", "c", "-i", inv_s]);
     assert!(c.contains("TEST \"Create Inventory\" PASS"), "{c}");
-    let v = client(&sim, None, "osmtest", &["-f", "v", "-d", "1", "-i", inv_s]);
+    let v = client_output(&sim, None, "osmtest", &["-f", "v", "-d", "1", "-i", inv_s]);
     assert!(
         v.contains("ALL TESTS PASS") && v.contains("TEST \"Validate Inventory\" PASS"),
         "{v}"
@@ -266,7 +215,7 @@ fn saquery_osmtest_and_joins_against_smcore() {
     let joiners = [&hosts[1], &hosts[hosts.len() - 2]];
     let mut mlid = None;
     for h in joiners {
-        let text = client(&sim, Some(&h.0), sa_client(), &["join", "--mgid", mgid]);
+        let text = client_output(&sim, Some(&h.0), sa_client(), &["join", "--mgid", mgid]);
         let line = text
             .lines()
             .find(|l| l.starts_with("mgid="))
@@ -282,10 +231,10 @@ fn saquery_osmtest_and_joins_against_smcore() {
         );
         mlid = Some(f["mlid"].to_string());
     }
-    let groups = client(&sim, None, "saquery", &["-g"]);
+    let groups = client_output(&sim, None, "saquery", &["-g"]);
     assert!(fields(&groups, "MGID").contains(&mgid), "{groups}");
     // Members show to trusted requesters only (smcore's SA key is 1).
-    let members = client(&sim, None, "saquery", &["--smkey", "1", "-m"]);
+    let members = client_output(&sim, None, "saquery", &["--smkey", "1", "-m"]);
     let gids: BTreeSet<u64> = fields(&members, "PortGid")
         .iter()
         .filter_map(|g| g.parse::<std::net::Ipv6Addr>().ok())
@@ -295,9 +244,9 @@ fn saquery_osmtest_and_joins_against_smcore() {
         assert!(gids.contains(&h.1), "member {:#x} listed\n{members}", h.1);
     }
     for h in joiners {
-        client(&sim, Some(&h.0), sa_client(), &["leave", "--mgid", mgid]);
+        client_output(&sim, Some(&h.0), sa_client(), &["leave", "--mgid", mgid]);
     }
-    let groups = client(&sim, None, "saquery", &["-g"]);
+    let groups = client_output(&sim, None, "saquery", &["-g"]);
     assert!(
         !fields(&groups, "MGID").contains(&mgid),
         "the group went with its members\n{groups}"
@@ -348,7 +297,7 @@ fn torus_2qos_path_records_carry_the_routing_sl() {
         .iter()
         .map(|(s, d)| format!("{}:{}", s.2, d.2))
         .collect();
-    let text = client(
+    let text = client_output(
         &sim,
         Some(&hosts[0].0),
         sa_client(),
@@ -371,7 +320,7 @@ fn torus_2qos_path_records_carry_the_routing_sl() {
     assert!(sls.len() > 1, "the sample crosses dateline SLs: {sls:?}");
     // saquery agrees on one pair.
     let (s, d) = &pairs[pairs.len() / 2];
-    let text = client(
+    let text = client_output(
         &sim,
         None,
         "saquery",

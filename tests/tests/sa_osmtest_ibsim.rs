@@ -14,10 +14,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use smcore_tests::diags::{fields, num, Generated};
-use smcore_tests::fabric_check::{run_client, TOOL_TIMEOUT};
+use smcore_tests::fabric_check::{client_output, run_client, TOOL_TIMEOUT};
 use smcore_tests::ibsim::Ibsim;
 use smcore_tests::sm_run::RunningSm;
-use smcore_tests::smcore::target_dir;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SETTLED: Duration = Duration::from_millis(2500);
@@ -249,23 +248,10 @@ fn assert_broadcast_group(groups: &str) {
     }
 }
 
-fn sa_client_bin() -> std::path::PathBuf {
-    let bin = target_dir().join("debug").join("sa_client");
-    assert!(bin.is_file(), "{} missing: cargo build -p smcore-tests --bin sa_client", bin.display());
-    bin
-}
-
 /// Runs sa_client under the simulator (on `host` when given); its output
 /// (it must succeed).
 fn sa_client(sim: &Ibsim, host: Option<&str>, args: &[&str]) -> String {
-    let mut cmd = sim.client_command(sa_client_bin()).unwrap_or_else(|e| panic!("{e}"));
-    if let Some(h) = host {
-        cmd.env("SIM_HOST", h);
-    }
-    let out = cmd.args(args).output().unwrap_or_else(|e| panic!("cannot run sa_client: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "sa_client {args:?} failed:\n{text}");
-    text
+    client_output(sim, host, env!("CARGO_BIN_EXE_sa_client"), args)
 }
 
 /// `a=1 b=0x2` → numbers by name.

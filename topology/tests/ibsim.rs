@@ -3,15 +3,15 @@
 //! rates. Fails, naming the packages, where ibsim or libumad2sim is not
 //! installed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sm_topology::model::{SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_SDR};
+use smcore_test_support::{require_tool, require_umad2sim};
 use sm_topology::{emit, gen, parse_str, Topology, TopologyBuilder, TopologyError};
 
-const UMAD2SIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 
 fn ok<T>(r: Result<T, TopologyError>) -> T {
     match r {
@@ -20,23 +20,13 @@ fn ok<T>(r: Result<T, TopologyError>) -> T {
     }
 }
 
-fn umad2sim() -> Option<PathBuf> {
-    let lib =
-        std::env::var_os("UMAD2SIM_LIB").map(PathBuf::from).unwrap_or_else(|| UMAD2SIM.into());
-    lib.exists().then_some(lib)
-}
-
 /// Fails the test, naming what to install, when ibsim, ibnetdiscover or
 /// libumad2sim is missing: a test that skips proves nothing (CI installs
 /// them, `.ci/run`).
 fn require_tools() {
-    let found = |tool: &str| {
-        Command::new(tool).arg("-h").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-    };
-    assert!(
-        umad2sim().is_some() && found("ibsim") && found("ibnetdiscover"),
-        "ibsim, ibnetdiscover or libumad2sim.so is not installed: install the Debian packages ibsim-utils and infiniband-diags"
-    );
+    require_umad2sim();
+    require_tool("ibsim");
+    require_tool("ibnetdiscover");
 }
 
 /// Kills the simulator when the test ends, however it ends.
@@ -80,7 +70,7 @@ fn discover(topo: &Topology, tag: &str) -> Topology {
 }
 
 fn run_ibnetdiscover(sim: &mut Sim, sock: &str, log: &Path) -> String {
-    let lib = umad2sim().expect("checked before");
+    let lib = require_umad2sim();
     let deadline = Instant::now() + Duration::from_secs(30);
     // A client that comes before the simulator has bound its sockets waits
     // two seconds before retrying; ibsim binds them right after saying
