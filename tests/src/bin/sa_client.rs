@@ -41,34 +41,36 @@ use std::time::{Duration, Instant};
 
 use sm_core::sweep::umad::GsiClient;
 
-const CLASS_SA: u8 = 0x03;
-const SA_VERSION: u8 = 2;
-const GET: u8 = 0x01;
-const SET: u8 = 0x02;
-const REPORT: u8 = 0x06;
-const REPORT_RESP: u8 = 0x86;
-const DELETE: u8 = 0x15;
-const ATTR_NODE_RECORD: u16 = 0x0011;
-const ATTR_PATH_RECORD: u16 = 0x0035;
-const ATTR_MC_MEMBER: u16 = 0x0038;
-const ATTR_INFORM_INFO: u16 = 0x0003;
-const HDR: usize = 56;
+use sm_mad::mad::{attr as mad_attr, class, class_version, method};
+use sm_mad::notice::Packet as Notice;
+use sm_mad::sa::{self, attr};
+use sm_mad::{sa_inform_info as ii, sa_mc_member_record as mcr, sa_node_record as nr, sa_path_record as pr};
+use sm_mad::sa_service_record as sr;
 
-fn sa_mad(method: u8, attr: u16, tid: u64, mask: u64, data: &[u8]) -> [u8; 256] {
+const CLASS_SA: u8 = class::SUBN_ADM;
+const SA_VERSION: u8 = class_version::SUBN_ADM;
+
+fn sa_mad(method: u8, attribute_id: u16, transaction_id: u64, component_mask: u64, data: &[u8]) -> [u8; 256] {
     let mut m = [0u8; 256];
-    m[0] = 1;
-    m[1] = CLASS_SA;
-    m[2] = SA_VERSION;
-    m[3] = method;
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&attr.to_be_bytes());
-    m[48..56].copy_from_slice(&mask.to_be_bytes());
-    m[HDR..HDR + data.len()].copy_from_slice(data);
+    let mut p = sa::Packet::new_unchecked(&mut m[..]);
+    sa::Repr { method, transaction_id, attribute_id, component_mask, ..Default::default() }.emit(&mut p);
+    p.data_mut()[..data.len()].copy_from_slice(data);
     m
 }
 
+/// An SA answer as a view (the transport hands over whole MADs).
+fn answer(m: &[u8]) -> Result<sa::Packet<&[u8]>, String> {
+    sa::Packet::new_checked(m).map_err(|e| format!("SA answer: {e}"))
+}
+
 fn status(m: &[u8]) -> u16 {
-    u16::from_be_bytes([m[4], m[5]])
+    answer(m).map_or(u16::MAX, |p| p.status())
+}
+
+/// The record an answer carries.
+fn record<'a, P>(m: &'a [u8], view: impl FnOnce(&'a [u8]) -> sm_mad::Result<P>) -> Result<P, String> {
+    let data = &m[sa::HEADER_LEN.min(m.len())..];
+    view(data).map_err(|e| format!("record in the SA answer: {e}"))
 }
 
 struct Args(Vec<String>);
@@ -147,9 +149,9 @@ impl Client {
 
     /// This port's GUID, from its NodeRecord.
     fn port_guid(&mut self) -> Result<u64, String> {
-        let mut t = [0u8; 108];
-        t[..2].copy_from_slice(&self.lid.to_be_bytes());
-        let a = self.ask(GET, ATTR_NODE_RECORD, 1, &t)?;
+        let mut t = [0u8; nr::LEN];
+        nr::Packet::new_unchecked(&mut t[..]).set_lid(self.lid);
+        let a = self.ask(method::GET, attr::NODE_RECORD, nr::component::LID, &t)?;
         if status(&a) != 0 {
             return Err(format!(
                 "NodeRecord of LID {}: status {:#06x}",
@@ -157,19 +159,17 @@ impl Client {
                 status(&a)
             ));
         }
-        Ok(u64::from_be_bytes(
-            a[HDR + 24..HDR + 32].try_into().map_err(|_| "short")?,
-        ))
+        let r = record(&a, nr::Packet::new_checked)?;
+        Ok(nr::Repr::parse(&r).map_err(|e| e.to_string())?.node_info.port_guid)
     }
 }
 
-fn path_template(slid: u16, dlid: u16) -> [u8; 64] {
-    let mut t = [0u8; 64];
-    t[40..42].copy_from_slice(&dlid.to_be_bytes());
-    t[42..44].copy_from_slice(&slid.to_be_bytes());
+fn path_template(slid: u16, dlid: u16) -> [u8; pr::LEN] {
+    let mut t = [0u8; pr::LEN];
+    pr::Repr { slid, dlid, ..Default::default() }.emit(&mut pr::Packet::new_unchecked(&mut t[..]));
     t
 }
-const PR_MASK_SLID_DLID: u64 = (1 << 4) | (1 << 5);
+const PR_MASK_SLID_DLID: u64 = pr::component::SLID | pr::component::DLID;
 
 fn path(args: &Args) -> Result<(), String> {
     let mut c = Client::open(args, 0)?;
@@ -193,19 +193,19 @@ fn path(args: &Args) -> Result<(), String> {
     };
     for (slid, dlid) in pairs {
         let a = c.ask(
-            GET,
-            ATTR_PATH_RECORD,
+            method::GET,
+            attr::PATH_RECORD,
             PR_MASK_SLID_DLID,
             &path_template(slid, dlid),
         )?;
-        let r = &a[HDR..];
+        let r = record(&a, pr::Packet::new_checked)?;
         println!(
             "slid={} dlid={} sl={} mtu={} rate={} status={:#06x}",
-            u16::from_be_bytes([r[42], r[43]]),
-            u16::from_be_bytes([r[40], r[41]]),
-            r[53] & 0x0F,
-            r[54] & 0x3F,
-            r[55] & 0x3F,
+            r.slid(),
+            r.dlid(),
+            r.sl(),
+            r.mtu(),
+            r.rate(),
             status(&a)
         );
     }
@@ -236,8 +236,8 @@ fn path_load(args: &Args) -> Result<(), String> {
         while Instant::now() < end && inflight.len() < window {
             let tid = c.next_tid();
             let mad = sa_mad(
-                GET,
-                ATTR_PATH_RECORD,
+                method::GET,
+                attr::PATH_RECORD,
                 tid,
                 PR_MASK_SLID_DLID,
                 &path_template(c.lid, dlids[k % dlids.len()]),
@@ -251,8 +251,9 @@ fn path_load(args: &Args) -> Result<(), String> {
         }
         let deadline = Instant::now() + Duration::from_millis(200);
         match c.gsi.receive(deadline).map_err(|e| e.to_string())? {
-            Some((_, m)) if m[1] == CLASS_SA && m[3] & 0x80 != 0 => {
-                let tid = u32::from_be_bytes([m[12], m[13], m[14], m[15]]);
+            Some((_, m)) if answer(&m).is_ok_and(|p| p.mgmt_class() == CLASS_SA && p.header().is_response()) => {
+                // The kernel owns the upper half of the TID.
+                let tid = answer(&m).map_or(0, |p| p.transaction_id() as u32);
                 if inflight.remove(&tid).is_some() {
                     match status(&m) {
                         0 => ok += 1,
@@ -284,59 +285,48 @@ fn path_load(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-const MCR_MGID: u64 = 1 << 0;
-const MCR_PORT_GID: u64 = 1 << 1;
-const MCR_QKEY: u64 = 1 << 2;
-const MCR_TCLASS: u64 = 1 << 6;
-const MCR_PKEY: u64 = 1 << 7;
-const MCR_SL: u64 = 1 << 12;
-const MCR_FLOW: u64 = 1 << 13;
-const MCR_JOIN_STATE: u64 = 1 << 16;
-
 fn member(args: &Args, join: bool) -> Result<(), String> {
     let mut c = Client::open(args, 0)?;
     let mgid = parse_gid(args.value("--mgid").ok_or("--mgid GID is required")?)?;
     let join_state = args.num("--join-state", 1)? as u8;
     let guid = c.port_guid()?;
     let port_gid = (0xfe80u128 << 112) | u128::from(guid);
-    let mut t = [0u8; 52];
-    t[..16].copy_from_slice(&mgid.to_be_bytes());
-    t[16..32].copy_from_slice(&port_gid.to_be_bytes());
-    t[32..36].copy_from_slice(&0x0000_0B1Bu32.to_be_bytes());
-    t[40..42].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    t[48] = 0x20 | (join_state & 0x0F);
+    let mut t = [0u8; mcr::LEN];
+    mcr::Repr {
+        mgid,
+        port_gid,
+        qkey: 0x0000_0B1B,
+        pkey: 0xFFFF,
+        // Link-local.
+        scope: 2,
+        join_state: join_state & 0x0F,
+        ..Default::default()
+    }
+    .emit(&mut mcr::Packet::new_unchecked(&mut t[..]));
+    use mcr::component::{FLOW_LABEL, JOIN_STATE, MGID, PKEY, PORT_GID, QKEY, SL, TCLASS};
     let bare = args.0.iter().any(|a| a == "--bare");
     let with_pkey = args.0.iter().any(|a| a == "--with-pkey");
     let (method, mask) = if join && bare {
-        (SET, MCR_MGID | MCR_PORT_GID | MCR_JOIN_STATE | if with_pkey { MCR_PKEY } else { 0 })
+        (method::SET, MGID | PORT_GID | JOIN_STATE | if with_pkey { PKEY } else { 0 })
     } else if join {
-        (
-            SET,
-            MCR_MGID
-                | MCR_PORT_GID
-                | MCR_QKEY
-                | MCR_TCLASS
-                | MCR_PKEY
-                | MCR_SL
-                | MCR_FLOW
-                | MCR_JOIN_STATE,
-        )
+        (method::SET, MGID | PORT_GID | QKEY | TCLASS | PKEY | SL | FLOW_LABEL | JOIN_STATE)
     } else {
-        (DELETE, MCR_MGID | MCR_PORT_GID | MCR_JOIN_STATE)
+        (method::DELETE, MGID | PORT_GID | JOIN_STATE)
     };
-    let a = c.ask(method, ATTR_MC_MEMBER, mask, &t)?;
-    let r = &a[HDR..];
-    let got = u128::from_be_bytes(r[..16].try_into().map_err(|_| "short")?);
+    let a = c.ask(method, attr::MC_MEMBER_RECORD, mask, &t)?;
+    let r = record(&a, mcr::Packet::new_checked)?;
+    // MTU and rate are printed as the record holds them: the code with its
+    // selector in the top two bits.
     println!(
         "mgid={} mlid={:#06x} port_gid={} status={:#06x} qkey={:#x} pkey={:#06x} mtu={:#04x} rate={:#04x}",
-        Ipv6Addr::from(got),
-        u16::from_be_bytes([r[36], r[37]]),
+        Ipv6Addr::from(r.mgid()),
+        r.mlid(),
         Ipv6Addr::from(port_gid),
         status(&a),
-        u32::from_be_bytes([r[32], r[33], r[34], r[35]]),
-        u16::from_be_bytes([r[40], r[41]]),
-        r[38],
-        r[42],
+        r.qkey(),
+        r.pkey(),
+        r.mtu_selector() << 6 | r.mtu(),
+        r.rate_selector() << 6 | r.rate(),
     );
     if status(&a) != 0 {
         return Err(format!("status {:#06x}", status(&a)));
@@ -344,25 +334,12 @@ fn member(args: &Args, join: bool) -> Result<(), String> {
     Ok(())
 }
 
-const ATTR_SERVICE: u16 = 0x0031;
-// ServiceRecord components (IBA 15.2.5.14).
-const SR_ID: u64 = 1 << 0;
-const SR_GID: u64 = 1 << 1;
-const SR_PKEY: u64 = 1 << 2;
-const SR_LEASE: u64 = 1 << 4;
-const SR_KEY: u64 = 1 << 5;
-const SR_NAME: u64 = 1 << 6;
-const SR_DATA8_0: u64 = 1 << 7;
-const SR_DATA16_0: u64 = 1 << 23;
-const SR_DATA32_0: u64 = 1 << 31;
-const SR_DATA64_1: u64 = 1 << 36;
-
 fn service(args: &Args) -> Result<(), String> {
     let op = args.0.get(1).map(String::as_str).ok_or("set|get|delete")?;
     let method = match op {
-        "set" => SET,
-        "get" => GET,
-        "delete" => DELETE,
+        "set" => method::SET,
+        "get" => method::GET,
+        "delete" => method::DELETE,
         other => return Err(format!("unknown service operation {other}")),
     };
     let mut c = Client::open(args, 0)?;
@@ -372,69 +349,84 @@ fn service(args: &Args) -> Result<(), String> {
         return Err("--name: at most 63 bytes".into());
     }
     let guid = c.port_guid()?;
-    let mut t = [0u8; 176];
-    t[..8].copy_from_slice(&id.to_be_bytes());
-    t[8..24].copy_from_slice(&((0xfe80u128 << 112) | u128::from(guid)).to_be_bytes());
-    t[24..26].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    t[28..32].copy_from_slice(&(args.num("--lease", 0xFFFF_FFFF)? as u32).to_be_bytes());
-    t[47] = args.num("--key-lsb", 0)? as u8;
-    t[48..48 + name.len()].copy_from_slice(name.as_bytes());
-    let mut mask = SR_ID | SR_NAME;
-    if method != GET {
-        mask |= SR_GID | SR_PKEY | SR_LEASE | SR_KEY;
+    use sr::component::{DATA16_0, DATA32_0, DATA64_1, DATA8_0, GID, ID, KEY, LEASE, NAME, PKEY};
+    let mut want = sr::Repr {
+        service_id: id,
+        service_gid: (0xfe80u128 << 112) | u128::from(guid),
+        service_pkey: 0xFFFF,
+        service_lease: args.num("--lease", u64::from(sr::INFINITE_LEASE))? as u32,
+        service_key: u128::from(args.num("--key-lsb", 0)? as u8),
+        ..Default::default()
+    };
+    want.service_name[..name.len()].copy_from_slice(name.as_bytes());
+    let mut mask = ID | NAME;
+    if method != method::GET {
+        mask |= GID | PKEY | LEASE | KEY;
     }
     if let Some(d) = args.value("--data") {
         let d = parse_num(d).ok_or("--data: not a number")?;
-        t[112] = d as u8;
-        t[128..130].copy_from_slice(&(d as u16).to_be_bytes());
-        t[144..148].copy_from_slice(&(d as u32).to_be_bytes());
-        t[168..176].copy_from_slice(&d.to_be_bytes());
-        mask |= SR_DATA8_0 | SR_DATA16_0 | SR_DATA32_0 | SR_DATA64_1;
+        // ServiceData8[0], ServiceData16[0], ServiceData32[0] and
+        // ServiceData64[1], as offsets into the 64-byte ServiceData.
+        want.service_data[0] = d as u8;
+        want.service_data[16..18].copy_from_slice(&(d as u16).to_be_bytes());
+        want.service_data[32..36].copy_from_slice(&(d as u32).to_be_bytes());
+        want.service_data[56..64].copy_from_slice(&d.to_be_bytes());
+        mask |= DATA8_0 | DATA16_0 | DATA32_0 | DATA64_1;
     }
-    let a = c.ask(method, ATTR_SERVICE, mask, &t)?;
-    let r = &a[HDR..];
-    let got_name: String = r[48..112].iter().take_while(|&&b| b != 0).map(|&b| char::from(b)).collect();
+    let mut t = [0u8; sr::LEN];
+    want.emit(&mut sr::Packet::new_unchecked(&mut t[..]));
+    let a = c.ask(method, attr::SERVICE_RECORD, mask, &t)?;
+    let r = sr::Repr::parse(&record(&a, sr::Packet::new_checked)?).map_err(|e| e.to_string())?;
+    let got_name: String = r.service_name.iter().take_while(|&&b| b != 0).map(|&b| char::from(b)).collect();
+    let data = &r.service_data;
     println!(
         "status={:#06x} id={:#x} name={} lease={:#x} data8_0={:#x} data64_1={:#x} data={}",
         status(&a),
-        u64::from_be_bytes(r[..8].try_into().map_err(|_| "short")?),
+        r.service_id,
         got_name,
-        u32::from_be_bytes(r[28..32].try_into().map_err(|_| "short")?),
-        r[112],
-        u64::from_be_bytes(r[168..176].try_into().map_err(|_| "short")?),
-        r[112..176].iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        r.service_lease,
+        data[0],
+        u64::from_be_bytes(data[56..64].try_into().map_err(|_| "short")?),
+        data.iter().map(|b| format!("{b:02x}")).collect::<String>(),
     );
     Ok(())
 }
 
 fn inform(args: &Args) -> Result<(), String> {
-    let mut c = Client::open(args, 1u128 << REPORT)?;
+    let mut c = Client::open(args, 1u128 << method::REPORT)?;
     let trap = args.num("--trap", 64)? as u16;
     let seconds = args.num("--seconds", 10)?;
-    let mut t = [0u8; 36];
-    t[16..18].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    t[22] = 1;
-    t[23] = 1;
-    t[24..26].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    t[26..28].copy_from_slice(&trap.to_be_bytes());
-    t[28..31].copy_from_slice(&[0, 0, 1]);
-    t[33..36].copy_from_slice(&[0xFF, 0xFF, 0xFF]);
-    let a = c.ask(SET, ATTR_INFORM_INFO, 0, &t)?;
+    let mut t = [0u8; ii::LEN];
+    ii::Repr {
+        // Every LID, any trap type, any producer; Reports to QP1.
+        lid_range_begin: 0xFFFF,
+        is_generic: 1,
+        subscribe: 1,
+        trap_type: 0xFFFF,
+        trap_number: trap,
+        qpn: 1,
+        producer_type: 0xFF_FFFF,
+        ..Default::default()
+    }
+    .emit(&mut ii::Packet::new_unchecked(&mut t[..]));
+    let a = c.ask(method::SET, attr::INFORM_INFO, 0, &t)?;
     println!("subscribed trap={trap} status={:#06x}", status(&a));
     if status(&a) != 0 {
         return Err(format!("status {:#06x}", status(&a)));
     }
     let end = Instant::now() + Duration::from_secs(seconds);
     while let Some((slid, m)) = c.gsi.receive(end).map_err(|e| e.to_string())? {
-        if m[1] != CLASS_SA || m[3] != REPORT {
+        let Ok(p) = answer(&m) else { continue };
+        if p.mgmt_class() != CLASS_SA || p.method() != method::REPORT || p.attribute_id() != mad_attr::NOTICE {
             continue;
         }
-        let n = &m[HDR..];
-        let number = u16::from_be_bytes([n[4], n[5]]);
-        let gid = u128::from_be_bytes(n[16..32].try_into().map_err(|_| "short")?);
-        println!("report trap={number} gid={}", Ipv6Addr::from(gid));
+        let Ok(n) = Notice::new_checked(p.data()) else { continue };
+        // Traps 64/65 (GID in/out of service): the GID after 6 reserved
+        // bytes of the details.
+        let gid = n.data_details().get(6..22).and_then(|g| g.try_into().ok()).map_or(0, u128::from_be_bytes);
+        println!("report trap={} gid={}", n.trap_number_or_device_id(), Ipv6Addr::from(gid));
         let mut resp = m.clone();
-        resp[3] = REPORT_RESP;
+        sa::Packet::new_unchecked(&mut resp[..]).set_method(method::REPORT_RESP);
         let _ = c.gsi.send(slid, 1, &resp, 0);
     }
     Ok(())
@@ -498,8 +490,8 @@ fn handler_bench(args: &Args) -> Result<(), String> {
             let (s, d) = (lids[k % lids.len()], lids[(k / lids.len()) % lids.len()]);
             k += 1;
             let mad = sa_mad(
-                GET,
-                ATTR_PATH_RECORD,
+                method::GET,
+                attr::PATH_RECORD,
                 k as u64,
                 PR_MASK_SLID_DLID,
                 &path_template(s, d),
