@@ -807,14 +807,7 @@ fn transport_gone(e: &sweep::OnceError) -> Option<String> {
 
 /// Every LID of the swept fabric, for the trap intake.
 fn fabric_lids(outcome: &OnceOutcome) -> Vec<u16> {
-    let unrouted;
-    let snapshot = match &outcome.accepted {
-        Some(accepted) => &accepted.snapshot,
-        None => {
-            unrouted = outcome.sweep.fabric.snapshot(outcome.sweep.lmc);
-            &unrouted
-        }
-    };
+    let snapshot = outcome.snapshot();
     let mut lids = Vec::new();
     for p in snapshot.ports.iter().filter(|p| p.lid != 0) {
         let span = 1u16 << p.lmc.min(7);

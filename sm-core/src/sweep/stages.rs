@@ -284,6 +284,16 @@ pub struct OnceOutcome {
 }
 
 impl OnceOutcome {
+    /// The snapshot the engines saw: the accepted routing's, or, when
+    /// nothing routed, the fabric's taken again (nothing past the link
+    /// parameters was written since).
+    pub fn snapshot(&self) -> std::borrow::Cow<'_, FabricSnapshot> {
+        match &self.accepted {
+            Some(accepted) => std::borrow::Cow::Borrowed(&accepted.snapshot),
+            None => std::borrow::Cow::Owned(self.sweep.fabric.snapshot(self.sweep.lmc)),
+        }
+    }
+
     /// One line per engine tried: who routed and why the others did not.
     pub fn describe(&self) -> Vec<String> {
         describe_attempts(&self.attempts)

@@ -485,7 +485,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
         &mut held,
     )
     .map_err(|e| e.to_string())?;
-    let db = sm_core::sa::SaDb::build_shared(&mut out);
+    let db = sm_core::sa::SaDb::build_shared(&out);
     let lids: Vec<u16> = db.end_ports().iter().map(|e| e.lid).collect();
     let groups = std::sync::Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     let sa = sm_core::sa::Sa::new(groups, Default::default());
