@@ -2,8 +2,8 @@
 //!
 //! When a host reboots, or a leaf switch with its hosts goes away or comes
 //! back, the routes between everything else do not need to change. The
-//! cache keeps the last routing the engine chain produced, by GUID, and a
-//! heavy sweep whose fabric is the cached one minus end ports (or switches
+//! cache keeps the last routing the engine chain produced (the
+//! [`AcceptedRouting`] itself, shared, not a copy), and a heavy sweep whose fabric is the cached one minus end ports (or switches
 //! nothing else routes through) reuses it instead of routing again: the
 //! tables are already in the switches, so nothing but port states is
 //! written. It is still judged by the same verification gate on the fabric

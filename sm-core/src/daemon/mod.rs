@@ -44,8 +44,12 @@
 //! which may cause a heavy sweep (well-formed, from a port of the fabric,
 //! not flapping, within a sweep budget).
 //!
-//! The loop's state lives in one struct, [`Daemon`]; each step of the loop
-//! is one of its methods.
+//! The loop's state lives in one struct, `Daemon`: what it borrows from its
+//! caller ([`DaemonContext`]) and its own state by concern (the schedule of
+//! sweeps, the routing in force, multicast, traps, the configuration as
+//! re-read); each step of the loop is one of its methods. Of a heavy
+//! sweep it keeps the fabric as programmed and the [`AcceptedRouting`]
+//! in force; the rest of the outcome goes to the caller's `on_heavy`.
 //!
 //! Shutdown is a flag the caller's signal handler sets; every wait here is
 //! sliced so the loop notices it within a fraction of a second, and a sweep
