@@ -33,7 +33,7 @@ fn lids_and_lfts(out: &OnceOutcome) -> (BTreeMap<u64, u16>, BTreeMap<u64, Vec<u8
 
 #[test]
 fn a_sweep_from_a_discovered_fabric_sends_no_discovery_smp_and_routes_as_a_full_one() {
-    let topo = sm_topology::parse_file(&workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
     let (node, port) = sm_location(&topo);
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };

@@ -14,7 +14,7 @@
 //!
 //! Publishing (the SA, the console, the metrics) is the caller's: the
 //! daemon hands the outcome's [`AcceptedRouting`] to each.
-//! [`once`], [`once_cached`] and [`once_from`] are these stages in a row.
+//! [`once`] and [`once_from`] are these stages in a row.
 //!
 //! Nothing is written to the fabric before [`address`]; from the start of
 //! [`program`] on, the routing is written whole (see
@@ -416,28 +416,15 @@ pub fn once(
     guid2lid: &mut Guid2Lid,
     held: &mut HeldTables,
 ) -> Result<OnceOutcome, OnceError> {
-    once_cached(port, options, registry, config, guid2lid, held, None)
+    once_from(port, None, options, registry, config, SweepState { guid2lid, held, cache: None })
 }
 
-/// [`once`] with the unicast routing cache: when `cache` holds a routing
-/// that still applies to the fabric found and passes the gate, it is used
-/// instead of routing again; otherwise the chain routes and its result
-/// becomes the cache.
-pub fn once_cached(
-    port: &mut dyn SmpPort,
-    options: &OnceOptions<'_>,
-    registry: &Registry,
-    config: &Config,
-    guid2lid: &mut Guid2Lid,
-    held: &mut HeldTables,
-    cache: Option<&mut Option<UcastCache>>,
-) -> Result<OnceOutcome, OnceError> {
-    once_from(port, None, options, registry, config, SweepState { guid2lid, held, cache })
-}
-
-/// [`once_cached`], starting from `discovered` when given (a fabric the
-/// standby arbitration read: [`Discovered::from_fabric`]) instead of
-/// discovering the fabric again.
+/// [`once`] with the unicast routing cache of `state` (when it holds a
+/// routing that still applies to the fabric found and passes the gate, it
+/// is used instead of routing again; otherwise the chain routes and its
+/// result becomes the cache), starting from `discovered` when given (a
+/// fabric the standby arbitration read: [`Discovered::from_fabric`])
+/// instead of discovering the fabric again.
 pub fn once_from(
     port: &mut dyn SmpPort,
     discovered: Option<Discovered>,
