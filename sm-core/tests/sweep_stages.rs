@@ -88,3 +88,48 @@ fn a_sweep_from_a_discovered_fabric_sends_no_discovery_smp_and_routes_as_a_full_
     }
     assert!(switches > 0);
 }
+
+/// The SL2VL maps of an accepted routing, sorted.
+fn sl2vl(out: &OnceOutcome) -> Vec<(u32, u8, u8, [u8; 16])> {
+    let accepted = out.accepted.as_ref().expect("routed");
+    let mut maps: Vec<_> = accepted.routing.sl2vl.iter().map(|m| (m.node, m.in_port, m.out_port, m.vl)).collect();
+    maps.sort_unstable();
+    maps
+}
+
+#[test]
+fn a_cached_routing_keeps_the_engines_tables_its_path_sls_and_gets_the_qos_tables_once() {
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let (node, port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = OnceOptions { sweep: SweepOptions::default(), engines: "lash", dump_dir: None };
+    let config = Config { qos: true, qos_vlarb_low: Some("0:8,1:16".into()), ..Config::default() };
+    let (mut g2l, mut held, mut cache) = (Guid2Lid::default(), HeldTables::default(), None);
+    let mut sweep = |sim: &mut SimFabric, cache: &mut Option<_>| {
+        let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: Some(cache) };
+        stages::once_from(&mut SimPort::new(sim), None, &options, &registry, &config, state).expect("sweep")
+    };
+    let first = sweep(&mut sim, &mut cache);
+    let routed = first.accepted.as_ref().expect("lash routes");
+    assert!(!routed.from_cache);
+    assert!(!routed.routing.vlarb.is_empty(), "QoS adds VLArb tables");
+    let kept = cache.as_ref().map(|c: &sm_core::ucast_cache::UcastCache| std::sync::Arc::clone(c.routing()));
+    assert!(kept.is_some_and(|k| std::sync::Arc::ptr_eq(&k, routed)), "the cache holds the accepted routing itself");
+
+    let again = sweep(&mut sim, &mut cache);
+    let reused = again.accepted.as_ref().expect("routed");
+    assert!(reused.from_cache, "{:?}", again.describe());
+    assert_eq!(reused.engine, routed.engine);
+    assert_eq!(sl2vl(&again), sl2vl(&first), "the same SL2VL maps, QoS's not added twice");
+    assert_eq!(reused.routing.vlarb.len(), routed.routing.vlarb.len());
+    assert_eq!(reused.engine_sl2vl().len(), routed.engine_sl2vl().len());
+    assert_eq!(reused.engine_vlarb().len(), routed.engine_vlarb().len(), "QoS's VLArb tables are not the engine's");
+    assert_eq!((again.program.sl2vl.set, again.program.lft.set), (0, 0), "nothing to write again");
+    let lids: Vec<u16> = routed.snapshot.ports.iter().filter(|p| p.lid != 0).map(|p| p.lid).collect();
+    for &s in &lids {
+        for &d in &lids {
+            assert_eq!(reused.path_sl(s, d), routed.path_sl(s, d), "SL of {s} -> {d}");
+        }
+    }
+}

@@ -476,7 +476,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
     };
     let config = sm_core::config::Config::default();
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let mut out = sweep::once(
+    let out = sweep::once(
         &mut SimPort::new(&mut sim),
         &options,
         &registry,
