@@ -575,11 +575,18 @@ impl Daemon<'_, '_> {
             }
         };
         self.schedule.reregister = false;
-        self.traps.filter.set_fabric(fabric_lids(&outcome));
+        self.publish(&outcome, n, cause, on_heavy);
+        self.keep(outcome);
+    }
+
+    /// The publish stage: the SA, the trap intake, `guid2lid`, the caller,
+    /// the console learn of a heavy sweep.
+    fn publish(&mut self, outcome: &OnceOutcome, n: u64, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
+        self.traps.filter.set_fabric(fabric_lids(outcome));
         if let Some(sa) = &self.ctx.options.sa {
             // The SA holds the accepted routing itself and asks its own
             // SL oracle, whatever the fabric's size.
-            sa.publish(crate::sa::db::SaDb::build_shared(&outcome));
+            sa.publish(crate::sa::db::SaDb::build_shared(outcome));
         }
         match &outcome.accepted {
             Some(r) => info!(engine = %r.engine, nodes = outcome.sweep.fabric.nodes.len(), "heavy sweep done"),
@@ -593,9 +600,9 @@ impl Daemon<'_, '_> {
                 warn!("{e}");
             }
         }
-        on_heavy(&outcome, n, cause);
+        on_heavy(outcome, n, cause);
         if let Some(status) = &self.ctx.options.status {
-            crate::control::publish(status, &outcome);
+            crate::control::publish(status, outcome);
         }
         self.show_status(|s| {
             s.set("role", "master");
@@ -607,11 +614,15 @@ impl Daemon<'_, '_> {
                 outcome.accepted.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
             );
         });
+    }
+
+    /// Keeps what the loop needs of a heavy sweep from here on (the fabric
+    /// as programmed and the routing in force; the rest went to
+    /// `on_heavy`), and programs the multicast groups on a new routing.
+    fn keep(&mut self, outcome: OnceOutcome) {
         // Switches that left may come back with other tables.
         let fabric = &outcome.sweep.fabric;
         self.mcast.mfts.retain(|g| fabric.find(g).is_some());
-        // What the loop needs of the sweep from here on: the fabric and
-        // the routing in force; the rest went to `on_heavy`.
         self.routing.accepted = outcome.accepted;
         self.routing.fabric = Some(outcome.sweep.fabric);
         if self.routing.accepted.is_some() {
