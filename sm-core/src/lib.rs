@@ -20,6 +20,7 @@ pub mod perfmgr;
 pub mod pidfile;
 pub mod qos;
 pub mod report;
+pub mod routing;
 pub mod sa;
 pub mod sim;
 pub mod standby;

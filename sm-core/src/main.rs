@@ -547,7 +547,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         if let Err(code) = show_sweep(&outcome, None, args.report.as_deref()) {
             return code;
         }
-        return if outcome.chain.routed.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
+        return if outcome.accepted.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 
     // Removed when run_sm returns, whichever way.
@@ -742,8 +742,16 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         let _ = show_sweep_report(outcome, &outcome_report, Some(n), report_path.as_deref());
     };
     let mut registry = registry;
-    let summary =
-        sm_core::daemon::run(port, &daemon, &mut registry, &config, &mut guid2lid, &mut held, &signals, &mut on_heavy);
+    let context = sm_core::daemon::DaemonContext {
+        port,
+        options: &daemon,
+        registry: &mut registry,
+        config: &config,
+        guid2lid: &mut guid2lid,
+        held: &mut held,
+        signals: &signals,
+    };
+    let summary = sm_core::daemon::run(context, &mut on_heavy);
     println!(
         "smcore stopped: {} heavy sweeps, {} light sweeps, {} traps ({} dropped by the intake, {} by the full queue)",
         summary.heavy_sweeps,

@@ -68,7 +68,7 @@ impl Metrics {
     pub fn record_heavy(&self, outcome: &OnceOutcome) {
         let mut m = lock(&self.sweeps);
         m.heavy_sweeps += 1;
-        m.routed = outcome.chain.routed.is_some();
+        m.routed = outcome.accepted.is_some();
         m.engine = outcome.report.engine.clone().unwrap_or_default();
         m.credit_loops = outcome.report.credit_loops;
         m.switches = outcome.report.switches;

@@ -2,8 +2,8 @@
 //!
 //! When a host reboots, or a leaf switch with its hosts goes away or comes
 //! back, the routes between everything else do not need to change. The
-//! cache keeps the last routing the engine chain produced, by GUID, and a
-//! heavy sweep whose fabric is the cached one minus end ports (or switches
+//! cache keeps the last routing the engine chain produced (the
+//! [`AcceptedRouting`] itself, shared, not a copy), and a heavy sweep whose fabric is the cached one minus end ports (or switches
 //! nothing else routes through) reuses it instead of routing again: the
 //! tables are already in the switches, so nothing but port states is
 //! written. It is still judged by the same verification gate on the fabric
@@ -15,23 +15,19 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sm_abi::abi_stable::std_types::{ROption, RVec};
-use sm_abi::{FabricSnapshot, Lft, NodeKind, PathSlBox, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+use sm_abi::{path_sl_box, FabricSnapshot, Lft, NodeKind, PathSl, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+
+use crate::routing::AcceptedRouting;
 
 /// A switch port or end port, by GUID.
 type End = (u64, u8);
 
-/// The last routing computed, keyed by GUID.
+/// The last routing computed: the accepted routing itself, with what tells
+/// whether it still applies.
 pub struct UcastCache {
-    /// The engine that computed it.
-    pub engine: String,
-    /// Whether that engine promises deadlock freedom (for the gate).
-    pub deadlock_free: bool,
-    lfts: HashMap<u64, Vec<u8>>,
-    sl2vl: Vec<(u64, Sl2Vl)>,
-    vlarb: Vec<(u64, VlArb)>,
-    path_sl: Arc<PathSlBox>,
-    vls_used: u8,
-    max_lid: u16,
+    routing: Arc<AcceptedRouting>,
+    /// Switch GUID → its node in the cached routing's snapshot.
+    switches: HashMap<u64, u32>,
     switch_links: BTreeSet<(End, End)>,
     /// End port GUID → (switch GUID, switch port, base LID).
     end_ports: HashMap<u64, (u64, u8, u16)>,
@@ -39,7 +35,21 @@ pub struct UcastCache {
 
 impl std::fmt::Debug for UcastCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UcastCache").field("engine", &self.engine).field("switches", &self.lfts.len()).finish()
+        f.debug_struct("UcastCache").field("engine", &self.routing.engine).field("switches", &self.switches.len()).finish()
+    }
+}
+
+/// The path SLs of a cached routing, asked of its own oracle: a reused
+/// routing answers what the original did (SLs are asked by LID, and LIDs
+/// do not change while the cache applies).
+struct CachedSl(Arc<AcceptedRouting>);
+
+impl PathSl for CachedSl {
+    fn uniform(&self) -> ROption<u8> {
+        self.0.routing.path_sl.uniform()
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        self.0.path_sl(slid, dlid)
     }
 }
 
@@ -70,33 +80,44 @@ fn end_ports(f: &FabricSnapshot) -> HashMap<u64, (u64, u8, u16)> {
 }
 
 impl UcastCache {
-    /// Keeps `routing`, computed by `engine` on `fabric`. The routing's path
-    /// SL oracle moves into the cache; `routing` gets one that answers
-    /// through it.
-    pub fn keep(fabric: &FabricSnapshot, routing: &mut Routing, engine: &str, deadlock_free: bool) -> UcastCache {
-        let guid = |node: u32| fabric.nodes[node as usize].guid;
-        // SLs are asked by LID, and LIDs do not change while the cache
-        // applies.
-        let shared = crate::engines::shared_sl::share_path_sl(routing);
+    /// Keeps `routing`, as the chain computed it (not one reused from the
+    /// cache: that would tie a reuse to a reuse).
+    pub fn keep(routing: Arc<AcceptedRouting>) -> UcastCache {
+        let fabric = &routing.snapshot;
         UcastCache {
-            engine: engine.to_string(),
-            deadlock_free,
-            lfts: routing.lfts.iter().map(|l| (guid(l.node), l.ports.to_vec())).collect(),
-            sl2vl: routing.sl2vl.iter().map(|s| (guid(s.node), s.clone())).collect(),
-            vlarb: routing.vlarb.iter().map(|v| (guid(v.node), v.clone())).collect(),
-            path_sl: shared,
-            vls_used: routing.vls_used,
-            max_lid: fabric.max_lid,
+            switches: fabric
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.kind == NodeKind::Switch)
+                .map(|(i, n)| (n.guid, i as u32))
+                .collect(),
             switch_links: switch_links(fabric),
             end_ports: end_ports(fabric),
+            routing,
         }
+    }
+
+    /// The routing kept.
+    pub fn routing(&self) -> &Arc<AcceptedRouting> {
+        &self.routing
+    }
+
+    /// The engine that computed it.
+    pub fn engine(&self) -> &str {
+        &self.routing.engine
+    }
+
+    /// Whether that engine promises deadlock freedom (for the gate).
+    pub fn deadlock_free(&self) -> bool {
+        self.routing.deadlock_free
     }
 
     /// The LinearFDBTop the cached tables were written with: kept while the
     /// cache applies, so a host with the highest LID going away does not
     /// make every switch's top (and last block) change.
     pub fn max_lid(&self) -> u16 {
-        self.max_lid
+        self.routing.linear_fdb_top
     }
 
     /// Whether `fabric` is the cached fabric minus some of its parts, with
@@ -106,7 +127,7 @@ impl UcastCache {
             return Err(format!("new link between switches {:#018x}/{} and {:#018x}/{}", l.0 .0, l.0 .1, l.1 .0, l.1 .1));
         }
         for n in fabric.nodes.iter().filter(|n| n.kind == NodeKind::Switch) {
-            if !self.lfts.contains_key(&n.guid) {
+            if self.switches.get(&n.guid).and_then(|&i| self.routing.lft(i)).is_none() {
                 return Err(format!("new switch {:#018x}", n.guid));
             }
         }
@@ -120,38 +141,41 @@ impl UcastCache {
         Ok(())
     }
 
-    /// The cached routing in `fabric`'s node numbering.
+    /// The cached routing in `fabric`'s node numbering, with the engine's
+    /// SL2VL and VLArb tables (QoS adds its own again on the fabric as it
+    /// is now) and path SLs answered by the cached routing's oracle.
     pub fn routing_for(&self, fabric: &FabricSnapshot) -> Routing {
+        let cached = &self.routing;
+        let guid = |node: u32| cached.snapshot.nodes.get(node as usize).map(|n| n.guid).unwrap_or(0);
         let index: HashMap<u64, u32> = fabric.nodes.iter().enumerate().map(|(i, n)| (n.guid, i as u32)).collect();
-        let top = usize::from(self.max_lid.max(fabric.max_lid)) + 1;
+        let top = usize::from(self.max_lid().max(fabric.max_lid)) + 1;
         let lfts = fabric
             .nodes
             .iter()
             .enumerate()
             .filter_map(|(i, n)| {
-                let cached = self.lfts.get(&n.guid)?;
-                let mut ports = cached.clone();
+                let mut ports = cached.lft(*self.switches.get(&n.guid)?)?.to_vec();
                 ports.resize(top, NO_ROUTE);
                 Some(Lft { node: i as u32, ports: RVec::from(ports) })
             })
             .collect::<Vec<_>>();
-        let sl2vl = self
-            .sl2vl
+        let sl2vl = cached
+            .engine_sl2vl()
             .iter()
-            .filter_map(|(g, s)| Some(Sl2Vl { node: *index.get(g)?, ..s.clone() }))
+            .filter_map(|s| Some(Sl2Vl { node: *index.get(&guid(s.node))?, ..s.clone() }))
             .collect::<Vec<_>>();
-        let vlarb = self
-            .vlarb
+        let vlarb = cached
+            .engine_vlarb()
             .iter()
-            .filter_map(|(g, v)| Some(VlArb { node: *index.get(g)?, ..v.clone() }))
+            .filter_map(|v| Some(VlArb { node: *index.get(&guid(v.node))?, ..v.clone() }))
             .collect::<Vec<_>>();
         Routing {
             lfts: lfts.into(),
-            path_sl: crate::engines::shared_sl::delegate(&self.path_sl),
+            path_sl: path_sl_box(CachedSl(Arc::clone(cached))),
             sl2vl: sl2vl.into(),
             vlarb: vlarb.into(),
             mcast_tree: ROption::RNone,
-            vls_used: self.vls_used,
+            vls_used: cached.routing.vls_used,
             diagnostics: RVec::new(),
         }
     }

@@ -181,6 +181,6 @@ pub fn small_sweep() -> sm_core::sweep::OnceOutcome {
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let config = sm_core::config::Config::default();
     let out = sweep::once(&mut SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held).expect("sweep");
-    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
+    assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }

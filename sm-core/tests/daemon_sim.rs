@@ -84,7 +84,7 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
 
 /// Port GUID → LID, from a sweep's snapshot.
 fn lids(out: &OnceOutcome) -> BTreeMap<u64, u16> {
-    out.snapshot.ports.iter().filter(|p| p.lid != 0).map(|p| (p.guid, p.lid)).collect()
+    out.snapshot().ports.iter().filter(|p| p.lid != 0).map(|p| (p.guid, p.lid)).collect()
 }
 
 /// Every switch of the fabric holds what `routing` says for `snapshot`.
@@ -140,14 +140,14 @@ fn scenario(deaf: bool) {
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf };
         let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
             let uses_link = {
-                let s = &out.snapshot;
+                let s = &out.snapshot();
                 s.ports.iter().any(|p| {
                     p.peer != u32::MAX
                         && s.nodes[p.node as usize].guid == cut_guids.0
                         && s.nodes[s.ports[p.peer as usize].node as usize].guid == cut_guids.1
                 })
             };
-            let routed = out.chain.routed.as_ref().expect("every sweep routes");
+            let routed = out.accepted.as_ref().expect("every sweep routes");
             assert_eq!(routed.verification.unreachable, 0, "sweep {n}");
             seen.borrow_mut().push(Seen { cause, nodes: out.sweep.fabric.nodes.len(), lids: lids(out), uses_link });
             match script.get(n as usize - 1) {
@@ -155,7 +155,7 @@ fn scenario(deaf: bool) {
                 None => signals.stop.store(true, Ordering::Relaxed),
             }
         };
-        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy)
+        daemon::run(daemon::DaemonContext { port: &mut port, options: &options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy)
     };
     let seen = seen.into_inner();
     // The first sweep as master asks every host to register with the SA
@@ -221,9 +221,9 @@ fn the_last_sweep_is_what_the_switches_hold() {
             if n >= 2 {
                 signals.stop.store(true, Ordering::Relaxed);
             }
-            last = Some(out.snapshot.clone());
+            last = Some(out.snapshot().into_owned());
         };
-        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        daemon::run(daemon::DaemonContext { port: &mut port, options: &options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy);
     }
     let last = last.expect("a sweep");
     assert_eq!(last.nodes.len(), topo.nodes.len() - 1);
@@ -307,16 +307,16 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
     {
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
         let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
-            let routed = out.chain.routed.as_ref().expect("routed");
+            let routed = out.accepted.as_ref().expect("routed");
             assert_eq!(routed.verification.unreachable, 0, "sweep {n}");
-            let routed_anew = out.chain.attempts.iter().any(|a| a.route_time > Duration::ZERO);
+            let routed_anew = out.attempts.iter().any(|a| a.route_time > Duration::ZERO);
             seen.push((n, cause, out.program.lft.set, usize::from(routed_anew)));
             match script.get(n as usize - 1) {
                 Some(acts) => pending.borrow_mut().extend(acts.iter().copied()),
                 None => signals.stop.store(true, Ordering::Relaxed),
             }
         };
-        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        daemon::run(daemon::DaemonContext { port: &mut port, options: &options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy);
     }
     seen
 }
@@ -354,12 +354,12 @@ fn the_unicast_cache_gives_way_when_a_spine_goes() {
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
         let mut on_heavy = |out: &OnceOutcome, n: u64, _cause: Cause| {
             if n == 2 {
-                let routed = out.chain.routed.as_ref().expect("routed");
-                second = Some((routed.verification.unreachable, out.chain.attempts[0].route_time, out.program.lft.set));
+                let routed = out.accepted.as_ref().expect("routed");
+                second = Some((routed.verification.unreachable, out.attempts[0].route_time, out.program.lft.set));
                 signals.stop.store(true, Ordering::Relaxed);
             }
         };
-        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        daemon::run(daemon::DaemonContext { port: &mut port, options: &options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy);
     }
     let (unreachable, route_time, lft_sets) = second.expect("a second sweep");
     // Paths crossed the spine: the cached tables fail the gate, the chain

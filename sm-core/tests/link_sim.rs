@@ -40,7 +40,7 @@ fn check_engine(topo: &Topology, engines: &str, config: &Config) -> OnceOutcome 
     let mut sim = SimFabric::from_topology(topo, sm_node, sm_port).expect("sim");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = run_once(&mut sim, engines, config, &mut g2l, &mut held);
-    let routed = out.chain.routed.as_ref().unwrap_or_else(|| panic!("{engines} routes: {:?}", out.chain.describe()));
+    let routed = out.accepted.as_ref().unwrap_or_else(|| panic!("{engines} routes: {:?}", out.describe()));
     assert_eq!(out.program.link.failed, 0, "{:?}", out.program.link);
     let caps = SimOptions::default();
     for ((n, p), (peer, _)) in links(topo) {
@@ -87,7 +87,7 @@ fn a_new_fabric_is_at_reset_values_until_swept() {
 #[test]
 fn lash_lanes_are_operational() {
     let out = check_engine(&torus66(), "lash,no_fallback", &Config::default());
-    assert!(out.chain.routed.expect("routed").routing.vls_used > 1);
+    assert!(out.accepted.expect("routed").routing.vls_used > 1);
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn torus_2qos_lanes_are_operational() {
     let mut config = Config::default();
     config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
     let out = check_engine(&topo, "torus-2QoS,no_fallback", &config);
-    assert!(out.chain.routed.expect("routed").routing.vls_used > 1);
+    assert!(out.accepted.expect("routed").routing.vls_used > 1);
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn config_keys_reach_the_ports() {
     .expect("config");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = run_once(&mut sim, "minhop", &config, &mut g2l, &mut held);
-    assert!(out.chain.routed.is_some());
+    assert!(out.accepted.is_some());
     assert_eq!(out.program.link.failed, 0, "{:?}", out.program.link);
     // Held now: a second sweep writes nothing.
     let again = run_once(&mut sim, "minhop", &config, &mut g2l, &mut held);
@@ -157,7 +157,7 @@ fn smaller_caps_bound_their_links_and_the_gate_names_the_port() {
     let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, options).expect("sim");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = run_once(&mut sim, "minhop", &Config::default(), &mut g2l, &mut held);
-    assert!(out.chain.routed.is_some());
+    assert!(out.accepted.is_some());
     for ((n, p), (peer, q)) in links(&topo) {
         let info = sim.held_port_info(n, p).expect("port");
         if n == small || peer == small {
@@ -176,18 +176,18 @@ fn smaller_caps_bound_their_links_and_the_gate_names_the_port() {
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let declined = run_once(&mut sim, "lash,no_fallback", &Config::default(), &mut g2l, &mut held);
     let guid = topo.nodes[small].node_guid;
-    let snap = &declined.snapshot;
+    let snap = &declined.snapshot();
     let small_ports = |p: &&sm_abi::Port| snap.nodes[p.node as usize].guid == guid && p.num != 0 && p.peer != sm_abi::NONE;
     let ops: Vec<u8> = snap.ports.iter().filter(small_ports).map(|p| p.op_vls).collect();
     assert!(!ops.is_empty() && ops.iter().all(|&v| v == 1), "{ops:?}");
-    assert!(declined.chain.routed.is_none(), "{:?}", declined.chain.describe());
+    assert!(declined.accepted.is_none(), "{:?}", declined.describe());
 
     // And the gate refuses a layered routing made for more VLs than such a
     // port has, naming the port: lash's routing of the full fabric judged
     // on the same fabric with that switch's ports at one VL.
     let full = check_engine(&topo, "lash,no_fallback", &Config::default());
-    let routing = &full.chain.routed.as_ref().expect("lash routes").routing;
-    let mut narrow = full.snapshot.clone();
+    let routing = &full.accepted.as_ref().expect("lash routes").routing;
+    let mut narrow = full.snapshot().into_owned();
     let nodes = narrow.nodes.clone();
     for p in narrow.ports.iter_mut() {
         if nodes[p.node as usize].guid == guid && p.num != 0 {

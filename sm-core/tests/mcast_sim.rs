@@ -32,7 +32,7 @@ fn routed(file: &str, engines: &str, config: &Config) -> (SimFabric, OnceOutcome
         let mut p = SimPort::new(&mut sim);
         sweep::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep")
     };
-    assert!(out.chain.routed.is_some(), "{file}: {:?}", out.chain.describe());
+    assert!(out.accepted.is_some(), "{file}: {:?}", out.describe());
     (sim, out)
 }
 
@@ -149,14 +149,14 @@ fn fat_tree_groups_reach_every_member_once_and_leaving_clears_only_what_it_must(
             groups.join(&mgid(n), member(m.2)).expect("join");
         }
     }
-    let routing = &out.chain.routed.as_ref().expect("routed").routing;
-    let p = plan(&out.snapshot, routing.mcast_tree.as_ref().into_option(), &groups);
+    let routing = &out.accepted.as_ref().expect("routed").routing;
+    let p = plan(&out.snapshot(), routing.mcast_tree.as_ref().into_option(), &groups);
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     assert_eq!(p.trees.len(), 3);
     assert_eq!(p.trees.iter().map(|t| t.source).collect::<Vec<_>>(), [TreeSource::MinHop, TreeSource::Local, TreeSource::Local]);
     // Unicast and multicast together: no credit loop.
-    let graph = smcore_kit::graph::Graph::new(&out.snapshot);
-    let v = smcore_kit::verify_with_mcast(&out.snapshot, &graph, routing, &smcore_kit::VerifyOptions::default(), &p.routes());
+    let graph = smcore_kit::graph::Graph::new(&out.snapshot());
+    let v = smcore_kit::verify_with_mcast(&out.snapshot(), &graph, routing, &smcore_kit::VerifyOptions::default(), &p.routes());
     assert!(v.ok(), "{:?}", v.failure());
 
     let mut held = HeldMfts::new();
@@ -199,7 +199,7 @@ fn fat_tree_groups_reach_every_member_once_and_leaving_clears_only_what_it_must(
     groups.leave(&mgid(2), &member(b[0].2).port_gid, join_state::FULL).expect("leave");
     groups.leave(&mgid(2), &member(b[1].2).port_gid, join_state::FULL).expect("leave");
     assert!(groups.get(&mgid(2)).is_none());
-    let p2 = plan(&out.snapshot, None, &groups);
+    let p2 = plan(&out.snapshot(), None, &groups);
     let switches = fabric.nodes.iter().filter(|n| n.is_switch()).count() as u64;
     let second = program(&mut sim, &fabric, &p2, &mut held);
     assert!(second.written > 0 && second.written <= switches, "one block per switch at most: {second:?}");
@@ -216,7 +216,7 @@ fn torus_groups_follow_the_engine_master_tree_without_credit_loops() {
     config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
     let (mut sim, out) = routed("torus-4x4x4.net", "torus-2QoS,no_fallback", &config);
     let fabric = out.sweep.fabric.clone();
-    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    let routing = &out.accepted.as_ref().expect("routed").routing;
     let master = routing.mcast_tree.as_ref().into_option().expect("torus-2QoS builds a master tree");
     let cas = ca_ports(&fabric);
     let mut groups = McGroups::new();
@@ -227,7 +227,7 @@ fn torus_groups_follow_the_engine_master_tree_without_credit_loops() {
             groups.join(&mgid(n), member(m.2)).expect("join");
         }
     }
-    let p = plan(&out.snapshot, Some(master), &groups);
+    let p = plan(&out.snapshot(), Some(master), &groups);
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     assert!(p.trees.iter().all(|t| t.source == TreeSource::Engine), "{:?}", p.trees.iter().map(|t| t.source).collect::<Vec<_>>());
     // Every tree edge is a master tree edge.
@@ -242,8 +242,8 @@ fn torus_groups_follow_the_engine_master_tree_without_credit_loops() {
             }
         }
     }
-    let graph = smcore_kit::graph::Graph::new(&out.snapshot);
-    let v = smcore_kit::verify_with_mcast(&out.snapshot, &graph, routing, &smcore_kit::VerifyOptions::default(), &p.routes());
+    let graph = smcore_kit::graph::Graph::new(&out.snapshot());
+    let v = smcore_kit::verify_with_mcast(&out.snapshot(), &graph, routing, &smcore_kit::VerifyOptions::default(), &p.routes());
     assert!(v.ok(), "{:?}", v.failure());
     let mut held = HeldMfts::new();
     let r = program(&mut sim, &fabric, &p, &mut held);

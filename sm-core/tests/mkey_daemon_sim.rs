@@ -79,7 +79,7 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let summary = {
         let mut port = Countdown { port: SimPort::new(&mut sim), signals: &signals, left: 12 };
-        daemon::run(&mut port, &options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut |_, _, _| {})
+        daemon::run(daemon::DaemonContext { port: &mut port, options: &options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut |_, _, _| {})
     };
     assert!(summary.light_sweeps >= 5, "{summary:?}");
     assert_eq!(summary.heavy_sweeps, 1, "nothing but the first sweep is heavy: {summary:?}");

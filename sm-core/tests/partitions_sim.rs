@@ -33,7 +33,7 @@ fn once(run: &mut Run) -> OnceOutcome {
     let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
     let mut p = SimPort::new(&mut run.sim);
     let out = sweep::once(&mut p, &options, &registry, &run.config, &mut run.g2l, &mut run.held).expect("sweep");
-    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
+    assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }
 
@@ -148,8 +148,8 @@ fn halves_are_programmed_and_the_sa_keeps_them_apart() {
     let prefix = if prefix == 0 { 0xfe80_0000_0000_0000 } else { prefix };
     let groups = Arc::new(Mutex::new(McGroups::new()));
     let mut sa = Sa::new(Arc::clone(&groups), SaConfig::default());
-    let mut out = again;
-    sa.publish(SaDb::build_shared(&mut out));
+    let out = again;
+    sa.publish(SaDb::build_shared(&out));
     let lid = |g: u64| {
         out.sweep.fabric.nodes.iter().flat_map(|n| n.ports.iter()).find(|p| p.guid == g).and_then(|p| p.info).expect("port").lid
     };

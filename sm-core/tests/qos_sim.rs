@@ -37,7 +37,7 @@ fn sweep_once(sim: &mut SimFabric, engines: &str, config: &Config, held: &mut He
     let options = OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None };
     let mut g2l = Guid2Lid::default();
     let out = sweep::once(&mut SimPort::new(sim), &options, &registry, config, &mut g2l, held).expect("sweep");
-    assert!(out.chain.routed.is_some(), "{engines} routes: {:?}", out.chain.describe());
+    assert!(out.accepted.is_some(), "{engines} routes: {:?}", out.describe());
     out
 }
 
@@ -253,7 +253,7 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
     let mut out = sweep_once(&mut sim, "lash", &qos_config(), &mut HeldTables::default());
     let sa = sa_of(&mut out);
-    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    let routing = &out.accepted.as_ref().expect("routed").routing;
     assert!(!routing.sl2vl.is_empty(), "lash gives SL2VL maps");
     let lids = ca_lids(&out);
     for &s in lids.iter().take(4) {
@@ -270,7 +270,7 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
     let mut out = sweep_once(&mut sim, "torus-2QoS,no_fallback", &config, &mut HeldTables::default());
     let sa = sa_of(&mut out);
-    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    let routing = &out.accepted.as_ref().expect("routed").routing;
     let lids = ca_lids(&out);
     let mut differ = 0;
     for &s in lids.iter().take(8) {

@@ -25,8 +25,8 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let mut out = common::small_sweep();
-    let db = SaDb::build_shared(&mut out);
+    let out = common::small_sweep();
+    let db = SaDb::build_shared(&out);
     let prefix = u128::from(db.gid_prefix()) << 64;
     let hosts: Vec<(u16, u128)> = db
         .end_ports()

@@ -43,7 +43,7 @@ fn routed_topo(topo: &sm_topology::Topology, engines: &str, config: &Config) -> 
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let mut p = SimPort::new(&mut sim);
     let out = sweep::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep");
-    assert!(out.chain.routed.is_some(), "{:?}", out.chain.describe());
+    assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }
 
@@ -190,9 +190,9 @@ fn class_port_info_and_busy_before_publish() {
 
 #[test]
 fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
-    let mut out = small();
+    let out = small();
     let ends = end_lids(&out);
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let mut sa = sa_with(SaDb::build_shared(&out));
     // NodeRecords: one per end port, GUIDs and LIDs as swept.
     let a = get_all(&mut sa, attr::NODE_RECORD);
     let recs = records(&a, nr::PADDED_LEN);
@@ -286,7 +286,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
         records(&a, sm_mad::sa_switch_info_record::PADDED_LEN).len(),
         switches
     );
-    let routing = &out.chain.routed.as_ref().unwrap().routing;
+    let routing = &out.accepted.as_ref().unwrap().routing;
     let a = get_all(&mut sa, attr::LFT_RECORD);
     let lfts = records(&a, lftr::PADDED_LEN);
     assert!(!lfts.is_empty());
@@ -325,7 +325,7 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
 fn check_all_paths(out: &mut OnceOutcome) -> BTreeSet<u8> {
     let db = SaDb::build_shared(out);
     let mut sa = sa_with(SaDb::build_shared(out));
-    let routing = &out.chain.routed.as_ref().unwrap().routing;
+    let routing = &out.accepted.as_ref().unwrap().routing;
     let cas: Vec<_> = end_lids(out).into_iter().filter(|e| !e.2).collect();
     let mut sls = BTreeSet::new();
     for &(slid, sguid, _) in &cas {
@@ -391,7 +391,7 @@ fn path_records_follow_the_lfts_on_a_fat_tree() {
     check_all_paths(&mut out);
     // A GetTable without components: every pair of end ports, switches included.
     let n = end_lids(&out).len();
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let mut sa = sa_with(SaDb::build_shared(&out));
     let a = get_all(&mut sa, attr::PATH_RECORD);
     assert_eq!(records(&a, 64).len(), n * n);
 }
@@ -418,13 +418,13 @@ fn no_path_records_without_a_routing_or_a_route() {
     // pair's direction, loses its PathRecord.
     let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
     let (slid, dlid) = (cas[0].0, cas[cas.len() - 1].0);
-    let routing = &mut out.chain.routed.as_mut().unwrap().routing;
+    let routing = &mut std::sync::Arc::get_mut(out.accepted.as_mut().unwrap()).expect("not shared yet").routing;
     for lft in routing.lfts.iter_mut() {
         if let Some(p) = lft.ports.get_mut(usize::from(dlid)) {
             *p = sm_abi::NO_ROUTE;
         }
     }
-    let db = SaDb::build_shared(&mut out);
+    let db = SaDb::build_shared(&out);
     assert!(db.walk(slid, dlid).is_none());
     assert!(db.walk(dlid, slid).is_some());
     let mut sa = sa_with(db);
@@ -455,8 +455,8 @@ fn no_path_records_without_a_routing_or_a_route() {
         "a reversible path was asked for"
     );
     // No routing at all: no paths, the other records still there.
-    out.chain.routed = None;
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    out.accepted = None;
+    let mut sa = sa_with(SaDb::build_shared(&out));
     let a = query(&mut sa, slid, method::GET_TABLE, attr::PATH_RECORD, 0, &[]);
     assert!(records(&a, 64).is_empty());
     let a = query(&mut sa, slid, method::GET_TABLE, attr::NODE_RECORD, 0, &[]);
@@ -465,7 +465,7 @@ fn no_path_records_without_a_routing_or_a_route() {
 
 #[test]
 fn header_errors_get_mad_status() {
-    let mut sa = sa_with(SaDb::build_shared(&mut small()));
+    let mut sa = sa_with(SaDb::build_shared(&small()));
     let mut bad = request(method::GET, attr::NODE_RECORD, 0, &[]);
     bad[2] = 1;
     assert_eq!(status_of(&ask(&mut sa, 1, &bad)), mad_status::BAD_VERSION);
@@ -527,10 +527,10 @@ fn mc_query(sa: &mut Sa, slid: u16, m: u8, mask: u64, t: &[u8; mcr::LEN]) -> Vec
 #[test]
 fn mcmember_create_join_query_leave() {
     use mcr::component as c;
-    let mut out = small();
+    let out = small();
     let groups = Arc::new(Mutex::new(McGroups::new()));
     let mut sa = Sa::new(Arc::clone(&groups), SaConfig::default());
-    sa.publish(SaDb::build_shared(&mut out));
+    sa.publish(SaDb::build_shared(&out));
     let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
     let gid = |guid: u64| (0xfe80u128 << 112) | u128::from(guid);
     let mgid = 0xff12_401b_ffff_0000_0000_0000_0000_0001u128;
@@ -687,18 +687,18 @@ fn mcmember_create_join_query_leave() {
 
 #[test]
 fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
-    let mut full = small();
+    let full = small();
     let fewer_net = common::SMALL_NET
         .replace("[2] \"h4\"[1]\n", "")
         .replace("Hca 1 \"h4\"\n", "");
-    let mut fewer = routed_topo(
+    let fewer = routed_topo(
         &sm_topology::parse_str(&fewer_net, "fewer").unwrap(),
         "minhop",
         &Config::default(),
     );
     let groups = Arc::new(Mutex::new(McGroups::new()));
     let mut sa = Sa::new(groups, SaConfig::default());
-    sa.publish(SaDb::build_shared(&mut full));
+    sa.publish(SaDb::build_shared(&full));
     let cas: Vec<_> = end_lids(&full).into_iter().filter(|e| !e.2).collect();
     let subscriber = cas
         .iter()
@@ -732,7 +732,7 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
     let after: BTreeSet<u64> = end_lids(&fewer).iter().map(|e| e.1).collect();
     let gone: Vec<u64> = before.difference(&after).copied().collect();
     assert!(!gone.is_empty());
-    let (reports, _) = sa.publish(SaDb::build_shared(&mut fewer));
+    let (reports, _) = sa.publish(SaDb::build_shared(&fewer));
     assert_eq!(reports.len(), gone.len());
     for r in &reports {
         assert_eq!((r.dlid, r.dqpn), (subscriber.0, 1));
@@ -753,7 +753,7 @@ fn inform_info_subscriptions_get_reports_for_gids_in_and_out_of_service() {
         let a = query(&mut sa, subscriber.0, method::SET, attr::INFORM_INFO, 0, &t);
         assert_eq!(status_of(&a), want);
     }
-    let (reports, _) = sa.publish(SaDb::build_shared(&mut full));
+    let (reports, _) = sa.publish(SaDb::build_shared(&full));
     assert!(reports.is_empty());
 }
 
@@ -787,7 +787,7 @@ fn sa_fixture() -> Sa {
     use std::sync::OnceLock;
     static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
     let out = OUT.get_or_init(|| Mutex::new(small()));
-    sa_with(SaDb::build_shared(&mut out.lock().unwrap()))
+    sa_with(SaDb::build_shared(&out.lock().unwrap()))
 }
 
 #[test]
@@ -796,8 +796,8 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
         sa_guid_info_record as gir, sa_multi_path_record as mpr, sa_pkey_table_record as pkr,
         sa_sm_info_record as smir,
     };
-    let mut out = small();
-    let db = SaDb::build_shared(&mut out);
+    let out = small();
+    let db = SaDb::build_shared(&out);
     let prefix = u128::from(db.gid_prefix()) << 64;
     let mut sa = sa_with(db);
     let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
@@ -891,8 +891,8 @@ fn multipath_guidinfo_pkey_and_sminfo_records() {
 
 #[test]
 fn inform_info_is_keyed_by_requester_not_qpn_field() {
-    let mut out = small();
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let out = small();
+    let mut sa = sa_with(SaDb::build_shared(&out));
     let lid = end_lids(&out).into_iter().find(|e| !e.2).unwrap().0;
     let set = |sa: &mut Sa, subscribe: u8, qpn: u32, trap: u16| {
         let mut t = [0u8; ii::LEN];
@@ -933,7 +933,7 @@ fn inform_info_is_keyed_by_requester_not_qpn_field() {
 /// (LID, in port, out port); CA maps are keyed with ports 0.
 fn routing_sl2vl(out: &OnceOutcome) -> BTreeMap<(u16, u8, u8), [u8; 16]> {
     let f = &out.sweep.fabric;
-    let routing = &out.chain.routed.as_ref().expect("routed").routing;
+    let routing = &out.accepted.as_ref().expect("routed").routing;
     let mut want = BTreeMap::new();
     for e in routing.sl2vl.iter() {
         let n = &f.nodes[e.node as usize];
@@ -950,10 +950,10 @@ fn routing_sl2vl(out: &OnceOutcome) -> BTreeMap<(u16, u8, u8), [u8; 16]> {
 #[test]
 fn sl2vl_records_are_the_maps_the_routing_programmed() {
     let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
-    let mut out = routed_topo(&topo, "lash", &Config::default());
+    let out = routed_topo(&topo, "lash", &Config::default());
     let want = routing_sl2vl(&out);
     assert!(!want.is_empty(), "lash programs SL2VL maps");
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let mut sa = sa_with(SaDb::build_shared(&out));
     let got: BTreeMap<(u16, u8, u8), [u8; 16]> = records(&get_all(&mut sa, attr::SL2VL_RECORD), slr::LEN)
         .iter()
         .map(|r| {
@@ -1002,7 +1002,7 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
 fn sl2vl_and_vlarb_records_without_tables_are_empty() {
     // minhop programs no VL tables: both tables are empty, answered with
     // the header alone (no padding a client would read as records).
-    let mut sa = sa_with(SaDb::build_shared(&mut small()));
+    let mut sa = sa_with(SaDb::build_shared(&small()));
     for attribute in [attr::SL2VL_RECORD, attr::VLARB_RECORD] {
         let a = get_all(&mut sa, attribute);
         assert_eq!(status_of(&a), 0);
@@ -1024,7 +1024,7 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
     let ca = f.nodes.iter().position(|n| !n.is_switch()).expect("a CA");
     let w = |vl: u8, weight: u8| sm_abi::VlWeight { vl, weight };
     {
-        let routing = &mut out.chain.routed.as_mut().expect("routed").routing;
+        let routing = &mut std::sync::Arc::get_mut(out.accepted.as_mut().expect("routed")).expect("not shared yet").routing;
         // Switch port 3: a low table longer than one block, a short high one.
         let low: Vec<_> = (0..40).map(|i| w((i % 8) as u8, 32)).collect();
         routing.vlarb.push(sm_abi::VlArb {
@@ -1044,7 +1044,7 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
     }
     let sw_lid = f.nodes[sw].ports[0].info.as_ref().expect("port 0").lid;
     let ca_lid = f.nodes[ca].ports[1].info.as_ref().expect("info").lid;
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let mut sa = sa_with(SaDb::build_shared(&out));
     let all: Vec<var::Repr> = records(&get_all(&mut sa, attr::VLARB_RECORD), var::LEN)
         .iter()
         .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
@@ -1074,8 +1074,8 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
 
 #[test]
 fn a_path_record_get_from_a_port_to_itself_is_the_self_path() {
-    let mut out = small();
-    let mut sa = sa_with(SaDb::build_shared(&mut out));
+    let out = small();
+    let mut sa = sa_with(SaDb::build_shared(&out));
     for (lid, guid, _) in end_lids(&out) {
         let gid = (0xfe80u128 << 112) | u128::from(guid);
         let a = path_query(
@@ -1135,9 +1135,9 @@ mod services {
     }
 
     fn fixture() -> Fixture {
-        let mut out = small();
+        let out = small();
         let hosts: Vec<(u16, u64)> = end_lids(&out).into_iter().filter(|e| !e.2).map(|e| (e.0, e.1)).collect();
-        Fixture { db: SaDb::build_shared(&mut out), hosts: [hosts[0], hosts[1]] }
+        Fixture { db: SaDb::build_shared(&out), hosts: [hosts[0], hosts[1]] }
     }
 
     fn gid(guid: u64) -> u128 {

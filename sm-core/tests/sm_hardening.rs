@@ -108,7 +108,7 @@ fn run_daemon(sim: &mut SimFabric, faults: Rc<Faults>, options: &DaemonOptions<'
         });
         let mut port = FaultyPort { port: SimPort::new(sim), faults };
         let mut on_heavy = |_: &OnceOutcome, _: u64, cause: Cause| causes.push(cause);
-        daemon::run(&mut port, options, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy)
+        daemon::run(daemon::DaemonContext { port: &mut port, options, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy)
     });
     (summary, causes)
 }
@@ -183,8 +183,8 @@ fn a_flapping_switch_causes_a_bounded_number_of_heavy_sweeps() {
         let mut port = SimPort::new(&mut probe);
         let out = sweep::once(&mut port, &options(None).once, &registry, &Config::default(), &mut g2l, &mut held)
             .expect("sweep");
-        let sw = out.snapshot.nodes.iter().position(|n| n.kind == sm_abi::NodeKind::Switch).expect("a switch");
-        out.snapshot.ports.iter().find(|p| p.node as usize == sw && p.num == 0).expect("port 0").lid
+        let sw = out.snapshot().nodes.iter().position(|n| n.kind == sm_abi::NodeKind::Switch).expect("a switch");
+        out.snapshot().ports.iter().find(|p| p.node as usize == sw && p.num == 0).expect("port 0").lid
     };
     let faults = Rc::new(Faults { storm: Some(trap_128(switch_lid, switch_lid)), ..Default::default() });
     let opts = options(None);
@@ -256,7 +256,7 @@ fn an_unwritable_dump_does_not_keep_routing_from_the_fabric() {
         sweep::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held)
             .expect("the sweep must not fail because of a dump")
     };
-    assert!(out.chain.routed.is_some());
+    assert!(out.accepted.is_some());
     assert!(out.program.lft.set > 0, "nothing programmed: {:?}", out.program);
     // The switches hold routes.
     let sw = (0..sim.node_count()).find(|&i| sim.lft(i).is_some()).expect("a switch");
@@ -332,7 +332,7 @@ fn a_transport_that_is_gone_ends_the_loop_with_the_reason() {
         });
         let mut port = DyingPort { port: SimPort::new(&mut sim), good_waits: 3 };
         let mut on_heavy = |_: &OnceOutcome, _: u64, _: Cause| {};
-        let summary = daemon::run(&mut port, &opts, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+        let summary = daemon::run(daemon::DaemonContext { port: &mut port, options: &opts, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy);
         signals.stop.store(true, Ordering::Relaxed);
         summary
     });
@@ -395,7 +395,7 @@ fn a_trap_late_in_the_interval_still_causes_its_heavy_sweep() {
                 }
                 signals.stop.store(true, Ordering::Relaxed);
             });
-            daemon::run(&mut port, &opts, &mut registry, &Config::default(), &mut g2l, &mut held, &signals, &mut on_heavy);
+            daemon::run(daemon::DaemonContext { port: &mut port, options: &opts, registry: &mut registry, config: &Config::default(), guid2lid: &mut g2l, held: &mut held, signals: &signals }, &mut on_heavy);
         });
     }
     assert_eq!(causes, vec![Cause::Start, Cause::Trap], "the trap's sweep was lost");

@@ -208,8 +208,8 @@ fn lid_routed_node_info(sim: &mut SimFabric, dlid: u16, tid: u64) -> Option<Node
 
 /// Checks the fabric after a full sweep against the routing it accepted.
 fn check_programmed(name: &str, topo: &Topology, sim: &mut SimFabric, out: &OnceOutcome) {
-    let routed = out.chain.routed.as_ref().expect("routed");
-    let max_lid = out.snapshot.max_lid;
+    let routed = out.accepted.as_ref().expect("routed");
+    let max_lid = out.snapshot().max_lid;
     let sim_index: BTreeMap<u64, usize> = topo
         .nodes
         .iter()
@@ -218,7 +218,7 @@ fn check_programmed(name: &str, topo: &Topology, sim: &mut SimFabric, out: &Once
         .collect();
     let mut switches = 0;
     for lft in routed.routing.lfts.iter() {
-        let guid = out.snapshot.nodes[lft.node as usize].guid;
+        let guid = out.snapshot().nodes[lft.node as usize].guid;
         let i = sim_index[&guid];
         assert_eq!(
             sim.linear_fdb_top(i),
@@ -366,7 +366,7 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
         &mut held,
     )
     .expect("sweep");
-    assert!(out.chain.routed.is_none());
+    assert!(out.accepted.is_none());
     // Only the link parameters, which do not depend on a routing.
     assert_eq!(out.program.total_smps(), out.program.link.smps.sent);
     assert!(held.is_empty());
@@ -404,7 +404,7 @@ fn sl2vl_tables_of_a_layered_engine_are_programmed_once() {
     let mut g2l = Guid2Lid::default();
     let mut held = HeldTables::default();
     let out = run_once(&mut sim, "lash,no_fallback", &mut g2l, &mut held);
-    let routed = out.chain.routed.as_ref().expect("lash routes a 6x6 torus");
+    let routed = out.accepted.as_ref().expect("lash routes a 6x6 torus");
     assert!(routed.routing.vls_used > 1, "a torus needs more than one layer");
     assert!(!routed.routing.sl2vl.is_empty(), "lash gives SL2VL tables");
     assert_eq!(out.program.sl2vl.set as usize, routed.routing.sl2vl.len(), "{:?}", out.program.sl2vl);

@@ -171,10 +171,9 @@ impl SweepView {
             route,
             ports: port_status(&outcome.sweep.fabric),
             balance: outcome
-                .chain
-                .routed
+                .accepted
                 .as_ref()
-                .map(|routed| lid_balance(&outcome.snapshot, &routed.routing.lfts))
+                .map(|accepted| lid_balance(&accepted.snapshot, &accepted.routing.lfts))
                 .unwrap_or_default(),
             conf: Vec::new(),
         }

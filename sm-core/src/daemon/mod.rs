@@ -44,8 +44,12 @@
 //! which may cause a heavy sweep (well-formed, from a port of the fabric,
 //! not flapping, within a sweep budget).
 //!
-//! The loop's state lives in one struct, [`Daemon`]; each step of the loop
-//! is one of its methods.
+//! The loop's state lives in one struct, `Daemon`: what it borrows from its
+//! caller ([`DaemonContext`]) and its own state by concern (the schedule of
+//! sweeps, the routing in force, multicast, traps, the configuration as
+//! re-read); each step of the loop is one of its methods. Of a heavy
+//! sweep it keeps the fabric as programmed and the [`AcceptedRouting`]
+//! in force; the rest of the outcome goes to the caller's `on_heavy`.
 //!
 //! Shutdown is a flag the caller's signal handler sets; every wait here is
 //! sliced so the loop notices it within a fraction of a second, and a sweep
@@ -66,7 +70,8 @@ use crate::engines::Registry;
 use crate::mcast::program::{program_mfts, HeldMfts};
 use crate::mcast::McGroups;
 use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions};
-use crate::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, TransportError};
+use crate::routing::AcceptedRouting;
+use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, TransportError};
 use crate::ucast_cache::UcastCache;
 use traps::{TrapFilter, TrapLimits, TrapVerdict};
 
@@ -215,64 +220,104 @@ impl Backoff {
     }
 }
 
-/// The SM loop: what it borrows from its caller and what it keeps from one
-/// sweep to the next.
-struct Daemon<'r, 'o> {
-    port: &'r mut dyn SmpPort,
-    options: &'r DaemonOptions<'o>,
-    registry: &'r mut Registry,
-    config: &'r Config,
-    guid2lid: &'r mut Guid2Lid,
-    held: &'r mut HeldTables,
-    signals: &'r Signals,
-    summary: DaemonSummary,
+/// What the loop borrows from its caller for as long as it runs.
+pub struct DaemonContext<'r, 'o> {
+    /// The SM's port.
+    pub port: &'r mut dyn SmpPort,
+    /// The loop's settings.
+    pub options: &'r DaemonOptions<'o>,
+    /// The engines; rescanned on `signals.reload`.
+    pub registry: &'r mut Registry,
+    /// The configuration the SM started with (a SIGHUP re-read replaces
+    /// it inside the loop).
+    pub config: &'r Config,
+    /// LIDs by GUID: read, updated and persisted after every heavy sweep.
+    pub guid2lid: &'r mut Guid2Lid,
+    /// The tables written, carried from one sweep to the next.
+    pub held: &'r mut HeldTables,
+    /// The caller's signal flags.
+    pub signals: &'r Signals,
+}
+
+/// When the next sweeps run.
+struct Schedule {
     /// The heavy sweep to run next.
     due: Option<Cause>,
-    /// The last complete heavy sweep.
-    last: Option<OnceOutcome>,
-    /// Whether the last sweep's routing is in the switches.
-    routed: bool,
-    cache: Option<UcastCache>,
-    mfts: HeldMfts,
-    /// Membership generation in the switches (`None`: not programmed).
-    groups_programmed: Option<u64>,
-    mcast_backoff: Backoff,
+    /// Between light sweeps (the file's `sweep_interval` after a re-read).
+    interval: Duration,
+    /// Whether to look for a higher SM before waiting.
+    check_peers: bool,
     /// The first sweep as master tells every client to register with the
     /// SA again: this SA knows none of their joins and subscriptions.
     reregister: bool,
-    check_peers: bool,
-    traps: TrapFilter,
+}
+
+/// The routing in the switches and what the loop keeps of the sweep that
+/// programmed it.
+#[derive(Default)]
+struct RoutingState {
+    /// The fabric of the last complete heavy sweep, as programmed (what
+    /// light sweeps read, peers are looked for in, ports are isolated in).
+    fabric: Option<Fabric>,
+    /// The routing in the switches (`None`: the last sweep did not route).
+    accepted: Option<Arc<AcceptedRouting>>,
+    /// The unicast cache, when it is on.
+    cache: Option<UcastCache>,
+}
+
+impl RoutingState {
+    /// Forgets the routing: the next heavy sweep routes afresh.
+    fn forget(&mut self) {
+        *self = RoutingState::default();
+    }
+}
+
+/// Multicast forwarding: what the switches hold, and when to try again.
+struct McastState {
+    mfts: HeldMfts,
+    /// Membership generation in the switches (`None`: not programmed).
+    programmed: Option<u64>,
+    backoff: Backoff,
+}
+
+/// The trap intake.
+struct TrapState {
+    filter: TrapFilter,
     /// A trap-caused sweep deferred by the trap budget.
-    trap_pending: bool,
-    /// The configuration re-read on SIGHUP, once there was a good one
-    /// (until then the caller's).
+    pending: bool,
+}
+
+/// The configuration as re-read on SIGHUP.
+struct Settings {
+    /// The configuration re-read, once there was a good one (until then
+    /// the caller's).
     reloaded: Option<Config>,
     /// The file as last applied.
-    config_source: Option<reload::ConfigSource>,
-    /// Between light sweeps (the file's `sweep_interval` after a re-read).
-    interval: Duration,
+    source: Option<reload::ConfigSource>,
     /// The engine list a re-read set.
     engines: Option<String>,
 }
 
-/// Runs the SM on `port` until `signals.stop` is set. `on_heavy` sees every
-/// heavy sweep's outcome (to print it, write the report) with its number
-/// and cause. On `signals.reload` the engine directories are rescanned
-/// ([`Registry::rescan`]) and a heavy sweep routes with what they hold now;
-/// LIDs and programmed tables are kept, and a new build that does not load
-/// leaves the old one in service. A transport that is gone for good ends
-/// the loop with [`DaemonSummary::fatal`] set.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    port: &mut dyn SmpPort,
-    options: &DaemonOptions<'_>,
-    registry: &mut Registry,
-    config: &Config,
-    guid2lid: &mut Guid2Lid,
-    held: &mut HeldTables,
-    signals: &Signals,
-    on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause),
-) -> DaemonSummary {
+/// The SM loop: what it borrows from its caller, and its state by concern.
+struct Daemon<'r, 'o> {
+    ctx: DaemonContext<'r, 'o>,
+    summary: DaemonSummary,
+    schedule: Schedule,
+    routing: RoutingState,
+    mcast: McastState,
+    traps: TrapState,
+    settings: Settings,
+}
+
+/// Runs the SM on `ctx.port` until `ctx.signals.stop` is set. `on_heavy`
+/// sees every heavy sweep's outcome (to print it, write the report) with
+/// its number and cause. On `signals.reload` the engine directories are
+/// rescanned ([`Registry::rescan`]) and a heavy sweep routes with what
+/// they hold now; LIDs and programmed tables are kept, and a new build that
+/// does not load leaves the old one in service. A transport that is gone
+/// for good ends the loop with [`DaemonSummary::fatal`] set.
+pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) -> DaemonSummary {
+    let DaemonContext { port, options, registry, config, guid2lid, held, signals } = ctx;
     // ActCount moves with each SMP and wait slice of this loop, so that a
     // standby sees it stop when the loop hangs (standby::ActivityPort).
     let mut beating;
@@ -284,81 +329,65 @@ pub fn run(
         None => port,
     };
     let mut d = Daemon {
-        port,
-        options,
-        registry,
-        config,
-        guid2lid,
-        held,
-        signals,
+        ctx: DaemonContext { port, options, registry, config, guid2lid, held, signals },
         summary: DaemonSummary::default(),
-        due: None,
-        last: None,
-        routed: false,
-        cache: None,
-        mfts: HeldMfts::new(),
-        groups_programmed: None,
-        mcast_backoff: Backoff::default(),
-        reregister: true,
-        check_peers: false,
-        traps: TrapFilter::new(options.trap_limits),
-        trap_pending: false,
-        reloaded: None,
-        config_source: options.config_file.clone(),
-        interval: options.interval,
-        engines: None,
+        schedule: Schedule { due: None, interval: options.interval, check_peers: false, reregister: true },
+        routing: RoutingState::default(),
+        mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
+        traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false },
+        settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None },
     };
     d.publish_config();
-    d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.interval)));
-    d.due = d.become_master();
-    if d.due.is_some() {
+    d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.schedule.interval)));
+    d.schedule.due = d.become_master();
+    if d.schedule.due.is_some() {
         d.run(on_heavy);
     }
     let s = &mut d.summary;
-    s.traps_accepted = d.traps.counts.accepted;
-    s.traps_dropped = d.traps.counts.dropped + d.traps.counts.suppressed;
+    s.traps_accepted = d.traps.filter.counts.accepted;
+    s.traps_dropped = d.traps.filter.counts.dropped + d.traps.filter.counts.suppressed;
     info!(heavy = s.heavy_sweeps, light = s.light_sweeps, traps = s.traps, "SM stopped");
     d.summary
 }
 
 impl Daemon<'_, '_> {
     fn stopping(&self) -> bool {
-        self.signals.stop.load(Ordering::Relaxed)
+        self.ctx.signals.stop.load(Ordering::Relaxed)
     }
 
     fn run(&mut self, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
         while !self.stopping() && self.summary.fatal.is_none() {
-            if self.signals.reload.swap(false, Ordering::Relaxed) {
+            if self.ctx.signals.reload.swap(false, Ordering::Relaxed) {
                 self.reload();
             }
-            if self.signals.sweep.swap(false, Ordering::Relaxed) && self.due.is_none() {
-                self.due = Some(Cause::Requested);
+            if self.ctx.signals.sweep.swap(false, Ordering::Relaxed) && self.schedule.due.is_none() {
+                self.schedule.due = Some(Cause::Requested);
             }
-            if self.signals.reroute.swap(false, Ordering::Relaxed) {
+            if self.ctx.signals.reroute.swap(false, Ordering::Relaxed) {
                 // What the cache holds would be reused: the point is not to.
-                self.cache = None;
-                self.due = Some(self.due.unwrap_or(Cause::Reroute));
+                self.routing.cache = None;
+                self.schedule.due = Some(self.schedule.due.unwrap_or(Cause::Reroute));
             }
-            let isolate = std::mem::take(&mut *self.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()));
+            let isolate = std::mem::take(&mut *self.ctx.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()));
             if !isolate.is_empty() {
                 self.isolate(&isolate);
             }
-            if let Some(cause) = self.due.take() {
+            if let Some(cause) = self.schedule.due.take() {
                 self.heavy_sweep(cause, on_heavy);
-                self.check_peers = true;
+                self.schedule.check_peers = true;
             }
             // After every sweep, heavy or light: a higher SM that came up
             // without a trap is found within one sweep interval.
-            if std::mem::take(&mut self.check_peers) && !self.peers() {
+            if std::mem::take(&mut self.schedule.check_peers) && !self.peers() {
                 return;
             }
-            if self.due.is_some() {
+            if self.schedule.due.is_some() {
                 continue;
             }
             match self.wait() {
-                Woken::Sweep(cause) => self.due = Some(cause),
+                Woken::Sweep(cause) => self.schedule.due = Some(cause),
                 Woken::Groups => {
-                    if self.last.is_some() {
+                    if self.routing.fabric.is_some() {
                         let span = info_span!("multicast");
                         let _enter = span.enter();
                         self.program_groups();
@@ -380,16 +409,16 @@ impl Daemon<'_, '_> {
     fn reload(&mut self) {
         let span = info_span!("reload");
         let _enter = span.enter();
-        *self.registry = self.registry.rescan();
+        *self.ctx.registry = self.ctx.registry.rescan();
         // A new build must route: what the old one computed is stale.
-        self.cache = None;
-        for p in &self.registry.problems {
+        self.routing.cache = None;
+        for p in &self.ctx.registry.problems {
             warn!("engine library skipped: {p}");
         }
-        let engines: Vec<String> = self.registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
+        let engines: Vec<String> = self.ctx.registry.engines.iter().map(|e| format!("{} {}", e.name, e.version)).collect();
         info!(engines = %engines.join(", "), "engine directories rescanned");
         self.reread_config();
-        self.due = Some(Cause::Reload);
+        self.schedule.due = Some(Cause::Reload);
     }
 
     /// Disables the switch end of each link the performance manager
@@ -399,8 +428,7 @@ impl Daemon<'_, '_> {
     fn isolate(&mut self, ports: &[(u64, u8)]) {
         let span = info_span!("isolate");
         let _enter = span.enter();
-        let Some(outcome) = self.last.as_ref() else { return };
-        let fabric = &outcome.sweep.fabric;
+        let Some(fabric) = self.routing.fabric.as_ref() else { return };
         let sm_end = (0usize, fabric.sm_port);
         let sm_peer = fabric.nodes.first().and_then(|n| n.ports.get(usize::from(fabric.sm_port))).and_then(|p| p.peer);
         let mut ops = Vec::new();
@@ -428,21 +456,21 @@ impl Daemon<'_, '_> {
         if ops.is_empty() {
             return;
         }
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
+        let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
         for ((guid, desc, port), answer) in what.into_iter().zip(client.run_many(&ops)) {
             match answer {
                 Ok(_) => warn!(guid = format_args!("{guid:#018x}"), port, "port isolated: \"{desc}\" port {port} disabled for its link's errors"),
                 Err(e) => warn!(guid = format_args!("{guid:#018x}"), port, "port not isolated: {e}"),
             }
         }
-        self.due = Some(Cause::Change);
+        self.schedule.due = Some(Cause::Change);
     }
 
     /// Re-reads the configuration file, applying what may change at
     /// runtime and saying in the log what changed; a file that does not
     /// parse keeps the configuration in force.
     fn reread_config(&mut self) {
-        let Some(source) = &self.config_source else { return };
+        let Some(source) = &self.settings.source else { return };
         let text = match std::fs::read_to_string(&source.path) {
             Ok(t) => t,
             Err(e) => {
@@ -460,7 +488,7 @@ impl Daemon<'_, '_> {
         let mut applied = r.applied.clone();
         if !source.interval_from_cli {
             if let Some(s) = r.config.sweep_interval.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0) {
-                self.interval = Duration::from_secs_f64(s);
+                self.schedule.interval = Duration::from_secs_f64(s);
             }
         } else if let Some(i) = applied.iter().position(|k| k == "sweep_interval") {
             applied.remove(i);
@@ -468,8 +496,8 @@ impl Daemon<'_, '_> {
         }
         if !source.engines_from_cli {
             let list = r.config.routing_engine.clone().unwrap_or_else(|| "minhop".into());
-            match crate::engines::chain::ChainSpec::parse(&list, self.registry) {
-                Ok(_) => self.engines = Some(list),
+            match crate::engines::chain::ChainSpec::parse(&list, self.ctx.registry) {
+                Ok(_) => self.settings.engines = Some(list),
                 Err(e) => {
                     warn!("routing_engine `{list}` not applied: {e}; the engines in force stay");
                     applied.retain(|k| k != "routing_engine");
@@ -490,10 +518,10 @@ impl Daemon<'_, '_> {
             warn!("changed in the configuration, kept until a restart: {}", r.kept.join(", "));
         }
         // The routing must be computed with what changed.
-        self.cache = None;
-        self.config_source = Some(reload::ConfigSource { text: r.text, ..source.clone() });
-        self.reloaded = Some(r.config);
-        let interval = self.interval;
+        self.routing.cache = None;
+        self.settings.source = Some(reload::ConfigSource { text: r.text, ..source.clone() });
+        self.settings.reloaded = Some(r.config);
+        let interval = self.schedule.interval;
         self.show_status(|s| {
             s.set("sweep_interval", format!("{interval:?}"));
             s.set("config_applied", if applied.is_empty() { "-".to_string() } else { applied.join(",") });
@@ -503,32 +531,33 @@ impl Daemon<'_, '_> {
 
     /// Tells the console's `dump_conf` the configuration in force.
     fn publish_config(&self) {
-        let Some(status) = &self.options.status else { return };
-        let config = self.reloaded.as_ref().unwrap_or(self.config);
-        let engines = self.engines.as_deref().unwrap_or(self.options.once.engines);
-        let shown = crate::control::config_in_force(config, self.options, self.interval, engines);
+        let Some(status) = &self.ctx.options.status else { return };
+        let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
+        let engines = self.settings.engines.as_deref().unwrap_or(self.ctx.options.once.engines);
+        let shown = crate::control::config_in_force(config, self.ctx.options, self.schedule.interval, engines);
         crate::control::publish_config(status, &shown);
     }
 
     fn heavy_sweep(&mut self, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
         self.summary.heavy_sweeps += 1;
         // Whatever caused it, this sweep sees what a pending trap asked for.
-        self.trap_pending = false;
+        self.traps.pending = false;
         let n = self.summary.heavy_sweeps;
         let span = info_span!("heavy_sweep", n, cause = ?cause);
         let _enter = span.enter();
-        let slot = if self.options.ucast_cache { Some(&mut self.cache) } else { None };
-        let mut once = self.options.once.clone();
-        once.sweep.client_reregister = self.reregister;
-        once.sweep.stop = Some(Arc::clone(&self.signals.stop));
-        if let Some(engines) = &self.engines {
+        let slot = if self.ctx.options.ucast_cache { Some(&mut self.routing.cache) } else { None };
+        let mut once = self.ctx.options.once.clone();
+        once.sweep.client_reregister = self.schedule.reregister;
+        once.sweep.stop = Some(Arc::clone(&self.ctx.signals.stop));
+        if let Some(engines) = &self.settings.engines {
             once.engines = engines;
         }
-        let config = self.reloaded.as_ref().unwrap_or(self.config);
+        let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
         crate::qos::reload(config);
-        let result = sweep::program::once_cached(&mut *self.port, &once, self.registry, config, self.guid2lid, self.held, slot);
-        let mut outcome = match result {
+        let state = sweep::stages::SweepState { guid2lid: &mut *self.ctx.guid2lid, held: &mut *self.ctx.held, cache: slot };
+        let result = sweep::stages::once_from(&mut *self.ctx.port, None, &once, self.ctx.registry, config, state);
+        let outcome = match result {
             Ok(outcome) => outcome,
             Err(sweep::OnceError::Stopped) => {
                 info!("heavy sweep stopped before programming");
@@ -540,34 +569,40 @@ impl Daemon<'_, '_> {
                     return;
                 }
                 warn!("heavy sweep failed: {e}");
-                self.last = None;
-                self.routed = false;
+                self.routing.fabric = None;
+                self.routing.accepted = None;
                 return;
             }
         };
-        self.reregister = false;
-        self.routed = outcome.chain.routed.is_some();
-        self.traps.set_fabric(fabric_lids(&outcome));
-        if let Some(sa) = &self.options.sa {
-            // Shared, not tabulated: the SA asks the routing's own SL
-            // oracle, whatever the fabric's size.
-            sa.publish(crate::sa::db::SaDb::build_shared(&mut outcome));
+        self.schedule.reregister = false;
+        self.publish(&outcome, n, cause, on_heavy);
+        self.keep(outcome);
+    }
+
+    /// The publish stage: the SA, the trap intake, `guid2lid`, the caller,
+    /// the console learn of a heavy sweep.
+    fn publish(&mut self, outcome: &OnceOutcome, n: u64, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
+        self.traps.filter.set_fabric(fabric_lids(outcome));
+        if let Some(sa) = &self.ctx.options.sa {
+            // The SA holds the accepted routing itself and asks its own
+            // SL oracle, whatever the fabric's size.
+            sa.publish(crate::sa::db::SaDb::build_shared(outcome));
         }
-        match &outcome.chain.routed {
+        match &outcome.accepted {
             Some(r) => info!(engine = %r.engine, nodes = outcome.sweep.fabric.nodes.len(), "heavy sweep done"),
             None => warn!(
                 "no engine routed the fabric; switches keep the tables they hold; \
                  routing is retried at the next sweep"
             ),
         }
-        if let Some(p) = &self.options.guid2lid_path {
-            if let Err(e) = self.guid2lid.write(p) {
+        if let Some(p) = &self.ctx.options.guid2lid_path {
+            if let Err(e) = self.ctx.guid2lid.write(p) {
                 warn!("{e}");
             }
         }
-        on_heavy(&outcome, n, cause);
-        if let Some(status) = &self.options.status {
-            crate::control::publish(status, &outcome);
+        on_heavy(outcome, n, cause);
+        if let Some(status) = &self.ctx.options.status {
+            crate::control::publish(status, outcome);
         }
         self.show_status(|s| {
             s.set("role", "master");
@@ -576,44 +611,49 @@ impl Daemon<'_, '_> {
             s.set("nodes", outcome.sweep.fabric.nodes.len().to_string());
             s.set(
                 "routed_by",
-                outcome.chain.routed.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
+                outcome.accepted.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
             );
         });
+    }
+
+    /// Keeps what the loop needs of a heavy sweep from here on (the fabric
+    /// as programmed and the routing in force; the rest went to
+    /// `on_heavy`), and programs the multicast groups on a new routing.
+    fn keep(&mut self, outcome: OnceOutcome) {
         // Switches that left may come back with other tables.
         let fabric = &outcome.sweep.fabric;
-        self.mfts.retain(|g| fabric.find(g).is_some());
-        self.last = Some(outcome);
-        if self.routed {
+        self.mcast.mfts.retain(|g| fabric.find(g).is_some());
+        self.routing.accepted = outcome.accepted;
+        self.routing.fabric = Some(outcome.sweep.fabric);
+        if self.routing.accepted.is_some() {
             // A heavy sweep programs the groups whatever the back-off says:
             // switches may have come back.
-            self.mcast_backoff.succeeded();
+            self.mcast.backoff.succeeded();
             self.program_groups();
         }
     }
 
     /// Whether a higher SM took the subnet; false when the loop must end.
     fn peers(&mut self) -> bool {
-        let (Some((state, _)), Some(outcome)) = (&self.options.standby, &self.last) else {
+        let (Some((state, _)), Some(fabric)) = (&self.ctx.options.standby, &self.routing.fabric) else {
             return true;
         };
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
-        match standby::check_peers(&mut client, &outcome.sweep.fabric, state) {
+        let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
+        match standby::check_peers(&mut client, fabric, state) {
             PeerAction::Stay => true,
             PeerAction::SweepNow => {
-                self.due = Some(Cause::Takeover);
+                self.schedule.due = Some(Cause::Takeover);
                 true
             }
             PeerAction::HandedOver { to } => {
                 info!(to = format_args!("{to:#018x}"), "handed the subnet over; standing by");
-                if let Some(sa) = &self.options.sa {
+                if let Some(sa) = &self.ctx.options.sa {
                     sa.stand_down();
                 }
-                self.cache = None;
-                self.last = None;
-                self.routed = false;
-                self.reregister = true;
-                self.due = self.become_master();
-                self.due.is_some()
+                self.routing.forget();
+                self.schedule.reregister = true;
+                self.schedule.due = self.become_master();
+                self.schedule.due.is_some()
             }
         }
     }
@@ -622,19 +662,19 @@ impl Daemon<'_, '_> {
         self.summary.light_sweeps += 1;
         let n = self.summary.light_sweeps;
         self.show_status(|s| s.set("light_sweeps", n.to_string()));
-        let Some(outcome) = self.last.as_ref().filter(|_| self.routed) else {
-            self.due = Some(Cause::Retry);
+        let Some(fabric) = self.routing.fabric.as_ref().filter(|_| self.routing.accepted.is_some()) else {
+            self.schedule.due = Some(Cause::Retry);
             return;
         };
         let span = info_span!("light_sweep", n = self.summary.light_sweeps);
         let _enter = span.enter();
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
-        let light = sweep::light::light_sweep(&mut client, &outcome.sweep.fabric);
+        let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
+        let light = sweep::light::light_sweep(&mut client, fabric);
         if light.needs_heavy_sweep() {
             info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
-            self.due = Some(Cause::Change);
+            self.schedule.due = Some(Cause::Change);
         } else {
-            self.check_peers = true;
+            self.schedule.check_peers = true;
         }
     }
 
@@ -642,13 +682,13 @@ impl Daemon<'_, '_> {
     /// SMs may exist; the cause of the first heavy sweep, `None` when
     /// stopped.
     fn become_master(&mut self) -> Option<Cause> {
-        let Some((state, standby_options)) = &self.options.standby else {
+        let Some((state, standby_options)) = &self.ctx.options.standby else {
             return Some(Cause::Start);
         };
         self.show_status(|s| s.set("role", "electing (standby until master)"));
         let span = info_span!("arbitration");
         let _enter = span.enter();
-        match standby::arbitrate(&mut *self.port, state, standby_options, &self.signals.stop) {
+        match standby::arbitrate(&mut *self.ctx.port, state, standby_options, &self.ctx.signals.stop) {
             Arbitration::Stopped => None,
             Arbitration::Master { took_over_from: None } => Some(Cause::Start),
             // arbitrate() has logged from whom and how.
@@ -658,42 +698,41 @@ impl Daemon<'_, '_> {
 
     /// Updates the control socket's status, if there is one.
     fn show_status(&self, f: impl FnOnce(&mut crate::control::Status)) {
-        if let Some(status) = &self.options.status {
+        if let Some(status) = &self.ctx.options.status {
             f(&mut status.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         }
     }
 
     /// Membership generation of the groups, if the SM has groups.
     fn generation(&self) -> Option<u64> {
-        self.options.groups.as_ref().map(|g| g.lock().map_or(0, |g| g.generation()))
+        self.ctx.options.groups.as_ref().map(|g| g.lock().map_or(0, |g| g.generation()))
     }
 
     /// Whether multicast programming is due: membership changed since the
     /// switches were programmed, and a failed attempt's back-off is over.
     fn groups_due(&self, now: Instant) -> bool {
-        self.routed && self.generation() != self.groups_programmed && self.mcast_backoff.due(now)
+        self.routing.accepted.is_some() && self.generation() != self.mcast.programmed && self.mcast.backoff.due(now)
     }
 
     /// Programs the groups of the last sweep; on failure the back-off
     /// decides when to try again.
     fn program_groups(&mut self) {
-        let Some(outcome) = &self.last else { return };
-        let Some(groups) = &self.options.groups else { return };
-        let mut client = SmpClient::new(&mut *self.port, self.options.once.sweep.retries).with_m_keys(self.options.once.sweep.m_keys.clone());
-        let result = program_groups(&mut client, self.options, groups, outcome, &mut self.mfts);
+        let (Some(fabric), Some(accepted)) = (&self.routing.fabric, &self.routing.accepted) else { return };
+        let Some(groups) = &self.ctx.options.groups else { return };
+        let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
+        let result = program_groups(&mut client, self.ctx.options, groups, fabric, accepted, &mut self.mcast.mfts);
         match result {
-            Some(GroupsProgrammed { generation, complete: true }) => {
+            GroupsProgrammed { generation, complete: true } => {
                 self.summary.mcast_updates += 1;
-                self.groups_programmed = Some(generation);
-                self.mcast_backoff.succeeded();
+                self.mcast.programmed = Some(generation);
+                self.mcast.backoff.succeeded();
             }
-            Some(GroupsProgrammed { complete: false, .. }) => {
+            GroupsProgrammed { complete: false, .. } => {
                 self.summary.mcast_updates += 1;
                 self.summary.mcast_failures += 1;
-                let wait = self.mcast_backoff.failed(Instant::now());
+                let wait = self.mcast.backoff.failed(Instant::now());
                 warn!(retry_in_ms = wait.as_millis() as u64, "multicast forwarding incomplete; retried after a back-off");
             }
-            None => {}
         }
     }
 
@@ -703,14 +742,14 @@ impl Daemon<'_, '_> {
     fn wait(&mut self) -> Woken {
         // Short slices: the shutdown flag is checked between them.
         const SLICE: Duration = Duration::from_millis(100);
-        let end = Instant::now() + self.interval;
+        let end = Instant::now() + self.schedule.interval;
         let mut sweep_at: Option<Instant> = None;
-        if self.trap_pending {
-            sweep_at = Some(self.traps.next_allowed(Instant::now()));
+        if self.traps.pending {
+            sweep_at = Some(self.traps.filter.next_allowed(Instant::now()));
         }
         loop {
             let now = Instant::now();
-            let signals = self.signals;
+            let signals = self.ctx.signals;
             if signals.stop.load(Ordering::Relaxed)
                 || signals.reload.load(Ordering::Relaxed)
                 || signals.sweep.load(Ordering::Relaxed)
@@ -720,12 +759,12 @@ impl Daemon<'_, '_> {
                 return Woken::Signal;
             }
             if let Some(at) = sweep_at.filter(|&at| now >= at) {
-                if self.traps.take_sweep(now) {
-                    self.trap_pending = false;
+                if self.traps.filter.take_sweep(now) {
+                    self.traps.pending = false;
                     return Woken::Sweep(Cause::Trap);
                 }
-                self.trap_pending = true;
-                let next = self.traps.next_allowed(now);
+                self.traps.pending = true;
+                let next = self.traps.filter.next_allowed(now);
                 if next > at {
                     debug!("trap-caused sweep deferred by the trap budget");
                 }
@@ -737,7 +776,7 @@ impl Daemon<'_, '_> {
                 // light sweep reads PortStateChange only and would miss a
                 // capability change (trap 144: another SM came up).
                 if sweep_at.is_some() {
-                    self.trap_pending = true;
+                    self.traps.pending = true;
                 }
                 return Woken::Interval;
             }
@@ -745,13 +784,13 @@ impl Daemon<'_, '_> {
                 return Woken::Groups;
             }
             let until = sweep_at.map_or(end, |at| at.min(end));
-            match self.port.wait_trap((until - now).min(SLICE)) {
+            match self.ctx.port.wait_trap((until - now).min(SLICE)) {
                 Ok(Some(trap)) => {
                     self.summary.traps += 1;
-                    match self.traps.judge(&trap, Instant::now()) {
+                    match self.traps.filter.judge(&trap, Instant::now()) {
                         TrapVerdict::Sweep { number, issuer } => {
                             info!(number, issuer, "trap received");
-                            sweep_at.get_or_insert(Instant::now() + self.options.trap_settle);
+                            sweep_at.get_or_insert(Instant::now() + self.ctx.options.trap_settle);
                         }
                         TrapVerdict::Note { number, issuer } => {
                             warn!(number, issuer, "trap received: port error or key violation reported");
@@ -783,8 +822,9 @@ fn transport_gone(e: &sweep::OnceError) -> Option<String> {
 
 /// Every LID of the swept fabric, for the trap intake.
 fn fabric_lids(outcome: &OnceOutcome) -> Vec<u16> {
+    let snapshot = outcome.snapshot();
     let mut lids = Vec::new();
-    for p in outcome.snapshot.ports.iter().filter(|p| p.lid != 0) {
+    for p in snapshot.ports.iter().filter(|p| p.lid != 0) {
         let span = 1u16 << p.lmc.min(7);
         lids.extend((0..span).map(|k| p.lid.saturating_add(k)));
     }
@@ -799,21 +839,20 @@ struct GroupsProgrammed {
     complete: bool,
 }
 
-/// Computes every group's tree on the routed fabric of `outcome`, checks
+/// Computes every group's tree on `fabric` routed by `routed`, checks
 /// unicast and multicast together for credit loops when the engine's
 /// routing alone is free of them (a group may not break that promise), and
-/// writes the MFT blocks that differ. `None` when nothing routed.
+/// writes the MFT blocks that differ.
 fn program_groups(
     client: &mut SmpClient<'_>,
     options: &DaemonOptions<'_>,
     groups: &Mutex<McGroups>,
-    outcome: &OnceOutcome,
+    fabric: &Fabric,
+    routed: &AcceptedRouting,
     mfts: &mut HeldMfts,
-) -> Option<GroupsProgrammed> {
-    let routed = outcome.chain.routed.as_ref()?;
-    let fabric = &outcome.sweep.fabric;
+) -> GroupsProgrammed {
     // One switch graph serves the plan and the credit-loop check.
-    let graph = smcore_kit::graph::Graph::new(&outcome.snapshot);
+    let graph = smcore_kit::graph::Graph::new(&routed.snapshot);
     let (plan, generation) = {
         let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // Members whose port left the fabric leave their groups.
@@ -827,7 +866,7 @@ fn program_groups(
             info!(gone, "multicast memberships of departed ports dropped");
         }
         let plan =
-            crate::mcast::tree::plan_on(&outcome.snapshot, &graph, routed.routing.mcast_tree.as_ref().into_option(), &g);
+            crate::mcast::tree::plan_on(&routed.snapshot, &graph, routed.routing.mcast_tree.as_ref().into_option(), &g);
         (plan, g.generation())
     };
     for p in &plan.problems {
@@ -836,7 +875,7 @@ fn program_groups(
     let promised = routed.verification.credit_loops_checked && routed.verification.credit_loop.is_none();
     if promised && !plan.trees.is_empty() {
         let opts = smcore_kit::VerifyOptions { max_examples: 2, ..Default::default() };
-        let v = smcore_kit::verify_with_mcast(&outcome.snapshot, &graph, &routed.routing, &opts, &plan.routes());
+        let v = smcore_kit::verify_with_mcast(&routed.snapshot, &graph, &routed.routing, &opts, &plan.routes());
         if let Some(cycle) = &v.credit_loop {
             error!(
                 channels = cycle.cycle.len(),
@@ -844,7 +883,7 @@ fn program_groups(
                 "multicast trees would close a credit loop with the unicast routing; MFTs not changed"
             );
             // Retrying cannot help until membership or routing changes.
-            return Some(GroupsProgrammed { generation, complete: true });
+            return GroupsProgrammed { generation, complete: true };
         }
     }
     let report = program_mfts(client, fabric, &plan, mfts);
@@ -873,5 +912,5 @@ fn program_groups(
         over_capacity = report.over_capacity,
         "multicast forwarding programmed"
     );
-    Some(GroupsProgrammed { generation, complete: report.failed == 0 })
+    GroupsProgrammed { generation, complete: report.failed == 0 }
 }

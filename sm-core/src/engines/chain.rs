@@ -169,14 +169,19 @@ pub struct Routed {
 impl ChainOutcome {
     /// One line per engine: who routed and why the others did not.
     pub fn describe(&self) -> Vec<String> {
-        self.attempts
-            .iter()
-            .map(|a| match &a.failure {
-                None => format!("{}: routed", a.engine),
-                Some(f) => format!("{}: {f}", a.engine),
-            })
-            .collect()
+        describe_attempts(&self.attempts)
     }
+}
+
+/// One line per engine tried: who routed and why the others did not.
+pub fn describe_attempts(attempts: &[Attempt]) -> Vec<String> {
+    attempts
+        .iter()
+        .map(|a| match &a.failure {
+            None => format!("{}: routed", a.engine),
+            Some(f) => format!("{}: {f}", a.engine),
+        })
+        .collect()
 }
 
 /// Run the chain on a fabric. `config_for` gives each engine's config text.

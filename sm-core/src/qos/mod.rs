@@ -341,7 +341,7 @@ pub fn sa_path_sl(db: &crate::sa::db::SaDb, q: &sm_mad::sa_path_record::Repr, ma
         source_guid: guid(slid),
         destination_guid: guid(dlid),
     };
-    let engine_binds = !matches!(db.sl, crate::sa::db::SlSource::Uniform(_)) || ENGINE_MAPS.load(Ordering::Relaxed);
+    let engine_binds = !db.uniform_sl() || ENGINE_MAPS.load(Ordering::Relaxed);
     decide_sl(Some(&policy), &query, engine_sl, engine_binds)
 }
 

@@ -4,15 +4,16 @@
 //!
 //! Records are kept as wire bytes (padded to their AttributeOffset), sorted
 //! by LID: a query is a component-mask comparison of bytes, and a GetTable
-//! answer is a concatenation. PathRecords are computed per query from the
-//! routing's LFTs (a walk from source to destination) and its path-SL
-//! oracle; nothing is precomputed per pair except, for a routing whose SLs
-//! differ per path, the SL table when the oracle cannot be shared.
+//! answer is a concatenation. The routing itself is not copied: the
+//! database holds the sweep's [`AcceptedRouting`], and PathRecords are
+//! computed per query from its LFTs (a walk from source to destination)
+//! and its own path-SL oracle; LFT records are cut from its LFTs per
+//! query. Nothing is precomputed per pair.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sm_abi::{NodeKind, PathSlBox, NO_ROUTE};
+use sm_abi::{NodeKind, NO_ROUTE};
 use sm_mad::forwarding::LFT_BLOCK_LEN;
 use sm_mad::{
     sa_guid_info_record as gir, sa_lft_record as lftr, sa_link_record as lr, sa_node_record as nr,
@@ -20,6 +21,7 @@ use sm_mad::{
     sa_switch_info_record as swr, sa_vlarb_record as var, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
+use crate::routing::AcceptedRouting;
 use crate::sweep::{Fabric, OnceOutcome};
 
 /// The subnet prefix used when no port reports one (IBA default).
@@ -61,23 +63,6 @@ pub(crate) struct Wire {
     pub rate: u32,
 }
 
-/// Where path SLs come from.
-pub(crate) enum SlSource {
-    /// Every path uses this SL.
-    Uniform(u8),
-    /// The routing's own oracle, shared with it.
-    Shared(Arc<PathSlBox>),
-}
-
-impl std::fmt::Debug for SlSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Uniform(sl) => write!(f, "Uniform({sl})"),
-            Self::Shared(_) => write!(f, "Shared"),
-        }
-    }
-}
-
 /// The SA's view of the fabric after one heavy sweep.
 #[derive(Debug)]
 pub struct SaDb {
@@ -93,15 +78,12 @@ pub struct SaDb {
     /// Index of a node's first port in `wires` (every node has ports 0..=n).
     pub(crate) first_wire: Vec<u32>,
     pub(crate) wires: Vec<Wire>,
-    /// Per node, its LFT (empty for CAs, or when nothing routed).
-    pub(crate) lfts: Vec<Vec<u8>>,
-    pub(crate) routed: bool,
-    pub(crate) sl: SlSource,
+    /// The routing in force (`None`: nothing routed, no paths).
+    pub(crate) routing: Option<Arc<AcceptedRouting>>,
     pub(crate) node_records: Vec<[u8; nr::PADDED_LEN]>,
     pub(crate) port_records: Vec<[u8; pir::PADDED_LEN]>,
     pub(crate) link_records: Vec<[u8; lr::PADDED_LEN]>,
     pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
-    pub(crate) lft_records: Vec<[u8; lftr::PADDED_LEN]>,
     pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
     pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
     /// SLtoVLMappingTableRecords: the maps the routing had programmed,
@@ -198,20 +180,16 @@ pub fn rate_of(code: u8) -> u32 {
 }
 
 impl SaDb {
-    /// The SA's view of `outcome`: records, LFTs, VL tables, partitions,
-    /// and the routing's path-SL oracle moved into a shared handle (the
-    /// routing keeps answering the same SLs through it), so PathRecords
-    /// carry the engine's SLs whatever the fabric's size. The one way an SA
-    /// database is made, in the SM and in the tests.
-    pub fn build_shared(outcome: &mut OnceOutcome) -> Self {
-        let mut db = Self::records(&outcome.sweep.fabric, outcome.snapshot.lmc);
-        if let Some(routed) = &mut outcome.chain.routed {
-            db.set_lfts(&routed.routing.lfts);
-            db.set_vl_tables(&routed.routing);
-            db.sl = match routed.routing.path_sl.uniform() {
-                sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
-                _ => SlSource::Shared(crate::engines::shared_sl::share_path_sl(&mut routed.routing)),
-            };
+    /// The SA's view of `outcome`: records, VL tables, partitions, and the
+    /// accepted routing itself (shared, not copied), whose LFTs the path
+    /// walks follow and whose own oracle gives PathRecords the engine's
+    /// SLs whatever the fabric's size. The one way an SA database is made,
+    /// in the SM and in the tests.
+    pub fn build_shared(outcome: &OnceOutcome) -> Self {
+        let mut db = Self::records(&outcome.sweep.fabric, outcome.sweep.lmc);
+        if let Some(accepted) = &outcome.accepted {
+            db.set_vl_tables(&accepted.routing);
+            db.routing = Some(Arc::clone(accepted));
         }
         if let Some(p) = &outcome.partitions {
             db.set_partitions(&outcome.sweep.fabric, p.clone());
@@ -270,7 +248,12 @@ impl SaDb {
 
     /// Whether a routing was accepted (PathRecords exist only then).
     pub fn routed(&self) -> bool {
-        self.routed
+        self.routing.is_some()
+    }
+
+    /// The routing in force.
+    pub fn routing(&self) -> Option<&Arc<AcceptedRouting>> {
+        self.routing.as_ref()
     }
 
     /// The subnet's LMC.
@@ -311,12 +294,43 @@ impl SaDb {
         self.end_by_guid(gid as u64)
     }
 
-    /// The SL the routing gives the path `slid` → `dlid`.
+    /// The SL the routing gives the path `slid` → `dlid` (0 when nothing
+    /// routed).
     pub fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        match &self.sl {
-            SlSource::Uniform(sl) => *sl,
-            SlSource::Shared(oracle) => oracle.path_sl(slid, dlid),
+        self.routing.as_ref().map_or(0, |r| r.path_sl(slid, dlid))
+    }
+
+    /// Whether every path has the same SL (also when nothing routed).
+    pub fn uniform_sl(&self) -> bool {
+        self.routing.as_ref().is_none_or(|r| r.uniform_sl().is_some())
+    }
+
+    /// LFTRecords (IBA 15.2.5.6) of the routing's LFTs, sorted by (LID,
+    /// block): those of the switch holding the template's LID when `mask`
+    /// selects the LID, all of them otherwise.
+    pub fn lft_records(&self, mask: u64, template: &[u8]) -> Vec<[u8; lftr::PADDED_LEN]> {
+        let Some(routing) = &self.routing else { return Vec::new() };
+        let only = (mask & 1 != 0 && template.len() >= 2).then(|| u16::from_be_bytes([template[0], template[1]]));
+        let mut switches: Vec<(u16, u32)> = self
+            .ends
+            .iter()
+            .filter(|e| e.switch && only.is_none_or(|lid| lid == e.lid))
+            .map(|e| (e.lid, e.node))
+            .collect();
+        switches.sort_unstable();
+        let mut out = Vec::new();
+        for (lid, node) in switches {
+            let Some(lft) = routing.lft(node) else { continue };
+            let top = lft.len().min(usize::from(sm_abi::MAX_UNICAST_LID) + 1);
+            for (block, chunk) in lft[..top].chunks(LFT_BLOCK_LEN).enumerate() {
+                let mut ports = [NO_ROUTE; LFT_BLOCK_LEN];
+                ports[..chunk.len()].copy_from_slice(chunk);
+                let mut rec = [0u8; lftr::PADDED_LEN];
+                lftr::Repr { lid, block_num: block as u16, ports }.emit(&mut lftr::Packet::new_unchecked(&mut rec[..]));
+                out.push(rec);
+            }
         }
+        out
     }
 
     pub(crate) fn wire(&self, node: u32, port: u8) -> Option<&Wire> {
@@ -328,46 +342,6 @@ impl SaDb {
             .unwrap_or(self.wires.len() as u32);
         let i = first + u32::from(port);
         (i < next).then(|| &self.wires[i as usize])
-    }
-
-    fn set_lfts(&mut self, lfts: &[sm_abi::Lft]) {
-        self.routed = true;
-        for lft in lfts {
-            let node = lft.node as usize;
-            if node >= self.lfts.len() || self.node_kind[node] != NodeKind::Switch {
-                continue;
-            }
-            self.lfts[node] = lft.ports.to_vec();
-            let Some(lid) = self.switch_lid(lft.node) else {
-                continue;
-            };
-            let top = lft
-                .ports
-                .len()
-                .min(usize::from(sm_abi::MAX_UNICAST_LID) + 1);
-            for block in 0..top.div_ceil(LFT_BLOCK_LEN) {
-                let mut ports = [NO_ROUTE; LFT_BLOCK_LEN];
-                for (k, p) in ports.iter_mut().enumerate() {
-                    if let Some(&v) = lft.ports.get(block * LFT_BLOCK_LEN + k) {
-                        *p = v;
-                    }
-                }
-                let repr = lftr::Repr {
-                    lid,
-                    block_num: block as u16,
-                    ports,
-                };
-                let mut rec = [0u8; lftr::PADDED_LEN];
-                repr.emit(&mut lftr::Packet::new_unchecked(&mut rec[..]));
-                self.lft_records.push(rec);
-            }
-        }
-        self.lft_records.sort_by_key(|r| {
-            (
-                u16::from_be_bytes([r[0], r[1]]),
-                u16::from_be_bytes([r[2], r[3]]),
-            )
-        });
     }
 
     /// The LID a record of `node`'s `port` is keyed by: the switch's LID
@@ -472,14 +446,11 @@ impl SaDb {
             node_kind: fabric.nodes.iter().map(|n| n.kind).collect(),
             first_wire: Vec::with_capacity(fabric.nodes.len()),
             wires: Vec::new(),
-            lfts: vec![Vec::new(); fabric.nodes.len()],
-            routed: false,
-            sl: SlSource::Uniform(0),
+            routing: None,
             node_records: Vec::new(),
             port_records: Vec::new(),
             link_records: Vec::new(),
             switch_records: Vec::new(),
-            lft_records: Vec::new(),
             guid_records: Vec::new(),
             pkey_records: Vec::new(),
             sl2vl_records: Vec::new(),

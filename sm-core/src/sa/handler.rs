@@ -504,12 +504,10 @@ impl Sa {
                 let recs = select(&db.switch_records, swr::COMPONENTS, mask, data, all);
                 reply(answer_records(&req, swr::PADDED_LEN, recs, max))
             }
-            attr::LFT_RECORD => reply(answer_records(
-                &req,
-                lftr::PADDED_LEN,
-                select(&db.lft_records, lftr::COMPONENTS, mask, data, all),
-                max,
-            )),
+            attr::LFT_RECORD => {
+                let recs = db.lft_records(mask, data);
+                reply(answer_records(&req, lftr::PADDED_LEN, select(&recs, lftr::COMPONENTS, mask, data, all), max))
+            }
             attr::MFT_RECORD => reply(answer_records(
                 &req,
                 mftr::PADDED_LEN,

@@ -32,9 +32,7 @@ impl SaDb {
     pub fn walk(&self, slid: u16, dlid: u16) -> Option<Walk> {
         let src = *self.end_by_lid(slid)?;
         let dst = *self.end_by_lid(dlid)?;
-        if !self.routed {
-            return None;
-        }
+        let routing = self.routing.as_ref()?;
         let start = self.wire(src.node, src.port)?;
         let mut walk = Walk {
             hops: 0,
@@ -64,7 +62,7 @@ impl SaDb {
             if dst.switch && dst.node == node {
                 return Some(walk);
             }
-            let out = *self.lfts[node as usize].get(usize::from(dlid))?;
+            let out = *routing.lft(node)?.get(usize::from(dlid))?;
             if out == 0 || out == sm_abi::NO_ROUTE {
                 return None;
             }

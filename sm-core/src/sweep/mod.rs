@@ -7,7 +7,8 @@
 //! [`FabricSnapshot`](sm_abi::FabricSnapshot).
 //!
 //! [`program`](mod@program) writes the accepted routing (SwitchInfo, LFT blocks) and
-//! brings ports up; [`once`] is the whole full sweep.
+//! brings ports up; [`stages`] is the full sweep stage by stage, and
+//! [`once`] all of them in a row.
 //!
 //! [`light`] is the cheap check between heavy sweeps; the loop that
 //! drives both is [`crate::daemon`].
@@ -19,6 +20,7 @@ pub mod mkey;
 pub mod pkey;
 pub mod program;
 pub mod qos;
+pub mod stages;
 pub mod transport;
 pub mod umad;
 pub mod vl;
@@ -32,10 +34,8 @@ pub use discovery::{
     discover, discover_within, DiscoveryReport, Fabric, FabricMemory, FabricNode, FabricPort, SweepError, SweepLimits,
 };
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
-pub use program::{
-    activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
-    RoutingProgramReport,
-};
+pub use program::{activate_ports, program_routing, HeldTables, PhaseReport, RoutingProgramReport};
+pub use stages::{once, Discovered, OnceError, OnceOptions, OnceOutcome};
 pub use transport::{Outgoing, SimPort, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
 pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 
@@ -130,6 +130,8 @@ impl Default for SweepOptions {
 pub struct SweepOutcome {
     /// The fabric with the LIDs it now holds.
     pub fabric: Fabric,
+    /// The LMC the LIDs were assigned with.
+    pub lmc: u8,
     /// What went wrong during discovery (also logged).
     pub discovery: DiscoveryReport,
     /// Where the LIDs came from.
@@ -170,40 +172,6 @@ pub fn sweep_with(
     memory: &mut FabricMemory,
     limits: &SweepLimits,
 ) -> Result<SweepOutcome, SweepError> {
-    let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
-    let (mut read, mut discovery) = discover_within(&mut client, limits)?;
-    discovery::merge(&mut read, memory, &mut discovery);
-    read.incomplete = discovery.incomplete();
-    // Nothing is written before this point.
-    limits.check()?;
-    light::clear_seen_changes(&mut client, &read);
-    let discovery_smps = client.stats().clone();
-    let mut fabric = read.clone();
-    let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
-    let program = program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
-    if program.failed != 0 {
-        fabric.incomplete = true;
-    }
-    let program_smps = client.stats().since(&discovery_smps);
-    if let Err(e) = options.m_keys.flush() {
-        tracing::error!(error = %e, "M_Key files not written");
-    }
-    memory.remember(&fabric);
-    tracing::info!(
-        nodes = fabric.nodes.len(),
-        discovery_smps = discovery_smps.sent,
-        program_smps = program_smps.sent,
-        kept_nodes = discovery.kept_nodes,
-        kept_links = discovery.kept_links,
-        incomplete = fabric.incomplete,
-        "sweep done"
-    );
-    Ok(SweepOutcome {
-        fabric,
-        discovery,
-        lids,
-        program,
-        discovery_smps,
-        program_smps,
-    })
+    let discovered = stages::read_fabric(port, options, limits)?;
+    stages::address(port, options, discovered, guid2lid, memory, limits)
 }

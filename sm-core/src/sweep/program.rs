@@ -1,6 +1,7 @@
 //! Programming a routing into the fabric, and bringing ports up.
 //!
-//! The last stages of design.md's "Data flow of one sweep": SwitchInfo's
+//! The programming stages of design.md's "Data flow of one sweep" (run in
+//! order by [`super::stages`]): SwitchInfo's
 //! LinearFDBTop, the LFT blocks that differ from what each switch holds,
 //! then every linked port Init → Armed → Active. Everything goes by
 //! directed route, because until the LFTs are in and the ports Active no
@@ -24,9 +25,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
+use sm_abi::{Routing, NO_ROUTE};
 use sm_mad::forwarding::{LftPacket, LftRepr, LFT_BLOCK_LEN};
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
@@ -35,15 +35,9 @@ use sm_mad::port_info::{link_speed, link_width};
 use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState, SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
-use super::discovery::{parse_port_info, Fabric, FabricMemory, SweepError};
-use super::transport::{SmpClient, SmpError, SmpOp, SmpPort, SmpStats};
-use super::{sweep_with, Guid2Lid, SweepOptions, SweepOutcome};
+use super::discovery::{parse_port_info, Fabric, FabricMemory};
+use super::transport::{SmpClient, SmpError, SmpOp, SmpStats};
 use crate::config::Config;
-use crate::engines::chain::{judge, Attempt, ChainOutcome, Routed};
-use crate::ucast_cache::UcastCache;
-use crate::engines::Registry;
-use crate::offline::{self, OfflineError};
-use crate::report::RouteReport;
 
 /// The tables earlier sweeps wrote: LFTs by switch node GUID, SL2VL and
 /// VLArb by (node GUID, ports).
@@ -713,230 +707,6 @@ pub fn program_links(
         }
     }
     phase.smps = client.stats().since(&before);
-}
-
-/// Settings of [`once`].
-#[derive(Debug, Clone)]
-pub struct OnceOptions<'a> {
-    /// The sweep's own settings (LMC, LID reassignment, retries).
-    pub sweep: SweepOptions,
-    /// Engine list, as `smcore route --engines`.
-    pub engines: &'a str,
-    /// Dumps go here when given.
-    pub dump_dir: Option<&'a Path>,
-}
-
-/// Everything one full sweep found and did.
-#[derive(Debug)]
-pub struct OnceOutcome {
-    /// Discovery and LID programming.
-    pub sweep: SweepOutcome,
-    /// The snapshot the engines routed.
-    pub snapshot: FabricSnapshot,
-    /// The chain's outcome (`routed` is `None` when nothing routed; then
-    /// nothing was programmed).
-    pub chain: ChainOutcome,
-    /// The routing figures, as `smcore route` reports them.
-    pub report: RouteReport,
-    /// Routing programming and port activation.
-    pub program: RoutingProgramReport,
-    /// Partitions and P_Key tables as programmed, for the SA (`None` when
-    /// nothing was programmed).
-    pub partitions: Option<std::sync::Arc<crate::partition::SaPartitions>>,
-}
-
-/// Why [`once`] stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum OnceError {
-    /// The SM's own node did not answer.
-    #[error("sweep: {0}")]
-    Sweep(#[from] SmpError),
-    /// The stop flag ended the sweep before programming: nothing of its
-    /// routing was written.
-    #[error("sweep stopped before programming (stop requested)")]
-    Stopped,
-    /// The sweep ran past its time budget before programming: nothing of
-    /// its routing was written.
-    #[error("sweep over its time budget of {0:?} before programming; nothing programmed")]
-    OverBudget(std::time::Duration),
-    /// Bad engine list, or dumps not written.
-    #[error(transparent)]
-    Offline(#[from] OfflineError),
-}
-
-impl From<SweepError> for OnceError {
-    fn from(e: SweepError) -> Self {
-        match e {
-            SweepError::Smp(e) => OnceError::Sweep(e),
-            SweepError::Stopped => OnceError::Stopped,
-            SweepError::OverBudget(budget) => OnceError::OverBudget(budget),
-        }
-    }
-}
-
-/// One full sweep: discover, assign and program LIDs, route through the
-/// same chain and verify gate as `smcore route`, program the accepted
-/// routing and bring the ports up. When no engine routes, nothing past the
-/// LIDs is programmed: an unverified routing is worse than none.
-///
-/// `guid2lid` is read and updated (the caller persists it); `held` carries
-/// the LFTs written from one sweep to the next.
-pub fn once(
-    port: &mut dyn SmpPort,
-    options: &OnceOptions<'_>,
-    registry: &Registry,
-    config: &Config,
-    guid2lid: &mut Guid2Lid,
-    held: &mut HeldTables,
-) -> Result<OnceOutcome, OnceError> {
-    once_cached(port, options, registry, config, guid2lid, held, None)
-}
-
-/// [`once`] with the unicast routing cache: when `cache` holds a routing
-/// that still applies to the fabric found and passes the gate, it is used
-/// instead of routing again; otherwise the chain routes and its result
-/// becomes the cache.
-pub fn once_cached(
-    port: &mut dyn SmpPort,
-    options: &OnceOptions<'_>,
-    registry: &Registry,
-    config: &Config,
-    guid2lid: &mut Guid2Lid,
-    held: &mut HeldTables,
-    cache: Option<&mut Option<UcastCache>>,
-) -> Result<OnceOutcome, OnceError> {
-    let total = Instant::now();
-    let mut report = RouteReport::default();
-    let t = Instant::now();
-    let limits = options.sweep.limits();
-    let mut swept = sweep_with(port, &options.sweep, guid2lid, &mut held.memory, &limits)?;
-    report.phase("sweep", t.elapsed());
-    limits.check()?;
-    let mut program = RoutingProgramReport::default();
-    {
-        // Before routing: the engines and the gate must see the VLs the
-        // ports will operate, not the one VL a port resets to.
-        let t = Instant::now();
-        let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
-        // Failures are logged and not retried at once: a port that does
-        // not implement a field would refuse at every sweep.
-        program_links(&mut client, &mut swept.fabric, &LinkConfig::from_config(config), held, &mut program.link);
-        report.phase("link", t.elapsed());
-    }
-    let snapshot = swept.fabric.snapshot(options.sweep.lmc);
-    let mut top = snapshot.max_lid;
-    let from_cache = match cache.as_deref() {
-        Some(Some(c)) => cached_routing(c, &snapshot, config, &mut report),
-        _ => None,
-    };
-    let chain = match from_cache {
-        Some((chain, cached_top)) => {
-            top = cached_top;
-            chain
-        }
-        None => {
-            // Dumps are written after programming (below): a dump that
-            // cannot be written must never keep routing from the fabric.
-            let mut chain = offline::route_fabric(&snapshot, registry, options.engines, config, None, &mut report)?;
-            if let (Some(slot), Some(routed)) = (cache, chain.routed.as_mut()) {
-                let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
-                *slot = Some(UcastCache::keep(&snapshot, &mut routed.routing, &routed.engine, deadlock_free));
-            }
-            chain
-        }
-    };
-    if chain.routed.is_some() {
-        // The last point of return: from here on the routing is written
-        // whole (see `SweepOptions::stop`).
-        limits.check()?;
-    }
-    let chain = super::qos::with_qos_tables(chain, &swept.fabric, config);
-    if let Some(routed) = &chain.routed {
-        let t = Instant::now();
-        // A client of its own: the sweep's counts stay the sweep's, and each
-        // phase here is measured from zero (TIDs are process-wide).
-        let mut client = SmpClient::new(port, options.sweep.retries).with_m_keys(options.sweep.m_keys.clone());
-        program_routing(&mut client, &mut swept.fabric, &routed.routing, top, held, &mut program);
-        super::vl::program_vl_tables(&mut client, &mut swept.fabric, &routed.routing, held, &mut program);
-        super::pkey::program_partitions(&mut client, &mut swept.fabric, config, held, &mut program.pkey);
-        activate_ports(&mut client, &mut swept.fabric, &mut program);
-        report.phase("program", t.elapsed());
-        // What did not take must be tried again, at the next light sweep.
-        // (SL2VL and VLArb are left out: a port that does not implement
-        // them refuses at every sweep, and would make every sweep heavy.)
-        let failed = program.switch_info.failed + program.lft.failed + program.arm.failed + program.activate.failed;
-        if failed != 0 {
-            swept.fabric.incomplete = true;
-        }
-        held.memory.remember(&swept.fabric);
-    }
-    if let (Some(dir), Some(routed)) = (options.dump_dir, &chain.routed) {
-        write_dumps(dir, &snapshot, &routed.routing, &mut report);
-    }
-    report.phase("total", total.elapsed());
-    report.peak_rss_mib = crate::report::peak_rss_mib();
-    Ok(OnceOutcome {
-        sweep: swept,
-        snapshot,
-        // Before `chain` moves: fields are evaluated in the order written.
-        partitions: chain.routed.as_ref().and(held.pkeys.sa_view()),
-        chain,
-        report,
-        program,
-    })
-}
-
-/// The dump stage: OpenSM-format files of the routing now in the
-/// switches. A by-product: a failure is logged and the SM goes on.
-/// `guid2lid` is left to the SM, which writes it with the ports that are
-/// away too.
-fn write_dumps(dir: &Path, snapshot: &FabricSnapshot, routing: &sm_abi::Routing, report: &mut RouteReport) {
-    let t = Instant::now();
-    match crate::dump::write_routing_dumps(dir, snapshot, routing) {
-        Ok(files) => report.dumps = files.iter().map(|p| p.display().to_string()).collect(),
-        Err(e) => tracing::warn!("dumps not written (the fabric is programmed all the same): {e}"),
-    }
-    report.phase("dump", t.elapsed());
-}
-
-/// The cached routing as the chain's outcome, if it applies to `snapshot`
-/// and passes the gate; with the LinearFDBTop to keep.
-fn cached_routing(
-    cache: &UcastCache,
-    snapshot: &FabricSnapshot,
-    config: &Config,
-    report: &mut RouteReport,
-) -> Option<(ChainOutcome, u16)> {
-    if let Err(why) = cache.applies_to(snapshot) {
-        tracing::info!("unicast cache does not apply: {why}; routing anew");
-        return None;
-    }
-    let routing = cache.routing_for(snapshot);
-    let t = Instant::now();
-    let graph = smcore_kit::Graph::new(snapshot);
-    let judged = judge(snapshot, &graph, &routing, cache.deadlock_free, &offline::gate_options(config), &cache.engine);
-    let verify_time = t.elapsed();
-    report.phase("verify", verify_time);
-    let verification = match judged {
-        Ok(v) => v,
-        Err(why) => {
-            tracing::info!("cached routing fails on the fabric as it is now ({why}); routing anew");
-            return None;
-        }
-    };
-    tracing::info!(engine = %cache.engine, "routing taken from the unicast cache");
-    let attempt = Attempt {
-        engine: cache.engine.clone(),
-        failure: None,
-        route_time: std::time::Duration::ZERO,
-        verify_time,
-    };
-    let chain = ChainOutcome {
-        attempts: vec![attempt],
-        routed: Some(Routed { engine: cache.engine.clone(), routing, verification }),
-    };
-    report.fill(snapshot, &chain);
-    Some((chain, cache.max_lid().max(snapshot.max_lid)))
 }
 
 /// Where `guid2lid` lives: the file given, else `guid2lid` in the dump

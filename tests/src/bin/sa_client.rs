@@ -468,7 +468,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
     };
     let config = sm_core::config::Config::default();
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let mut out = sweep::once(
+    let out = sweep::once(
         &mut SimPort::new(&mut sim),
         &options,
         &registry,
@@ -477,7 +477,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
         &mut held,
     )
     .map_err(|e| e.to_string())?;
-    let db = sm_core::sa::SaDb::build_shared(&mut out);
+    let db = sm_core::sa::SaDb::build_shared(&out);
     let lids: Vec<u16> = db.end_ports().iter().map(|e| e.lid).collect();
     let groups = std::sync::Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     let sa = sm_core::sa::Sa::new(groups, Default::default());

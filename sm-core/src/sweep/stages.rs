@@ -1,0 +1,457 @@
+//! # A heavy sweep, stage by stage
+//!
+//! design.md's "Data flow of one sweep" as functions, each taking what the
+//! one before produced, so that no stage can run on the wrong input:
+//!
+//! | stage | takes | gives |
+//! |---|---|---|
+//! | [`read_fabric`] (or [`Discovered::from_fabric`]) | the port | [`Discovered`] |
+//! | [`address`]: LIDs assigned and programmed | [`Discovered`] | [`Addressed`] |
+//! | [`link`]: link parameters programmed, snapshot taken | [`Addressed`] | [`Linked`] |
+//! | [`route`]: chain + verify gate, or the unicast cache; QoS tables | [`Linked`] | [`Decided`] |
+//! | [`program`]: LFTs, VL tables, P_Keys, port states | [`Decided`] | [`OnceOutcome`] |
+//! | [`write_dumps`] | [`OnceOutcome`] | files |
+//!
+//! Publishing (the SA, the console, the metrics) is the caller's: the
+//! daemon hands the outcome's [`AcceptedRouting`] to each.
+//! [`once`] and [`once_from`] are these stages in a row.
+//!
+//! Nothing is written to the fabric before [`address`]; from the start of
+//! [`program`] on, the routing is written whole (see
+//! [`SweepOptions::stop`]).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sm_abi::FabricSnapshot;
+
+use super::discovery::{self, discover_within, DiscoveryReport, Fabric, FabricMemory, SweepError, SweepLimits};
+use super::lids::{assign, Guid2Lid};
+use super::program::{activate_ports, program_links, program_routing, HeldTables, LinkConfig, RoutingProgramReport};
+use super::transport::{SmpClient, SmpError, SmpPort, SmpStats};
+use super::{light, SweepOptions, SweepOutcome};
+use crate::config::Config;
+use crate::engines::chain::{describe_attempts, judge, Attempt, ChainOutcome, Routed};
+use crate::engines::Registry;
+use crate::offline::{self, OfflineError};
+use crate::report::RouteReport;
+use crate::routing::AcceptedRouting;
+use crate::ucast_cache::UcastCache;
+
+/// Stage 1: the fabric as discovery read it. Nothing has been written.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    fabric: Fabric,
+    report: DiscoveryReport,
+    smps: SmpStats,
+}
+
+impl Discovered {
+    /// A fabric someone else already discovered through this SM's port
+    /// (the standby arbitration reads the whole fabric while it looks for
+    /// other SMs): the sweep goes on from it without sending a discovery
+    /// SMP. `fabric` must be what [`discover_within`] returned on this
+    /// port, with `report` its report; no SMPs are counted for it.
+    pub fn from_fabric(fabric: Fabric, report: DiscoveryReport) -> Self {
+        Discovered { fabric, report, smps: SmpStats::default() }
+    }
+
+    /// The fabric read.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+}
+
+/// Stage 1: discovers the fabric behind `port`.
+pub fn read_fabric(port: &mut dyn SmpPort, options: &SweepOptions, limits: &SweepLimits) -> Result<Discovered, SweepError> {
+    let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
+    let (fabric, report) = discover_within(&mut client, limits)?;
+    Ok(Discovered { fabric, report, smps: client.stats().clone() })
+}
+
+/// Stage 2's result: the fabric with the LIDs it now holds.
+pub type Addressed = SweepOutcome;
+
+fn plus(a: &SmpStats, b: &SmpStats) -> SmpStats {
+    let mut by_attribute = a.by_attribute.clone();
+    for (key, count) in &b.by_attribute {
+        *by_attribute.entry(*key).or_default() += count;
+    }
+    SmpStats {
+        sent: a.sent + b.sent,
+        answered: a.answered + b.answered,
+        retries: a.retries + b.retries,
+        unanswered: a.unanswered + b.unanswered,
+        malformed: a.malformed + b.malformed,
+        error_status: a.error_status + b.error_status,
+        by_attribute,
+    }
+}
+
+/// Stage 2: completes `discovered` with `memory` (what earlier sweeps
+/// knew: a node or link whose SMPs were lost this sweep is kept as it was
+/// known, [`discovery::merge`]), clears the PortStateChange bits it saw,
+/// assigns LIDs (updating `guid2lid`) and programs them; `memory` then
+/// holds this sweep's fabric. The clears count with discovery's SMPs.
+pub fn address(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    discovered: Discovered,
+    guid2lid: &mut Guid2Lid,
+    memory: &mut FabricMemory,
+    limits: &SweepLimits,
+) -> Result<Addressed, SweepError> {
+    let Discovered { fabric: mut read, report: mut discovery, smps } = discovered;
+    discovery::merge(&mut read, memory, &mut discovery);
+    read.incomplete = discovery.incomplete();
+    // Nothing is written before this point.
+    limits.check()?;
+    let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
+    light::clear_seen_changes(&mut client, &read);
+    let cleared = client.stats().clone();
+    let discovery_smps = plus(&smps, &cleared);
+    let mut fabric = read.clone();
+    let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
+    let program = super::lids::program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
+    if program.failed != 0 {
+        fabric.incomplete = true;
+    }
+    let program_smps = client.stats().since(&cleared);
+    if let Err(e) = options.m_keys.flush() {
+        tracing::error!(error = %e, "M_Key files not written");
+    }
+    memory.remember(&fabric);
+    tracing::info!(
+        nodes = fabric.nodes.len(),
+        discovery_smps = discovery_smps.sent,
+        program_smps = program_smps.sent,
+        kept_nodes = discovery.kept_nodes,
+        kept_links = discovery.kept_links,
+        incomplete = fabric.incomplete,
+        "sweep done"
+    );
+    Ok(SweepOutcome { fabric, lmc: options.lmc, discovery, lids, program, discovery_smps, program_smps })
+}
+
+/// Stage 3's result: link parameters in the ports, and the snapshot the
+/// engines will route.
+#[derive(Debug)]
+pub struct Linked {
+    sweep: SweepOutcome,
+    snapshot: FabricSnapshot,
+    program: RoutingProgramReport,
+    report: RouteReport,
+}
+
+/// Stage 3: writes the link parameters of `config` where the ports do not
+/// hold them, then takes the snapshot. Before routing: the engines and
+/// the gate must see the VLs the ports will operate, not the one VL a port
+/// resets to. `report` carries the sweep's figures so far.
+pub fn link(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    addressed: Addressed,
+    config: &Config,
+    held: &mut HeldTables,
+    mut report: RouteReport,
+) -> Linked {
+    let mut sweep = addressed;
+    let mut program = RoutingProgramReport::default();
+    let t = Instant::now();
+    let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
+    // Failures are logged and not retried at once: a port that does not
+    // implement a field would refuse at every sweep.
+    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, &mut program.link);
+    report.phase("link", t.elapsed());
+    let snapshot = sweep.fabric.snapshot(sweep.lmc);
+    Linked { sweep, snapshot, program, report }
+}
+
+/// Stage 4's result: the routing that passed the gate, if any, with the
+/// QoS tables of the configuration added.
+#[derive(Debug)]
+pub struct Decided {
+    sweep: SweepOutcome,
+    attempts: Vec<Attempt>,
+    accepted: Option<Arc<AcceptedRouting>>,
+    program: RoutingProgramReport,
+    report: RouteReport,
+}
+
+impl Decided {
+    /// The routing to program, if one passed the gate.
+    pub fn accepted(&self) -> Option<&Arc<AcceptedRouting>> {
+        self.accepted.as_ref()
+    }
+}
+
+/// Stage 4: the unicast cache's routing when `cache` holds one that still
+/// applies and passes the gate on `linked`'s fabric; otherwise the chain
+/// `engines` routes, through the same gate as `smcore route`, and what it
+/// accepts becomes the cache. Dumps are written after programming
+/// ([`write_dumps`]): a dump that cannot be written must never keep
+/// routing from the fabric.
+pub fn route(
+    linked: Linked,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    cache: Option<&mut Option<UcastCache>>,
+) -> Result<Decided, OfflineError> {
+    let Linked { sweep, snapshot, program, mut report } = linked;
+    let reused = match cache.as_deref() {
+        Some(Some(c)) => cached_routing(c, &snapshot, config, &mut report),
+        _ => None,
+    };
+    let from_cache = reused.is_some();
+    let (chain, top, deadlock_free) = match reused {
+        Some(r) => r,
+        None => {
+            let chain = offline::route_fabric(&snapshot, registry, engines, config, None, &mut report)?;
+            let deadlock_free =
+                chain.routed.as_ref().is_some_and(|r| registry.get(&r.engine).is_some_and(|e| e.deadlock_free));
+            (chain, snapshot.max_lid, deadlock_free)
+        }
+    };
+    // The engine's own tables come first; QoS appends its own after them.
+    let engine_tables = chain.routed.as_ref().map_or((0, 0), |r| (r.routing.sl2vl.len(), r.routing.vlarb.len()));
+    let ChainOutcome { attempts, routed } = super::qos::with_qos_tables(chain, &sweep.fabric, config);
+    let accepted = routed.map(|routed| {
+        Arc::new(AcceptedRouting::new(routed, snapshot, top, deadlock_free, from_cache, engine_tables))
+    });
+    if let (Some(slot), Some(accepted)) = (cache, &accepted) {
+        if !accepted.from_cache {
+            *slot = Some(UcastCache::keep(Arc::clone(accepted)));
+        }
+    }
+    Ok(Decided { sweep, attempts, accepted, program, report })
+}
+
+/// The cached routing as the chain's outcome, if it applies to `snapshot`
+/// and passes the gate; with the LinearFDBTop to keep and whether its
+/// engine promises deadlock freedom.
+fn cached_routing(
+    cache: &UcastCache,
+    snapshot: &FabricSnapshot,
+    config: &Config,
+    report: &mut RouteReport,
+) -> Option<(ChainOutcome, u16, bool)> {
+    if let Err(why) = cache.applies_to(snapshot) {
+        tracing::info!("unicast cache does not apply: {why}; routing anew");
+        return None;
+    }
+    let routing = cache.routing_for(snapshot);
+    let t = Instant::now();
+    let graph = smcore_kit::Graph::new(snapshot);
+    let judged = judge(snapshot, &graph, &routing, cache.deadlock_free(), &offline::gate_options(config), cache.engine());
+    let verify_time = t.elapsed();
+    report.phase("verify", verify_time);
+    let verification = match judged {
+        Ok(v) => v,
+        Err(why) => {
+            tracing::info!("cached routing fails on the fabric as it is now ({why}); routing anew");
+            return None;
+        }
+    };
+    tracing::info!(engine = %cache.engine(), "routing taken from the unicast cache");
+    let engine = cache.engine().to_string();
+    let attempt = Attempt { engine: engine.clone(), failure: None, route_time: std::time::Duration::ZERO, verify_time };
+    let chain = ChainOutcome { attempts: vec![attempt], routed: Some(Routed { engine, routing, verification }) };
+    report.fill(snapshot, &chain);
+    Some((chain, cache.max_lid().max(snapshot.max_lid), cache.deadlock_free()))
+}
+
+/// Everything one full sweep found and did.
+#[derive(Debug)]
+pub struct OnceOutcome {
+    /// Discovery and LID programming; `sweep.fabric` is the fabric as
+    /// programmed (port states, tops).
+    pub sweep: SweepOutcome,
+    /// Every engine tried (one, the cached routing's, on a cache hit).
+    pub attempts: Vec<Attempt>,
+    /// The routing that passed the gate and was programmed, with the
+    /// snapshot it was judged on (`None`: nothing routed, nothing past the
+    /// LIDs programmed).
+    pub accepted: Option<Arc<AcceptedRouting>>,
+    /// The routing figures, as `smcore route` reports them.
+    pub report: RouteReport,
+    /// Routing programming and port activation.
+    pub program: RoutingProgramReport,
+    /// Partitions and P_Key tables as programmed, for the SA (`None` when
+    /// nothing was programmed).
+    pub partitions: Option<Arc<crate::partition::SaPartitions>>,
+}
+
+impl OnceOutcome {
+    /// The snapshot the engines saw: the accepted routing's, or, when
+    /// nothing routed, the fabric's taken again (nothing past the link
+    /// parameters was written since).
+    pub fn snapshot(&self) -> std::borrow::Cow<'_, FabricSnapshot> {
+        match &self.accepted {
+            Some(accepted) => std::borrow::Cow::Borrowed(&accepted.snapshot),
+            None => std::borrow::Cow::Owned(self.sweep.fabric.snapshot(self.sweep.lmc)),
+        }
+    }
+
+    /// One line per engine tried: who routed and why the others did not.
+    pub fn describe(&self) -> Vec<String> {
+        describe_attempts(&self.attempts)
+    }
+}
+
+/// Stage 5: programs the accepted routing (LinearFDBTop, LFT blocks,
+/// SL2VL/VLArb, P_Keys) and brings the ports up. When nothing routed,
+/// nothing past the LIDs is programmed: an unverified routing is worse
+/// than none. `held` is read and updated.
+pub fn program(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    decided: Decided,
+    config: &Config,
+    held: &mut HeldTables,
+    limits: &SweepLimits,
+) -> Result<OnceOutcome, SweepError> {
+    let Decided { mut sweep, attempts, accepted, mut program, mut report } = decided;
+    if let Some(accepted) = &accepted {
+        // The last point of return: from here on the routing is written
+        // whole (see `SweepOptions::stop`).
+        limits.check()?;
+        let t = Instant::now();
+        // A client of its own: the sweep's counts stay the sweep's, and each
+        // phase here is measured from zero (TIDs are process-wide).
+        let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
+        let fabric = &mut sweep.fabric;
+        program_routing(&mut client, fabric, &accepted.routing, accepted.linear_fdb_top, held, &mut program);
+        super::vl::program_vl_tables(&mut client, fabric, &accepted.routing, held, &mut program);
+        super::pkey::program_partitions(&mut client, fabric, config, held, &mut program.pkey);
+        activate_ports(&mut client, fabric, &mut program);
+        report.phase("program", t.elapsed());
+        // What did not take must be tried again, at the next light sweep.
+        // (SL2VL and VLArb are left out: a port that does not implement
+        // them refuses at every sweep, and would make every sweep heavy.)
+        let failed = program.switch_info.failed + program.lft.failed + program.arm.failed + program.activate.failed;
+        if failed != 0 {
+            fabric.incomplete = true;
+        }
+        held.memory.remember(fabric);
+    }
+    let partitions = accepted.as_ref().and(held.pkeys.sa_view());
+    Ok(OnceOutcome { sweep, attempts, accepted, report, program, partitions })
+}
+
+/// Stage 6: OpenSM-format files of the routing now in the switches. A
+/// by-product: a failure is logged and the SM goes on. `guid2lid` is left
+/// to the SM, which writes it with the ports that are away too.
+pub fn write_dumps(dir: &Path, outcome: &mut OnceOutcome) {
+    let Some(accepted) = &outcome.accepted else { return };
+    let t = Instant::now();
+    match crate::dump::write_routing_dumps(dir, &accepted.snapshot, &accepted.routing) {
+        Ok(files) => outcome.report.dumps = files.iter().map(|p| p.display().to_string()).collect(),
+        Err(e) => tracing::warn!("dumps not written (the fabric is programmed all the same): {e}"),
+    }
+    outcome.report.phase("dump", t.elapsed());
+}
+
+/// Settings of [`once`].
+#[derive(Debug, Clone)]
+pub struct OnceOptions<'a> {
+    /// The sweep's own settings (LMC, LID reassignment, retries).
+    pub sweep: SweepOptions,
+    /// Engine list, as `smcore route --engines`.
+    pub engines: &'a str,
+    /// Dumps go here when given.
+    pub dump_dir: Option<&'a Path>,
+}
+
+/// Why [`once`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum OnceError {
+    /// The SM's own node did not answer.
+    #[error("sweep: {0}")]
+    Sweep(#[from] SmpError),
+    /// The stop flag ended the sweep before programming: nothing of its
+    /// routing was written.
+    #[error("sweep stopped before programming (stop requested)")]
+    Stopped,
+    /// The sweep ran past its time budget before programming: nothing of
+    /// its routing was written.
+    #[error("sweep over its time budget of {0:?} before programming; nothing programmed")]
+    OverBudget(std::time::Duration),
+    /// Bad engine list, or dumps not written.
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
+}
+
+impl From<SweepError> for OnceError {
+    fn from(e: SweepError) -> Self {
+        match e {
+            SweepError::Smp(e) => OnceError::Sweep(e),
+            SweepError::Stopped => OnceError::Stopped,
+            SweepError::OverBudget(budget) => OnceError::OverBudget(budget),
+        }
+    }
+}
+
+/// What a heavy sweep reads and updates for the next one.
+#[derive(Debug)]
+pub struct SweepState<'a> {
+    /// LIDs by GUID (the caller persists it).
+    pub guid2lid: &'a mut Guid2Lid,
+    /// The tables earlier sweeps wrote, and the fabric they knew.
+    pub held: &'a mut HeldTables,
+    /// The unicast routing cache, when it is on.
+    pub cache: Option<&'a mut Option<UcastCache>>,
+}
+
+/// One full sweep: every stage from discovery to dumps.
+///
+/// `guid2lid` is read and updated (the caller persists it); `held` carries
+/// the LFTs written from one sweep to the next.
+pub fn once(
+    port: &mut dyn SmpPort,
+    options: &OnceOptions<'_>,
+    registry: &Registry,
+    config: &Config,
+    guid2lid: &mut Guid2Lid,
+    held: &mut HeldTables,
+) -> Result<OnceOutcome, OnceError> {
+    once_from(port, None, options, registry, config, SweepState { guid2lid, held, cache: None })
+}
+
+/// [`once`] with the unicast routing cache of `state` (when it holds a
+/// routing that still applies to the fabric found and passes the gate, it
+/// is used instead of routing again; otherwise the chain routes and its
+/// result becomes the cache), starting from `discovered` when given (a
+/// fabric the standby arbitration read: [`Discovered::from_fabric`])
+/// instead of discovering the fabric again.
+pub fn once_from(
+    port: &mut dyn SmpPort,
+    discovered: Option<Discovered>,
+    options: &OnceOptions<'_>,
+    registry: &Registry,
+    config: &Config,
+    state: SweepState<'_>,
+) -> Result<OnceOutcome, OnceError> {
+    let SweepState { guid2lid, held, cache } = state;
+    let total = Instant::now();
+    let mut report = RouteReport::default();
+    let limits = options.sweep.limits();
+    let t = Instant::now();
+    let discovered = match discovered {
+        Some(d) => d,
+        None => read_fabric(port, &options.sweep, &limits)?,
+    };
+    let addressed = address(port, &options.sweep, discovered, guid2lid, &mut held.memory, &limits)?;
+    report.phase("sweep", t.elapsed());
+    limits.check()?;
+    let linked = link(port, &options.sweep, addressed, config, held, report);
+    let decided = route(linked, registry, options.engines, config, cache)?;
+    let mut outcome = program(port, &options.sweep, decided, config, held, &limits)?;
+    if let Some(dir) = options.dump_dir {
+        write_dumps(dir, &mut outcome);
+    }
+    outcome.report.phase("total", total.elapsed());
+    outcome.report.peak_rss_mib = crate::report::peak_rss_mib();
+    Ok(outcome)
+}
