@@ -405,7 +405,7 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// fabric or a umad port; one full sweep with `--once`, else the loop of
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
 fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> ExitCode {
-    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
 
     let args = &cli.sm;
     args.options.apply(&mut config);
@@ -471,7 +471,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let mut umad_device: Option<sweep::UmadDevice> = None;
     let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
         match sim_fabric(topology, &args.sim_caps) {
-            Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
+            Ok(s) => (sim_port.insert(sm_core::sim::SimPort::new(sim.insert(s))), topology.display().to_string()),
             Err(code) => return code,
         }
     } else {

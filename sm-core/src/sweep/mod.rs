@@ -36,7 +36,7 @@ pub use program::{
     activate_ports, once, program_routing, HeldTables, OnceError, OnceOptions, OnceOutcome, PhaseReport,
     RoutingProgramReport,
 };
-pub use transport::{Outgoing, SimPort, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
+pub use transport::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
 pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 
 /// Settings of one sweep.
