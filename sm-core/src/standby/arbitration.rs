@@ -2,6 +2,7 @@
 //! it returns when this SM must be master.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use sm_mad::sm_info::SmState;
 use tracing::{info, warn};
@@ -9,7 +10,7 @@ use tracing::{info, warn};
 use super::election::{electors, without_hung};
 use super::poll::{handle_controls, poll, sleep_watching, PollEnd};
 use super::{elect, read_peers, Control, Decision, SmInfoState, StandbyOptions, SLICE};
-use crate::sweep::{discover, SmpClient, SmpPort};
+use crate::sweep::{discover, DiscoveryReport, Fabric, SmpClient, SmpPort, SmpStats};
 
 /// How this SM came to be master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,16 +28,66 @@ pub enum TakenFrom {
 }
 
 /// What [`arbitrate`] ended with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Arbitration {
     /// This SM is master now: sweep.
     Master {
         /// `None` when no other master was seen (a first start, or the
         /// election made us master over other standbys).
         took_over_from: Option<TakenFrom>,
+        /// The fabric the election that made us master was held on, for
+        /// the first heavy sweep to start from instead of discovering it
+        /// again; `None` when mastership did not come from an election on
+        /// a fabric just read (see [`Discovered`] for when it is given and
+        /// when the caller may use it).
+        discovered: Option<Discovered>,
     },
     /// `stop` was set.
     Stopped,
+}
+
+/// A fabric [`arbitrate`] discovered and decided on, handed to the SM
+/// loop so that its first heavy sweep need not discover it again.
+///
+/// Given only when the election on this very discovery made us master:
+/// no master of ours was sweeping the fabric while it was read (one that
+/// existed would have made us stand by) and no polling came between the
+/// reading and the decision. A HANDOVER gives none: it ends a stretch of
+/// polling, or comes from a master that may still have been programming
+/// while we read.
+///
+/// The caller decides whether it is still fresh when its first heavy
+/// sweep starts, and discovers afresh otherwise: the sweep must follow
+/// [`arbitrate`] directly (nothing written to the fabric in between, no
+/// wait for traps, no light sweep) and be younger than the sweep interval
+/// ([`Discovered::is_fresh`]). A trap that arrives meanwhile stays queued
+/// on the port and causes a heavy sweep of its own after the first, so a
+/// change it reports is never lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The fabric as discovery read it (nothing written yet).
+    pub fabric: Fabric,
+    /// What went wrong during that discovery.
+    pub report: DiscoveryReport,
+    /// The SMPs that discovery took (the election's SMInfo reads not
+    /// counted).
+    pub smps: SmpStats,
+    /// When discovery ended.
+    pub at: Instant,
+}
+
+impl Discovered {
+    /// Time since discovery ended.
+    pub fn age(&self) -> Duration {
+        self.at.elapsed()
+    }
+
+    /// Whether a sweep starting now may use this fabric: younger than
+    /// `max_age` (the sweep interval: older than that, the SM would have
+    /// looked at the fabric again).
+    pub fn is_fresh(&self, max_age: Duration) -> bool {
+        self.age() < max_age
+    }
 }
 
 /// Decides whether this SM is master (see the module documentation) and
@@ -64,15 +115,15 @@ pub fn arbitrate(
         if let Some(end) = handle_controls(state) {
             match end {
                 PollEnd::Handover { from } => {
-                    return master(state, Some(TakenFrom::Handover { guid: from }))
+                    return master(state, Some(TakenFrom::Handover { guid: from }), None)
                 }
                 PollEnd::Disabled => continue,
                 _ => {}
             }
         }
         let mut client = SmpClient::new(port, options.smp_retries).with_m_keys(options.m_keys.clone());
-        let fabric = match discover(&mut client) {
-            Ok((fabric, _)) => fabric,
+        let (fabric, report) = match discover(&mut client) {
+            Ok(found) => found,
             Err(e) => {
                 warn!("election: our own port does not answer ({e}); trying again");
                 if sleep_watching(state, options.poll_interval, stop) {
@@ -81,6 +132,7 @@ pub fn arbitrate(
                 continue;
             }
         };
+        let (smps, at) = (client.stats().clone(), Instant::now());
         let own = fabric
             .nodes
             .first()
@@ -106,7 +158,7 @@ pub fn arbitrate(
                 Some(Control::Handover { from }) => Some(TakenFrom::Handover { guid: from }),
                 _ => lost.map(|guid| TakenFrom::Silent { guid }),
             };
-            return master(state, from);
+            return master(state, from, None);
         }
         match elect(state.priority(), state.guid(), &peers) {
             Decision::Master => {
@@ -116,7 +168,8 @@ pub fn arbitrate(
                     other_sms = peers.len(),
                     "elected master"
                 );
-                return master(state, lost.map(|guid| TakenFrom::Silent { guid }));
+                let discovered = Discovered { fabric, report, smps, at };
+                return master(state, lost.map(|guid| TakenFrom::Silent { guid }), Some(discovered));
             }
             Decision::Standby(i) => {
                 let target = &peers[i];
@@ -132,7 +185,7 @@ pub fn arbitrate(
                 match poll(port, state, options, target, me, stop) {
                     PollEnd::Stopped => return Arbitration::Stopped,
                     PollEnd::Handover { from } => {
-                        return master(state, Some(TakenFrom::Handover { guid: from }))
+                        return master(state, Some(TakenFrom::Handover { guid: from }), None)
                     }
                     PollEnd::Hung(act_count) => {
                         state.lock().hung = Some((target.info.guid, act_count));
@@ -155,7 +208,7 @@ pub fn arbitrate(
     }
 }
 
-fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>) -> Arbitration {
+fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>, discovered: Option<Discovered>) -> Arbitration {
     state.set_state(SmState::Master);
     match took_over_from {
         Some(TakenFrom::Silent { guid }) => {
@@ -174,7 +227,7 @@ fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>) -> Arbitration
         }
         None => {}
     }
-    Arbitration::Master { took_over_from }
+    Arbitration::Master { took_over_from, discovered }
 }
 
 #[cfg(test)]
@@ -201,7 +254,7 @@ mod tests {
         let state = SmInfoState::new(0, 0, 0);
         let stop = AtomicBool::new(false);
         assert_eq!(
-            arbitrate(&mut port, &state, &fast(), &stop),
+            ended(&arbitrate(&mut port, &state, &fast(), &stop)),
             master_after(None)
         );
         assert_eq!(state.guid(), me, "the GUID is learnt from discovery");
@@ -217,7 +270,7 @@ mod tests {
         let state = SmInfoState::new(0, 8, 0);
         let stop = AtomicBool::new(false);
         assert_eq!(
-            arbitrate(&mut port, &state, &fast(), &stop),
+            ended(&arbitrate(&mut port, &state, &fast(), &stop)),
             master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         // 1 at election, 4 answered polls, 3 silent ones, 1 at the
@@ -231,7 +284,7 @@ mod tests {
         let state = SmInfoState::new(0, 3, 0);
         let stop = AtomicBool::new(false);
         assert_eq!(
-            arbitrate(&mut port, &state, &fast(), &stop),
+            ended(&arbitrate(&mut port, &state, &fast(), &stop)),
             master_after(None)
         );
 
@@ -264,10 +317,12 @@ mod tests {
         let reply = handover.join().unwrap();
         assert_eq!(parse_answer(&reply).0.status, 0);
         assert_eq!(
-            got,
+            ended(&got),
             master_after(Some(TakenFrom::Handover { guid: higher.guid }))
         );
         assert!(port.sminfo_gets >= 2, "polled while standing by");
+        // The fabric was read before the polling: none is handed on.
+        assert!(matches!(got, Arbitration::Master { discovered: None, .. }));
     }
 
     #[test]
@@ -297,8 +352,8 @@ mod tests {
             disabled
         });
         assert_eq!(
-            arbitrate(&mut port, &state, &fast(), &stop),
-            Arbitration::Stopped
+            ended(&arbitrate(&mut port, &state, &fast(), &stop)),
+            Ended::Stopped
         );
         assert_eq!(driver.join().unwrap(), SmState::NotActive);
         assert_eq!(state.state(), SmState::Standby);
@@ -320,7 +375,7 @@ mod tests {
             }));
             let state = SmInfoState::new(0, 3, our_key);
             assert_eq!(
-                arbitrate(&mut port, &state, &fast(), &stop),
+                ended(&arbitrate(&mut port, &state, &fast(), &stop)),
                 master_after(None),
                 "key {our_key}"
             );
@@ -342,7 +397,7 @@ mod tests {
         let state = SmInfoState::new(0, 8, 0x1111);
         let stop = AtomicBool::new(false);
         assert_eq!(
-            arbitrate(&mut port, &state, &fast(), &stop),
+            ended(&arbitrate(&mut port, &state, &fast(), &stop)),
             master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         assert!(port.sminfo_gets > 6, "took over while it answered");
@@ -391,12 +446,65 @@ mod tests {
             }));
             let state = SmInfoState::new(0, 3, our_key);
             assert_eq!(
-                arbitrate(&mut f, &state, &fast(), &stop),
+                ended(&arbitrate(&mut f, &state, &fast(), &stop)),
                 master_after(Some(TakenFrom::Silent {
                     guid: a_info.guid
                 })),
                 "key {our_key}"
             );
         }
+    }
+
+    /// A fresh discovery of the fake port's fabric, as the first heavy
+    /// sweep would do it without the fabric the arbitration carries.
+    fn fresh(port: &mut Fake) -> Discovered {
+        let mut client = SmpClient::new(port, 0);
+        let (fabric, report) = discover(&mut client).expect("our port answers");
+        Discovered { fabric, report, smps: client.stats().clone(), at: std::time::Instant::now() }
+    }
+
+    /// The fabric an arbitration that ended in mastership carries.
+    fn carried(got: Arbitration) -> Discovered {
+        match got {
+            Arbitration::Master { discovered: Some(found), .. } => found,
+            other => panic!("mastership with the discovered fabric expected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_elected_master_carries_the_fabric_its_election_discovered() {
+        // Alone: master at once, on the fabric discovery read, which is the
+        // one a fresh discovery reads.
+        let (f, _, _, _) = fabric();
+        let mut port = fake(f);
+        let state = SmInfoState::new(0, 0, 0);
+        let stop = AtomicBool::new(false);
+        let found = carried(arbitrate(&mut port, &state, &fast(), &stop));
+        let again = fresh(&mut port);
+        assert!(found.fabric.nodes.len() > 2, "the whole fabric: {} nodes", found.fabric.nodes.len());
+        assert_eq!(found.fabric, again.fabric);
+        assert_eq!(found.report, again.report);
+        assert_eq!(found.smps.sent, again.smps.sent, "the discovery's SMPs, not the election's");
+        assert!(found.at <= again.at);
+
+        // Taking over from a master gone silent: the fabric of the
+        // election after the polls, not the one read before them.
+        let (mut port, other, theirs) = with_peer(1, 1, SmState::Master);
+        port.silent_after = Some(5);
+        let before = fresh(&mut port);
+        // The master's host disappears while we poll it.
+        port.on_get = Some(Box::new(move |fabric, n| {
+            if n == 5 {
+                fabric.remove_node(other).expect("the host exists");
+            }
+        }));
+        let state = SmInfoState::new(0, 8, 0);
+        let got = arbitrate(&mut port, &state, &fast(), &stop);
+        assert_eq!(ended(&got), master_after(Some(TakenFrom::Silent { guid: theirs.guid })));
+        let found = carried(got);
+        let again = fresh(&mut port);
+        assert_eq!(found.fabric, again.fabric);
+        assert_eq!(found.report, again.report);
+        assert_eq!(found.fabric.nodes.len() + 1, before.fabric.nodes.len(), "read after the master's host left");
     }
 }

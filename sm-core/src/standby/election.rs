@@ -578,7 +578,7 @@ mod tests {
         let state = SmInfoState::new(0, 8, 0);
         let stop = AtomicBool::new(false);
         assert_eq!(
-            arbitrate(&mut port, &state, &options, &stop),
+            ended(&arbitrate(&mut port, &state, &options, &stop)),
             master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         // ...and, though it ranks above us and says Master, do not hand it

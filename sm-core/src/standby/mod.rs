@@ -32,6 +32,11 @@
 //!      highest wins, the others stand by for it). A HANDOVER from the
 //!      master makes this SM master at once; DISABLE parks it in NotActive
 //!      until a STANDBY control; DISCOVER makes it elect again.
+//!
+//!   When the election on a fabric just discovered makes this SM master,
+//!   the result carries that fabric ([`Discovered`]), so that the first
+//!   heavy sweep need not discover it again; its documentation says when
+//!   the fabric is fresh enough to start from.
 //! * [`check_peers`]: what a master calls after each heavy sweep: when a
 //!   higher SM has appeared (a standby started later with a higher
 //!   priority, or a second master after two subnets were joined), it hands
@@ -134,7 +139,7 @@ mod state;
 #[cfg(test)]
 mod testkit;
 
-pub use arbitration::{arbitrate, Arbitration, TakenFrom};
+pub use arbitration::{arbitrate, Arbitration, Discovered, TakenFrom};
 pub use election::{check_peers, elect, is_higher, read_peers, sm_ports, Decision, Peer, PeerAction, SmPort};
 pub use responder::{answer, serve, spawn_responder};
 pub use state::{ActivityPort, Control, SmInfoState};

@@ -295,7 +295,7 @@ mod tests {
         let state = SmInfoState::new(0, 8, 0);
         let stop = AtomicBool::new(false);
         let got = arbitrate(&mut Drops(&mut port), &state, &fast(), &stop);
-        assert_eq!(got, master_after(None));
+        assert_eq!(ended(&got), master_after(None));
         assert_eq!(port.sminfo_gets, 9);
     }
 
@@ -314,7 +314,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let got = arbitrate(&mut port, &state, &fast(), &stop);
         assert_eq!(
-            got,
+            ended(&got),
             master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         assert_eq!(
@@ -356,7 +356,8 @@ mod tests {
         assert!(matches!(
             got,
             Arbitration::Master {
-                took_over_from: Some(_)
+                took_over_from: Some(_),
+                ..
             }
         ));
         assert!(port.lid_routed.is_empty());
@@ -382,7 +383,7 @@ mod tests {
         };
         let state = SmInfoState::new(0, 8, 0);
         assert_eq!(
-            arbitrate(&mut port, &state, &options, &stop),
+            ended(&arbitrate(&mut port, &state, &options, &stop)),
             master_after(Some(TakenFrom::Silent { guid: theirs.guid }))
         );
         // The election, the stuck polls, the re-election (where the hung
@@ -405,8 +406,8 @@ mod tests {
         }));
         let state = SmInfoState::new(0, 8, 0);
         assert_eq!(
-            arbitrate(&mut port, &state, &options, &stop),
-            Arbitration::Stopped
+            ended(&arbitrate(&mut port, &state, &options, &stop)),
+            Ended::Stopped
         );
         assert_eq!(state.state(), SmState::Standby);
     }

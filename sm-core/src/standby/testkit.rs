@@ -157,10 +157,23 @@ pub(super) fn with_keyed_peer(priority: u8, state: SmState, key: u64) -> (Fake, 
     (port, other, info)
 }
 
-pub(super) fn master_after(from: Option<TakenFrom>) -> Arbitration {
-    Arbitration::Master {
-        took_over_from: from,
+/// What an arbitration ended with, the fabric it may carry left out
+/// (the tests that look at the fabric do so on their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    Master(Option<TakenFrom>),
+    Stopped,
+}
+
+pub(super) fn ended(a: &Arbitration) -> Ended {
+    match a {
+        Arbitration::Master { took_over_from, .. } => Ended::Master(*took_over_from),
+        Arbitration::Stopped => Ended::Stopped,
     }
+}
+
+pub(super) fn master_after(from: Option<TakenFrom>) -> Ended {
+    Ended::Master(from)
 }
 
 /// The plain embedded-fabric transport, to program LIDs before a test.
