@@ -21,6 +21,7 @@ pub mod pidfile;
 pub mod qos;
 pub mod report;
 pub mod sa;
+pub mod settings;
 pub mod sim;
 pub mod standby;
 pub mod sweep;
