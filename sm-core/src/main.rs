@@ -497,6 +497,75 @@ impl OpenedPort {
     }
 }
 
+/// The SA and SMInfo responders of a umad port: the SA's handle, and the
+/// SM's SMInfo state with the election's options. Another SM may run on a
+/// real (or ibsim) fabric: the SM elects, and answers its SMInfo queries
+/// from the first moment. The embedded fabric has only us: neither.
+#[allow(clippy::type_complexity)]
+fn start_responders(
+    responders: Option<Responders>,
+    groups: &Arc<std::sync::Mutex<sm_core::mcast::McGroups>>,
+    settings: &sm_core::settings::DaemonSettings,
+    standby_options: sm_core::standby::StandbyOptions,
+) -> Result<
+    (Option<Arc<sm_core::sa::server::SaHandle>>, Option<(Arc<sm_core::standby::SmInfoState>, sm_core::standby::StandbyOptions)>),
+    String,
+> {
+    let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
+    let (priority, sm_key) = (settings.priority, settings.sm_key);
+    let sa = sa_requests.map(|requests| {
+        Arc::new(sm_core::sa::server::spawn_umad(
+            sender.clone(),
+            requests,
+            Arc::clone(groups),
+            sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
+        ))
+    });
+    let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
+    if let Some(requests) = smp_requests {
+        sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone())
+            .map_err(|e| format!("SMInfo responder: {e}"))?;
+    }
+    Ok((sa, Some((state, standby_options))))
+}
+
+/// The control socket and the metrics endpoint, when configured; each
+/// stops serving when dropped (the socket first).
+struct Endpoints {
+    _control: Option<sm_core::control::ControlSocket>,
+    _metrics: Option<sm_core::metrics::MetricsServer>,
+}
+
+impl Endpoints {
+    fn serve(
+        settings: &sm_core::settings::DaemonSettings,
+        metrics: &Arc<sm_core::metrics::Metrics>,
+        status: &Arc<std::sync::Mutex<sm_core::control::Status>>,
+        perf: Option<Arc<std::sync::Mutex<sm_core::perfmgr::PerfDb>>>,
+        signals: &Arc<sm_core::daemon::Signals>,
+    ) -> Result<Endpoints, String> {
+        let served = match settings.metrics_listen {
+            Some(addr) => {
+                let sources = sm_core::metrics::Sources {
+                    metrics: Arc::clone(metrics),
+                    status: Some(Arc::clone(status)),
+                    perf: perf.clone(),
+                };
+                Some(sm_core::metrics::serve(addr, sources).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let control = match &settings.control_socket {
+            Some(path) => Some(
+                sm_core::control::serve_with(path, Arc::clone(signals), Arc::clone(status), perf)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        Ok(Endpoints { _control: control, _metrics: served })
+    }
+}
+
 /// SIGINT and SIGTERM stop the SM, SIGHUP reloads, SIGUSR1 reopens the log.
 fn handle_signals(signals: &Arc<sm_core::daemon::Signals>, reopen: &sm_core::logging::Reopen) -> Result<(), String> {
     let handlers = [
@@ -617,7 +686,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let source = opened.source.clone();
     // The umad port's responders' ends, its trap drop counter and its
     // device (for the performance manager's own agent).
-    let mut responders = opened.responders.take();
+    let responders = opened.responders.take();
     let trap_drops = opened.trap_drops.clone();
     let umad_device = opened.umad_device.clone();
     let mut sim_port = None;
@@ -684,11 +753,6 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     if let Err(e) = handle_signals(&signals, reopen) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    // Another SM may run on a real (or ibsim) fabric: elect, and answer
-    // its SMInfo queries from the first moment. The embedded fabric has
-    // only us.
-    let (priority, sm_key) = (daemon_settings.priority, daemon_settings.sm_key);
-    let mut standby = None;
     let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     // The groups OpenSM's partition code creates (each `ipoib`
     // partition's IPoIB broadcast group, the `mgid=` lines): Linux IPoIB
@@ -706,24 +770,11 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let mut groups_made = sm_core::partition::multicast_groups(&partitions, None, config.qos);
     precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
-    let mut sa = None;
-    if let Some((sender, smp_requests, sa_requests)) = responders.take() {
-        if let Some(requests) = sa_requests {
-            sa = Some(Arc::new(sm_core::sa::server::spawn_umad(
-                sender.clone(),
-                requests,
-                Arc::clone(&groups),
-                sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
-            )));
-        }
-        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
-        if let Some(requests) = smp_requests {
-            if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
-                return fail(EXIT_BAD_INPUT, format!("SMInfo responder: {e}"));
-            }
-        }
-        standby = Some((state, daemon_settings.standby_options(&settings, options.sweep.m_keys.clone())));
-    }
+    let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
+    let (sa, standby) = match start_responders(responders, &groups, &daemon_settings, standby_options) {
+        Ok(started) => started,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
     // The performance manager reads the PMAs on a thread and GSI agent of
@@ -732,26 +783,10 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let perf_thread = start_perfmgr(perf_config.as_ref(), umad_device.as_ref(), &perf, &signals);
     let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
     let metrics = Arc::new(sm_core::metrics::Metrics::new(sa.as_ref().map(|s| s.requests_handled())));
-    let _metrics_server = match daemon_settings.metrics_listen {
-        Some(addr) => {
-            let sources = sm_core::metrics::Sources {
-                metrics: Arc::clone(&metrics),
-                status: Some(Arc::clone(&status)),
-                perf: perf_db.clone(),
-            };
-            match sm_core::metrics::serve(addr, sources) {
-                Ok(server) => Some(server),
-                Err(e) => return fail(EXIT_BAD_INPUT, e),
-            }
-        }
-        None => None,
-    };
-    let _control = match &daemon_settings.control_socket {
-        Some(path) => match sm_core::control::serve_with(path, Arc::clone(&signals), Arc::clone(&status), perf_db) {
-            Ok(socket) => Some(socket),
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        None => None,
+    // Served until run_sm returns.
+    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals) {
+        Ok(e) => e,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     // SIGHUP re-reads the file the SM started with (what the command line
     // set stays).

@@ -40,7 +40,7 @@ pub enum Arbitration {
         /// again; `None` when mastership did not come from an election on
         /// a fabric just read (see [`Discovered`] for when it is given and
         /// when the caller may use it).
-        discovered: Option<Discovered>,
+        discovered: Option<Box<Discovered>>,
     },
     /// `stop` was set.
     Stopped,
@@ -168,7 +168,7 @@ pub fn arbitrate(
                     other_sms = peers.len(),
                     "elected master"
                 );
-                let discovered = Discovered { fabric, report, smps, at };
+                let discovered = Box::new(Discovered { fabric, report, smps, at });
                 return master(state, lost.map(|guid| TakenFrom::Silent { guid }), Some(discovered));
             }
             Decision::Standby(i) => {
@@ -208,7 +208,7 @@ pub fn arbitrate(
     }
 }
 
-fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>, discovered: Option<Discovered>) -> Arbitration {
+fn master(state: &SmInfoState, took_over_from: Option<TakenFrom>, discovered: Option<Box<Discovered>>) -> Arbitration {
     state.set_state(SmState::Master);
     match took_over_from {
         Some(TakenFrom::Silent { guid }) => {
@@ -466,7 +466,7 @@ mod tests {
     /// The fabric an arbitration that ended in mastership carries.
     fn carried(got: Arbitration) -> Discovered {
         match got {
-            Arbitration::Master { discovered: Some(found), .. } => found,
+            Arbitration::Master { discovered: Some(found), .. } => *found,
             other => panic!("mastership with the discovered fabric expected, got {other:?}"),
         }
     }
