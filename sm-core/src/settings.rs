@@ -5,7 +5,7 @@
 //! default. [`SmSettings::resolve`] and [`DaemonSettings::resolve`] apply
 //! those rules in one place, from [`Overrides`] (what the command line or
 //! any other front end gave, without its parser) and a
-//! [`Config`](crate::config::Config); they read no file, open no device
+//! [`Config`]; they read no file, open no device
 //! and refuse a value out of range with a [`SettingsError`] that names the
 //! flag or key it came from.
 //!
