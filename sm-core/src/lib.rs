@@ -22,6 +22,7 @@ pub mod qos;
 pub mod report;
 pub mod routing;
 pub mod sa;
+pub mod settings;
 pub mod sim;
 pub mod standby;
 pub mod sweep;

@@ -1,9 +1,8 @@
 //! The `smcore` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use sm_core::config::Config;
@@ -353,7 +352,7 @@ fn main() -> ExitCode {
                 warn!("engine library skipped: {p}");
             }
             args.options.apply(&mut config);
-            let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &mut config) {
+            let (engines, dump_dir) = match outputs(args.engines.as_deref(), args.dump_dir.as_deref(), &mut config) {
                 Ok(x) => x,
                 Err(code) => return code,
             };
@@ -379,17 +378,263 @@ fn main() -> ExitCode {
     }
 }
 
-/// The engine list (flag, else `routing_engine`, else minhop) and the dump
-/// directory (flag, else `dump_dir`), created if given.
-fn outputs(engines: &Option<String>, dump_dir: &Option<PathBuf>, config: &mut Config) -> Result<(String, Option<PathBuf>), ExitCode> {
-    let engines = engines.clone().or_else(|| config.routing_engine.clone()).unwrap_or_else(|| "minhop".into());
-    let dump_dir = dump_dir.clone().or_else(|| config.dump_dir.clone());
-    if let Some(d) = &dump_dir {
+/// The engine list and the dump directory ([`sm_core::settings::engines`],
+/// [`sm_core::settings::dump_dir`]), the directory created if given.
+fn outputs(engines: Option<&str>, dump_dir: Option<&Path>, config: &mut Config) -> Result<(String, Option<PathBuf>), ExitCode> {
+    let engines = sm_core::settings::engines(engines, config);
+    let dump_dir = sm_core::settings::dump_dir(dump_dir, config);
+    use_dump_dir(&dump_dir, config)?;
+    Ok((engines, dump_dir))
+}
+
+/// Creates the dump directory, if one is given, and tells the engines that
+/// write dumps of their own where it is.
+fn use_dump_dir(dump_dir: &Option<PathBuf>, config: &mut Config) -> Result<(), ExitCode> {
+    if let Some(d) = dump_dir {
         std::fs::create_dir_all(d).map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display())))?;
     }
-    // Engines that write dumps of their own are told where.
     config.dump_dir = dump_dir.clone();
-    Ok((engines, dump_dir))
+    Ok(())
+}
+
+impl SmArgs {
+    /// What the command line sets of the SM's settings.
+    fn overrides(&self) -> sm_core::settings::Overrides {
+        sm_core::settings::Overrides {
+            fabric: self.fabric.clone(),
+            engines: self.engines.clone(),
+            dump_dir: self.dump_dir.clone(),
+            guid2lid: self.guid2lid.clone(),
+            reassign_lids: self.reassign_lids,
+            lmc: self.options.lmc,
+            sweep_interval: self.sweep_interval,
+            device: self.device.clone(),
+            port: self.port,
+            guid: self.guid,
+            max_wire_smps: self.max_wire_smps,
+            transaction_timeout: self.transaction_timeout,
+            ucast_cache: self.ucast_cache,
+            priority: self.priority,
+            sm_poll_interval: self.sm_poll_interval,
+            sm_poll_retries: self.sm_poll_retries,
+            control_socket: self.control_socket.clone(),
+            pid_file: self.pid_file.clone(),
+            metrics_listen: self.metrics_listen.clone(),
+        }
+    }
+}
+
+/// The ends of a umad port's responders: its sender, the SMInfo requests
+/// and the SA requests.
+type Responders = (
+    sm_core::sweep::MadSender,
+    Option<std::sync::mpsc::Receiver<sm_core::sweep::IncomingMad>>,
+    Option<std::sync::mpsc::Receiver<sm_core::sweep::IncomingMad>>,
+);
+
+/// The port the SM runs on, as opened.
+enum Opened {
+    Sim(sm_core::sim::SimFabric),
+    Umad(sm_core::sweep::UmadPort),
+}
+
+/// The SM's port and what the rest of the SM takes from it.
+struct OpenedPort {
+    port: Opened,
+    /// `umad:CA/PORT` or the topology file, for reports and status.
+    source: String,
+    /// A umad port's responders.
+    responders: Option<Responders>,
+    /// Traps the umad port's bounded queue had to drop (a storm),
+    /// reported at exit.
+    trap_drops: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// The umad port's device, for the performance manager's own agent.
+    umad_device: Option<sm_core::sweep::UmadDevice>,
+}
+
+impl OpenedPort {
+    /// Without `--fabric` the SM runs on a umad device (real HCA, or
+    /// ibsim under umad2sim's LD_PRELOAD).
+    fn open(transport: &sm_core::settings::Transport, caps: &[sm_core::sim::CapsSpec]) -> Result<OpenedPort, ExitCode> {
+        use sm_core::settings::{PortChoice, Transport};
+        use sm_core::sweep::umad;
+        match transport {
+            Transport::Sim { topology } => Ok(OpenedPort {
+                port: Opened::Sim(sim_fabric(topology, caps)?),
+                source: topology.display().to_string(),
+                responders: None,
+                trap_drops: None,
+                umad_device: None,
+            }),
+            Transport::Umad { port, window, timeout } => {
+                let (device, port_number) = match port {
+                    PortChoice::Guid(guid) => match umad::find_guid(&umad::devices(), *guid) {
+                        Some(d) => (Some(d.ca), Some(d.port)),
+                        None => {
+                            let have: Vec<String> = umad::devices()
+                                .iter()
+                                .map(|d| format!("{:#018x} ({} port {})", d.port_guid, d.ca, d.port))
+                                .collect();
+                            return Err(fail(
+                                EXIT_BAD_INPUT,
+                                format!("no local port has GUID {guid:#018x}; ports: {}", have.join(", ")),
+                            ));
+                        }
+                    },
+                    PortChoice::Device { ca, port } => (ca.clone(), *port),
+                };
+                let mut u = sm_core::sweep::UmadPort::open(device.as_deref(), port_number, *timeout, *window)
+                    .map_err(|e| fail(EXIT_BAD_INPUT, e))?;
+                Ok(OpenedPort {
+                    source: format!("umad:{}/{}", u.device().ca, u.device().port),
+                    responders: Some((u.sender(), u.take_smp_requests(), u.take_sa_requests())),
+                    trap_drops: Some(u.trap_drop_counter()),
+                    umad_device: Some(u.device().clone()),
+                    port: Opened::Umad(u),
+                })
+            }
+        }
+    }
+}
+
+/// The SA and SMInfo responders of a umad port: the SA's handle, and the
+/// SM's SMInfo state with the election's options. Another SM may run on a
+/// real (or ibsim) fabric: the SM elects, and answers its SMInfo queries
+/// from the first moment. The embedded fabric has only us: neither.
+#[allow(clippy::type_complexity)]
+fn start_responders(
+    responders: Option<Responders>,
+    groups: &Arc<std::sync::Mutex<sm_core::mcast::McGroups>>,
+    settings: &sm_core::settings::DaemonSettings,
+    standby_options: sm_core::standby::StandbyOptions,
+) -> Result<
+    (Option<Arc<sm_core::sa::server::SaHandle>>, Option<(Arc<sm_core::standby::SmInfoState>, sm_core::standby::StandbyOptions)>),
+    String,
+> {
+    let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
+    let (priority, sm_key) = (settings.priority, settings.sm_key);
+    let sa = sa_requests.map(|requests| {
+        Arc::new(sm_core::sa::server::spawn_umad(
+            sender.clone(),
+            requests,
+            Arc::clone(groups),
+            sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
+        ))
+    });
+    let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
+    if let Some(requests) = smp_requests {
+        sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone())
+            .map_err(|e| format!("SMInfo responder: {e}"))?;
+    }
+    Ok((sa, Some((state, standby_options))))
+}
+
+/// The control socket and the metrics endpoint, when configured; each
+/// stops serving when dropped (the socket first).
+struct Endpoints {
+    _control: Option<sm_core::control::ControlSocket>,
+    _metrics: Option<sm_core::metrics::MetricsServer>,
+}
+
+impl Endpoints {
+    fn serve(
+        settings: &sm_core::settings::DaemonSettings,
+        metrics: &Arc<sm_core::metrics::Metrics>,
+        status: &Arc<std::sync::Mutex<sm_core::control::Status>>,
+        perf: Option<Arc<std::sync::Mutex<sm_core::perfmgr::PerfDb>>>,
+        signals: &Arc<sm_core::daemon::Signals>,
+    ) -> Result<Endpoints, String> {
+        let served = match settings.metrics_listen {
+            Some(addr) => {
+                let sources = sm_core::metrics::Sources {
+                    metrics: Arc::clone(metrics),
+                    status: Some(Arc::clone(status)),
+                    perf: perf.clone(),
+                };
+                Some(sm_core::metrics::serve(addr, sources).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let control = match &settings.control_socket {
+            Some(path) => Some(
+                sm_core::control::serve_with(path, Arc::clone(signals), Arc::clone(status), perf)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        Ok(Endpoints { _control: control, _metrics: served })
+    }
+}
+
+/// SIGINT and SIGTERM stop the SM, SIGHUP reloads, SIGUSR1 reopens the log.
+fn handle_signals(signals: &Arc<sm_core::daemon::Signals>, reopen: &sm_core::logging::Reopen) -> Result<(), String> {
+    let handlers = [
+        (signal_hook::consts::SIGINT, false),
+        (signal_hook::consts::SIGTERM, false),
+        (signal_hook::consts::SIGHUP, true),
+    ];
+    for (signal, reload) in handlers {
+        let signals = Arc::clone(signals);
+        // SAFETY: the handler only stores to an atomic, which is
+        // async-signal-safe.
+        let registered = unsafe {
+            signal_hook::low_level::register(signal, move || {
+                let flag: &std::sync::atomic::AtomicBool = if reload { &signals.reload } else { &signals.stop };
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        if let Err(e) = registered {
+            return Err(format!("cannot handle signal {signal}: {e}"));
+        }
+    }
+    // OpenSM's signal to reopen its log after logrotate moved it.
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, reopen.flag())
+        .map(drop)
+        .map_err(|e| format!("cannot handle SIGUSR1: {e}"))
+}
+
+/// Starts the performance manager's thread when it is configured and the
+/// SM runs on a umad port (it reads the PMAs through a GSI agent of its
+/// own; the embedded fabric has no PMA).
+fn start_perfmgr(
+    config: Option<&sm_core::perfmgr::PerfMgrConfig>,
+    device: Option<&sm_core::sweep::UmadDevice>,
+    perf: &sm_core::perfmgr::Shared,
+    signals: &Arc<sm_core::daemon::Signals>,
+) -> Option<std::thread::JoinHandle<()>> {
+    match (config, device) {
+        (Some(cfg), Some(device)) => {
+            match sm_core::sweep::GsiClient::open(
+                Some(&device.ca),
+                Some(device.port),
+                sm_mad::perf::MGMT_CLASS,
+                sm_mad::perf::CLASS_VERSION,
+                0,
+            ) {
+                Ok(mut client) => {
+                    let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
+                    let signals = Arc::clone(signals);
+                    let isolate = move |e: &sm_core::perfmgr::Event| {
+                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push((e.node_guid, e.port));
+                    };
+                    std::thread::Builder::new()
+                        .name("perfmgr".into())
+                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
+                        .map_err(|e| warn!("performance manager not started: {e}"))
+                        .ok()
+                }
+                Err(e) => {
+                    warn!("performance manager not started: no PMA agent: {e}");
+                    None
+                }
+            }
+        }
+        (Some(_), None) => {
+            warn!("performance manager not started: the embedded fabric has no PMA");
+            None
+        }
+        (None, _) => None,
+    }
 }
 
 fn registry(cli: &Cli, config: &Config) -> Registry {
@@ -405,42 +650,18 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// fabric or a umad port; one full sweep with `--once`, else the loop of
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
 fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> ExitCode {
-    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SimPort, SweepOptions};
+    use sm_core::settings::{DaemonSettings, SmSettings};
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
 
     let args = &cli.sm;
     args.options.apply(&mut config);
-    let (engines, dump_dir) = match outputs(&args.engines, &args.dump_dir, &mut config) {
-        Ok(x) => x,
-        Err(code) => return code,
+    let overrides = args.overrides();
+    let settings = match SmSettings::resolve(&overrides, &config) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let interval = match args.sweep_interval.or(config.sweep_interval) {
-        Some(s) => match seconds(s) {
-            Some(d) => d,
-            None => {
-                return fail(
-                    EXIT_BAD_INPUT,
-                    format!("sweep interval {s}: must be a number of seconds above 0 and at most {MAX_SECONDS}"),
-                )
-            }
-        },
-        None => Duration::from_secs(10),
-    };
-    // Checked here, before any SMP goes out, even where no other SM can be
-    // (the embedded fabric): a bad value is a typo either way.
-    let poll_interval = match args.sm_poll_interval.or(config.sminfo_polling_timeout.map(|ms| ms as f64 / 1000.0)) {
-        Some(secs) => match seconds(secs) {
-            Some(d) => Some(d),
-            None => {
-                return fail(
-                    EXIT_BAD_INPUT,
-                    format!("SM poll interval {secs} s: must be above 0 and at most {MAX_SECONDS} s"),
-                )
-            }
-        },
-        None => None,
-    };
-    if config.lmc > 7 {
-        return fail(EXIT_BAD_INPUT, format!("lmc {}: LMC is 0..7 (IBA PortInfo.LMC has 3 bits)", config.lmc));
+    if let Err(code) = use_dump_dir(&settings.dump_dir, &mut config) {
+        return code;
     }
     // A partition file given but missing or wrong stops the SM before it
     // starts; later errors keep the last good set (sweep::pkey).
@@ -455,80 +676,46 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
-    if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&engines, &registry) {
+    if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&settings.engines, &registry) {
         return fail(EXIT_BAD_INPUT, e);
     }
-    // Without --fabric the SM runs on a umad device (real HCA, or ibsim
-    // under umad2sim's LD_PRELOAD).
-    let mut sim = None;
-    let mut sim_port = None;
-    let mut umad = None;
-    // The umad port's responders' ends: (sender, SMInfo requests, SA requests).
-    let mut responders: Option<(sweep::MadSender, Option<_>, Option<_>)> = None;
-    // Traps the bounded queue had to drop (a storm), reported at exit.
-    let mut trap_drops = None;
-    // The umad port's device, for the performance manager's own agent.
-    let mut umad_device: Option<sweep::UmadDevice> = None;
-    let (port, source): (&mut dyn sweep::SmpPort, String) = if let Some(topology) = &args.fabric {
-        match sim_fabric(topology, &args.sim_caps) {
-            Ok(s) => (sim_port.insert(SimPort::new(sim.insert(s))), topology.display().to_string()),
-            Err(code) => return code,
-        }
-    } else {
-        let window = args.max_wire_smps.or(config.max_wire_smps).unwrap_or(sm_core::config::DEFAULT_MAX_WIRE_SMPS);
-        let timeout = args
-            .transaction_timeout
-            .or(config.transaction_timeout)
-            .unwrap_or(sm_core::config::DEFAULT_TRANSACTION_TIMEOUT_MS);
-        if window == 0 || timeout == 0 {
-            return fail(EXIT_BAD_INPUT, "max_wire_smps and transaction_timeout must be at least 1");
-        }
-        let (device, port_number) = match args.guid.or(config.guid.filter(|&g| g != 0)) {
-            Some(guid) => match sweep::umad::find_guid(&sweep::umad::devices(), guid) {
-                Some(d) => (Some(d.ca), Some(d.port)),
-                None => {
-                    let have: Vec<String> =
-                        sweep::umad::devices().iter().map(|d| format!("{:#018x} ({} port {})", d.port_guid, d.ca, d.port)).collect();
-                    return fail(EXIT_BAD_INPUT, format!("no local port has GUID {guid:#018x}; ports: {}", have.join(", ")));
-                }
-            },
-            None => (args.device.clone(), args.port),
-        };
-        match sweep::UmadPort::open(device.as_deref(), port_number, Duration::from_millis(timeout), window) {
-            Ok(mut u) => {
-                let source = format!("umad:{}/{}", u.device().ca, u.device().port);
-                umad_device = Some(u.device().clone());
-                responders = Some((u.sender(), u.take_smp_requests(), u.take_sa_requests()));
-                trap_drops = Some(u.trap_drop_counter());
-                (umad.insert(u), source)
-            }
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        }
+    let mut opened = match OpenedPort::open(&settings.transport, &args.sim_caps) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
-    let g2l_path = sweep::program::guid2lid_path(args.guid2lid.as_deref(), dump_dir.as_deref());
-    let mut guid2lid = match &g2l_path {
+    let source = opened.source.clone();
+    // The umad port's responders' ends, its trap drop counter and its
+    // device (for the performance manager's own agent).
+    let responders = opened.responders.take();
+    let trap_drops = opened.trap_drops.clone();
+    let umad_device = opened.umad_device.clone();
+    let mut sim_port = None;
+    let port: &mut dyn sweep::SmpPort = match &mut opened.port {
+        Opened::Sim(fabric) => sim_port.insert(sm_core::sim::SimPort::new(fabric)),
+        Opened::Umad(umad) => umad,
+    };
+    let mut guid2lid = match &settings.guid2lid {
         Some(p) => match Guid2Lid::read(p) {
             Ok(g) => g,
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
         None => Guid2Lid::default(),
     };
-    let m2k_path = sweep::guid2mkey_path(config.guid2mkey.as_deref(), dump_dir.as_deref());
-    let m_keys = match sweep::MKeys::new(config.m_key_config(), m2k_path.as_deref()) {
+    let m_keys = match sweep::MKeys::new(config.m_key_config(), settings.guid2mkey.as_deref()) {
         Ok(k) => k,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let options = OnceOptions {
         sweep: SweepOptions {
-            lmc: config.lmc,
-            reassign_lids: args.reassign_lids,
-            retries: config.transaction_retries.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_RETRIES),
+            lmc: settings.lmc,
+            reassign_lids: settings.reassign_lids,
+            retries: settings.retries,
             m_keys,
-            subnet_prefix: config.subnet_prefix.unwrap_or(sweep::DEFAULT_SUBNET_PREFIX),
+            subnet_prefix: settings.subnet_prefix,
             ..SweepOptions::default()
         },
-        engines: &engines,
-        dump_dir: dump_dir.as_deref(),
+        engines: &settings.engines,
+        dump_dir: settings.dump_dir.as_deref(),
     };
     let mut held = HeldTables::default();
     if args.once {
@@ -539,7 +726,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         outcome.report.topology = source;
         // After the dumps, which write a guid2lid of today's ports only: this
         // one also remembers ports that are away.
-        if let Some(p) = &g2l_path {
+        if let Some(p) = &settings.guid2lid {
             if let Err(e) = guid2lid.write(p) {
                 return fail(EXIT_BAD_INPUT, e);
             }
@@ -550,8 +737,12 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         return if outcome.accepted.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 
+    let daemon_settings = match DaemonSettings::resolve(&overrides, &config, settings.interval) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     // Removed when run_sm returns, whichever way.
-    let _pid_file = match args.pid_file.as_ref().or(config.pid_file.as_ref()) {
+    let _pid_file = match &daemon_settings.pid_file {
         Some(p) => match sm_core::pidfile::PidFile::create(p) {
             Ok(f) => Some(f),
             Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -559,39 +750,9 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         None => None,
     };
     let signals = Arc::new(sm_core::daemon::Signals::default());
-    let handlers = [
-        (signal_hook::consts::SIGINT, false),
-        (signal_hook::consts::SIGTERM, false),
-        (signal_hook::consts::SIGHUP, true),
-    ];
-    for (signal, reload) in handlers {
-        let signals = Arc::clone(&signals);
-        // SAFETY: the handler only stores to an atomic, which is
-        // async-signal-safe.
-        let registered = unsafe {
-            signal_hook::low_level::register(signal, move || {
-                let flag: &std::sync::atomic::AtomicBool = if reload { &signals.reload } else { &signals.stop };
-                flag.store(true, std::sync::atomic::Ordering::Relaxed);
-            })
-        };
-        if let Err(e) = registered {
-            return fail(EXIT_BAD_INPUT, format!("cannot handle signal {signal}: {e}"));
-        }
+    if let Err(e) = handle_signals(&signals, reopen) {
+        return fail(EXIT_BAD_INPUT, e);
     }
-    // OpenSM's signal to reopen its log after logrotate moved it.
-    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, reopen.flag()) {
-        return fail(EXIT_BAD_INPUT, format!("cannot handle SIGUSR1: {e}"));
-    }
-    // Another SM may run on a real (or ibsim) fabric: elect, and answer
-    // its SMInfo queries from the first moment. The embedded fabric has
-    // only us.
-    let priority = args.priority.or(config.sm_priority).unwrap_or(0);
-    // One key for SMInfo and SA trust; OpenSM's default is 1.
-    let sm_key = config.sm_key.unwrap_or(sm_core::config::DEFAULT_SM_KEY);
-    if priority > 15 {
-        return fail(EXIT_BAD_INPUT, format!("sm_priority {priority} is not in 0..15"));
-    }
-    let mut standby = None;
     let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
     // The groups OpenSM's partition code creates (each `ipoib`
     // partition's IPoIB broadcast group, the `mgid=` lines): Linux IPoIB
@@ -599,7 +760,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     // file now, and again after each heavy sweep from the partitions it
     // resolved (a partition without members has none, a re-read file may
     // add some).
-    let packet_life = config.subnet_timeout.unwrap_or(18);
+    let packet_life = daemon_settings.packet_life;
     let precreate = move |groups: &std::sync::Mutex<sm_core::mcast::McGroups>, wanted: &[sm_core::mcast::precreate::PartitionGroups]| {
         let mut g = groups.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         for e in sm_core::mcast::precreate::precreate(&mut g, wanted, packet_life) {
@@ -609,93 +770,23 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let mut groups_made = sm_core::partition::multicast_groups(&partitions, None, config.qos);
     precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
-    let mut sa = None;
-    if let Some((sender, smp_requests, sa_requests)) = responders.take() {
-        if let Some(requests) = sa_requests {
-            sa = Some(Arc::new(sm_core::sa::server::spawn_umad(
-                sender.clone(),
-                requests,
-                Arc::clone(&groups),
-                sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
-            )));
-        }
-        let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
-        if let Some(requests) = smp_requests {
-            if let Err(e) = sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone()) {
-                return fail(EXIT_BAD_INPUT, format!("SMInfo responder: {e}"));
-            }
-        }
-        let mut standby_options = sm_core::standby::StandbyOptions {
-            smp_retries: options.sweep.retries,
-            m_keys: options.sweep.m_keys.clone(),
-            ..Default::default()
-        };
-        if let Some(d) = poll_interval {
-            standby_options.poll_interval = d;
-        }
-        if let Some(n) = args.sm_poll_retries.or(config.polling_retry_number) {
-            standby_options.poll_retries = n.max(1);
-        }
-        standby = Some((state, standby_options));
-    }
+    let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
+    let (sa, standby) = match start_responders(responders, &groups, &daemon_settings, standby_options) {
+        Ok(started) => started,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
     // The performance manager reads the PMAs on a thread and GSI agent of
     // its own; it needs a umad port (the embedded fabric has no PMA).
     let perf = sm_core::perfmgr::Shared::default();
-    let mut perf_thread = None;
-    match (&perf_config, &umad_device) {
-        (Some(cfg), Some(device)) => {
-            match sweep::GsiClient::open(
-                Some(&device.ca),
-                Some(device.port),
-                sm_mad::perf::MGMT_CLASS,
-                sm_mad::perf::CLASS_VERSION,
-                0,
-            ) {
-                Ok(mut client) => {
-                    let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
-                    let signals = Arc::clone(&signals);
-                    let isolate = move |e: &sm_core::perfmgr::Event| {
-                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push((e.node_guid, e.port));
-                    };
-                    perf_thread = std::thread::Builder::new()
-                        .name("perfmgr".into())
-                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
-                        .map_err(|e| warn!("performance manager not started: {e}"))
-                        .ok();
-                }
-                Err(e) => warn!("performance manager not started: no PMA agent: {e}"),
-            }
-        }
-        (Some(_), None) => warn!("performance manager not started: the embedded fabric has no PMA"),
-        (None, _) => {}
-    }
+    let perf_thread = start_perfmgr(perf_config.as_ref(), umad_device.as_ref(), &perf, &signals);
     let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
     let metrics = Arc::new(sm_core::metrics::Metrics::new(sa.as_ref().map(|s| s.requests_handled())));
-    let _metrics_server = match args.metrics_listen.as_ref().or(config.metrics_listen.as_ref()) {
-        Some(text) => {
-            let Ok(addr) = text.parse::<std::net::SocketAddr>() else {
-                return fail(EXIT_BAD_INPUT, format!("metrics_listen `{text}`: not an address:port (e.g. 127.0.0.1:9464)"));
-            };
-            let sources = sm_core::metrics::Sources {
-                metrics: Arc::clone(&metrics),
-                status: Some(Arc::clone(&status)),
-                perf: perf_db.clone(),
-            };
-            match sm_core::metrics::serve(addr, sources) {
-                Ok(server) => Some(server),
-                Err(e) => return fail(EXIT_BAD_INPUT, e),
-            }
-        }
-        None => None,
-    };
-    let _control = match args.control_socket.as_ref().or(config.control_socket.as_ref()) {
-        Some(path) => match sm_core::control::serve_with(path, Arc::clone(&signals), Arc::clone(&status), perf_db) {
-            Ok(socket) => Some(socket),
-            Err(e) => return fail(EXIT_BAD_INPUT, e),
-        },
-        None => None,
+    // Served until run_sm returns.
+    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals) {
+        Ok(e) => e,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     // SIGHUP re-reads the file the SM started with (what the command line
     // set stays).
@@ -709,11 +800,11 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let daemon = sm_core::daemon::DaemonOptions {
         config_file,
         once: options,
-        interval,
-        trap_settle: Duration::from_millis(300).min(interval),
+        interval: settings.interval,
+        trap_settle: daemon_settings.trap_settle,
         trap_limits: Default::default(),
-        guid2lid_path: g2l_path,
-        ucast_cache: args.ucast_cache || config.use_ucast_cache,
+        guid2lid_path: settings.guid2lid.clone(),
+        ucast_cache: daemon_settings.ucast_cache,
         standby,
         groups: Some(groups),
         sa,
@@ -863,15 +954,6 @@ fn phase_line(p: &sm_core::sweep::PhaseReport, what: &str) -> String {
 
 fn dir_list(r: &Registry) -> String {
     r.dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":")
-}
-
-/// The longest interval a flag or key may give: a day. Longer values are
-/// typos (and past ~1e19 s `Duration` cannot hold them at all).
-const MAX_SECONDS: f64 = 86_400.0;
-
-/// A positive, finite number of seconds no larger than [`MAX_SECONDS`].
-fn seconds(s: f64) -> Option<Duration> {
-    (s.is_finite() && s > 0.0 && s <= MAX_SECONDS).then(|| Duration::try_from_secs_f64(s).ok()).flatten()
 }
 
 /// One clear line on stderr, and the exit status.

@@ -16,8 +16,8 @@ use sm_abi::{FabricSnapshot, Routing, NO_ROUTE};
 use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions, Signals};
 use sm_core::engines::Registry;
-use sm_core::sim::SimFabric;
-use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::sim::{SimFabric, SimPort};
+use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpPort, SweepOptions, TransportError, TrapMad};
 use sm_topology::gen;
 
 /// What to do to the fabric before the next wait.

@@ -16,8 +16,8 @@ use sm_core::mcast::groups::join_state;
 use sm_core::mcast::program::{program_mfts, HeldMfts};
 use sm_core::mcast::tree::{plan, McastPlan, TreeSource};
 use sm_core::mcast::McGroups;
-use sm_core::sim::SimFabric;
-use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpClient, SmpOp, SweepOptions};
+use sm_core::sim::{SimFabric, SimPort};
+use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions};
 use sm_mad::forwarding::MftModifier;
 use sm_mad::mad::attr;
 

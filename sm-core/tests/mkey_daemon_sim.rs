@@ -16,10 +16,10 @@ use sm_abi::NodeKind;
 use sm_core::config::Config;
 use sm_core::daemon::{self, DaemonOptions, Signals};
 use sm_core::engines::Registry;
-use sm_core::sim::{SimFabric, SimOptions, TrapDelivery};
+use sm_core::sim::{SimFabric, SimOptions, SimPort, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
 use sm_core::sweep::{
-    Guid2Lid, HeldTables, MKeyConfig, MKeys, OnceOptions, SimPort, SmpPort, SweepOptions, TransportError, TrapMad,
+    Guid2Lid, HeldTables, MKeyConfig, MKeys, OnceOptions, SmpPort, SweepOptions, TransportError, TrapMad,
 };
 use sm_mad::PortState;
 use sm_topology::gen;

@@ -8,9 +8,9 @@
 //! SMA at the target checks the key, not where the SMP came from.
 
 use sm_abi::NodeKind;
-use sm_core::sim::{SimFabric, SimOptions, TrapDelivery};
+use sm_core::sim::{SimFabric, SimOptions, SimPort, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
-use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SimPort, SmpPort, SweepOptions, SweepOutcome, TransportError};
+use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SmpPort, SweepOptions, SweepOutcome, TransportError};
 use sm_mad::mad::attr;
 use sm_mad::smp::{self, DATA_LEN};
 use sm_mad::notice::{trap, Details};

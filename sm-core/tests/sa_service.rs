@@ -15,8 +15,8 @@ use sm_core::config::Config;
 use sm_core::engines::Registry;
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Sa, SaConfig, SaDb};
-use sm_core::sim::SimFabric;
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SweepOptions};
+use sm_core::sim::{SimFabric, SimPort};
+use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
 use sm_mad::mad::{method, status as mad_status};
 use sm_mad::sa::{self, attr, rmpp, status};
 use sm_mad::{

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sm_core::sim::SimFabric;
+use sm_core::sim::{SimFabric, SimPort};
 use sm_core::sweep::discovery::MAX_SILENT_SWEEPS;
 use sm_core::sweep::{
-    self, FabricMemory, Guid2Lid, Outgoing, SimPort, SmpPort, SweepError, SweepOptions, TransportError,
+    self, FabricMemory, Guid2Lid, Outgoing, SmpPort, SweepError, SweepOptions, TransportError,
 };
 use sm_mad::mad::method;
 use sm_topology::{gen, Topology};

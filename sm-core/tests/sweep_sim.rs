@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use sm_abi::NodeKind;
-use sm_core::sim::SimFabric;
+use sm_core::sim::{SimFabric, SimPort};
 use sm_core::sweep::{
-    self, Guid2Lid, SimPort, SmpClient, SmpPort, SweepOptions, SweepOutcome, TransportError,
+    self, Guid2Lid, SmpClient, SmpPort, SweepOptions, SweepOutcome, TransportError,
 };
 use sm_mad::mad::attr;
 use sm_topology::{gen, Topology, TopologyBuilder};

@@ -12,7 +12,8 @@ use sm_core::config::Config;
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
 use sm_core::sweep::stages::{self, Discovered, SweepState};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SimPort, SmpClient, SweepOptions};
+use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SweepOptions};
+use sm_core::sim::SimPort;
 use sm_mad::mad::attr;
 
 /// What a discovery reads, by SubnGet.

@@ -516,8 +516,8 @@ mod tests {
     /// the 1x link is named at both ends.
     #[test]
     fn portstatus_counts_states_and_names_unactivated_and_narrow_links() {
-        use crate::sim::SimFabric;
-        use crate::sweep::{Guid2Lid, SimPort, SweepOptions};
+        use crate::sim::{SimFabric, SimPort};
+        use crate::sweep::{Guid2Lid, SweepOptions};
         let mut b = sm_topology::TopologyBuilder::new();
         let sw = b.add_switch("sw", 4).expect("switch");
         let h0 = b.add_ca("h0", 1).expect("ca");
@@ -549,8 +549,8 @@ mod tests {
     /// them is not.
     #[test]
     fn lidbalance_flags_a_switch_that_loads_one_of_parallel_links() {
-        use crate::sim::SimFabric;
-        use crate::sweep::{Guid2Lid, SimPort, SweepOptions};
+        use crate::sim::{SimFabric, SimPort};
+        use crate::sweep::{Guid2Lid, SweepOptions};
         let mut b = sm_topology::TopologyBuilder::new();
         let s0 = b.add_switch("s0", 4).expect("switch");
         let s1 = b.add_switch("s1", 4).expect("switch");

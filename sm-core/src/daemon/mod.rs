@@ -690,9 +690,9 @@ impl Daemon<'_, '_> {
         let _enter = span.enter();
         match standby::arbitrate(&mut *self.ctx.port, state, standby_options, &self.ctx.signals.stop) {
             Arbitration::Stopped => None,
-            Arbitration::Master { took_over_from: None } => Some(Cause::Start),
+            Arbitration::Master { took_over_from: None, .. } => Some(Cause::Start),
             // arbitrate() has logged from whom and how.
-            Arbitration::Master { took_over_from: Some(_) } => Some(Cause::Takeover),
+            Arbitration::Master { took_over_from: Some(_), .. } => Some(Cause::Takeover),
         }
     }
 

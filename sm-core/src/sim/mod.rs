@@ -74,6 +74,7 @@
 mod caps;
 mod counters;
 mod events;
+mod port;
 mod route;
 mod sma;
 mod state;
@@ -87,6 +88,7 @@ use sm_topology::{Topology, TopologyError};
 
 pub use caps::{CapsSpec, CapsSpecError};
 pub use counters::{AttributeCounters, DropReason, SimCounters};
+pub use port::SimPort;
 
 use state::Node;
 

@@ -12,16 +12,15 @@
 //! to its request, and counts every SMP, because the SMP count per sweep is
 //! a first-class figure (design.md, "Performance principles").
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
 use sm_mad::{Mad, NodeInfoPacket, PortInfoPacket};
 
 use super::mkey::MKeys;
-use crate::sim::SimFabric;
 
 /// Why a transport could not carry an SMP at all (as opposed to the fabric
 /// not answering, which is `Ok(None)`).
@@ -119,52 +118,6 @@ pub struct TrapMad {
     pub slid: u16,
     /// The 256-byte MAD.
     pub mad: Vec<u8>,
-}
-
-/// [`SmpPort`] over the embedded simulated fabric. It borrows the fabric so
-/// that tests can inspect and perturb it between sweeps.
-pub struct SimPort<'a> {
-    fabric: &'a mut SimFabric,
-    traps: VecDeque<TrapMad>,
-}
-
-impl<'a> SimPort<'a> {
-    /// Sends from the SM port the fabric was built with.
-    pub fn new(fabric: &'a mut SimFabric) -> Self {
-        Self { fabric, traps: VecDeque::new() }
-    }
-
-    /// The fabric behind the port.
-    pub fn fabric(&mut self) -> &mut SimFabric {
-        self.fabric
-    }
-}
-
-impl SmpPort for SimPort<'_> {
-    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        Ok(self.fabric.handle(mad))
-    }
-
-    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        Ok(self.fabric.handle_to(dlid, mad).map(|r| r.mad))
-    }
-
-    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.traps
-                .extend(self.fabric.take_traps().into_iter().map(|t| TrapMad { slid: t.slid, mad: t.mad }));
-            if let Some(t) = self.traps.pop_front() {
-                return Ok(Some(t));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            // Something else (a test) may change the fabric meanwhile.
-            std::thread::sleep(left.min(Duration::from_millis(20)));
-        }
-    }
 }
 
 /// Transaction IDs are unique across every client of the process: sweeps
