@@ -263,6 +263,11 @@ struct RoutingState {
     accepted: Option<Arc<AcceptedRouting>>,
     /// The unicast cache, when it is on.
     cache: Option<UcastCache>,
+    /// The fabric the arbitration that made this SM master has just read:
+    /// the next heavy sweep starts from it instead of reading it again,
+    /// if nothing was written to the fabric in between and it is younger
+    /// than the sweep interval (see `standby::Arbitration::Master`).
+    arbitrated: Option<sweep::Discovered>,
 }
 
 impl RoutingState {
@@ -428,6 +433,8 @@ impl Daemon<'_, '_> {
     fn isolate(&mut self, ports: &[(u64, u8)]) {
         let span = info_span!("isolate");
         let _enter = span.enter();
+        // Ports are about to change: a fabric read before is no longer it.
+        self.routing.arbitrated = None;
         let Some(fabric) = self.routing.fabric.as_ref() else { return };
         let sm_end = (0usize, fabric.sm_port);
         let sm_peer = fabric.nodes.first().and_then(|n| n.ports.get(usize::from(fabric.sm_port))).and_then(|p| p.peer);
@@ -556,7 +563,11 @@ impl Daemon<'_, '_> {
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
         crate::qos::reload(config);
         let state = sweep::stages::SweepState { guid2lid: &mut *self.ctx.guid2lid, held: &mut *self.ctx.held, cache: slot };
-        let result = sweep::stages::once_from(&mut *self.ctx.port, None, &once, self.ctx.registry, config, state);
+        let read = self.routing.arbitrated.take().filter(|d| d.is_fresh(self.schedule.interval));
+        if let Some(d) = &read {
+            info!(nodes = d.fabric().nodes.len(), age = ?d.age(), "sweeping the fabric the arbitration read");
+        }
+        let result = sweep::stages::once_from(&mut *self.ctx.port, read, &once, self.ctx.registry, config, state);
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(sweep::OnceError::Stopped) => {
@@ -690,9 +701,11 @@ impl Daemon<'_, '_> {
         let _enter = span.enter();
         match standby::arbitrate(&mut *self.ctx.port, state, standby_options, &self.ctx.signals.stop) {
             Arbitration::Stopped => None,
-            Arbitration::Master { took_over_from: None, .. } => Some(Cause::Start),
-            // arbitrate() has logged from whom and how.
-            Arbitration::Master { took_over_from: Some(_), .. } => Some(Cause::Takeover),
+            Arbitration::Master { took_over_from, discovered } => {
+                self.routing.arbitrated = discovered.map(|d| *d);
+                // arbitrate() has logged from whom and how.
+                Some(if took_over_from.is_some() { Cause::Takeover } else { Cause::Start })
+            }
         }
     }
 

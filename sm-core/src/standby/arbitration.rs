@@ -2,7 +2,6 @@
 //! it returns when this SM must be master.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use sm_mad::sm_info::SmState;
 use tracing::{info, warn};
@@ -10,7 +9,7 @@ use tracing::{info, warn};
 use super::election::{electors, without_hung};
 use super::poll::{handle_controls, poll, sleep_watching, PollEnd};
 use super::{elect, read_peers, Control, Decision, SmInfoState, StandbyOptions, SLICE};
-use crate::sweep::{discover, DiscoveryReport, Fabric, SmpClient, SmpPort, SmpStats};
+use crate::sweep::{discover, Discovered, SmpClient, SmpPort};
 
 /// How this SM came to be master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +27,7 @@ pub enum TakenFrom {
 }
 
 /// What [`arbitrate`] ended with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Arbitration {
     /// This SM is master now: sweep.
     Master {
@@ -37,57 +36,26 @@ pub enum Arbitration {
         took_over_from: Option<TakenFrom>,
         /// The fabric the election that made us master was held on, for
         /// the first heavy sweep to start from instead of discovering it
-        /// again; `None` when mastership did not come from an election on
-        /// a fabric just read (see [`Discovered`] for when it is given and
-        /// when the caller may use it).
+        /// again.
+        ///
+        /// Given only when the election on this very discovery made us
+        /// master: no master of ours was sweeping the fabric while it was
+        /// read (one that existed would have made us stand by) and no
+        /// polling came between the reading and the decision. A HANDOVER
+        /// gives none: it ends a stretch of polling, or comes from a master
+        /// that may still have been programming while we read.
+        ///
+        /// The caller takes it only for a heavy sweep that follows
+        /// [`arbitrate`] directly (nothing written to the fabric in
+        /// between, no wait for traps, no light sweep) and while it is
+        /// younger than the sweep interval ([`Discovered::is_fresh`]). A
+        /// trap that arrives meanwhile stays queued on the port and causes
+        /// a heavy sweep of its own after the first, so a change it reports
+        /// is never lost.
         discovered: Option<Box<Discovered>>,
     },
     /// `stop` was set.
     Stopped,
-}
-
-/// A fabric [`arbitrate`] discovered and decided on, handed to the SM
-/// loop so that its first heavy sweep need not discover it again.
-///
-/// Given only when the election on this very discovery made us master:
-/// no master of ours was sweeping the fabric while it was read (one that
-/// existed would have made us stand by) and no polling came between the
-/// reading and the decision. A HANDOVER gives none: it ends a stretch of
-/// polling, or comes from a master that may still have been programming
-/// while we read.
-///
-/// The caller decides whether it is still fresh when its first heavy
-/// sweep starts, and discovers afresh otherwise: the sweep must follow
-/// [`arbitrate`] directly (nothing written to the fabric in between, no
-/// wait for traps, no light sweep) and be younger than the sweep interval
-/// ([`Discovered::is_fresh`]). A trap that arrives meanwhile stays queued
-/// on the port and causes a heavy sweep of its own after the first, so a
-/// change it reports is never lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discovered {
-    /// The fabric as discovery read it (nothing written yet).
-    pub fabric: Fabric,
-    /// What went wrong during that discovery.
-    pub report: DiscoveryReport,
-    /// The SMPs that discovery took (the election's SMInfo reads not
-    /// counted).
-    pub smps: SmpStats,
-    /// When discovery ended.
-    pub at: Instant,
-}
-
-impl Discovered {
-    /// Time since discovery ended.
-    pub fn age(&self) -> Duration {
-        self.at.elapsed()
-    }
-
-    /// Whether a sweep starting now may use this fabric: younger than
-    /// `max_age` (the sweep interval: older than that, the SM would have
-    /// looked at the fabric again).
-    pub fn is_fresh(&self, max_age: Duration) -> bool {
-        self.age() < max_age
-    }
 }
 
 /// Decides whether this SM is master (see the module documentation) and
@@ -132,7 +100,7 @@ pub fn arbitrate(
                 continue;
             }
         };
-        let (smps, at) = (client.stats().clone(), Instant::now());
+        let smps = client.stats().clone();
         let own = fabric
             .nodes
             .first()
@@ -168,7 +136,7 @@ pub fn arbitrate(
                     other_sms = peers.len(),
                     "elected master"
                 );
-                let discovered = Box::new(Discovered { fabric, report, smps, at });
+                let discovered = Box::new(Discovered::new(fabric, report, smps));
                 return master(state, lost.map(|guid| TakenFrom::Silent { guid }), Some(discovered));
             }
             Decision::Standby(i) => {
@@ -460,7 +428,7 @@ mod tests {
     fn fresh(port: &mut Fake) -> Discovered {
         let mut client = SmpClient::new(port, 0);
         let (fabric, report) = discover(&mut client).expect("our port answers");
-        Discovered { fabric, report, smps: client.stats().clone(), at: std::time::Instant::now() }
+        Discovered::new(fabric, report, client.stats().clone())
     }
 
     /// The fabric an arbitration that ended in mastership carries.
@@ -481,11 +449,11 @@ mod tests {
         let stop = AtomicBool::new(false);
         let found = carried(arbitrate(&mut port, &state, &fast(), &stop));
         let again = fresh(&mut port);
-        assert!(found.fabric.nodes.len() > 2, "the whole fabric: {} nodes", found.fabric.nodes.len());
-        assert_eq!(found.fabric, again.fabric);
-        assert_eq!(found.report, again.report);
-        assert_eq!(found.smps.sent, again.smps.sent, "the discovery's SMPs, not the election's");
-        assert!(found.at <= again.at);
+        assert!(found.fabric().nodes.len() > 2, "the whole fabric: {} nodes", found.fabric().nodes.len());
+        assert_eq!(found.fabric(), again.fabric());
+        assert_eq!(found.report(), again.report());
+        assert_eq!(found.smps().sent, again.smps().sent, "the discovery's SMPs, not the election's");
+        assert!(found.age() >= again.age());
 
         // Taking over from a master gone silent: the fabric of the
         // election after the polls, not the one read before them.
@@ -503,8 +471,8 @@ mod tests {
         assert_eq!(ended(&got), master_after(Some(TakenFrom::Silent { guid: theirs.guid })));
         let found = carried(got);
         let again = fresh(&mut port);
-        assert_eq!(found.fabric, again.fabric);
-        assert_eq!(found.report, again.report);
-        assert_eq!(found.fabric.nodes.len() + 1, before.fabric.nodes.len(), "read after the master's host left");
+        assert_eq!(found.fabric(), again.fabric());
+        assert_eq!(found.report(), again.report());
+        assert_eq!(found.fabric().nodes.len() + 1, before.fabric().nodes.len(), "read after the master's host left");
     }
 }

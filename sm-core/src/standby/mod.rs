@@ -139,7 +139,7 @@ mod state;
 #[cfg(test)]
 mod testkit;
 
-pub use arbitration::{arbitrate, Arbitration, Discovered, TakenFrom};
+pub use arbitration::{arbitrate, Arbitration, TakenFrom};
 pub use election::{check_peers, elect, is_higher, read_peers, sm_ports, Decision, Peer, PeerAction, SmPort};
 pub use responder::{answer, serve, spawn_responder};
 pub use state::{ActivityPort, Control, SmInfoState};

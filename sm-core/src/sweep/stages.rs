@@ -22,7 +22,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sm_abi::FabricSnapshot;
 
@@ -45,21 +45,52 @@ pub struct Discovered {
     fabric: Fabric,
     report: DiscoveryReport,
     smps: SmpStats,
+    at: Instant,
 }
 
 impl Discovered {
-    /// A fabric someone else already discovered through this SM's port
-    /// (the standby arbitration reads the whole fabric while it looks for
-    /// other SMs): the sweep goes on from it without sending a discovery
-    /// SMP. `fabric` must be what [`discover_within`] returned on this
-    /// port, with `report` its report; no SMPs are counted for it.
+    /// A fabric discovery just read through this SM's port, with its
+    /// report and the SMPs it took. The standby arbitration reads the
+    /// whole fabric while it looks for other SMs and hands it over this
+    /// way, so that the first heavy sweep of a new master does not read it
+    /// again.
+    pub fn new(fabric: Fabric, report: DiscoveryReport, smps: SmpStats) -> Self {
+        Discovered { fabric, report, smps, at: Instant::now() }
+    }
+
+    /// A fabric someone else already discovered through this SM's port,
+    /// its SMPs counted elsewhere: the sweep goes on from it without
+    /// sending a discovery SMP. `fabric` must be what [`discover_within`]
+    /// returned on this port, with `report` its report.
     pub fn from_fabric(fabric: Fabric, report: DiscoveryReport) -> Self {
-        Discovered { fabric, report, smps: SmpStats::default() }
+        Self::new(fabric, report, SmpStats::default())
     }
 
     /// The fabric read.
     pub fn fabric(&self) -> &Fabric {
         &self.fabric
+    }
+
+    /// What went wrong while reading it.
+    pub fn report(&self) -> &DiscoveryReport {
+        &self.report
+    }
+
+    /// The SMPs the reading took.
+    pub fn smps(&self) -> &SmpStats {
+        &self.smps
+    }
+
+    /// Time since the reading ended.
+    pub fn age(&self) -> Duration {
+        self.at.elapsed()
+    }
+
+    /// Whether a sweep starting now may take this fabric instead of
+    /// reading its own: younger than `max_age` (the sweep interval: older
+    /// than that, the SM would have looked at the fabric again).
+    pub fn is_fresh(&self, max_age: Duration) -> bool {
+        self.age() < max_age
     }
 }
 
@@ -67,7 +98,7 @@ impl Discovered {
 pub fn read_fabric(port: &mut dyn SmpPort, options: &SweepOptions, limits: &SweepLimits) -> Result<Discovered, SweepError> {
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     let (fabric, report) = discover_within(&mut client, limits)?;
-    Ok(Discovered { fabric, report, smps: client.stats().clone() })
+    Ok(Discovered::new(fabric, report, client.stats().clone()))
 }
 
 /// Stage 2's result: the fabric with the LIDs it now holds.
@@ -102,7 +133,7 @@ pub fn address(
     memory: &mut FabricMemory,
     limits: &SweepLimits,
 ) -> Result<Addressed, SweepError> {
-    let Discovered { fabric: mut read, report: mut discovery, smps } = discovered;
+    let Discovered { fabric: mut read, report: mut discovery, smps, .. } = discovered;
     discovery::merge(&mut read, memory, &mut discovery);
     read.incomplete = discovery.incomplete();
     // Nothing is written before this point.
