@@ -15,11 +15,15 @@
 //!   and credit loops per VL.
 //! * [`conformance`] — the same checks packaged as conformance tests over
 //!   generated fabrics of every family, for engine authors.
+//! * [`cdg`] — channel dependency graphs kept acyclic incrementally (a
+//!   dynamic topological order), for engines that spread routes over
+//!   deadlock-free virtual layers.
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
 
 pub mod balance;
+pub mod cdg;
 pub mod config;
 pub mod conformance;
 
