@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use sm_abi::{FabricSnapshot, Lft, Routing, RoutingEngine, NO_ROUTE};
 use smcore_file::FileEngine;
 use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
-use smcore_kit::conformance::RandomFabric;
+use smcore_kit::strategy::{random_fabrics, Sizes};
 use smcore_kit::lfts_file::write_lfts;
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_kit::Graph;
@@ -78,19 +78,18 @@ proptest! {
 
     #[test]
     fn dump_then_load_after_lid_shuffle(
-        switches in 2usize..20,
-        radix in 6usize..12,
-        hosts in 1usize..4,
-        extra in 0usize..20,
-        seed in any::<u64>(),
-        dead_links in 0usize..3,
-        dead_switches in 0usize..2,
-        lmc in 0u8..3,
+        drawn in random_fabrics(Sizes {
+            switches: 2..20,
+            radix: 6..12,
+            hosts: 1..4,
+            extra_links: 0..20,
+            dead_links: 0..3,
+            dead_switches: 0..2,
+            lmc: 0..3,
+        }),
         shuffle in any::<u64>(),
     ) {
-        let fabric = RandomFabric { switches, radix, hosts, extra_links: extra, seed, dead_links, dead_switches, lmc }.build();
-        prop_assume!(fabric.is_some());
-        let before = fabric.unwrap();
+        let before = drawn.fabric;
         let routed = minhop(&before);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("opensm-lfts.dump");

@@ -21,6 +21,8 @@
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
+//! * `strategy` (feature `proptest-fabrics`) — proptest strategies that
+//!   draw random fabrics of every family, for engines' property tests.
 
 pub mod balance;
 pub mod cdg;
@@ -29,6 +31,8 @@ pub mod conformance;
 
 pub mod graph;
 pub mod lfts_file;
+#[cfg(feature = "proptest-fabrics")]
+pub mod strategy;
 pub mod verify;
 
 pub use graph::Graph;
