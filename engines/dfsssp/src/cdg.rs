@@ -13,7 +13,7 @@
 //! topological order, so a path that does not fit is rolled back by
 //! clearing its new bits.
 
-use smcore_kit::cdg::{Deps, TopoOrder};
+use smcore_kit::cdg::{bits, Deps, TopoOrder};
 use smcore_kit::graph::Sw;
 
 use crate::net::{Ch, Net};
@@ -159,19 +159,17 @@ impl<'a> LayeredCdg<'a> {
         if self.has(l, x, y) {
             return true;
         }
-        let rows = Rows {
-            net: self.net,
-            row_words: &self.row_words,
-            base: &self.base,
-            fwd: &self.fwd[l],
-            bwd: &self.bwd[l],
-        };
-        if !self.order[l].insert(&rows, x, y) {
-            self.order[l].cycle(x, y, &mut self.cycle);
-            return false;
+        // The order searches the layer's rows while it changes; it is
+        // moved out for that (no copy).
+        let mut order = std::mem::take(&mut self.order[l]);
+        let fits = order.insert(&self.rows(l), x, y);
+        if fits {
+            self.set(l, x, y, true);
+        } else {
+            order.cycle(x, y, &mut self.cycle);
         }
-        self.set(l, x, y, true);
-        true
+        self.order[l] = order;
+        fits
     }
 
     /// Add all dependencies of the channel sequence `chain` to layer `l`,
@@ -307,14 +305,18 @@ impl<'a> LayeredCdg<'a> {
     /// Check that layer `l` is acyclic by its order: every dependency
     /// points forward. For tests.
     pub fn order_is_topological(&self, l: usize) -> bool {
-        let rows = Rows {
+        self.order[l].is_topological(&self.rows(l))
+    }
+
+    /// Layer `l`'s dependencies, as the order's searches read them.
+    fn rows(&self, l: usize) -> Rows<'_> {
+        Rows {
             net: self.net,
             row_words: &self.row_words,
             base: &self.base,
             fwd: &self.fwd[l],
             bwd: &self.bwd[l],
-        };
-        self.order[l].is_topological(&rows)
+        }
     }
 }
 
@@ -334,11 +336,8 @@ impl Deps for Rows<'_> {
         let w = self.row_words[v as usize] as usize;
         let row = self.base[v as usize] + self.net.in_port[c as usize] as usize * w;
         for k in 0..w {
-            let mut bits = self.fwd[row + k];
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if !f(self.net.out_channel(v, (k * 64 + b) as u8)) {
+            for b in bits(self.fwd[row + k]) {
+                if !f(self.net.out_channel(v, (k * 64 + b as usize) as u8)) {
                     return;
                 }
             }
@@ -351,11 +350,8 @@ impl Deps for Rows<'_> {
         let w = self.row_words[u as usize] as usize;
         let row = self.base[u as usize] + self.net.out_port[c as usize] as usize * w;
         for k in 0..w {
-            let mut bits = self.bwd[row + k];
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                f(self.net.port_in[self.net.port_base[u as usize] as usize + k * 64 + b]);
+            for b in bits(self.bwd[row + k]) {
+                f(self.net.port_in[self.net.port_base[u as usize] as usize + k * 64 + b as usize]);
             }
         }
     }

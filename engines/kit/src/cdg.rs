@@ -35,9 +35,44 @@ pub trait Deps {
     fn each_pred(&self, c: Chan, f: impl FnMut(Chan));
 }
 
+/// The positions of the bits set in `word`, lowest first: the channels a
+/// bit row of dependencies names.
+#[inline]
+pub fn bits(mut word: u64) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        if word == 0 {
+            return None;
+        }
+        let b = word.trailing_zeros();
+        word &= word - 1;
+        Some(b)
+    })
+}
+
+/// Whether `to` is reachable from `from` over the dependencies of `deps`
+/// (`n` channels), by a plain search: the reference the incremental check
+/// is tested against.
+pub fn reaches<D: Deps>(deps: &D, n: usize, from: Chan, to: Chan) -> bool {
+    let mut seen = vec![false; n];
+    let mut stack = vec![from];
+    while let Some(c) = stack.pop() {
+        if c == to {
+            return true;
+        }
+        if std::mem::replace(&mut seen[c as usize], true) {
+            continue;
+        }
+        deps.each_succ(c, |w| {
+            stack.push(w);
+            true
+        });
+    }
+    false
+}
+
 /// A topological order of `n` channels, kept valid as dependencies are
-/// added (see the module doc).
-#[derive(Debug, Clone)]
+/// added (see the module doc). The default is the order over no channel.
+#[derive(Debug, Clone, Default)]
 pub struct TopoOrder {
     /// Position of each channel in the order.
     ord: Vec<u32>,
@@ -398,22 +433,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// From scratch: is `to` reachable from `from` over `edges`?
-    fn reaches(n: usize, edges: &[(Chan, Chan)], from: Chan, to: Chan) -> bool {
-        let mut seen = vec![false; n];
-        let mut st = vec![from];
-        while let Some(c) = st.pop() {
-            if c == to {
-                return true;
-            }
-            if std::mem::replace(&mut seen[c as usize], true) {
-                continue;
-            }
-            st.extend(edges.iter().filter(|e| e.0 == c).map(|e| e.1));
-        }
-        false
-    }
-
     /// From scratch: does `edges` over `n` nodes have a cycle (Kahn)?
     fn has_cycle(n: usize, edges: &[(Chan, Chan)]) -> bool {
         let mut indeg = vec![0usize; n];
@@ -434,6 +453,12 @@ mod tests {
             }
         }
         done < n
+    }
+
+    #[test]
+    fn bits_lists_the_set_positions() {
+        assert_eq!(bits(0).count(), 0);
+        assert_eq!(bits(1 << 63 | 0b1010).collect::<Vec<_>>(), vec![1, 3, 63]);
     }
 
     #[test]
@@ -526,7 +551,8 @@ mod tests {
                 let cyclic = has_cycle(n, &with);
                 if path.len() == 2 {
                     // The single-edge case is the plain reachability test.
-                    prop_assert_eq!(cyclic, reaches(n, &edges_of(&held), path[1], path[0]));
+                    let closes = path[0] == path[1] || reaches(&g.deps, n, path[1], path[0]);
+                    prop_assert_eq!(cyclic, closes);
                 }
                 let before = g.dependencies();
                 let accepted = g.add_path(&path);

@@ -50,7 +50,8 @@ impl fmt::Debug for Drawn {
     }
 }
 
-/// Ranges of the random irregular fabrics [`random_fabrics`] draws.
+/// Ranges of the random irregular fabrics [`random_fabrics`] draws, one
+/// per [`RandomFabric`] field of the same name (the seed is any `u64`).
 #[derive(Debug, Clone)]
 pub struct Sizes {
     /// Switches before faults.
@@ -63,7 +64,7 @@ pub struct Sizes {
     pub extra_links: Range<usize>,
     /// Switch-to-switch links to fail.
     pub dead_links: Range<usize>,
-    /// Switches to fail.
+    /// Switches to fail (at most all but one).
     pub dead_switches: Range<usize>,
     /// LMC of the snapshot.
     pub lmc: Range<u8>,

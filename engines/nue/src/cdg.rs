@@ -16,7 +16,7 @@
 //! not triggers a search bounded to the channels between its two ends in
 //! the order, which either finds the cycle or reorders just that window.
 
-use smcore_kit::cdg::{Deps, TopoOrder};
+use smcore_kit::cdg::{bits, Deps, TopoOrder};
 use smcore_kit::graph::{Graph, Sw};
 
 /// Index of a channel.
@@ -148,11 +148,8 @@ impl Deps for Used<'_> {
         let v = ch.head[w as usize];
         if self.masks {
             let s0 = ch.start[v as usize];
-            let mut m = self.out_mask[w as usize];
-            while m != 0 {
-                let z = s0 + m.trailing_zeros();
-                m &= m - 1;
-                if !f(z) {
+            for k in bits(self.out_mask[w as usize]) {
+                if !f(s0 + k) {
                     return;
                 }
             }
@@ -173,10 +170,8 @@ impl Deps for Used<'_> {
         let u = ch.tail[w as usize];
         if self.masks {
             let s0 = ch.start[u as usize];
-            let mut m = self.in_mask[w as usize];
-            while m != 0 {
-                f(ch.rev[(s0 + m.trailing_zeros()) as usize]);
-                m &= m - 1;
+            for k in bits(self.in_mask[w as usize]) {
+                f(ch.rev[(s0 + k) as usize]);
             }
             return;
         }
@@ -253,19 +248,17 @@ impl Layer {
             BLOCKED => return false,
             _ => {}
         }
-        let used = Used {
-            ch,
-            status: &self.status,
-            out_mask: &self.out_mask,
-            in_mask: &self.in_mask,
-            masks: self.masks,
-        };
-        if !self.order.insert(&used, x, y) {
+        // The order searches the used turns while it changes; it is moved
+        // out for that (no copy).
+        let mut order = std::mem::take(&mut self.order);
+        let fits = order.insert(&self.used(ch), x, y);
+        self.order = order;
+        if fits {
+            self.set_used(ch, d, x, y);
+        } else {
             self.status[d] = BLOCKED;
-            return false;
         }
-        self.set_used(ch, d, x, y);
-        true
+        fits
     }
 
     #[inline]
@@ -339,25 +332,11 @@ mod tests {
     use super::*;
     use sm_topology::{gen, lids};
 
-    /// Is `to` reachable from `from` over used dependencies (plain DFS)?
+    /// Is `to` reachable from `from` over used dependencies? A plain
+    /// search reading the turn slots (not the masks the layer searches).
     fn reaches(ch: &Channels, layer: &Layer, from: Ch, to: Ch) -> bool {
-        let mut seen = vec![false; ch.len()];
-        let mut stack = vec![from];
-        while let Some(w) = stack.pop() {
-            if w == to {
-                return true;
-            }
-            if std::mem::replace(&mut seen[w as usize], true) {
-                continue;
-            }
-            let v = ch.head[w as usize];
-            for (k, z) in ch.out(v).enumerate() {
-                if layer.status[ch.dep_start[w as usize] as usize + k] == USED {
-                    stack.push(z);
-                }
-            }
-        }
-        false
+        let slots = Used { masks: false, ..layer.used(ch) };
+        smcore_kit::cdg::reaches(&slots, ch.len(), from, to)
     }
 
     /// Every turn of a torus offered in a scrambled order: each is refused
