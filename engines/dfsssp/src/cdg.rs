@@ -159,17 +159,21 @@ impl<'a> LayeredCdg<'a> {
         if self.has(l, x, y) {
             return true;
         }
-        // The order searches the layer's rows while it changes; it is
-        // moved out for that (no copy).
-        let mut order = std::mem::take(&mut self.order[l]);
-        let fits = order.insert(&self.rows(l), x, y);
-        if fits {
-            self.set(l, x, y, true);
-        } else {
-            order.cycle(x, y, &mut self.cycle);
+        if !self.order[l].respects(x, y) {
+            // The order searches the layer's rows while it changes; it is
+            // moved out for that (no copy).
+            let mut order = std::mem::take(&mut self.order[l]);
+            let fits = order.insert(&self.rows(l), x, y);
+            if !fits {
+                order.cycle(x, y, &mut self.cycle);
+            }
+            self.order[l] = order;
+            if !fits {
+                return false;
+            }
         }
-        self.order[l] = order;
-        fits
+        self.set(l, x, y, true);
+        true
     }
 
     /// Add all dependencies of the channel sequence `chain` to layer `l`,

@@ -248,17 +248,19 @@ impl Layer {
             BLOCKED => return false,
             _ => {}
         }
-        // The order searches the used turns while it changes; it is moved
-        // out for that (no copy).
-        let mut order = std::mem::take(&mut self.order);
-        let fits = order.insert(&self.used(ch), x, y);
-        self.order = order;
-        if fits {
-            self.set_used(ch, d, x, y);
-        } else {
-            self.status[d] = BLOCKED;
+        if !self.order.respects(x, y) {
+            // The order searches the used turns while it changes; it is
+            // moved out for that (no copy).
+            let mut order = std::mem::take(&mut self.order);
+            let fits = order.insert(&self.used(ch), x, y);
+            self.order = order;
+            if !fits {
+                self.status[d] = BLOCKED;
+                return false;
+            }
         }
-        fits
+        self.set_used(ch, d, x, y);
+        true
     }
 
     #[inline]
