@@ -9,7 +9,7 @@
 //! channels that every dependency respects.
 //!
 //! The order is the kit's [`TopoOrder`] (Pearce–Kelly), which reads the
-//! bit rows through [`Rows`]. Removing dependencies never breaks a
+//! bit rows through its `Deps` view. Removing dependencies never breaks a
 //! topological order, so a path that does not fit is rolled back by
 //! clearing its new bits.
 
