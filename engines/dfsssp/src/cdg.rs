@@ -8,14 +8,12 @@
 //! channel are one word scan away, and keeps a topological order of the
 //! channels that every dependency respects.
 //!
-//! Adding a dependency `x → y` that already agrees with the order is free.
-//! Otherwise the Pearce–Kelly search visits only the channels ordered
-//! between `y` and `x`: forward from `y` (a path back to `x` means the new
-//! dependency closes a cycle, and it is refused) and backward from `x`,
-//! then renumbers just those channels. Removing dependencies never breaks
-//! a topological order, so a path that does not fit is rolled back by
+//! The order is the kit's [`TopoOrder`] (Pearce–Kelly), which reads the
+//! bit rows through its `Deps` view. Removing dependencies never breaks a
+//! topological order, so a path that does not fit is rolled back by
 //! clearing its new bits.
 
+use smcore_kit::cdg::{bits, Deps, TopoOrder};
 use smcore_kit::graph::Sw;
 
 use crate::net::{Ch, Net};
@@ -31,15 +29,8 @@ pub struct LayeredCdg<'a> {
     fwd: Vec<Vec<u64>>,
     /// Per layer: `bwd[base + out_port * W + in / 64]`.
     bwd: Vec<Vec<u64>>,
-    /// Per layer: position of each channel in the topological order.
-    ord: Vec<Vec<u32>>,
-    // Scratch for the searches.
-    mark: Vec<u32>,
-    epoch: u32,
-    stack: Vec<Ch>,
-    delta_f: Vec<Ch>,
-    delta_b: Vec<Ch>,
-    slots: Vec<u32>,
+    /// Per layer: a topological order of the channels.
+    order: Vec<TopoOrder>,
     added: Vec<(Ch, Ch)>,
     /// Dependencies each layer holds.
     pub edges: Vec<u64>,
@@ -49,16 +40,9 @@ pub struct LayeredCdg<'a> {
     /// Number of possible dependencies.
     deps: usize,
     dep_base: Vec<u32>,
-    /// Forward search tree, to name the cycle a refused dependency closes.
-    parent: Vec<Ch>,
     /// After a refused path: the channels from the refused dependency's
     /// head back to its tail, all joined by dependencies of the layer.
     pub cycle: Vec<Ch>,
-    /// Statistics: insertions that needed a Pearce–Kelly search, and
-    /// channels those searches visited.
-    pub searches: u64,
-    /// See [`LayeredCdg::searches`].
-    pub visited: u64,
     /// Per layer: dependencies known to close a cycle (bit per `dep`).
     /// Layers only grow between removals, so a refusal stays valid until
     /// the layer loses a dependency.
@@ -94,22 +78,13 @@ impl<'a> LayeredCdg<'a> {
             base,
             fwd: vec![vec![0; words]; layers],
             bwd: vec![vec![0; words]; layers],
-            ord: vec![(0..n as u32).collect(); layers],
-            mark: vec![0; n],
-            epoch: 0,
-            stack: Vec::new(),
-            delta_f: Vec::new(),
-            delta_b: Vec::new(),
-            slots: Vec::new(),
+            order: vec![TopoOrder::new(n); layers],
             added: Vec::new(),
             edges: vec![0; layers],
             count: vec![Vec::new(); layers],
             deps: deps as usize,
             dep_base,
-            parent: vec![0; n],
             cycle: Vec::new(),
-            searches: 0,
-            visited: 0,
             refused: vec![vec![0; (deps as usize).div_ceil(64)]; layers],
             want_cycle: false,
             union: Vec::new(),
@@ -178,111 +153,24 @@ impl<'a> LayeredCdg<'a> {
         }
     }
 
-    fn next_epoch(&mut self) -> u32 {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.mark.fill(0);
-            self.epoch = 1;
-        }
-        self.epoch
-    }
-
     /// Add `x → y` to layer `l` unless it closes a cycle; true when the
     /// layer holds it afterwards.
     fn insert(&mut self, l: usize, x: Ch, y: Ch) -> bool {
         if self.has(l, x, y) {
             return true;
         }
-        let (ox, oy) = (self.ord[l][x as usize], self.ord[l][y as usize]);
-        if oy > ox {
-            self.set(l, x, y, true);
-            return true;
-        }
-        // Forward from y over channels ordered before x.
-        let fe = self.next_epoch();
-        self.delta_f.clear();
-        self.stack.clear();
-        self.stack.push(y);
-        self.mark[y as usize] = fe;
-        self.searches += 1;
-        while let Some(c) = self.stack.pop() {
-            self.visited += 1;
-            self.delta_f.push(c);
-            let v = self.net.to[c as usize];
-            let w = self.row_words[v as usize] as usize;
-            let row = self.base[v as usize] + self.net.in_port[c as usize] as usize * w;
-            for k in 0..w {
-                let mut bits = self.fwd[l][row + k];
-                while bits != 0 {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let port = (k * 64 + b) as u8;
-                    let d = self.net.out_channel(v, port);
-                    let od = self.ord[l][d as usize];
-                    if od == ox {
-                        self.cycle.clear();
-                        let mut k = c;
-                        self.cycle.push(x);
-                        while k != y {
-                            self.cycle.push(k);
-                            k = self.parent[k as usize];
-                        }
-                        self.cycle.push(y);
-                        self.cycle.reverse();
-                        return false;
-                    }
-                    if od < ox && self.mark[d as usize] != fe {
-                        self.mark[d as usize] = fe;
-                        self.parent[d as usize] = c;
-                        self.stack.push(d);
-                    }
-                }
+        if !self.order[l].respects(x, y) {
+            // The order searches the layer's rows while it changes; it is
+            // moved out for that (no copy).
+            let mut order = std::mem::take(&mut self.order[l]);
+            let fits = order.insert(&self.rows(l), x, y);
+            if !fits {
+                order.cycle(x, y, &mut self.cycle);
             }
-        }
-        // Backward from x over channels ordered after y.
-        let be = self.next_epoch();
-        self.delta_b.clear();
-        self.stack.push(x);
-        self.mark[x as usize] = be;
-        while let Some(c) = self.stack.pop() {
-            self.delta_b.push(c);
-            let u = self.net.from[c as usize];
-            let w = self.row_words[u as usize] as usize;
-            let row = self.base[u as usize] + self.net.out_port[c as usize] as usize * w;
-            for k in 0..w {
-                let mut bits = self.bwd[l][row + k];
-                while bits != 0 {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let port = k * 64 + b;
-                    let d = self.net.port_in[self.net.port_base[u as usize] as usize + port];
-                    if self.ord[l][d as usize] > oy && self.mark[d as usize] != be {
-                        self.mark[d as usize] = be;
-                        self.stack.push(d);
-                    }
-                }
+            self.order[l] = order;
+            if !fits {
+                return false;
             }
-        }
-        // Everything that reaches x goes before everything y reaches,
-        // reusing the positions these channels held.
-        let ord = &mut self.ord[l];
-        self.delta_b.sort_unstable_by_key(|&c| ord[c as usize]);
-        self.delta_f.sort_unstable_by_key(|&c| ord[c as usize]);
-        self.slots.clear();
-        self.slots.extend(
-            self.delta_b
-                .iter()
-                .chain(self.delta_f.iter())
-                .map(|&c| ord[c as usize]),
-        );
-        self.slots.sort_unstable();
-        for (&c, &p) in self
-            .delta_b
-            .iter()
-            .chain(self.delta_f.iter())
-            .zip(self.slots.iter())
-        {
-            ord[c as usize] = p;
         }
         self.set(l, x, y, true);
         true
@@ -406,12 +294,10 @@ impl<'a> LayeredCdg<'a> {
                 }
             }
         }
-        let mut ord = vec![0u32; n];
-        for (i, &c) in finished.iter().enumerate() {
-            ord[c as usize] = (n - 1 - i) as u32;
-        }
-        for o in self.ord.iter_mut() {
-            o.clone_from(&ord);
+        // Reverse finishing order is topological for the tree edges.
+        finished.reverse();
+        for o in self.order.iter_mut() {
+            o.seed(&finished);
         }
     }
 
@@ -423,19 +309,54 @@ impl<'a> LayeredCdg<'a> {
     /// Check that layer `l` is acyclic by its order: every dependency
     /// points forward. For tests.
     pub fn order_is_topological(&self, l: usize) -> bool {
-        let net = self.net;
-        for x in 0..net.channels() as Ch {
-            let v = net.to[x as usize];
-            for port in 1..=net.num_ports[v as usize] {
-                let y = net.out_channel(v, port);
-                if y != sm_abi::NONE
-                    && self.has(l, x, y)
-                    && self.ord[l][x as usize] >= self.ord[l][y as usize]
-                {
-                    return false;
+        self.order[l].is_topological(&self.rows(l))
+    }
+
+    /// Layer `l`'s dependencies, as the order's searches read them.
+    fn rows(&self, l: usize) -> Rows<'_> {
+        Rows {
+            net: self.net,
+            row_words: &self.row_words,
+            base: &self.base,
+            fwd: &self.fwd[l],
+            bwd: &self.bwd[l],
+        }
+    }
+}
+
+/// One layer's bit rows, as the kit's order searches read them.
+struct Rows<'r> {
+    net: &'r Net,
+    row_words: &'r [u32],
+    base: &'r [usize],
+    fwd: &'r [u64],
+    bwd: &'r [u64],
+}
+
+impl Deps for Rows<'_> {
+    #[inline]
+    fn each_succ(&self, c: Ch, mut f: impl FnMut(Ch) -> bool) {
+        let v = self.net.to[c as usize];
+        let w = self.row_words[v as usize] as usize;
+        let row = self.base[v as usize] + self.net.in_port[c as usize] as usize * w;
+        for k in 0..w {
+            for b in bits(self.fwd[row + k]) {
+                if !f(self.net.out_channel(v, (k * 64 + b as usize) as u8)) {
+                    return;
                 }
             }
         }
-        true
+    }
+
+    #[inline]
+    fn each_pred(&self, c: Ch, mut f: impl FnMut(Ch)) {
+        let u = self.net.from[c as usize];
+        let w = self.row_words[u as usize] as usize;
+        let row = self.base[u as usize] + self.net.out_port[c as usize] as usize * w;
+        for k in 0..w {
+            for b in bits(self.bwd[row + k]) {
+                f(self.net.port_in[self.net.port_base[u as usize] as usize + k * 64 + b as usize]);
+            }
+        }
     }
 }

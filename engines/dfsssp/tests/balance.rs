@@ -5,21 +5,12 @@
 
 use sm_abi::{FabricSnapshot, Routing, RoutingEngine};
 use smcore_dfsssp::{Dfsssp, Sssp};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
+use smcore_kit::balance::min_hop_lfts;
 use smcore_kit::conformance::{cases, Family};
 use smcore_kit::verify::{verify, VerifyOptions};
-use smcore_kit::Graph;
 
 fn minhop(f: &FabricSnapshot) -> Routing {
-    let g = Graph::new(f);
-    let order = routing_order(f, &g, &[]);
-    Routing::single_vl(assign_lfts(
-        f,
-        &g,
-        &g.distance_matrix(),
-        &order,
-        &BalanceOptions::default(),
-    ))
+    Routing::single_vl(min_hop_lfts(f))
 }
 
 fn max_link_load(f: &FabricSnapshot, r: &Routing) -> u64 {

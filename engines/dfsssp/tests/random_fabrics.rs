@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use sm_abi::RoutingEngine;
 use smcore_dfsssp::{Dfsssp, Sssp};
-use smcore_kit::conformance::RandomFabric;
+use smcore_kit::strategy::{random_fabrics, Sizes};
 use smcore_kit::verify::{verify, VerifyOptions};
 
 proptest! {
@@ -14,22 +14,10 @@ proptest! {
 
     #[test]
     fn complete_and_deadlock_free(
-        switches in 2usize..28,
-        radix in 6usize..14,
-        hosts in 1usize..4,
-        extra in 0usize..30,
-        seed in any::<u64>(),
-        dead_links in 0usize..4,
-        dead_switches in 0usize..2,
-        lmc in 0u8..3,
+        drawn in random_fabrics(Sizes::default()),
         vls in prop::sample::select(vec![1u8, 2, 4, 8]),
     ) {
-        let fabric = RandomFabric {
-            switches, radix, hosts, extra_links: extra, seed, dead_links, dead_switches, lmc,
-        }
-        .build();
-        prop_assume!(fabric.is_some());
-        let mut fabric = fabric.unwrap();
+        let mut fabric = drawn.fabric;
         for p in fabric.ports.iter_mut() {
             p.op_vls = p.op_vls.min(vls);
         }

@@ -2,29 +2,16 @@
 //! loaded back; LIDs reassigned between dump and load; ibroute output;
 //! bad files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{guid_level, minhop, relidded};
 use sm_abi::{FabricSnapshot, Level, Lft, Routing, RoutingEngine, NO_ROUTE};
 use smcore_file::FileEngine;
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
 use smcore_kit::conformance::cases;
 use smcore_kit::lfts_file::write_lfts;
 use smcore_kit::verify::{verify, VerifyOptions};
-use smcore_kit::Graph;
-
-/// Min-hop tables from the kit (what the minhop engine returns; its
-/// library cannot be linked beside this one, both export the ABI root).
-fn minhop(f: &FabricSnapshot) -> Routing {
-    let g = Graph::new(f);
-    let order = routing_order(f, &g, &[]);
-    Routing::single_vl(assign_lfts(
-        f,
-        &g,
-        &g.distance_matrix(),
-        &order,
-        &BalanceOptions::default(),
-    ))
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -97,42 +84,7 @@ fn minhop_tables_load_back_identically_on_every_family() {
 /// reverse node order (aligned blocks as before), so almost every port
 /// moves.
 fn reassigned(f: &FabricSnapshot) -> FabricSnapshot {
-    let mut g = f.clone();
-    let mut holders: Vec<usize> = (0..g.ports.len())
-        .filter(|&i| g.ports[i].lid != 0)
-        .collect();
-    holders.reverse();
-    let mut next = 1u32;
-    let mut max = 0u32;
-    for i in holders {
-        let count = g.ports[i].lid_count();
-        let lid = next.div_ceil(count) * count;
-        g.ports[i].lid = lid as u16;
-        next = lid + count;
-        max = max.max(lid + count - 1);
-    }
-    g.max_lid = max as u16;
-    g
-}
-
-/// (switch GUID, destination port GUID, LID offset) → output port.
-fn guid_level(f: &FabricSnapshot, lfts: &[Lft]) -> Vec<(u64, u64, u32, u8)> {
-    let mut v = Vec::new();
-    for l in lfts {
-        let sw = f.nodes[l.node as usize].guid;
-        for p in f.ports.iter().filter(|p| p.lid != 0) {
-            for off in 0..p.lid_count() {
-                let port = l
-                    .ports
-                    .get(p.lid as usize + off as usize)
-                    .copied()
-                    .unwrap_or(NO_ROUTE);
-                v.push((sw, p.guid, off, port));
-            }
-        }
-    }
-    v.sort();
-    v
+    relidded(f, |holders| holders.reverse())
 }
 
 #[test]

@@ -209,6 +209,16 @@ pub fn assign_lfts<H: HopTable>(
         .collect()
 }
 
+/// Min-hop tables for `fabric` with the default options and OpenSM's
+/// routing order: what the minhop engine returns unconfigured. For tests
+/// that hold an engine against min hop (two engine libraries cannot be
+/// linked into one binary: both export the ABI root module).
+pub fn min_hop_lfts(fabric: &FabricSnapshot) -> Vec<Lft> {
+    let graph = Graph::new(fabric);
+    let order = routing_order(fabric, &graph, &[]);
+    assign_lfts(fabric, &graph, &graph.distance_matrix(), &order, &BalanceOptions::default())
+}
+
 /// A routing target, flattened once so that every switch's pass over the
 /// order list reads one compact array.
 #[derive(Clone, Copy)]

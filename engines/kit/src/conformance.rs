@@ -146,10 +146,15 @@ impl RandomFabric {
     /// ask for more links than remain (the generator refuses; a property
     /// test skips such a case).
     pub fn build(&self) -> Option<FabricSnapshot> {
+        lids::snapshot(&self.topology()?, self.lmc).ok()
+    }
+
+    /// The topology, faults applied (None as for [`RandomFabric::build`]).
+    pub fn topology(&self) -> Option<Topology> {
         let topo = gen::random_irregular(self.switches, self.radix, self.hosts, self.extra_links, self.seed).ok()?;
         let dead_switches = self.dead_switches.min(self.switches.saturating_sub(1));
         let (topo, _) = gen::with_faults(&topo, self.dead_links, dead_switches, self.seed ^ 0x5eed).ok()?;
-        lids::snapshot(&topo, self.lmc).ok()
+        Some(topo)
     }
 }
 

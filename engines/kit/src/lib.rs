@@ -15,16 +15,24 @@
 //!   and credit loops per VL.
 //! * [`conformance`] — the same checks packaged as conformance tests over
 //!   generated fabrics of every family, for engine authors.
+//! * [`cdg`] — channel dependency graphs kept acyclic incrementally (a
+//!   dynamic topological order), for engines that spread routes over
+//!   deadlock-free virtual layers.
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
+//! * `strategy` (feature `proptest-fabrics`) — proptest strategies that
+//!   draw random fabrics of every family, for engines' property tests.
 
 pub mod balance;
+pub mod cdg;
 pub mod config;
 pub mod conformance;
 
 pub mod graph;
 pub mod lfts_file;
+#[cfg(feature = "proptest-fabrics")]
+pub mod strategy;
 pub mod verify;
 
 pub use graph::Graph;

@@ -7,10 +7,9 @@
 
 use sm_abi::Routing;
 use sm_topology::{gen, lids, Topology};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
+use smcore_kit::balance::min_hop_lfts;
 use smcore_kit::conformance::{check, Case, Expect, Family};
 use smcore_kit::verify::{verify, VerifyOptions};
-use smcore_kit::Graph;
 use smcore_lash::{Lash, LashConfig, PathChoice};
 
 fn case(name: String, family: Family, topology: Topology) -> Case {
@@ -50,10 +49,7 @@ fn lash_load(c: &Case, mesh: bool, choice: PathChoice) -> (u64, f64, usize) {
 /// What OpenSM's per-port balancing (min hop, the kit's LFT builder)
 /// achieves on the same fabric.
 fn minhop_load(c: &Case) -> (u64, f64) {
-    let g = Graph::new(&c.fabric);
-    let dist = g.distance_matrix();
-    let order = routing_order(&c.fabric, &g, &[]);
-    let lfts = assign_lfts(&c.fabric, &g, &dist, &order, &BalanceOptions::default());
+    let lfts = min_hop_lfts(&c.fabric);
     let opts = VerifyOptions {
         credit_loops: false,
         ..VerifyOptions::default()

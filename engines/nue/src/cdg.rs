@@ -11,11 +11,12 @@
 //! (using it would close a cycle among the used ones). The used set is
 //! kept acyclic by construction: a dependency joins it only through
 //! [`Layer::try_use`], which maintains a topological order of the channels
-//! incrementally (Pearce and Kelly's dynamic topological sort). An edge
+//! incrementally (the kit's [`TopoOrder`], Pearce and Kelly's dynamic topological sort). An edge
 //! that agrees with the current order costs one comparison; one that does
 //! not triggers a search bounded to the channels between its two ends in
 //! the order, which either finds the cycle or reorders just that window.
 
+use smcore_kit::cdg::{bits, Deps, TopoOrder};
 use smcore_kit::graph::{Graph, Sw};
 
 /// Index of a channel.
@@ -120,14 +121,6 @@ pub const BLOCKED: u8 = 2;
 pub struct Layer {
     /// Per dependency slot: [`UNKNOWN`], [`USED`] or [`BLOCKED`].
     pub status: Vec<u8>,
-    ord: Vec<u32>,
-    at: Vec<Ch>,
-    mark: Vec<u32>,
-    epoch: u32,
-    stack: Vec<Ch>,
-    fwd: Vec<Ch>,
-    back: Vec<Ch>,
-    slots: Vec<u32>,
     /// Per channel, bit k set when the turn into the k-th out-channel of
     /// its head is used (kept only when no switch has over 64 neighbours,
     /// see `masks`): the searches then visit used turns only.
@@ -136,10 +129,64 @@ pub struct Layer {
     /// `u`'s j-th out-channel into it is used.
     in_mask: Vec<u64>,
     masks: bool,
-    /// Window searches done (order violations), for the diagnostics.
-    pub searches: u64,
-    /// Channels visited by those searches.
-    pub visited: u64,
+    order: TopoOrder,
+}
+
+/// The used turns of a layer, as the kit's order searches read them.
+struct Used<'a> {
+    ch: &'a Channels,
+    status: &'a [u8],
+    out_mask: &'a [u64],
+    in_mask: &'a [u64],
+    masks: bool,
+}
+
+impl Deps for Used<'_> {
+    #[inline]
+    fn each_succ(&self, w: Ch, mut f: impl FnMut(Ch) -> bool) {
+        let ch = self.ch;
+        let v = ch.head[w as usize];
+        if self.masks {
+            let s0 = ch.start[v as usize];
+            for k in bits(self.out_mask[w as usize]) {
+                if !f(s0 + k) {
+                    return;
+                }
+            }
+            return;
+        }
+        let base = ch.dep_start[w as usize];
+        for (k, z) in ch.out(v).enumerate() {
+            if self.status[base as usize + k] == USED && !f(z) {
+                return;
+            }
+        }
+    }
+
+    #[inline]
+    fn each_pred(&self, w: Ch, mut f: impl FnMut(Ch)) {
+        // In-dependencies of w = (u→v) come from channels (t→u), t ≠ v.
+        let ch = self.ch;
+        let u = ch.tail[w as usize];
+        if self.masks {
+            let s0 = ch.start[u as usize];
+            for k in bits(self.in_mask[w as usize]) {
+                f(ch.rev[(s0 + k) as usize]);
+            }
+            return;
+        }
+        let v = ch.head[w as usize];
+        let k = w - ch.start[u as usize];
+        for o in ch.out(u) {
+            if ch.head[o as usize] == v {
+                continue;
+            }
+            let z = ch.rev[o as usize];
+            if self.status[(ch.dep_start[z as usize] + k) as usize] == USED {
+                f(z);
+            }
+        }
+    }
 }
 
 impl Layer {
@@ -151,28 +198,25 @@ impl Layer {
             out_mask: vec![0; m],
             in_mask: vec![0; m],
             masks: (0..ch.start.len().saturating_sub(1) as Sw).all(|u| ch.out(u).len() <= 64),
-            ord: (0..m as u32).collect(),
-            at: (0..m as u32).collect(),
-            mark: vec![0; m],
-            epoch: 0,
-            stack: Vec::new(),
-            fwd: Vec::new(),
-            back: Vec::new(),
-            slots: Vec::new(),
-            searches: 0,
-            visited: 0,
+            order: TopoOrder::new(m),
         }
+    }
+
+    /// Window searches done (order violations), for the diagnostics.
+    pub fn searches(&self) -> u64 {
+        self.order.searches
+    }
+
+    /// Channels visited by those searches.
+    pub fn visited(&self) -> u64 {
+        self.order.visited
     }
 
     /// Start from this channel order (a permutation of all channels) when
     /// no dependency is used yet, so that turns agreeing with it are free.
     pub fn seed(&mut self, order: &[Ch]) {
-        debug_assert_eq!(order.len(), self.at.len());
         debug_assert!(self.status.iter().all(|&s| s != USED));
-        for (p, &c) in order.iter().enumerate() {
-            self.at[p] = c;
-            self.ord[c as usize] = p as u32;
-        }
+        self.order.seed(order);
     }
 
     /// Forget every dependency (the next layer starts afresh) keeping the
@@ -181,20 +225,17 @@ impl Layer {
         self.status.fill(UNKNOWN);
         self.out_mask.fill(0);
         self.in_mask.fill(0);
-        for (i, (o, a)) in self.ord.iter_mut().zip(self.at.iter_mut()).enumerate() {
-            *o = i as u32;
-            *a = i as u32;
-        }
+        self.order.reset();
     }
 
-    /// Two fresh mark values (forward, backward) for one search.
-    fn fresh_marks(&mut self) -> (u32, u32) {
-        if self.epoch >= u32::MAX - 2 {
-            self.mark.fill(0);
-            self.epoch = 0;
+    fn used<'a>(&'a self, ch: &'a Channels) -> Used<'a> {
+        Used {
+            ch,
+            status: &self.status,
+            out_mask: &self.out_mask,
+            in_mask: &self.in_mask,
+            masks: self.masks,
         }
-        self.epoch += 2;
-        (self.epoch - 1, self.epoch)
     }
 
     /// Mark the dependency `x → y` used unless that closes a cycle among
@@ -207,131 +248,16 @@ impl Layer {
             BLOCKED => return false,
             _ => {}
         }
-        let (ox, oy) = (self.ord[x as usize], self.ord[y as usize]);
-        if ox < oy {
-            self.set_used(ch, d, x, y);
-            return true;
-        }
-        self.searches += 1;
-        // Forward from y among channels ordered at most at x: meeting x
-        // means x is reachable from y, so x → y would close a cycle.
-        let (e, e2) = self.fresh_marks();
-        self.fwd.clear();
-        self.stack.clear();
-        self.stack.push(y);
-        self.mark[y as usize] = e;
-        while let Some(w) = self.stack.pop() {
-            self.visited += 1;
-            self.fwd.push(w);
-            let v = ch.head[w as usize];
-            if self.masks {
-                let s0 = ch.start[v as usize];
-                let mut m = self.out_mask[w as usize];
-                while m != 0 {
-                    let z = s0 + m.trailing_zeros();
-                    m &= m - 1;
-                    if z == x {
-                        self.status[d] = BLOCKED;
-                        return false;
-                    }
-                    if self.ord[z as usize] < ox && self.mark[z as usize] != e {
-                        self.mark[z as usize] = e;
-                        self.stack.push(z);
-                    }
-                }
-                continue;
+        if !self.order.respects(x, y) {
+            // The order searches the used turns while it changes; it is
+            // moved out for that (no copy).
+            let mut order = std::mem::take(&mut self.order);
+            let fits = order.insert(&self.used(ch), x, y);
+            self.order = order;
+            if !fits {
+                self.status[d] = BLOCKED;
+                return false;
             }
-            let base = ch.dep_start[w as usize];
-            for (k, z) in ch.out(v).enumerate() {
-                if self.status[base as usize + k] != USED {
-                    continue;
-                }
-                if z == x {
-                    self.status[d] = BLOCKED;
-                    return false;
-                }
-                if self.ord[z as usize] < ox && self.mark[z as usize] != e {
-                    self.mark[z as usize] = e;
-                    self.stack.push(z);
-                }
-            }
-        }
-        // Backward from x among channels ordered after y.
-        self.back.clear();
-        self.stack.push(x);
-        self.mark[x as usize] = e2;
-        while let Some(w) = self.stack.pop() {
-            self.visited += 1;
-            self.back.push(w);
-            // In-dependencies of w = (u→v) come from channels (t→u), t ≠ v.
-            let u = ch.tail[w as usize];
-            if self.masks {
-                let s0 = ch.start[u as usize];
-                let mut m = self.in_mask[w as usize];
-                while m != 0 {
-                    let z = ch.rev[(s0 + m.trailing_zeros()) as usize];
-                    m &= m - 1;
-                    if self.ord[z as usize] > oy && self.mark[z as usize] != e2 {
-                        self.mark[z as usize] = e2;
-                        self.stack.push(z);
-                    }
-                }
-                continue;
-            }
-            let v = ch.head[w as usize];
-            let k = w - ch.start[u as usize];
-            for o in ch.out(u) {
-                let t = ch.head[o as usize];
-                if t == v {
-                    continue;
-                }
-                let z = ch.rev[o as usize];
-                if self.status[(ch.dep_start[z as usize] + k) as usize] != USED {
-                    continue;
-                }
-                if self.ord[z as usize] > oy && self.mark[z as usize] != e2 {
-                    self.mark[z as usize] = e2;
-                    self.stack.push(z);
-                }
-            }
-        }
-        // Everything that must precede x (back) goes before everything
-        // reachable from y (fwd), reusing the same order positions. Both
-        // sets lie in the window oy..=ox of the order; a short window is
-        // scanned (already sorted), a long one sorted by set.
-        let window = (ox - oy + 1) as usize;
-        let marked = self.back.len() + self.fwd.len();
-        self.slots.clear();
-        if window <= marked * 8 {
-            self.back.clear();
-            self.fwd.clear();
-            for p in oy..=ox {
-                let c = self.at[p as usize];
-                let m = self.mark[c as usize];
-                if m == e2 {
-                    self.back.push(c);
-                    self.slots.push(p);
-                } else if m == e {
-                    self.fwd.push(c);
-                    self.slots.push(p);
-                }
-            }
-        } else {
-            let ord = &self.ord;
-            self.back.sort_unstable_by_key(|&c| ord[c as usize]);
-            self.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
-            self.slots.extend(
-                self.back
-                    .iter()
-                    .chain(self.fwd.iter())
-                    .map(|&c| ord[c as usize]),
-            );
-            self.slots.sort_unstable();
-        }
-        for (i, &c) in self.back.iter().chain(self.fwd.iter()).enumerate() {
-            let p = self.slots[i];
-            self.ord[c as usize] = p;
-            self.at[p as usize] = c;
         }
         self.set_used(ch, d, x, y);
         true
@@ -362,17 +288,7 @@ impl Layer {
     /// Check the used set is acyclic against the maintained order (every
     /// used dependency goes forward). For tests.
     pub fn order_is_topological(&self, ch: &Channels) -> bool {
-        for x in 0..ch.len() as u32 {
-            let v = ch.head[x as usize];
-            for (k, y) in ch.out(v).enumerate() {
-                if self.status[(ch.dep_start[x as usize] as usize) + k] == USED
-                    && self.ord[x as usize] >= self.ord[y as usize]
-                {
-                    return false;
-                }
-            }
-        }
-        true
+        self.order.is_topological(&self.used(ch))
     }
 }
 
@@ -418,25 +334,11 @@ mod tests {
     use super::*;
     use sm_topology::{gen, lids};
 
-    /// Is `to` reachable from `from` over used dependencies (plain DFS)?
+    /// Is `to` reachable from `from` over used dependencies? A plain
+    /// search reading the turn slots (not the masks the layer searches).
     fn reaches(ch: &Channels, layer: &Layer, from: Ch, to: Ch) -> bool {
-        let mut seen = vec![false; ch.len()];
-        let mut stack = vec![from];
-        while let Some(w) = stack.pop() {
-            if w == to {
-                return true;
-            }
-            if std::mem::replace(&mut seen[w as usize], true) {
-                continue;
-            }
-            let v = ch.head[w as usize];
-            for (k, z) in ch.out(v).enumerate() {
-                if layer.status[ch.dep_start[w as usize] as usize + k] == USED {
-                    stack.push(z);
-                }
-            }
-        }
-        false
+        let slots = Used { masks: false, ..layer.used(ch) };
+        smcore_kit::cdg::reaches(&slots, ch.len(), from, to)
     }
 
     /// Every turn of a torus offered in a scrambled order: each is refused
@@ -503,7 +405,7 @@ mod tests {
         );
         assert!(layer.status.iter().all(|&s| s != USED));
         assert!(used > 0 && blocked > 0, "{used} used, {blocked} blocked");
-        assert!(layer.searches > 0);
+        assert!(layer.searches() > 0);
     }
 
     #[test]

@@ -375,8 +375,8 @@ impl Nue {
         }
         for (layer, _) in states.iter().flatten() {
             stats.blocked += layer.status.iter().filter(|&&s| s == BLOCKED).count() as u64;
-            stats.searches += layer.searches;
-            stats.visited += layer.visited;
+            stats.searches += layer.searches();
+            stats.visited += layer.visited();
         }
         if !self.cfg.include_switches {
             for d in &sw_dests {

@@ -17,7 +17,7 @@
 
 use sm_abi::{FabricSnapshot, Routing, RoutingEngine};
 use sm_topology::{gen, lids};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
+use smcore_kit::balance::min_hop_lfts;
 use smcore_kit::graph::Graph;
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_nue::Nue;
@@ -27,16 +27,7 @@ fn tree(k: usize, n: usize) -> FabricSnapshot {
 }
 
 fn minhop(fabric: &FabricSnapshot) -> Routing {
-    let g = Graph::new(fabric);
-    let dm = g.distance_matrix();
-    let order = routing_order(fabric, &g, &[]);
-    Routing::single_vl(assign_lfts(
-        fabric,
-        &g,
-        &dm,
-        &order,
-        &BalanceOptions::default(),
-    ))
+    Routing::single_vl(min_hop_lfts(fabric))
 }
 
 /// Nue's peak routes per inter-switch link is within 25% of min-hop's, its

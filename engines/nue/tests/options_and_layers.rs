@@ -45,18 +45,7 @@ fn the_torus_has_credit_loops_under_shortest_paths() {
 
 /// Shortest paths (min hop) from the kit's balancing, for contrast.
 fn smcore_nue_shortest(fabric: &sm_abi::FabricSnapshot) -> sm_abi::Routing {
-    use smcore_kit::balance::{assign_lfts, routing_order, BalanceOptions};
-    use smcore_kit::graph::Graph;
-    let g = Graph::new(fabric);
-    let dm = g.distance_matrix();
-    let order = routing_order(fabric, &g, &[]);
-    sm_abi::Routing::single_vl(assign_lfts(
-        fabric,
-        &g,
-        &dm,
-        &order,
-        &BalanceOptions::default(),
-    ))
+    sm_abi::Routing::single_vl(smcore_kit::balance::min_hop_lfts(fabric))
 }
 
 fn auto() -> Nue {

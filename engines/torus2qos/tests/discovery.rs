@@ -56,22 +56,7 @@ proptest! {
         let dims = [vec![5, 5, 5], vec![6, 6], vec![4, 4, 4], vec![3, 5, 4], vec![8, 3]][shape].clone();
         let mut fab = Fab::torus(&dims, 1);
         fab.backup_seed = true;
-        let n = fab.layout.switches.len();
-        for s in &switches {
-            let c = fab.layout.switches[*s as usize % n].coord;
-            fab.fail_switch(c);
-        }
-        let cables: Vec<_> = fab
-            .topo
-            .links
-            .iter()
-            .filter(|l| fab.topo.nodes[l.a.0].is_switch() && fab.topo.nodes[l.b.0].is_switch())
-            .map(|l| (l.a, l.b))
-            .collect();
-        for p in &links {
-            let (a, b) = cables[*p as usize % cables.len()];
-            fab.topo.links.retain(|l| !(l.a == a && l.b == b));
-        }
+        fab.fail_picked(&switches, &links);
         match placement(&fab) {
             Ok((placed, wrong, unplaced)) => {
                 prop_assert_eq!(wrong, 0, "{:?}: misplaced switches", dims);
@@ -124,22 +109,7 @@ fn a_guess_contradicted_by_the_cables_is_refused() {
     let dims = vec![5, 5, 5];
     let mut fab = Fab::torus(&dims, 1);
     fab.backup_seed = true;
-    let n = fab.layout.switches.len();
-    for s in [4098571781u32, 35918950] {
-        let c = fab.layout.switches[s as usize % n].coord;
-        fab.fail_switch(c);
-    }
-    let cables: Vec<_> = fab
-        .topo
-        .links
-        .iter()
-        .filter(|l| fab.topo.nodes[l.a.0].is_switch() && fab.topo.nodes[l.b.0].is_switch())
-        .map(|l| (l.a, l.b))
-        .collect();
-    for p in [1129711638u32, 380309102, 2824274065] {
-        let (a, b) = cables[p as usize % cables.len()];
-        fab.topo.links.retain(|l| !(l.a == a && l.b == b));
-    }
+    fab.fail_picked(&[4098571781, 35918950], &[1129711638, 380309102, 2824274065]);
     match placement(&fab) {
         Ok((_, wrong, _)) => assert_eq!(wrong, 0, "misplaced switches returned"),
         Err(e) => assert!(e.contains("cannot be trusted"), "{e}"),

@@ -79,13 +79,7 @@ fn failed_switch_with_a_failed_link() {
         let base = sls(&Fab::torus(&dims, 1));
         let proto = Fab::torus(&dims, 1);
         let n = proto.layout.switches.len();
-        let cables: Vec<_> = proto
-            .topo
-            .links
-            .iter()
-            .filter(|l| proto.topo.nodes[l.a.0].is_switch() && proto.topo.nodes[l.b.0].is_switch())
-            .map(|l| (l.a, l.b))
-            .collect();
+        let cables = proto.cables();
         let (mut routed, mut refused) = (0, 0);
         for k in (0..n).step_by(3) {
             for &(a, b) in cables.iter().step_by(5) {

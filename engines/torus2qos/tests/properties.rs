@@ -142,16 +142,6 @@ fn switches_adjacent_in_z_are_routed() {
     assert!(e.contains("adjacent in the y dimension"), "{e}");
 }
 
-/// All inter-switch cables of a topology, as (node, port) pairs.
-fn cables(fab: &Fab) -> Vec<((usize, u8), (usize, u8))> {
-    fab.topo
-        .links
-        .iter()
-        .filter(|l| fab.topo.nodes[l.a.0].is_switch() && fab.topo.nodes[l.b.0].is_switch())
-        .map(|l| (l.a, l.b))
-        .collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -164,11 +154,7 @@ proptest! {
         let (f0, r0) = pristine.route();
         let base = sl_map(&f0, &r0.unwrap());
         let mut fab = Fab::torus(&dims, 1);
-        let all = cables(&fab);
-        for p in &picks {
-            let (a, b) = all[*p as usize % all.len()];
-            fab.topo.links.retain(|l| !(l.a == a && l.b == b));
-        }
+        fab.fail_picked(&[], &picks);
         let name = format!("{dims:?} with {} failed links", picks.len());
         match route_and_compare(&name, &base, &fab) {
             Ok(()) => {}
@@ -183,7 +169,7 @@ fn one_failed_link_is_always_routed() {
         let pristine = Fab::torus(&dims, 1);
         let (f0, r0) = pristine.route();
         let base = sl_map(&f0, &r0.unwrap());
-        for (a, b) in cables(&pristine).into_iter().step_by(7) {
+        for (a, b) in pristine.cables().into_iter().step_by(7) {
             let mut fab = Fab::torus(&dims, 1);
             fab.topo.links.retain(|l| !(l.a == a && l.b == b));
             route_and_compare(&format!("{dims:?} {a:?}-{b:?}"), &base, &fab).unwrap();

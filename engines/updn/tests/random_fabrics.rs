@@ -10,23 +10,11 @@ mod common;
 use common::pairs_without_legal_path;
 use proptest::prelude::*;
 use sm_abi::{FabricSnapshot, RoutingEngine};
-use sm_topology::{gen, lids};
-use smcore_kit::conformance::RandomFabric;
+use sm_topology::lids;
 use smcore_kit::graph::{Graph, Sw};
+use smcore_kit::strategy::{random_fabrics, Sizes};
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_updn::{rank, DnUp, UpDn};
-
-fn fabric(
-    switches: usize,
-    radix: usize,
-    hosts: usize,
-    extra: usize,
-    seed: u64,
-    dead: (usize, usize),
-    lmc: u8,
-) -> Option<FabricSnapshot> {
-    RandomFabric { switches, radix, hosts, extra_links: extra, seed, dead_links: dead.0, dead_switches: dead.1, lmc }.build()
-}
 
 fn guid(f: &FabricSnapshot, g: &Graph, s: Sw) -> u64 {
     f.nodes[g.switch_nodes[s as usize] as usize].guid
@@ -66,19 +54,10 @@ proptest! {
 
     #[test]
     fn updn_with_a_root_per_part_reaches_every_connected_pair(
-        switches in 2usize..28,
-        radix in 6usize..14,
-        hosts in 1usize..4,
-        extra in 0usize..30,
-        seed in any::<u64>(),
-        dead_links in 0usize..4,
-        dead_switches in 0usize..2,
-        lmc in 0u8..3,
+        drawn in random_fabrics(Sizes::default()),
         pick in any::<u64>(),
     ) {
-        let f = fabric(switches, radix, hosts, extra, seed, (dead_links, dead_switches), lmc);
-        prop_assume!(f.is_some());
-        let f = f.unwrap();
+        let f = drawn.fabric;
         let g = Graph::new(&f);
         let (comp, sizes) = rank::components(&g);
         let roots: Vec<u64> = (0..sizes.len() as u32)
@@ -94,16 +73,17 @@ proptest! {
 
     #[test]
     fn updn_with_several_roots_routes_or_proves_it_cannot(
-        switches in 3usize..28,
-        radix in 6usize..14,
-        extra in 0usize..30,
-        seed in any::<u64>(),
-        dead_links in 0usize..3,
+        drawn in random_fabrics(Sizes {
+            switches: 3..28,
+            hosts: 2..3,
+            dead_links: 0..3,
+            dead_switches: 0..1,
+            lmc: 0..1,
+            ..Sizes::default()
+        }),
         picks in proptest::collection::vec(any::<u64>(), 2..5),
     ) {
-        let f = fabric(switches, radix, 2, extra, seed, (dead_links, 0), 0);
-        prop_assume!(f.is_some());
-        let f = f.unwrap();
+        let f = drawn.fabric;
         let g = Graph::new(&f);
         let mut sws: Vec<Sw> = picks.iter().map(|p| (p % g.switch_count() as u64) as Sw).collect();
         sws.sort_unstable();
@@ -114,19 +94,8 @@ proptest! {
     }
 
     #[test]
-    fn dnup_reaches_every_connected_pair(
-        switches in 2usize..28,
-        radix in 6usize..14,
-        hosts in 1usize..4,
-        extra in 0usize..30,
-        seed in any::<u64>(),
-        dead_links in 0usize..4,
-        dead_switches in 0usize..2,
-        lmc in 0u8..3,
-    ) {
-        let f = fabric(switches, radix, hosts, extra, seed, (dead_links, dead_switches), lmc);
-        prop_assume!(f.is_some());
-        let f = f.unwrap();
+    fn dnup_reaches_every_connected_pair(drawn in random_fabrics(Sizes::default())) {
+        let f = drawn.fabric;
         let r = DnUp::default().route(&f);
         prop_assert!(r.is_ok(), "{:?}", r.err());
         check_clean(&f, &r.unwrap())?;
@@ -134,17 +103,12 @@ proptest! {
 
     #[test]
     fn dnup_with_cas_on_some_switches_routes_or_proves_it_cannot(
-        switches in 3usize..28,
-        radix in 6usize..14,
-        extra in 0usize..30,
-        seed in any::<u64>(),
+        drawn in random_fabrics(Sizes { switches: 3..28, hosts: 2..3, lmc: 0..1, ..Sizes::default() }.healthy()),
         bare in proptest::collection::vec(any::<bool>(), 28),
     ) {
         // Unplug the CAs of some switches: ranks then differ and the
         // ranking can have several tops, which the rule cannot cross.
-        let topo = gen::random_irregular(switches, radix, 2, extra, seed);
-        prop_assume!(topo.is_ok());
-        let mut topo = topo.unwrap();
+        let mut topo = drawn.topology;
         let switch_nodes: Vec<usize> = topo.switches().collect();
         let unplug: Vec<bool> = (0..topo.nodes.len())
             .map(|i| switch_nodes.iter().position(|&s| s == i).is_some_and(|k| bare[k]))
@@ -164,15 +128,9 @@ proptest! {
 
     #[test]
     fn updn_with_detected_roots_routes_cleanly_or_says_none_were_found(
-        switches in 2usize..20,
-        radix in 6usize..14,
-        hosts in 1usize..4,
-        extra in 0usize..10,
-        seed in any::<u64>(),
+        drawn in random_fabrics(Sizes { switches: 2..20, extra_links: 0..10, lmc: 0..1, ..Sizes::default() }.healthy()),
     ) {
-        let f = fabric(switches, radix, hosts, extra, seed, (0, 0), 0);
-        prop_assume!(f.is_some());
-        let f = f.unwrap();
+        let f = drawn.fabric;
         match UpDn::default().route(&f) {
             Ok(r) => check_clean(&f, &r)?,
             Err(e) => prop_assert!(

@@ -62,6 +62,32 @@ impl Fab {
         self.topo.links.retain(|l| !l.touches(n));
     }
 
+    /// All inter-switch cables of the topology, as (node, port) pairs.
+    pub fn cables(&self) -> Vec<((usize, u8), (usize, u8))> {
+        self.topo
+            .links
+            .iter()
+            .filter(|l| self.topo.nodes[l.a.0].is_switch() && self.topo.nodes[l.b.0].is_switch())
+            .map(|l| (l.a, l.b))
+            .collect()
+    }
+
+    /// Failures picked by numbers (a property test's draws): the switch
+    /// `s % switches` for each `s` of `switches`, then, of the cables
+    /// left, the cable `p % cables` for each `p` of `links`.
+    pub fn fail_picked(&mut self, switches: &[u32], links: &[u32]) {
+        let n = self.layout.switches.len();
+        for s in switches {
+            let c = self.layout.switches[*s as usize % n].coord;
+            self.fail_switch(c);
+        }
+        let cables = self.cables();
+        for p in links {
+            let (a, b) = cables[*p as usize % cables.len()];
+            self.topo.links.retain(|l| !(l.a == a && l.b == b));
+        }
+    }
+
     pub fn conf(&self) -> TorusConf {
         let mut text = gen::torus_2qos_conf(&self.layout);
         if self.backup_seed {
