@@ -94,12 +94,9 @@ use abi_stable::{
     package_version_strings, sabi_trait,
     sabi_trait::TD_Opaque,
     sabi_types::VersionStrings,
-    std_types::{RBox, ROption, RResult, RStr, RString, RVec},
+    std_types::{RArc, RBox, ROption, RResult, RStr, RString, RVec},
     StableAbi,
 };
-
-/// Version of the shapes in this crate. Bumped whenever a type changes.
-pub const ABI_VERSION: u32 = 1;
 
 /// LFT entry meaning "this switch has no route to this LID" (OpenSM's
 /// `OSM_NO_PATH`).
@@ -115,37 +112,99 @@ pub const MAX_UNICAST_LID: u16 = 0xBFFF;
 // Fabric snapshot
 // ---------------------------------------------------------------------------
 
-/// What a node is.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NodeKind {
-    /// Channel adapter (host or target).
-    Ca = 1,
-    /// Switch.
-    Switch = 2,
-    /// Router.
-    Router = 3,
+/// Declares a `u8` newtype whose named values are associated consts, so a
+/// value this build does not know (sent by a newer peer) is representable
+/// and a later minor version may add names without changing the layout.
+macro_rules! open_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+ }) => {
+        $(#[$meta])*
+        #[repr(transparent)]
+        #[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u8);
+
+        #[allow(non_upper_case_globals)]
+        impl $name {
+            $($(#[$vmeta])* pub const $variant: $name = $name($value);)+
+
+            /// The name of a value this build knows, `None` for one added
+            /// by a later minor version of this crate.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $($value => Some(stringify!($variant)),)+
+                    _ => None,
+                }
+            }
+
+            /// Whether this build of the crate knows the value.
+            pub fn is_known(self) -> bool {
+                self.name().is_some()
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{}({})", stringify!($name), self.0),
+                }
+            }
+        }
+    };
+}
+
+open_enum! {
+    /// What a node is.
+    ///
+    /// Open: a core built against a later minor version may send a kind this
+    /// build does not know. Such a node is neither a switch nor an end node
+    /// ([`NodeKind::is_switch`] and [`NodeKind::is_end_node`] are both
+    /// false): engines neither route through it nor to it, and a core only
+    /// sends a new kind to engines whose sm-abi minor knows it.
+    NodeKind {
+        /// Channel adapter (host or target).
+        Ca = 1,
+        /// Switch.
+        Switch = 2,
+        /// Router.
+        Router = 3,
+    }
 }
 
 impl NodeKind {
     /// End ports (CAs and routers) are sources and destinations of traffic.
+    /// False for a kind this build does not know.
     pub fn is_end_node(self) -> bool {
-        !matches!(self, NodeKind::Switch)
+        matches!(self, NodeKind::Ca | NodeKind::Router)
+    }
+
+    /// Whether the node is a switch.
+    pub fn is_switch(self) -> bool {
+        self == NodeKind::Switch
     }
 }
 
-/// Logical state of a port, as in PortInfo:PortState.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PortState {
-    /// Physically down or not present.
-    Down = 1,
-    /// Physical link up, not yet configured.
-    Init = 2,
-    /// Configured, waiting for the SM to activate.
-    Armed = 3,
-    /// Passing traffic.
-    Active = 4,
+open_enum! {
+    /// Logical state of a port, as in PortInfo:PortState.
+    ///
+    /// Open: a state this build does not know counts as not active
+    /// ([`PortState::is_active`] is false).
+    PortState {
+        /// Physically down or not present.
+        Down = 1,
+        /// Physical link up, not yet configured.
+        Init = 2,
+        /// Configured, waiting for the SM to activate.
+        Armed = 3,
+        /// Passing traffic.
+        Active = 4,
+    }
+}
+
+impl PortState {
+    /// Whether the port passes traffic.
+    pub fn is_active(self) -> bool {
+        self == PortState::Active
+    }
 }
 
 /// One node (switch, CA or router) of the fabric.
@@ -341,14 +400,16 @@ pub struct SpanningTree {
     pub edges: RVec<TreeEdge>,
 }
 
-/// Severity of a diagnostic message.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Informational.
-    Info = 1,
-    /// Something the admin should look at.
-    Warn = 2,
+open_enum! {
+    /// Severity of a diagnostic message.
+    ///
+    /// Open: the core logs a level it does not know as a warning.
+    Level {
+        /// Informational.
+        Info = 1,
+        /// Something the admin should look at.
+        Warn = 2,
+    }
 }
 
 /// A message from the engine to the admin, logged by the core.
@@ -376,8 +437,17 @@ pub trait PathSl: Send + Sync {
     fn path_sl(&self, slid: u16, dlid: u16) -> u8;
 }
 
-/// Owned, type-erased [`PathSl`].
-pub type PathSlBox = PathSl_TO<'static, RBox<()>>;
+/// Shared, type-erased [`PathSl`]: reference counted, so the core keeps
+/// one oracle for verification, the SA and its routing cache by cloning the
+/// handle (a clone is a reference-count increment, never a copy of the
+/// engine's tables).
+pub type PathSlBox = PathSl_TO<'static, RArc<()>>;
+
+impl Clone for PathSlBox {
+    fn clone(&self) -> Self {
+        PathSl_TO::from_sabi(self.obj.shallow_clone())
+    }
+}
 
 /// Every path uses one SL.
 #[derive(Debug, Clone, Copy)]
@@ -412,7 +482,7 @@ impl<T: PathSl> PathSl for GuardedSl<T> {
 /// Box any [`PathSl`] implementation for a [`Routing`]. Always use this
 /// rather than building the trait object by hand: it catches panics.
 pub fn path_sl_box<T: PathSl + 'static>(value: T) -> PathSlBox {
-    PathSl_TO::from_value(GuardedSl(value), TD_Opaque)
+    PathSl_TO::from_ptr(RArc::new(GuardedSl(value)), TD_Opaque)
 }
 
 /// The result of routing, owned by the core once returned.
@@ -469,18 +539,55 @@ impl std::fmt::Debug for Routing {
     }
 }
 
+open_enum! {
+    /// What kind of failure an [`EngineError`] reports. Open: the core
+    /// treats a kind it does not know as [`ErrorKind::Other`].
+    ErrorKind {
+        /// Anything else (what [`EngineError::new`] gives).
+        Other = 0,
+        /// The engine cannot route this fabric (wrong shape, too few VLs...).
+        CannotRoute = 1,
+        /// The engine's configuration is invalid.
+        BadConfig = 2,
+        /// The engine panicked; [`guard`] sets this, the reason is the
+        /// panic message.
+        Panicked = 3,
+        /// The library was asked for something it does not provide (an
+        /// engine name it does not export, a capability it lacks).
+        Unsupported = 4,
+    }
+}
+
 /// Why an engine could not route. The reason is shown to the admin verbatim.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct EngineError {
     /// Human-readable reason.
     pub reason: RString,
+    /// What kind of failure it is; the core tells a panic from a refusal by
+    /// it.
+    pub kind: ErrorKind,
 }
 
 impl EngineError {
-    /// An error with this reason.
+    /// An error with this reason, of kind [`ErrorKind::Other`].
     pub fn new(reason: impl Into<String>) -> Self {
-        EngineError { reason: RString::from(reason.into()) }
+        Self::with_kind(ErrorKind::Other, reason)
+    }
+
+    /// An error of kind `kind`.
+    pub fn with_kind(kind: ErrorKind, reason: impl Into<String>) -> Self {
+        EngineError { reason: RString::from(reason.into()), kind }
+    }
+
+    /// The engine cannot route this fabric.
+    pub fn cannot_route(reason: impl Into<String>) -> Self {
+        Self::with_kind(ErrorKind::CannotRoute, reason)
+    }
+
+    /// The engine's configuration is invalid.
+    pub fn bad_config(reason: impl Into<String>) -> Self {
+        Self::with_kind(ErrorKind::BadConfig, reason)
     }
 }
 
@@ -529,7 +636,12 @@ pub fn engine_box<E: RoutingEngine>(engine: E) -> EngineBox {
     Engine_TO::from_value(Guarded(engine), TD_Opaque)
 }
 
-/// Run `f`, turning a panic into an [`EngineError`].
+/// What the reason of an [`ErrorKind::Panicked`] error made by [`guard`]
+/// starts with; the panic message follows.
+pub const PANIC_PREFIX: &str = "engine panicked: ";
+
+/// Run `f`, turning a panic into an [`EngineError`] of kind
+/// [`ErrorKind::Panicked`].
 pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
@@ -541,7 +653,7 @@ pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineE
             } else {
                 "unknown panic payload".to_string()
             };
-            Err(EngineError::new(format!("engine panicked: {msg}")))
+            Err(EngineError::with_kind(ErrorKind::Panicked, format!("{PANIC_PREFIX}{msg}")))
         }
     }
 }
@@ -564,20 +676,28 @@ pub struct EngineDescriptor {
 
 /// The root module every engine library exports.
 ///
-/// It is a prefix type: fields added after the last prefix field in later
-/// versions of this crate are optional for old libraries.
+/// A prefix type: `engines` and `create` (ABI 1.0) are present in every
+/// library of this major version. Every field after them was added by a
+/// minor version and is optional: a library built against an older minor
+/// lacks it, and the accessor on [`EngineLibraryRef`] returns `None`
+/// (`missing_field(option)`), so the host falls back instead of panicking.
+/// New capabilities are added here, at the end, never elsewhere.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = EngineLibraryRef)))]
-#[sabi(missing_field(panic))]
+#[sabi(missing_field(option))]
 pub struct EngineLibrary {
-    /// [`ABI_VERSION`] of the crate the library was built with.
-    pub abi_version: u32,
     /// The engines this library provides.
     pub engines: extern "C" fn() -> RVec<EngineDescriptor>,
     /// Build the engine `name` from the TOML text of its configuration.
     #[sabi(last_prefix_field)]
     pub create: extern "C" fn(name: RStr<'_>, config: RStr<'_>) -> RResult<EngineBox, EngineError>,
+    /// Since 1.1. Check the configuration of engine `name` without routing
+    /// (the exported adapter builds the engine and drops it), so the core can
+    /// report a bad configuration before the first sweep.
+    /// Absent in 1.0 libraries: the core then learns of a bad configuration
+    /// when `create` fails.
+    pub check_config: extern "C" fn(name: RStr<'_>, config: RStr<'_>) -> RResult<(), EngineError>,
 }
 
 impl RootModule for EngineLibraryRef {
@@ -623,9 +743,19 @@ macro_rules! export_engines {
                         return $ctor(config).map($crate::engine_box);
                     }
                 )+
-                Err($crate::EngineError::new(format!("this library has no engine named `{name}`")))
+                Err($crate::EngineError::with_kind(
+                    $crate::ErrorKind::Unsupported,
+                    format!("this library has no engine named `{name}`"),
+                ))
             })
             .into()
+        }
+
+        extern "C" fn __smcore_check_config(
+            name: $crate::abi_stable::std_types::RStr<'_>,
+            config: $crate::abi_stable::std_types::RStr<'_>,
+        ) -> $crate::abi_stable::std_types::RResult<(), $crate::EngineError> {
+            __smcore_create(name, config).map(|_| ())
         }
 
         /// Root module of this engine library.
@@ -633,9 +763,9 @@ macro_rules! export_engines {
         pub fn __smcore_root_module() -> $crate::EngineLibraryRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
             $crate::EngineLibrary {
-                abi_version: $crate::ABI_VERSION,
                 engines: __smcore_engines,
                 create: __smcore_create,
+                check_config: __smcore_check_config,
             }
             .leak_into_prefix()
         }

@@ -12,7 +12,6 @@
 //! or another place), the chain routes afresh and that becomes the cache.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 use sm_abi::abi_stable::std_types::{ROption, RVec};
 use sm_abi::{FabricSnapshot, Lft, NodeKind, PathSlBox, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
@@ -29,7 +28,7 @@ pub struct UcastCache {
     lfts: HashMap<u64, Vec<u8>>,
     sl2vl: Vec<(u64, Sl2Vl)>,
     vlarb: Vec<(u64, VlArb)>,
-    path_sl: Arc<PathSlBox>,
+    path_sl: PathSlBox,
     vls_used: u8,
     max_lid: u16,
     switch_links: BTreeSet<(End, End)>,
@@ -70,21 +69,19 @@ fn end_ports(f: &FabricSnapshot) -> HashMap<u64, (u64, u8, u16)> {
 }
 
 impl UcastCache {
-    /// Keeps `routing`, computed by `engine` on `fabric`. The routing's path
-    /// SL oracle moves into the cache; `routing` gets one that answers
-    /// through it.
+    /// Keeps `routing`, computed by `engine` on `fabric`. The cache holds a
+    /// handle on the routing's path-SL oracle (shared, not copied).
     pub fn keep(fabric: &FabricSnapshot, routing: &mut Routing, engine: &str, deadlock_free: bool) -> UcastCache {
         let guid = |node: u32| fabric.nodes[node as usize].guid;
         // SLs are asked by LID, and LIDs do not change while the cache
         // applies.
-        let shared = crate::engines::shared_sl::share_path_sl(routing);
         UcastCache {
             engine: engine.to_string(),
             deadlock_free,
             lfts: routing.lfts.iter().map(|l| (guid(l.node), l.ports.to_vec())).collect(),
             sl2vl: routing.sl2vl.iter().map(|s| (guid(s.node), s.clone())).collect(),
             vlarb: routing.vlarb.iter().map(|v| (guid(v.node), v.clone())).collect(),
-            path_sl: shared,
+            path_sl: routing.path_sl.clone(),
             vls_used: routing.vls_used,
             max_lid: fabric.max_lid,
             switch_links: switch_links(fabric),
@@ -147,7 +144,7 @@ impl UcastCache {
             .collect::<Vec<_>>();
         Routing {
             lfts: lfts.into(),
-            path_sl: crate::engines::shared_sl::delegate(&self.path_sl),
+            path_sl: self.path_sl.clone(),
             sl2vl: sl2vl.into(),
             vlarb: vlarb.into(),
             mcast_tree: ROption::RNone,

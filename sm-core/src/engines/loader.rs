@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use sm_abi::abi_stable::library::{lib_header_from_path, LibraryError};
 use sm_abi::abi_stable::std_types::RStr;
-use sm_abi::{EngineBox, EngineLibraryRef, ABI_VERSION};
+use sm_abi::{EngineBox, EngineError, EngineLibraryRef};
 use thiserror::Error;
 
 /// Why a library file was not loaded.
@@ -108,9 +108,17 @@ impl std::fmt::Debug for EngineEntry {
 
 impl EngineEntry {
     /// Construct the engine from its configuration text.
-    pub fn create(&self, config: &str) -> Result<EngineBox, String> {
+    pub fn create(&self, config: &str) -> Result<EngineBox, EngineError> {
         let create = self.module.create();
-        create(RStr::from_str(&self.name), RStr::from_str(config)).into_result().map_err(|e| e.reason.into_string())
+        create(RStr::from_str(&self.name), RStr::from_str(config)).into_result()
+    }
+
+    /// Check the engine's configuration without routing, when its library
+    /// can (sm-abi 1.1 and later); `None` for a library built against 1.0,
+    /// whose configuration errors show when the engine is created.
+    pub fn check_config(&self, config: &str) -> Option<Result<(), String>> {
+        let check = self.module.check_config()?;
+        Some(check(RStr::from_str(&self.name), RStr::from_str(config)).into_result().map_err(|e| e.reason.into_string()))
     }
 }
 
@@ -229,10 +237,6 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
     let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
     let header = lib_header_from_path(path).map_err(|e| problem(describe(e)))?;
     let module = header.init_root_module::<EngineLibraryRef>().map_err(|e| problem(describe(e)))?;
-    let abi = module.abi_version();
-    if abi != ABI_VERSION {
-        return Err(problem(format!("built for smcore engine ABI {abi}, this smcore speaks ABI {ABI_VERSION}")));
-    }
     let list = (module.engines())();
     if list.is_empty() {
         return Err(problem("library exports no engines".into()));

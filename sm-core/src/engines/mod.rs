@@ -2,7 +2,6 @@
 
 pub mod chain;
 pub mod loader;
-pub mod shared_sl;
 
 pub use chain::{Attempt, ChainError, ChainOutcome, ChainSpec, CreditLoopPolicy, Failure, GateOptions};
 pub use loader::{EngineEntry, LoadProblem, Registry};

@@ -210,7 +210,7 @@ impl SaDb {
             db.set_vl_tables(&routed.routing);
             db.sl = match routed.routing.path_sl.uniform() {
                 sm_abi::abi_stable::std_types::ROption::RSome(sl) => SlSource::Uniform(sl),
-                _ => SlSource::Shared(crate::engines::shared_sl::share_path_sl(&mut routed.routing)),
+                _ => SlSource::Shared(Arc::new(routed.routing.path_sl.clone())),
             };
         }
         if let Some(p) = &outcome.partitions {
@@ -581,6 +581,7 @@ impl SaDb {
                 NodeKind::Ca => NodeType::Ca,
                 NodeKind::Switch => NodeType::Switch,
                 NodeKind::Router => NodeType::Router,
+                _ => continue,
             };
             let description = description_bytes(&n.description);
             // NodeRecords: one per end port, as the node answers by that port.
