@@ -27,33 +27,75 @@
 //! ## Writing an engine
 //!
 //! A vendor engine is a crate with `crate-type = ["cdylib"]` that depends on
-//! this crate (and usually on the engine kit, `smcore-kit`, which provides
-//! graph helpers, the OpenSM min-hop port balancing and conformance checks).
-//! Implement [`RoutingEngine`] and export the library with
-//! [`export_engines!`]:
+//! this crate *by version* (`sm-abi = "1.1"`) and usually on the engine kit,
+//! `smcore-kit`, which provides graph helpers, the OpenSM min-hop port
+//! balancing and conformance checks. The repository's `engine-template/`
+//! is such a crate, ready to copy. Implement [`RoutingEngine`] and export
+//! the library with [`export_engines!`]. A complete engine, routing every
+//! switch to every LID along shortest paths:
 //!
-//! ```ignore
-//! use sm_abi::{FabricSnapshot, Routing, RoutingEngine, EngineError};
+//! ```no_run
+//! use std::collections::VecDeque;
+//! use sm_abi::{EngineError, FabricSnapshot, Lft, Routing, RoutingEngine, NO_ROUTE};
 //!
-//! struct MyEngine { /* options parsed from the TOML text */ }
+//! struct Shortest;
 //!
-//! impl RoutingEngine for MyEngine {
-//!     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
-//!         // One Lft per switch, indexed by LID; path SLs via `Routing::path_sl`.
-//!         let lfts = my_algorithm(fabric)?;
+//! impl RoutingEngine for Shortest {
+//!     fn route(&self, f: &FabricSnapshot) -> Result<Routing, EngineError> {
+//!         let len = usize::from(f.max_lid) + 1;
+//!         let mut lfts: Vec<Lft> = f
+//!             .switches()
+//!             .map(|node| Lft { node, ports: vec![NO_ROUTE; len].into() })
+//!             .collect();
+//!         let slot = |node: u32| lfts.iter().position(|l| l.node == node);
+//!         let slots: Vec<Option<usize>> = (0..f.nodes.len() as u32).map(slot).collect();
+//!         // Every LID's owner is a tree root; a breadth-first search back
+//!         // from it gives each switch the port one hop closer.
+//!         for port in f.ports.iter().filter(|p| p.lid != 0) {
+//!             let lids = port.lid..port.lid + port.lid_count() as u16;
+//!             // The switch that owns the LID, or the one the end port hangs
+//!             // off, and the port it leaves by.
+//!             let first = match slots[port.node as usize] {
+//!                 Some(s) => Some((port.node, s, 0)),
+//!                 None if port.is_linked() => {
+//!                     let peer = &f.ports[port.peer as usize];
+//!                     slots[peer.node as usize].map(|s| (peer.node, s, peer.num))
+//!                 }
+//!                 None => None,
+//!             };
+//!             let Some((sw, s, out)) = first else { continue };
+//!             let mut seen = vec![false; f.nodes.len()];
+//!             seen[sw as usize] = true;
+//!             lids.clone().for_each(|lid| lfts[s].ports[lid as usize] = out);
+//!             let mut queue = VecDeque::from([sw]);
+//!             while let Some(sw) = queue.pop_front() {
+//!                 let n = &f.nodes[sw as usize];
+//!                 for num in 1..=n.num_ports {
+//!                     let Some(p) = f.port_of(sw, num).filter(|p| p.is_linked()) else { continue };
+//!                     let back = &f.ports[p.peer as usize];
+//!                     let Some(s) = slots[back.node as usize] else { continue };
+//!                     if std::mem::replace(&mut seen[back.node as usize], true) {
+//!                         continue;
+//!                     }
+//!                     lids.clone().for_each(|lid| lfts[s].ports[lid as usize] = back.num);
+//!                     queue.push_back(back.node);
+//!                 }
+//!             }
+//!         }
 //!         Ok(Routing::single_vl(lfts))
 //!     }
 //! }
 //!
-//! fn make(config: &str) -> Result<MyEngine, EngineError> {
+//! fn make(_config: &str) -> Result<Shortest, EngineError> {
 //!     // `config` is the TOML text of the engine's section of smcore.toml,
 //!     // with global options (lmc, guid files...) merged in.
-//!     Ok(MyEngine { })
+//!     Ok(Shortest)
 //! }
 //!
 //! sm_abi::export_engines! {
-//!     "my-engine" => { summary: "Routes my fabric", deadlock_free: false, create: make },
+//!     "shortest" => { summary: "Shortest paths, no balancing", deadlock_free: false, create: make },
 //! }
+//! # fn main() {}
 //! ```
 //!
 //! The engine crate must also depend on `abi_stable` (the export attribute
@@ -66,19 +108,62 @@
 //! ## Rules of the contract
 //!
 //! * **Panics never cross the boundary.** [`export_engines!`] wraps every
-//!   call in `catch_unwind`; a panic becomes an [`EngineError`] whose reason
-//!   starts with `engine panicked:` and the chain falls through.
-//! * **Results are owned.** The [`Routing`] value (including the boxed
-//!   [`PathSl`] object) is moved to the core. Libraries are never unloaded,
-//!   so the vtables behind trait objects stay valid.
+//!   call in `catch_unwind`; a panic becomes an [`EngineError`] of kind
+//!   [`ErrorKind::Panicked`] (its reason starts with [`PANIC_PREFIX`]) and
+//!   the chain falls through.
+//! * **Results are owned.** The [`Routing`] value is moved to the core; its
+//!   path-SL oracle is reference counted ([`PathSlBox`]) and the core keeps
+//!   clones of it. Libraries are never unloaded, so the vtables behind
+//!   trait objects stay valid.
 //! * **LFTs are dense**: [`Lft::ports`] is indexed by LID (entry 0 unused),
 //!   its length is at least `max_lid + 1`, and [`NO_ROUTE`] marks a LID the
 //!   switch cannot reach. Port 0 means "the switch itself".
-//! * **Versioning.** The library records the version of this crate it was
-//!   built with; the loader accepts libraries built with a compatible version
-//!   (same major, or same minor while `0.x`) whose type layouts match, and
-//!   rejects the rest naming the file and the mismatch. [`ABI_VERSION`] is
-//!   bumped whenever a type here changes shape.
+//! * **Open enumerations.** [`NodeKind`], [`PortState`], [`Level`] and
+//!   [`ErrorKind`] are `u8` newtypes whose named values are associated
+//!   constants: a later minor version may add values, so a `match` on them
+//!   needs a `_` arm. A node of a kind an engine does not know is neither a
+//!   switch nor an end node; the core logs an unknown [`Level`] as a
+//!   warning and treats an unknown [`ErrorKind`] as [`ErrorKind::Other`].
+//!
+//! ## Versioning
+//!
+//! This crate has its own semantic version, independent of smcore's: the
+//! ABI version *is* this crate's package version, recorded in every engine
+//! library (abi_stable's `package_version_strings!()` expands here, so it
+//! reads sm-abi's `CARGO_PKG_VERSION`, not the engine's). When it loads a
+//! library, abi_stable 0.11 checks
+//!
+//! 1. the version: the library's sm-abi must have the same major version
+//!    as the core's (for 1.0 and later any minor, older or newer, is
+//!    accepted; a different major is rejected naming the file and both
+//!    versions);
+//! 2. the layout of the root module and of every type reachable from it,
+//!    field by field. The root module [`EngineLibrary`] is a prefix type:
+//!    fields after `create` may be missing (older library) or extra (newer
+//!    library). Every other type must match exactly.
+//!
+//! So within one major version:
+//!
+//! * a **minor** version may add fields at the end of [`EngineLibrary`]
+//!   (each documented "Since 1.x"; the core reads them as `Option` and falls
+//!   back when a library lacks them), add named values to the open
+//!   enumerations, and add functions, constants and helpers that do not
+//!   cross the boundary;
+//! * a **major** version is needed to change, remove or reorder any field,
+//!   to change the meaning of a value, to add a field to any struct other
+//!   than [`EngineLibrary`], or to change the types of any field or method.
+//!
+//! Fixed for the whole 1.x line: [`Node`], [`Port`], [`FabricSnapshot`],
+//! [`Lft`], [`Sl2Vl`], [`VlWeight`], [`VlArb`], [`TreeEdge`],
+//! [`SpanningTree`], [`Diagnostic`], [`Routing`], [`EngineError`],
+//! [`EngineDescriptor`], and the `u8` representation of the open
+//! enumerations. A new capability (a new kind of input or output) goes
+//! through a new optional root-module function. An older core loading a
+//! newer engine ignores the root-module fields it does not know and may
+//! meet enumeration values it has no name for; a newer core loading an
+//! older engine sees `None` for the fields the engine lacks. The policy in
+//! full, with what each side sees, is `docs/abi-policy.md` in the smcore
+//! repository.
 
 #![deny(missing_docs)]
 // `#[sabi_trait]` expands to impls inside an anonymous const; the lint fires
