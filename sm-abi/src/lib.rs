@@ -856,3 +856,49 @@ macro_rules! export_engines {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_enum_values_are_neither_switch_nor_end_node_and_print_their_number() {
+        let future = NodeKind(9);
+        assert!(!future.is_switch() && !future.is_end_node() && !future.is_known());
+        assert!(NodeKind::Ca.is_end_node() && NodeKind::Router.is_end_node() && NodeKind::Switch.is_switch());
+        assert_eq!(format!("{future:?} {:?}", NodeKind::Switch), "NodeKind(9) Switch");
+        assert!(!PortState(7).is_active() && PortState::Active.is_active());
+        assert_eq!(Level(3).name(), None);
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_of_kind_panicked() {
+        let e = guard::<()>(|| panic!("boom")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Panicked);
+        assert_eq!(e.reason.as_str(), format!("{PANIC_PREFIX}boom"));
+        assert_eq!(EngineError::new("x").kind, ErrorKind::Other);
+        assert_eq!(EngineError::bad_config("x").kind, ErrorKind::BadConfig);
+    }
+
+    /// Answers the number of questions it was asked before.
+    struct Counting(std::sync::atomic::AtomicU8);
+
+    impl PathSl for Counting {
+        fn uniform(&self) -> ROption<u8> {
+            ROption::RNone
+        }
+        fn path_sl(&self, _slid: u16, _dlid: u16) -> u8 {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn a_cloned_oracle_is_the_same_oracle() {
+        let a = path_sl_box(Counting(0.into()));
+        let b = a.clone();
+        // One oracle behind both handles: the clone continues the count.
+        assert_eq!((a.path_sl(1, 2), b.path_sl(2, 1)), (0, 1));
+        drop(a);
+        assert_eq!(b.path_sl(1, 1), 2);
+    }
+}
