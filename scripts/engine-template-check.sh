@@ -34,7 +34,8 @@ fail() {
 }
 
 [ -x "$smcore" ] || fail "no smcore binary at $smcore (run cargo build --workspace, or pass its path)"
-command -v cargo >/dev/null || fail "cargo not found"
+cargo=${CARGO:-cargo}
+command -v "$cargo" >/dev/null || fail "cargo not found ($cargo)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/smcore-engine-template.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -52,8 +53,8 @@ TOML
 
 export CARGO_NET_OFFLINE=true
 cd "$work/engine"
-cargo test --offline --target-dir "$target" || fail "the template's tests failed (in $work/engine)"
-cargo build --offline --target-dir "$target" || fail "the template did not build"
+"$cargo" test --offline --target-dir "$target" || fail "the template's tests failed (in $work/engine)"
+"$cargo" build --offline --target-dir "$target" || fail "the template did not build"
 
 library=$target/debug/libsmcore_template.so
 [ -f "$library" ] || fail "the build made no $library"
