@@ -16,10 +16,12 @@
 //! #     }
 //! # }
 //! use smcore_kit::conformance::{assert_conformance, Expect};
-//! #[test]
+//!
+//! // #[test], in the engine crate's tests/
 //! fn conforms() {
 //!     assert_conformance(&MyEngine::default(), 0, &Expect::deadlock_free());
 //! }
+//! # let _ = conforms;
 //! ```
 //!
 //! engine-template/tests/conformance.rs in the smcore repository is such a
