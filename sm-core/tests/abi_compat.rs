@@ -11,6 +11,7 @@ use std::process::Command;
 
 use common::*;
 use sm_abi::abi_stable::library::{lib_header_from_path, RootModule};
+use sm_core::engines::chain::ChainSpec;
 use sm_core::engines::Registry;
 
 /// An engine directory holding only fixture library `file`.
@@ -62,6 +63,10 @@ fn engine_built_against_older_minor_loads_and_routes() {
     assert_eq!(reg.get("minhop").expect("minhop loaded").check_config(""), Some(Ok(())));
     let bad = reg.get("updn").expect("updn loaded").check_config("= not toml");
     assert!(matches!(&bad, Some(Err(e)) if e.contains("bad configuration")), "{bad:?}");
+    // Before routing, the SM asks the chain's libraries that can answer.
+    let spec = ChainSpec::parse("updn,abi-minhop", &reg).expect("both engines known");
+    let bad = spec.bad_configs(&reg, &|_| "= not toml".to_string());
+    assert_eq!(bad.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["updn", "minhop"], "{bad:?}");
 }
 
 #[test]

@@ -85,6 +85,19 @@ impl ChainSpec {
         }
         v
     }
+
+    /// The engines of the chain whose configuration their library refuses,
+    /// with its reason, asked before any routing (libraries built against
+    /// sm-abi 1.0 cannot be asked; their errors show when the chain runs).
+    pub fn bad_configs(&self, registry: &Registry, config_for: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+        self.sequence()
+            .into_iter()
+            .filter_map(|name| {
+                let why = registry.get(&name)?.check_config(&config_for(&name))?.err()?;
+                Some((name, why))
+            })
+            .collect()
+    }
 }
 
 /// When a credit loop fails an engine.
