@@ -7,13 +7,10 @@ use smcore_kit::conformance::{assert_conformance, Expect};
 use smcore_template::Template;
 
 #[test]
-fn every_pair_reached_on_shortest_paths() {
-    assert_conformance(&Template::default(), 0, &Expect::minimal());
-}
-
-#[test]
-fn every_pair_reached_on_shortest_paths_with_lmc_2() {
-    assert_conformance(&Template::default(), 2, &Expect::minimal());
+fn every_pair_reached_on_shortest_paths_with_and_without_lmc() {
+    for lmc in [0, 2] {
+        assert_conformance(&Template::default(), lmc, &Expect::minimal());
+    }
 }
 
 #[test]

@@ -22,6 +22,19 @@ fn dir_with(tmp: &Path, file: &str) -> PathBuf {
     dir
 }
 
+/// `smcore route` on the small fabric with `engine` alone, from `dir`:
+/// routed by it, verified, every pair on a shortest path. Its stderr.
+fn route_alone(tmp: &Path, dir: &Path, engine: &str) -> String {
+    let net = write(tmp, "small.net", SMALL_NET);
+    let chain = format!("{engine},no_fallback");
+    let (code, out, err) = smcore(&["route", net.to_str().unwrap(), "--engine-dir", dir.to_str().unwrap(), "--engines", &chain]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("result") && l.ends_with(&format!("routed by {engine}"))), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("reachable") && l.contains("12 of 12 pairs")), "{out}");
+    assert!(out.contains("0 non-minimal pairs"), "{out}");
+    err
+}
+
 /// The sm-abi version this core was built against.
 fn our_abi() -> String {
     sm_abi::EngineLibraryRef::VERSION_STRINGS.to_string()
@@ -47,13 +60,7 @@ fn engine_built_against_older_minor_loads_and_routes() {
     assert!(out.lines().any(|l| l.starts_with("abi-minhop ") && l.contains("libsmcore_abi10_engine.so")), "{out}");
     assert!(!out.contains("skipped"), "{out}");
 
-    let net = write(tmp.path(), "small.net", SMALL_NET);
-    let (code, out, err) =
-        smcore(&["route", net.to_str().unwrap(), "--engine-dir", dir.to_str().unwrap(), "--engines", "abi-minhop,no_fallback"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("routed by abi-minhop"), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("reachable") && l.contains("12 of 12 pairs")), "{out}");
-    assert!(out.contains("0 non-minimal pairs"), "{out}");
+    route_alone(tmp.path(), &dir, "abi-minhop");
 
     // 1.1's optional root-module field is missing from a 1.0 library: the
     // core sees None instead of panicking; a 1.1 library has it.
@@ -88,12 +95,7 @@ fn engine_built_against_newer_minor_routes_in_older_and_current_cores() {
     // This core (1.1) too, logging the unknown level as a warning.
     let tmp = tempfile::tempdir().unwrap();
     let dir = dir_with(tmp.path(), "libsmcore_abi12_engine.so");
-    let net = write(tmp.path(), "small.net", SMALL_NET);
-    let (code, out, err) =
-        smcore(&["route", net.to_str().unwrap(), "--engine-dir", dir.to_str().unwrap(), "--engines", "abi12-minhop,no_fallback"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("routed by abi12-minhop"), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("reachable") && l.contains("12 of 12 pairs")), "{out}");
+    let err = route_alone(tmp.path(), &dir, "abi12-minhop");
     assert!(err.lines().any(|l| l.contains("WARN") && l.contains("a level added in sm-abi 1.2")), "{err}");
 }
 
@@ -101,7 +103,7 @@ fn engine_built_against_newer_minor_routes_in_older_and_current_cores() {
 fn engine_built_against_another_major_is_refused_naming_file_and_versions() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = dir_with(tmp.path(), "libsmcore_abi20_engine.so");
-    let reg = Registry::scan(&[dir.clone()]);
+    let reg = Registry::scan(std::slice::from_ref(&dir));
     assert!(reg.engines.is_empty(), "{:?}", reg.engines);
     let [problem] = reg.problems.as_slice() else { panic!("one problem expected: {:?}", reg.problems) };
     let text = problem.to_string();
