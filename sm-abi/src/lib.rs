@@ -243,8 +243,11 @@ open_enum! {
     /// Open: a core built against a later minor version may send a kind this
     /// build does not know. Such a node is neither a switch nor an end node
     /// ([`NodeKind::is_switch`] and [`NodeKind::is_end_node`] are both
-    /// false): engines neither route through it nor to it, and a core only
-    /// sends a new kind to engines whose sm-abi minor knows it.
+    /// false): engines never route through it and it is no source of
+    /// traffic (the kit's graph may still route to a LID it carries). A core
+    /// introduces a new kind only so that older engines can ignore it: its
+    /// verifier asks them neither to route through such a node nor to reach
+    /// it.
     NodeKind {
         /// Channel adapter (host or target).
         Ca = 1,
