@@ -27,33 +27,75 @@
 //! ## Writing an engine
 //!
 //! A vendor engine is a crate with `crate-type = ["cdylib"]` that depends on
-//! this crate (and usually on the engine kit, `smcore-kit`, which provides
-//! graph helpers, the OpenSM min-hop port balancing and conformance checks).
-//! Implement [`RoutingEngine`] and export the library with
-//! [`export_engines!`]:
+//! this crate *by version* (`sm-abi = "1.1"`) and usually on the engine kit,
+//! `smcore-kit`, which provides graph helpers, the OpenSM min-hop port
+//! balancing and conformance checks. The repository's `engine-template/`
+//! is such a crate, ready to copy. Implement [`RoutingEngine`] and export
+//! the library with [`export_engines!`]. A complete engine, routing every
+//! switch to every LID along shortest paths:
 //!
-//! ```ignore
-//! use sm_abi::{FabricSnapshot, Routing, RoutingEngine, EngineError};
+//! ```no_run
+//! use std::collections::VecDeque;
+//! use sm_abi::{EngineError, FabricSnapshot, Lft, Routing, RoutingEngine, NO_ROUTE};
 //!
-//! struct MyEngine { /* options parsed from the TOML text */ }
+//! struct Shortest;
 //!
-//! impl RoutingEngine for MyEngine {
-//!     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
-//!         // One Lft per switch, indexed by LID; path SLs via `Routing::path_sl`.
-//!         let lfts = my_algorithm(fabric)?;
+//! impl RoutingEngine for Shortest {
+//!     fn route(&self, f: &FabricSnapshot) -> Result<Routing, EngineError> {
+//!         let len = usize::from(f.max_lid) + 1;
+//!         let mut lfts: Vec<Lft> = f
+//!             .switches()
+//!             .map(|node| Lft { node, ports: vec![NO_ROUTE; len].into() })
+//!             .collect();
+//!         let slot = |node: u32| lfts.iter().position(|l| l.node == node);
+//!         let slots: Vec<Option<usize>> = (0..f.nodes.len() as u32).map(slot).collect();
+//!         // Every LID's owner is a tree root; a breadth-first search back
+//!         // from it gives each switch the port one hop closer.
+//!         for port in f.ports.iter().filter(|p| p.lid != 0) {
+//!             let lids = port.lid..port.lid + port.lid_count() as u16;
+//!             // The switch that owns the LID, or the one the end port hangs
+//!             // off, and the port it leaves by.
+//!             let first = match slots[port.node as usize] {
+//!                 Some(s) => Some((port.node, s, 0)),
+//!                 None if port.is_linked() => {
+//!                     let peer = &f.ports[port.peer as usize];
+//!                     slots[peer.node as usize].map(|s| (peer.node, s, peer.num))
+//!                 }
+//!                 None => None,
+//!             };
+//!             let Some((sw, s, out)) = first else { continue };
+//!             let mut seen = vec![false; f.nodes.len()];
+//!             seen[sw as usize] = true;
+//!             lids.clone().for_each(|lid| lfts[s].ports[lid as usize] = out);
+//!             let mut queue = VecDeque::from([sw]);
+//!             while let Some(sw) = queue.pop_front() {
+//!                 let n = &f.nodes[sw as usize];
+//!                 for num in 1..=n.num_ports {
+//!                     let Some(p) = f.port_of(sw, num).filter(|p| p.is_linked()) else { continue };
+//!                     let back = &f.ports[p.peer as usize];
+//!                     let Some(s) = slots[back.node as usize] else { continue };
+//!                     if std::mem::replace(&mut seen[back.node as usize], true) {
+//!                         continue;
+//!                     }
+//!                     lids.clone().for_each(|lid| lfts[s].ports[lid as usize] = back.num);
+//!                     queue.push_back(back.node);
+//!                 }
+//!             }
+//!         }
 //!         Ok(Routing::single_vl(lfts))
 //!     }
 //! }
 //!
-//! fn make(config: &str) -> Result<MyEngine, EngineError> {
+//! fn make(_config: &str) -> Result<Shortest, EngineError> {
 //!     // `config` is the TOML text of the engine's section of smcore.toml,
 //!     // with global options (lmc, guid files...) merged in.
-//!     Ok(MyEngine { })
+//!     Ok(Shortest)
 //! }
 //!
 //! sm_abi::export_engines! {
-//!     "my-engine" => { summary: "Routes my fabric", deadlock_free: false, create: make },
+//!     "shortest" => { summary: "Shortest paths, no balancing", deadlock_free: false, create: make },
 //! }
+//! # fn main() {}
 //! ```
 //!
 //! The engine crate must also depend on `abi_stable` (the export attribute
@@ -66,19 +108,62 @@
 //! ## Rules of the contract
 //!
 //! * **Panics never cross the boundary.** [`export_engines!`] wraps every
-//!   call in `catch_unwind`; a panic becomes an [`EngineError`] whose reason
-//!   starts with `engine panicked:` and the chain falls through.
-//! * **Results are owned.** The [`Routing`] value (including the boxed
-//!   [`PathSl`] object) is moved to the core. Libraries are never unloaded,
-//!   so the vtables behind trait objects stay valid.
+//!   call in `catch_unwind`; a panic becomes an [`EngineError`] of kind
+//!   [`ErrorKind::Panicked`] (its reason starts with [`PANIC_PREFIX`]) and
+//!   the chain falls through.
+//! * **Results are owned.** The [`Routing`] value is moved to the core; its
+//!   path-SL oracle is reference counted ([`PathSlBox`]) and the core keeps
+//!   clones of it. Libraries are never unloaded, so the vtables behind
+//!   trait objects stay valid.
 //! * **LFTs are dense**: [`Lft::ports`] is indexed by LID (entry 0 unused),
 //!   its length is at least `max_lid + 1`, and [`NO_ROUTE`] marks a LID the
 //!   switch cannot reach. Port 0 means "the switch itself".
-//! * **Versioning.** The library records the version of this crate it was
-//!   built with; the loader accepts libraries built with a compatible version
-//!   (same major, or same minor while `0.x`) whose type layouts match, and
-//!   rejects the rest naming the file and the mismatch. [`ABI_VERSION`] is
-//!   bumped whenever a type here changes shape.
+//! * **Open enumerations.** [`NodeKind`], [`PortState`], [`Level`] and
+//!   [`ErrorKind`] are `u8` newtypes whose named values are associated
+//!   constants: a later minor version may add values, so a `match` on them
+//!   needs a `_` arm. A node of a kind an engine does not know is neither a
+//!   switch nor an end node; the core logs an unknown [`Level`] as a
+//!   warning and treats an unknown [`ErrorKind`] as [`ErrorKind::Other`].
+//!
+//! ## Versioning
+//!
+//! This crate has its own semantic version, independent of smcore's: the
+//! ABI version *is* this crate's package version, recorded in every engine
+//! library (abi_stable's `package_version_strings!()` expands here, so it
+//! reads sm-abi's `CARGO_PKG_VERSION`, not the engine's). When it loads a
+//! library, abi_stable 0.11 checks
+//!
+//! 1. the version: the library's sm-abi must have the same major version
+//!    as the core's (for 1.0 and later any minor, older or newer, is
+//!    accepted; a different major is rejected naming the file and both
+//!    versions);
+//! 2. the layout of the root module and of every type reachable from it,
+//!    field by field. The root module [`EngineLibrary`] is a prefix type:
+//!    fields after `create` may be missing (older library) or extra (newer
+//!    library). Every other type must match exactly.
+//!
+//! So within one major version:
+//!
+//! * a **minor** version may add fields at the end of [`EngineLibrary`]
+//!   (each documented "Since 1.x"; the core reads them as `Option` and falls
+//!   back when a library lacks them), add named values to the open
+//!   enumerations, and add functions, constants and helpers that do not
+//!   cross the boundary;
+//! * a **major** version is needed to change, remove or reorder any field,
+//!   to change the meaning of a value, to add a field to any struct other
+//!   than [`EngineLibrary`], or to change the types of any field or method.
+//!
+//! Fixed for the whole 1.x line: [`Node`], [`Port`], [`FabricSnapshot`],
+//! [`Lft`], [`Sl2Vl`], [`VlWeight`], [`VlArb`], [`TreeEdge`],
+//! [`SpanningTree`], [`Diagnostic`], [`Routing`], [`EngineError`],
+//! [`EngineDescriptor`], and the `u8` representation of the open
+//! enumerations. A new capability (a new kind of input or output) goes
+//! through a new optional root-module function. An older core loading a
+//! newer engine ignores the root-module fields it does not know and may
+//! meet enumeration values it has no name for; a newer core loading an
+//! older engine sees `None` for the fields the engine lacks. The policy in
+//! full, with what each side sees, is `docs/abi-policy.md` in the smcore
+//! repository.
 
 #![deny(missing_docs)]
 // `#[sabi_trait]` expands to impls inside an anonymous const; the lint fires
@@ -94,12 +179,9 @@ use abi_stable::{
     package_version_strings, sabi_trait,
     sabi_trait::TD_Opaque,
     sabi_types::VersionStrings,
-    std_types::{RBox, ROption, RResult, RStr, RString, RVec},
+    std_types::{RArc, RBox, ROption, RResult, RStr, RString, RVec},
     StableAbi,
 };
-
-/// Version of the shapes in this crate. Bumped whenever a type changes.
-pub const ABI_VERSION: u32 = 1;
 
 /// LFT entry meaning "this switch has no route to this LID" (OpenSM's
 /// `OSM_NO_PATH`).
@@ -115,37 +197,102 @@ pub const MAX_UNICAST_LID: u16 = 0xBFFF;
 // Fabric snapshot
 // ---------------------------------------------------------------------------
 
-/// What a node is.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NodeKind {
-    /// Channel adapter (host or target).
-    Ca = 1,
-    /// Switch.
-    Switch = 2,
-    /// Router.
-    Router = 3,
+/// Declares a `u8` newtype whose named values are associated consts, so a
+/// value this build does not know (sent by a newer peer) is representable
+/// and a later minor version may add names without changing the layout.
+macro_rules! open_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+ }) => {
+        $(#[$meta])*
+        #[repr(transparent)]
+        #[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u8);
+
+        #[allow(non_upper_case_globals)]
+        impl $name {
+            $($(#[$vmeta])* pub const $variant: $name = $name($value);)+
+
+            /// The name of a value this build knows, `None` for one added
+            /// by a later minor version of this crate.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $($value => Some(stringify!($variant)),)+
+                    _ => None,
+                }
+            }
+
+            /// Whether this build of the crate knows the value.
+            pub fn is_known(self) -> bool {
+                self.name().is_some()
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{}({})", stringify!($name), self.0),
+                }
+            }
+        }
+    };
+}
+
+open_enum! {
+    /// What a node is.
+    ///
+    /// Open: a core built against a later minor version may send a kind this
+    /// build does not know. Such a node is neither a switch nor an end node
+    /// ([`NodeKind::is_switch`] and [`NodeKind::is_end_node`] are both
+    /// false): engines never route through it and it is no source of
+    /// traffic (the kit's graph may still route to a LID it carries). A core
+    /// introduces a new kind only so that older engines can ignore it: its
+    /// verifier asks them neither to route through such a node nor to reach
+    /// it.
+    NodeKind {
+        /// Channel adapter (host or target).
+        Ca = 1,
+        /// Switch.
+        Switch = 2,
+        /// Router.
+        Router = 3,
+    }
 }
 
 impl NodeKind {
     /// End ports (CAs and routers) are sources and destinations of traffic.
+    /// False for a kind this build does not know.
     pub fn is_end_node(self) -> bool {
-        !matches!(self, NodeKind::Switch)
+        matches!(self, NodeKind::Ca | NodeKind::Router)
+    }
+
+    /// Whether the node is a switch.
+    pub fn is_switch(self) -> bool {
+        self == NodeKind::Switch
     }
 }
 
-/// Logical state of a port, as in PortInfo:PortState.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PortState {
-    /// Physically down or not present.
-    Down = 1,
-    /// Physical link up, not yet configured.
-    Init = 2,
-    /// Configured, waiting for the SM to activate.
-    Armed = 3,
-    /// Passing traffic.
-    Active = 4,
+open_enum! {
+    /// Logical state of a port, as in PortInfo:PortState.
+    ///
+    /// Open: a state this build does not know counts as not active
+    /// ([`PortState::is_active`] is false).
+    PortState {
+        /// Physically down or not present.
+        Down = 1,
+        /// Physical link up, not yet configured.
+        Init = 2,
+        /// Configured, waiting for the SM to activate.
+        Armed = 3,
+        /// Passing traffic.
+        Active = 4,
+    }
+}
+
+impl PortState {
+    /// Whether the port passes traffic.
+    pub fn is_active(self) -> bool {
+        self == PortState::Active
+    }
 }
 
 /// One node (switch, CA or router) of the fabric.
@@ -341,14 +488,16 @@ pub struct SpanningTree {
     pub edges: RVec<TreeEdge>,
 }
 
-/// Severity of a diagnostic message.
-#[repr(u8)]
-#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Informational.
-    Info = 1,
-    /// Something the admin should look at.
-    Warn = 2,
+open_enum! {
+    /// Severity of a diagnostic message.
+    ///
+    /// Open: the core logs a level it does not know as a warning.
+    Level {
+        /// Informational.
+        Info = 1,
+        /// Something the admin should look at.
+        Warn = 2,
+    }
 }
 
 /// A message from the engine to the admin, logged by the core.
@@ -376,8 +525,17 @@ pub trait PathSl: Send + Sync {
     fn path_sl(&self, slid: u16, dlid: u16) -> u8;
 }
 
-/// Owned, type-erased [`PathSl`].
-pub type PathSlBox = PathSl_TO<'static, RBox<()>>;
+/// Shared, type-erased [`PathSl`]: reference counted, so the core keeps
+/// one oracle for verification, the SA and its routing cache by cloning the
+/// handle (a clone is a reference-count increment, never a copy of the
+/// engine's tables).
+pub type PathSlBox = PathSl_TO<'static, RArc<()>>;
+
+impl Clone for PathSlBox {
+    fn clone(&self) -> Self {
+        PathSl_TO::from_sabi(self.obj.shallow_clone())
+    }
+}
 
 /// Every path uses one SL.
 #[derive(Debug, Clone, Copy)]
@@ -412,7 +570,7 @@ impl<T: PathSl> PathSl for GuardedSl<T> {
 /// Box any [`PathSl`] implementation for a [`Routing`]. Always use this
 /// rather than building the trait object by hand: it catches panics.
 pub fn path_sl_box<T: PathSl + 'static>(value: T) -> PathSlBox {
-    PathSl_TO::from_value(GuardedSl(value), TD_Opaque)
+    PathSl_TO::from_ptr(RArc::new(GuardedSl(value)), TD_Opaque)
 }
 
 /// The result of routing, owned by the core once returned.
@@ -469,18 +627,55 @@ impl std::fmt::Debug for Routing {
     }
 }
 
+open_enum! {
+    /// What kind of failure an [`EngineError`] reports. Open: the core
+    /// treats a kind it does not know as [`ErrorKind::Other`].
+    ErrorKind {
+        /// Anything else (what [`EngineError::new`] gives).
+        Other = 0,
+        /// The engine cannot route this fabric (wrong shape, too few VLs...).
+        CannotRoute = 1,
+        /// The engine's configuration is invalid.
+        BadConfig = 2,
+        /// The engine panicked; [`guard`] sets this, the reason is the
+        /// panic message.
+        Panicked = 3,
+        /// The library was asked for something it does not provide (an
+        /// engine name it does not export, a capability it lacks).
+        Unsupported = 4,
+    }
+}
+
 /// Why an engine could not route. The reason is shown to the admin verbatim.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
 pub struct EngineError {
     /// Human-readable reason.
     pub reason: RString,
+    /// What kind of failure it is; the core tells a panic from a refusal by
+    /// it.
+    pub kind: ErrorKind,
 }
 
 impl EngineError {
-    /// An error with this reason.
+    /// An error with this reason, of kind [`ErrorKind::Other`].
     pub fn new(reason: impl Into<String>) -> Self {
-        EngineError { reason: RString::from(reason.into()) }
+        Self::with_kind(ErrorKind::Other, reason)
+    }
+
+    /// An error of kind `kind`.
+    pub fn with_kind(kind: ErrorKind, reason: impl Into<String>) -> Self {
+        EngineError { reason: RString::from(reason.into()), kind }
+    }
+
+    /// The engine cannot route this fabric.
+    pub fn cannot_route(reason: impl Into<String>) -> Self {
+        Self::with_kind(ErrorKind::CannotRoute, reason)
+    }
+
+    /// The engine's configuration is invalid.
+    pub fn bad_config(reason: impl Into<String>) -> Self {
+        Self::with_kind(ErrorKind::BadConfig, reason)
     }
 }
 
@@ -529,7 +724,12 @@ pub fn engine_box<E: RoutingEngine>(engine: E) -> EngineBox {
     Engine_TO::from_value(Guarded(engine), TD_Opaque)
 }
 
-/// Run `f`, turning a panic into an [`EngineError`].
+/// What the reason of an [`ErrorKind::Panicked`] error made by [`guard`]
+/// starts with; the panic message follows.
+pub const PANIC_PREFIX: &str = "engine panicked: ";
+
+/// Run `f`, turning a panic into an [`EngineError`] of kind
+/// [`ErrorKind::Panicked`].
 pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
@@ -541,7 +741,7 @@ pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineE
             } else {
                 "unknown panic payload".to_string()
             };
-            Err(EngineError::new(format!("engine panicked: {msg}")))
+            Err(EngineError::with_kind(ErrorKind::Panicked, format!("{PANIC_PREFIX}{msg}")))
         }
     }
 }
@@ -564,20 +764,28 @@ pub struct EngineDescriptor {
 
 /// The root module every engine library exports.
 ///
-/// It is a prefix type: fields added after the last prefix field in later
-/// versions of this crate are optional for old libraries.
+/// A prefix type: `engines` and `create` (ABI 1.0) are present in every
+/// library of this major version. Every field after them was added by a
+/// minor version and is optional: a library built against an older minor
+/// lacks it, and the accessor on [`EngineLibraryRef`] returns `None`
+/// (`missing_field(option)`), so the host falls back instead of panicking.
+/// New capabilities are added here, at the end, never elsewhere.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = EngineLibraryRef)))]
-#[sabi(missing_field(panic))]
+#[sabi(missing_field(option))]
 pub struct EngineLibrary {
-    /// [`ABI_VERSION`] of the crate the library was built with.
-    pub abi_version: u32,
     /// The engines this library provides.
     pub engines: extern "C" fn() -> RVec<EngineDescriptor>,
     /// Build the engine `name` from the TOML text of its configuration.
     #[sabi(last_prefix_field)]
     pub create: extern "C" fn(name: RStr<'_>, config: RStr<'_>) -> RResult<EngineBox, EngineError>,
+    /// Since 1.1. Check the configuration of engine `name` without routing
+    /// (the exported adapter builds the engine and drops it), so the core can
+    /// report a bad configuration before the first sweep.
+    /// Absent in 1.0 libraries: the core then learns of a bad configuration
+    /// when `create` fails.
+    pub check_config: extern "C" fn(name: RStr<'_>, config: RStr<'_>) -> RResult<(), EngineError>,
 }
 
 impl RootModule for EngineLibraryRef {
@@ -623,9 +831,19 @@ macro_rules! export_engines {
                         return $ctor(config).map($crate::engine_box);
                     }
                 )+
-                Err($crate::EngineError::new(format!("this library has no engine named `{name}`")))
+                Err($crate::EngineError::with_kind(
+                    $crate::ErrorKind::Unsupported,
+                    format!("this library has no engine named `{name}`"),
+                ))
             })
             .into()
+        }
+
+        extern "C" fn __smcore_check_config(
+            name: $crate::abi_stable::std_types::RStr<'_>,
+            config: $crate::abi_stable::std_types::RStr<'_>,
+        ) -> $crate::abi_stable::std_types::RResult<(), $crate::EngineError> {
+            __smcore_create(name, config).map(|_| ())
         }
 
         /// Root module of this engine library.
@@ -633,11 +851,57 @@ macro_rules! export_engines {
         pub fn __smcore_root_module() -> $crate::EngineLibraryRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
             $crate::EngineLibrary {
-                abi_version: $crate::ABI_VERSION,
                 engines: __smcore_engines,
                 create: __smcore_create,
+                check_config: __smcore_check_config,
             }
             .leak_into_prefix()
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_enum_values_are_neither_switch_nor_end_node_and_print_their_number() {
+        let future = NodeKind(9);
+        assert!(!future.is_switch() && !future.is_end_node() && !future.is_known());
+        assert!(NodeKind::Ca.is_end_node() && NodeKind::Router.is_end_node() && NodeKind::Switch.is_switch());
+        assert_eq!(format!("{future:?} {:?}", NodeKind::Switch), "NodeKind(9) Switch");
+        assert!(!PortState(7).is_active() && PortState::Active.is_active());
+        assert_eq!(Level(3).name(), None);
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_of_kind_panicked() {
+        let e = guard::<()>(|| panic!("boom")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Panicked);
+        assert_eq!(e.reason.as_str(), format!("{PANIC_PREFIX}boom"));
+        assert_eq!(EngineError::new("x").kind, ErrorKind::Other);
+        assert_eq!(EngineError::bad_config("x").kind, ErrorKind::BadConfig);
+    }
+
+    /// Answers the number of questions it was asked before.
+    struct Counting(std::sync::atomic::AtomicU8);
+
+    impl PathSl for Counting {
+        fn uniform(&self) -> ROption<u8> {
+            ROption::RNone
+        }
+        fn path_sl(&self, _slid: u16, _dlid: u16) -> u8 {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn a_cloned_oracle_is_the_same_oracle() {
+        let a = path_sl_box(Counting(0.into()));
+        let b = a.clone();
+        // One oracle behind both handles: the clone continues the count.
+        assert_eq!((a.path_sl(1, 2), b.path_sl(2, 1)), (0, 1));
+        drop(a);
+        assert_eq!(b.path_sl(1, 1), 2);
+    }
 }

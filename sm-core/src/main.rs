@@ -676,8 +676,15 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let registry = registry(cli, &config);
     // The engine list is checked before any SMP goes out, so a typo costs
     // nothing on the fabric.
-    if let Err(e) = sm_core::engines::chain::ChainSpec::parse(&settings.engines, &registry) {
-        return fail(EXIT_BAD_INPUT, e);
+    match sm_core::engines::chain::ChainSpec::parse(&settings.engines, &registry) {
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+        // Reported, not fatal: the chain falls through such an engine, as
+        // it always has; the admin hears of it before the first sweep.
+        Ok(spec) => {
+            for (engine, why) in spec.bad_configs(&registry, &|n| config.engine_text(n)) {
+                warn!(engine = %engine, "engine configuration refused: {why}");
+            }
+        }
     }
     let mut opened = match OpenedPort::open(&settings.transport, &args.sim_caps) {
         Ok(o) => o,

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sm_abi::abi_stable::std_types::{ROption, RVec};
-use sm_abi::{path_sl_box, FabricSnapshot, Lft, NodeKind, PathSl, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+use sm_abi::{FabricSnapshot, Lft, NodeKind, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
 
 use crate::routing::AcceptedRouting;
 
@@ -36,20 +36,6 @@ pub struct UcastCache {
 impl std::fmt::Debug for UcastCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UcastCache").field("engine", &self.routing.engine).field("switches", &self.switches.len()).finish()
-    }
-}
-
-/// The path SLs of a cached routing, asked of its own oracle: a reused
-/// routing answers what the original did (SLs are asked by LID, and LIDs
-/// do not change while the cache applies).
-struct CachedSl(Arc<AcceptedRouting>);
-
-impl PathSl for CachedSl {
-    fn uniform(&self) -> ROption<u8> {
-        self.0.routing.path_sl.uniform()
-    }
-    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        self.0.path_sl(slid, dlid)
     }
 }
 
@@ -171,7 +157,7 @@ impl UcastCache {
             .collect::<Vec<_>>();
         Routing {
             lfts: lfts.into(),
-            path_sl: path_sl_box(CachedSl(Arc::clone(cached))),
+            path_sl: cached.routing.path_sl.clone(),
             sl2vl: sl2vl.into(),
             vlarb: vlarb.into(),
             mcast_tree: ROption::RNone,

@@ -38,6 +38,7 @@ pub fn ibnetdiscover_id(kind: NodeKind, guid: u64) -> String {
         NodeKind::Switch => 'S',
         NodeKind::Ca => 'H',
         NodeKind::Router => 'R',
+        _ => '?',
     };
     format!("{letter}-{guid:016x}")
 }
@@ -122,14 +123,15 @@ impl TopologyBuilder {
         let slot = match kind {
             NodeKind::Switch => 0,
             NodeKind::Ca => 1,
-            NodeKind::Router => 2,
+            // The builder only makes the three kinds it has counters for.
+            _ => 2,
         };
         let j = self.counts[slot];
         self.counts[slot] += 1;
         let guid = match kind {
             NodeKind::Switch => switch_guid(j),
             NodeKind::Ca => ca_guid(j),
-            NodeKind::Router => router_guid(j),
+            _ => router_guid(j),
         };
         let num_ports = num_ports as u8;
         self.topo.nodes.push(TopoNode {

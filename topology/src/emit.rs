@@ -78,7 +78,7 @@ pub fn to_net_string(topo: &Topology) -> Result<String, TopologyError> {
                 let _ = writeln!(out, "switchguid={:#x}({:x})", n.node_guid, n.port_guid(0));
                 let _ = writeln!(out, "Switch\t{} \"{}\"\t\t# \"{}\"", n.num_ports, n.name, n.desc);
             }
-            NodeKind::Ca | NodeKind::Router => {
+            _ => {
                 let (key, word) =
                     if n.kind == NodeKind::Ca { ("caguid", "Ca") } else { ("rtguid", "Rt") };
                 let _ = writeln!(out, "{key}={:#x}", n.node_guid);

@@ -72,6 +72,7 @@ pub fn kind_name(kind: NodeKind) -> &'static str {
         NodeKind::Switch => "switch",
         NodeKind::Ca => "CA",
         NodeKind::Router => "router",
+        _ => "node of unknown kind",
     }
 }
 

@@ -111,7 +111,8 @@ fn kind_slot(kind: NodeKind) -> usize {
     match kind {
         NodeKind::Ca => 0,
         NodeKind::Switch => 1,
-        NodeKind::Router => 2,
+        // The parser only makes the three kinds ibsim knows.
+        _ => 2,
     }
 }
 
@@ -714,6 +715,7 @@ fn guid_from_id(kind: NodeKind, id: &str) -> Option<u64> {
         NodeKind::Switch => "S-",
         NodeKind::Ca => "H-",
         NodeKind::Router => "R-",
+        _ => return None,
     };
     let hex = id.strip_prefix(letter)?;
     if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -233,6 +233,7 @@ impl Tree {
                     }
                     NodeKind::Router => continue,
                     NodeKind::Switch => {}
+                    _ => continue,
                 }
                 if p.lid == 0 {
                     continue;

@@ -14,7 +14,7 @@ use sm_abi::EngineError;
 /// with `#[serde(default)]`). Unknown keys are allowed: the table also
 /// carries options meant for other layers.
 pub fn parse<T: DeserializeOwned>(engine: &str, text: &str) -> Result<T, EngineError> {
-    toml::from_str(text).map_err(|e| EngineError::new(format!("{engine}: bad configuration: {}", e.message())))
+    toml::from_str(text).map_err(|e| EngineError::bad_config(format!("{engine}: bad configuration: {}", e.message())))
 }
 
 /// A GUID list read from one of OpenSM's node-map style files: one GUID

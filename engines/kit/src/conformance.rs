@@ -6,13 +6,26 @@
 //! with faults — and [`check`] runs an engine on one and judges the result
 //! with the same verifier the core uses as its gate. A vendor's test is:
 //!
-//! ```ignore
+//! ```no_run
+//! # use sm_abi::{EngineError, FabricSnapshot, Routing, RoutingEngine};
+//! # #[derive(Default)]
+//! # struct MyEngine;
+//! # impl RoutingEngine for MyEngine {
+//! #     fn route(&self, _: &FabricSnapshot) -> Result<Routing, EngineError> {
+//! #         Err(EngineError::cannot_route("an example"))
+//! #     }
+//! # }
 //! use smcore_kit::conformance::{assert_conformance, Expect};
-//! #[test]
+//!
+//! // #[test], in the engine crate's tests/
 //! fn conforms() {
 //!     assert_conformance(&MyEngine::default(), 0, &Expect::deadlock_free());
 //! }
+//! # let _ = conforms;
 //! ```
+//!
+//! engine-template/tests/conformance.rs in the smcore repository is such a
+//! test.
 
 use sm_abi::{FabricSnapshot, RoutingEngine};
 use sm_topology::{gen, lids, Topology, TopologyError};

@@ -346,6 +346,7 @@ pub fn node_type_name(kind: NodeKind) -> &'static str {
         NodeKind::Ca => "Channel Adapter",
         NodeKind::Switch => "Switch",
         NodeKind::Router => "Router",
+        _ => "Unknown",
     }
 }
 

@@ -381,6 +381,7 @@ fn is_lid_port(fabric: &FabricSnapshot, index: u32) -> bool {
     match fabric.nodes[p.node as usize].kind {
         NodeKind::Switch => p.num == 0,
         NodeKind::Ca | NodeKind::Router => p.num != 0,
+        _ => false,
     }
 }
 
@@ -396,6 +397,7 @@ pub(crate) fn node_type_str(kind: NodeKind) -> &'static str {
         NodeKind::Ca => "Channel Adapter",
         NodeKind::Switch => "Switch",
         NodeKind::Router => "Router",
+        _ => "Unknown",
     }
 }
 

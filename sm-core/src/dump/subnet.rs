@@ -57,6 +57,7 @@ fn write_end(w: &mut dyn Write, ctx: &Ctx<'_>, index: u32, vendor_digits: usize)
         NodeKind::Switch => "SW",
         NodeKind::Ca => "CA",
         NodeKind::Router => "Rt",
+        _ => "??",
     };
     let sm = if ctx.sm_lid == Some(lid) { "-SM" } else { "" };
     write!(
@@ -93,6 +94,7 @@ fn state_str(state: PortState) -> &'static str {
         PortState::Armed => "ARM",
         PortState::Init => "INI",
         PortState::Down => "DWN",
+        _ => "???",
     }
 }
 

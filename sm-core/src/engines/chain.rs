@@ -85,6 +85,19 @@ impl ChainSpec {
         }
         v
     }
+
+    /// The engines of the chain whose configuration their library refuses,
+    /// with its reason, asked before any routing (libraries built against
+    /// sm-abi 1.0 cannot be asked; their errors show when the chain runs).
+    pub fn bad_configs(&self, registry: &Registry, config_for: &dyn Fn(&str) -> String) -> Vec<(String, String)> {
+        self.sequence()
+            .into_iter()
+            .filter_map(|name| {
+                let why = registry.get(&name)?.check_config(&config_for(&name))?.err()?;
+                Some((name, why))
+            })
+            .collect()
+    }
 }
 
 /// When a credit loop fails an engine.
@@ -205,9 +218,9 @@ pub fn run(
         };
         let engine = match entry.create(&config_for(&name)) {
             Ok(e) => e,
-            Err(r) => {
-                warn!(engine = %name, "{}", Failure::Create(r.clone()));
-                attempt.failure = Some(classify(r, Failure::Create));
+            Err(e) => {
+                warn!(engine = %name, "{}", Failure::Create(e.reason.to_string()));
+                attempt.failure = Some(classify(e, Failure::Create));
                 attempts.push(attempt);
                 continue;
             }
@@ -218,7 +231,7 @@ pub fn run(
         let routing = match result {
             Ok(r) => r,
             Err(e) => {
-                let f = classify(e.reason.into_string(), Failure::Error);
+                let f = classify(e, Failure::Error);
                 warn!(engine = %name, "{f}");
                 attempt.failure = Some(f);
                 attempts.push(attempt);
@@ -228,7 +241,8 @@ pub fn run(
         for d in routing.diagnostics.iter() {
             match d.level {
                 sm_abi::Level::Info => info!(engine = %name, "{}", d.message),
-                sm_abi::Level::Warn => warn!(engine = %name, "{}", d.message),
+                // A level from a newer engine is logged loud rather than lost.
+                _ => warn!(engine = %name, "{}", d.message),
             }
         }
         let t = Instant::now();
@@ -283,10 +297,15 @@ pub fn judge(
     Ok(verification)
 }
 
-/// The ABI adapter reports panics as errors starting with this prefix.
-fn classify(reason: String, otherwise: fn(String) -> Failure) -> Failure {
-    match reason.strip_prefix("engine panicked: ") {
+/// A panic is told from a refusal by the error's kind; its message is the
+/// panic's own, without the prefix the ABI adapter puts before it.
+fn classify(e: sm_abi::EngineError, otherwise: fn(String) -> Failure) -> Failure {
+    let reason = e.reason.into_string();
+    if e.kind != sm_abi::ErrorKind::Panicked {
+        return otherwise(reason);
+    }
+    match reason.strip_prefix(sm_abi::PANIC_PREFIX) {
         Some(msg) => Failure::Panic(msg.to_string()),
-        None => otherwise(reason),
+        None => Failure::Panic(reason),
     }
 }

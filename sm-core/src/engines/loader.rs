@@ -42,9 +42,12 @@
 
 use std::path::{Path, PathBuf};
 
-use sm_abi::abi_stable::library::{lib_header_from_path, LibraryError};
-use sm_abi::abi_stable::std_types::RStr;
-use sm_abi::{EngineBox, EngineLibraryRef, ABI_VERSION};
+use sm_abi::abi_stable::abi_stability::abi_checking::check_layout_compatibility;
+use sm_abi::abi_stable::library::{lib_header_from_path, LibHeader, LibraryError, RootModule};
+use sm_abi::abi_stable::sabi_types::VersionNumber;
+use sm_abi::abi_stable::StableAbi;
+use sm_abi::abi_stable::std_types::{RBoxError, RStr};
+use sm_abi::{EngineBox, EngineError, EngineLibraryRef};
 use thiserror::Error;
 
 /// Why a library file was not loaded.
@@ -108,9 +111,17 @@ impl std::fmt::Debug for EngineEntry {
 
 impl EngineEntry {
     /// Construct the engine from its configuration text.
-    pub fn create(&self, config: &str) -> Result<EngineBox, String> {
+    pub fn create(&self, config: &str) -> Result<EngineBox, EngineError> {
         let create = self.module.create();
-        create(RStr::from_str(&self.name), RStr::from_str(config)).into_result().map_err(|e| e.reason.into_string())
+        create(RStr::from_str(&self.name), RStr::from_str(config)).into_result()
+    }
+
+    /// Check the engine's configuration without routing, when its library
+    /// can (sm-abi 1.1 and later); `None` for a library built against 1.0,
+    /// whose configuration errors show when the engine is created.
+    pub fn check_config(&self, config: &str) -> Option<Result<(), String>> {
+        let check = self.module.check_config()?;
+        Some(check(RStr::from_str(&self.name), RStr::from_str(config)).into_result().map_err(|e| e.reason.into_string()))
     }
 }
 
@@ -228,11 +239,7 @@ impl Registry {
 pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
     let problem = |reason: String| LoadProblem { path: path.to_path_buf(), reason };
     let header = lib_header_from_path(path).map_err(|e| problem(describe(e)))?;
-    let module = header.init_root_module::<EngineLibraryRef>().map_err(|e| problem(describe(e)))?;
-    let abi = module.abi_version();
-    if abi != ABI_VERSION {
-        return Err(problem(format!("built for smcore engine ABI {abi}, this smcore speaks ABI {ABI_VERSION}")));
-    }
+    let module = root_module(header).map_err(|e| problem(describe(e)))?;
     let list = (module.engines())();
     if list.is_empty() {
         return Err(problem("library exports no engines".into()));
@@ -249,6 +256,33 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
             module,
         })
         .collect())
+}
+
+/// The engine root module of a library whose header was read.
+///
+/// abi_stable checks a root module as if the library were built against
+/// the same or a later minor version of sm-abi than the core: the library's
+/// root module must have at least the core's fields. A library built
+/// against an earlier minor lacks the fields later minors appended, which
+/// is what `missing_field(option)` is for (the core sees `None` there), so
+/// for such a library the check runs with the roles swapped: the library's
+/// root module must be a prefix of the core's, and every type reachable
+/// from it must match exactly. The version check (same major) is
+/// abi_stable's either way.
+fn root_module(header: &'static LibHeader) -> Result<EngineLibraryRef, LibraryError> {
+    let ours = VersionNumber::new(EngineLibraryRef::VERSION_STRINGS)?;
+    let theirs = VersionNumber::new(header.version_strings())?;
+    if theirs.major != ours.major || theirs.minor >= ours.minor {
+        return header.init_root_module::<EngineLibraryRef>();
+    }
+    let Some(layout) = header.layout() else {
+        // Built without its layout: nothing to check it against.
+        return header.init_root_module::<EngineLibraryRef>();
+    };
+    check_layout_compatibility(layout, <EngineLibraryRef as StableAbi>::LAYOUT)
+        .map_err(|e| LibraryError::AbiInstability(RBoxError::from_fmt(&e)))?;
+    // SAFETY: the layout was checked just above, as an older minor's.
+    unsafe { header.init_root_module_with_unchecked_layout::<EngineLibraryRef>() }
 }
 
 /// The `*.so` files of `dirs`, each directory's sorted by name, under

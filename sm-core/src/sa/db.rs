@@ -552,6 +552,7 @@ impl SaDb {
                 NodeKind::Ca => NodeType::Ca,
                 NodeKind::Switch => NodeType::Switch,
                 NodeKind::Router => NodeType::Router,
+                _ => continue,
             };
             let description = description_bytes(&n.description);
             // NodeRecords: one per end port, as the node answers by that port.

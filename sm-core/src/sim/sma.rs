@@ -321,6 +321,9 @@ impl SimFabric {
             NodeKind::Switch => (NodeType::Switch, self.options.switch_device_id),
             NodeKind::Ca => (NodeType::Ca, self.options.ca_device_id),
             NodeKind::Router => (NodeType::Router, self.options.ca_device_id),
+            // The simulator only builds nodes from topology files, which name
+            // the three kinds; anything else answers as a CA would.
+            _ => (NodeType::Ca, self.options.ca_device_id),
         };
         // A switch's ports all answer with port 0's GUID.
         let port_guid = n.address_port(port).map_or(0, |p| p.guid);

@@ -215,6 +215,7 @@ impl Fabric {
                 NodeKind::Switch => "S",
                 NodeKind::Ca => "H",
                 NodeKind::Router => "R",
+                _ => "X",
             };
             topo.nodes.push(TopoNode {
                 kind: n.kind,

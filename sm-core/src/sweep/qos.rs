@@ -163,6 +163,7 @@ pub fn qos_tables(fabric: &Fabric, sl2vl: &[Sl2Vl], vlarb: &[VlArb], q: &QosSett
                     }
                 }
             }
+            _ => {}
         }
     }
     (maps, arbs)
