@@ -339,6 +339,13 @@ fn the_standby_takes_over_a_killed_master_without_changing_a_lid() {
         b_log.contains("taking over as master"),
         "the standby's log does not say it took over:\n{b_log}\n--- old master:\n{a_log}"
     );
+    // The first master's first heavy sweep, right after its election,
+    // routed the fabric the election had just read instead of reading it
+    // a second time.
+    assert!(
+        a_log.contains("sweeping the fabric the arbitration read"),
+        "the first master discovered the fabric again after its election:\n{a_log}"
+    );
 }
 
 #[test]
