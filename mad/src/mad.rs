@@ -156,6 +156,16 @@ packet!(
 /// and the layout is written down once.
 macro_rules! header_fields {
     ($P:ident) => {
+        $crate::mad::header_fields!(@fields $P);
+
+        impl<T: AsRef<[u8]>> $P<T> {
+            /// The common MAD header.
+            pub fn header(&self) -> $crate::mad::Header<&[u8]> {
+                $crate::mad::Header::new_unchecked(self.buffer.as_ref())
+            }
+        }
+    };
+    (@fields $P:ident) => {
         $crate::field::fields! { $P;
             /// BaseVersion: 1 for every IBA MAD.
             base_version, set_base_version: u8 @ 0;
@@ -180,7 +190,7 @@ macro_rules! header_fields {
 }
 pub(crate) use header_fields;
 
-header_fields!(Header);
+header_fields!(@fields Header);
 
 fields! { Header;
     /// ClassSpecific: hop pointer and count in directed-route SMPs.

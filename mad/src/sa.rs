@@ -334,11 +334,6 @@ fields! { Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// The common MAD header.
-    pub fn header(&self) -> mad::Header<&[u8]> {
-        mad::Header::new_unchecked(self.buffer.as_ref())
-    }
-
     /// Record size in bytes (AttributeOffset × 8).
     pub fn attribute_size(&self) -> usize {
         usize::from(self.attribute_offset()) * 8

@@ -66,11 +66,6 @@ fields! { Packet;
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// The common MAD header.
-    pub fn header(&self) -> mad::Header<&[u8]> {
-        mad::Header::new_unchecked(self.buffer.as_ref())
-    }
-
     /// Whether this is a directed-route SMP.
     pub fn is_directed(&self) -> bool {
         self.mgmt_class() == class::SUBN_DIRECTED
