@@ -55,10 +55,13 @@ limits() {
 # Starts ibsim on $1 and waits until it is ready.
 start_sim() {
     export IBSIM_SOCKNAME=fsweep$$-$RANDOM
+    # Emptied here, not by the background redirection: that one runs
+    # later, and the wait below would see the last simulator's log.
+    : > "$work/ibsim.log"
     # shellcheck disable=SC2046
-    sleep 600 | ibsim -s $(limits "$1") "$1" > "$work/ibsim.log" 2>&1 &
+    sleep 600 | stdbuf -oL -eL ibsim -s $(limits "$1") "$1" >> "$work/ibsim.log" 2>&1 &
     sim_pid=$!
-    for _ in $(seq 300); do
+    for _ in $(seq 1200); do
         grep -q "simulator ready" "$work/ibsim.log" 2>/dev/null && break
         sleep 0.1
     done
