@@ -184,3 +184,15 @@ pub fn small_sweep() -> sm_core::sweep::OnceOutcome {
     assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }
+
+/// `smcore ctl --socket SOCKET COMMAND...`: whether it succeeded, and its
+/// stdout then stderr.
+pub fn ctl(socket: &Path, command: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["ctl", "--socket"])
+        .arg(socket)
+        .args(command)
+        .output()
+        .expect("run smcore ctl");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}

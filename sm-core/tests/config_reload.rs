@@ -7,19 +7,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::{signal, spawn_sm, wait_for};
 
 fn status(socket: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(["ctl", "--socket"])
-        .arg(socket)
-        .arg("status")
-        .output()
-        .expect("run smcore ctl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::ctl(socket, &["status"]).1
 }
 
 fn field(status: &str, key: &str) -> Option<String> {

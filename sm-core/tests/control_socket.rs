@@ -12,13 +12,7 @@ use std::time::{Duration, Instant};
 use common::bin_dir;
 
 fn ctl(socket: &Path, command: &str) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(["ctl", "--socket"])
-        .arg(socket)
-        .arg(command)
-        .output()
-        .expect("run smcore ctl");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    common::ctl(socket, &[command])
 }
 
 fn heavy_sweeps(report: &Path) -> u64 {

@@ -13,13 +13,8 @@ use common::{bin_dir, count, signal, spawn_sm, wait_for, workspace, write};
 
 
 fn ctl_sweep(socket: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(["ctl", "--socket"])
-        .arg(socket)
-        .arg("sweep")
-        .output()
-        .expect("run smcore ctl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let (ok, text) = common::ctl(socket, &["sweep"]);
+    assert!(ok, "{text}");
 }
 
 #[test]

@@ -91,13 +91,8 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
 
     let rotated = root.join(format!("log/smcore.{guid}.log.1"));
     assert_eq!(count(&rotated, "heavy sweep done"), 1, "the rotated file keeps the first sweep");
-    let sweep = Command::new(env!("CARGO_BIN_EXE_smcore"))
-        .args(["ctl", "--socket"])
-        .arg(&socket)
-        .arg("sweep")
-        .output()
-        .expect("run smcore ctl");
-    assert!(sweep.status.success(), "{}", String::from_utf8_lossy(&sweep.stdout));
+    let (swept, text) = common::ctl(&socket, &["sweep"]);
+    assert!(swept, "{text}");
     wait_for(&mut child, "a sweep in the new log", || count(&log, "heavy sweep done") >= 1);
 
     common::signal(&child, libc::SIGTERM);
