@@ -100,7 +100,10 @@ pub fn arbitrate(
                 continue;
             }
         };
-        let smps = client.stats().clone();
+        // Its age counts from here, the end of discovery, not from the
+        // end of the election.
+        let discovered = Discovered::new(fabric, report, client.stats().clone());
+        let fabric = discovered.fabric();
         let own = fabric
             .nodes
             .first()
@@ -117,7 +120,7 @@ pub fn arbitrate(
             .and_then(|p| p.info.as_ref())
             .map_or(0, |i| i.master_sm_lid);
         let peers = electors(
-            without_hung(state, read_peers(&mut client, &fabric, state)),
+            without_hung(state, read_peers(&mut client, fabric, state)),
             our_master_lid,
         );
         if state.state() == SmState::Master {
@@ -136,7 +139,7 @@ pub fn arbitrate(
                     other_sms = peers.len(),
                     "elected master"
                 );
-                let discovered = Box::new(Discovered::new(fabric, report, smps));
+                let discovered = Box::new(discovered);
                 return master(state, lost.map(|guid| TakenFrom::Silent { guid }), Some(discovered));
             }
             Decision::Standby(i) => {
