@@ -68,6 +68,9 @@ pub struct RouteReport {
     pub phases_ms: BTreeMap<String, f64>,
     /// Peak resident memory of the process, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// The SMP window of the SM's port since it was opened (None offline
+    /// and on the embedded fabric, which answers at once).
+    pub smp_window: Option<crate::sweep::window::WindowStats>,
     /// Dump files written.
     pub dumps: Vec<String>,
 }
@@ -168,6 +171,18 @@ impl fmt::Display for RouteReport {
         writeln!(f, "time          {}", phases.join(", "))?;
         if let Some(m) = self.peak_rss_mib {
             writeln!(f, "peak memory   {m:.1} MiB")?;
+        }
+        if let Some(w) = self.smp_window {
+            writeln!(
+                f,
+                "SMP window    {} now (limit {}, peak {}, low {}, {} cut{} after timeouts)",
+                w.size,
+                w.limit,
+                w.peak,
+                w.low,
+                w.cuts,
+                if w.cuts == 1 { "" } else { "s" }
+            )?;
         }
         if !self.dumps.is_empty() {
             writeln!(f, "dumps         {}", self.dumps.join(" "))?;

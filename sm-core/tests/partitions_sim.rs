@@ -298,5 +298,18 @@ fn a_power_cycled_host_is_programmed_again() {
     run.sim.restore_node(sim_index).expect("restore");
     let out = once(&mut run);
     assert_eq!(read_block(&mut run, &out, "h4"), block(&[0x7FFF, 0x0002]), "written again after the reset");
-    assert_eq!(out.program.pkey.set, 1, "only the reset port's block: {:?}", out.program.pkey);
+    // What the reset made unknown is written blind (a read would cost as
+    // much): the host's blocks, and its switch's port 0 and the port
+    // facing it (the switch had a port leave Active). Nothing else.
+    let f = &out.sweep.fabric;
+    let blocks = |cap: u16| usize::from(cap).div_ceil(32);
+    let sw2 = f.nodes.iter().find(|n| n.description == "sw2").expect("sw2");
+    let enforce_cap = sw2.switch_info.expect("SwitchInfo").partition_enforcement_cap;
+    let unknown = blocks(f.nodes[i].partition_cap) + blocks(sw2.partition_cap) + blocks(enforce_cap);
+    assert_eq!(
+        (out.program.pkey.set, out.program.pkey.read, out.program.pkey.smps.sent),
+        (unknown, 0, unknown as u64),
+        "only the blocks the reset made unknown: {:?}",
+        out.program.pkey
+    );
 }

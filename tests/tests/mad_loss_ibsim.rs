@@ -71,6 +71,12 @@ fn lost_smps_lose_no_host_and_no_pair() {
     sm.wait_settled(Duration::from_secs(8), Duration::from_secs(180)).unwrap_or_else(|e| panic!("{e}"));
     let after = read_back(&sim, &g);
     println!("heavy sweeps during the loss: {sweeps_in_loss}; after it: {after:?}");
+    // The SMP window backed off while SMPs were lost (the report holds
+    // what it did since the SM started).
+    let window = sm.report().and_then(|r| r.get("smp_window").cloned()).unwrap_or_default();
+    let field = |k: &str| window.get(k).and_then(serde_json::Value::as_u64).unwrap_or_else(|| panic!("smp_window.{k} in {window}"));
+    assert!(field("cuts") > 0, "no window cut through {LOSS_PERCENT} % loss: {window}");
+    assert!(field("low") < field("peak"), "the window never shrank: {window}");
     let (status, output) = sm.stop(Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
     let kept = output.lines().filter(|l| l.contains("kept as the last sweep knew it")).count();
     println!("nodes kept from memory through lost SMPs (log lines): {kept}");

@@ -60,7 +60,7 @@ impl Default for VerifyConfig {
 
 /// SMPs in flight when neither flag nor file says (see the README's
 /// window measurement).
-pub const DEFAULT_MAX_WIRE_SMPS: usize = 8;
+pub const DEFAULT_MAX_WIRE_SMPS: usize = 64;
 /// Answer timeout in milliseconds when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
 /// SM_Key when the file does not say: OpenSM's default, so that an OpenSM

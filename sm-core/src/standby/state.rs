@@ -289,6 +289,10 @@ impl SmpPort for ActivityPort<'_> {
         r
     }
 
+    fn window_stats(&self) -> Option<crate::sweep::window::WindowStats> {
+        self.port.window_stats()
+    }
+
     fn wait_trap(
         &mut self,
         timeout: Duration,

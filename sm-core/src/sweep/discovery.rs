@@ -63,6 +63,8 @@ pub struct FabricNode {
     pub kind: NodeKind,
     /// NodeInfo.NumPorts.
     pub num_ports: u8,
+    /// NodeInfo.PartitionCap: P_Key table entries of each end port.
+    pub partition_cap: u16,
     /// NodeDescription (empty if it did not answer).
     pub description: String,
     /// The shortest directed route found to the node.
@@ -678,6 +680,7 @@ impl Walk {
             system_guid: info.system_image_guid,
             kind,
             num_ports: info.num_ports,
+            partition_cap: info.partition_cap,
             description: String::new(),
             path,
             ports,

@@ -24,6 +24,7 @@ pub mod stages;
 pub mod transport;
 pub mod umad;
 pub mod vl;
+pub mod window;
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 use std::sync::atomic::AtomicBool;

@@ -12,7 +12,10 @@
 //! Only 32-entry blocks that differ from what the port holds are written.
 //! What a port holds is known from an earlier sweep's writes while the
 //! port stayed Active (a reset port comes back in Init with its power-up
-//! table); otherwise its blocks are read first.
+//! table). A block not known is written without reading it first: a read
+//! costs an SMP as a write does, and a block read would mostly have to be
+//! written anyway, so writing blind is never more SMPs and usually half.
+//! The answer to the Set is what the port now holds.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,8 +23,8 @@ use std::sync::Arc;
 use sm_mad::mad::attr;
 use sm_mad::pkey_table::{self, Packet as PkeyPacket, Repr as PkeyRepr, PKEYS};
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{NodeInfoPacket, NodeInfoRepr, PhysState, PortInfoPacket, PortState};
-use tracing::{debug, warn};
+use sm_mad::{PhysState, PortInfoPacket, PortState};
+use tracing::warn;
 
 use super::discovery::{parse_port_info, Fabric};
 use super::program::{HeldTables, PhaseReport};
@@ -39,8 +42,6 @@ pub struct HeldPkeys {
     pub state: PartitionState,
     /// Table contents known, per (node GUID, port), whole blocks.
     tables: HashMap<(u64, u8), Vec<u16>>,
-    /// NodeInfo.PartitionCap per node GUID.
-    caps: HashMap<u64, u16>,
     /// What the last sweep gave the SA.
     last: Option<Arc<SaPartitions>>,
     /// Switch ports that did not keep the enforcement bits written (ibsim
@@ -81,11 +82,6 @@ fn parse_block(data: &[u8; DATA_LEN]) -> Result<[u16; PKEYS], SmpError> {
         .map_err(|e| SmpError::Malformed(format!("P_KeyTable: {e}")))
 }
 
-fn parse_node_info(data: &[u8; DATA_LEN]) -> Result<NodeInfoRepr, SmpError> {
-    NodeInfoPacket::new_checked(&data[..])
-        .and_then(|p| NodeInfoRepr::parse(&p))
-        .map_err(|e| SmpError::Malformed(format!("NodeInfo: {e}")))
-}
 
 /// `table` cut or padded to `cap` entries; `None` when it does not fit.
 fn fitted(table: &[u16], cap: usize) -> Option<Vec<u16>> {
@@ -127,41 +123,13 @@ pub fn program_partitions(
         }
     }
 
-    // PartitionCap of nodes not known yet.
-    let mut ops = Vec::new();
-    let mut asked = Vec::new();
-    for (i, n) in fabric.nodes.iter().enumerate() {
-        if held.caps.contains_key(&n.guid) {
-            continue;
-        }
-        let path = if n.is_switch() {
-            Some(n.path.clone())
-        } else {
-            n.ports.iter().skip(1).find_map(|s| s.path.clone())
-        };
-        if let Some(path) = path {
-            ops.push(SmpOp::get(attr::NODE_INFO, 0, &path));
-            asked.push(i);
-        }
-    }
-    for (i, answer) in asked.into_iter().zip(client.run_many(&ops)) {
-        match answer.and_then(|d| parse_node_info(&d)) {
-            Ok(info) => {
-                held.caps.insert(fabric.nodes[i].guid, info.partition_cap);
-            }
-            Err(e) => {
-                warn!(guid = format_args!("{:#018x}", fabric.nodes[i].guid), error = %e, "NodeInfo unreadable; P_Key table not programmed");
-                phase.failed += 1;
-            }
-        }
-    }
-
     // The tables wanted, and the enforcement of each switch port facing
     // an end port: (node, port, inbound, outbound).
     let mut targets: Vec<Target> = Vec::new();
     let mut enforce: Vec<(usize, u8, (bool, bool))> = Vec::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
-        let Some(&cap) = held.caps.get(&n.guid) else { continue };
+        // Discovery read NodeInfo, PartitionCap with it.
+        let cap = n.partition_cap;
         let end_ports: Vec<u8> = if n.is_switch() { vec![0] } else { (1..=n.num_ports).collect() };
         for p in end_ports {
             let Some(slot) = n.ports.get(usize::from(p)) else { continue };
@@ -220,20 +188,6 @@ pub fn program_partitions(
         }
     }
 
-    // Blocks to read: of ports whose contents are not known.
-    let mut ops = Vec::new();
-    let mut reads = Vec::new();
-    for (t, target) in targets.iter().enumerate() {
-        let key = (fabric.nodes[target.node].guid, target.port);
-        if held.tables.get(&key).is_some_and(|k| k.len() == target.cap.next_multiple_of(PKEYS)) {
-            continue;
-        }
-        held.tables.insert(key, Vec::new());
-        for b in 0..blocks(target.cap) {
-            ops.push(SmpOp::get(attr::P_KEY_TABLE, pkey_table::modifier(target.modifier_port, b as u16), &target.path));
-            reads.push((t, b));
-        }
-    }
     // Known contents per target: `None` for a block unknown.
     let mut known: Vec<Vec<Option<[u16; PKEYS]>>> = targets
         .iter()
@@ -247,18 +201,7 @@ pub fn program_partitions(
                 .collect()
         })
         .collect();
-    for ((t, b), answer) in reads.into_iter().zip(client.run_many(&ops)) {
-        match answer.and_then(|d| parse_block(&d)) {
-            Ok(block) => {
-                phase.read += 1;
-                known[t][b] = Some(block);
-            }
-            Err(e) => debug!(guid = format_args!("{:#018x}", fabric.nodes[targets[t].node].guid),
-                port = targets[t].port, block = b, error = %e, "P_Key block unreadable; written blind"),
-        }
-    }
-
-    // Every block that differs.
+    // Every block that differs or is not known.
     let mut ops = Vec::new();
     let mut writes = Vec::new();
     for (t, target) in targets.iter().enumerate() {

@@ -378,8 +378,13 @@ fn move_ports(
             let (Some(current), Some(path), Some(_)) = (slot.info, slot.path.as_ref(), slot.peer) else {
                 continue;
             };
-            if current.port_state == to || current.port_state == PortState::Active {
+            if current.port_state == PortState::Active {
                 phase.unchanged += 1;
+                continue;
+            }
+            if current.port_state == to {
+                // Armed already, by the link parameters' Set of this sweep
+                // (counted there) or by an earlier sweep.
                 continue;
             }
             if current.port_state != from {
@@ -626,16 +631,25 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
 /// Writes the link parameters OpenSM's link manager writes
 /// (OperationalVLs, NeighborMTU, HOQLife, VLStallCount, SubnetTimeOut,
 /// LinkWidthEnabled, LinkSpeedEnabled, LinkSpeedExtEnabled) into every port of `fabric` that
-/// does not hold them, by read-modify-write PortInfo Sets with PortState
-/// and PortPhysicalState as NoChange. Run before routing and before any
-/// port is Armed: OperationalVLs and NeighborMTU take only in Init, and
-/// the engines must see the VLs the ports will really operate.
+/// does not hold them, by read-modify-write PortInfo Sets with
+/// PortPhysicalState as NoChange. Run before routing: OperationalVLs and
+/// NeighborMTU take only in Init, and the engines must see the VLs the
+/// ports will really operate.
+///
+/// The same Set moves a linked port in Init to Armed (counted in `arm`):
+/// the SMA takes OperationalVLs and NeighborMTU as the port is when the
+/// Set arrives (Init) and then arms it, so one SMP per port does what
+/// OpenSM's link manager does in two. Armed passes no data (only SMPs), so
+/// arming before the routing is in changes nothing for traffic; ports go
+/// Active only after programming ([`activate_ports`]). A port the Set
+/// leaves in Init is armed there.
 pub fn program_links(
     client: &mut SmpClient<'_>,
     fabric: &mut Fabric,
     config: &LinkConfig,
     held: &mut HeldTables,
     phase: &mut PhaseReport,
+    arm: &mut PhaseReport,
 ) {
     let before = client.stats().clone();
     let mut targets = Vec::new();
@@ -654,14 +668,17 @@ pub fn program_links(
                 continue;
             }
             let want = wanted_link(fabric, node, port, &current, config);
-            if link_holds(&current, &want)
-                || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)))
-            {
+            let holds = link_holds(&current, &want)
+                || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)));
+            let arming = port != 0 && slot.peer.is_some() && current.port_state == PortState::Init;
+            if holds {
                 phase.unchanged += 1;
-                continue;
+                if !arming {
+                    continue;
+                }
             }
             let mut set = want;
-            set.port_state = PortState::NoChange;
+            set.port_state = if arming { PortState::Armed } else { PortState::NoChange };
             set.port_physical_state = PhysState::NoChange;
             // A client reregistration already asked for is not asked again.
             set.client_reregister = false;
@@ -671,15 +688,23 @@ pub fn program_links(
             // extended speed fields.
             let ext = if has_ext_speeds(fabric, node, port) { 1 << 31 } else { 0 };
             ops.push(SmpOp::set(attr::PORT_INFO, port as u32 | ext, path, data));
-            targets.push((node, port, want));
+            targets.push((node, port, want, holds, arming));
         }
     }
     let answers = client.run_many(&ops);
-    for ((node, port, want), answer) in targets.into_iter().zip(answers) {
+    for ((node, port, want, holds, arming), answer) in targets.into_iter().zip(answers) {
         let guid = fabric.nodes[node].guid;
         match answer.and_then(|d| parse_port_info(&d)) {
             Ok(now) => {
-                if now.operational_vls != want.operational_vls || now.neighbor_mtu != want.neighbor_mtu {
+                if arming && now.port_state == PortState::Armed {
+                    arm.set += 1;
+                } else if arming {
+                    debug!(guid = format_args!("{guid:#018x}"), port, state = ?now.port_state,
+                        "port not Armed with its link parameters; armed on its own later");
+                }
+                if holds {
+                    // Only armed: the link parameters were already there.
+                } else if now.operational_vls != want.operational_vls || now.neighbor_mtu != want.neighbor_mtu {
                     warn!(guid = format_args!("{guid:#018x}"), port,
                         op_vls = now.operational_vls, wanted_op_vls = want.operational_vls,
                         mtu = now.neighbor_mtu, wanted_mtu = want.neighbor_mtu,
@@ -699,6 +724,10 @@ pub fn program_links(
                     phase.set += 1;
                 }
                 fabric.nodes[node].ports[port].info = Some(now);
+            }
+            Err(e) if holds => {
+                // Only the arming failed: the arm pass tries again.
+                debug!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set (Armed) failed");
             }
             Err(e) => {
                 warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "link parameters Set failed");

@@ -193,7 +193,7 @@ pub fn link(
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     // Failures are logged and not retried at once: a port that does not
     // implement a field would refuse at every sweep.
-    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, &mut program.link);
+    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, &mut program.link, &mut program.arm);
     report.phase("link", t.elapsed());
     let snapshot = sweep.fabric.snapshot(sweep.lmc);
     Linked { sweep, snapshot, program, report }
@@ -358,6 +358,7 @@ pub fn program(
         super::pkey::program_partitions(&mut client, fabric, config, held, &mut program.pkey);
         activate_ports(&mut client, fabric, &mut program);
         report.phase("program", t.elapsed());
+        report.smp_window = port.window_stats();
         // What did not take must be tried again, at the next light sweep.
         // (SL2VL and VLArb are left out: a port that does not implement
         // them refuses at every sweep, and would make every sweep heavy.)

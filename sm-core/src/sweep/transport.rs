@@ -66,6 +66,12 @@ pub trait SmpPort {
             .collect()
     }
 
+    /// What the transport's SMP window did ([`super::window`]); `None`
+    /// for a transport without one.
+    fn window_stats(&self) -> Option<super::window::WindowStats> {
+        None
+    }
+
     /// Waits up to `timeout` for an unsolicited SubnTrap addressed to the
     /// SM and returns it. Transports that cannot receive traps just wait:
     /// the light sweep still finds every change through PortStateChange.

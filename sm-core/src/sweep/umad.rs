@@ -9,7 +9,8 @@
 //!
 //! A dedicated poll thread reads; the sending side keeps a window of SMPs
 //! in flight ([`SmpPort::exchange_many`]), matches answers by TID and waits
-//! on tokio timers. SubnTraps (trap 128 from a switch whose port changed
+//! for them on a queue that costs no system call when answers are already
+//! there ([`answers`]). SubnTraps (trap 128 from a switch whose port changed
 //! state) arrive on the LID-routed agent; they are queued for the SM loop
 //! (at most [`TRAP_QUEUE`]; more are dropped and counted, see
 //! [`UmadPort::traps_dropped`]) and repressed when it takes them.
@@ -22,7 +23,9 @@
 //! (closed, device gone) is reported as [`TransportError::Closed`] on
 //! every later call, so the SM can exit and be restarted.
 
-use std::collections::HashMap;
+mod answers;
+
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,6 +37,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
 use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
+use super::window::{SmpWindow, WindowStats};
+use answers::{Answer, Answers, Taken};
 use sm_mad::mad::{class, method, Header, HEADER_LEN, MAD_LEN};
 use sm_mad::sa;
 use sm_mad::smp::PERMISSIVE_LID;
@@ -191,8 +196,8 @@ impl Drop for UmadFd {
 ///
 /// Reading is done by a dedicated poll thread (umad2sim's descriptors can
 /// only be waited on with `poll()`, not epoll): it hands every MAD it reads
-/// to tokio channels, responses on one, traps on the other, and the
-/// sending side waits on those with tokio's timers. Only the sending side
+/// to queues: answers on one ([`answers::Answers`]), traps on a tokio
+/// channel, requests of SA clients and other SMs on their own. Only the sending side
 /// writes, so the two threads never share a direction of the descriptor.
 pub struct UmadPort {
     device: UmadDevice,
@@ -205,9 +210,11 @@ pub struct UmadPort {
     sa_requests: Option<std::sync::mpsc::Receiver<IncomingMad>>,
     smp_requests: Option<std::sync::mpsc::Receiver<IncomingMad>>,
     timeout: Duration,
-    window: usize,
+    window: SmpWindow,
     runtime: tokio::runtime::Runtime,
-    responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+    responses: Arc<Answers>,
+    /// Answers taken from `responses` and not yet matched.
+    taken: VecDeque<Answer>,
     traps: tokio::sync::mpsc::Receiver<TrapMad>,
     /// Traps the poll thread dropped because the queue was full.
     trap_drops: Arc<AtomicU64>,
@@ -223,7 +230,7 @@ impl std::fmt::Debug for UmadPort {
             .field("device", &self.device)
             .field("fd", &self.writer.fd)
             .field("timeout", &self.timeout)
-            .field("window", &self.window)
+            .field("window", &self.window.size())
             .finish()
     }
 }
@@ -231,6 +238,7 @@ impl std::fmt::Debug for UmadPort {
 impl Drop for UmadPort {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.responses.close_reader();
         if let Some(reader) = self.reader.take() {
             // It wakes from poll() within READER_SLICE.
             let _ = reader.join();
@@ -261,7 +269,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Where the poll thread delivers what it reads.
 struct Sinks {
-    responses: tokio::sync::mpsc::UnboundedSender<Result<Received, TransportError>>,
+    responses: Arc<Answers>,
     traps: tokio::sync::mpsc::Sender<TrapMad>,
     sa_requests: std::sync::mpsc::SyncSender<IncomingMad>,
     smp_requests: std::sync::mpsc::SyncSender<IncomingMad>,
@@ -273,7 +281,7 @@ struct Sinks {
 
 /// The SM side of [`Sinks`]: what the poll thread's messages arrive on.
 struct Taps {
-    responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+    responses: Arc<Answers>,
     traps: tokio::sync::mpsc::Receiver<TrapMad>,
     sa_requests: std::sync::mpsc::Receiver<IncomingMad>,
     smp_requests: std::sync::mpsc::Receiver<IncomingMad>,
@@ -281,17 +289,24 @@ struct Taps {
     fault: Arc<OnceLock<String>>,
 }
 
+impl Drop for Sinks {
+    /// The poll thread is ending: a sweep waiting for answers learns it.
+    fn drop(&mut self) {
+        self.responses.close_writer();
+    }
+}
+
 impl Sinks {
     /// The poll thread's ends and the SM's, connected: traps queue up to
     /// [`TRAP_QUEUE`], SA and SMP requests up to `request_queue`.
     fn channel(request_queue: usize) -> (Sinks, Taps) {
-        let (response_tx, responses) = tokio::sync::mpsc::unbounded_channel();
+        let responses = Arc::new(Answers::default());
         let (trap_tx, traps) = tokio::sync::mpsc::channel(TRAP_QUEUE);
         let (sa_tx, sa_requests) = std::sync::mpsc::sync_channel(request_queue);
         let (smp_tx, smp_requests) = std::sync::mpsc::sync_channel(request_queue);
         let (trap_drops, fault) = (Arc::new(AtomicU64::new(0)), Arc::new(OnceLock::new()));
         let sinks = Sinks {
-            responses: response_tx,
+            responses: Arc::clone(&responses),
             traps: trap_tx,
             sa_requests: sa_tx,
             smp_requests: smp_tx,
@@ -480,7 +495,7 @@ impl Reader {
     fn die(&self, reason: String) {
         tracing::error!("umad transport dead: {reason}");
         let _ = self.sinks.fault.set(reason.clone());
-        let _ = self.sinks.responses.send(Err(TransportError::Closed(reason)));
+        let _ = self.sinks.responses.push(Err(TransportError::Closed(reason)));
     }
 
     /// Hands one message (header and MAD) to its queue; false once the
@@ -523,7 +538,7 @@ impl Reader {
         } else if is_request && (class == CLASS_LID || class == CLASS_DR) && (m == method::GET || m == method::SET) {
             offer(&sinks.smp_requests, IncomingMad { slid, sqpn, mad }, "SMP")
         } else {
-            sinks.responses.send(Ok(Received { status, mad })).is_ok()
+            sinks.responses.push(Ok(Received { status, mad }))
         };
         delivered || !(sinks.responses.is_closed() && sinks.traps.is_closed())
     }
@@ -728,9 +743,10 @@ impl UmadPort {
             sa_requests: Some(sa_requests),
             smp_requests: Some(smp_requests),
             timeout,
-            window: window.max(1),
+            window: SmpWindow::new(window),
             runtime,
             responses,
+            taken: VecDeque::new(),
             traps,
             trap_drops,
             fault,
@@ -801,12 +817,16 @@ impl UmadPort {
 
     /// The next MAD the poll thread read, if one comes before `deadline`.
     fn next_response(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let responses = &mut self.responses;
-        match self.runtime.block_on(async { tokio::time::timeout(left, responses.recv()).await }) {
-            Ok(Some(r)) => r.map(Some),
-            Ok(None) => Err(self.stopped()),
-            Err(_elapsed) => Ok(None),
+        if self.taken.is_empty() {
+            match self.responses.take(&mut self.taken, deadline) {
+                Taken::Some => {}
+                Taken::Timeout => return Ok(None),
+                Taken::Closed => return Err(self.stopped()),
+            }
+        }
+        match self.taken.pop_front() {
+            Some(answer) => answer.map(Some),
+            None => Ok(None),
         }
     }
 
@@ -820,8 +840,16 @@ impl UmadPort {
         }
     }
 
-    /// Sends `batch` with at most `window` SMPs in flight, each waited for
-    /// `timeout`; answers in batch order.
+    /// The SMP sent as `seq` got no answer: the window backs off.
+    fn lost(&mut self, seq: u64) {
+        if self.window.timed_out(seq) {
+            tracing::debug!(window = self.window.size(), "SMP timed out: window halved");
+        }
+    }
+
+    /// Sends `batch` with at most the window's size of SMPs in flight
+    /// ([`SmpWindow`]: it grows while answers come and halves on a
+    /// timeout), each waited for `timeout`; answers in batch order.
     fn exchange_window(&mut self, batch: &[Outgoing]) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
         let timeout_ms = u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX).max(1);
         // Margin over the kernel's own timeout so its ETIMEDOUT report is
@@ -829,11 +857,11 @@ impl UmadPort {
         let wait = self.timeout + Duration::from_millis(50);
         let mut answers: Vec<Option<Vec<u8>>> = vec![None; batch.len()];
         // Lower 32 TID bits (the kernel owns the upper half) → (index,
-        // full TID, deadline).
-        let mut in_flight: HashMap<u32, (usize, u64, Instant)> = HashMap::new();
+        // full TID, deadline, window sequence number).
+        let mut in_flight: HashMap<u32, (usize, u64, Instant, u64)> = HashMap::new();
         let mut next = 0;
         loop {
-            while in_flight.len() < self.window && next < batch.len() {
+            while in_flight.len() < self.window.size() && next < batch.len() {
                 let o = &batch[next];
                 let Ok(header) = Header::new_checked(&o.mad[..]) else {
                     return Err(TransportError::Unsendable(format!("MAD of {} bytes", o.mad.len())));
@@ -842,7 +870,7 @@ impl UmadPort {
                 self.write_mad(o.dlid, &o.mad, timeout_ms)?;
                 // The kernel owns the upper half of the TID of what we send.
                 let low = tid as u32;
-                in_flight.insert(low, (next, tid, Instant::now() + wait));
+                in_flight.insert(low, (next, tid, Instant::now() + wait, self.window.sent()));
                 next += 1;
             }
             let Some(earliest) = in_flight.values().map(|v| v.2).min() else { break };
@@ -851,7 +879,7 @@ impl UmadPort {
                     let answer = Header::new_unchecked(&mad[..]);
                     let low = answer.transaction_id() as u32;
                     let is_response = answer.is_response();
-                    let Some(&(index, tid, _)) = in_flight.get(&low) else {
+                    let Some(&(index, tid, _, seq)) = in_flight.get(&low) else {
                         tracing::debug!("umad read of another transaction ignored");
                         continue;
                     };
@@ -860,6 +888,7 @@ impl UmadPort {
                         // ETIMEDOUT: no answer.
                         tracing::debug!(status, "umad send reported failure");
                         in_flight.remove(&low);
+                        self.lost(seq);
                         continue;
                     }
                     if !is_response {
@@ -867,12 +896,23 @@ impl UmadPort {
                         continue;
                     }
                     in_flight.remove(&low);
+                    self.window.answered();
                     Header::new_unchecked(&mut mad[..]).set_transaction_id(tid);
                     answers[index] = Some(mad);
                 }
                 None => {
                     let now = Instant::now();
-                    in_flight.retain(|_, v| v.2 > now);
+                    let mut lost = Vec::new();
+                    in_flight.retain(|_, v| {
+                        let keep = v.2 > now;
+                        if !keep {
+                            lost.push(v.3);
+                        }
+                        keep
+                    });
+                    for seq in lost {
+                        self.lost(seq);
+                    }
                 }
             }
         }
@@ -1017,6 +1057,10 @@ impl SmpPort for UmadPort {
         self.exchange_window(batch)
     }
 
+    fn window_stats(&self) -> Option<WindowStats> {
+        Some(self.window.stats())
+    }
+
     fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
         let traps = &mut self.traps;
         let got = self.runtime.block_on(async { tokio::time::timeout(timeout, traps.recv()).await });
@@ -1122,7 +1166,7 @@ mod tests {
         device: FakeDevice,
         stop: Arc<AtomicBool>,
         thread: std::thread::JoinHandle<()>,
-        responses: tokio::sync::mpsc::UnboundedReceiver<Result<Received, TransportError>>,
+        responses: Arc<Answers>,
         traps: tokio::sync::mpsc::Receiver<TrapMad>,
         sa: std::sync::mpsc::Receiver<IncomingMad>,
         trap_drops: Arc<AtomicU64>,
@@ -1172,7 +1216,7 @@ mod tests {
         let next = h.sa.recv_timeout(LIVENESS).expect("the reader still runs");
         assert_eq!((next.slid, next.mad.len()), (8, MAD_LEN));
         assert!(!h.thread.is_finished());
-        assert!(h.responses.try_recv().is_err(), "no error reported for transient failures");
+        assert!(h.responses.try_take().is_none(), "no error reported for transient failures");
         assert!(h.fault.get().is_none());
 
         h.stop.store(true, Ordering::Relaxed);
@@ -1186,14 +1230,16 @@ mod tests {
         device.push(Err(Errno::ENODEV));
         let mut h = start(device);
         assert!(h.sa.recv_timeout(LIVENESS).is_ok());
-        match h.responses.blocking_recv() {
+        let mut taken = VecDeque::new();
+        assert!(matches!(h.responses.take(&mut taken, Instant::now() + LIVENESS), Taken::Some));
+        match taken.pop_front() {
             Some(Err(TransportError::Closed(reason))) => assert!(reason.contains("umad read"), "{reason}"),
             other => panic!("expected a closed transport, got {other:?}"),
         }
         h.thread.join().expect("reader ends");
         assert!(h.fault.get().is_some_and(|f| f.contains("umad read")));
         // Every later wait sees the end as well.
-        assert!(h.responses.blocking_recv().is_none());
+        assert!(matches!(h.responses.take(&mut taken, Instant::now() + LIVENESS), Taken::Closed));
     }
 
     #[test]
