@@ -175,11 +175,11 @@ impl fmt::Display for RouteReport {
         if let Some(w) = self.smp_window {
             writeln!(
                 f,
-                "SMP window    {} now (limit {}, peak {}, low {}, {} cut{} after timeouts)",
+                "SMP window    {} now (limit {}, peak {}{}, {} cut{} after timeouts)",
                 w.size,
                 w.limit,
                 w.peak,
-                w.low,
+                w.low.map(|l| format!(", low {l}")).unwrap_or_default(),
                 w.cuts,
                 if w.cuts == 1 { "" } else { "s" }
             )?;

@@ -39,8 +39,8 @@ pub struct WindowStats {
     pub size: usize,
     /// The largest it has been.
     pub peak: usize,
-    /// The smallest it has been after a cut.
-    pub low: usize,
+    /// The smallest it has been after a cut (None: never cut).
+    pub low: Option<usize>,
     /// Times it was halved after a timeout.
     pub cuts: u64,
 }
@@ -56,7 +56,7 @@ impl SmpWindow {
             credit: 0,
             next_seq: 0,
             cut_before: 0,
-            stats: WindowStats { limit, size, peak: size, low: size, cuts: 0 },
+            stats: WindowStats { limit, size, peak: size, low: None, cuts: 0 },
         }
     }
 
@@ -97,7 +97,7 @@ impl SmpWindow {
         self.credit = 0;
         self.cut_before = self.next_seq;
         self.stats.cuts += 1;
-        self.stats.low = self.stats.low.min(self.size);
+        self.stats.low = Some(self.stats.low.map_or(self.size, |low| low.min(self.size)));
         self.stats.size = self.size;
         true
     }
@@ -156,7 +156,7 @@ mod tests {
         assert!(w.timed_out(later));
         assert_eq!(w.size(), 16);
         let s = w.stats();
-        assert_eq!((s.cuts, s.low, s.peak, s.limit), (2, 16, 64, 64));
+        assert_eq!((s.cuts, s.low, s.peak, s.limit), (2, Some(16), 64, 64));
     }
 
     #[test]
@@ -169,6 +169,6 @@ mod tests {
         assert_eq!(w.size(), 1);
         answer(&mut w, 1_000);
         assert_eq!(w.size(), 16, "grows back once answers come again");
-        assert_eq!(w.stats().low, 1);
+        assert_eq!(w.stats().low, Some(1));
     }
 }
