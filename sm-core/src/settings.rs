@@ -422,7 +422,7 @@ mod tests {
             s.transport,
             Transport::Umad {
                 port: PortChoice::Device { ca: None, port: None },
-                window: 8,
+                window: DEFAULT_MAX_WIRE_SMPS,
                 timeout: Duration::from_millis(200)
             }
         );

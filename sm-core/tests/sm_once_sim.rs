@@ -98,7 +98,8 @@ fn once_on_fat_tree_programs_what_route_dumps() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("report")).expect("json");
     let phases = &json["smps_per_phase"];
-    for phase in ["discovery", "lids", "switch_info", "lft", "arm", "activate"] {
+    // No "arm": the link parameters' Sets arm the ports as they go.
+    for phase in ["discovery", "lids", "link", "switch_info", "lft", "activate"] {
         assert!(
             phases[phase].as_u64().is_some_and(|n| n > 0),
             "{phase}: {json}"
@@ -375,9 +376,15 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
             assert_eq!(sim.linear_fdb_top(i), Some(0), "switch {i} untouched");
         }
     }
+    // The link parameters' Sets armed the ports; none is Active, and an
+    // Armed port passes SMPs only, so nothing is forwarded.
     let (a, b) = (topo.links[0].a, topo.links[0].b);
-    assert_eq!(sim.port_state(a.0, a.1), Some(PortState::Init));
-    assert_eq!(sim.port_state(b.0, b.1), Some(PortState::Init));
+    assert_eq!(sim.port_state(a.0, a.1), Some(PortState::Armed));
+    assert_eq!(sim.port_state(b.0, b.1), Some(PortState::Armed));
+    for l in &topo.links {
+        assert_ne!(sim.port_state(l.a.0, l.a.1), Some(PortState::Active));
+        assert_ne!(sim.port_state(l.b.0, l.b.1), Some(PortState::Active));
+    }
 }
 
 /// SL2VL of `(node, in, out)` as the node answers a SubnGet for it.

@@ -24,6 +24,7 @@
 //! every later call, so the SM can exit and be restarted.
 
 mod answers;
+mod turn;
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{BorrowedFd, IntoRawFd, RawFd};
@@ -39,6 +40,7 @@ use nix::sys::stat::Mode;
 use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
 use super::window::{SmpWindow, WindowStats};
 use answers::{Answer, Answers, Taken};
+use turn::{ReadTurn, Turn};
 use sm_mad::mad::{class, method, Header, HEADER_LEN, MAD_LEN};
 use sm_mad::sa;
 use sm_mad::smp::PERMISSIVE_LID;
@@ -215,6 +217,14 @@ pub struct UmadPort {
     responses: Arc<Answers>,
     /// Answers taken from `responses` and not yet matched.
     taken: VecDeque<Answer>,
+    /// Whether the sweep reads the descriptor itself ([`turn`]).
+    turn: Arc<ReadTurn>,
+    /// The descriptor, as the sweep reads it during its turn.
+    src: FdSource,
+    /// Where the sweep puts the traps and requests it reads.
+    sinks: Sinks,
+    read_buf: Vec<u8>,
+    last_drop_warning: Option<Instant>,
     traps: tokio::sync::mpsc::Receiver<TrapMad>,
     /// Traps the poll thread dropped because the queue was full.
     trap_drops: Arc<AtomicU64>,
@@ -239,6 +249,7 @@ impl Drop for UmadPort {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.responses.close_reader();
+        self.turn.wake();
         if let Some(reader) = self.reader.take() {
             // It wakes from poll() within READER_SLICE.
             let _ = reader.join();
@@ -267,7 +278,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// At most one warning this often for a repeating condition.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Where the poll thread delivers what it reads.
+/// Where what is read from the device goes. The poll thread holds one;
+/// the sweep holds a clone for the messages it reads itself.
+#[derive(Clone)]
 struct Sinks {
     responses: Arc<Answers>,
     traps: tokio::sync::mpsc::Sender<TrapMad>,
@@ -287,13 +300,6 @@ struct Taps {
     smp_requests: std::sync::mpsc::Receiver<IncomingMad>,
     trap_drops: Arc<AtomicU64>,
     fault: Arc<OnceLock<String>>,
-}
-
-impl Drop for Sinks {
-    /// The poll thread is ending: a sweep waiting for answers learns it.
-    fn drop(&mut self) {
-        self.responses.close_writer();
-    }
 }
 
 impl Sinks {
@@ -423,10 +429,20 @@ fn read_step(src: &mut impl MadSource, buf: &mut Vec<u8>) -> Step {
 /// transport that can never be read again ends it early: the reason is
 /// kept in `fault` and sent as [`TransportError::Closed`], so the sweep
 /// side (and through it the SM) sees a fatal transport error.
-fn reader_loop(mut src: impl MadSource, stop: Arc<AtomicBool>, sinks: Sinks) {
+fn reader_loop(src: impl MadSource, stop: Arc<AtomicBool>, sinks: Sinks, turn: Arc<ReadTurn>) {
+    let answers = Arc::clone(&sinks.responses);
+    read_until_stopped(src, &stop, sinks, &turn);
+    // A sweep waiting for answers learns that none will come.
+    answers.close_writer();
+}
+
+fn read_until_stopped(mut src: impl MadSource, stop: &AtomicBool, sinks: Sinks, turn: &ReadTurn) {
     let mut reader = Reader { sinks, failures: 0, last_warning: None, last_drop_warning: None };
     let mut buf = vec![0u8; READ_BUF];
     while !stop.load(Ordering::Relaxed) {
+        if !turn.poller_may_read(stop) {
+            continue;
+        }
         let step = match src.wait(READER_SLICE_MS) {
             Ok(false) | Err(Errno::EINTR) => continue,
             Ok(true) => read_step(&mut src, &mut buf),
@@ -441,7 +457,7 @@ fn reader_loop(mut src: impl MadSource, stop: Arc<AtomicBool>, sinks: Sinks) {
                 }
             }
             Step::Nothing => {}
-            Step::Failed(e) => reader.back_off(e, &stop),
+            Step::Failed(e) => reader.back_off(e, stop),
             Step::Dead(reason) => {
                 reader.die(reason);
                 return;
@@ -501,10 +517,33 @@ impl Reader {
     /// Hands one message (header and MAD) to its queue; false once the
     /// port that reads them is gone.
     fn deliver(&mut self, msg: &[u8]) -> bool {
+        let sinks = &self.sinks;
+        let delivered = match sinks.sort(msg, &mut self.last_drop_warning) {
+            Sorted::Answer(answer) => sinks.responses.push(Ok(answer)),
+            Sorted::Queued(taken) => taken,
+        };
+        delivered || !(sinks.responses.is_closed() && sinks.traps.is_closed())
+    }
+}
+
+/// A message read from the device, sorted.
+enum Sorted {
+    /// An answer to one of our requests (or the kernel handing one back
+    /// unanswered): for the sweep.
+    Answer(Received),
+    /// A trap or a request, queued for the SM loop or its responder (or
+    /// dropped and counted); false when its queue is gone.
+    Queued(bool),
+}
+
+impl Sinks {
+    /// Sorts one message (header and MAD): traps and requests go to their
+    /// queues, answers are returned.
+    fn sort(&self, msg: &[u8], last_drop_warning: &mut Option<Instant>) -> Sorted {
         let n = msg.len();
         if n < HDR_LEN + 24 {
             tracing::debug!(len = n, "short umad read ignored");
-            return true;
+            return Sorted::Queued(true);
         }
         let status = u32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
         let sqpn = u32::from_be_bytes([msg[20], msg[21], msg[22], msg[23]]) & 0x00FF_FFFF;
@@ -520,27 +559,25 @@ impl Reader {
             mad.resize(MAD_LEN, 0);
         }
         let is_request = status == 0 && m & 0x80 == 0;
-        let sinks = &self.sinks;
-        let delivered = if is_request && class == CLASS_LID && m == method::TRAP {
-            match sinks.traps.try_send(TrapMad { slid, mad }) {
+        if is_request && class == CLASS_LID && m == method::TRAP {
+            Sorted::Queued(match self.traps.try_send(TrapMad { slid, mad }) {
                 Ok(()) => true,
                 Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
-                    let dropped = sinks.trap_drops.fetch_add(1, Ordering::Relaxed) + 1;
-                    if warn_due(&mut self.last_drop_warning) {
+                    let dropped = self.trap_drops.fetch_add(1, Ordering::Relaxed) + 1;
+                    if warn_due(last_drop_warning) {
                         tracing::warn!(slid, dropped, "trap queue full ({TRAP_QUEUE}): trap dropped");
                     }
                     true
                 }
                 Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => false,
-            }
+            })
         } else if is_request && class == CLASS_SA {
-            offer(&sinks.sa_requests, IncomingMad { slid, sqpn, mad }, "SA")
+            Sorted::Queued(offer(&self.sa_requests, IncomingMad { slid, sqpn, mad }, "SA"))
         } else if is_request && (class == CLASS_LID || class == CLASS_DR) && (m == method::GET || m == method::SET) {
-            offer(&sinks.smp_requests, IncomingMad { slid, sqpn, mad }, "SMP")
+            Sorted::Queued(offer(&self.smp_requests, IncomingMad { slid, sqpn, mad }, "SMP"))
         } else {
-            sinks.responses.push(Ok(Received { status, mad }))
-        };
-        delivered || !(sinks.responses.is_closed() && sinks.traps.is_closed())
+            Sorted::Answer(Received { status, mad })
+        }
     }
 }
 
@@ -695,7 +732,10 @@ impl UmadPort {
             }));
         };
         let path = format!("/dev/infiniband/umad{}", device.index);
-        let fd = UmadFd::open(&path, OFlag::O_RDWR).map_err(|e| io(&path, e))?;
+        // Non-blocking: the sweep and the poll thread may both be woken
+        // for one message, and the one that does not get it must not
+        // block in read().
+        let fd = UmadFd::open(&path, OFlag::O_RDWR | OFlag::O_NONBLOCK).map_err(|e| io(&path, e))?;
         let get_set = (1 << method::GET) | (1 << method::SET);
         // Get/Set are claimed so that another SM's SMInfo requests reach
         // us (the HCA answers every other attribute itself).
@@ -728,11 +768,13 @@ impl UmadPort {
         let Taps { responses, traps, sa_requests, smp_requests, trap_drops, fault } = taps;
         let stop = Arc::new(AtomicBool::new(false));
         let raw = fd.0;
+        let turn = Arc::new(ReadTurn::default());
+        let sweep_sinks = sinks.clone();
         let reader = std::thread::Builder::new()
             .name("umad-poll".into())
             .spawn({
-                let stop = Arc::clone(&stop);
-                move || reader_loop(FdSource(raw), stop, sinks)
+                let (stop, turn) = (Arc::clone(&stop), Arc::clone(&turn));
+                move || reader_loop(FdSource(raw), stop, sinks, turn)
             })
             .map_err(|e| io("umad poll thread", e))?;
         tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, "umad transport bound");
@@ -747,6 +789,11 @@ impl UmadPort {
             runtime,
             responses,
             taken: VecDeque::new(),
+            turn,
+            src: FdSource(raw),
+            sinks: sweep_sinks,
+            read_buf: vec![0u8; READ_BUF],
+            last_drop_warning: None,
             traps,
             trap_drops,
             fault,
@@ -816,17 +863,58 @@ impl UmadPort {
     }
 
     /// The next MAD the poll thread read, if one comes before `deadline`.
+    /// The next answer before `deadline`, read by the sweep itself (it
+    /// holds the turn, see [`turn`]) or queued by the poll thread before it
+    /// stepped aside.
     fn next_response(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
-        if self.taken.is_empty() {
-            match self.responses.take(&mut self.taken, deadline) {
-                Taken::Some => {}
-                Taken::Timeout => return Ok(None),
-                Taken::Closed => return Err(self.stopped()),
+        loop {
+            if let Some(answer) = self.taken.pop_front() {
+                return answer.map(Some);
             }
-        }
-        match self.taken.pop_front() {
-            Some(answer) => answer.map(Some),
-            None => Ok(None),
+            let now = Instant::now();
+            match self.responses.take(&mut self.taken, now) {
+                Taken::Some => continue,
+                Taken::Closed => return Err(self.stopped()),
+                Taken::Timeout => {}
+            }
+            if now >= deadline {
+                return Ok(None);
+            }
+            // Until the poll thread is out of poll(), it may take the
+            // answer: look at its queue every millisecond.
+            let left = deadline - now;
+            let slice = if self.turn.poller_parked() { left } else { left.min(Duration::from_millis(1)) };
+            let ms = u16::try_from(slice.as_millis().max(1)).unwrap_or(u16::MAX);
+            let step = match self.src.wait(ms) {
+                Ok(false) | Err(Errno::EINTR) => continue,
+                Ok(true) => read_step(&mut self.src, &mut self.read_buf),
+                Err(e) if fatal(e) => Step::Dead(format!("umad poll: {e}")),
+                Err(e) => Step::Failed(e),
+            };
+            match step {
+                Step::Read(n) => {
+                    let sorted = self.sinks.sort(&self.read_buf[..n], &mut self.last_drop_warning);
+                    if self.read_buf.len() > READ_BUF {
+                        self.read_buf.truncate(READ_BUF);
+                        self.read_buf.shrink_to_fit();
+                    }
+                    if let Sorted::Answer(answer) = sorted {
+                        return Ok(Some(answer));
+                    }
+                }
+                Step::Nothing => {}
+                Step::Failed(e) => {
+                    // The poll thread backs off and warns; the sweep just
+                    // waits a little (its deadline bounds the wait).
+                    tracing::debug!(error = %e, "umad read failed in the sweep; retrying");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Step::Dead(reason) => {
+                    tracing::error!("umad transport dead: {reason}");
+                    let _ = self.fault.set(reason);
+                    return Err(self.stopped());
+                }
+            }
         }
     }
 
@@ -859,6 +947,8 @@ impl UmadPort {
         // Lower 32 TID bits (the kernel owns the upper half) → (index,
         // full TID, deadline, window sequence number).
         let mut in_flight: HashMap<u32, (usize, u64, Instant, u64)> = HashMap::new();
+        let turn = Arc::clone(&self.turn);
+        let _turn = Turn::take(&turn);
         let mut next = 0;
         loop {
             while in_flight.len() < self.window.size() && next < batch.len() {
@@ -1179,7 +1269,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::spawn({
             let (device, stop) = (device.clone(), Arc::clone(&stop));
-            move || reader_loop(device, stop, sinks)
+            move || reader_loop(device, stop, sinks, Arc::new(ReadTurn::default()))
         });
         Harness { device, stop, thread, responses, traps, sa, trap_drops, fault }
     }
