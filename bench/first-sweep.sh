@@ -119,13 +119,15 @@ for f in "${fabrics[@]}"; do
         start_sim "$net"
         s=$(now_ms)
         if ! LD_PRELOAD=$umad2sim timeout 300 "$smcore" --once --engines "$engine,no_fallback" "${sm_extra[@]}" \
-            > "$work/sm.out" 2>&1; then
+            --report "$work/sm.json" > "$work/sm.out" 2>&1; then
             echo "first-sweep: smcore failed on $name" >&2; tail -20 "$work/sm.out" >&2; exit 1
         fi
         e=$(now_ms)
         echo $((e - s)) >> "$work/sm.ms"
         stop_sim "$net"
-        echo "$name run $rep: OpenSM $(tail -1 "$work/osm.ms") ms, smcore $(tail -1 "$work/sm.ms") ms"
+        smps=$(grep -m1 '"smps_total"' "$work/sm.json" | tr -dc 0-9)
+        window=$(grep -m1 '^SMP window' "$work/sm.out" | sed 's/^SMP window *//')
+        echo "$name run $rep: OpenSM $(tail -1 "$work/osm.ms") ms, smcore $(tail -1 "$work/sm.ms") ms ($smps SMPs; window $window)"
     done
     o=$(median < "$work/osm.ms"); m=$(median < "$work/sm.ms")
     summary+=("$(awk -v n="$name" -v g="$engine" -v o="$o" -v m="$m" 'BEGIN {printf "| %s | %s | %.0f | %.0f | %.2f |", n, g, o, m, m / o}')")

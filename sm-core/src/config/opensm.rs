@@ -499,7 +499,7 @@ pub fn keys_markdown() -> String {
          number, `sweep_interval 0`) and a key OpenSM does not know are errors naming file and line. Keys marked \
          *not supported* are accepted and listed once at startup in one warning.\n\n\
          Where a key is absent smcore uses its own default, which is OpenSM's except for `max_wire_smps` \
-         (smcore: 8, OpenSM: 4); a file written by `opensm -c` states OpenSM's value, so that one is used.\n\n\
+         (smcore: a window ceiling of 64, OpenSM: 4); a file written by `opensm -c` states OpenSM's value, so that one is used.\n\n\
          | Key | smcore | Notes |\n|---|---|---|\n",
     );
     for k in KEYS {
