@@ -368,8 +368,10 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
     )
     .expect("sweep");
     assert!(out.accepted.is_none());
-    // Only the link parameters, which do not depend on a routing.
-    assert_eq!(out.program.total_smps(), out.program.link.smps.sent);
+    // Only the link parameters and the partitions, which do not depend on
+    // a routing (the partitions go in while the engines route).
+    assert_eq!(out.program.total_smps(), out.program.link.smps.sent + out.program.pkey.smps.sent);
+    assert_eq!(out.program.lft.smps.sent + out.program.activate.smps.sent, 0);
     assert!(held.is_empty());
     for (i, n) in topo.nodes.iter().enumerate() {
         if n.is_switch() {

@@ -208,6 +208,8 @@ pub struct Decided {
     accepted: Option<Arc<AcceptedRouting>>,
     program: RoutingProgramReport,
     report: RouteReport,
+    /// The partitions were programmed while the engines routed.
+    partitioned: bool,
 }
 
 impl Decided {
@@ -231,20 +233,89 @@ pub fn route(
     cache: Option<&mut Option<UcastCache>>,
 ) -> Result<Decided, OfflineError> {
     let Linked { sweep, snapshot, program, mut report } = linked;
-    let reused = match cache.as_deref() {
-        Some(Some(c)) => cached_routing(c, &snapshot, config, &mut report),
-        _ => None,
-    };
-    let from_cache = reused.is_some();
-    let (chain, top, deadlock_free) = match reused {
-        Some(r) => r,
-        None => {
-            let chain = offline::route_fabric(&snapshot, registry, engines, config, None, &mut report)?;
-            let deadlock_free =
-                chain.routed.as_ref().is_some_and(|r| registry.get(&r.engine).is_some_and(|e| e.deadlock_free));
-            (chain, snapshot.max_lid, deadlock_free)
+    let chosen = choose(&snapshot, registry, engines, config, cache.as_deref(), &mut report)?;
+    Ok(accept(sweep, snapshot, program, report, chosen, config, cache))
+}
+
+/// Stage 4 with the P_Key tables and partition enforcement programmed
+/// while the engines route: partitions do not depend on the routing (as
+/// in OpenSM, they go in before the LFTs), and the SMPs they take would
+/// otherwise wait for the engines. Nothing is Active yet, so no data
+/// passes before the routing is in. [`program`] then leaves them out.
+pub fn route_and_partition(
+    port: &mut dyn SmpPort,
+    options: &SweepOptions,
+    linked: Linked,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    cache: Option<&mut Option<UcastCache>>,
+    held: &mut HeldTables,
+) -> Result<Decided, OfflineError> {
+    let Linked { mut sweep, snapshot, mut program, report } = linked;
+    let cached = cache.as_deref();
+    let snap = &snapshot;
+    let (chosen, mut report, partition_time) = std::thread::scope(|scope| {
+        // Kept for routing here should no thread be had.
+        let spare = report.clone();
+        let routing = std::thread::Builder::new().name("route".into()).spawn_scoped(scope, move || {
+            let mut report = report;
+            (choose(snap, registry, engines, config, cached, &mut report), report)
+        });
+        let t = Instant::now();
+        let mut client = SmpClient::new(&mut *port, options.retries).with_m_keys(options.m_keys.clone());
+        super::pkey::program_partitions(&mut client, &mut sweep.fabric, config, held, &mut program.pkey);
+        let partition_time = t.elapsed();
+        let (chosen, report) = match routing {
+            Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => {
+                tracing::debug!("routing thread not started ({e}); routing after the partitions");
+                let mut report = spare;
+                (choose(snap, registry, engines, config, cached, &mut report), report)
+            }
+        };
+        (chosen, report, partition_time)
+    });
+    report.phase("partitions", partition_time);
+    let mut decided = accept(sweep, snapshot, program, report, chosen?, config, cache);
+    decided.partitioned = true;
+    Ok(decided)
+}
+
+/// The routing of the cache or the chain: (chain outcome, LinearFDBTop,
+/// deadlock free, from the cache).
+type Chosen = (ChainOutcome, u16, bool, bool);
+
+fn choose(
+    snapshot: &FabricSnapshot,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    cache: Option<&Option<UcastCache>>,
+    report: &mut RouteReport,
+) -> Result<Chosen, OfflineError> {
+    if let Some(Some(c)) = cache {
+        if let Some((chain, top, deadlock_free)) = cached_routing(c, snapshot, config, report) {
+            return Ok((chain, top, deadlock_free, true));
         }
-    };
+    }
+    let chain = offline::route_fabric(snapshot, registry, engines, config, None, report)?;
+    let deadlock_free = chain.routed.as_ref().is_some_and(|r| registry.get(&r.engine).is_some_and(|e| e.deadlock_free));
+    Ok((chain, snapshot.max_lid, deadlock_free, false))
+}
+
+/// The chosen routing with the QoS tables of `config`, kept in the cache
+/// when it is new.
+fn accept(
+    sweep: SweepOutcome,
+    snapshot: FabricSnapshot,
+    program: RoutingProgramReport,
+    report: RouteReport,
+    chosen: Chosen,
+    config: &Config,
+    cache: Option<&mut Option<UcastCache>>,
+) -> Decided {
+    let (chain, top, deadlock_free, from_cache) = chosen;
     // The engine's own tables come first; QoS appends its own after them.
     let engine_tables = chain.routed.as_ref().map_or((0, 0), |r| (r.routing.sl2vl.len(), r.routing.vlarb.len()));
     let ChainOutcome { attempts, routed } = super::qos::with_qos_tables(chain, &sweep.fabric, config);
@@ -256,7 +327,7 @@ pub fn route(
             *slot = Some(UcastCache::keep(Arc::clone(accepted)));
         }
     }
-    Ok(Decided { sweep, attempts, accepted, program, report })
+    Decided { sweep, attempts, accepted, program, report, partitioned: false }
 }
 
 /// The cached routing as the chain's outcome, if it applies to `snapshot`
@@ -343,7 +414,7 @@ pub fn program(
     held: &mut HeldTables,
     limits: &SweepLimits,
 ) -> Result<OnceOutcome, SweepError> {
-    let Decided { mut sweep, attempts, accepted, mut program, mut report } = decided;
+    let Decided { mut sweep, attempts, accepted, mut program, mut report, partitioned } = decided;
     if let Some(accepted) = &accepted {
         // The last point of return: from here on the routing is written
         // whole (see `SweepOptions::stop`).
@@ -355,7 +426,9 @@ pub fn program(
         let fabric = &mut sweep.fabric;
         program_routing(&mut client, fabric, &accepted.routing, accepted.linear_fdb_top, held, &mut program);
         super::vl::program_vl_tables(&mut client, fabric, &accepted.routing, held, &mut program);
-        super::pkey::program_partitions(&mut client, fabric, config, held, &mut program.pkey);
+        if !partitioned {
+            super::pkey::program_partitions(&mut client, fabric, config, held, &mut program.pkey);
+        }
         activate_ports(&mut client, fabric, &mut program);
         report.phase("program", t.elapsed());
         report.smp_window = port.window_stats();
@@ -478,7 +551,7 @@ pub fn once_from(
     report.phase("sweep", t.elapsed());
     limits.check()?;
     let linked = link(port, &options.sweep, addressed, config, held, report);
-    let decided = route(linked, registry, options.engines, config, cache)?;
+    let decided = route_and_partition(port, &options.sweep, linked, registry, options.engines, config, cache, held)?;
     let mut outcome = program(port, &options.sweep, decided, config, held, &limits)?;
     if let Some(dir) = options.dump_dir {
         write_dumps(dir, &mut outcome);
