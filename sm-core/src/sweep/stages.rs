@@ -244,14 +244,15 @@ pub fn route(
 /// passes before the routing is in. [`program`] then leaves them out.
 pub fn route_and_partition(
     port: &mut dyn SmpPort,
-    options: &SweepOptions,
+    options: &OnceOptions<'_>,
     linked: Linked,
     registry: &Registry,
-    engines: &str,
     config: &Config,
     cache: Option<&mut Option<UcastCache>>,
     held: &mut HeldTables,
 ) -> Result<Decided, OfflineError> {
+    let engines = options.engines;
+    let options = &options.sweep;
     let Linked { mut sweep, snapshot, mut program, report } = linked;
     let cached = cache.as_deref();
     let snap = &snapshot;
@@ -551,7 +552,7 @@ pub fn once_from(
     report.phase("sweep", t.elapsed());
     limits.check()?;
     let linked = link(port, &options.sweep, addressed, config, held, report);
-    let decided = route_and_partition(port, &options.sweep, linked, registry, options.engines, config, cache, held)?;
+    let decided = route_and_partition(port, options, linked, registry, config, cache, held)?;
     let mut outcome = program(port, &options.sweep, decided, config, held, &limits)?;
     if let Some(dir) = options.dump_dir {
         write_dumps(dir, &mut outcome);
