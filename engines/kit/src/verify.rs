@@ -5,17 +5,26 @@
 //! graph ("each switch has one next hop"). Resolving it once per destination
 //! answers, for every switch at once, whether the destination is reached,
 //! how many switch hops it takes and whether the route loops; every source
-//! then needs one lookup. The channel dependency graph (CDG) is built from
-//! the same trees: when all paths share one SL and no SL2VL map splits them,
-//! each carrying tree edge adds one dependency; otherwise each source's path
-//! is walked until it joins a (switch, input port, SL) state already walked
-//! for this destination. Cost ~ destinations × (switches + sources).
+//! then needs one lookup. The common case costs one pass: when every switch
+//! of the destination's component forwards one hop nearer (checked against
+//! the BFS distances its group of destinations shares), all routes are
+//! shortest and the reversed BFS order is the tree's bottom-up order; other
+//! LFTs take the general resolution (follow next hops, each switch once).
+//!
+//! The channel dependency graph (CDG) is built from the same trees: when
+//! all paths share one SL and no SL2VL map splits them, each carrying tree
+//! edge adds one dependency; otherwise paths are walked per (switch input
+//! port, SL) state, each state once per destination, sources entering by
+//! ports with the same SL2VL rows sharing one walk. Dependencies are bits
+//! per (switch, input port, VL, output port, VL), set once whatever the
+//! number of paths. Cost ~ destinations × switches, plus one path-SL query
+//! per (source LID, destination LID) and one step per walked state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, NodeKind, Routing, NO_ROUTE, NONE};
+use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE};
 
 use crate::graph::{usable, Graph, Sw};
 
@@ -389,13 +398,23 @@ struct Acc {
     v: Verification,
     status: Vec<u8>,
     depth: Vec<u32>,
+    /// Per switch, for the destination at hand: the next switch (NONE when
+    /// it delivers or the route dies) and the LFT's output port.
     next: Vec<u32>,
+    out: Vec<u8>,
     stack: Vec<Sw>,
+    /// Hop distances from the group's switch, and the BFS order that
+    /// produced them (the switches of its connected component).
     dist: Vec<u8>,
     queue: Vec<Sw>,
+    /// Switches that deliver, shallowest first (the general case's order).
+    order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    stamp: Vec<u32>,
+    /// Per switch input port index: the destination (LID + 1) `seen_sl`
+    /// belongs to, and the SLs already walked from that port.
+    seen_lid: Vec<u32>,
+    seen_sl: Vec<u16>,
 }
 
 /// Verify a routing against a fabric.
@@ -422,6 +441,40 @@ pub struct McastRoute {
     /// (switch node index, ports of its MFT entry); port 0 (the switch's
     /// own management port) carries no dependency.
     pub switches: Vec<(u32, Vec<u8>)>,
+}
+
+/// Per port index, the port whose walk stands for it when traffic from an
+/// end port enters a switch: end-facing ports of one switch with the same
+/// SL2VL rows lead to the same VLs everywhere, so one walk per (class, SL)
+/// replaces one per source.
+fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u32> {
+    let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
+    let mut seen: std::collections::HashMap<&[[u8; 16]], u32> = std::collections::HashMap::new();
+    for (s, ports) in graph.sw_ports.iter().enumerate() {
+        let node = graph.switch_nodes[s] as usize;
+        let table = if vlmap.identity || vlmap.base[node] == NONE {
+            None
+        } else {
+            Some((vlmap.base[node] as usize, vlmap.width[node] as usize))
+        };
+        seen.clear();
+        let mut first = NONE;
+        for p in ports.iter().filter(|p| p.peer_sw == NONE) {
+            rep[p.port_index as usize] = match table {
+                None => {
+                    if first == NONE {
+                        first = p.port_index;
+                    }
+                    first
+                }
+                Some((base, w)) => {
+                    let row = &vlmap.maps[base + p.port as usize * w..base + (p.port as usize + 1) * w];
+                    *seen.entry(row).or_insert(p.port_index)
+                }
+            };
+        }
+    }
+    rep
 }
 
 /// [`verify_with`], with multicast groups' dependencies added to the
@@ -480,21 +533,53 @@ pub fn verify_with_mcast(
     }
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
+    let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    let mut comp_sources = vec![0u64; ncomp];
+    for s in 0..nsw {
+        comp_sources[component[s] as usize] += sources.at(s as Sw).len() as u64;
+    }
+    let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let ctx = Ctx { hops: &hops, component: &component, fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
+    let fast = uniform.is_some() && vlmap.identity;
+    let ctx = Ctx {
+        hops: &hops,
+        component: &component,
+        comp_sources: &comp_sources,
+        attached,
+        fabric,
+        graph,
+        lfts: &lfts,
+        vlmap: &vlmap,
+        uniform,
+        fast,
+        routing,
+        deps: deps.as_ref(),
+        sources: &sources,
+        first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
+        port_num: fabric.ports.iter().map(|p| p.num).collect(),
+        peer: fabric.ports.iter().map(|p| p.peer).collect(),
+        op_vls: fabric.ports.iter().map(|p| p.op_vls.max(1)).collect(),
+        entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
+        opts,
+        examples: &examples,
+        vls,
+    };
 
     let make_acc = || Acc {
         v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
         status: vec![UNKNOWN; nsw],
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
+        out: vec![0; nsw],
         stack: Vec::new(),
         dist: vec![u8::MAX; nsw],
         queue: Vec::new(),
+        order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        stamp: if uniform.is_some() && vlmap.identity { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
+        seen_lid: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
+        seen_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
     };
     let mut total = groups
         .par_iter()
@@ -546,14 +631,27 @@ pub fn verify_with_mcast(
 struct Ctx<'a> {
     hops: &'a HopTab,
     component: &'a [u32],
+    /// Switch-attached sources per connected component, and in all.
+    comp_sources: &'a [u64],
+    attached: u64,
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
     vlmap: &'a VlMap,
     uniform: Option<u8>,
+    /// One SL, no SL2VL: every hop of every path is on that VL, and the
+    /// trees alone give the dependencies.
+    fast: bool,
     routing: &'a Routing,
     deps: Option<&'a DepBits>,
     sources: &'a Sources,
+    // Compact copies of what the hot loops read, per switch number and per
+    // port index, to keep them out of the snapshot's wide records.
+    first_port: Vec<u32>,
+    port_num: Vec<u8>,
+    peer: Vec<u32>,
+    op_vls: Vec<u8>,
+    entry_rep: Vec<u32>,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
@@ -590,10 +688,35 @@ impl Ctx<'_> {
         }
     }
 
-    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+    /// The common case in one pass over `t`'s component in BFS order:
+    /// every switch there forwards to a neighbour one hop nearer to `t`
+    /// and `t` delivers. Then every switch reaches the destination along a
+    /// shortest path, its depth is its BFS distance and the reversed BFS
+    /// order visits each switch before the one it forwards to.
+    fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
+        for &s in &acc.queue {
+            let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
+            acc.out[s as usize] = out;
+            match self.hops.next(s, out) {
+                Next::Switch(n) => {
+                    if acc.dist[n as usize] as u32 + 1 != acc.dist[s as usize] as u32 {
+                        return false;
+                    }
+                    acc.next[s as usize] = n;
+                }
+                Next::Port(p) if p == dest_port => acc.next[s as usize] = NONE,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Any LFTs: resolve every switch's fate for this destination (reaches,
+    /// dies, loops) by following next hops, each switch once, and list the
+    /// switches that reach it, shallowest first.
+    fn resolve_general(&self, acc: &mut Acc, lid: u16, dest_port: u32) {
         let nsw = self.graph.switch_count();
         acc.status.fill(UNKNOWN);
-        // Resolve every switch's fate for this destination.
         for s0 in 0..nsw as Sw {
             if acc.status[s0 as usize] != UNKNOWN {
                 continue;
@@ -615,6 +738,7 @@ impl Ctx<'_> {
                     }
                     Ok(None) => {
                         acc.next[s as usize] = NONE;
+                        acc.out[s as usize] = self.lfts[s as usize][lid as usize];
                         acc.depth[s as usize] = 0;
                         acc.stack.pop();
                         acc.status[s as usize] = REACHES;
@@ -622,6 +746,7 @@ impl Ctx<'_> {
                     }
                     Ok(Some(n)) => {
                         acc.next[s as usize] = n;
+                        acc.out[s as usize] = self.lfts[s as usize][lid as usize];
                         s = n;
                     }
                 }
@@ -634,11 +759,32 @@ impl Ctx<'_> {
                 }
             }
         }
+        let mut max_depth = 0;
+        for s in 0..nsw {
+            if acc.status[s] == REACHES {
+                max_depth = max_depth.max(acc.depth[s] as usize);
+            }
+        }
+        if acc.by_depth.len() < max_depth + 1 {
+            acc.by_depth.resize_with(max_depth + 1, Vec::new);
+        }
+        for b in acc.by_depth.iter_mut() {
+            b.clear();
+        }
+        for s in 0..nsw {
+            if acc.status[s] == REACHES {
+                acc.by_depth[acc.depth[s] as usize].push(s as Sw);
+            }
+        }
+        acc.order.clear();
+        for b in &acc.by_depth {
+            acc.order.extend_from_slice(b);
+        }
+    }
 
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+        let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
-        let fast = self.uniform.is_some() && self.vlmap.identity;
-        acc.load.fill(0);
-        let mut max_depth = 0u32;
         // End ports cabled straight to the destination (no switch between).
         for &sp in &self.sources.switchless {
             if sp == dest_port {
@@ -653,23 +799,27 @@ impl Ctx<'_> {
                 acc.v.disconnected += 1;
             }
         }
-        for e in 0..nsw as Sw {
-            let srcs = self.sources.at(e);
-            if srcs.is_empty() {
-                continue;
-            }
-            // The destination port is not its own source.
-            let c = srcs.len() as u64 - srcs.contains(&dest_port) as u64;
-            if c == 0 {
-                continue;
-            }
-            if t == NONE || self.component[e as usize] != self.component[t as usize] {
-                acc.v.disconnected += c;
-                continue;
-            }
-            acc.v.pairs += c;
-            let st = acc.status[e as usize];
-            if st != REACHES {
+        let minimal = t != NONE && self.resolve_minimal(acc, lid, dest_port);
+        if minimal {
+            // Every switch of the component delivers; the others are cut off.
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
+        } else {
+            self.resolve_general(acc, lid, dest_port);
+            for e in 0..nsw as Sw {
+                let srcs = self.sources.at(e);
+                if srcs.is_empty() || acc.status[e as usize] == REACHES {
+                    continue;
+                }
+                let c = srcs.len() as u64 - srcs.contains(&dest_port) as u64;
+                if c == 0 {
+                    continue;
+                }
+                if t == NONE || self.component[e as usize] != self.component[t as usize] {
+                    acc.v.disconnected += c;
+                    continue;
+                }
+                acc.v.pairs += c;
+                let st = acc.status[e as usize];
                 if st == LOOPS {
                     acc.v.looping += c;
                 } else {
@@ -685,96 +835,104 @@ impl Ctx<'_> {
                         if st == LOOPS { "forwarding loop" } else { "no route" }
                     )
                 });
-                continue;
-            }
-            let d = acc.depth[e as usize];
-            max_depth = max_depth.max(d);
-            // Links: source→entry switch, the switch hops, and the last link
-            // into an end port (a switch destination ends on the switch).
-            let hops = 1 + d + dest_is_end as u32;
-            let min = 1 + acc.dist[e as usize] as u32 + dest_is_end as u32;
-            acc.v.total_hops += hops as u64 * c;
-            acc.v.total_min_hops += min as u64 * c;
-            acc.v.max_hops = acc.v.max_hops.max(hops);
-            if hops > min {
-                acc.v.non_minimal += c;
-            }
-            acc.load[e as usize] += c;
-            if !fast && self.deps.is_some() {
-                for &sp in srcs {
-                    if sp != dest_port {
-                        self.walk_deps(acc, sp, e, lid, dest_port);
-                    }
-                }
             }
         }
-        // Push source counts down the tree, deepest switches first.
-        if acc.by_depth.len() < max_depth as usize + 1 {
-            acc.by_depth.resize_with(max_depth as usize + 1, Vec::new);
-        }
-        for b in acc.by_depth.iter_mut() {
-            b.clear();
-        }
-        for s in 0..nsw {
-            if acc.status[s] == REACHES && (acc.depth[s] as usize) < acc.by_depth.len() {
-                acc.by_depth[acc.depth[s] as usize].push(s as Sw);
-            }
-        }
+        // Switches that deliver, deepest first: each before the switch it
+        // forwards to, so routes (counted per source port) flow down the tree.
+        let order = std::mem::take(if minimal { &mut acc.queue } else { &mut acc.order });
+        let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
-        for d in (1..acc.by_depth.len()).rev() {
-            for i in 0..acc.by_depth[d].len() {
-                let s = acc.by_depth[d][i];
-                let l = acc.load[s as usize];
-                if l == 0 {
-                    continue;
-                }
-                let n = acc.next[s as usize];
-                let out = self.lfts[s as usize][lid as usize];
-                let node = self.graph.switch_nodes[s as usize];
-                let pi = self.fabric.nodes[node as usize].first_port + out as u32;
-                if dest_is_end {
-                    acc.v.port_load[pi as usize] += l;
-                }
-                acc.load[n as usize] += l;
-                if fast {
-                    self.check_vl(acc, pi, sl);
-                    if let Some(deps) = self.deps {
-                        // Dependency at the next switch: arriving link → its output.
-                        let nout = self.lfts[n as usize][lid as usize];
-                        if nout != 0 {
-                            let in_port = self.fabric.ports[self.fabric.ports[pi as usize].peer as usize].num;
-                            deps.add(n, in_port, sl, nout, sl);
+        let walk = !self.fast;
+        for &s in order.iter().rev() {
+            let mut l = acc.load[s as usize];
+            acc.load[s as usize] = 0;
+            let srcs = self.sources.at(s);
+            if !srcs.is_empty() {
+                let c = srcs.len() as u64 - (s == t && srcs.contains(&dest_port)) as u64;
+                if c > 0 {
+                    // Links: source→entry switch, the switch hops, and the
+                    // last link into an end port (a switch destination ends
+                    // on the switch).
+                    let min = 1 + acc.dist[s as usize] as u32 + is_end;
+                    let hops = if minimal { min } else { 1 + acc.depth[s as usize] + is_end };
+                    acc.v.pairs += c;
+                    acc.v.total_hops += hops as u64 * c;
+                    acc.v.total_min_hops += min as u64 * c;
+                    acc.v.max_hops = acc.v.max_hops.max(hops);
+                    if hops > min {
+                        acc.v.non_minimal += c;
+                    }
+                    l += c;
+                    if walk {
+                        for &sp in srcs {
+                            if sp != dest_port {
+                                self.walk_deps(acc, sp, s, t, lid);
+                            }
                         }
                     }
                 }
             }
+            if l == 0 {
+                continue;
+            }
+            let out = acc.out[s as usize];
+            if s == t {
+                // Last hop into the destination end port (a switch
+                // destination is delivered by port 0, no link).
+                if dest_is_end {
+                    let pi = self.first_port[s as usize] + out as u32;
+                    acc.v.port_load[pi as usize] += l;
+                    if self.fast {
+                        self.check_vl(acc, pi, sl);
+                    }
+                }
+                continue;
+            }
+            let pi = self.first_port[s as usize] + out as u32;
+            let n = acc.next[s as usize];
+            if dest_is_end {
+                acc.v.port_load[pi as usize] += l;
+            }
+            acc.load[n as usize] += l;
+            if self.fast {
+                self.check_vl(acc, pi, sl);
+                if let Some(deps) = self.deps {
+                    // Dependency at the next switch: arriving link → its output.
+                    let nout = acc.out[n as usize];
+                    if nout != 0 {
+                        deps.add(n, self.port_num[self.peer[pi as usize] as usize], sl, nout, sl);
+                    }
+                }
+            }
         }
-        // Last hop into the destination end port.
-        if t != NONE && dest_is_end && acc.status[t as usize] == REACHES {
-            let out = self.lfts[t as usize][lid as usize];
-            let node = self.graph.switch_nodes[t as usize];
-            let pi = self.fabric.nodes[node as usize].first_port + out as u32;
-            acc.v.port_load[pi as usize] += acc.load[t as usize];
-        }
-        if fast && acc.v.vls_used <= sl && acc.v.pairs > acc.v.unreachable + acc.v.looping {
-            acc.v.vls_used = sl + 1;
+        if minimal {
+            acc.queue = order;
+        } else {
+            acc.order = order;
         }
     }
 
+    #[inline]
     fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8) {
-        let p = &self.fabric.ports[port_index as usize];
-        if vl >= p.op_vls.max(1) {
+        if vl < 15 && acc.v.vls_used <= vl {
+            acc.v.vls_used = vl + 1;
+        }
+        if vl >= self.op_vls[port_index as usize] {
             acc.v.vl_violations += 1;
+            let p = &self.fabric.ports[port_index as usize];
             self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
         }
     }
 
-    /// Walk one source's path, adding its dependencies, until it joins a
-    /// (switch input port, SL) state already walked for this destination.
-    fn walk_deps(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16, dest_port: u32) {
-        let Some(deps) = self.deps else { return };
+    /// Walk one source's paths (one per source LID, each with its SL),
+    /// adding their dependencies, until each joins a (switch input port,
+    /// SL) state already walked for this destination. A source enters by
+    /// its port's class (see [`entry_classes`]), so sources of one class
+    /// and SL share one walk. Only switches that deliver are walked.
+    fn walk_deps(&self, acc: &mut Acc, sp: u32, entry: Sw, t: Sw, lid: u16) {
         let src = &self.fabric.ports[sp as usize];
         let stamp = lid as u32 + 1;
+        let rep = self.entry_rep[src.peer as usize];
         for off in 0..src.lid_count().max(1) {
             let slid = src.lid + off as u16;
             let sl = self.routing.path_sl.path_sl(slid, lid);
@@ -784,51 +942,43 @@ impl Ctx<'_> {
                 continue;
             }
             let mut s = entry;
-            let mut in_pi = src.peer; // port of `s` the traffic arrives on
+            let mut in_pi = rep; // port of `s` the traffic arrives on
             let mut in_vl: Option<u8> = None;
-            let mut guard = self.graph.switch_count() + 2;
             loop {
-                guard -= 1;
-                if guard == 0 {
+                let out = acc.out[s as usize];
+                if out == 0 {
+                    // A switch destination: delivered by port 0.
                     break;
                 }
                 let node = self.graph.switch_nodes[s as usize];
-                let in_port = self.fabric.ports[in_pi as usize].num;
-                let out = self.lfts[s as usize][lid as usize];
-                if out == 0 || out == NO_ROUTE {
-                    break;
-                }
+                let in_port = self.port_num[in_pi as usize];
                 let vl = self.vlmap.vl(node, in_port, out, sl);
-                let out_pi = self.fabric.nodes[node as usize].first_port + out as u32;
-                if let Some(ivl) = in_vl {
+                if let (Some(ivl), Some(deps)) = (in_vl, self.deps) {
                     if (ivl as u32) < self.vls && (vl as u32) < self.vls {
                         deps.add(s, in_port, ivl, out, vl);
                     }
                 }
-                let key = in_pi as usize * 16 + sl as usize;
-                if acc.stamp[key] == stamp {
+                let k = in_pi as usize;
+                if acc.seen_lid[k] != stamp {
+                    acc.seen_lid[k] = stamp;
+                    acc.seen_sl[k] = 0;
+                }
+                if acc.seen_sl[k] & (1 << sl) != 0 {
                     break;
                 }
-                acc.stamp[key] = stamp;
+                acc.seen_sl[k] |= 1 << sl;
                 if vl >= 15 {
                     acc.v.vl_violations += 1;
                     self.example(|| format!("LID {slid} -> LID {lid} on SL {sl} is mapped to VL 15 at {}", self.node_name(node)));
                     break;
                 }
+                let out_pi = self.first_port[s as usize] + out as u32;
                 self.check_vl(acc, out_pi, vl);
-                if acc.v.vls_used <= vl {
-                    acc.v.vls_used = vl + 1;
-                }
-                let peer = self.fabric.ports[out_pi as usize].peer;
-                if peer == dest_port {
+                if s == t {
                     break;
                 }
-                let next = self.graph.sw_of_node[self.fabric.ports[peer as usize].node as usize];
-                if next == NONE {
-                    break;
-                }
-                s = next;
-                in_pi = peer;
+                s = acc.next[s as usize];
+                in_pi = self.peer[out_pi as usize];
                 in_vl = Some(vl);
             }
         }
