@@ -941,6 +941,12 @@ impl Ctx<'_> {
                 self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                 continue;
             }
+            // Most sources join a walk already made at their entry: no
+            // dependency there (nothing precedes an end port's channel).
+            let k = rep as usize;
+            if acc.seen_lid[k] == stamp && acc.seen_sl[k] & (1 << sl) != 0 {
+                continue;
+            }
             let mut s = entry;
             let mut in_pi = rep; // port of `s` the traffic arrives on
             let mut in_vl: Option<u8> = None;
