@@ -13,12 +13,13 @@
 //!
 //! The channel dependency graph (CDG) is built from the same trees: when
 //! all paths share one SL and no SL2VL map splits them, each carrying tree
-//! edge adds one dependency; otherwise paths are walked per (switch input
-//! port, SL) state, each state once per destination, sources entering by
-//! ports with the same SL2VL rows sharing one walk. Dependencies are bits
+//! edge adds one dependency; otherwise each destination's (switch input
+//! port, SL) states are pushed down its tree, deepest switch first, each
+//! state handled once with the mask of VLs it arrives on, sources entering
+//! by ports with the same SL2VL rows sharing one state. Dependencies are bits
 //! per (switch, input port, VL, output port, VL), set once whatever the
 //! number of paths. Cost ~ destinations × switches, plus one path-SL query
-//! per (source LID, destination LID) and one step per walked state.
+//! per (source LID, destination LID) and one step per (port, SL) state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -411,10 +412,14 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    /// Per switch input port index: the destination (LID + 1) `seen_sl`
-    /// belongs to, and the SLs already walked from that port.
-    seen_lid: Vec<u32>,
-    seen_sl: Vec<u16>,
+    /// Per-path-SL states of the destination at hand, per switch input
+    /// port index: the SLs arrived on it, per SL the VLs they arrived on,
+    /// and the next port of its switch's list (`head`, per switch) of
+    /// ports with arrivals. All cleared as they are handled.
+    arr_sl: Vec<u16>,
+    arr_vl: Vec<u16>,
+    link: Vec<u32>,
+    head: Vec<u32>,
 }
 
 /// Verify a routing against a fabric.
@@ -443,10 +448,10 @@ pub struct McastRoute {
     pub switches: Vec<(u32, Vec<u8>)>,
 }
 
-/// Per port index, the port whose walk stands for it when traffic from an
+/// Per port index, the port whose state stands for it when traffic from an
 /// end port enters a switch: end-facing ports of one switch with the same
-/// SL2VL rows lead to the same VLs everywhere, so one walk per (class, SL)
-/// replaces one per source.
+/// SL2VL rows lead to the same VLs everywhere, so one state per (class,
+/// SL) replaces one per source.
 fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u32> {
     let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
     let mut seen: std::collections::HashMap<&[[u8; 16]], u32> = std::collections::HashMap::new();
@@ -578,8 +583,10 @@ pub fn verify_with_mcast(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        seen_lid: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
-        seen_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
+        arr_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
+        arr_vl: if fast { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
+        link: if fast { Vec::new() } else { vec![NONE; fabric.ports.len()] },
+        head: if fast { Vec::new() } else { vec![NONE; nsw] },
     };
     let mut total = groups
         .par_iter()
@@ -842,7 +849,7 @@ impl Ctx<'_> {
         let order = std::mem::take(if minimal { &mut acc.queue } else { &mut acc.order });
         let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
-        let walk = !self.fast;
+        let walk = !self.fast; // per-path-SL states
         for &s in order.iter().rev() {
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
@@ -866,11 +873,14 @@ impl Ctx<'_> {
                     if walk {
                         for &sp in srcs {
                             if sp != dest_port {
-                                self.walk_deps(acc, sp, s, t, lid);
+                                self.seed(acc, sp, s, lid);
                             }
                         }
                     }
                 }
+            }
+            if walk && acc.head[s as usize] != NONE {
+                self.forward_states(acc, s, t, lid);
             }
             if l == 0 {
                 continue;
@@ -924,14 +934,12 @@ impl Ctx<'_> {
         }
     }
 
-    /// Walk one source's paths (one per source LID, each with its SL),
-    /// adding their dependencies, until each joins a (switch input port,
-    /// SL) state already walked for this destination. A source enters by
+    /// The states (switch input port, SL) a source's paths start in, one
+    /// per source LID with the SL the engine gives it. A source enters by
     /// its port's class (see [`entry_classes`]), so sources of one class
-    /// and SL share one walk. Only switches that deliver are walked.
-    fn walk_deps(&self, acc: &mut Acc, sp: u32, entry: Sw, t: Sw, lid: u16) {
+    /// and SL share one state.
+    fn seed(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16) {
         let src = &self.fabric.ports[sp as usize];
-        let stamp = lid as u32 + 1;
         let rep = self.entry_rep[src.peer as usize];
         for off in 0..src.lid_count().max(1) {
             let slid = src.lid + off as u16;
@@ -941,54 +949,70 @@ impl Ctx<'_> {
                 self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                 continue;
             }
-            // Most sources join a walk already made at their entry: no
-            // dependency there (nothing precedes an end port's channel).
-            let k = rep as usize;
-            if acc.seen_lid[k] == stamp && acc.seen_sl[k] & (1 << sl) != 0 {
-                continue;
-            }
-            let mut s = entry;
-            let mut in_pi = rep; // port of `s` the traffic arrives on
-            let mut in_vl: Option<u8> = None;
-            loop {
-                let out = acc.out[s as usize];
-                if out == 0 {
-                    // A switch destination: delivered by port 0.
-                    break;
-                }
-                let node = self.graph.switch_nodes[s as usize];
-                let in_port = self.port_num[in_pi as usize];
-                let vl = self.vlmap.vl(node, in_port, out, sl);
-                if let (Some(ivl), Some(deps)) = (in_vl, self.deps) {
-                    if (ivl as u32) < self.vls && (vl as u32) < self.vls {
-                        deps.add(s, in_port, ivl, out, vl);
-                    }
-                }
-                let k = in_pi as usize;
-                if acc.seen_lid[k] != stamp {
-                    acc.seen_lid[k] = stamp;
-                    acc.seen_sl[k] = 0;
-                }
-                if acc.seen_sl[k] & (1 << sl) != 0 {
-                    break;
-                }
-                acc.seen_sl[k] |= 1 << sl;
-                if vl >= 15 {
-                    acc.v.vl_violations += 1;
-                    self.example(|| format!("LID {slid} -> LID {lid} on SL {sl} is mapped to VL 15 at {}", self.node_name(node)));
-                    break;
-                }
-                let out_pi = self.first_port[s as usize] + out as u32;
-                self.check_vl(acc, out_pi, vl);
-                if s == t {
-                    break;
-                }
-                s = acc.next[s as usize];
-                in_pi = self.peer[out_pi as usize];
-                in_vl = Some(vl);
-            }
+            // Nothing precedes an end port's channel: no arriving VL.
+            arrive(acc, entry, rep, sl, 0);
         }
     }
+
+    /// Switch `s`'s states for this destination, all arrived (the order
+    /// visits switches deepest first): for each (input port, SL), its VL
+    /// out, the dependencies from every VL it arrived on, and the state it
+    /// leads to at the next switch. Each state is handled once per
+    /// destination however many paths share it, and a switch's SL2VL rows
+    /// and dependency bits are read together.
+    fn forward_states(&self, acc: &mut Acc, s: Sw, t: Sw, lid: u16) {
+        let out = acc.out[s as usize];
+        let node = self.graph.switch_nodes[s as usize];
+        let out_pi = self.first_port[s as usize] + out as u32;
+        // A switch destination is delivered by port 0: no hop, no VL.
+        let hop = out != 0;
+        let (n, b) = if s == t || !hop { (NONE, NONE) } else { (acc.next[s as usize], self.peer[out_pi as usize]) };
+        let mut a = std::mem::replace(&mut acc.head[s as usize], NONE);
+        while a != NONE {
+            let m = std::mem::take(&mut acc.arr_sl[a as usize]);
+            let in_port = self.port_num[a as usize];
+            for sl in crate::cdg::bits(m as u64) {
+                let sl = sl as u8;
+                let ivls = std::mem::take(&mut acc.arr_vl[a as usize * 16 + sl as usize]);
+                if !hop {
+                    continue;
+                }
+                let vl = self.vlmap.vl(node, in_port, out, sl);
+                if let Some(deps) = self.deps {
+                    if (vl as u32) < self.vls {
+                        for ivl in crate::cdg::bits(ivls as u64) {
+                            if ivl < self.vls {
+                                deps.add(s, in_port, ivl as u8, out, vl);
+                            }
+                        }
+                    }
+                }
+                if vl >= 15 {
+                    acc.v.vl_violations += 1;
+                    self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                    continue;
+                }
+                self.check_vl(acc, out_pi, vl);
+                if n != NONE {
+                    arrive(acc, n, b, sl, 1 << vl);
+                }
+            }
+            a = acc.link[a as usize];
+        }
+    }
+}
+
+/// Paths on `sl` arrive at switch `s` by input port index `a` on the VLs
+/// of `vls` (a mask; 0 for paths starting there).
+#[inline]
+fn arrive(acc: &mut Acc, s: Sw, a: u32, sl: u8, vls: u16) {
+    if acc.arr_sl[a as usize] == 0 {
+        acc.link[a as usize] = acc.head[s as usize];
+        acc.head[s as usize] = a;
+    }
+    acc.arr_sl[a as usize] |= 1 << sl;
+    acc.arr_vl[a as usize * 16 + sl as usize] |= vls;
+
 }
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
