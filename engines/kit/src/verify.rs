@@ -588,11 +588,18 @@ pub fn verify_with_mcast(
         link: if fast { Vec::new() } else { vec![NONE; fabric.ports.len()] },
         head: if fast { Vec::new() } else { vec![NONE; nsw] },
     };
+    // Distances from every group's switch: one bit-parallel all-pairs
+    // search costs far less than a BFS per group, when most switches have
+    // destinations and the matrix is small.
+    let matrix = (groups.len() >= nsw / 16 && nsw <= 8192).then(|| graph.distance_matrix());
     let mut total = groups
         .par_iter()
         .fold(make_acc, |mut acc, (t, group)| {
             if *t != NONE {
-                graph.bfs(*t, &mut acc.dist, &mut acc.queue);
+                match &matrix {
+                    Some(m) => order_by_distance(m.to(*t), &mut acc.dist, &mut acc.queue),
+                    None => graph.bfs(*t, &mut acc.dist, &mut acc.queue),
+                }
             }
             for &(lid, pi) in group {
                 ctx.destination(&mut acc, *t, lid, pi);
@@ -633,6 +640,30 @@ pub fn verify_with_mcast(
         }
     }
     total
+}
+
+/// `row`'s distances into `dist`, and the switches they reach into
+/// `queue` by distance, nearest first: the order a BFS from the row's
+/// switch would visit them in, up to ties.
+fn order_by_distance(row: &[u8], dist: &mut [u8], queue: &mut Vec<Sw>) {
+    dist.copy_from_slice(row);
+    let mut start = [0u32; 257];
+    for &d in row {
+        if d != u8::MAX {
+            start[d as usize + 1] += 1;
+        }
+    }
+    for i in 0..256 {
+        start[i + 1] += start[i];
+    }
+    queue.clear();
+    queue.resize(start[256] as usize, 0);
+    for (s, &d) in row.iter().enumerate() {
+        if d != u8::MAX {
+            queue[start[d as usize] as usize] = s as Sw;
+            start[d as usize] += 1;
+        }
+    }
 }
 
 struct Ctx<'a> {
