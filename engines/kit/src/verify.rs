@@ -236,41 +236,89 @@ impl VlMap {
 
 /// Deduplicated channel dependencies: per switch a bit matrix over
 /// (input port, VL) × (output port, VL), shared between threads.
+///
+/// Ports are numbered densely per switch, linked ports first, and the VL
+/// pairs of one (input, output) port pair sit next to each other: the
+/// dependencies a routing can have fill the front of each switch's matrix,
+/// a few cache lines, however many ports the switch has.
 struct DepBits {
     vls: u32,
-    /// Per switch number: offset in `bits` (in u64 words) and side length.
+    /// Per switch number: offset in `bits` (in u64 words), side (ports)
+    /// and offset in `dense`/`num`.
     base: Vec<usize>,
     side: Vec<u32>,
+    pbase: Vec<u32>,
+    /// Per (switch, port number): dense index; per (switch, dense index):
+    /// port number.
+    dense: Vec<u8>,
+    num: Vec<u8>,
     bits: Vec<AtomicU64>,
 }
 
 impl DepBits {
     fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
-        let mut base = Vec::with_capacity(graph.switch_count());
-        let mut side = Vec::with_capacity(graph.switch_count());
+        let n = graph.switch_count();
+        let (mut base, mut side, mut pbase) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut dense, mut num) = (Vec::new(), Vec::new());
         let mut words = 0usize;
-        for &node in &graph.switch_nodes {
-            let s = (fabric.nodes[node as usize].num_ports as u32 + 1) * vls;
+        for (s, &node) in graph.switch_nodes.iter().enumerate() {
+            let ports = fabric.nodes[node as usize].num_ports as usize + 1;
+            let p0 = dense.len();
+            pbase.push(p0 as u32);
+            dense.resize(p0 + ports, 0u8);
+            let mut order: Vec<u8> = graph.sw_ports[s].iter().map(|p| p.port).collect();
+            let linked = order.clone();
+            order.extend((0..ports as u32).map(|p| p as u8).filter(|p| !linked.contains(p)));
+            for (d, &p) in order.iter().enumerate() {
+                dense[p0 + p as usize] = d as u8;
+            }
+            num.extend_from_slice(&order);
             base.push(words);
-            side.push(s);
-            words += (s as usize * s as usize).div_ceil(64);
+            side.push(ports as u32);
+            words += (ports * ports * (vls * vls) as usize).div_ceil(64);
         }
         let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
-        DepBits { vls, base, side, bits }
+        DepBits { vls, base, side, pbase, dense, num, bits }
     }
 
     #[inline]
     fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
-        let side = self.side[sw as usize] as usize;
-        let a = in_port as usize * self.vls as usize + in_vl as usize;
-        let b = out_port as usize * self.vls as usize + out_vl as usize;
-        let bit = a * side + b;
-        let word = &self.bits[self.base[sw as usize] + bit / 64];
+        let s = sw as usize;
+        if in_port as u32 >= self.side[s] || out_port as u32 >= self.side[s] {
+            // A multicast entry naming a port the switch lacks.
+            return;
+        }
+        let pb = self.pbase[s] as usize;
+        let (i, o) = (self.dense[pb + in_port as usize] as usize, self.dense[pb + out_port as usize] as usize);
+        let v = self.vls as usize;
+        let bit = ((i * self.side[s] as usize + o) * v + in_vl as usize) * v + out_vl as usize;
+        let word = &self.bits[self.base[s] + bit / 64];
         let mask = 1 << (bit % 64);
         // Most dependencies recur for many destinations: a plain load spares
         // the cache line a locked write.
         if word.load(Ordering::Relaxed) & mask == 0 {
             word.fetch_or(mask, Ordering::Relaxed);
+        }
+    }
+
+    /// Every dependency held: (switch, input port, VL, output port, VL).
+    fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
+        let v = self.vls as usize;
+        for s in 0..self.base.len() {
+            let side = self.side[s] as usize;
+            let pb = self.pbase[s] as usize;
+            let words = (side * side * v * v).div_ceil(64);
+            for w in 0..words {
+                let mut word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
+                while word != 0 {
+                    let b = word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let bit = w * 64 + b;
+                    let (pair, vv) = (bit / (v * v), bit % (v * v));
+                    let (i, o) = (pair / side, pair % side);
+                    f(s as Sw, self.num[pb + i], (vv / v) as u8, self.num[pb + o], (vv % v) as u8);
+                }
+            }
         }
     }
 }
@@ -1117,29 +1165,15 @@ fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> O
     let nch = fabric.ports.len() * v;
     // Adjacency in CSR form.
     let mut edges: Vec<(u32, u32)> = Vec::new();
-    for (s, &node) in graph.switch_nodes.iter().enumerate() {
-        let n = &fabric.nodes[node as usize];
-        let side = deps.side[s] as usize;
-        let words = (side * side).div_ceil(64);
-        for w in 0..words {
-            let mut word = deps.bits[deps.base[s] + w].load(Ordering::Relaxed);
-            while word != 0 {
-                let b = word.trailing_zeros() as usize;
-                word &= word - 1;
-                let bit = w * 64 + b;
-                let (a, o) = (bit / side, bit % side);
-                let (in_port, in_vl) = (a / v, a % v);
-                let (out_port, out_vl) = (o / v, o % v);
-                let in_pi = n.first_port as usize + in_port;
-                let from_port = fabric.ports[in_pi].peer;
-                if from_port == NONE {
-                    continue;
-                }
-                let out_pi = n.first_port as usize + out_port;
-                edges.push(((from_port as usize * v + in_vl) as u32, (out_pi * v + out_vl) as u32));
-            }
+    deps.each(|s, in_port, in_vl, out_port, out_vl| {
+        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
+        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
+        if from_port == NONE {
+            return;
         }
-    }
+        let out_pi = n.first_port as usize + out_port as usize;
+        edges.push(((from_port as usize * v + in_vl as usize) as u32, (out_pi * v + out_vl as usize) as u32));
+    });
     let mut start = vec![0u32; nch + 1];
     for &(a, _) in &edges {
         start[a as usize + 1] += 1;
