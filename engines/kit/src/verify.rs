@@ -173,12 +173,55 @@ const REACHES: u8 = 2;
 const DEAD: u8 = 3;
 const LOOPS: u8 = 4;
 
+/// Where the (input port, output port) pairs of one node sit in a table
+/// of `len()` slots: the pairs of its linked ports first, together (all a
+/// routing uses, a few cache lines even on a switch with many unused
+/// ports), then a full square for every pair.
+struct Pairs {
+    /// Linked ports (ports >= 1 that can carry traffic), ascending.
+    k: u32,
+    side: u32,
+    /// Per port number: its rank among the linked ports, or `k` and up.
+    dense: Vec<u8>,
+}
+
+impl Pairs {
+    fn new(fabric: &FabricSnapshot, node: u32) -> Pairs {
+        let n = &fabric.nodes[node as usize];
+        let side = n.num_ports as u32 + 1;
+        let mut dense = vec![u8::MAX; side as usize];
+        let mut k = 0u32;
+        for p in 1..side {
+            if usable(fabric, n.first_port + p) {
+                dense[p as usize] = k as u8;
+                k += 1;
+            }
+        }
+        Pairs { k, side, dense }
+    }
+
+    fn len(&self) -> usize {
+        (self.k * self.k + self.side * self.side) as usize
+    }
+
+    #[inline]
+    fn index(&self, in_port: u8, out_port: u8) -> usize {
+        let (i, o) = (self.dense[in_port as usize] as u32, self.dense[out_port as usize] as u32);
+        if i < self.k && o < self.k {
+            (i * self.k + o) as usize
+        } else {
+            (self.k * self.k + in_port as u32 * self.side + out_port as u32) as usize
+        }
+    }
+}
+
 /// SL → VL lookup built from the routing's SL2VL list.
 struct VlMap {
     /// Per node: offset into `maps` of its (in, out) table, or NONE.
     base: Vec<u32>,
-    /// Per node: ports + 1 (row length).
-    width: Vec<u32>,
+    /// Per node with a table: its pair layout (index into `pairs`).
+    layout: Vec<u32>,
+    pairs: Vec<Pairs>,
     maps: Vec<[u8; 16]>,
     identity: bool,
 }
@@ -189,27 +232,30 @@ impl VlMap {
     fn new(fabric: &FabricSnapshot, routing: &Routing) -> VlMap {
         let n = fabric.nodes.len();
         if routing.sl2vl.is_empty() {
-            return VlMap { base: Vec::new(), width: Vec::new(), maps: Vec::new(), identity: true };
+            return VlMap { base: Vec::new(), layout: Vec::new(), pairs: Vec::new(), maps: Vec::new(), identity: true };
         }
         let mut base = vec![NONE; n];
-        let mut width = vec![0u32; n];
+        let mut layout = vec![NONE; n];
+        let mut pairs = Vec::new();
         let mut maps = Vec::new();
         for e in routing.sl2vl.iter() {
             let node = e.node as usize;
             if node >= n {
                 continue;
             }
-            let w = fabric.nodes[node].num_ports as u32 + 1;
             if base[node] == NONE {
+                let p = Pairs::new(fabric, node as u32);
                 base[node] = maps.len() as u32;
-                width[node] = w;
-                maps.extend(std::iter::repeat_n(IDENTITY, (w * w) as usize));
+                maps.extend(std::iter::repeat_n(IDENTITY, p.len()));
+                layout[node] = pairs.len() as u32;
+                pairs.push(p);
             }
-            if (e.in_port as u32) < w && (e.out_port as u32) < w {
-                maps[(base[node] + e.in_port as u32 * w + e.out_port as u32) as usize] = e.vl;
+            let p = &pairs[layout[node] as usize];
+            if (e.in_port as u32) < p.side && (e.out_port as u32) < p.side {
+                maps[base[node] as usize + p.index(e.in_port, e.out_port)] = e.vl;
             }
         }
-        VlMap { base, width, maps, identity: false }
+        VlMap { base, layout, pairs, maps, identity: false }
     }
 
     #[inline]
@@ -222,76 +268,77 @@ impl VlMap {
         if b == NONE {
             return sl as u8;
         }
-        let w = self.width[node as usize];
-        self.maps[(b + in_port as u32 * w + out_port as u32) as usize][sl]
+        let p = &self.pairs[self.layout[node as usize] as usize];
+        self.maps[b as usize + p.index(in_port, out_port)][sl]
+    }
+
+    /// The (input port) row of a node's table: its maps to every output port.
+    fn row(&self, node: u32, in_port: u8) -> Option<Vec<[u8; 16]>> {
+        let b = *self.base.get(node as usize)?;
+        if self.identity || b == NONE {
+            return None;
+        }
+        let p = &self.pairs[self.layout[node as usize] as usize];
+        Some((0..p.side).map(|o| self.maps[b as usize + p.index(in_port, o as u8)]).collect())
     }
 
     fn max_vl(&self) -> u8 {
         if self.identity {
             return 15;
         }
-        self.maps.iter().flat_map(|m| m.iter().copied()).filter(|&v| v < 15).max().unwrap_or(0)
+        let mut max = 0;
+        for (node, &b) in self.base.iter().enumerate() {
+            if b == NONE {
+                continue;
+            }
+            let p = &self.pairs[self.layout[node] as usize];
+            for i in 0..p.side {
+                for o in 0..p.side {
+                    let m = &self.maps[b as usize + p.index(i as u8, o as u8)];
+                    max = m.iter().copied().filter(|&v| v < 15).fold(max, u8::max);
+                }
+            }
+        }
+        max
     }
 }
 
 /// Deduplicated channel dependencies: per switch a bit matrix over
-/// (input port, VL) × (output port, VL), shared between threads.
-///
-/// Ports are numbered densely per switch, linked ports first, and the VL
-/// pairs of one (input, output) port pair sit next to each other: the
-/// dependencies a routing can have fill the front of each switch's matrix,
-/// a few cache lines, however many ports the switch has.
+/// (input port, VL) × (output port, VL), shared between threads, its
+/// port pairs laid out as [`Pairs`] with each pair's VL pairs together.
 struct DepBits {
     vls: u32,
-    /// Per switch number: offset in `bits` (in u64 words), side (ports)
-    /// and offset in `dense`/`num`.
+    /// Per switch number: offset in `bits` (in u64 words) and pair layout.
     base: Vec<usize>,
-    side: Vec<u32>,
-    pbase: Vec<u32>,
-    /// Per (switch, port number): dense index; per (switch, dense index):
-    /// port number.
-    dense: Vec<u8>,
-    num: Vec<u8>,
+    pairs: Vec<Pairs>,
     bits: Vec<AtomicU64>,
 }
 
 impl DepBits {
     fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
         let n = graph.switch_count();
-        let (mut base, mut side, mut pbase) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut dense, mut num) = (Vec::new(), Vec::new());
+        let (mut base, mut pairs) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut words = 0usize;
-        for (s, &node) in graph.switch_nodes.iter().enumerate() {
-            let ports = fabric.nodes[node as usize].num_ports as usize + 1;
-            let p0 = dense.len();
-            pbase.push(p0 as u32);
-            dense.resize(p0 + ports, 0u8);
-            let mut order: Vec<u8> = graph.sw_ports[s].iter().map(|p| p.port).collect();
-            let linked = order.clone();
-            order.extend((0..ports as u32).map(|p| p as u8).filter(|p| !linked.contains(p)));
-            for (d, &p) in order.iter().enumerate() {
-                dense[p0 + p as usize] = d as u8;
-            }
-            num.extend_from_slice(&order);
+        for &node in &graph.switch_nodes {
+            let p = Pairs::new(fabric, node);
             base.push(words);
-            side.push(ports as u32);
-            words += (ports * ports * (vls * vls) as usize).div_ceil(64);
+            words += (p.len() * (vls * vls) as usize).div_ceil(64);
+            pairs.push(p);
         }
         let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
-        DepBits { vls, base, side, pbase, dense, num, bits }
+        DepBits { vls, base, pairs, bits }
     }
 
     #[inline]
     fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
         let s = sw as usize;
-        if in_port as u32 >= self.side[s] || out_port as u32 >= self.side[s] {
+        let p = &self.pairs[s];
+        if in_port as u32 >= p.side || out_port as u32 >= p.side {
             // A multicast entry naming a port the switch lacks.
             return;
         }
-        let pb = self.pbase[s] as usize;
-        let (i, o) = (self.dense[pb + in_port as usize] as usize, self.dense[pb + out_port as usize] as usize);
         let v = self.vls as usize;
-        let bit = ((i * self.side[s] as usize + o) * v + in_vl as usize) * v + out_vl as usize;
+        let bit = (p.index(in_port, out_port) * v + in_vl as usize) * v + out_vl as usize;
         let word = &self.bits[self.base[s] + bit / 64];
         let mask = 1 << (bit % 64);
         // Most dependencies recur for many destinations: a plain load spares
@@ -304,19 +351,30 @@ impl DepBits {
     /// Every dependency held: (switch, input port, VL, output port, VL).
     fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
         let v = self.vls as usize;
-        for s in 0..self.base.len() {
-            let side = self.side[s] as usize;
-            let pb = self.pbase[s] as usize;
-            let words = (side * side * v * v).div_ceil(64);
+        for (s, p) in self.pairs.iter().enumerate() {
+            // Port number of each linked rank.
+            let mut num = vec![0u8; p.k as usize];
+            for (port, &d) in p.dense.iter().enumerate() {
+                if (d as u32) < p.k {
+                    num[d as usize] = port as u8;
+                }
+            }
+            let k2 = (p.k * p.k) as usize;
+            let words = (p.len() * v * v).div_ceil(64);
             for w in 0..words {
                 let mut word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
                 while word != 0 {
                     let b = word.trailing_zeros() as usize;
                     word &= word - 1;
                     let bit = w * 64 + b;
-                    let (pair, vv) = (bit / (v * v), bit % (v * v));
-                    let (i, o) = (pair / side, pair % side);
-                    f(s as Sw, self.num[pb + i], (vv / v) as u8, self.num[pb + o], (vv % v) as u8);
+                    let (at, vv) = (bit / (v * v), bit % (v * v));
+                    let (i, o) = if at < k2 {
+                        (num[at / p.k as usize], num[at % p.k as usize])
+                    } else {
+                        let r = at - k2;
+                        ((r / p.side as usize) as u8, (r % p.side as usize) as u8)
+                    };
+                    f(s as Sw, i, (vv / v) as u8, o, (vv % v) as u8);
                 }
             }
         }
@@ -502,28 +560,20 @@ pub struct McastRoute {
 /// SL) replaces one per source.
 fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u32> {
     let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
-    let mut seen: std::collections::HashMap<&[[u8; 16]], u32> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<Vec<[u8; 16]>, u32> = std::collections::HashMap::new();
     for (s, ports) in graph.sw_ports.iter().enumerate() {
         let node = graph.switch_nodes[s] as usize;
-        let table = if vlmap.identity || vlmap.base[node] == NONE {
-            None
-        } else {
-            Some((vlmap.base[node] as usize, vlmap.width[node] as usize))
-        };
         seen.clear();
         let mut first = NONE;
         for p in ports.iter().filter(|p| p.peer_sw == NONE) {
-            rep[p.port_index as usize] = match table {
+            rep[p.port_index as usize] = match vlmap.row(node as u32, p.port) {
                 None => {
                     if first == NONE {
                         first = p.port_index;
                     }
                     first
                 }
-                Some((base, w)) => {
-                    let row = &vlmap.maps[base + p.port as usize * w..base + (p.port as usize + 1) * w];
-                    *seen.entry(row).or_insert(p.port_index)
-                }
+                Some(row) => *seen.entry(row).or_insert(p.port_index),
             };
         }
     }
