@@ -5,17 +5,27 @@
 //! graph ("each switch has one next hop"). Resolving it once per destination
 //! answers, for every switch at once, whether the destination is reached,
 //! how many switch hops it takes and whether the route loops; every source
-//! then needs one lookup. The channel dependency graph (CDG) is built from
-//! the same trees: when all paths share one SL and no SL2VL map splits them,
-//! each carrying tree edge adds one dependency; otherwise each source's path
-//! is walked until it joins a (switch, input port, SL) state already walked
-//! for this destination. Cost ~ destinations × (switches + sources).
+//! then needs one lookup. The common case costs one pass: when every switch
+//! of the destination's component forwards one hop nearer (checked against
+//! the BFS distances its group of destinations shares), all routes are
+//! shortest and the reversed BFS order is the tree's bottom-up order; other
+//! LFTs take the general resolution (follow next hops, each switch once).
+//!
+//! The channel dependency graph (CDG) is built from the same trees: when
+//! all paths share one SL and no SL2VL map splits them, each carrying tree
+//! edge adds one dependency; otherwise each destination's (switch input
+//! port, SL) states are pushed down its tree, deepest switch first, each
+//! state handled once with the mask of VLs it arrives on, sources entering
+//! by ports with the same SL2VL rows sharing one state. Dependencies are bits
+//! per (switch, input port, VL, output port, VL), set once whatever the
+//! number of paths. Cost ~ destinations × switches, plus one path-SL query
+//! per (source LID, destination LID) and one step per (port, SL) state.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, NodeKind, Routing, NO_ROUTE, NONE};
+use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE};
 
 use crate::graph::{usable, Graph, Sw};
 
@@ -163,12 +173,55 @@ const REACHES: u8 = 2;
 const DEAD: u8 = 3;
 const LOOPS: u8 = 4;
 
+/// Where the (input port, output port) pairs of one node sit in a table
+/// of `len()` slots: the pairs of its linked ports first, together (all a
+/// routing uses, a few cache lines even on a switch with many unused
+/// ports), then a full square for every pair.
+struct Pairs {
+    /// Linked ports (ports >= 1 that can carry traffic), ascending.
+    k: u32,
+    side: u32,
+    /// Per port number: its rank among the linked ports, or `k` and up.
+    dense: Vec<u8>,
+}
+
+impl Pairs {
+    fn new(fabric: &FabricSnapshot, node: u32) -> Pairs {
+        let n = &fabric.nodes[node as usize];
+        let side = n.num_ports as u32 + 1;
+        let mut dense = vec![u8::MAX; side as usize];
+        let mut k = 0u32;
+        for p in 1..side {
+            if usable(fabric, n.first_port + p) {
+                dense[p as usize] = k as u8;
+                k += 1;
+            }
+        }
+        Pairs { k, side, dense }
+    }
+
+    fn len(&self) -> usize {
+        (self.k * self.k + self.side * self.side) as usize
+    }
+
+    #[inline]
+    fn index(&self, in_port: u8, out_port: u8) -> usize {
+        let (i, o) = (self.dense[in_port as usize] as u32, self.dense[out_port as usize] as u32);
+        if i < self.k && o < self.k {
+            (i * self.k + o) as usize
+        } else {
+            (self.k * self.k + in_port as u32 * self.side + out_port as u32) as usize
+        }
+    }
+}
+
 /// SL → VL lookup built from the routing's SL2VL list.
 struct VlMap {
     /// Per node: offset into `maps` of its (in, out) table, or NONE.
     base: Vec<u32>,
-    /// Per node: ports + 1 (row length).
-    width: Vec<u32>,
+    /// Per node with a table: its pair layout (index into `pairs`).
+    layout: Vec<u32>,
+    pairs: Vec<Pairs>,
     maps: Vec<[u8; 16]>,
     identity: bool,
 }
@@ -179,27 +232,30 @@ impl VlMap {
     fn new(fabric: &FabricSnapshot, routing: &Routing) -> VlMap {
         let n = fabric.nodes.len();
         if routing.sl2vl.is_empty() {
-            return VlMap { base: Vec::new(), width: Vec::new(), maps: Vec::new(), identity: true };
+            return VlMap { base: Vec::new(), layout: Vec::new(), pairs: Vec::new(), maps: Vec::new(), identity: true };
         }
         let mut base = vec![NONE; n];
-        let mut width = vec![0u32; n];
+        let mut layout = vec![NONE; n];
+        let mut pairs = Vec::new();
         let mut maps = Vec::new();
         for e in routing.sl2vl.iter() {
             let node = e.node as usize;
             if node >= n {
                 continue;
             }
-            let w = fabric.nodes[node].num_ports as u32 + 1;
             if base[node] == NONE {
+                let p = Pairs::new(fabric, node as u32);
                 base[node] = maps.len() as u32;
-                width[node] = w;
-                maps.extend(std::iter::repeat_n(IDENTITY, (w * w) as usize));
+                maps.extend(std::iter::repeat_n(IDENTITY, p.len()));
+                layout[node] = pairs.len() as u32;
+                pairs.push(p);
             }
-            if (e.in_port as u32) < w && (e.out_port as u32) < w {
-                maps[(base[node] + e.in_port as u32 * w + e.out_port as u32) as usize] = e.vl;
+            let p = &pairs[layout[node] as usize];
+            if (e.in_port as u32) < p.side && (e.out_port as u32) < p.side {
+                maps[base[node] as usize + p.index(e.in_port, e.out_port)] = e.vl;
             }
         }
-        VlMap { base, width, maps, identity: false }
+        VlMap { base, layout, pairs, maps, identity: false }
     }
 
     #[inline]
@@ -212,55 +268,115 @@ impl VlMap {
         if b == NONE {
             return sl as u8;
         }
-        let w = self.width[node as usize];
-        self.maps[(b + in_port as u32 * w + out_port as u32) as usize][sl]
+        let p = &self.pairs[self.layout[node as usize] as usize];
+        self.maps[b as usize + p.index(in_port, out_port)][sl]
+    }
+
+    /// The (input port) row of a node's table: its maps to every output port.
+    fn row(&self, node: u32, in_port: u8) -> Option<Vec<[u8; 16]>> {
+        let b = *self.base.get(node as usize)?;
+        if self.identity || b == NONE {
+            return None;
+        }
+        let p = &self.pairs[self.layout[node as usize] as usize];
+        Some((0..p.side).map(|o| self.maps[b as usize + p.index(in_port, o as u8)]).collect())
     }
 
     fn max_vl(&self) -> u8 {
         if self.identity {
             return 15;
         }
-        self.maps.iter().flat_map(|m| m.iter().copied()).filter(|&v| v < 15).max().unwrap_or(0)
+        let mut max = 0;
+        for (node, &b) in self.base.iter().enumerate() {
+            if b == NONE {
+                continue;
+            }
+            let p = &self.pairs[self.layout[node] as usize];
+            for i in 0..p.side {
+                for o in 0..p.side {
+                    let m = &self.maps[b as usize + p.index(i as u8, o as u8)];
+                    max = m.iter().copied().filter(|&v| v < 15).fold(max, u8::max);
+                }
+            }
+        }
+        max
     }
 }
 
 /// Deduplicated channel dependencies: per switch a bit matrix over
-/// (input port, VL) × (output port, VL), shared between threads.
+/// (input port, VL) × (output port, VL), shared between threads, its
+/// port pairs laid out as [`Pairs`] with each pair's VL pairs together.
 struct DepBits {
     vls: u32,
-    /// Per switch number: offset in `bits` (in u64 words) and side length.
+    /// Per switch number: offset in `bits` (in u64 words) and pair layout.
     base: Vec<usize>,
-    side: Vec<u32>,
+    pairs: Vec<Pairs>,
     bits: Vec<AtomicU64>,
 }
 
 impl DepBits {
     fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
-        let mut base = Vec::with_capacity(graph.switch_count());
-        let mut side = Vec::with_capacity(graph.switch_count());
+        let n = graph.switch_count();
+        let (mut base, mut pairs) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut words = 0usize;
         for &node in &graph.switch_nodes {
-            let s = (fabric.nodes[node as usize].num_ports as u32 + 1) * vls;
+            let p = Pairs::new(fabric, node);
             base.push(words);
-            side.push(s);
-            words += (s as usize * s as usize).div_ceil(64);
+            words += (p.len() * (vls * vls) as usize).div_ceil(64);
+            pairs.push(p);
         }
         let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
-        DepBits { vls, base, side, bits }
+        DepBits { vls, base, pairs, bits }
     }
 
     #[inline]
     fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
-        let side = self.side[sw as usize] as usize;
-        let a = in_port as usize * self.vls as usize + in_vl as usize;
-        let b = out_port as usize * self.vls as usize + out_vl as usize;
-        let bit = a * side + b;
-        let word = &self.bits[self.base[sw as usize] + bit / 64];
+        let s = sw as usize;
+        let p = &self.pairs[s];
+        if in_port as u32 >= p.side || out_port as u32 >= p.side {
+            // A multicast entry naming a port the switch lacks.
+            return;
+        }
+        let v = self.vls as usize;
+        let bit = (p.index(in_port, out_port) * v + in_vl as usize) * v + out_vl as usize;
+        let word = &self.bits[self.base[s] + bit / 64];
         let mask = 1 << (bit % 64);
         // Most dependencies recur for many destinations: a plain load spares
         // the cache line a locked write.
         if word.load(Ordering::Relaxed) & mask == 0 {
             word.fetch_or(mask, Ordering::Relaxed);
+        }
+    }
+
+    /// Every dependency held: (switch, input port, VL, output port, VL).
+    fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
+        let v = self.vls as usize;
+        for (s, p) in self.pairs.iter().enumerate() {
+            // Port number of each linked rank.
+            let mut num = vec![0u8; p.k as usize];
+            for (port, &d) in p.dense.iter().enumerate() {
+                if (d as u32) < p.k {
+                    num[d as usize] = port as u8;
+                }
+            }
+            let k2 = (p.k * p.k) as usize;
+            let words = (p.len() * v * v).div_ceil(64);
+            for w in 0..words {
+                let mut word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
+                while word != 0 {
+                    let b = word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let bit = w * 64 + b;
+                    let (at, vv) = (bit / (v * v), bit % (v * v));
+                    let (i, o) = if at < k2 {
+                        (num[at / p.k as usize], num[at % p.k as usize])
+                    } else {
+                        let r = at - k2;
+                        ((r / p.side as usize) as u8, (r % p.side as usize) as u8)
+                    };
+                    f(s as Sw, i, (vv / v) as u8, o, (vv % v) as u8);
+                }
+            }
         }
     }
 }
@@ -389,13 +505,27 @@ struct Acc {
     v: Verification,
     status: Vec<u8>,
     depth: Vec<u32>,
+    /// Per switch, for the destination at hand: the next switch (NONE when
+    /// it delivers or the route dies) and the LFT's output port.
     next: Vec<u32>,
+    out: Vec<u8>,
     stack: Vec<Sw>,
+    /// Hop distances from the group's switch, and the BFS order that
+    /// produced them (the switches of its connected component).
     dist: Vec<u8>,
     queue: Vec<Sw>,
+    /// Switches that deliver, shallowest first (the general case's order).
+    order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    stamp: Vec<u32>,
+    /// Per-path-SL states of the destination at hand, per switch input
+    /// port index: the SLs arrived on it, per SL the VLs they arrived on,
+    /// and the next port of its switch's list (`head`, per switch) of
+    /// ports with arrivals. All cleared as they are handled.
+    arr_sl: Vec<u16>,
+    arr_vl: Vec<u16>,
+    link: Vec<u32>,
+    head: Vec<u32>,
 }
 
 /// Verify a routing against a fabric.
@@ -422,6 +552,32 @@ pub struct McastRoute {
     /// (switch node index, ports of its MFT entry); port 0 (the switch's
     /// own management port) carries no dependency.
     pub switches: Vec<(u32, Vec<u8>)>,
+}
+
+/// Per port index, the port whose state stands for it when traffic from an
+/// end port enters a switch: end-facing ports of one switch with the same
+/// SL2VL rows lead to the same VLs everywhere, so one state per (class,
+/// SL) replaces one per source.
+fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u32> {
+    let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
+    let mut seen: std::collections::HashMap<Vec<[u8; 16]>, u32> = std::collections::HashMap::new();
+    for (s, ports) in graph.sw_ports.iter().enumerate() {
+        let node = graph.switch_nodes[s] as usize;
+        seen.clear();
+        let mut first = NONE;
+        for p in ports.iter().filter(|p| p.peer_sw == NONE) {
+            rep[p.port_index as usize] = match vlmap.row(node as u32, p.port) {
+                None => {
+                    if first == NONE {
+                        first = p.port_index;
+                    }
+                    first
+                }
+                Some(row) => *seen.entry(row).or_insert(p.port_index),
+            };
+        }
+    }
+    rep
 }
 
 /// [`verify_with`], with multicast groups' dependencies added to the
@@ -480,27 +636,68 @@ pub fn verify_with_mcast(
     }
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
+    let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    let mut comp_sources = vec![0u64; ncomp];
+    for s in 0..nsw {
+        comp_sources[component[s] as usize] += sources.at(s as Sw).len() as u64;
+    }
+    let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let ctx = Ctx { hops: &hops, component: &component, fabric, graph, lfts: &lfts, vlmap: &vlmap, uniform, routing, deps: deps.as_ref(), sources: &sources, opts, examples: &examples, vls };
+    let fast = uniform.is_some() && vlmap.identity;
+    let ctx = Ctx {
+        hops: &hops,
+        component: &component,
+        comp_sources: &comp_sources,
+        attached,
+        fabric,
+        graph,
+        lfts: &lfts,
+        vlmap: &vlmap,
+        uniform,
+        fast,
+        routing,
+        deps: deps.as_ref(),
+        sources: &sources,
+        first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
+        port_num: fabric.ports.iter().map(|p| p.num).collect(),
+        peer: fabric.ports.iter().map(|p| p.peer).collect(),
+        op_vls: fabric.ports.iter().map(|p| p.op_vls.max(1)).collect(),
+        entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
+        opts,
+        examples: &examples,
+        vls,
+    };
 
     let make_acc = || Acc {
         v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
         status: vec![UNKNOWN; nsw],
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
+        out: vec![0; nsw],
         stack: Vec::new(),
         dist: vec![u8::MAX; nsw],
         queue: Vec::new(),
+        order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        stamp: if uniform.is_some() && vlmap.identity { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
+        arr_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
+        arr_vl: if fast { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
+        link: if fast { Vec::new() } else { vec![NONE; fabric.ports.len()] },
+        head: if fast { Vec::new() } else { vec![NONE; nsw] },
     };
+    // Distances from every group's switch: one bit-parallel all-pairs
+    // search costs far less than a BFS per group, when most switches have
+    // destinations and the matrix is small.
+    let matrix = (groups.len() >= nsw / 16 && nsw <= 8192).then(|| graph.distance_matrix());
     let mut total = groups
         .par_iter()
         .fold(make_acc, |mut acc, (t, group)| {
             if *t != NONE {
-                graph.bfs(*t, &mut acc.dist, &mut acc.queue);
+                match &matrix {
+                    Some(m) => order_by_distance(m.to(*t), &mut acc.dist, &mut acc.queue),
+                    None => graph.bfs(*t, &mut acc.dist, &mut acc.queue),
+                }
             }
             for &(lid, pi) in group {
                 ctx.destination(&mut acc, *t, lid, pi);
@@ -543,17 +740,54 @@ pub fn verify_with_mcast(
     total
 }
 
+/// `row`'s distances into `dist`, and the switches they reach into
+/// `queue` by distance, nearest first: the order a BFS from the row's
+/// switch would visit them in, up to ties.
+fn order_by_distance(row: &[u8], dist: &mut [u8], queue: &mut Vec<Sw>) {
+    dist.copy_from_slice(row);
+    let mut start = [0u32; 257];
+    for &d in row {
+        if d != u8::MAX {
+            start[d as usize + 1] += 1;
+        }
+    }
+    for i in 0..256 {
+        start[i + 1] += start[i];
+    }
+    queue.clear();
+    queue.resize(start[256] as usize, 0);
+    for (s, &d) in row.iter().enumerate() {
+        if d != u8::MAX {
+            queue[start[d as usize] as usize] = s as Sw;
+            start[d as usize] += 1;
+        }
+    }
+}
+
 struct Ctx<'a> {
     hops: &'a HopTab,
     component: &'a [u32],
+    /// Switch-attached sources per connected component, and in all.
+    comp_sources: &'a [u64],
+    attached: u64,
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
     vlmap: &'a VlMap,
     uniform: Option<u8>,
+    /// One SL, no SL2VL: every hop of every path is on that VL, and the
+    /// trees alone give the dependencies.
+    fast: bool,
     routing: &'a Routing,
     deps: Option<&'a DepBits>,
     sources: &'a Sources,
+    // Compact copies of what the hot loops read, per switch number and per
+    // port index, to keep them out of the snapshot's wide records.
+    first_port: Vec<u32>,
+    port_num: Vec<u8>,
+    peer: Vec<u32>,
+    op_vls: Vec<u8>,
+    entry_rep: Vec<u32>,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
@@ -590,10 +824,35 @@ impl Ctx<'_> {
         }
     }
 
-    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+    /// The common case in one pass over `t`'s component in BFS order:
+    /// every switch there forwards to a neighbour one hop nearer to `t`
+    /// and `t` delivers. Then every switch reaches the destination along a
+    /// shortest path, its depth is its BFS distance and the reversed BFS
+    /// order visits each switch before the one it forwards to.
+    fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
+        for &s in &acc.queue {
+            let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
+            acc.out[s as usize] = out;
+            match self.hops.next(s, out) {
+                Next::Switch(n) => {
+                    if acc.dist[n as usize] as u32 + 1 != acc.dist[s as usize] as u32 {
+                        return false;
+                    }
+                    acc.next[s as usize] = n;
+                }
+                Next::Port(p) if p == dest_port => acc.next[s as usize] = NONE,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Any LFTs: resolve every switch's fate for this destination (reaches,
+    /// dies, loops) by following next hops, each switch once, and list the
+    /// switches that reach it, shallowest first.
+    fn resolve_general(&self, acc: &mut Acc, lid: u16, dest_port: u32) {
         let nsw = self.graph.switch_count();
         acc.status.fill(UNKNOWN);
-        // Resolve every switch's fate for this destination.
         for s0 in 0..nsw as Sw {
             if acc.status[s0 as usize] != UNKNOWN {
                 continue;
@@ -615,6 +874,7 @@ impl Ctx<'_> {
                     }
                     Ok(None) => {
                         acc.next[s as usize] = NONE;
+                        acc.out[s as usize] = self.lfts[s as usize][lid as usize];
                         acc.depth[s as usize] = 0;
                         acc.stack.pop();
                         acc.status[s as usize] = REACHES;
@@ -622,6 +882,7 @@ impl Ctx<'_> {
                     }
                     Ok(Some(n)) => {
                         acc.next[s as usize] = n;
+                        acc.out[s as usize] = self.lfts[s as usize][lid as usize];
                         s = n;
                     }
                 }
@@ -634,11 +895,32 @@ impl Ctx<'_> {
                 }
             }
         }
+        let mut max_depth = 0;
+        for s in 0..nsw {
+            if acc.status[s] == REACHES {
+                max_depth = max_depth.max(acc.depth[s] as usize);
+            }
+        }
+        if acc.by_depth.len() < max_depth + 1 {
+            acc.by_depth.resize_with(max_depth + 1, Vec::new);
+        }
+        for b in acc.by_depth.iter_mut() {
+            b.clear();
+        }
+        for s in 0..nsw {
+            if acc.status[s] == REACHES {
+                acc.by_depth[acc.depth[s] as usize].push(s as Sw);
+            }
+        }
+        acc.order.clear();
+        for b in &acc.by_depth {
+            acc.order.extend_from_slice(b);
+        }
+    }
 
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+        let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
-        let fast = self.uniform.is_some() && self.vlmap.identity;
-        acc.load.fill(0);
-        let mut max_depth = 0u32;
         // End ports cabled straight to the destination (no switch between).
         for &sp in &self.sources.switchless {
             if sp == dest_port {
@@ -653,23 +935,27 @@ impl Ctx<'_> {
                 acc.v.disconnected += 1;
             }
         }
-        for e in 0..nsw as Sw {
-            let srcs = self.sources.at(e);
-            if srcs.is_empty() {
-                continue;
-            }
-            // The destination port is not its own source.
-            let c = srcs.len() as u64 - srcs.contains(&dest_port) as u64;
-            if c == 0 {
-                continue;
-            }
-            if t == NONE || self.component[e as usize] != self.component[t as usize] {
-                acc.v.disconnected += c;
-                continue;
-            }
-            acc.v.pairs += c;
-            let st = acc.status[e as usize];
-            if st != REACHES {
+        let minimal = t != NONE && self.resolve_minimal(acc, lid, dest_port);
+        if minimal {
+            // Every switch of the component delivers; the others are cut off.
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
+        } else {
+            self.resolve_general(acc, lid, dest_port);
+            for e in 0..nsw as Sw {
+                let srcs = self.sources.at(e);
+                if srcs.is_empty() || acc.status[e as usize] == REACHES {
+                    continue;
+                }
+                let c = srcs.len() as u64 - srcs.contains(&dest_port) as u64;
+                if c == 0 {
+                    continue;
+                }
+                if t == NONE || self.component[e as usize] != self.component[t as usize] {
+                    acc.v.disconnected += c;
+                    continue;
+                }
+                acc.v.pairs += c;
+                let st = acc.status[e as usize];
                 if st == LOOPS {
                     acc.v.looping += c;
                 } else {
@@ -685,96 +971,105 @@ impl Ctx<'_> {
                         if st == LOOPS { "forwarding loop" } else { "no route" }
                     )
                 });
-                continue;
-            }
-            let d = acc.depth[e as usize];
-            max_depth = max_depth.max(d);
-            // Links: source→entry switch, the switch hops, and the last link
-            // into an end port (a switch destination ends on the switch).
-            let hops = 1 + d + dest_is_end as u32;
-            let min = 1 + acc.dist[e as usize] as u32 + dest_is_end as u32;
-            acc.v.total_hops += hops as u64 * c;
-            acc.v.total_min_hops += min as u64 * c;
-            acc.v.max_hops = acc.v.max_hops.max(hops);
-            if hops > min {
-                acc.v.non_minimal += c;
-            }
-            acc.load[e as usize] += c;
-            if !fast && self.deps.is_some() {
-                for &sp in srcs {
-                    if sp != dest_port {
-                        self.walk_deps(acc, sp, e, lid, dest_port);
-                    }
-                }
             }
         }
-        // Push source counts down the tree, deepest switches first.
-        if acc.by_depth.len() < max_depth as usize + 1 {
-            acc.by_depth.resize_with(max_depth as usize + 1, Vec::new);
-        }
-        for b in acc.by_depth.iter_mut() {
-            b.clear();
-        }
-        for s in 0..nsw {
-            if acc.status[s] == REACHES && (acc.depth[s] as usize) < acc.by_depth.len() {
-                acc.by_depth[acc.depth[s] as usize].push(s as Sw);
-            }
-        }
+        // Switches that deliver, deepest first: each before the switch it
+        // forwards to, so routes (counted per source port) flow down the tree.
+        let order = std::mem::take(if minimal { &mut acc.queue } else { &mut acc.order });
+        let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
-        for d in (1..acc.by_depth.len()).rev() {
-            for i in 0..acc.by_depth[d].len() {
-                let s = acc.by_depth[d][i];
-                let l = acc.load[s as usize];
-                if l == 0 {
-                    continue;
-                }
-                let n = acc.next[s as usize];
-                let out = self.lfts[s as usize][lid as usize];
-                let node = self.graph.switch_nodes[s as usize];
-                let pi = self.fabric.nodes[node as usize].first_port + out as u32;
-                if dest_is_end {
-                    acc.v.port_load[pi as usize] += l;
-                }
-                acc.load[n as usize] += l;
-                if fast {
-                    self.check_vl(acc, pi, sl);
-                    if let Some(deps) = self.deps {
-                        // Dependency at the next switch: arriving link → its output.
-                        let nout = self.lfts[n as usize][lid as usize];
-                        if nout != 0 {
-                            let in_port = self.fabric.ports[self.fabric.ports[pi as usize].peer as usize].num;
-                            deps.add(n, in_port, sl, nout, sl);
+        let walk = !self.fast; // per-path-SL states
+        for &s in order.iter().rev() {
+            let mut l = acc.load[s as usize];
+            acc.load[s as usize] = 0;
+            let srcs = self.sources.at(s);
+            if !srcs.is_empty() {
+                let c = srcs.len() as u64 - (s == t && srcs.contains(&dest_port)) as u64;
+                if c > 0 {
+                    // Links: source→entry switch, the switch hops, and the
+                    // last link into an end port (a switch destination ends
+                    // on the switch).
+                    let min = 1 + acc.dist[s as usize] as u32 + is_end;
+                    let hops = if minimal { min } else { 1 + acc.depth[s as usize] + is_end };
+                    acc.v.pairs += c;
+                    acc.v.total_hops += hops as u64 * c;
+                    acc.v.total_min_hops += min as u64 * c;
+                    acc.v.max_hops = acc.v.max_hops.max(hops);
+                    if hops > min {
+                        acc.v.non_minimal += c;
+                    }
+                    l += c;
+                    if walk {
+                        for &sp in srcs {
+                            if sp != dest_port {
+                                self.seed(acc, sp, s, lid);
+                            }
                         }
                     }
                 }
             }
+            if walk && acc.head[s as usize] != NONE {
+                self.forward_states(acc, s, t, lid);
+            }
+            if l == 0 {
+                continue;
+            }
+            let out = acc.out[s as usize];
+            if s == t {
+                // Last hop into the destination end port (a switch
+                // destination is delivered by port 0, no link).
+                if dest_is_end {
+                    let pi = self.first_port[s as usize] + out as u32;
+                    acc.v.port_load[pi as usize] += l;
+                    if self.fast {
+                        self.check_vl(acc, pi, sl);
+                    }
+                }
+                continue;
+            }
+            let pi = self.first_port[s as usize] + out as u32;
+            let n = acc.next[s as usize];
+            if dest_is_end {
+                acc.v.port_load[pi as usize] += l;
+            }
+            acc.load[n as usize] += l;
+            if self.fast {
+                self.check_vl(acc, pi, sl);
+                if let Some(deps) = self.deps {
+                    // Dependency at the next switch: arriving link → its output.
+                    let nout = acc.out[n as usize];
+                    if nout != 0 {
+                        deps.add(n, self.port_num[self.peer[pi as usize] as usize], sl, nout, sl);
+                    }
+                }
+            }
         }
-        // Last hop into the destination end port.
-        if t != NONE && dest_is_end && acc.status[t as usize] == REACHES {
-            let out = self.lfts[t as usize][lid as usize];
-            let node = self.graph.switch_nodes[t as usize];
-            let pi = self.fabric.nodes[node as usize].first_port + out as u32;
-            acc.v.port_load[pi as usize] += acc.load[t as usize];
-        }
-        if fast && acc.v.vls_used <= sl && acc.v.pairs > acc.v.unreachable + acc.v.looping {
-            acc.v.vls_used = sl + 1;
+        if minimal {
+            acc.queue = order;
+        } else {
+            acc.order = order;
         }
     }
 
+    #[inline]
     fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8) {
-        let p = &self.fabric.ports[port_index as usize];
-        if vl >= p.op_vls.max(1) {
+        if vl < 15 && acc.v.vls_used <= vl {
+            acc.v.vls_used = vl + 1;
+        }
+        if vl >= self.op_vls[port_index as usize] {
             acc.v.vl_violations += 1;
+            let p = &self.fabric.ports[port_index as usize];
             self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
         }
     }
 
-    /// Walk one source's path, adding its dependencies, until it joins a
-    /// (switch input port, SL) state already walked for this destination.
-    fn walk_deps(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16, dest_port: u32) {
-        let Some(deps) = self.deps else { return };
+    /// The states (switch input port, SL) a source's paths start in, one
+    /// per source LID with the SL the engine gives it. A source enters by
+    /// its port's class (see [`entry_classes`]), so sources of one class
+    /// and SL share one state.
+    fn seed(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16) {
         let src = &self.fabric.ports[sp as usize];
-        let stamp = lid as u32 + 1;
+        let rep = self.entry_rep[src.peer as usize];
         for off in 0..src.lid_count().max(1) {
             let slid = src.lid + off as u16;
             let sl = self.routing.path_sl.path_sl(slid, lid);
@@ -783,56 +1078,70 @@ impl Ctx<'_> {
                 self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                 continue;
             }
-            let mut s = entry;
-            let mut in_pi = src.peer; // port of `s` the traffic arrives on
-            let mut in_vl: Option<u8> = None;
-            let mut guard = self.graph.switch_count() + 2;
-            loop {
-                guard -= 1;
-                if guard == 0 {
-                    break;
-                }
-                let node = self.graph.switch_nodes[s as usize];
-                let in_port = self.fabric.ports[in_pi as usize].num;
-                let out = self.lfts[s as usize][lid as usize];
-                if out == 0 || out == NO_ROUTE {
-                    break;
-                }
-                let vl = self.vlmap.vl(node, in_port, out, sl);
-                let out_pi = self.fabric.nodes[node as usize].first_port + out as u32;
-                if let Some(ivl) = in_vl {
-                    if (ivl as u32) < self.vls && (vl as u32) < self.vls {
-                        deps.add(s, in_port, ivl, out, vl);
-                    }
-                }
-                let key = in_pi as usize * 16 + sl as usize;
-                if acc.stamp[key] == stamp {
-                    break;
-                }
-                acc.stamp[key] = stamp;
-                if vl >= 15 {
-                    acc.v.vl_violations += 1;
-                    self.example(|| format!("LID {slid} -> LID {lid} on SL {sl} is mapped to VL 15 at {}", self.node_name(node)));
-                    break;
-                }
-                self.check_vl(acc, out_pi, vl);
-                if acc.v.vls_used <= vl {
-                    acc.v.vls_used = vl + 1;
-                }
-                let peer = self.fabric.ports[out_pi as usize].peer;
-                if peer == dest_port {
-                    break;
-                }
-                let next = self.graph.sw_of_node[self.fabric.ports[peer as usize].node as usize];
-                if next == NONE {
-                    break;
-                }
-                s = next;
-                in_pi = peer;
-                in_vl = Some(vl);
-            }
+            // Nothing precedes an end port's channel: no arriving VL.
+            arrive(acc, entry, rep, sl, 0);
         }
     }
+
+    /// Switch `s`'s states for this destination, all arrived (the order
+    /// visits switches deepest first): for each (input port, SL), its VL
+    /// out, the dependencies from every VL it arrived on, and the state it
+    /// leads to at the next switch. Each state is handled once per
+    /// destination however many paths share it, and a switch's SL2VL rows
+    /// and dependency bits are read together.
+    fn forward_states(&self, acc: &mut Acc, s: Sw, t: Sw, lid: u16) {
+        let out = acc.out[s as usize];
+        let node = self.graph.switch_nodes[s as usize];
+        let out_pi = self.first_port[s as usize] + out as u32;
+        // A switch destination is delivered by port 0: no hop, no VL.
+        let hop = out != 0;
+        let (n, b) = if s == t || !hop { (NONE, NONE) } else { (acc.next[s as usize], self.peer[out_pi as usize]) };
+        let mut a = std::mem::replace(&mut acc.head[s as usize], NONE);
+        while a != NONE {
+            let m = std::mem::take(&mut acc.arr_sl[a as usize]);
+            let in_port = self.port_num[a as usize];
+            for sl in crate::cdg::bits(m as u64) {
+                let sl = sl as u8;
+                let ivls = std::mem::take(&mut acc.arr_vl[a as usize * 16 + sl as usize]);
+                if !hop {
+                    continue;
+                }
+                let vl = self.vlmap.vl(node, in_port, out, sl);
+                if let Some(deps) = self.deps {
+                    if (vl as u32) < self.vls {
+                        for ivl in crate::cdg::bits(ivls as u64) {
+                            if ivl < self.vls {
+                                deps.add(s, in_port, ivl as u8, out, vl);
+                            }
+                        }
+                    }
+                }
+                if vl >= 15 {
+                    acc.v.vl_violations += 1;
+                    self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                    continue;
+                }
+                self.check_vl(acc, out_pi, vl);
+                if n != NONE {
+                    arrive(acc, n, b, sl, 1 << vl);
+                }
+            }
+            a = acc.link[a as usize];
+        }
+    }
+}
+
+/// Paths on `sl` arrive at switch `s` by input port index `a` on the VLs
+/// of `vls` (a mask; 0 for paths starting there).
+#[inline]
+fn arrive(acc: &mut Acc, s: Sw, a: u32, sl: u8, vls: u16) {
+    if acc.arr_sl[a as usize] == 0 {
+        acc.link[a as usize] = acc.head[s as usize];
+        acc.head[s as usize] = a;
+    }
+    acc.arr_sl[a as usize] |= 1 << sl;
+    acc.arr_vl[a as usize * 16 + sl as usize] |= vls;
+
 }
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
@@ -906,29 +1215,15 @@ fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> O
     let nch = fabric.ports.len() * v;
     // Adjacency in CSR form.
     let mut edges: Vec<(u32, u32)> = Vec::new();
-    for (s, &node) in graph.switch_nodes.iter().enumerate() {
-        let n = &fabric.nodes[node as usize];
-        let side = deps.side[s] as usize;
-        let words = (side * side).div_ceil(64);
-        for w in 0..words {
-            let mut word = deps.bits[deps.base[s] + w].load(Ordering::Relaxed);
-            while word != 0 {
-                let b = word.trailing_zeros() as usize;
-                word &= word - 1;
-                let bit = w * 64 + b;
-                let (a, o) = (bit / side, bit % side);
-                let (in_port, in_vl) = (a / v, a % v);
-                let (out_port, out_vl) = (o / v, o % v);
-                let in_pi = n.first_port as usize + in_port;
-                let from_port = fabric.ports[in_pi].peer;
-                if from_port == NONE {
-                    continue;
-                }
-                let out_pi = n.first_port as usize + out_port;
-                edges.push(((from_port as usize * v + in_vl) as u32, (out_pi * v + out_vl) as u32));
-            }
+    deps.each(|s, in_port, in_vl, out_port, out_vl| {
+        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
+        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
+        if from_port == NONE {
+            return;
         }
-    }
+        let out_pi = n.first_port as usize + out_port as usize;
+        edges.push(((from_port as usize * v + in_vl as usize) as u32, (out_pi * v + out_vl as usize) as u32));
+    });
     let mut start = vec![0u32; nch + 1];
     for &(a, _) in &edges {
         start[a as usize + 1] += 1;
