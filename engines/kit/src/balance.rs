@@ -740,6 +740,71 @@ pub fn assign_lfts_weighted(
         .collect()
 }
 
+/// The balanced min-hop tables: OpenSM's greedy ([`assign_lfts`]) and the
+/// traffic-weighted tables ([`assign_lfts_weighted`]) are both built, the
+/// one with the less loaded busiest link (the greedy on a tie) goes through
+/// [`rebalance`]. The result's busiest link is never busier than the
+/// greedy's.
+pub fn balanced_lfts(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    order: &[u32],
+    opts: &BalanceOptions,
+) -> (Vec<Lft>, Rebalance) {
+    let (greedy, weighted) = rayon::join(
+        || assign_lfts(fabric, graph, dist, order, opts),
+        || assign_lfts_weighted(fabric, graph, dist, order, opts),
+    );
+    let max_of = |lfts: &[Lft]| -> u64 {
+        let view = LinkView::new(fabric, graph, opts);
+        let (hosts, dests, by_t) = traffic(fabric, graph, order);
+        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
+        let load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
+        load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
+    };
+    let (g, w) = rayon::join(|| max_of(&greedy), || max_of(&weighted));
+    let mut lfts = if w < g { weighted } else { greedy };
+    let r = rebalance(fabric, graph, dist, order, &mut lfts, opts);
+    (lfts, Rebalance { max_before: g, ..r })
+}
+
+/// Sources per switch, end-port destination LIDs in routing order, and
+/// those destinations grouped by their switch.
+fn traffic(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> (Vec<u64>, Vec<Dest>, Vec<Vec<u32>>) {
+    let n = graph.switch_count();
+    let mut hosts = vec![0u64; n];
+    for &ep in &graph.end_ports {
+        let s = graph.entry_switch(fabric, ep);
+        if s != NONE {
+            hosts[s as usize] += 1;
+        }
+    }
+    let mut dests: Vec<Dest> = Vec::new();
+    for &pi in order {
+        let p = &fabric.ports[pi as usize];
+        if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
+            continue;
+        }
+        let t = graph.entry_switch(fabric, pi);
+        if t == NONE {
+            continue;
+        }
+        let count = p.lid_count().min(u16::MAX as u32) as u16;
+        for off in 0..count {
+            let lid = p.lid as usize + off as usize;
+            if lid <= fabric.max_lid as usize {
+                dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+            }
+        }
+    }
+    let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, d) in dests.iter().enumerate() {
+        by_t[d.t as usize].push(i as u32);
+    }
+    (hosts, dests, by_t)
+}
+
 /// What [`rebalance`] found and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Rebalance {
@@ -898,39 +963,12 @@ pub fn rebalance(
         return out;
     }
     let view = LinkView::new(fabric, graph, opts);
-    let mut hosts = vec![0u64; n];
-    for &ep in &graph.end_ports {
-        let s = graph.entry_switch(fabric, ep);
-        if s != NONE {
-            hosts[s as usize] += 1;
-        }
-    }
-    // Destinations in routing order.
-    let mut dests: Vec<Dest> = Vec::new();
-    for &pi in order {
-        let p = &fabric.ports[pi as usize];
-        if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
-            continue;
-        }
-        let t = graph.entry_switch(fabric, pi);
-        if t == NONE {
-            continue;
-        }
-        let count = p.lid_count().min(u16::MAX as u32) as u16;
-        for off in 0..count {
-            let lid = p.lid as usize + off as usize;
-            if lid <= fabric.max_lid as usize {
-                dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
-            }
-        }
-    }
-    let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, d) in dests.iter().enumerate() {
-        by_t[d.t as usize].push(i as u32);
-    }
-    let tables: Vec<&mut [u8]> = lfts.iter_mut().map(|l| l.ports.as_mut_slice()).collect();
-    let mut tables = tables;
-    let mut load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
+    let (hosts, dests, by_t) = traffic(fabric, graph, order);
+    let mut tables: Vec<&mut [u8]> = lfts.iter_mut().map(|l| l.ports.as_mut_slice()).collect();
+    let mut load = {
+        let shared: Vec<&[u8]> = tables.iter().map(|t| &**t).collect();
+        link_loads(&view, dist, &hosts, &dests, &by_t, &shared)
+    };
     let counted_max =
         |load: &[u64]| load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0);
     out.max_before = counted_max(&load);
@@ -999,7 +1037,7 @@ fn link_loads(
     hosts: &[u64],
     dests: &[Dest],
     by_t: &[Vec<u32>],
-    tables: &[&mut [u8]],
+    tables: &[&[u8]],
 ) -> Vec<u64> {
     let n = hosts.len();
     let links = view.peer.len();

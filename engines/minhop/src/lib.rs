@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
-use smcore_kit::balance::{assign_lfts, assign_lfts_weighted, rebalance, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::balance::{assign_lfts, balanced_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config;
 use smcore_kit::Graph;
 
@@ -77,18 +77,18 @@ impl RoutingEngine for MinHop {
         let opts = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
         let dist = graph.distance_matrix();
         let order = routing_order(fabric, &graph, &guid_order);
-        let mut lfts = if self.balanced {
-            assign_lfts_weighted(fabric, &graph, &dist, &order, &opts)
+        let (lfts, pass) = if self.balanced {
+            let (lfts, pass) = balanced_lfts(fabric, &graph, &dist, &order, &opts);
+            (lfts, Some(pass))
         } else {
-            assign_lfts(fabric, &graph, &dist, &order, &opts)
+            (assign_lfts(fabric, &graph, &dist, &order, &opts), None)
         };
-        let pass = self.balanced.then(|| rebalance(fabric, &graph, &dist, &order, &mut lfts, &opts));
         let mut routing = Routing::single_vl(lfts);
         if let Some(p) = pass {
             routing.diag(
                 Level::Info,
                 format!(
-                    "minhop-balanced: busiest link {} -> {} routes ({} moves, lower bound {}{})",
+                    "minhop-balanced: busiest link {} with OpenSM's rule, {} balanced ({} moves, lower bound {}{})",
                     p.max_before,
                     p.max_after,
                     p.moves,
