@@ -828,8 +828,8 @@ pub struct Rebalance {
 /// a floor for small fabrics: it bounds the pass to a few times the cost of
 /// building the tables on a pathological fabric (the result is still
 /// valid, only less balanced).
-const REBALANCE_BUDGET_PER_ENTRY: u64 = 8;
-const REBALANCE_BUDGET_MIN: u64 = 50_000_000;
+const REBALANCE_BUDGET_PER_ENTRY: u64 = 2;
+const REBALANCE_BUDGET_MIN: u64 = 20_000_000;
 
 /// Flat per-link view for [`rebalance`]: link `base[s] + port`.
 struct LinkView {
@@ -1161,6 +1161,7 @@ impl Pass<'_> {
                 return false;
             }
             let d = self.dests[di];
+            self.work += 1;
             if tables[u as usize][d.lid as usize] != port || d.t == u {
                 continue;
             }

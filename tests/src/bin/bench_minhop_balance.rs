@@ -100,7 +100,7 @@ fn transform(t: &Topology, v: Variant, seed: u64) -> Topology {
         Variant::GuidsShuffled => {
             for kind in [NodeKind::Switch, NodeKind::Ca] {
                 let idx: Vec<usize> = (0..t.nodes.len()).filter(|&i| t.nodes[i].kind == kind).collect();
-                let perm = permutation(idx.len(), seed ^ kind as u64);
+                let perm = permutation(idx.len(), seed ^ if kind == NodeKind::Switch { 1 } else { 2 });
                 for (k, &i) in idx.iter().enumerate() {
                     let from = &t.nodes[idx[perm[k]]];
                     let n = &mut out.nodes[i];
