@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use sm_abi::{FabricSnapshot, Lft, NodeKind, Routing, RoutingEngine, NONE};
-use sm_topology::{lids, TopoNode, Topology};
+use sm_topology::lids;
+use smcore_kit::renumber::{guids_dealt, nodes_reordered};
 use smcore_kit::strategy::{any_family, random_fabrics, Sizes};
 use smcore_kit::verify::{verify, VerifyOptions};
 use smcore_kit::Graph;
@@ -53,54 +54,6 @@ fn loads_by_link(f: &FabricSnapshot, r: &Routing) -> BTreeMap<(u64, u8), u64> {
             continue;
         }
         out.insert((node.guid, p.num), v.port_load.get(i).copied().unwrap_or(0));
-    }
-    out
-}
-
-/// A permutation of `0..n` from `seed` (xorshift Fisher-Yates).
-fn permutation(n: usize, seed: u64) -> Vec<usize> {
-    let mut x = seed | 1;
-    let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    p
-}
-
-/// The same fabric with its nodes in another order: LIDs are handed out in
-/// node order, so every LID changes, nothing else does.
-fn renumbered(t: &Topology, seed: u64) -> Topology {
-    let perm = permutation(t.nodes.len(), seed);
-    let mut new_index = vec![0; t.nodes.len()];
-    for (new, &old) in perm.iter().enumerate() {
-        new_index[old] = new;
-    }
-    let mut out = t.clone();
-    out.nodes = perm.iter().map(|&old| t.nodes[old].clone()).collect();
-    for l in &mut out.links {
-        l.a.0 = new_index[l.a.0];
-        l.b.0 = new_index[l.b.0];
-    }
-    out
-}
-
-/// The same cabling with the node and system GUIDs dealt out again among
-/// nodes of one kind: OpenSM's routing order and every GUID tie change.
-fn guids_shuffled(t: &Topology, seed: u64) -> Topology {
-    let mut out = t.clone();
-    for kind in [NodeKind::Switch, NodeKind::Ca] {
-        let idx: Vec<usize> = (0..t.nodes.len()).filter(|&i| t.nodes[i].kind == kind).collect();
-        let perm = permutation(idx.len(), seed ^ if kind == NodeKind::Switch { 1 } else { 2 });
-        for (k, &i) in idx.iter().enumerate() {
-            let from: &TopoNode = &t.nodes[idx[perm[k]]];
-            let n = &mut out.nodes[i];
-            n.node_guid = from.node_guid;
-            n.sys_guid = from.sys_guid;
-            n.port_guids = TopoNode::default_port_guids(n.kind, n.node_guid, n.num_ports);
-        }
     }
     out
 }
@@ -195,7 +148,7 @@ proptest! {
         drawn in random_fabrics(Sizes::default()),
         seed in any::<u64>(),
     ) {
-        let again = lids::snapshot(&renumbered(&drawn.topology, seed), drawn.fabric.lmc).expect("snapshot");
+        let again = lids::snapshot(&nodes_reordered(&drawn.topology, seed), drawn.fabric.lmc).expect("snapshot");
         prop_assert_eq!(loads_by_link(&drawn.fabric, &balanced(&drawn.fabric)), loads_by_link(&again, &balanced(&again)));
         prop_assert_eq!(loads_by_link(&drawn.fabric, &greedy(&drawn.fabric)), loads_by_link(&again, &greedy(&again)));
     }
@@ -221,7 +174,7 @@ proptest! {
         drawn in random_fabrics(Sizes { switches: 2..9, radix: 6..9, hosts: 1..4, extra_links: 0..8, lmc: 0..1, ..Sizes::default() }),
         seed in any::<u64>(),
     ) {
-        let f = lids::snapshot(&guids_shuffled(&renumbered(&drawn.topology, seed), seed.rotate_left(17)), 0).expect("snapshot");
+        let f = lids::snapshot(&guids_dealt(&nodes_reordered(&drawn.topology, seed), seed.rotate_left(17)), 0).expect("snapshot");
         complete_minimal_and_no_busier(&f)?;
         no_single_move_helps(&f, &balanced(&f))?;
     }

@@ -13,11 +13,11 @@
 //! bench/results-minhop.md (the rest of the file is kept).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use sm_abi::NodeKind;
-use sm_topology::{TopoNode, Topology};
+use sm_topology::Topology;
+use smcore_kit::renumber::{guids_dealt, nodes_reordered};
+use smcore_tests::bench::sh;
 use smcore_tests::ibsim::{Ibsim, IbsimOptions};
 use smcore_tests::lfts::quality_of_dump_dir;
 use smcore_tests::opensm::{self, OpenSmOptions};
@@ -66,53 +66,14 @@ impl Variant {
     }
 }
 
-/// A permutation of `0..n` from `seed` (xorshift Fisher-Yates).
-fn permutation(n: usize, seed: u64) -> Vec<usize> {
-    let mut x = seed | 1;
-    let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    p
-}
-
 fn transform(t: &Topology, v: Variant, seed: u64) -> Topology {
-    let mut out = t.clone();
     match v {
-        Variant::Generated => {}
-        Variant::LidsRenumbered => {
-            // LIDs (smcore's, offline) follow node order; ibsim's port
-            // numbering and OpenSM's discovery follow the file.
-            let perm = permutation(t.nodes.len(), seed);
-            let mut new_index = vec![0; t.nodes.len()];
-            for (new, &old) in perm.iter().enumerate() {
-                new_index[old] = new;
-            }
-            out.nodes = perm.iter().map(|&old| t.nodes[old].clone()).collect();
-            for l in &mut out.links {
-                l.a.0 = new_index[l.a.0];
-                l.b.0 = new_index[l.b.0];
-            }
-        }
-        Variant::GuidsShuffled => {
-            for kind in [NodeKind::Switch, NodeKind::Ca] {
-                let idx: Vec<usize> = (0..t.nodes.len()).filter(|&i| t.nodes[i].kind == kind).collect();
-                let perm = permutation(idx.len(), seed ^ if kind == NodeKind::Switch { 1 } else { 2 });
-                for (k, &i) in idx.iter().enumerate() {
-                    let from = &t.nodes[idx[perm[k]]];
-                    let n = &mut out.nodes[i];
-                    n.node_guid = from.node_guid;
-                    n.sys_guid = from.sys_guid;
-                    n.name = from.name.clone();
-                    n.port_guids = TopoNode::default_port_guids(n.kind, n.node_guid, n.num_ports);
-                }
-            }
-        }
+        Variant::Generated => t.clone(),
+        // LIDs (smcore's, offline) follow node order; ibsim's port
+        // numbering and OpenSM's discovery follow the file.
+        Variant::LidsRenumbered => nodes_reordered(t, seed),
+        Variant::GuidsShuffled => guids_dealt(t, seed),
     }
-    out
 }
 
 struct Row {
@@ -216,15 +177,6 @@ fn ratio(a: Option<u64>, b: Option<u64>) -> String {
 
 fn num(v: Option<u64>) -> String {
     v.map_or("-".into(), |x| x.to_string())
-}
-
-fn sh(cmd: &str) -> String {
-    Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
 
 fn section(rows: &[Row], header: &str) -> String {
