@@ -744,7 +744,9 @@ pub fn assign_lfts_weighted(
 /// traffic-weighted tables ([`assign_lfts_weighted`]) are both built, the
 /// one with the less loaded busiest link (the greedy on a tie) goes through
 /// [`rebalance`]. The result's busiest link is never busier than the
-/// greedy's.
+/// greedy's. On fabrics where the weighted tables would cost more than
+/// [`WEIGHTED_MAX_WORK`] steps (inter-switch links × LIDs; a 28-ary 3-tree
+/// is past it) only the greedy is built.
 pub fn balanced_lfts(
     fabric: &FabricSnapshot,
     graph: &Graph,
@@ -752,9 +754,14 @@ pub fn balanced_lfts(
     order: &[u32],
     opts: &BalanceOptions,
 ) -> (Vec<Lft>, Rebalance) {
+    // The weighted tables cost about switches × end-port LIDs × links per
+    // switch steps; past a bound (a few seconds of CPU) only the greedy
+    // goes through the pass, whose cost is bounded on its own.
+    let links: usize = graph.sw_ports.iter().map(|p| p.iter().filter(|l| l.peer_sw != NONE).count()).sum();
+    let cost = links as u128 * fabric.max_lid as u128;
     let (greedy, weighted) = rayon::join(
         || assign_lfts(fabric, graph, dist, order, opts),
-        || assign_lfts_weighted(fabric, graph, dist, order, opts),
+        || (cost <= WEIGHTED_MAX_WORK).then(|| assign_lfts_weighted(fabric, graph, dist, order, opts)),
     );
     let max_of = |lfts: &[Lft]| -> u64 {
         let view = LinkView::new(fabric, graph, opts);
@@ -763,11 +770,18 @@ pub fn balanced_lfts(
         let load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
         load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
     };
-    let (g, w) = rayon::join(|| max_of(&greedy), || max_of(&weighted));
-    let mut lfts = if w < g { weighted } else { greedy };
+    let (g, w) = rayon::join(|| max_of(&greedy), || weighted.as_deref().map(max_of));
+    let mut lfts = match (weighted, w) {
+        (Some(weighted), Some(w)) if w < g => weighted,
+        _ => greedy,
+    };
     let r = rebalance(fabric, graph, dist, order, &mut lfts, opts);
     (lfts, Rebalance { max_before: g, ..r })
 }
+
+/// Bound on inter-switch links × max LID for building the weighted tables
+/// in [`balanced_lfts`]: about 2 s of CPU on a 2 GHz core.
+pub const WEIGHTED_MAX_WORK: u128 = 200_000_000;
 
 /// Sources per switch, end-port destination LIDs in routing order, and
 /// those destinations grouped by their switch.
