@@ -837,13 +837,12 @@ pub struct Rebalance {
     pub budget_exhausted: bool,
 }
 
-/// Work budget of [`rebalance`], in switches and links looked at while
-/// weighing moves, per (switch, destination LID) pair of the fabric, with
-/// a floor for small fabrics: it bounds the pass to a few times the cost of
-/// building the tables on a pathological fabric (the result is still
-/// valid, only less balanced).
-const REBALANCE_BUDGET_PER_ENTRY: u64 = 2;
-const REBALANCE_BUDGET_MIN: u64 = 20_000_000;
+/// Work budget of [`rebalance`], in switches, links and destinations
+/// looked at while weighing moves: a fraction of a second of CPU. It
+/// bounds the pass on fabrics where moves relieve the busiest link a few
+/// routes at a time (large tori; huge trees where the greedy's imbalance
+/// is structural); the result is still valid, only less balanced.
+const REBALANCE_BUDGET: u64 = 20_000_000;
 
 /// Flat per-link view for [`rebalance`]: link `base[s] + port`.
 struct LinkView {
@@ -1012,7 +1011,7 @@ pub fn rebalance(
         work: 0,
         moves: 0,
         lmc: fabric.lmc > 0,
-        budget: REBALANCE_BUDGET_MIN.max(REBALANCE_BUDGET_PER_ENTRY * n as u64 * dests.len() as u64),
+        budget: REBALANCE_BUDGET,
     };
     loop {
         let m = counted_max(&load);
