@@ -36,8 +36,11 @@ pub const MAX_SECONDS: f64 = 86_400.0;
 /// The sweep interval when neither flag nor key sets it (OpenSM's).
 pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 
-/// The engine list when neither flag nor key sets it.
-pub const DEFAULT_ENGINES: &str = "minhop";
+/// The engine list when neither flag nor key sets it: Min Hop with the
+/// balancing pass, whose busiest link is never busier than OpenSM's rule
+/// gives (`minhop`, still there by name) and does not hang on the LID or
+/// GUID numbering. The chain's fallback stays OpenSM's `minhop`.
+pub const DEFAULT_ENGINES: &str = "minhop-balanced";
 
 /// OpenSM's default `subnet_timeout` (4.096 µs × 2^18 ≈ 1 s), the packet
 /// lifetime of the multicast groups the SM creates.
@@ -411,7 +414,8 @@ mod tests {
     #[test]
     fn nothing_given_gives_the_defaults() {
         let s = sm(&Overrides::default(), &Config::default()).unwrap();
-        assert_eq!(s.engines, "minhop");
+        assert_eq!(s.engines, "minhop-balanced");
+        assert_eq!(s.engines, DEFAULT_ENGINES);
         assert_eq!((s.dump_dir.as_ref(), s.guid2lid.as_ref(), s.guid2mkey.as_ref()), (None, None, None));
         assert_eq!((s.lmc, s.reassign_lids), (0, false));
         assert_eq!(s.interval, Duration::from_secs(10));

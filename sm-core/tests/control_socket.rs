@@ -224,7 +224,7 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
     switches.sort();
     assert_eq!(listed, switches, "{balance}");
     assert_eq!(balance["switches"].as_u64(), Some(switches.len() as u64));
-    assert_eq!(balance["routing"]["engine"], "minhop", "{balance}");
+    assert_eq!(balance["routing"]["engine"], "minhop-balanced", "{balance}");
     assert_eq!(balance["routing"]["credit_loops"], false, "{balance}");
     for s in balance["listed"].as_array().expect("listed") {
         assert_eq!(s["lids"].as_u64(), Some(64), "every host LID is forwarded: {s}");
@@ -232,7 +232,7 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
     let (ok, text) = ctl(&socket, "lidbalance");
     assert!(ok && text.contains("routing: routed by minhop") && text.contains("\"spine-0\""), "{text}");
     let route = ctl_json(&socket, &["route"]);
-    assert_eq!(route["verdict"], "routed by minhop", "{route}");
+    assert_eq!(route["verdict"], "routed by minhop-balanced", "{route}");
 
     // dump_conf: the keys are there, their values are not.
     let (ok, conf) = ctl(&socket, "dump_conf");
@@ -301,7 +301,7 @@ fn dump_conf_shows_the_configuration_a_sighup_applied() {
     let dump = |socket: &Path| ctl(socket, "dump_conf").1;
     wait_for(&mut child, "the first heavy sweep", || ctl(&socket, "status").1.contains("heavy_sweeps: 1"));
     let before = dump(&socket);
-    assert!(before.contains("sweep_interval 60.0\n") && before.contains("routing_engine minhop\n"), "{before}");
+    assert!(before.contains("sweep_interval 60.0\n") && before.contains("routing_engine minhop-balanced\n"), "{before}");
     std::fs::write(&conf, "sweep_interval 30\nlmc 1\nrouting_engine updn\n").expect("rewrite conf");
     common::signal(&child, libc::SIGHUP);
     wait_for(&mut child, "the re-read configuration", || dump(&socket).contains("sweep_interval 30.0\n"));

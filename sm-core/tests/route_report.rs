@@ -27,7 +27,7 @@ fn example(name: &str) -> String {
 #[test]
 fn lmc_two_routes_every_lid_of_every_port() {
     let r = route(&[&example("fat-tree-64.net"), "--lmc", "2"]);
-    assert_eq!(r["engine"], "minhop");
+    assert_eq!(r["engine"], "minhop-balanced");
     assert_eq!(r["lmc"], 2);
     assert_eq!(r["end_ports"], 64);
     // 64 sources, each to the 4 LIDs of the 63 other ports.

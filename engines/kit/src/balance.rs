@@ -545,6 +545,807 @@ fn choose(
     best
 }
 
+/// Min-hop tables weighted by traffic: like [`assign_lfts`], each switch
+/// sends each LID through a least-hop port, but instead of counting
+/// destinations per port it counts the end-port sources whose routes to the
+/// LID pass through the switch (so a destination no traffic reaches the
+/// switch for weighs nothing). Destinations are taken in the routing
+/// `order`, grouped by the switch they hang off; for each group the
+/// switches decide farthest first, so every switch knows its weights when
+/// it chooses. A port whose load ties is taken in port order; with LMC an
+/// end port's later LIDs first try a neighbouring system, then a node, then
+/// a port none of its earlier LIDs used (OpenSM's preferences). Ports in
+/// `opts.ignored_ports` are never counted; `dor` and `search_order` are not
+/// supported (min-hop only).
+pub fn assign_lfts_weighted(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    order: &[u32],
+    opts: &BalanceOptions,
+) -> Vec<Lft> {
+    let n = graph.switch_count();
+    let view = LinkView::new(fabric, graph, opts);
+    let mut hosts = vec![0u64; n];
+    for &ep in &graph.end_ports {
+        let s = graph.entry_switch(fabric, ep);
+        if s != NONE {
+            hosts[s as usize] += 1;
+        }
+    }
+    let targets = targets(fabric, graph, order);
+    // End-port destinations grouped by their switch, groups in order of
+    // first appearance: (lid, target index). Switch LIDs carry no counted
+    // traffic; they are routed last, over the final loads.
+    let mut group_of = vec![NONE; n];
+    let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
+    let mut switch_lids: Vec<(u16, Sw)> = Vec::new();
+    for (ti, tg) in targets.iter().enumerate() {
+        if tg.t == NONE {
+            continue;
+        }
+        if tg.is_switch {
+            if tg.base_lid as usize <= fabric.max_lid as usize {
+                switch_lids.push((tg.base_lid, tg.t));
+            }
+            continue;
+        }
+        let g = &mut group_of[tg.t as usize];
+        if *g == NONE {
+            *g = groups.len() as u32;
+            groups.push((tg.t, Vec::new()));
+        }
+        let list = &mut groups[*g as usize].1;
+        for off in 0..tg.lid_count {
+            let lid = tg.base_lid as usize + off as usize;
+            if lid <= fabric.max_lid as usize {
+                list.push((lid as u16, ti as u32));
+            }
+        }
+    }
+    let mut tables: Vec<Vec<u8>> = vec![vec![NO_ROUTE; fabric.max_lid as usize + 1]; n];
+    let mut loads: Vec<Vec<u64>> =
+        graph.switch_nodes.iter().map(|&node| vec![0u64; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
+    let mut w: Vec<u64> = Vec::new();
+    let mut ord = Vec::new();
+    let mut buckets = Vec::new();
+    let lmc = fabric.lmc > 0;
+    for (t, dests) in &groups {
+        let t = *t;
+        let g = dests.len();
+        for &(lid, ti) in dests {
+            let tp = targets[ti as usize].t_port;
+            tables[t as usize][lid as usize] = tp;
+            if !view.ignored[view.link(t, tp)] {
+                loads[t as usize][tp as usize] += 1;
+            }
+        }
+        let row = dist.to(t);
+        far_to_near(row, &mut ord, &mut buckets);
+        w.resize(n * g, 0);
+        let mut start = 0;
+        while start < ord.len() {
+            let level = row[ord[start] as usize];
+            let end = start + ord[start..].iter().take_while(|&&s| row[s as usize] == level).count();
+            let run = &ord[start..end];
+            let decided: Vec<(Sw, Vec<u8>, Vec<u64>, Vec<u64>)> = run
+                .par_iter()
+                .map(|&s| {
+                    let si = s as usize;
+                    // Sources routed through `s` per destination: its own end
+                    // ports and whatever farther neighbours send it.
+                    let mut ws: Vec<u64> = vec![hosts[si]; g];
+                    for &u in &graph.sw_adj[si] {
+                        if row[u as usize] != level.wrapping_add(1) {
+                            continue;
+                        }
+                        let urow = &tables[u as usize];
+                        let wu = &w[u as usize * g..(u as usize + 1) * g];
+                        for (j, &(lid, _)) in dests.iter().enumerate() {
+                            if view.next(u, urow[lid as usize]) == s {
+                                ws[j] += wu[j];
+                            }
+                        }
+                    }
+                    let cands: Vec<&SwPort> = graph.sw_ports[si]
+                        .iter()
+                        .filter(|l| l.peer_sw != NONE && row[l.peer_sw as usize].wrapping_add(1) == level)
+                        .collect();
+                    let mut load = loads[si].clone();
+                    let mut ports = Vec::with_capacity(g);
+                    let mut used: Vec<(u64, u32, u8)> = Vec::new();
+                    let mut used_by = NONE;
+                    // The least loaded candidate, kept until a load changes.
+                    let mut least: Option<&SwPort> = None;
+                    for (j, &(_, ti)) in dests.iter().enumerate() {
+                        if lmc && used_by != ti {
+                            used.clear();
+                            used_by = ti;
+                        }
+                        let choice = if !lmc && least.is_some() {
+                            least
+                        } else {
+                            let mut best: Option<(&SwPort, (bool, bool, bool, u64))> = None;
+                            for &c in &cands {
+                                let key = if lmc {
+                                    let sys = fabric.nodes[c.peer_node as usize].system_guid;
+                                    (
+                                        used.iter().any(|u| u.0 == sys),
+                                        used.iter().any(|u| u.1 == c.peer_node),
+                                        used.iter().any(|u| u.2 == c.port),
+                                        load[c.port as usize],
+                                    )
+                                } else {
+                                    (false, false, false, load[c.port as usize])
+                                };
+                                if best.is_none_or(|(_, k)| key < k) {
+                                    best = Some((c, key));
+                                }
+                            }
+                            best.map(|(c, _)| c)
+                        };
+                        let Some(c) = choice else {
+                            ports.push(NO_ROUTE);
+                            continue;
+                        };
+                        least = Some(c);
+                        if ws[j] > 0 && !view.ignored[view.link(s, c.port)] {
+                            load[c.port as usize] += ws[j];
+                            least = None;
+                        }
+                        if lmc {
+                            used.push((fabric.nodes[c.peer_node as usize].system_guid, c.peer_node, c.port));
+                        }
+                        ports.push(c.port);
+                    }
+                    (s, ports, ws, load)
+                })
+                .collect();
+            for (s, ports, ws, load) in decided {
+                let si = s as usize;
+                for (j, &(lid, _)) in dests.iter().enumerate() {
+                    tables[si][lid as usize] = ports[j];
+                }
+                w[si * g..(si + 1) * g].copy_from_slice(&ws);
+                loads[si] = load;
+            }
+            start = end;
+        }
+    }
+    // Switch LIDs: the least loaded least-hop port, first in port order.
+    tables.par_iter_mut().enumerate().for_each(|(s, table)| {
+        for &(lid, t) in &switch_lids {
+            if t as usize == s {
+                table[lid as usize] = 0;
+                continue;
+            }
+            let row = dist.to(t);
+            let here = row[s];
+            if here == u8::MAX {
+                continue;
+            }
+            let best = graph.sw_ports[s]
+                .iter()
+                .filter(|l| l.peer_sw != NONE && row[l.peer_sw as usize].wrapping_add(1) == here)
+                .min_by_key(|l| (loads[s][l.port as usize], l.port));
+            if let Some(l) = best {
+                table[lid as usize] = l.port;
+            }
+        }
+    });
+    tables
+        .into_iter()
+        .enumerate()
+        .map(|(s, ports)| Lft { node: graph.switch_nodes[s], ports: ports.into() })
+        .collect()
+}
+
+/// The balanced min-hop tables: OpenSM's greedy ([`assign_lfts`]) and the
+/// traffic-weighted tables ([`assign_lfts_weighted`]) are both built, the
+/// one with the less loaded busiest link (the greedy on a tie) goes through
+/// [`rebalance`]. The result's busiest link is never busier than the
+/// greedy's. On fabrics where the weighted tables would cost more than
+/// [`WEIGHTED_MAX_WORK`] steps (inter-switch links × LIDs; a 28-ary 3-tree
+/// is past it) only the greedy is built.
+pub fn balanced_lfts(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    order: &[u32],
+    opts: &BalanceOptions,
+) -> (Vec<Lft>, Rebalance) {
+    // The weighted tables cost about switches × end-port LIDs × links per
+    // switch steps; past a bound (a few seconds of CPU) only the greedy
+    // goes through the pass, whose cost is bounded on its own.
+    let links: usize = graph.sw_ports.iter().map(|p| p.iter().filter(|l| l.peer_sw != NONE).count()).sum();
+    let cost = links as u128 * fabric.max_lid as u128;
+    let (greedy, weighted) = rayon::join(
+        || assign_lfts(fabric, graph, dist, order, opts),
+        || (cost <= WEIGHTED_MAX_WORK).then(|| assign_lfts_weighted(fabric, graph, dist, order, opts)),
+    );
+    let max_of = |lfts: &[Lft]| -> u64 {
+        let view = LinkView::new(fabric, graph, opts);
+        let (hosts, dests, by_t) = traffic(fabric, graph, order);
+        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
+        let load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
+        load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
+    };
+    let (g, w) = rayon::join(|| max_of(&greedy), || weighted.as_deref().map(max_of));
+    let mut lfts = match (weighted, w) {
+        (Some(weighted), Some(w)) if w < g => weighted,
+        _ => greedy,
+    };
+    let r = rebalance(fabric, graph, dist, order, &mut lfts, opts);
+    (lfts, Rebalance { max_before: g, ..r })
+}
+
+/// Bound on inter-switch links × max LID for building the weighted tables
+/// in [`balanced_lfts`]: about 2 s of CPU on a 2 GHz core.
+pub const WEIGHTED_MAX_WORK: u128 = 200_000_000;
+
+/// Sources per switch, end-port destination LIDs in routing order, and
+/// those destinations grouped by their switch.
+fn traffic(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> (Vec<u64>, Vec<Dest>, Vec<Vec<u32>>) {
+    let n = graph.switch_count();
+    let mut hosts = vec![0u64; n];
+    for &ep in &graph.end_ports {
+        let s = graph.entry_switch(fabric, ep);
+        if s != NONE {
+            hosts[s as usize] += 1;
+        }
+    }
+    let mut dests: Vec<Dest> = Vec::new();
+    for &pi in order {
+        let p = &fabric.ports[pi as usize];
+        if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
+            continue;
+        }
+        let t = graph.entry_switch(fabric, pi);
+        if t == NONE {
+            continue;
+        }
+        let count = p.lid_count().min(u16::MAX as u32) as u16;
+        for off in 0..count {
+            let lid = p.lid as usize + off as usize;
+            if lid <= fabric.max_lid as usize {
+                dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+            }
+        }
+    }
+    let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, d) in dests.iter().enumerate() {
+        by_t[d.t as usize].push(i as u32);
+    }
+    (hosts, dests, by_t)
+}
+
+/// What [`rebalance`] found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rebalance {
+    /// End-port → end-port routes on the busiest counted inter-switch link
+    /// before the pass.
+    pub max_before: u64,
+    /// The same after the pass (never more than `max_before`).
+    pub max_after: u64,
+    /// A bound no minimal routing can go below (0 when ports are left out
+    /// of the counting): the pass stops as soon as it reaches it.
+    pub lower_bound: u64,
+    /// LFT entries changed.
+    pub moves: u64,
+    /// True when the pass stopped on its work budget rather than at a
+    /// routing where no single move lowers the busiest link.
+    pub budget_exhausted: bool,
+}
+
+/// Work budget of [`rebalance`], in switches, links and destinations
+/// looked at while weighing moves: a fraction of a second of CPU. It
+/// bounds the pass on fabrics where moves relieve the busiest link a few
+/// routes at a time (large tori; huge trees where the greedy's imbalance
+/// is structural); the result is still valid, only less balanced.
+const REBALANCE_BUDGET: u64 = 20_000_000;
+
+/// Flat per-link view for [`rebalance`]: link `base[s] + port`.
+struct LinkView {
+    base: Vec<u32>,
+    /// Switch at the far end, [`NONE`] for an end node or no link.
+    peer: Vec<Sw>,
+    /// Node at the far end ([`NONE`] without a link).
+    peer_node: Vec<u32>,
+    /// Switch owning the link.
+    owner: Vec<Sw>,
+    /// Left out of the counting (`port_prof_ignore_file`).
+    ignored: Vec<bool>,
+}
+
+impl LinkView {
+    fn new(fabric: &FabricSnapshot, graph: &Graph, opts: &BalanceOptions) -> LinkView {
+        let n = graph.switch_count();
+        let mut base = Vec::with_capacity(n);
+        let mut total = 0u32;
+        for &node in &graph.switch_nodes {
+            base.push(total);
+            total += fabric.nodes[node as usize].num_ports as u32 + 1;
+        }
+        let mut v = LinkView {
+            base,
+            peer: vec![NONE; total as usize],
+            peer_node: vec![NONE; total as usize],
+            owner: vec![0; total as usize],
+            ignored: vec![false; total as usize],
+        };
+        for s in 0..n {
+            let b = v.base[s] as usize;
+            let end = v.base.get(s + 1).map_or(total as usize, |&e| e as usize);
+            v.owner[b..end].fill(s as Sw);
+            for l in &graph.sw_ports[s] {
+                v.peer[b + l.port as usize] = l.peer_sw;
+                v.peer_node[b + l.port as usize] = l.peer_node;
+            }
+        }
+        for &(node, port) in &opts.ignored_ports {
+            let s = graph.sw_of_node.get(node as usize).copied().unwrap_or(NONE);
+            if s != NONE && port <= fabric.nodes[node as usize].num_ports {
+                v.ignored[v.base[s as usize] as usize + port as usize] = true;
+            }
+        }
+        v
+    }
+
+    #[inline]
+    fn link(&self, s: Sw, port: u8) -> usize {
+        self.base[s as usize] as usize + port as usize
+    }
+
+    /// The next switch from `s` on `port`, [`NONE`] when it is not a
+    /// switch-to-switch link (or no route).
+    #[inline]
+    fn next(&self, s: Sw, port: u8) -> Sw {
+        if port == NO_ROUTE {
+            return NONE;
+        }
+        self.peer.get(self.link(s, port)).copied().unwrap_or(NONE)
+    }
+}
+
+/// A destination LID of an end port.
+#[derive(Clone, Copy)]
+struct Dest {
+    lid: u16,
+    /// Switch the end port hangs off.
+    t: Sw,
+    /// Its base LID and LID count (the LMC siblings).
+    base_lid: u16,
+    lid_count: u16,
+}
+
+/// Switches reachable from `t` other than `t`, farthest first (a counting
+/// sort on the distance row), so that every switch comes before the next
+/// one on its minimal path towards `t`.
+fn far_to_near(row: &[u8], out: &mut Vec<Sw>, buckets: &mut Vec<u32>) {
+    buckets.clear();
+    buckets.resize(256, 0);
+    for &d in row {
+        if d != u8::MAX && d != 0 {
+            buckets[d as usize] += 1;
+        }
+    }
+    // Start offsets, largest distance first.
+    let mut at = 0u32;
+    for d in (1..255).rev() {
+        let c = buckets[d];
+        buckets[d] = at;
+        at += c;
+    }
+    out.clear();
+    out.resize(at as usize, 0);
+    for (s, &d) in row.iter().enumerate() {
+        if d != u8::MAX && d != 0 {
+            out[buckets[d as usize] as usize] = s as Sw;
+            buckets[d as usize] += 1;
+        }
+    }
+}
+
+/// A balancing pass over min-hop tables: while the busiest counted
+/// inter-switch link (counting end-port → end-port routes, each LID of an
+/// end port a destination, as the verifier does) can be relieved by moving
+/// one switch's route to one destination LID onto another least-hop port
+/// without any link of the new path reaching that load, make the move that
+/// leaves the new path least loaded. Every move keeps the path minimal;
+/// the busiest load never grows, and the number of links carrying it
+/// shrinks with each move, so the pass ends. With LMC a move never lowers
+/// the number of distinct ports, nodes or systems the LIDs of one end port
+/// leave a switch through.
+///
+/// Destinations are taken in the routing `order` and switches ranked by
+/// node GUID, so LID numbering decides nothing but exact ties.
+///
+/// `lfts` are [`assign_lfts`]'s result on `dist` (one per switch, in switch
+/// order); routes to switch LIDs are left as they are.
+pub fn rebalance(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    order: &[u32],
+    lfts: &mut [Lft],
+    opts: &BalanceOptions,
+) -> Rebalance {
+    let n = graph.switch_count();
+    let mut out = Rebalance::default();
+    if n == 0 || lfts.len() != n || lfts.iter().zip(&graph.switch_nodes).any(|(l, &node)| l.node != node) {
+        return out;
+    }
+    let view = LinkView::new(fabric, graph, opts);
+    let (hosts, dests, by_t) = traffic(fabric, graph, order);
+    let mut tables: Vec<&mut [u8]> = lfts.iter_mut().map(|l| l.ports.as_mut_slice()).collect();
+    let mut load = {
+        let shared: Vec<&[u8]> = tables.iter().map(|t| &**t).collect();
+        link_loads(&view, dist, &hosts, &dests, &by_t, &shared)
+    };
+    let counted_max =
+        |load: &[u64]| load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0);
+    out.max_before = counted_max(&load);
+    out.lower_bound = lower_bound(graph, dist, &view, &hosts, &by_t);
+    out.max_after = out.max_before;
+    let mut rank: Vec<(u64, Sw)> =
+        (0..n).map(|s| (fabric.nodes[graph.switch_nodes[s] as usize].guid, s as Sw)).collect();
+    rank.sort_unstable();
+    let mut sw_rank = vec![0u32; n];
+    for (r, &(_, s)) in rank.iter().enumerate() {
+        sw_rank[s as usize] = r as u32;
+    }
+    let mut pass = Pass {
+        fabric,
+        graph,
+        dist,
+        view: &view,
+        hosts: &hosts,
+        dests: &dests,
+        sw_rank: &sw_rank,
+        w: vec![0; n],
+        crosses: vec![false; n],
+        stamp: vec![0; n],
+        generation: 0,
+        ord: Vec::new(),
+        buckets: Vec::new(),
+        work: 0,
+        moves: 0,
+        lmc: fabric.lmc > 0,
+        budget: REBALANCE_BUDGET,
+    };
+    loop {
+        let m = counted_max(&load);
+        out.max_after = m;
+        if m == 0 || m <= out.lower_bound {
+            break;
+        }
+        let mut hot: Vec<usize> =
+            (0..load.len()).filter(|&i| load[i] == m && !view.ignored[i] && view.peer[i] != NONE).collect();
+        hot.sort_by_key(|&i| (sw_rank[view.owner[i] as usize], i - view.base[view.owner[i] as usize] as usize));
+        let mut relieved_all = true;
+        for e in hot {
+            if load[e] == m && !pass.relieve(e, m, &mut tables, &mut load) {
+                relieved_all = false;
+                break;
+            }
+        }
+        if pass.work > pass.budget {
+            out.budget_exhausted = true;
+        }
+        if !relieved_all || out.budget_exhausted {
+            out.max_after = counted_max(&load);
+            break;
+        }
+    }
+    out.moves = pass.moves;
+    out
+}
+
+/// Routes per link of `tables` (see [`rebalance`]). Destinations on one
+/// switch are walked together so that each table row is read once per
+/// group of nearby LIDs.
+fn link_loads(
+    view: &LinkView,
+    dist: &DistanceMatrix,
+    hosts: &[u64],
+    dests: &[Dest],
+    by_t: &[Vec<u32>],
+    tables: &[&[u8]],
+) -> Vec<u64> {
+    let n = hosts.len();
+    let links = view.peer.len();
+    (0..n)
+        .into_par_iter()
+        .fold(
+            || (vec![0u64; links], Vec::<u64>::new(), Vec::new(), Vec::new()),
+            |(mut load, mut w, mut ord, mut buckets), t| {
+                let group = &by_t[t];
+                if group.is_empty() {
+                    return (load, w, ord, buckets);
+                }
+                far_to_near(dist.to(t as Sw), &mut ord, &mut buckets);
+                let g = group.len();
+                w.clear();
+                w.resize(n * g, 0);
+                for &s in &ord {
+                    w[s as usize * g..(s as usize + 1) * g].fill(hosts[s as usize]);
+                }
+                for &s in &ord {
+                    let row = &tables[s as usize];
+                    for (j, &di) in group.iter().enumerate() {
+                        let port = row[dests[di as usize].lid as usize];
+                        let next = view.next(s, port);
+                        if next == NONE {
+                            continue;
+                        }
+                        let ws = w[s as usize * g + j];
+                        load[view.link(s, port)] += ws;
+                        w[next as usize * g + j] += ws;
+                    }
+                }
+                (load, w, ord, buckets)
+            },
+        )
+        .map(|(load, ..)| load)
+        .reduce(
+            || vec![0u64; links],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+                a
+            },
+        )
+}
+
+/// A load no minimal routing can keep every link under: the routes a
+/// switch's own end ports send (or its end ports receive) spread at best
+/// evenly over its switch links. 0 when ports are left out of the
+/// counting.
+fn lower_bound(graph: &Graph, dist: &DistanceMatrix, view: &LinkView, hosts: &[u64], by_t: &[Vec<u32>]) -> u64 {
+    if view.ignored.iter().any(|&i| i) {
+        return 0;
+    }
+    let n = hosts.len();
+    (0..n)
+        .into_par_iter()
+        .map(|s| {
+            let deg = graph.sw_ports[s].iter().filter(|l| l.peer_sw != NONE).count() as u64;
+            if deg == 0 {
+                return 0;
+            }
+            let row = dist.to(s as Sw);
+            let (mut dests_reached, mut sources_reaching) = (0u64, 0u64);
+            for (t, &d) in row.iter().enumerate() {
+                if d != 0 && d != u8::MAX {
+                    dests_reached += by_t[t].len() as u64;
+                    sources_reaching += hosts[t];
+                }
+            }
+            let out = hosts[s] * dests_reached;
+            let inward = by_t[s].len() as u64 * sources_reaching;
+            out.max(inward).div_ceil(deg)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The sequential state of one [`rebalance`] run.
+struct Pass<'a> {
+    fabric: &'a FabricSnapshot,
+    graph: &'a Graph,
+    dist: &'a DistanceMatrix,
+    view: &'a LinkView,
+    hosts: &'a [u64],
+    dests: &'a [Dest],
+    sw_rank: &'a [u32],
+    /// Sources routed through each switch towards the current destination.
+    w: Vec<u64>,
+    /// Whether a switch's path to the current destination crosses the hot link.
+    crosses: Vec<bool>,
+    /// Switches on the old path of a move being weighed (== generation).
+    stamp: Vec<u32>,
+    generation: u32,
+    ord: Vec<Sw>,
+    buckets: Vec<u32>,
+    work: u64,
+    moves: u64,
+    lmc: bool,
+    budget: u64,
+}
+
+/// A move: at switch `s`, route the destination out of `port`.
+#[derive(Clone, Copy)]
+struct Move {
+    s: Sw,
+    port: u8,
+    /// Highest load on the new part of the path after the move.
+    score: u64,
+}
+
+impl Pass<'_> {
+    /// Move routes off hot link `e` (carrying `m`, the busiest load) until
+    /// it carries less. False when no single move can.
+    fn relieve(&mut self, e: usize, m: u64, tables: &mut [&mut [u8]], load: &mut [u64]) -> bool {
+        let u = self.view.owner[e];
+        let port = (e - self.view.base[u as usize] as usize) as u8;
+        for di in 0..self.dests.len() {
+            if self.work > self.budget {
+                return false;
+            }
+            let d = self.dests[di];
+            self.work += 1;
+            if tables[u as usize][d.lid as usize] != port || d.t == u {
+                continue;
+            }
+            // Several moves may come from one destination.
+            while let Some(mv) = self.best_move(&d, u, port, m, tables, load) {
+                self.apply(&d, mv, tables, load);
+                if load[e] < m {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn best_move(&mut self, d: &Dest, u: Sw, port: u8, m: u64, tables: &[&mut [u8]], load: &[u64]) -> Option<Move> {
+        let lid = d.lid as usize;
+        let row_t = self.dist.to(d.t);
+        let mut ord = std::mem::take(&mut self.ord);
+        far_to_near(row_t, &mut ord, &mut self.buckets);
+        self.work += ord.len() as u64;
+        for &s in &ord {
+            self.w[s as usize] = self.hosts[s as usize];
+        }
+        for &s in &ord {
+            let next = self.view.next(s, tables[s as usize][lid]);
+            if next != NONE {
+                self.w[next as usize] += self.w[s as usize];
+            }
+        }
+        self.crosses[d.t as usize] = false;
+        for &s in ord.iter().rev() {
+            let p = tables[s as usize][lid];
+            let next = self.view.next(s, p);
+            self.crosses[s as usize] = if s == u { p == port } else { next != NONE && self.crosses[next as usize] };
+        }
+        let mut best: Option<Move> = None;
+        for &s in &ord {
+            let si = s as usize;
+            let ws = self.w[si];
+            if !self.crosses[si] || ws == 0 {
+                continue;
+            }
+            let cur = tables[si][lid];
+            let mut old_marked = false;
+            for l in &self.graph.sw_ports[si] {
+                if l.peer_sw == NONE || l.port == cur || self.crosses[l.peer_sw as usize] {
+                    continue;
+                }
+                if row_t[l.peer_sw as usize].wrapping_add(1) != row_t[si] || self.view.ignored[self.view.link(s, l.port)] {
+                    continue;
+                }
+                let first = load[self.view.link(s, l.port)] + ws;
+                if first >= m || best.is_some_and(|b| first > b.score) {
+                    continue;
+                }
+                if self.lmc && !self.lmc_keeps_spread(d, s, cur, l, tables) {
+                    continue;
+                }
+                if !old_marked {
+                    self.mark_old_path(s, lid, tables);
+                    old_marked = true;
+                }
+                // The new part of the path: from the neighbour until it
+                // meets the old path.
+                let mut score = first;
+                let mut x = l.peer_sw;
+                while self.stamp[x as usize] != self.generation {
+                    self.work += 1;
+                    let p = tables[x as usize][lid];
+                    let li = self.view.link(x, p);
+                    if !self.view.ignored[li] {
+                        score = score.max(load[li] + ws);
+                    }
+                    x = self.view.next(x, p);
+                    if x == NONE || score >= m {
+                        break;
+                    }
+                }
+                if x == NONE || score >= m {
+                    continue;
+                }
+                let better = match best {
+                    None => true,
+                    Some(b) => (score, self.sw_rank[si], l.port) < (b.score, self.sw_rank[b.s as usize], b.port),
+                };
+                if better {
+                    best = Some(Move { s, port: l.port, score });
+                }
+            }
+        }
+        self.ord = ord;
+        best
+    }
+
+    /// Stamp the switches on `s`'s current path to the destination.
+    fn mark_old_path(&mut self, s: Sw, lid: usize, tables: &[&mut [u8]]) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.stamp.fill(0);
+            self.generation = 1;
+        }
+        let mut x = s;
+        while x != NONE && self.stamp[x as usize] != self.generation {
+            self.work += 1;
+            self.stamp[x as usize] = self.generation;
+            x = self.view.next(x, tables[x as usize][lid]);
+        }
+        // `s` itself is where both paths start, not a meeting point.
+        self.stamp[s as usize] = self.generation.wrapping_sub(1);
+    }
+
+    /// With LMC: the move does not lower the number of distinct neighbour
+    /// systems, nodes or ports this end port's LIDs leave `s` through.
+    fn lmc_keeps_spread(&self, d: &Dest, s: Sw, cur: u8, to: &SwPort, tables: &[&mut [u8]]) -> bool {
+        let row = &tables[s as usize];
+        let lids = d.base_lid as usize..d.base_lid as usize + d.lid_count as usize;
+        let spread = |replace: u8| {
+            let mut ports: Vec<u8> = Vec::new();
+            for lid in lids.clone() {
+                let p = if lid == d.lid as usize { replace } else { row.get(lid).copied().unwrap_or(NO_ROUTE) };
+                if !ports.contains(&p) {
+                    ports.push(p);
+                }
+            }
+            let mut nodes: Vec<u32> = Vec::new();
+            let mut systems: Vec<u64> = Vec::new();
+            for &p in &ports {
+                let node = self.view.peer_node.get(self.view.link(s, p)).copied().unwrap_or(NONE);
+                if node == NONE {
+                    continue;
+                }
+                if !nodes.contains(&node) {
+                    nodes.push(node);
+                }
+                let sys = self.fabric.nodes[node as usize].system_guid;
+                if !systems.contains(&sys) {
+                    systems.push(sys);
+                }
+            }
+            (ports.len(), nodes.len(), systems.len())
+        };
+        let (p0, n0, s0) = spread(cur);
+        let (p1, n1, s1) = spread(to.port);
+        p1 >= p0 && n1 >= n0 && s1 >= s0
+    }
+
+    fn apply(&mut self, d: &Dest, mv: Move, tables: &mut [&mut [u8]], load: &mut [u64]) {
+        let lid = d.lid as usize;
+        let ws = self.w[mv.s as usize];
+        self.mark_old_path(mv.s, lid, tables);
+        let meet_generation = self.generation;
+        // Find the meeting point: the first switch of the new path on the old.
+        let mut x = self.view.next(mv.s, mv.port);
+        load[self.view.link(mv.s, mv.port)] += ws;
+        while x != NONE && self.stamp[x as usize] != meet_generation {
+            let p = tables[x as usize][lid];
+            load[self.view.link(x, p)] += ws;
+            x = self.view.next(x, p);
+        }
+        let meet = x;
+        let mut y = mv.s;
+        while y != meet && y != NONE {
+            let p = tables[y as usize][lid];
+            load[self.view.link(y, p)] -= ws;
+            y = self.view.next(y, p);
+        }
+        tables[mv.s as usize][lid] = mv.port;
+        self.moves += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,8 @@
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
+//! * [`renumber`] — the same fabric with nodes or GUIDs numbered
+//!   differently, to check that a routing does not hang on numbering.
 //! * `strategy` (feature `proptest-fabrics`) — proptest strategies that
 //!   draw random fabrics of every family, for engines' property tests.
 
@@ -31,6 +33,7 @@ pub mod conformance;
 
 pub mod graph;
 pub mod lfts_file;
+pub mod renumber;
 #[cfg(feature = "proptest-fabrics")]
 pub mod strategy;
 pub mod verify;

@@ -6,12 +6,21 @@
 //! a port's LIDs over different neighbouring systems and nodes first. Min
 //! hop guarantees minimal paths but not freedom from credit loops: on rings
 //! and tori it usually has them, and the core's verifier will say so.
+//!
+//! The library exports two engines: `minhop`, OpenSM's rule exactly, and
+//! `minhop-balanced`, the same tables followed by a balancing pass
+//! ([`smcore_kit::balance::rebalance`]) that moves routes off the busiest
+//! links onto other least-hop ports. OpenSM's greedy counts routes per
+//! port of one switch, so how well it spreads end-to-end traffic depends on
+//! the order it meets the destinations in (LID and GUID numbering); the
+//! pass judges the whole fabric's link loads instead and only ever lowers
+//! the busiest one. It is smcore's default routing.
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::balance::{assign_lfts, balanced_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config;
 use smcore_kit::Graph;
 
@@ -30,12 +39,25 @@ pub struct MinHopConfig {
 #[derive(Debug, Clone, Default)]
 pub struct MinHop {
     cfg: MinHopConfig,
+    /// Run the balancing pass after OpenSM's greedy (`minhop-balanced`).
+    balanced: bool,
 }
 
 impl MinHop {
-    /// Build from the TOML configuration text.
+    /// OpenSM's Min Hop (`minhop`), from the TOML configuration text.
     pub fn from_config(text: &str) -> Result<MinHop, EngineError> {
-        Ok(MinHop { cfg: config::parse("minhop", text)? })
+        Ok(MinHop { cfg: config::parse("minhop", text)?, balanced: false })
+    }
+
+    /// Min Hop with the balancing pass (`minhop-balanced`), from the TOML
+    /// configuration text (the same options as `minhop`).
+    pub fn balanced_from_config(text: &str) -> Result<MinHop, EngineError> {
+        Ok(MinHop { cfg: config::parse("minhop-balanced", text)?, balanced: true })
+    }
+
+    /// `minhop-balanced` with default options.
+    pub fn balanced() -> MinHop {
+        MinHop { balanced: true, ..MinHop::default() }
     }
 }
 
@@ -55,8 +77,26 @@ impl RoutingEngine for MinHop {
         let opts = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
         let dist = graph.distance_matrix();
         let order = routing_order(fabric, &graph, &guid_order);
-        let lfts = assign_lfts(fabric, &graph, &dist, &order, &opts);
+        let (lfts, pass) = if self.balanced {
+            let (lfts, pass) = balanced_lfts(fabric, &graph, &dist, &order, &opts);
+            (lfts, Some(pass))
+        } else {
+            (assign_lfts(fabric, &graph, &dist, &order, &opts), None)
+        };
         let mut routing = Routing::single_vl(lfts);
+        if let Some(p) = pass {
+            routing.diag(
+                Level::Info,
+                format!(
+                    "minhop-balanced: busiest link {} with OpenSM's rule, {} balanced ({} moves, lower bound {}{})",
+                    p.max_before,
+                    p.max_after,
+                    p.moves,
+                    p.lower_bound,
+                    if p.budget_exhausted { ", work budget exhausted" } else { "" }
+                ),
+            );
+        }
         for n in notes {
             routing.diag(Level::Warn, n);
         }
@@ -69,5 +109,10 @@ sm_abi::export_engines! {
         summary: "OpenSM Min Hop: shortest paths, per-port route balancing, LMC-aware",
         deadlock_free: false,
         create: MinHop::from_config,
+    },
+    "minhop-balanced" => {
+        summary: "Min Hop, then routes moved to other least-hop ports until the busiest link cannot be relieved (smcore's default)",
+        deadlock_free: false,
+        create: MinHop::balanced_from_config,
     },
 }

@@ -502,7 +502,7 @@ impl Daemon<'_, '_> {
             warn!("sweep_interval changed in the file but --sweep-interval given on the command line wins");
         }
         if !source.engines_from_cli {
-            let list = r.config.routing_engine.clone().unwrap_or_else(|| "minhop".into());
+            let list = r.config.routing_engine.clone().unwrap_or_else(|| crate::settings::DEFAULT_ENGINES.into());
             match crate::engines::chain::ChainSpec::parse(&list, self.ctx.registry) {
                 Ok(_) => self.settings.engines = Some(list),
                 Err(e) => {
