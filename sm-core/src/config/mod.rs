@@ -404,7 +404,7 @@ mod tests {
     fn shipped_config_states_the_defaults() {
         let shipped = Config::parse(include_str!("../../../config/smcore.toml"), Path::new("config/smcore.toml")).unwrap();
         let defaults = Config {
-            routing_engine: Some("minhop".into()),
+            routing_engine: Some(crate::settings::DEFAULT_ENGINES.into()),
             sweep_interval: Some(10.0),
             max_wire_smps: Some(DEFAULT_MAX_WIRE_SMPS),
             transaction_timeout: Some(DEFAULT_TRANSACTION_TIMEOUT_MS),
