@@ -530,12 +530,8 @@ impl Walk {
                 }
                 Task::Description { node } => {
                     let guid = self.fabric.nodes[node].guid;
-                    match answer.and_then(|d| {
-                        NodeDescriptionPacket::new_checked(&d[..])
-                            .and_then(|p| NodeDescriptionRepr::parse(&p))
-                            .map_err(|e| SmpError::Malformed(format!("NodeDescription: {e}")))
-                    }) {
-                        Ok(d) => self.fabric.nodes[node].description = d.text(),
+                    match answer.and_then(|d| parse_description(&d)) {
+                        Ok(d) => self.fabric.nodes[node].description = d,
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no NodeDescription");
                             self.report.failed_requests += 1;
@@ -544,11 +540,7 @@ impl Walk {
                 }
                 Task::SwitchInfo { node } => {
                     let guid = self.fabric.nodes[node].guid;
-                    match answer.and_then(|d| {
-                        SwitchInfoPacket::new_checked(&d[..])
-                            .and_then(|p| SwitchInfoRepr::parse(&p))
-                            .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
-                    }) {
+                    match answer.and_then(|d| parse_switch_info(&d)) {
                         Ok(info) => self.fabric.nodes[node].switch_info = Some(info),
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no SwitchInfo");
@@ -692,7 +684,7 @@ impl Walk {
     }
 }
 
-fn node_kind(t: NodeType) -> NodeKind {
+pub(super) fn node_kind(t: NodeType) -> NodeKind {
     match t {
         NodeType::Switch => NodeKind::Switch,
         NodeType::Ca => NodeKind::Ca,
@@ -704,7 +696,7 @@ fn node_info(client: &mut SmpClient<'_>, path: &[u8]) -> Result<NodeInfoRepr, Sm
     parse_node_info(&client.get(attr::NODE_INFO, 0, path)?)
 }
 
-fn parse_node_info(data: &[u8]) -> Result<NodeInfoRepr, SmpError> {
+pub(super) fn parse_node_info(data: &[u8]) -> Result<NodeInfoRepr, SmpError> {
     NodeInfoPacket::new_checked(data)
         .and_then(|p| NodeInfoRepr::parse(&p))
         .map_err(|e| SmpError::Malformed(format!("NodeInfo: {e}")))
@@ -725,6 +717,19 @@ fn port_info_or_log(
             None
         }
     }
+}
+
+pub(super) fn parse_description(data: &[u8]) -> Result<String, SmpError> {
+    NodeDescriptionPacket::new_checked(data)
+        .and_then(|p| NodeDescriptionRepr::parse(&p))
+        .map(|d| d.text())
+        .map_err(|e| SmpError::Malformed(format!("NodeDescription: {e}")))
+}
+
+pub(super) fn parse_switch_info(data: &[u8]) -> Result<SwitchInfoRepr, SmpError> {
+    SwitchInfoPacket::new_checked(data)
+        .and_then(|p| SwitchInfoRepr::parse(&p))
+        .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
 }
 
 pub(super) fn parse_port_info(data: &[u8]) -> Result<PortInfoRepr, SmpError> {

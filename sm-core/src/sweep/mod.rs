@@ -14,6 +14,7 @@
 //! drives both is [`crate::daemon`].
 
 pub mod discovery;
+pub mod incremental;
 pub mod light;
 pub mod lids;
 pub mod mkey;
