@@ -89,6 +89,12 @@ impl Changes {
         }
     }
 
+    /// Adds the switches the last heavy sweep relabelled
+    /// ([`super::SweepOutcome::relabelled`]): their ports are read again.
+    pub fn add_relabelled(&mut self, switches: &[u64]) {
+        self.switches.extend_from_slice(switches);
+    }
+
     /// Asks for a full sweep, keeping the first reason.
     pub fn need_full(&mut self, why: impl Into<String>) {
         self.full.get_or_insert_with(|| why.into());
@@ -578,8 +584,15 @@ pub fn replay(model: &Fabric) -> Fabric {
         for task in tasks {
             match task {
                 Task::Port(n, p) => {
-                    let info = model.nodes[source[n]].ports[usize::from(p)].info;
+                    let (m, entered) = source[n];
+                    let mut info = model.nodes[m].ports[usize::from(p)].info;
                     let node = &mut out.nodes[n];
+                    if let (Some(info), false) = (info.as_mut(), node.path.is_empty()) {
+                        // PortInfo's LocalPortNum is the port the SMP came
+                        // in by: on a switch, the one it was reached by; a
+                        // CA port is read through itself.
+                        info.local_port_num = if node.is_switch() { entered } else { p };
+                    }
                     let is_switch = node.is_switch();
                     let slot = &mut node.ports[usize::from(p)];
                     slot.info = info;
@@ -591,7 +604,7 @@ pub fn replay(model: &Fabric) -> Fabric {
                     if out.nodes[n].ports[usize::from(p)].peer.is_some() || out.nodes[n].path.len() >= usize::from(MAX_HOPS) {
                         continue;
                     }
-                    let Some((m, q)) = model.nodes[source[n]].ports[usize::from(p)].peer else { continue };
+                    let Some((m, q)) = model.nodes[source[n].0].ports[usize::from(p)].peer else { continue };
                     let mut path = out.nodes[n].path.clone();
                     path.push(p);
                     let far = match placed[m] {
@@ -638,7 +651,8 @@ struct Replay<'m> {
     model: &'m Fabric,
     out: Fabric,
     placed: Vec<Option<usize>>,
-    source: Vec<usize>,
+    /// Model index and the port it was entered by, of each node placed.
+    source: Vec<(usize, u8)>,
 }
 
 impl Replay<'_> {
@@ -652,7 +666,7 @@ impl Replay<'_> {
         model: &Fabric,
         out: &mut Fabric,
         placed: &mut [Option<usize>],
-        source: &mut Vec<usize>,
+        source: &mut Vec<(usize, u8)>,
         m: usize,
         port: u8,
         path: Vec<u8>,
@@ -660,7 +674,7 @@ impl Replay<'_> {
         let n = &model.nodes[m];
         let index = out.nodes.len();
         placed[m] = Some(index);
-        source.push(m);
+        source.push((m, port));
         let guid = n.ports.get(usize::from(port)).map_or(0, |p| p.guid);
         let nums: Vec<u8> = if n.is_switch() { (0..=n.num_ports).collect() } else { vec![port] };
         let mut ports = vec![FabricPort::default(); usize::from(n.num_ports) + 1];

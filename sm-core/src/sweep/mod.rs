@@ -143,6 +143,11 @@ pub struct SweepOutcome {
     pub discovery_smps: SmpStats,
     /// SMPs of LID programming.
     pub program_smps: SmpStats,
+    /// Switches (node GUID) whose port 0 this sweep gave another LID or
+    /// MasterSMLID: their other ports may report the new values, which
+    /// the fabric does not hold until they are read again
+    /// ([`incremental`] reads them at its next sweep).
+    pub relabelled: Vec<u64>,
 }
 
 impl SweepOutcome {
