@@ -369,3 +369,54 @@ fn every_switch_leaves_and_comes_back_incrementally_but_the_sms_own() {
         }
     }
 }
+
+/// SMPs of one trap-driven incremental sweep of `sm`: (discovery, all of
+/// the sweep but the LFT blocks written).
+fn incremental_smps(sm: &mut Sm, registry: &Registry) -> (u64, u64) {
+    let changes = sm.trap_changes();
+    assert!(!changes.is_empty(), "the change was trapped");
+    sm.sim.reset_counters();
+    let (discovered, discovery) = sm.rediscover(&changes).expect("incremental");
+    sm.sweep(registry, Some(discovered));
+    let c = sm.sim.counters();
+    let lft_sets = c.by_attribute.get(&sm_mad::mad::attr::LINEAR_FORWARDING_TABLE).map_or(0, |a| a.set);
+    (discovery, c.sent - lft_sets)
+}
+
+#[test]
+fn a_host_reboot_costs_the_same_smps_whatever_the_size_of_the_fabric() {
+    let registry = Registry::scan(&[bin_dir()]);
+    // Same switches (8 ports), 12 and 48 of them.
+    let mut costs = Vec::new();
+    for n in [2, 3] {
+        let topo = sm_topology::gen::kary_ntree(4, n, 4).expect("tree");
+        let mut sm = Sm::new(&topo);
+        sm.sweep(&registry, None);
+        // A second full sweep: the first one's LIDs are read back.
+        sm.sweep(&registry, None);
+        sm.sim.take_traps();
+        let parts = Parts::of(&topo);
+        // Not the host with the highest LID: its going would lower every
+        // switch's LinearFDBTop, a change of the tables like an LFT block.
+        let host = parts.hosts[0];
+        sm.sim.remove_node(host).expect("off");
+        let gone = incremental_smps(&mut sm, &registry);
+        sm.sim.restore_node(host).expect("on");
+        let back = incremental_smps(&mut sm, &registry);
+        // Off and on between two sweeps: the port trains again.
+        sm.sim.remove_node(host).expect("off");
+        sm.sim.restore_node(host).expect("on");
+        let rebooted = incremental_smps(&mut sm, &registry);
+        costs.push((topo.nodes.len(), gone, back, rebooted));
+    }
+    // The leaf's SwitchInfo and its 8 PortInfos; then the host's NodeInfo,
+    // NodeDescription and PortInfo.
+    for &(_, gone, back, rebooted) in &costs {
+        assert_eq!(gone.0, 1 + 8, "{costs:?}");
+        assert_eq!(back.0, 1 + 8 + 3, "{costs:?}");
+        assert_eq!(rebooted.0, 1 + 8 + 3, "{costs:?}");
+    }
+    assert_eq!(costs[0].1, costs[1].1, "host gone: {costs:?}");
+    assert_eq!(costs[0].2, costs[1].2, "host back: {costs:?}");
+    assert_eq!(costs[0].3, costs[1].3, "host rebooted: {costs:?}");
+}
