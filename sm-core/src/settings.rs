@@ -77,6 +77,10 @@ pub struct Overrides {
     pub transaction_timeout: Option<u64>,
     /// `--ucast-cache`.
     pub ucast_cache: bool,
+    /// `--no-incremental-sweep`.
+    pub no_incremental_sweep: bool,
+    /// `--full-sweep-every`.
+    pub full_sweep_every: Option<u32>,
     /// `--priority`.
     pub priority: Option<u8>,
     /// `--sm-poll-interval`, seconds.
@@ -330,6 +334,12 @@ pub struct DaemonSettings {
     /// Keep the last routing while only hosts come and go:
     /// `--ucast-cache` or `use_ucast_cache`.
     pub ucast_cache: bool,
+    /// Incremental heavy sweeps, and every how many heavy sweeps one is
+    /// full all the same (0: never): `None` with `--no-incremental-sweep`
+    /// or `incremental_sweep FALSE`; the period is `--full-sweep-every`,
+    /// else `full_sweep_every`, else
+    /// [`crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY`].
+    pub incremental: Option<u32>,
     /// How long a trap's sweep waits for more traps: [`TRAP_SETTLE`],
     /// never longer than the sweep interval.
     pub trap_settle: Duration,
@@ -367,6 +377,11 @@ impl DaemonSettings {
             sm_key: config.sm_key.unwrap_or(DEFAULT_SM_KEY),
             poll_retries: o.sm_poll_retries.or(config.polling_retry_number).unwrap_or(DEFAULT_POLL_RETRIES).max(1),
             ucast_cache: o.ucast_cache || config.use_ucast_cache,
+            incremental: (!o.no_incremental_sweep && config.incremental_sweep.unwrap_or(true)).then(|| {
+                o.full_sweep_every
+                    .or(config.full_sweep_every)
+                    .unwrap_or(crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY)
+            }),
             trap_settle: TRAP_SETTLE.min(interval),
             packet_life: config.subnet_timeout.unwrap_or(DEFAULT_SUBNET_TIMEOUT),
             metrics_listen,

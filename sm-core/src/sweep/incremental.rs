@@ -43,6 +43,11 @@ use super::discovery::{
 };
 use super::transport::{SmpClient, SmpError, SmpOp};
 
+/// Every how many heavy sweeps one is full even though incremental ones
+/// would do: a safety net for what no trap or light sweep reports (a
+/// changed attribute behind an unchanged link state).
+pub const DEFAULT_FULL_SWEEP_EVERY: u32 = 8;
+
 /// Rounds after which a walk that still has something to read gives up:
 /// every round either settles a node or changes a link, so a walk this
 /// long is chasing something it cannot account for.
