@@ -449,6 +449,20 @@ mod tests {
     }
 
     #[test]
+    fn incremental_sweeps_are_on_by_default_and_the_flag_beats_the_key() {
+        let default = crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY;
+        let none = Overrides::default();
+        assert_eq!(daemon(&none, &Config::default()).unwrap().incremental, Some(default));
+        let c = toml("incremental_sweep = true\nfull_sweep_every = 3\n");
+        assert_eq!(daemon(&none, &c).unwrap().incremental, Some(3));
+        let every = Overrides { full_sweep_every: Some(0), ..Overrides::default() };
+        assert_eq!(daemon(&every, &c).unwrap().incremental, Some(0));
+        let off = Overrides { no_incremental_sweep: true, ..Overrides::default() };
+        assert_eq!(daemon(&off, &c).unwrap().incremental, None);
+        assert_eq!(daemon(&none, &toml("incremental_sweep = false\n")).unwrap().incremental, None);
+    }
+
+    #[test]
     fn the_shipped_config_states_the_defaults() {
         let shipped = toml(include_str!("../../config/smcore.toml"));
         let o = Overrides::default();

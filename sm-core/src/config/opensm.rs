@@ -218,8 +218,6 @@ pub const KEYS: &[Key] = &[
     k("log_prefix", LOG),
     // smcore's own, not OpenSM's (OpenSM logs it as unrecognised and goes on).
     k("m_key_per_port", Core("m_key_per_port")),
-    k("incremental_sweep", Core("incremental_sweep")),
-    k("full_sweep_every", Core("full_sweep_every")),
 ];
 
 /// The entry for `name`.
@@ -380,8 +378,6 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "m_key_protection_level" => c.m_key_protection_level = Some(number(v, 3)? as u8),
         "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
         "m_key_per_port" => c.m_key_per_port = boolean(v)?,
-        "incremental_sweep" => c.incremental_sweep = Some(boolean(v)?),
-        "full_sweep_every" => c.full_sweep_every = Some(number(v, U32)? as u32),
         // Logging (`crate::logging`).
         "guid" => c.guid = Some(number(v, u64::MAX)?),
         // The performance manager (`crate::perfmgr`).
