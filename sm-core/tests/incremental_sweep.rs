@@ -315,6 +315,7 @@ fn families() -> Vec<(&'static str, Topology)> {
     vec![
         ("2-ary 3-tree", sm_topology::gen::kary_ntree(2, 3, 1).expect("tree")),
         ("3-ary 2-tree", sm_topology::gen::kary_ntree(3, 2, 1).expect("tree")),
+        ("4-ary 3-tree", sm_topology::gen::kary_ntree(4, 3, 2).expect("tree")),
         ("3x3 torus", sm_topology::gen::torus(&[3, 3], 1, false).expect("torus").0),
         ("random", sm_topology::gen::random_irregular(8, 6, 2, 4, 7).expect("random")),
     ]
@@ -324,7 +325,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn incremental_sweeps_equal_full_sweeps(events in proptest::collection::vec(event(), 1..7)) {
+    fn incremental_sweeps_equal_full_sweeps(events in proptest::collection::vec(event(), 1..10)) {
         let registry = Registry::scan(&[bin_dir()]);
         for (name, topo) in families() {
             let mut tally = Tally::default();

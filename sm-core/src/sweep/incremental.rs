@@ -215,6 +215,21 @@ impl Walk {
         }
     }
 
+    /// Schedules the neighbours of `node` not read this sweep, whose ports
+    /// tell whether `node` is still there; returns how many.
+    fn suspect_neighbours(&mut self, node: usize) -> usize {
+        let neighbours: Vec<usize> = self.model.nodes[node]
+            .ports
+            .iter()
+            .filter_map(|p| p.peer.map(|(n, _)| n))
+            .filter(|&n| self.model.nodes[n].is_switch() && !self.read.contains(&n) && !self.pending.contains_key(&n))
+            .collect();
+        for &n in &neighbours {
+            self.schedule(n, Read::Ports);
+        }
+        neighbours.len()
+    }
+
     fn unlink(&mut self, (node, port): (usize, u8)) {
         if let Some((far, far_port)) = self.model.nodes[node].ports[usize::from(port)].peer.take() {
             self.model.nodes[far].ports[usize::from(far_port)].peer = None;
@@ -499,10 +514,19 @@ fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
     }
     if !failed.is_empty() {
         if !walk.progress {
-            // Nothing changed this round that could give the silent
-            // nodes another route: they are silent where they are.
-            let (node, _, error) = &failed[0];
-            return Err(Fallback::Silent { guid: walk.model.nodes[*node].guid, error: error.clone() });
+            // Nothing changed this round that could give the silent nodes
+            // another route. A node gone without a word (a switch whose
+            // neighbours' traps were lost on routes through it) is proven
+            // gone by its neighbours' ports: read those not read yet.
+            let mut suspects = 0;
+            for (node, _, _) in &failed {
+                suspects += walk.suspect_neighbours(*node);
+            }
+            if suspects == 0 {
+                // They are silent where they are.
+                let (node, _, error) = &failed[0];
+                return Err(Fallback::Silent { guid: walk.model.nodes[*node].guid, error: error.clone() });
+            }
         }
         for (node, read, _) in failed {
             walk.schedule(node, read);
