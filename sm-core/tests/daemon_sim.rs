@@ -357,10 +357,10 @@ fn a_host_port_going_and_coming_back_is_rediscovered_behind_its_leaf_only() {
     // now report: the next sweep reads those ports again, still less
     // than a full discovery.
     assert!(incremental[1].4 < full[1].4, "{incremental:?} {full:?}");
-    // Then the leaf's SwitchInfo and its 4 PortInfos, the host's
-    // NodeInfo, NodeDescription and PortInfo, and the PortStateChange
-    // clear.
-    assert_eq!(incremental[2].4, 1 + 4 + 3 + 1, "{incremental:?}");
+    // Then the leaf's SwitchInfo and the PortInfos of its ports 0..=4,
+    // the host's NodeInfo, NodeDescription and PortInfo, and the
+    // PortStateChange clear.
+    assert_eq!(incremental[2].4, 1 + 5 + 3 + 1, "{incremental:?}");
     // Each full sweep reads the whole fabric again.
     assert!(full[1..].iter().all(|s| s.4 > 3 * incremental[2].4), "{full:?}");
     // The same tables are written either way.

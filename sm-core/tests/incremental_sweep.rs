@@ -107,6 +107,9 @@ enum Event {
     Link(usize),
     /// Powers a switch off, or back on.
     Switch(usize),
+    /// Power-cycles a switch between two sweeps: it comes back with no
+    /// LID and empty tables, its links training again.
+    SwitchReboot(usize),
 }
 
 /// The parts of a fabric events may touch.
@@ -191,8 +194,9 @@ fn run(topo: &Topology, registry: &Registry, events: &[(Event, bool)], tally: &m
                     let n = list[i % list.len()];
                     if off.contains(&n) { sim.restore_node(n) } else { sim.remove_node(n) }.expect("power");
                 }
-                Event::HostReboot(i) => {
-                    let n = parts.hosts[i % parts.hosts.len()];
+                Event::HostReboot(i) | Event::SwitchReboot(i) => {
+                    let list = if matches!(event, Event::HostReboot(_)) { &parts.hosts } else { &parts.switches };
+                    let n = list[i % list.len()];
                     if !off.contains(&n) {
                         sim.remove_node(n).expect("power off");
                     }
@@ -211,6 +215,9 @@ fn run(topo: &Topology, registry: &Registry, events: &[(Event, bool)], tally: &m
             Event::Switch(i) => toggle(&mut off, parts.switches[i % parts.switches.len()]),
             Event::HostReboot(i) => {
                 off.remove(&parts.hosts[i % parts.hosts.len()]);
+            }
+            Event::SwitchReboot(i) => {
+                off.remove(&parts.switches[i % parts.switches.len()]);
             }
         }
         let mut changes = if by_trap { inc.trap_changes() } else { inc.light_changes() };
@@ -307,6 +314,7 @@ fn event() -> impl Strategy<Value = (Event, bool)> {
         2 => any::<usize>().prop_map(Event::HostReboot),
         2 => any::<usize>().prop_map(Event::Link),
         1 => any::<usize>().prop_map(Event::Switch),
+        1 => any::<usize>().prop_map(Event::SwitchReboot),
     ];
     (e, any::<bool>())
 }
@@ -348,7 +356,7 @@ fn sm_switch(topo: &Topology) -> usize {
 }
 
 #[test]
-fn every_switch_leaves_and_comes_back_incrementally_but_the_sms_own() {
+fn every_switch_leaves_comes_back_and_reboots_incrementally_but_the_sms_own() {
     let registry = Registry::scan(&[bin_dir()]);
     for (name, topo) in families() {
         let parts = Parts::of(&topo);
@@ -365,6 +373,12 @@ fn every_switch_leaves_and_comes_back_incrementally_but_the_sms_own() {
                 } else {
                     assert_eq!(tally.fallbacks, Vec::<String>::new(), "{what}");
                     assert_eq!(tally.incremental, 2, "{what}");
+                }
+                let mut tally = Tally::default();
+                run(&topo, &registry, &[(Event::SwitchReboot(k), by_trap)], &mut tally);
+                if switch != sm_switch(&topo) {
+                    assert_eq!(tally.fallbacks, Vec::<String>::new(), "{what}, rebooted");
+                    assert_eq!(tally.incremental, 1, "{what}, rebooted");
                 }
             }
         }
@@ -410,12 +424,12 @@ fn a_host_reboot_costs_the_same_smps_whatever_the_size_of_the_fabric() {
         let rebooted = incremental_smps(&mut sm, &registry);
         costs.push((topo.nodes.len(), gone, back, rebooted));
     }
-    // The leaf's SwitchInfo and its 8 PortInfos; then the host's NodeInfo,
-    // NodeDescription and PortInfo.
+    // The leaf's SwitchInfo and the PortInfos of its ports 0..=8; then
+    // the host's NodeInfo, NodeDescription and PortInfo.
     for &(_, gone, back, rebooted) in &costs {
-        assert_eq!(gone.0, 1 + 8, "{costs:?}");
-        assert_eq!(back.0, 1 + 8 + 3, "{costs:?}");
-        assert_eq!(rebooted.0, 1 + 8 + 3, "{costs:?}");
+        assert_eq!(gone.0, 1 + 9, "{costs:?}");
+        assert_eq!(back.0, 1 + 9 + 3, "{costs:?}");
+        assert_eq!(rebooted.0, 1 + 9 + 3, "{costs:?}");
     }
     assert_eq!(costs[0].1, costs[1].1, "host gone: {costs:?}");
     assert_eq!(costs[0].2, costs[1].2, "host back: {costs:?}");

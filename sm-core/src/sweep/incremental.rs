@@ -180,7 +180,8 @@ pub struct IncrementalReport {
 enum Read {
     /// SwitchInfo only: is it there, did its ports change.
     Verify,
-    /// SwitchInfo and PortInfo of ports 1..=N of a switch.
+    /// SwitchInfo and PortInfo of ports 0..=N of a switch (port 0 tells
+    /// whether it rebooted: its LID is gone).
     Ports,
     /// Everything: NodeDescription, and SwitchInfo and PortInfo 0..=N of
     /// a switch, or PortInfo of the port (the one entered by) of a CA.
@@ -361,13 +362,8 @@ fn read_ops(node: &FabricNode, read: Read, path: &[u8]) -> Vec<SmpOp> {
     }
     if node.is_switch() {
         ops.push(SmpOp::get(attr::SWITCH_INFO, 0, path));
-        let first = match read {
-            Read::Verify => None,
-            Read::Ports => Some(1),
-            Read::Whole(_) => Some(0),
-        };
-        if let Some(first) = first {
-            ops.extend((first..=node.num_ports).map(|p| SmpOp::get(attr::PORT_INFO, u32::from(p), path)));
+        if read != Read::Verify {
+            ops.extend((0..=node.num_ports).map(|p| SmpOp::get(attr::PORT_INFO, u32::from(p), path)));
         }
     } else if let Read::Whole(port) = read {
         ops.push(SmpOp::get(attr::PORT_INFO, u32::from(port), path));
@@ -582,6 +578,14 @@ fn apply(
     }
     walk.read.insert(node);
     walk.report.nodes_read += 1;
+    if read == Read::Ports {
+        let port0 = |i: &PortInfoRepr| (i.lid, i.master_sm_lid);
+        let before = walk.model.nodes[node].ports.first().and_then(|p| p.info.as_ref()).map(port0);
+        if ports.first().is_some_and(|(p, i)| *p == 0 && Some(port0(i)) != before) {
+            // Rebooted (or relabelled by someone else): read it whole.
+            walk.schedule(node, Read::Whole(0));
+        }
+    }
     for (port, info) in ports {
         if walk.port_read(node, port, info) {
             probes.push((node, port));
