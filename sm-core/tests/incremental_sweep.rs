@@ -330,7 +330,7 @@ fn families() -> Vec<(&'static str, Topology)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
     fn incremental_sweeps_equal_full_sweeps(events in proptest::collection::vec(event(), 1..10)) {

@@ -74,6 +74,21 @@ pub struct FabricNode {
 }
 
 impl FabricNode {
+    /// A node as its NodeInfo says, reached along `path`, with `ports`;
+    /// its description and SwitchInfo not read yet.
+    pub(super) fn from_node_info(info: &NodeInfoRepr, path: Vec<u8>, ports: Vec<FabricPort>) -> Self {
+        FabricNode {
+            guid: info.node_guid,
+            system_guid: info.system_image_guid,
+            kind: node_kind(info.node_type),
+            num_ports: info.num_ports,
+            description: String::new(),
+            path,
+            ports,
+            switch_info: None,
+        }
+    }
+
     /// Whether the node is a switch.
     pub fn is_switch(&self) -> bool {
         self.kind == NodeKind::Switch
@@ -665,16 +680,7 @@ impl Walk {
             slot.path = Some(path.clone());
         }
         self.by_guid.insert(info.node_guid, node);
-        self.fabric.nodes.push(FabricNode {
-            guid: info.node_guid,
-            system_guid: info.system_image_guid,
-            kind,
-            num_ports: info.num_ports,
-            description: String::new(),
-            path,
-            ports,
-            switch_info: None,
-        });
+        self.fabric.nodes.push(FabricNode::from_node_info(info, path, ports));
         let mut tasks = vec![Pending { task: Task::Description { node }, retry: false }];
         if kind == NodeKind::Switch {
             tasks.push(Pending { task: Task::SwitchInfo { node }, retry: false });

@@ -338,16 +338,7 @@ impl Walk {
                 slot.guid = info.port_guid;
             }
         }
-        self.model.nodes.push(FabricNode {
-            guid: info.node_guid,
-            system_guid: info.system_image_guid,
-            kind,
-            num_ports: info.num_ports,
-            description: String::new(),
-            path,
-            ports,
-            switch_info: None,
-        });
+        self.model.nodes.push(FabricNode::from_node_info(info, path, ports));
         self.by_guid.insert(info.node_guid, node);
         self.report.added += 1;
         node
