@@ -363,6 +363,10 @@ fn a_host_port_going_and_coming_back_is_rediscovered_behind_its_leaf_only() {
     assert_eq!(incremental[2].4, 1 + 5 + 3 + 1, "{incremental:?}");
     // Each full sweep reads the whole fabric again.
     assert!(full[1..].iter().all(|s| s.4 > 3 * incremental[2].4), "{full:?}");
+    // Every second heavy sweep full: the third one reads the whole fabric.
+    let periodic = host_reboot_with(false, Some(2));
+    assert!(periodic[1].4 < full[1].4, "{periodic:?} {full:?}");
+    assert_eq!(periodic[2].4, full[2].4, "{periodic:?} {full:?}");
     // The same tables are written either way.
     for (a, b) in incremental.iter().zip(&full) {
         assert_eq!((a.1, a.2), (b.1, b.2), "{incremental:?} {full:?}");
