@@ -77,7 +77,15 @@ impl Sm<'_> {
             let mut client = SmpClient::new(&mut port, self.options.sweep.retries);
             match incremental::rediscover(&mut client, &last, &changes, &Default::default()) {
                 Ok((fabric, report, walk)) => {
-                    eprintln!("  {what}: {} switches named, {walk:?}", changes.switches.len());
+                    println!(
+                        "  {what}: {} switches named; read {} nodes, {} probes, {} added, {} dropped, {} rounds",
+                        changes.switches.len(),
+                        walk.nodes_read,
+                        walk.probes,
+                        walk.added,
+                        walk.dropped,
+                        walk.rounds
+                    );
                     discovery = Some(Discovered::new(fabric, report, client.stats().clone()))
                 }
                 Err(why) => println!("  {what}: falls back to a full sweep: {why}"),

@@ -5,7 +5,9 @@
 //! trap names the switches whose ports changed, [`rediscover`] starts from
 //! the last complete fabric instead and reads:
 //!
-//! * SwitchInfo and the PortInfo of every port of each named switch;
+//! * SwitchInfo and the PortInfo of every port of each named switch (port
+//!   0 included: a switch that rebooted has lost its LID, and is then
+//!   read whole);
 //! * NodeInfo through each of their ports that came up, or that is up but
 //!   not Active (it trained again: what lies behind may have rebooted);
 //! * every attribute of what those probes find new, or found again after
@@ -16,7 +18,13 @@
 //!   switches behind it along).
 //!
 //! A link whose port went down is dropped; what no link leads to any more
-//! is dropped with it. Everything else is taken from the last fabric.
+//! is dropped with it. A node that does not answer is given the rounds it
+//! takes for the changes to give it another route, and its neighbours are
+//! read to prove it gone (a spine whose neighbours' traps were lost on
+//! routes through it). Everything else is taken from the last fabric, as
+//! the last heavy sweep programmed it; the switches that sweep gave new
+//! LIDs are named again (their other ports may report them), see
+//! [`Changes::add_relabelled`].
 //!
 //! The result is laid out as a full discovery of the same fabric would
 //! lay it out ([`replay`]: node order, directed routes, which ports were
