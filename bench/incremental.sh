@@ -19,6 +19,6 @@ target=${CARGO_TARGET_DIR:-$root/target}
 # Release build: the example and the engine libraries it loads from the
 # directory above its own.
 (cd "$root" && cargo build --release --quiet -p sm-core --example incremental \
-    -p smcore-engine-ftree -p smcore-engine-minhop)
+    && cargo build --release --quiet -p smcore-engine-ftree -p smcore-engine-minhop)
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 "$target/release/examples/incremental" "${1:-16}" "${2:-ftree,minhop}"

@@ -29,11 +29,14 @@ struct Sm<'e> {
     last: Option<OnceOutcome>,
     registry: Registry,
     options: OnceOptions<'e>,
+    /// The unicast cache (OpenSM `use_ucast_cache`): a sweep whose fabric
+    /// the last routing still fits verifies it instead of routing.
+    cache: Option<sm_core::ucast_cache::UcastCache>,
 }
 
 impl Sm<'_> {
     fn sweep(&mut self, discovered: Option<Discovered>) -> &OnceOutcome {
-        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: None };
+        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache) };
         let out = stages::once_from(&mut SimPort::new(&mut self.sim), discovered, &self.options, &self.registry, &Config::default(), state)
             .unwrap_or_else(|e| panic!("sweep: {e}"));
         assert!(out.accepted.is_some(), "routed: {:?}", out.describe());
@@ -75,10 +78,13 @@ impl Sm<'_> {
             let last = self.last.as_ref().expect("swept").sweep.fabric.clone();
             let mut port = SimPort::new(&mut self.sim);
             let mut client = SmpClient::new(&mut port, self.options.sweep.retries);
-            match incremental::rediscover(&mut client, &last, &changes, &Default::default()) {
+            let t = Instant::now();
+            let result = incremental::rediscover(&mut client, &last, &changes, &Default::default());
+            let discovery_ms = t.elapsed().as_secs_f64() * 1e3;
+            match result {
                 Ok((fabric, report, walk)) => {
                     println!(
-                        "  {what}: {} switches named; read {} nodes, {} probes, {} added, {} dropped, {} rounds",
+                        "  {what}: {} switches named; read {} nodes, {} probes, {} added, {} dropped, {} rounds, {discovery_ms:.1} ms",
                         changes.switches.len(),
                         walk.nodes_read,
                         walk.probes,
@@ -129,7 +135,7 @@ fn main() {
     let sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let engines: &'static str = Box::leak(engine.clone().into_boxed_str());
     let options = OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None };
-    let mut sm = Sm { sim, g2l: Guid2Lid::default(), held: HeldTables::default(), last: None, registry, options };
+    let mut sm = Sm { sim, g2l: Guid2Lid::default(), held: HeldTables::default(), last: None, registry, options, cache: None };
     let switches = topo.nodes.iter().filter(|n| n.kind == NodeKind::Switch).count();
     println!("{k}-ary 3-tree: {switches} switches, {} hosts, {engine}", topo.nodes.len() - switches);
     println!();
