@@ -103,6 +103,8 @@ pub fn config_in_force(
     let sweep = &options.once.sweep;
     shown.sweep_interval = Some(interval.as_secs_f64());
     shown.use_ucast_cache = options.ucast_cache;
+    shown.incremental_sweep = Some(options.incremental.is_some());
+    shown.full_sweep_every = options.incremental;
     shown.lmc = sweep.lmc;
     shown.transaction_retries = Some(sweep.retries);
     shown.subnet_prefix = Some(sweep.subnet_prefix);

@@ -102,6 +102,16 @@ struct SmArgs {
     /// go (OpenSM `use_ucast_cache`).
     #[arg(long)]
     ucast_cache: bool,
+    /// Re-read the whole fabric at every heavy sweep, not only behind the
+    /// ports a trap or a light sweep names (smcore `incremental_sweep
+    /// FALSE`).
+    #[arg(long)]
+    no_incremental_sweep: bool,
+    /// With incremental sweeps, make every N-th heavy sweep a full one
+    /// all the same; 0: only when an incremental one cannot account for a
+    /// change (smcore `full_sweep_every`; default 8).
+    #[arg(long, value_name = "N")]
+    full_sweep_every: Option<u32>,
     /// This SM's priority in the election of the master SM, 0..15
     /// (OpenSM `sm_priority`; default 0).
     #[arg(long, value_name = "0..15")]
@@ -414,6 +424,8 @@ impl SmArgs {
             max_wire_smps: self.max_wire_smps,
             transaction_timeout: self.transaction_timeout,
             ucast_cache: self.ucast_cache,
+            no_incremental_sweep: self.no_incremental_sweep,
+            full_sweep_every: self.full_sweep_every,
             priority: self.priority,
             sm_poll_interval: self.sm_poll_interval,
             sm_poll_retries: self.sm_poll_retries,
@@ -812,6 +824,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         trap_limits: Default::default(),
         guid2lid_path: settings.guid2lid.clone(),
         ucast_cache: daemon_settings.ucast_cache,
+        incremental: daemon_settings.incremental,
         standby,
         groups: Some(groups),
         sa,

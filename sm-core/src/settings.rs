@@ -80,6 +80,10 @@ pub struct Overrides {
     pub transaction_timeout: Option<u64>,
     /// `--ucast-cache`.
     pub ucast_cache: bool,
+    /// `--no-incremental-sweep`.
+    pub no_incremental_sweep: bool,
+    /// `--full-sweep-every`.
+    pub full_sweep_every: Option<u32>,
     /// `--priority`.
     pub priority: Option<u8>,
     /// `--sm-poll-interval`, seconds.
@@ -333,6 +337,12 @@ pub struct DaemonSettings {
     /// Keep the last routing while only hosts come and go:
     /// `--ucast-cache` or `use_ucast_cache`.
     pub ucast_cache: bool,
+    /// Incremental heavy sweeps, and every how many heavy sweeps one is
+    /// full all the same (0: never): `None` with `--no-incremental-sweep`
+    /// or `incremental_sweep FALSE`; the period is `--full-sweep-every`,
+    /// else `full_sweep_every`, else
+    /// [`crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY`].
+    pub incremental: Option<u32>,
     /// How long a trap's sweep waits for more traps: [`TRAP_SETTLE`],
     /// never longer than the sweep interval.
     pub trap_settle: Duration,
@@ -370,6 +380,11 @@ impl DaemonSettings {
             sm_key: config.sm_key.unwrap_or(DEFAULT_SM_KEY),
             poll_retries: o.sm_poll_retries.or(config.polling_retry_number).unwrap_or(DEFAULT_POLL_RETRIES).max(1),
             ucast_cache: o.ucast_cache || config.use_ucast_cache,
+            incremental: (!o.no_incremental_sweep && config.incremental_sweep.unwrap_or(true)).then(|| {
+                o.full_sweep_every
+                    .or(config.full_sweep_every)
+                    .unwrap_or(crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY)
+            }),
             trap_settle: TRAP_SETTLE.min(interval),
             packet_life: config.subnet_timeout.unwrap_or(DEFAULT_SUBNET_TIMEOUT),
             metrics_listen,
@@ -435,6 +450,20 @@ mod tests {
         assert!(!d.ucast_cache);
         assert_eq!((d.trap_settle, d.packet_life), (Duration::from_millis(300), 18));
         assert_eq!((d.metrics_listen, d.control_socket.as_ref(), d.pid_file.as_ref()), (None, None, None));
+    }
+
+    #[test]
+    fn incremental_sweeps_are_on_by_default_and_the_flag_beats_the_key() {
+        let default = crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY;
+        let none = Overrides::default();
+        assert_eq!(daemon(&none, &Config::default()).unwrap().incremental, Some(default));
+        let c = toml("incremental_sweep = true\nfull_sweep_every = 3\n");
+        assert_eq!(daemon(&none, &c).unwrap().incremental, Some(3));
+        let every = Overrides { full_sweep_every: Some(0), ..Overrides::default() };
+        assert_eq!(daemon(&every, &c).unwrap().incremental, Some(0));
+        let off = Overrides { no_incremental_sweep: true, ..Overrides::default() };
+        assert_eq!(daemon(&off, &c).unwrap().incremental, None);
+        assert_eq!(daemon(&none, &toml("incremental_sweep = false\n")).unwrap().incremental, None);
     }
 
     #[test]

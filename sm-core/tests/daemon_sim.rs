@@ -75,6 +75,7 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         trap_limits: Default::default(),
         guid2lid_path: None,
         ucast_cache,
+        incremental: Some(sm_core::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY),
         standby: None,
         groups: None,
         sa: None,
@@ -279,6 +280,15 @@ fn the_sm_process_sweeps_until_sigterm_and_stops_cleanly() {
 /// while a host's cable is pulled and plugged back, with and without the
 /// unicast cache.
 fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
+    host_reboot_with(ucast_cache, Some(sm_core::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY))
+        .into_iter()
+        .map(|(n, cause, lft_sets, routed_anew, _)| (n, cause, lft_sets, routed_anew))
+        .collect()
+}
+
+/// [`host_reboot`] with incremental sweeps as given, each sweep's record
+/// ending with its discovery SMPs.
+fn host_reboot_with(ucast_cache: bool, incremental: Option<u32>) -> Vec<(u64, Cause, usize, usize, u64)> {
     let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
     let (sm_node, sm_port) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
@@ -295,6 +305,7 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
         trap_limits: Default::default(),
         guid2lid_path: None,
         ucast_cache,
+        incremental,
         standby: None,
         groups: None,
         sa: None,
@@ -310,7 +321,7 @@ fn host_reboot(ucast_cache: bool) -> Vec<(u64, Cause, usize, usize)> {
             let routed = out.accepted.as_ref().expect("routed");
             assert_eq!(routed.verification.unreachable, 0, "sweep {n}");
             let routed_anew = out.attempts.iter().any(|a| a.route_time > Duration::ZERO);
-            seen.push((n, cause, out.program.lft.set, usize::from(routed_anew)));
+            seen.push((n, cause, out.program.lft.set, usize::from(routed_anew), out.sweep.discovery_smps.sent));
             match script.get(n as usize - 1) {
                 Some(acts) => pending.borrow_mut().extend(acts.iter().copied()),
                 None => signals.stop.store(true, Ordering::Relaxed),
@@ -335,6 +346,31 @@ fn with_the_unicast_cache_a_host_reboot_writes_no_lft_block() {
     // holding the host's LID on every switch.
     let uncached = host_reboot(false);
     assert!(uncached[1].2 > 0 && uncached[2].2 > 0, "{uncached:?}");
+}
+
+#[test]
+fn a_host_port_going_and_coming_back_is_rediscovered_behind_its_leaf_only() {
+    let incremental = host_reboot_with(false, Some(8));
+    let full = host_reboot_with(false, None);
+    assert_eq!(incremental.len(), 3, "{incremental:?}");
+    // The first sweep gave every switch its LID, which their ports may
+    // now report: the next sweep reads those ports again, still less
+    // than a full discovery.
+    assert!(incremental[1].4 < full[1].4, "{incremental:?} {full:?}");
+    // Then the leaf's SwitchInfo and the PortInfos of its ports 0..=4,
+    // the host's NodeInfo, NodeDescription and PortInfo, and the
+    // PortStateChange clear.
+    assert_eq!(incremental[2].4, 1 + 5 + 3 + 1, "{incremental:?}");
+    // Each full sweep reads the whole fabric again.
+    assert!(full[1..].iter().all(|s| s.4 > 3 * incremental[2].4), "{full:?}");
+    // Every second heavy sweep full: the third one reads the whole fabric.
+    let periodic = host_reboot_with(false, Some(2));
+    assert!(periodic[1].4 < full[1].4, "{periodic:?} {full:?}");
+    assert_eq!(periodic[2].4, full[2].4, "{periodic:?} {full:?}");
+    // The same tables are written either way.
+    for (a, b) in incremental.iter().zip(&full) {
+        assert_eq!((a.1, a.2), (b.1, b.2), "{incremental:?} {full:?}");
+    }
 }
 
 #[test]

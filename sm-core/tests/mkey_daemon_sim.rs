@@ -69,6 +69,7 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
         trap_limits: Default::default(),
         guid2lid_path: None,
         ucast_cache: false,
+        incremental: Some(sm_core::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY),
         standby: None,
         groups: None,
         sa: None,

@@ -88,6 +88,7 @@ fn options(groups: Option<Arc<Mutex<McGroups>>>) -> DaemonOptions<'static> {
         trap_limits: TrapLimits::default(),
         guid2lid_path: None,
         ucast_cache: false,
+        incremental: Some(sm_core::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY),
         standby: None,
         groups,
         sa: None,

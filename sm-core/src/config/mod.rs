@@ -93,6 +93,15 @@ pub struct Config {
     /// Keep the last routing when only end ports come and go (OpenSM
     /// `use_ucast_cache`).
     pub use_ucast_cache: bool,
+    /// Rediscover only behind the ports a trap or a light sweep names
+    /// (smcore's own, in the TOML format; default true,
+    /// `--no-incremental-sweep`).
+    pub incremental_sweep: Option<bool>,
+    /// With incremental sweeps, every this many heavy sweeps is a full one
+    /// all the same; 0: only when the incremental one cannot account for
+    /// a change (smcore's own, in the TOML format; default
+    /// [`crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY`]).
+    pub full_sweep_every: Option<u32>,
     /// This SM's priority in the master election, 0..15 (OpenSM
     /// `sm_priority`).
     pub sm_priority: Option<u8>,

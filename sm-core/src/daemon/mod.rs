@@ -71,6 +71,7 @@ use crate::mcast::program::{program_mfts, HeldMfts};
 use crate::mcast::McGroups;
 use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions};
 use crate::routing::AcceptedRouting;
+use crate::sweep::incremental::Changes;
 use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, TransportError};
 use crate::ucast_cache::UcastCache;
 use traps::{TrapFilter, TrapLimits, TrapVerdict};
@@ -96,6 +97,12 @@ pub struct DaemonOptions<'a> {
     /// Reuse the last routing when only end ports (or switches nothing
     /// routes through) went or came back ([`crate::ucast_cache`]).
     pub ucast_cache: bool,
+    /// Incremental heavy sweeps ([`sweep::incremental`]): when traps or a
+    /// light sweep name the switches that changed, only what lies behind
+    /// them is read again; `Some(n)`: every n-th heavy sweep is full all
+    /// the same (0: only when an incremental one cannot account for a
+    /// change). `None`: every heavy sweep reads the whole fabric.
+    pub incremental: Option<u32>,
     /// SM election and standby ([`crate::standby`]): before it sweeps, the
     /// SM waits until it is master. `None`: the only SM, master at once.
     pub standby: Option<(Arc<SmInfoState>, StandbyOptions)>,
@@ -268,6 +275,13 @@ struct RoutingState {
     /// if nothing was written to the fabric in between and it is younger
     /// than the sweep interval (see `standby::Arbitration::Master`).
     arbitrated: Option<sweep::Discovered>,
+    /// What traps and light sweeps said changed since the last heavy sweep.
+    changes: Changes,
+    /// Switches the last heavy sweep gave new LIDs: their ports are read
+    /// again at the next incremental one.
+    relabelled: Vec<u64>,
+    /// Incremental heavy sweeps since the last full one.
+    since_full: u32,
 }
 
 impl RoutingState {
@@ -552,6 +566,18 @@ impl Daemon<'_, '_> {
         let n = self.summary.heavy_sweeps;
         let span = info_span!("heavy_sweep", n, cause = ?cause);
         let _enter = span.enter();
+        let read = self.routing.arbitrated.take().filter(|d| d.is_fresh(self.schedule.interval));
+        if let Some(d) = &read {
+            info!(nodes = d.fabric().nodes.len(), age = ?d.age(), "sweeping the fabric the arbitration read");
+        }
+        let changes = std::mem::take(&mut self.routing.changes);
+        let read = match read {
+            Some(d) => Some(d),
+            None => self.rediscover(cause, changes),
+        };
+        if read.is_none() {
+            self.routing.since_full = 0;
+        }
         let slot = if self.ctx.options.ucast_cache { Some(&mut self.routing.cache) } else { None };
         let mut once = self.ctx.options.once.clone();
         once.sweep.client_reregister = self.schedule.reregister;
@@ -563,10 +589,6 @@ impl Daemon<'_, '_> {
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
         crate::qos::reload(config);
         let state = sweep::stages::SweepState { guid2lid: &mut *self.ctx.guid2lid, held: &mut *self.ctx.held, cache: slot };
-        let read = self.routing.arbitrated.take().filter(|d| d.is_fresh(self.schedule.interval));
-        if let Some(d) = &read {
-            info!(nodes = d.fabric().nodes.len(), age = ?d.age(), "sweeping the fabric the arbitration read");
-        }
         let result = sweep::stages::once_from(&mut *self.ctx.port, read, &once, self.ctx.registry, config, state);
         let outcome = match result {
             Ok(outcome) => outcome,
@@ -635,12 +657,43 @@ impl Daemon<'_, '_> {
         let fabric = &outcome.sweep.fabric;
         self.mcast.mfts.retain(|g| fabric.find(g).is_some());
         self.routing.accepted = outcome.accepted;
+        self.routing.relabelled = outcome.sweep.relabelled;
         self.routing.fabric = Some(outcome.sweep.fabric);
         if self.routing.accepted.is_some() {
             // A heavy sweep programs the groups whatever the back-off says:
             // switches may have come back.
             self.mcast.backoff.succeeded();
             self.program_groups();
+        }
+    }
+
+    /// The fabric read again behind what `changes` name, for a heavy sweep
+    /// of `cause`; `None` (logged why) when the sweep must read it whole.
+    fn rediscover(&mut self, cause: Cause, mut changes: Changes) -> Option<sweep::Discovered> {
+        let every = self.ctx.options.incremental?;
+        if !matches!(cause, Cause::Trap | Cause::Change) {
+            return None;
+        }
+        let (Some(fabric), Some(_)) = (&self.routing.fabric, &self.routing.accepted) else { return None };
+        if every != 0 && self.routing.since_full + 1 >= every {
+            info!(every, "full heavy sweep: the periodic one");
+            return None;
+        }
+        changes.add_relabelled(&self.routing.relabelled);
+        let mut options = self.ctx.options.once.sweep.clone();
+        options.stop = Some(Arc::clone(&self.ctx.signals.stop));
+        let t = Instant::now();
+        let mut client = SmpClient::new(&mut *self.ctx.port, options.retries).with_m_keys(options.m_keys.clone());
+        match sweep::incremental::rediscover(&mut client, fabric, &changes, &options.limits()) {
+            Ok((fabric, report, _)) => {
+                self.routing.since_full += 1;
+                info!(smps = client.stats().sent, took = ?t.elapsed(), "incremental discovery");
+                Some(sweep::Discovered::new(fabric, report, client.stats().clone()))
+            }
+            Err(why) => {
+                info!(smps = client.stats().sent, "full heavy sweep: {why}");
+                None
+            }
         }
     }
 
@@ -681,6 +734,7 @@ impl Daemon<'_, '_> {
         let _enter = span.enter();
         let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
         let light = sweep::light::light_sweep(&mut client, fabric);
+        self.routing.changes.add_light(&light);
         if light.needs_heavy_sweep() {
             info!(changed = light.changed.len(), lost = light.lost.len(), "light sweep found a change");
             self.schedule.due = Some(Cause::Change);
@@ -803,6 +857,7 @@ impl Daemon<'_, '_> {
                     match self.traps.filter.judge(&trap, Instant::now()) {
                         TrapVerdict::Sweep { number, issuer } => {
                             info!(number, issuer, "trap received");
+                            self.routing.changes.add_trap(number, issuer, self.routing.fabric.as_ref());
                             sweep_at.get_or_insert(Instant::now() + self.ctx.options.trap_settle);
                         }
                         TrapVerdict::Note { number, issuer } => {

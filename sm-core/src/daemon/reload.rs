@@ -35,6 +35,8 @@ pub const RESTART_ONLY: &[&str] = &[
     "transaction_timeout",
     "transaction_retries",
     "use_ucast_cache",
+    "incremental_sweep",
+    "full_sweep_every",
     "engine_dirs",
     "control_socket",
     "metrics_listen",

@@ -76,6 +76,22 @@ pub struct FabricNode {
 }
 
 impl FabricNode {
+    /// A node as its NodeInfo says, reached along `path`, with `ports`;
+    /// its description and SwitchInfo not read yet.
+    pub(super) fn from_node_info(info: &NodeInfoRepr, path: Vec<u8>, ports: Vec<FabricPort>) -> Self {
+        FabricNode {
+            guid: info.node_guid,
+            system_guid: info.system_image_guid,
+            kind: node_kind(info.node_type),
+            num_ports: info.num_ports,
+            partition_cap: info.partition_cap,
+            description: String::new(),
+            path,
+            ports,
+            switch_info: None,
+        }
+    }
+
     /// Whether the node is a switch.
     pub fn is_switch(&self) -> bool {
         self.kind == NodeKind::Switch
@@ -532,12 +548,8 @@ impl Walk {
                 }
                 Task::Description { node } => {
                     let guid = self.fabric.nodes[node].guid;
-                    match answer.and_then(|d| {
-                        NodeDescriptionPacket::new_checked(&d[..])
-                            .and_then(|p| NodeDescriptionRepr::parse(&p))
-                            .map_err(|e| SmpError::Malformed(format!("NodeDescription: {e}")))
-                    }) {
-                        Ok(d) => self.fabric.nodes[node].description = d.text(),
+                    match answer.and_then(|d| parse_description(&d)) {
+                        Ok(d) => self.fabric.nodes[node].description = d,
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no NodeDescription");
                             self.report.failed_requests += 1;
@@ -546,11 +558,7 @@ impl Walk {
                 }
                 Task::SwitchInfo { node } => {
                     let guid = self.fabric.nodes[node].guid;
-                    match answer.and_then(|d| {
-                        SwitchInfoPacket::new_checked(&d[..])
-                            .and_then(|p| SwitchInfoRepr::parse(&p))
-                            .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
-                    }) {
+                    match answer.and_then(|d| parse_switch_info(&d)) {
                         Ok(info) => self.fabric.nodes[node].switch_info = Some(info),
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no SwitchInfo");
@@ -675,17 +683,7 @@ impl Walk {
             slot.path = Some(path.clone());
         }
         self.by_guid.insert(info.node_guid, node);
-        self.fabric.nodes.push(FabricNode {
-            guid: info.node_guid,
-            system_guid: info.system_image_guid,
-            kind,
-            num_ports: info.num_ports,
-            partition_cap: info.partition_cap,
-            description: String::new(),
-            path,
-            ports,
-            switch_info: None,
-        });
+        self.fabric.nodes.push(FabricNode::from_node_info(info, path, ports));
         let mut tasks = vec![Pending { task: Task::Description { node }, retry: false }];
         if kind == NodeKind::Switch {
             tasks.push(Pending { task: Task::SwitchInfo { node }, retry: false });
@@ -695,7 +693,7 @@ impl Walk {
     }
 }
 
-fn node_kind(t: NodeType) -> NodeKind {
+pub(super) fn node_kind(t: NodeType) -> NodeKind {
     match t {
         NodeType::Switch => NodeKind::Switch,
         NodeType::Ca => NodeKind::Ca,
@@ -707,7 +705,7 @@ fn node_info(client: &mut SmpClient<'_>, path: &[u8]) -> Result<NodeInfoRepr, Sm
     parse_node_info(&client.get(attr::NODE_INFO, 0, path)?)
 }
 
-fn parse_node_info(data: &[u8]) -> Result<NodeInfoRepr, SmpError> {
+pub(super) fn parse_node_info(data: &[u8]) -> Result<NodeInfoRepr, SmpError> {
     NodeInfoPacket::new_checked(data)
         .and_then(|p| NodeInfoRepr::parse(&p))
         .map_err(|e| SmpError::Malformed(format!("NodeInfo: {e}")))
@@ -728,6 +726,19 @@ fn port_info_or_log(
             None
         }
     }
+}
+
+pub(super) fn parse_description(data: &[u8]) -> Result<String, SmpError> {
+    NodeDescriptionPacket::new_checked(data)
+        .and_then(|p| NodeDescriptionRepr::parse(&p))
+        .map(|d| d.text())
+        .map_err(|e| SmpError::Malformed(format!("NodeDescription: {e}")))
+}
+
+pub(super) fn parse_switch_info(data: &[u8]) -> Result<SwitchInfoRepr, SmpError> {
+    SwitchInfoPacket::new_checked(data)
+        .and_then(|p| SwitchInfoRepr::parse(&p))
+        .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
 }
 
 pub(super) fn parse_port_info(data: &[u8]) -> Result<PortInfoRepr, SmpError> {

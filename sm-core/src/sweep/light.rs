@@ -19,7 +19,7 @@ use sm_mad::smp::DATA_LEN;
 use sm_mad::{SwitchInfoPacket, SwitchInfoRepr};
 
 use super::discovery::Fabric;
-use super::transport::{SmpClient, SmpError, SmpOp};
+use super::transport::{SmpClient, SmpOp};
 
 /// What a light sweep found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,12 +40,6 @@ impl LightOutcome {
     pub fn needs_heavy_sweep(&self) -> bool {
         self.incomplete || !self.changed.is_empty() || !self.lost.is_empty()
     }
-}
-
-fn parse(data: &[u8; DATA_LEN]) -> Result<SwitchInfoRepr, SmpError> {
-    SwitchInfoPacket::new_checked(&data[..])
-        .and_then(|p| SwitchInfoRepr::parse(&p))
-        .map_err(|e| SmpError::Malformed(format!("SwitchInfo: {e}")))
 }
 
 /// The Set that clears a switch's PortStateChange (write one to clear):
@@ -85,7 +79,7 @@ pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome 
     let answers = client.run_many(&ops);
     let mut clears = Vec::new();
     for (&(i, node), answer) in switches.iter().zip(answers) {
-        match answer.and_then(|d| parse(&d)) {
+        match answer.and_then(|d| super::discovery::parse_switch_info(&d)) {
             Ok(info) if info.port_state_change => {
                 out.changed.push((i, node.guid));
                 clears.push(clear_op(&info, &node.path));

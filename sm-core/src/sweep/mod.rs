@@ -14,6 +14,7 @@
 //! drives both is [`crate::daemon`].
 
 pub mod discovery;
+pub mod incremental;
 pub mod light;
 pub mod lids;
 pub mod mkey;
@@ -143,6 +144,11 @@ pub struct SweepOutcome {
     pub discovery_smps: SmpStats,
     /// SMPs of LID programming.
     pub program_smps: SmpStats,
+    /// Switches (node GUID) whose port 0 this sweep gave another LID or
+    /// MasterSMLID: their other ports may report the new values, which
+    /// the fabric does not hold until they are read again
+    /// ([`incremental`] reads them at its next sweep).
+    pub relabelled: Vec<u64>,
 }
 
 impl SweepOutcome {

@@ -149,6 +149,7 @@ pub fn address(
         fabric.incomplete = true;
     }
     let program_smps = client.stats().since(&cleared);
+    let relabelled = relabelled_switches(&read, &fabric);
     if let Err(e) = options.m_keys.flush() {
         tracing::error!(error = %e, "M_Key files not written");
     }
@@ -162,7 +163,19 @@ pub fn address(
         incomplete = fabric.incomplete,
         "sweep done"
     );
-    Ok(SweepOutcome { fabric, lmc: options.lmc, discovery, lids, program, discovery_smps, program_smps })
+    Ok(SweepOutcome { fabric, lmc: options.lmc, discovery, lids, program, discovery_smps, program_smps, relabelled })
+}
+
+/// Switches whose port 0 holds another LID or MasterSMLID in `programmed`
+/// than in `read` (the same fabric before LID programming).
+fn relabelled_switches(read: &Fabric, programmed: &Fabric) -> Vec<u64> {
+    let port0 = |n: &super::FabricNode| n.ports.first().and_then(|p| p.info).map(|i| (i.lid, i.master_sm_lid));
+    read.nodes
+        .iter()
+        .zip(&programmed.nodes)
+        .filter(|(r, p)| r.is_switch() && port0(r) != port0(p))
+        .map(|(r, _)| r.guid)
+        .collect()
 }
 
 /// Stage 3's result: link parameters in the ports, and the snapshot the
