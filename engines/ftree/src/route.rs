@@ -10,23 +10,98 @@
 //! leaf in index order, spreads the destinations of one leaf over all of
 //! its up links and, on a complete tree, gives every link the same load.
 
+use rayon::prelude::*;
 use sm_abi::{NONE, NO_ROUTE};
 use smcore_kit::graph::Sw;
 
 use crate::tree::{Tree, UNRANKED};
 
-/// LFT entries of all switches, flat: `switch * stride + lid`.
+/// LFT entries of all switches: one row per switch, indexed by LID.
 pub struct Tables {
-    /// Entries.
-    pub ports: Vec<u8>,
-    /// Row length (max LID + 1).
-    pub stride: usize,
+    /// Rows by switch number, each max LID + 1 entries long.
+    pub rows: Vec<Vec<u8>>,
 }
 
 impl Tables {
     /// The row of switch `s`.
     pub fn row(&self, s: Sw) -> &[u8] {
-        &self.ports[s as usize * self.stride..(s as usize + 1) * self.stride]
+        &self.rows[s as usize]
+    }
+}
+
+/// Up to 64 entries of one group list whose remotes share a word of the
+/// per-destination bitsets, in list order: bit `b` of `mask` is the remote
+/// at position `word * 64 + b`, and the entries of the set bits follow each
+/// other from `base` in ascending bit order.
+#[derive(Clone, Copy)]
+struct Chunk {
+    word: u32,
+    mask: u64,
+    base: u32,
+}
+
+/// One switch's up or down group list, flattened: its entries in
+/// `Lists::group`/`remote` and its chunks.
+#[derive(Clone, Copy, Default)]
+struct ListRef {
+    chunk_first: u32,
+    chunk_end: u32,
+}
+
+/// Every switch's up and down group lists, flat (the walk touches them
+/// millions of times on a large tree).
+struct Lists {
+    group: Vec<u32>,
+    remote: Vec<Sw>,
+    chunks: Vec<Chunk>,
+    /// `[switch * 2 + up]`.
+    refs: Vec<ListRef>,
+}
+
+impl Lists {
+    /// Switches are placed in the bitsets by their index order, the order
+    /// the group lists are sorted in, so on a regular tree the remotes of
+    /// one list sit next to each other and one or two words cover them.
+    fn new(tree: &Tree, pos: &[u32]) -> Lists {
+        let nsw = tree.switches.len();
+        let mut l = Lists {
+            group: Vec::new(),
+            remote: Vec::new(),
+            chunks: Vec::new(),
+            refs: vec![ListRef::default(); nsw * 2],
+        };
+        for (s, sw) in tree.switches.iter().enumerate() {
+            for (up, list) in [(false, &sw.down), (true, &sw.up)] {
+                let chunk_first = l.chunks.len() as u32;
+                let mut last_bit: Option<(u32, u32)> = None;
+                for &g in list {
+                    let r = tree.groups[g as usize].remote;
+                    let e = l.group.len() as u32;
+                    l.group.push(g);
+                    l.remote.push(r);
+                    let (w, b) = (pos[r as usize] >> 6, pos[r as usize] & 63);
+                    // `last_bit` is this list's previous entry, so the last
+                    // chunk is this list's.
+                    match (last_bit, l.chunks.last_mut()) {
+                        // Same word, ascending: the entry joins the chunk.
+                        (Some((lw, lb)), Some(c)) if lw == w && b > lb => {
+                            c.mask |= 1 << b;
+                        }
+                        _ => l.chunks.push(Chunk {
+                            word: w,
+                            mask: 1 << b,
+                            base: e,
+                        }),
+                    }
+                    last_bit = Some((w, b));
+                }
+                l.refs[s * 2 + up as usize] = ListRef {
+                    chunk_first,
+                    chunk_end: l.chunks.len() as u32,
+                };
+            }
+        }
+        l
     }
 }
 
@@ -41,21 +116,30 @@ struct Router<'a> {
     p_down: Vec<u32>,
     /// Per switch: rotating start for reverse hops from roots.
     down_idx: Vec<u32>,
-    /// Per switch: `destination serial << 8 | hops`; the hops count for the
-    /// current destination only when the serial is `cur`.
-    mark: Vec<u32>,
-    /// Per switch: remote switch of each up and down group, inline.
-    up_remote: Vec<Vec<Sw>>,
-    down_remote: Vec<Vec<Sw>>,
+    /// Per switch: its bit in the per-destination bitsets.
+    pos: Vec<u32>,
+    /// Per-destination state, cleared by [`Router::start`]: which switches
+    /// have a route (a bit per position), with how many hops (per
+    /// position, valid where the bit is set), and per word an upper bound
+    /// of those hops (routes only get shorter within a destination), so a
+    /// whole word answers "routed within h" when the bound is at most h.
+    routed: Vec<u64>,
+    hops: Vec<u8>,
+    max_hops: Vec<u8>,
+    /// Per switch: none of its down remotes has down groups of its own,
+    /// so walking up from them never recurses and their order is moot.
+    leaf_children: Vec<bool>,
+    lists: Lists,
     cur: u32,
-    lft: Vec<u8>,
-    stride: usize,
-    /// Group lists being walked, one slice per active call.
+    /// Entries by destination: `lid * nsw + switch`, so one destination's
+    /// writes stay within a few pages; transposed into rows at the end.
+    by_lid: Vec<u8>,
+    nsw: usize,
     /// Per switch: `destination serial << 8 | hops` of the best reverse-hop
     /// visit so far, and the credit it had.
     rev_mark: Vec<u32>,
     rev_credit: Vec<u16>,
-    /// (counter, group) pairs.
+    /// (counter, list entry) pairs, one slice per active call.
     stack: Vec<(u32, u32)>,
 }
 
@@ -78,6 +162,26 @@ pub struct RouteOptions {
 pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let nsw = tree.switches.len();
     let stride = max_lid as usize + 1;
+    // Bit positions by index order (a permutation of the switches).
+    let mut by_order: Vec<Sw> = (0..nsw as Sw).collect();
+    by_order.sort_by_key(|&s| tree.order.get(s as usize).copied().unwrap_or(s));
+    let mut pos = vec![0u32; nsw];
+    for (i, &s) in by_order.iter().enumerate() {
+        pos[s as usize] = i as u32;
+    }
+    let lists = Lists::new(tree, &pos);
+    let leaf_children = tree
+        .switches
+        .iter()
+        .map(|sw| {
+            sw.down.iter().all(|&g| {
+                tree.switches[tree.groups[g as usize].remote as usize]
+                    .down
+                    .is_empty()
+            })
+        })
+        .collect();
+    let words = nsw.div_ceil(64);
     let mut r = Router {
         tree,
         g_up: vec![0; tree.groups.len()],
@@ -85,31 +189,17 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         p_up: vec![0; tree.ports.len()],
         p_down: vec![0; tree.ports.len()],
         down_idx: vec![0; nsw],
-        mark: vec![0; nsw],
+        pos,
+        routed: vec![0; words],
+        hops: vec![0; words * 64],
+        max_hops: vec![0; words],
+        leaf_children,
+        lists,
         rev_mark: vec![0; nsw],
         rev_credit: vec![0; nsw],
-        up_remote: tree
-            .switches
-            .iter()
-            .map(|s| {
-                s.up.iter()
-                    .map(|&g| tree.groups[g as usize].remote)
-                    .collect()
-            })
-            .collect(),
-        down_remote: tree
-            .switches
-            .iter()
-            .map(|s| {
-                s.down
-                    .iter()
-                    .map(|&g| tree.groups[g as usize].remote)
-                    .collect()
-            })
-            .collect(),
         cur: 0,
-        lft: vec![NO_ROUTE; nsw * stride],
-        stride,
+        by_lid: vec![NO_ROUTE; nsw * stride],
+        nsw,
         stack: Vec::with_capacity(1024),
     };
 
@@ -164,26 +254,56 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         }
     }
 
+    let mut tables = Tables {
+        rows: transpose(&r.by_lid, nsw, stride),
+    };
+    drop(r.by_lid);
     if opts.connect_roots {
-        r.connect_roots();
+        connect_roots(tree, &mut tables);
     }
-    Tables {
-        ports: r.lft,
-        stride,
-    }
+    tables
 }
+
+/// Rows from the by-destination entries, in parallel over blocks of
+/// switches, a block of LIDs at a time so reads and writes stay in cache.
+fn transpose(by_lid: &[u8], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
+    const BLOCK: usize = 64;
+    let mut rows: Vec<Vec<u8>> = vec![Vec::new(); nsw];
+    rows.par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(bi, block)| {
+            let s0 = bi * BLOCK;
+            for row in block.iter_mut() {
+                row.reserve_exact(stride);
+            }
+            for l0 in (0..stride).step_by(BLOCK) {
+                let l1 = (l0 + BLOCK).min(stride);
+                for (j, row) in block.iter_mut().enumerate() {
+                    row.extend((l0..l1).map(|lid| by_lid[lid * nsw + s0 + j]));
+                }
+            }
+        });
+    rows
+}
+
 
 impl Router<'_> {
     #[inline]
     fn start(&mut self) {
         self.cur += 1;
+        self.routed.fill(0);
+        self.max_hops.fill(0);
     }
 
     #[inline]
     fn set(&mut self, s: Sw, lid: u16, port: u8, hops: u8) {
-        self.mark[s as usize] = self.cur << 8 | hops as u32;
+        let p = self.pos[s as usize] as usize;
+        self.routed[p >> 6] |= 1 << (p & 63);
+        self.hops[p] = hops;
+        let m = &mut self.max_hops[p >> 6];
+        *m = (*m).max(hops);
         if lid != 0 {
-            self.lft[s as usize * self.stride + lid as usize] = port;
+            self.by_lid[lid as usize * self.nsw + s as usize] = port;
         }
     }
 
@@ -205,8 +325,40 @@ impl Router<'_> {
     /// Whether `s` already has a route to the destination no longer than `hops`.
     #[inline]
     fn has_route_within(&self, s: Sw, hops: u8) -> bool {
-        let m = self.mark[s as usize];
-        m >> 8 == self.cur && hops as u32 >= m & 0xFF
+        let p = self.pos[s as usize] as usize;
+        self.routed[p >> 6] >> (p & 63) & 1 != 0 && self.hops[p] <= hops
+    }
+
+    /// The bits of `mask` in `word` whose switches have a route no longer
+    /// than `hops`.
+    #[inline]
+    fn routed_within(&self, word: u32, mask: u64, hops: u8) -> u64 {
+        let w = word as usize;
+        let set = self.routed[w] & mask;
+        if self.max_hops[w] <= hops {
+            return set;
+        }
+        let mut within = 0;
+        let mut m = set;
+        while m != 0 {
+            let b = m.trailing_zeros() as usize;
+            if self.hops[w * 64 + b] <= hops {
+                within |= 1 << b;
+            }
+            m &= m - 1;
+        }
+        within
+    }
+
+    /// The entries of chunk `c` whose remote is not `skip_pos` and has no
+    /// route within `hops`, as bits.
+    #[inline]
+    fn open_bits(&self, c: Chunk, skip_pos: u32, hops: u8) -> u64 {
+        let mut bits = c.mask & !self.routed_within(c.word, c.mask, hops);
+        if skip_pos >> 6 == c.word {
+            bits &= !(1u64 << (skip_pos & 63));
+        }
+        bits
     }
 
     /// The first port of group `g` with the lowest counter.
@@ -223,46 +375,40 @@ impl Router<'_> {
         best
     }
 
-    /// Load counter of group `g` that orders it.
-    #[inline]
-    fn counter(&self, g: u32, up_counter: bool) -> u32 {
-        if up_counter {
-            self.g_up[g as usize]
-        } else {
-            self.g_down[g as usize]
-        }
-    }
-
-    /// Push the groups of `list` whose remote switch is not `skip` and has
-    /// no route within `hops` yet, ordered by counter then remote index; returns the
-    /// slice's start. Sorting only these is enough: a walk below one of
-    /// them never reaches the others' rank, so no candidate appears or
-    /// disappears on the way, and most calls have none.
+    /// Push the entries of `s`'s up or down list whose remote switch is not
+    /// `skip` and has no route within `hops` yet, ordered by counter then
+    /// list order; returns the slice's start. Sorting only these is
+    /// enough: a walk below one of them never reaches the others' rank, so
+    /// no candidate appears or disappears on the way, and most calls have
+    /// none.
     fn push_candidates(&mut self, s: Sw, up: bool, skip: Sw, hops: u8) -> usize {
         let base = self.stack.len();
-        let sw = &self.tree.switches[s as usize];
-        let (list, remotes) = if up {
-            (&sw.up, &self.up_remote[s as usize])
+        let lr = self.lists.refs[s as usize * 2 + up as usize];
+        let skip_pos = if skip == NONE {
+            u32::MAX
         } else {
-            (&sw.down, &self.down_remote[s as usize])
+            self.pos[skip as usize]
         };
-        // Up groups are ordered by their down counter and vice versa.
-        let up_counter = !up;
-        for (i, &remote) in remotes.iter().enumerate() {
-            if remote == skip || self.has_route_within(remote, hops) {
-                continue;
+        for ci in lr.chunk_first..lr.chunk_end {
+            let c = self.lists.chunks[ci as usize];
+            let mut bits = self.open_bits(c, skip_pos, hops);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                let e = c.base + (c.mask & ((1u64 << b) - 1)).count_ones();
+                let g = self.lists.group[e as usize] as usize;
+                // Up groups are ordered by their down counter and vice
+                // versa; entries come in list order, so a stable insertion
+                // by counter orders by (counter, list order).
+                let k = if up { self.g_down[g] } else { self.g_up[g] };
+                let mut j = self.stack.len();
+                self.stack.push((k, e));
+                while j > base && self.stack[j - 1].0 > k {
+                    self.stack[j] = self.stack[j - 1];
+                    j -= 1;
+                }
+                self.stack[j] = (k, e);
             }
-            let g = list[i];
-            // Lists are in remote index order, so a stable insertion by
-            // counter orders by (counter, index).
-            let k = self.counter(g, up_counter);
-            let mut j = self.stack.len();
-            self.stack.push((k, g));
-            while j > base && self.stack[j - 1].0 > k {
-                self.stack[j] = self.stack[j - 1];
-                j -= 1;
-            }
-            self.stack[j] = (k, g);
         }
         base
     }
@@ -273,25 +419,54 @@ impl Router<'_> {
     fn upgoing(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8) -> bool {
         let tree = self.tree;
         let sw = &tree.switches[s as usize];
-        if sw.down.is_empty() && sw.cas.is_empty() {
-            return false;
+        if sw.down.is_empty() {
+            return !sw.cas.is_empty();
         }
         let mut created = !sw.cas.is_empty();
-        let base = self.push_candidates(s, false, prev, hops + 1);
-        for i in base..self.stack.len() {
-            let g = self.stack[i].1;
-            let remote = tree.groups[g as usize].remote;
-            let p = self.min_port(g, true);
-            self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-            let routed = self.upgoing(remote, NONE, lid, hops + 1);
-            if routed {
-                created = true;
-                self.p_up[p as usize] += 1;
-                self.g_up[g as usize] += 1;
+        if self.leaf_children[s as usize] {
+            // Below are switches without down groups: each is set and
+            // counted on its own, so the order they are taken in is moot.
+            let lr = self.lists.refs[s as usize * 2];
+            let skip_pos = if prev == NONE {
+                u32::MAX
+            } else {
+                self.pos[prev as usize]
+            };
+            for ci in lr.chunk_first..lr.chunk_end {
+                let c = self.lists.chunks[ci as usize];
+                let mut bits = self.open_bits(c, skip_pos, hops + 1);
+                while bits != 0 {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let e = c.base + (c.mask & ((1u64 << b) - 1)).count_ones();
+                    let g = self.lists.group[e as usize];
+                    let remote = self.lists.remote[e as usize];
+                    let p = self.min_port(g, true);
+                    self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
+                    if !tree.switches[remote as usize].cas.is_empty() {
+                        created = true;
+                        self.p_up[p as usize] += 1;
+                        self.g_up[g as usize] += 1;
+                    }
+                }
             }
+        } else {
+            let base = self.push_candidates(s, false, prev, hops + 1);
+            for i in base..self.stack.len() {
+                let e = self.stack[i].1 as usize;
+                let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
+                let p = self.min_port(g, true);
+                self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
+                let routed = self.upgoing(remote, NONE, lid, hops + 1);
+                if routed {
+                    created = true;
+                    self.p_up[p as usize] += 1;
+                    self.g_up[g as usize] += 1;
+                }
+            }
+            self.stack.truncate(base);
         }
-        self.stack.truncate(base);
-        if created && !sw.down.is_empty() {
+        if created {
             self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % sw.down.len() as u32;
         }
         created
@@ -347,8 +522,8 @@ impl Router<'_> {
         // A walk through one may reach another, hence the check again.
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
-            let g = self.stack[i].1;
-            let remote = tree.groups[g as usize].remote;
+            let e = self.stack[i].1 as usize;
+            let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
             if self.has_route_within(remote, hops + 1) {
                 continue;
             }
@@ -370,39 +545,41 @@ impl Router<'_> {
         }
         created
     }
+}
 
-    /// Switches above the leaves forward switch LIDs they have no up/down
-    /// route to the way they forward to the last leaf, which has one.
-    fn connect_roots(&mut self) {
-        let tree = self.tree;
-        let Some(&leaf) = tree.leaves.last() else {
-            return;
-        };
-        let leaf_lid = tree.switches[leaf as usize].lid as usize;
-        if leaf_lid == 0 || leaf_lid >= self.stride {
-            return;
+/// Switches above the leaves forward switch LIDs they have no up/down
+/// route to the way they forward to the last leaf, which has one.
+fn connect_roots(tree: &Tree, tables: &mut Tables) {
+    let Some(&leaf) = tree.leaves.last() else {
+        return;
+    };
+    let stride = tables.rows.first().map_or(0, |r| r.len());
+    let leaf_lid = tree.switches[leaf as usize].lid as usize;
+    if leaf_lid == 0 || leaf_lid >= stride {
+        return;
+    }
+    // The leaf's own row is never changed here (it is not above the
+    // leaves), so which switch LIDs it reaches can be read once.
+    let leaf_row = &tables.rows[leaf as usize];
+    let switch_lids: Vec<usize> = tree
+        .switches
+        .iter()
+        .filter(|s| s.rank != UNRANKED && s.lid != 0 && (s.lid as usize) < stride)
+        .map(|s| s.lid as usize)
+        .filter(|&lid| leaf_row[lid] != NO_ROUTE)
+        .collect();
+    for (s, sw) in tree.switches.iter().enumerate() {
+        if sw.rank == UNRANKED || sw.rank >= tree.leaf_rank {
+            continue;
         }
-        let switch_lids: Vec<usize> = tree
-            .switches
-            .iter()
-            .filter(|s| s.rank != UNRANKED && s.lid != 0 && (s.lid as usize) < self.stride)
-            .map(|s| s.lid as usize)
-            .collect();
-        for (s, sw) in tree.switches.iter().enumerate() {
-            if sw.rank == UNRANKED || sw.rank >= tree.leaf_rank {
-                continue;
-            }
-            let row = s * self.stride;
-            let towards_leaf = self.lft[row + leaf_lid];
-            if towards_leaf == NO_ROUTE {
-                continue;
-            }
-            for &lid in &switch_lids {
-                if self.lft[row + lid] == NO_ROUTE
-                    && self.lft[leaf as usize * self.stride + lid] != NO_ROUTE
-                {
-                    self.lft[row + lid] = towards_leaf;
-                }
+        let row = &mut tables.rows[s];
+        let towards_leaf = row[leaf_lid];
+        if towards_leaf == NO_ROUTE {
+            continue;
+        }
+        for &lid in &switch_lids {
+            if row[lid] == NO_ROUTE {
+                row[lid] = towards_leaf;
             }
         }
     }

@@ -274,3 +274,14 @@ fn tables_are_pinned() {
         assert_eq!(o, po, "{name}: tables differ from the pinned ones; now:\n{table}");
     }
 }
+
+/// The 34-ary 3-tree (3,468 switches, 39,304 CAs), the largest k-ary
+/// 3-tree in the unicast LID space; heavy, so run in release:
+/// `cargo test --release -p smcore-engine-ftree --test pinned_tables -- --ignored`.
+#[test]
+#[ignore = "heavy: run in release"]
+fn largest_tree_tables_are_pinned() {
+    let f = snap(&gen::kary_ntree(34, 3, 34).unwrap());
+    let o = outcome(&Ftree::default(), &f);
+    assert_eq!(o, "63fb1508ad17d848", "34-ary 3-tree");
+}
