@@ -29,10 +29,10 @@ impl Tables {
     }
 }
 
-/// Up to 64 entries of one group list whose remotes share a word of the
-/// per-destination bitsets, in list order: bit `b` of `mask` is the remote
-/// at position `word * 64 + b`, and the entries of the set bits follow each
-/// other from `base` in ascending bit order.
+/// The entries of one group list whose remotes share a word of the
+/// per-destination bitsets: bit `b` of `mask` is the remote at position
+/// `word * 64 + b`; the list entries of the set bits, in ascending bit
+/// order, are `Lists::chunk_entry[base..]`.
 #[derive(Clone, Copy)]
 struct Chunk {
     word: u32,
@@ -40,8 +40,7 @@ struct Chunk {
     base: u32,
 }
 
-/// One switch's up or down group list, flattened: its entries in
-/// `Lists::group`/`remote` and its chunks.
+/// One switch's up or down group list: its chunks.
 #[derive(Clone, Copy, Default)]
 struct ListRef {
     chunk_first: u32,
@@ -49,51 +48,50 @@ struct ListRef {
 }
 
 /// Every switch's up and down group lists, flat (the walk touches them
-/// millions of times on a large tree).
+/// millions of times on a large tree). List entries are numbered in list
+/// order, so comparing entry numbers compares list positions.
 struct Lists {
     group: Vec<u32>,
     remote: Vec<Sw>,
     chunks: Vec<Chunk>,
+    chunk_entry: Vec<u32>,
     /// `[switch * 2 + up]`.
     refs: Vec<ListRef>,
 }
 
 impl Lists {
-    /// Switches are placed in the bitsets by their index order, the order
-    /// the group lists are sorted in, so on a regular tree the remotes of
-    /// one list sit next to each other and one or two words cover them.
     fn new(tree: &Tree, pos: &[u32]) -> Lists {
         let nsw = tree.switches.len();
         let mut l = Lists {
             group: Vec::new(),
             remote: Vec::new(),
             chunks: Vec::new(),
+            chunk_entry: Vec::new(),
             refs: vec![ListRef::default(); nsw * 2],
         };
+        let mut by_pos: Vec<(u32, u32)> = Vec::new();
         for (s, sw) in tree.switches.iter().enumerate() {
             for (up, list) in [(false, &sw.down), (true, &sw.up)] {
-                let chunk_first = l.chunks.len() as u32;
-                let mut last_bit: Option<(u32, u32)> = None;
+                by_pos.clear();
                 for &g in list {
                     let r = tree.groups[g as usize].remote;
-                    let e = l.group.len() as u32;
+                    by_pos.push((pos[r as usize], l.group.len() as u32));
                     l.group.push(g);
                     l.remote.push(r);
-                    let (w, b) = (pos[r as usize] >> 6, pos[r as usize] & 63);
-                    // `last_bit` is this list's previous entry, so the last
-                    // chunk is this list's.
-                    match (last_bit, l.chunks.last_mut()) {
-                        // Same word, ascending: the entry joins the chunk.
-                        (Some((lw, lb)), Some(c)) if lw == w && b > lb => {
-                            c.mask |= 1 << b;
-                        }
+                }
+                by_pos.sort_unstable();
+                let chunk_first = l.chunks.len() as u32;
+                for (i, &(p, e)) in by_pos.iter().enumerate() {
+                    let (w, b) = (p >> 6, p & 63);
+                    match l.chunks.last_mut() {
+                        Some(c) if i > 0 && c.word == w => c.mask |= 1 << b,
                         _ => l.chunks.push(Chunk {
                             word: w,
                             mask: 1 << b,
-                            base: e,
+                            base: l.chunk_entry.len() as u32,
                         }),
                     }
-                    last_bit = Some((w, b));
+                    l.chunk_entry.push(e);
                 }
                 l.refs[s * 2 + up as usize] = ListRef {
                     chunk_first,
@@ -103,6 +101,61 @@ impl Lists {
         }
         l
     }
+
+    /// The list entry of bit `b` of chunk `c`.
+    #[inline]
+    fn entry(&self, c: Chunk, b: u32) -> usize {
+        self.chunk_entry[(c.base + (c.mask & ((1u64 << b) - 1)).count_ones()) as usize] as usize
+    }
+}
+
+/// Bit positions of the switches in the per-destination bitsets, and the
+/// number of words: top-down, each switch's down remotes not placed yet
+/// next to each other (in a word of their own when they fit in one), so
+/// the down lists that every destination scans, and mostly finds routed
+/// already, take a word or two on a regular tree.
+fn positions(tree: &Tree) -> (Vec<u32>, usize) {
+    let nsw = tree.switches.len();
+    let mut pos = vec![u32::MAX; nsw];
+    let mut next = 0u32;
+    let mut placed: Vec<Sw> = Vec::with_capacity(nsw);
+    let mut by_order: Vec<Sw> = (0..nsw as Sw).collect();
+    by_order.sort_by_key(|&s| tree.order.get(s as usize).copied().unwrap_or(s));
+    for &s in &by_order {
+        if tree.switches[s as usize].rank == 0 {
+            pos[s as usize] = next;
+            next += 1;
+            placed.push(s);
+        }
+    }
+    let mut run: Vec<Sw> = Vec::new();
+    let mut i = 0;
+    while i < placed.len() {
+        let s = placed[i] as usize;
+        i += 1;
+        run.clear();
+        for &g in &tree.switches[s].down {
+            let r = tree.groups[g as usize].remote;
+            if pos[r as usize] == u32::MAX && !run.contains(&r) {
+                run.push(r);
+            }
+        }
+        if run.len() <= 64 && next % 64 + run.len() as u32 > 64 {
+            next = next.next_multiple_of(64);
+        }
+        for &r in &run {
+            pos[r as usize] = next;
+            next += 1;
+            placed.push(r);
+        }
+    }
+    for &s in &by_order {
+        if pos[s as usize] == u32::MAX {
+            pos[s as usize] = next;
+            next += 1;
+        }
+    }
+    (pos, (next as usize).div_ceil(64))
 }
 
 /// A destination being routed: a real LID or, for `lid == 0`, a dummy that
@@ -162,13 +215,7 @@ pub struct RouteOptions {
 pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let nsw = tree.switches.len();
     let stride = max_lid as usize + 1;
-    // Bit positions by index order (a permutation of the switches).
-    let mut by_order: Vec<Sw> = (0..nsw as Sw).collect();
-    by_order.sort_by_key(|&s| tree.order.get(s as usize).copied().unwrap_or(s));
-    let mut pos = vec![0u32; nsw];
-    for (i, &s) in by_order.iter().enumerate() {
-        pos[s as usize] = i as u32;
-    }
+    let (pos, words) = positions(tree);
     let lists = Lists::new(tree, &pos);
     let leaf_children = tree
         .switches
@@ -181,7 +228,6 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
             })
         })
         .collect();
-    let words = nsw.div_ceil(64);
     let mut r = Router {
         tree,
         g_up: vec![0; tree.groups.len()],
@@ -395,19 +441,18 @@ impl Router<'_> {
             while bits != 0 {
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
-                let e = c.base + (c.mask & ((1u64 << b) - 1)).count_ones();
-                let g = self.lists.group[e as usize] as usize;
+                let e = self.lists.entry(c, b);
+                let g = self.lists.group[e] as usize;
                 // Up groups are ordered by their down counter and vice
-                // versa; entries come in list order, so a stable insertion
-                // by counter orders by (counter, list order).
-                let k = if up { self.g_down[g] } else { self.g_up[g] };
+                // versa, ties by list order (entry numbers follow it).
+                let key = (if up { self.g_down[g] } else { self.g_up[g] }, e as u32);
                 let mut j = self.stack.len();
-                self.stack.push((k, e));
-                while j > base && self.stack[j - 1].0 > k {
+                self.stack.push(key);
+                while j > base && self.stack[j - 1] > key {
                     self.stack[j] = self.stack[j - 1];
                     j -= 1;
                 }
-                self.stack[j] = (k, e);
+                self.stack[j] = key;
             }
         }
         base
@@ -438,9 +483,8 @@ impl Router<'_> {
                 while bits != 0 {
                     let b = bits.trailing_zeros();
                     bits &= bits - 1;
-                    let e = c.base + (c.mask & ((1u64 << b) - 1)).count_ones();
-                    let g = self.lists.group[e as usize];
-                    let remote = self.lists.remote[e as usize];
+                    let e = self.lists.entry(c, b);
+                    let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
                     let p = self.min_port(g, true);
                     self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
                     if !tree.switches[remote as usize].cas.is_empty() {
