@@ -40,6 +40,19 @@ struct Chunk {
     base: u32,
 }
 
+/// One entry of a group list: the group and what the walk needs of it,
+/// together (read for every route set).
+#[derive(Clone, Copy)]
+struct Entry {
+    group: u32,
+    remote: Sw,
+    /// The group's ports in [`Tree::ports`].
+    first: u32,
+    len: u32,
+    /// Port number of the first port on the remote switch.
+    first_remote_num: u8,
+}
+
 /// One switch's up or down group list: its chunks.
 #[derive(Clone, Copy, Default)]
 struct ListRef {
@@ -51,8 +64,7 @@ struct ListRef {
 /// millions of times on a large tree). List entries are numbered in list
 /// order, so comparing entry numbers compares list positions.
 struct Lists {
-    group: Vec<u32>,
-    remote: Vec<Sw>,
+    ent: Vec<Entry>,
     chunks: Vec<Chunk>,
     chunk_entry: Vec<u32>,
     /// `[switch * 2 + up]`.
@@ -63,8 +75,7 @@ impl Lists {
     fn new(tree: &Tree, pos: &[u32]) -> Lists {
         let nsw = tree.switches.len();
         let mut l = Lists {
-            group: Vec::new(),
-            remote: Vec::new(),
+            ent: Vec::new(),
             chunks: Vec::new(),
             chunk_entry: Vec::new(),
             refs: vec![ListRef::default(); nsw * 2],
@@ -75,9 +86,15 @@ impl Lists {
                 by_pos.clear();
                 for &g in list {
                     let r = tree.groups[g as usize].remote;
-                    by_pos.push((pos[r as usize], l.group.len() as u32));
-                    l.group.push(g);
-                    l.remote.push(r);
+                    by_pos.push((pos[r as usize], l.ent.len() as u32));
+                    let grp = &tree.groups[g as usize];
+                    l.ent.push(Entry {
+                        group: g,
+                        remote: r,
+                        first: grp.first,
+                        len: grp.len,
+                        first_remote_num: tree.ports[grp.first as usize].remote_num,
+                    });
                 }
                 by_pos.sort_unstable();
                 let chunk_first = l.chunks.len() as u32;
@@ -182,6 +199,8 @@ struct Router<'a> {
     /// Per switch: none of its down remotes has down groups of its own,
     /// so walking up from them never recurses and their order is moot.
     leaf_children: Vec<bool>,
+    /// Per switch: CA ports hang on it.
+    has_cas: Vec<bool>,
     lists: Lists,
     cur: u32,
     /// Entries by destination: `lid * nsw + switch`, so one destination's
@@ -240,6 +259,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         hops: vec![0; words * 64],
         max_hops: vec![0; words],
         leaf_children,
+        has_cas: tree.switches.iter().map(|sw| !sw.cas.is_empty()).collect(),
         lists,
         rev_mark: vec![0; nsw],
         rev_credit: vec![0; nsw],
@@ -407,18 +427,36 @@ impl Router<'_> {
         bits
     }
 
-    /// The first port of group `g` with the lowest counter.
+    /// The first port of the entry's group with the lowest counter, and
+    /// its number on the remote switch.
     #[inline]
-    fn min_port(&self, g: u32, up: bool) -> u32 {
-        let grp = &self.tree.groups[g as usize];
+    fn min_port(&self, en: &Entry, up: bool) -> (u32, u8) {
+        if en.len == 1 {
+            return (en.first, en.first_remote_num);
+        }
         let counters = if up { &self.p_up } else { &self.p_down };
-        let mut best = grp.first;
-        for p in grp.first + 1..grp.first + grp.len {
+        let mut best = en.first;
+        for p in en.first + 1..en.first + en.len {
             if counters[p as usize] < counters[best as usize] {
                 best = p;
             }
         }
-        best
+        (best, self.tree.ports[best as usize].remote_num)
+    }
+
+    /// Count a route over port `p` of the entry's group (the port counter
+    /// only matters, and is only kept, in groups of several ports).
+    #[inline]
+    fn count(&mut self, en: &Entry, p: u32, up: bool) {
+        let (g, ports) = if up {
+            (&mut self.g_up, &mut self.p_up)
+        } else {
+            (&mut self.g_down, &mut self.p_down)
+        };
+        g[en.group as usize] += 1;
+        if en.len > 1 {
+            ports[p as usize] += 1;
+        }
     }
 
     /// Push the entries of `s`'s up or down list whose remote switch is not
@@ -442,7 +480,7 @@ impl Router<'_> {
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
                 let e = self.lists.entry(c, b);
-                let g = self.lists.group[e] as usize;
+                let g = self.lists.ent[e].group as usize;
                 // Up groups are ordered by their down counter and vice
                 // versa, ties by list order (entry numbers follow it).
                 let key = (if up { self.g_down[g] } else { self.g_up[g] }, e as u32);
@@ -484,13 +522,12 @@ impl Router<'_> {
                     let b = bits.trailing_zeros();
                     bits &= bits - 1;
                     let e = self.lists.entry(c, b);
-                    let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
-                    let p = self.min_port(g, true);
-                    self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-                    if !tree.switches[remote as usize].cas.is_empty() {
+                    let en = self.lists.ent[e];
+                    let (p, num) = self.min_port(&en, true);
+                    self.set(en.remote, lid, num, hops + 1);
+                    if self.has_cas[en.remote as usize] {
                         created = true;
-                        self.p_up[p as usize] += 1;
-                        self.g_up[g as usize] += 1;
+                        self.count(&en, p, true);
                     }
                 }
             }
@@ -498,14 +535,12 @@ impl Router<'_> {
             let base = self.push_candidates(s, false, prev, hops + 1);
             for i in base..self.stack.len() {
                 let e = self.stack[i].1 as usize;
-                let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
-                let p = self.min_port(g, true);
-                self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-                let routed = self.upgoing(remote, NONE, lid, hops + 1);
-                if routed {
+                let en = self.lists.ent[e];
+                let (p, num) = self.min_port(&en, true);
+                self.set(en.remote, lid, num, hops + 1);
+                if self.upgoing(en.remote, NONE, lid, hops + 1) {
                     created = true;
-                    self.p_up[p as usize] += 1;
-                    self.g_up[g as usize] += 1;
+                    self.count(&en, p, true);
                 }
             }
             self.stack.truncate(base);
@@ -552,12 +587,19 @@ impl Router<'_> {
                     g = h;
                 }
             }
-            let p = self.min_port(g, false);
-            self.g_down[g as usize] += 1;
-            self.p_down[p as usize] += 1;
-            let remote = tree.groups[g as usize].remote;
+            let grp = &tree.groups[g as usize];
+            let en = Entry {
+                group: g,
+                remote: grp.remote,
+                first: grp.first,
+                len: grp.len,
+                first_remote_num: tree.ports[grp.first as usize].remote_num,
+            };
+            let (p, num) = self.min_port(&en, false);
+            self.count(&en, p, false);
+            let remote = en.remote;
             if !self.has_route_within(remote, hops + 1) {
-                self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
+                self.set(remote, lid, num, hops + 1);
             }
             created |= self.downgoing(remote, s, lid, true, credit, hops + 1);
             main_remote = remote;
@@ -567,13 +609,13 @@ impl Router<'_> {
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
             let e = self.stack[i].1 as usize;
-            let (g, remote) = (self.lists.group[e], self.lists.remote[e]);
-            if self.has_route_within(remote, hops + 1) {
+            let en = self.lists.ent[e];
+            if self.has_route_within(en.remote, hops + 1) {
                 continue;
             }
-            let p = self.min_port(g, false);
-            self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-            created |= self.downgoing(remote, s, lid, false, credit, hops + 1);
+            let (_, num) = self.min_port(&en, false);
+            self.set(en.remote, lid, num, hops + 1);
+            created |= self.downgoing(en.remote, s, lid, false, credit, hops + 1);
         }
         self.stack.truncate(base);
         if credit == 0 || sw.is_leaf {
