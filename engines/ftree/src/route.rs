@@ -197,10 +197,11 @@ struct Router<'a> {
     hops: Vec<u8>,
     max_hops: Vec<u8>,
     /// Per switch: none of its down remotes has down groups of its own,
-    /// so walking up from them never recurses and their order is moot.
-    leaf_children: Vec<bool>,
-    /// Per switch: CA ports hang on it.
-    has_cas: Vec<bool>,
+    /// Per switch: the switches below its down remotes (each with its
+    /// own) are disjoint, so walking up from one never touches what the
+    /// walk from another reads or writes, and the order they are taken in
+    /// is moot.
+    disjoint_below: Vec<bool>,
     lists: Lists,
     cur: u32,
     /// Entries by destination: `lid * nsw + switch`, so one destination's
@@ -211,8 +212,8 @@ struct Router<'a> {
     /// visit so far, and the credit it had.
     rev_mark: Vec<u32>,
     rev_credit: Vec<u16>,
-    /// (counter, list entry) pairs, one slice per active call.
-    stack: Vec<(u32, u32)>,
+    /// `counter << 32 | list entry`, one slice per active call.
+    stack: Vec<u64>,
 }
 
 /// Highest reverse hop credit used: enough to join any two switches of
@@ -230,23 +231,47 @@ pub struct RouteOptions {
     pub connect_roots: bool,
 }
 
+/// Per switch: whether the down closures of its down remotes (each
+/// remote with everything reachable from it going down) are pairwise
+/// disjoint. True on k-ary n-trees; damaged or irregular trees may share
+/// switches below two children, and then the walk keeps OpenSM's order.
+fn disjoint_below(tree: &Tree) -> Vec<bool> {
+    let nsw = tree.switches.len();
+    // Per switch: (owner switch + 1, child) of the last closure marking it.
+    let mut seen: Vec<(u32, u32)> = vec![(0, 0); nsw];
+    let mut todo: Vec<Sw> = Vec::new();
+    (0..nsw)
+        .map(|s| {
+            let down = &tree.switches[s].down;
+            for (ci, &g) in down.iter().enumerate() {
+                todo.clear();
+                todo.push(tree.groups[g as usize].remote);
+                while let Some(t) = todo.pop() {
+                    let m = seen[t as usize];
+                    if m.0 == s as u32 + 1 {
+                        if m.1 != ci as u32 {
+                            return false;
+                        }
+                        continue;
+                    }
+                    seen[t as usize] = (s as u32 + 1, ci as u32);
+                    for &h in &tree.switches[t as usize].down {
+                        todo.push(tree.groups[h as usize].remote);
+                    }
+                }
+            }
+            true
+        })
+        .collect()
+}
+
 /// Route every CA port and switch of the tree.
 pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let nsw = tree.switches.len();
     let stride = max_lid as usize + 1;
     let (pos, words) = positions(tree);
     let lists = Lists::new(tree, &pos);
-    let leaf_children = tree
-        .switches
-        .iter()
-        .map(|sw| {
-            sw.down.iter().all(|&g| {
-                tree.switches[tree.groups[g as usize].remote as usize]
-                    .down
-                    .is_empty()
-            })
-        })
-        .collect();
+    let disjoint_below = disjoint_below(tree);
     let mut r = Router {
         tree,
         g_up: vec![0; tree.groups.len()],
@@ -258,8 +283,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         routed: vec![0; words],
         hops: vec![0; words * 64],
         max_hops: vec![0; words],
-        leaf_children,
-        has_cas: tree.switches.iter().map(|sw| !sw.cas.is_empty()).collect(),
+        disjoint_below,
         lists,
         rev_mark: vec![0; nsw],
         rev_credit: vec![0; nsw],
@@ -483,16 +507,12 @@ impl Router<'_> {
                 let g = self.lists.ent[e].group as usize;
                 // Up groups are ordered by their down counter and vice
                 // versa, ties by list order (entry numbers follow it).
-                let key = (if up { self.g_down[g] } else { self.g_up[g] }, e as u32);
-                let mut j = self.stack.len();
-                self.stack.push(key);
-                while j > base && self.stack[j - 1] > key {
-                    self.stack[j] = self.stack[j - 1];
-                    j -= 1;
-                }
-                self.stack[j] = key;
+                let k = if up { self.g_down[g] } else { self.g_up[g] };
+                self.stack.push((k as u64) << 32 | e as u64);
             }
         }
+        // Keys are unique (entry numbers are), so unstable is stable.
+        self.stack[base..].sort_unstable();
         base
     }
 
@@ -506,9 +526,9 @@ impl Router<'_> {
             return !sw.cas.is_empty();
         }
         let mut created = !sw.cas.is_empty();
-        if self.leaf_children[s as usize] {
-            // Below are switches without down groups: each is set and
-            // counted on its own, so the order they are taken in is moot.
+        if self.disjoint_below[s as usize] {
+            // The walks below the candidates are independent: take them
+            // as they come, without ordering them by counter.
             let lr = self.lists.refs[s as usize * 2];
             let skip_pos = if prev == NONE {
                 u32::MAX
@@ -525,7 +545,7 @@ impl Router<'_> {
                     let en = self.lists.ent[e];
                     let (p, num) = self.min_port(&en, true);
                     self.set(en.remote, lid, num, hops + 1);
-                    if self.has_cas[en.remote as usize] {
+                    if self.upgoing(en.remote, NONE, lid, hops + 1) {
                         created = true;
                         self.count(&en, p, true);
                     }
@@ -534,7 +554,7 @@ impl Router<'_> {
         } else {
             let base = self.push_candidates(s, false, prev, hops + 1);
             for i in base..self.stack.len() {
-                let e = self.stack[i].1 as usize;
+                let e = self.stack[i] as u32 as usize;
                 let en = self.lists.ent[e];
                 let (p, num) = self.min_port(&en, true);
                 self.set(en.remote, lid, num, hops + 1);
@@ -608,7 +628,7 @@ impl Router<'_> {
         // A walk through one may reach another, hence the check again.
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
-            let e = self.stack[i].1 as usize;
+            let e = self.stack[i] as u32 as usize;
             let en = self.lists.ent[e];
             if self.has_route_within(en.remote, hops + 1) {
                 continue;
