@@ -32,7 +32,7 @@ impl Tables {
 /// The entries of one group list whose remotes share a word of the
 /// per-destination bitsets: bit `b` of `mask` is the remote at position
 /// `word * 64 + b`; the list entries of the set bits, in ascending bit
-/// order, are `Lists::chunk_entry[base..]`.
+/// order, are `Lists::ent[base..]`.
 #[derive(Clone, Copy)]
 struct Chunk {
     word: u32,
@@ -46,11 +46,35 @@ struct Chunk {
 struct Entry {
     group: u32,
     remote: Sw,
+    /// Number in list order over all lists (the tie-break between equal
+    /// counters).
+    seq: u32,
     /// The group's ports in [`Tree::ports`].
     first: u32,
     len: u32,
     /// Port number of the first port on the remote switch.
     first_remote_num: u8,
+    /// The remote has down groups of its own.
+    remote_down: bool,
+    /// CA ports hang on the remote.
+    remote_cas: bool,
+}
+
+impl Entry {
+    fn new(tree: &Tree, g: u32, seq: u32) -> Entry {
+        let grp = &tree.groups[g as usize];
+        let r = &tree.switches[grp.remote as usize];
+        Entry {
+            group: g,
+            remote: grp.remote,
+            seq,
+            first: grp.first,
+            len: grp.len,
+            first_remote_num: tree.ports[grp.first as usize].remote_num,
+            remote_down: !r.down.is_empty(),
+            remote_cas: !r.cas.is_empty(),
+        }
+    }
 }
 
 /// One switch's up or down group list: its chunks.
@@ -61,12 +85,11 @@ struct ListRef {
 }
 
 /// Every switch's up and down group lists, flat (the walk touches them
-/// millions of times on a large tree). List entries are numbered in list
-/// order, so comparing entry numbers compares list positions.
+/// millions of times on a large tree), entries in bit order so a chunk's
+/// are read in one sweep.
 struct Lists {
     ent: Vec<Entry>,
     chunks: Vec<Chunk>,
-    chunk_entry: Vec<u32>,
     /// `[switch * 2 + up]`.
     refs: Vec<ListRef>,
 }
@@ -77,26 +100,19 @@ impl Lists {
         let mut l = Lists {
             ent: Vec::new(),
             chunks: Vec::new(),
-            chunk_entry: Vec::new(),
             refs: vec![ListRef::default(); nsw * 2],
         };
-        let mut by_pos: Vec<(u32, u32)> = Vec::new();
+        let mut by_pos: Vec<(u32, Entry)> = Vec::new();
+        let mut seq = 0;
         for (s, sw) in tree.switches.iter().enumerate() {
             for (up, list) in [(false, &sw.down), (true, &sw.up)] {
                 by_pos.clear();
                 for &g in list {
-                    let r = tree.groups[g as usize].remote;
-                    by_pos.push((pos[r as usize], l.ent.len() as u32));
-                    let grp = &tree.groups[g as usize];
-                    l.ent.push(Entry {
-                        group: g,
-                        remote: r,
-                        first: grp.first,
-                        len: grp.len,
-                        first_remote_num: tree.ports[grp.first as usize].remote_num,
-                    });
+                    let e = Entry::new(tree, g, seq);
+                    by_pos.push((pos[e.remote as usize], e));
+                    seq += 1;
                 }
-                by_pos.sort_unstable();
+                by_pos.sort_unstable_by_key(|x| x.0);
                 let chunk_first = l.chunks.len() as u32;
                 for (i, &(p, e)) in by_pos.iter().enumerate() {
                     let (w, b) = (p >> 6, p & 63);
@@ -105,10 +121,10 @@ impl Lists {
                         _ => l.chunks.push(Chunk {
                             word: w,
                             mask: 1 << b,
-                            base: l.chunk_entry.len() as u32,
+                            base: l.ent.len() as u32,
                         }),
                     }
-                    l.chunk_entry.push(e);
+                    l.ent.push(e);
                 }
                 l.refs[s * 2 + up as usize] = ListRef {
                     chunk_first,
@@ -122,7 +138,7 @@ impl Lists {
     /// The list entry of bit `b` of chunk `c`.
     #[inline]
     fn entry(&self, c: Chunk, b: u32) -> usize {
-        self.chunk_entry[(c.base + (c.mask & ((1u64 << b) - 1)).count_ones()) as usize] as usize
+        (c.base + (c.mask & ((1u64 << b) - 1)).count_ones()) as usize
     }
 }
 
@@ -212,8 +228,8 @@ struct Router<'a> {
     /// visit so far, and the credit it had.
     rev_mark: Vec<u32>,
     rev_credit: Vec<u16>,
-    /// `counter << 32 | list entry`, one slice per active call.
-    stack: Vec<u64>,
+    /// (`counter << 32 | list order`, entry), one slice per active call.
+    stack: Vec<(u64, u32)>,
 }
 
 /// Highest reverse hop credit used: enough to join any two switches of
@@ -387,7 +403,12 @@ impl Router<'_> {
 
     #[inline]
     fn set(&mut self, s: Sw, lid: u16, port: u8, hops: u8) {
-        let p = self.pos[s as usize] as usize;
+        self.set_at(self.pos[s as usize] as usize, s, lid, port, hops);
+    }
+
+    /// [`Router::set`] for the switch at bit position `p`.
+    #[inline]
+    fn set_at(&mut self, p: usize, s: Sw, lid: u16, port: u8, hops: u8) {
         self.routed[p >> 6] |= 1 << (p & 63);
         self.hops[p] = hops;
         let m = &mut self.max_hops[p >> 6];
@@ -504,15 +525,16 @@ impl Router<'_> {
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
                 let e = self.lists.entry(c, b);
-                let g = self.lists.ent[e].group as usize;
+                let en = &self.lists.ent[e];
+                let g = en.group as usize;
                 // Up groups are ordered by their down counter and vice
                 // versa, ties by list order (entry numbers follow it).
                 let k = if up { self.g_down[g] } else { self.g_up[g] };
-                self.stack.push((k as u64) << 32 | e as u64);
+                self.stack.push(((k as u64) << 32 | en.seq as u64, e as u32));
             }
         }
         // Keys are unique (entry numbers are), so unstable is stable.
-        self.stack[base..].sort_unstable();
+        self.stack[base..].sort_unstable_by_key(|x| x.0);
         base
     }
 
@@ -544,8 +566,13 @@ impl Router<'_> {
                     let e = self.lists.entry(c, b);
                     let en = self.lists.ent[e];
                     let (p, num) = self.min_port(&en, true);
-                    self.set(en.remote, lid, num, hops + 1);
-                    if self.upgoing(en.remote, NONE, lid, hops + 1) {
+                    self.set_at(c.word as usize * 64 + b as usize, en.remote, lid, num, hops + 1);
+                    let below = if en.remote_down {
+                        self.upgoing(en.remote, NONE, lid, hops + 1)
+                    } else {
+                        en.remote_cas
+                    };
+                    if below {
                         created = true;
                         self.count(&en, p, true);
                     }
@@ -554,7 +581,7 @@ impl Router<'_> {
         } else {
             let base = self.push_candidates(s, false, prev, hops + 1);
             for i in base..self.stack.len() {
-                let e = self.stack[i] as u32 as usize;
+                let e = self.stack[i].1 as usize;
                 let en = self.lists.ent[e];
                 let (p, num) = self.min_port(&en, true);
                 self.set(en.remote, lid, num, hops + 1);
@@ -607,14 +634,7 @@ impl Router<'_> {
                     g = h;
                 }
             }
-            let grp = &tree.groups[g as usize];
-            let en = Entry {
-                group: g,
-                remote: grp.remote,
-                first: grp.first,
-                len: grp.len,
-                first_remote_num: tree.ports[grp.first as usize].remote_num,
-            };
+            let en = Entry::new(tree, g, 0);
             let (p, num) = self.min_port(&en, false);
             self.count(&en, p, false);
             let remote = en.remote;
@@ -628,7 +648,7 @@ impl Router<'_> {
         // A walk through one may reach another, hence the check again.
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
-            let e = self.stack[i] as u32 as usize;
+            let e = self.stack[i].1 as usize;
             let en = self.lists.ent[e];
             if self.has_route_within(en.remote, hops + 1) {
                 continue;
