@@ -195,6 +195,7 @@ fn positions(tree: &Tree) -> (Vec<u32>, usize) {
 /// only moves the counters (a missing compute node of a leaf, so the
 /// rotation over the up links stays in step between leaves).
 struct Router<'a> {
+    sh: &'a Shared<'a>,
     tree: &'a Tree,
     g_up: Vec<u32>,
     g_down: Vec<u32>,
@@ -202,8 +203,6 @@ struct Router<'a> {
     p_down: Vec<u32>,
     /// Per switch: rotating start for reverse hops from roots.
     down_idx: Vec<u32>,
-    /// Per switch: its bit in the per-destination bitsets.
-    pos: Vec<u32>,
     /// Per-destination state, cleared by [`Router::start`]: which switches
     /// have a route (a bit per position), with how many hops (per
     /// position, valid where the bit is set), and per word an upper bound
@@ -213,17 +212,12 @@ struct Router<'a> {
     hops: Vec<u8>,
     max_hops: Vec<u8>,
     /// Per switch: none of its down remotes has down groups of its own,
-    /// Per switch: the switches below its down remotes (each with its
-    /// own) are disjoint, so walking up from one never touches what the
-    /// walk from another reads or writes, and the order they are taken in
-    /// is moot.
-    disjoint_below: Vec<bool>,
-    lists: Lists,
     cur: u32,
-    /// Entries by destination: `lid * nsw + switch`, so one destination's
-    /// writes stay within a few pages; transposed into rows at the end.
-    by_lid: Vec<u8>,
-    nsw: usize,
+    /// Entries by destination, a column of `nsw` each, so one
+    /// destination's writes stay within a few pages; transposed into rows
+    /// at the end. `col` is the current destination's column.
+    out: Vec<u8>,
+    col: usize,
     /// Per switch: `destination serial << 8 | hops` of the best reverse-hop
     /// visit so far, and the credit it had.
     rev_mark: Vec<u32>,
@@ -281,36 +275,26 @@ fn disjoint_below(tree: &Tree) -> Vec<bool> {
         .collect()
 }
 
-/// Route every CA port and switch of the tree.
-pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
-    let nsw = tree.switches.len();
-    let stride = max_lid as usize + 1;
-    let (pos, words) = positions(tree);
-    let lists = Lists::new(tree, &pos);
-    let disjoint_below = disjoint_below(tree);
-    let mut r = Router {
-        tree,
-        g_up: vec![0; tree.groups.len()],
-        g_down: vec![0; tree.groups.len()],
-        p_up: vec![0; tree.ports.len()],
-        p_down: vec![0; tree.ports.len()],
-        down_idx: vec![0; nsw],
-        pos,
-        routed: vec![0; words],
-        hops: vec![0; words * 64],
-        max_hops: vec![0; words],
-        disjoint_below,
-        lists,
-        rev_mark: vec![0; nsw],
-        rev_credit: vec![0; nsw],
-        cur: 0,
-        by_lid: vec![NO_ROUTE; nsw * stride],
-        nsw,
-        stack: Vec::with_capacity(1024),
-    };
+/// One destination, as the walk starts it: `sw` gets `port` at `hops`,
+/// then (with `walk`) the walk goes out from it.
+#[derive(Clone, Copy)]
+struct Dest {
+    sw: Sw,
+    /// 0 for a dummy.
+    lid: u16,
+    port: u8,
+    hops: u8,
+    walk: bool,
+    main: bool,
+    credit: u16,
+}
 
-    // Compute nodes, leaf by leaf, each leaf padded with dummies to the
-    // fullest leaf's count.
+/// The destinations in routing order: compute nodes leaf by leaf (each
+/// leaf padded with dummies to the fullest leaf's count), then the other
+/// CA ports (I/O and the like, counted so that they spread too), then
+/// switch LIDs (routes without counting, switch traffic is light).
+fn destinations(tree: &Tree, stride: usize, opts: &RouteOptions) -> Vec<Dest> {
+    let mut out = Vec::new();
     for &leaf in &tree.leaves {
         let mut routed = 0;
         for &ci in &tree.switches[leaf as usize].cas {
@@ -318,19 +302,29 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
             if !c.is_cn || c.lid as usize >= stride {
                 continue;
             }
-            r.start();
-            r.set(leaf, c.lid, c.sw_port, 1);
-            r.downgoing(leaf, NONE, c.lid, true, 0, 1);
+            out.push(Dest {
+                sw: leaf,
+                lid: c.lid,
+                port: c.sw_port,
+                hops: 1,
+                walk: true,
+                main: true,
+                credit: 0,
+            });
             routed += 1;
         }
         for _ in routed..tree.max_cn_per_leaf {
-            r.start();
-            r.set(leaf, 0, 0, 1);
-            r.downgoing(leaf, NONE, 0, true, 0, 1);
+            out.push(Dest {
+                sw: leaf,
+                lid: 0,
+                port: 0,
+                hops: 1,
+                walk: true,
+                main: true,
+                credit: 0,
+            });
         }
     }
-
-    // Other CA ports (I/O and the like), counted so that they spread too.
     for c in &tree.cas {
         if c.is_cn || c.lid as usize >= stride {
             continue;
@@ -340,39 +334,174 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         } else {
             0
         };
-        r.start();
-        r.set(c.sw, c.lid, c.sw_port, 1);
-        r.downgoing(c.sw, NONE, c.lid, true, credit, 1);
+        out.push(Dest {
+            sw: c.sw,
+            lid: c.lid,
+            port: c.sw_port,
+            hops: 1,
+            walk: true,
+            main: true,
+            credit,
+        });
     }
-
-    // Switch LIDs: routes without counting, switch traffic is light.
-    let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
+    let mut by_guid: Vec<Sw> = (0..tree.switches.len() as Sw).collect();
     by_guid.sort_by_key(|&s| tree.switches[s as usize].guid);
     for &s in &by_guid {
         let sw = &tree.switches[s as usize];
         if sw.lid == 0 || sw.lid as usize >= stride {
             continue;
         }
-        r.start();
-        r.set(s, sw.lid, 0, 0);
-        if sw.rank != UNRANKED {
-            r.downgoing(s, NONE, sw.lid, false, 0, 0);
-        }
+        out.push(Dest {
+            sw: s,
+            lid: sw.lid,
+            port: 0,
+            hops: 0,
+            walk: sw.rank != UNRANKED,
+            main: false,
+            credit: 0,
+        });
     }
+    out
+}
 
-    let mut tables = Tables {
-        rows: transpose(&r.by_lid, nsw, stride),
+/// What the destinations share, read-only.
+struct Shared<'a> {
+    tree: &'a Tree,
+    pos: Vec<u32>,
+    words: usize,
+    lists: Lists,
+    disjoint_below: Vec<bool>,
+}
+
+/// Route every CA port and switch of the tree.
+///
+/// Destinations depend on each other only through the load counters. On
+/// trees where the counters of up-going routes are never read (every
+/// switch's subtrees are disjoint, so their order is moot, and down groups
+/// have one port each) and no route takes reverse hops, only the
+/// counters of the main paths carry over, and those follow from the main
+/// paths alone: a cheap pass climbs them in order and keeps the counters
+/// at the start of every block of destinations, and the blocks are then
+/// walked in parallel, each from its own copy. Everywhere else one walk
+/// takes the destinations in order. Both give the same tables.
+pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
+    let nsw = tree.switches.len();
+    let stride = max_lid as usize + 1;
+    let (pos, words) = positions(tree);
+    let sh = Shared {
+        tree,
+        lists: Lists::new(tree, &pos),
+        pos,
+        words,
+        disjoint_below: disjoint_below(tree),
     };
-    drop(r.by_lid);
+    let dests = destinations(tree, stride, opts);
+    let independent = dests.iter().all(|d| d.credit == 0)
+        && tree.switches.iter().enumerate().all(|(s, sw)| {
+            sw.down.is_empty()
+                || (sh.disjoint_below[s]
+                    && sw.down.iter().all(|&g| tree.groups[g as usize].len == 1))
+        });
+    // Per LID: which buffer and where in it its column is.
+    let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
+    let bufs: Vec<Vec<u8>> = if independent {
+        let blocks = (rayon::current_num_threads() * 4).clamp(1, dests.len().max(1));
+        let per = dests.len().div_ceil(blocks).max(1);
+        let chunks: Vec<&[Dest]> = dests.chunks(per).collect();
+        // Main-path counters at the start of every block.
+        let mut g_down = vec![0u32; tree.groups.len()];
+        let mut p_down = vec![0u32; tree.ports.len()];
+        let mut starts = Vec::with_capacity(chunks.len());
+        for chunk in &chunks {
+            starts.push((g_down.clone(), p_down.clone()));
+            for d in chunk.iter().filter(|d| d.walk && d.main) {
+                climb(tree, d.sw, &mut g_down, &mut p_down);
+            }
+        }
+        for (b, chunk) in chunks.iter().enumerate() {
+            let mut slot = 0;
+            for d in chunk.iter() {
+                if d.lid != 0 {
+                    col_of_lid[d.lid as usize] = (b as u32, slot * nsw);
+                    slot += 1;
+                }
+            }
+        }
+        chunks
+            .into_par_iter()
+            .zip(starts)
+            .map(|(chunk, (g_down, p_down))| {
+                let cols = chunk.iter().filter(|d| d.lid != 0).count();
+                let mut r = Router::new(&sh, nsw * cols);
+                r.g_down = g_down;
+                r.p_down = p_down;
+                let mut slot = 0;
+                for d in chunk {
+                    r.col = slot * nsw;
+                    r.run(d);
+                    if d.lid != 0 {
+                        slot += 1;
+                    }
+                }
+                r.out
+            })
+            .collect()
+    } else {
+        let mut r = Router::new(&sh, nsw * stride);
+        for d in &dests {
+            r.col = d.lid as usize * nsw;
+            r.run(d);
+        }
+        for (lid, c) in col_of_lid.iter_mut().enumerate() {
+            *c = (0, lid * nsw);
+        }
+        vec![r.out]
+    };
+    let mut tables = Tables {
+        rows: transpose(&bufs, &col_of_lid, nsw, stride),
+    };
+    drop(bufs);
     if opts.connect_roots {
         connect_roots(tree, &mut tables);
     }
     tables
 }
 
-/// Rows from the by-destination entries, in parallel over blocks of
-/// switches, a block of LIDs at a time so reads and writes stay in cache.
-fn transpose(by_lid: &[u8], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
+/// The main path of a destination from `s` up to a root: the first up
+/// group with the lowest down counter, its least loaded port, as
+/// [`Router::downgoing`] picks and counts them.
+fn climb(tree: &Tree, mut s: Sw, g_down: &mut [u32], p_down: &mut [u32]) {
+    loop {
+        let sw = &tree.switches[s as usize];
+        if sw.rank == 0 || sw.up.is_empty() {
+            return;
+        }
+        let mut g = sw.up[0];
+        for &h in &sw.up[1..] {
+            if g_down[h as usize] < g_down[g as usize] {
+                g = h;
+            }
+        }
+        let grp = &tree.groups[g as usize];
+        g_down[g as usize] += 1;
+        if grp.len > 1 {
+            let mut best = grp.first;
+            for p in grp.first + 1..grp.first + grp.len {
+                if p_down[p as usize] < p_down[best as usize] {
+                    best = p;
+                }
+            }
+            p_down[best as usize] += 1;
+        }
+        s = grp.remote;
+    }
+}
+
+/// Rows from the by-destination columns (`col_of_lid`: buffer and offset
+/// of each LID's column, buffer `u32::MAX` for none), in parallel over
+/// blocks of switches, a block of LIDs at a time so reads and writes stay
+/// in cache.
+fn transpose(bufs: &[Vec<u8>], col_of_lid: &[(u32, usize)], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
     const BLOCK: usize = 64;
     let mut rows: Vec<Vec<u8>> = vec![Vec::new(); nsw];
     rows.par_chunks_mut(BLOCK)
@@ -385,7 +514,13 @@ fn transpose(by_lid: &[u8], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
             for l0 in (0..stride).step_by(BLOCK) {
                 let l1 = (l0 + BLOCK).min(stride);
                 for (j, row) in block.iter_mut().enumerate() {
-                    row.extend((l0..l1).map(|lid| by_lid[lid * nsw + s0 + j]));
+                    row.extend(col_of_lid[l0..l1].iter().map(|&(b, off)| {
+                        if b == u32::MAX {
+                            NO_ROUTE
+                        } else {
+                            bufs[b as usize][off + s0 + j]
+                        }
+                    }));
                 }
             }
         });
@@ -393,7 +528,39 @@ fn transpose(by_lid: &[u8], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
 }
 
 
-impl Router<'_> {
+impl<'a> Router<'a> {
+    fn new(sh: &'a Shared<'a>, out_len: usize) -> Router<'a> {
+        let tree = sh.tree;
+        let nsw = tree.switches.len();
+        Router {
+            sh,
+            tree,
+            g_up: vec![0; tree.groups.len()],
+            g_down: vec![0; tree.groups.len()],
+            p_up: vec![0; tree.ports.len()],
+            p_down: vec![0; tree.ports.len()],
+            down_idx: vec![0; nsw],
+            routed: vec![0; sh.words],
+            hops: vec![0; sh.words * 64],
+            max_hops: vec![0; sh.words],
+            rev_mark: vec![0; nsw],
+            rev_credit: vec![0; nsw],
+            cur: 0,
+            out: vec![NO_ROUTE; out_len],
+            col: 0,
+            stack: Vec::with_capacity(1024),
+        }
+    }
+
+    /// Route one destination (its column set in `col`).
+    fn run(&mut self, d: &Dest) {
+        self.start();
+        self.set(d.sw, d.lid, d.port, d.hops);
+        if d.walk {
+            self.downgoing(d.sw, NONE, d.lid, d.main, d.credit, d.hops);
+        }
+    }
+
     #[inline]
     fn start(&mut self) {
         self.cur += 1;
@@ -403,7 +570,7 @@ impl Router<'_> {
 
     #[inline]
     fn set(&mut self, s: Sw, lid: u16, port: u8, hops: u8) {
-        self.set_at(self.pos[s as usize] as usize, s, lid, port, hops);
+        self.set_at(self.sh.pos[s as usize] as usize, s, lid, port, hops);
     }
 
     /// [`Router::set`] for the switch at bit position `p`.
@@ -414,7 +581,7 @@ impl Router<'_> {
         let m = &mut self.max_hops[p >> 6];
         *m = (*m).max(hops);
         if lid != 0 {
-            self.by_lid[lid as usize * self.nsw + s as usize] = port;
+            self.out[self.col + s as usize] = port;
         }
     }
 
@@ -436,7 +603,7 @@ impl Router<'_> {
     /// Whether `s` already has a route to the destination no longer than `hops`.
     #[inline]
     fn has_route_within(&self, s: Sw, hops: u8) -> bool {
-        let p = self.pos[s as usize] as usize;
+        let p = self.sh.pos[s as usize] as usize;
         self.routed[p >> 6] >> (p & 63) & 1 != 0 && self.hops[p] <= hops
     }
 
@@ -512,20 +679,20 @@ impl Router<'_> {
     /// none.
     fn push_candidates(&mut self, s: Sw, up: bool, skip: Sw, hops: u8) -> usize {
         let base = self.stack.len();
-        let lr = self.lists.refs[s as usize * 2 + up as usize];
+        let lr = self.sh.lists.refs[s as usize * 2 + up as usize];
         let skip_pos = if skip == NONE {
             u32::MAX
         } else {
-            self.pos[skip as usize]
+            self.sh.pos[skip as usize]
         };
         for ci in lr.chunk_first..lr.chunk_end {
-            let c = self.lists.chunks[ci as usize];
+            let c = self.sh.lists.chunks[ci as usize];
             let mut bits = self.open_bits(c, skip_pos, hops);
             while bits != 0 {
                 let b = bits.trailing_zeros();
                 bits &= bits - 1;
-                let e = self.lists.entry(c, b);
-                let en = &self.lists.ent[e];
+                let e = self.sh.lists.entry(c, b);
+                let en = &self.sh.lists.ent[e];
                 let g = en.group as usize;
                 // Up groups are ordered by their down counter and vice
                 // versa, ties by list order (entry numbers follow it).
@@ -548,23 +715,23 @@ impl Router<'_> {
             return !sw.cas.is_empty();
         }
         let mut created = !sw.cas.is_empty();
-        if self.disjoint_below[s as usize] {
+        if self.sh.disjoint_below[s as usize] {
             // The walks below the candidates are independent: take them
             // as they come, without ordering them by counter.
-            let lr = self.lists.refs[s as usize * 2];
+            let lr = self.sh.lists.refs[s as usize * 2];
             let skip_pos = if prev == NONE {
                 u32::MAX
             } else {
-                self.pos[prev as usize]
+                self.sh.pos[prev as usize]
             };
             for ci in lr.chunk_first..lr.chunk_end {
-                let c = self.lists.chunks[ci as usize];
+                let c = self.sh.lists.chunks[ci as usize];
                 let mut bits = self.open_bits(c, skip_pos, hops + 1);
                 while bits != 0 {
                     let b = bits.trailing_zeros();
                     bits &= bits - 1;
-                    let e = self.lists.entry(c, b);
-                    let en = self.lists.ent[e];
+                    let e = self.sh.lists.entry(c, b);
+                    let en = self.sh.lists.ent[e];
                     let (p, num) = self.min_port(&en, true);
                     self.set_at(c.word as usize * 64 + b as usize, en.remote, lid, num, hops + 1);
                     let below = if en.remote_down {
@@ -582,7 +749,7 @@ impl Router<'_> {
             let base = self.push_candidates(s, false, prev, hops + 1);
             for i in base..self.stack.len() {
                 let e = self.stack[i].1 as usize;
-                let en = self.lists.ent[e];
+                let en = self.sh.lists.ent[e];
                 let (p, num) = self.min_port(&en, true);
                 self.set(en.remote, lid, num, hops + 1);
                 if self.upgoing(en.remote, NONE, lid, hops + 1) {
@@ -649,7 +816,7 @@ impl Router<'_> {
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
             let e = self.stack[i].1 as usize;
-            let en = self.lists.ent[e];
+            let en = self.sh.lists.ent[e];
             if self.has_route_within(en.remote, hops + 1) {
                 continue;
             }
