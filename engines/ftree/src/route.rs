@@ -371,6 +371,14 @@ struct Shared<'a> {
     words: usize,
     lists: Lists,
     disjoint_below: Vec<bool>,
+    /// Per switch: (has down groups, has CA ports).
+    kind: Vec<(bool, bool)>,
+    /// The up-going counters are read somewhere (some switch's subtrees
+    /// overlap, or a down group has several ports): keep them.
+    count_up: bool,
+    /// Some route takes reverse hops, which read the rotating starts:
+    /// keep them.
+    rotate: bool,
 }
 
 /// Route every CA port and switch of the tree.
@@ -388,20 +396,28 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let nsw = tree.switches.len();
     let stride = max_lid as usize + 1;
     let (pos, words) = positions(tree);
+    let dests = destinations(tree, stride, opts);
+    let disjoint_below = disjoint_below(tree);
+    let count_up = !tree.switches.iter().enumerate().all(|(s, sw)| {
+        sw.down.is_empty()
+            || (disjoint_below[s] && sw.down.iter().all(|&g| tree.groups[g as usize].len == 1))
+    });
+    let rotate = dests.iter().any(|d| d.credit > 0);
+    let independent = !count_up && !rotate;
     let sh = Shared {
         tree,
         lists: Lists::new(tree, &pos),
         pos,
         words,
-        disjoint_below: disjoint_below(tree),
+        disjoint_below,
+        kind: tree
+            .switches
+            .iter()
+            .map(|sw| (!sw.down.is_empty(), !sw.cas.is_empty()))
+            .collect(),
+        count_up,
+        rotate,
     };
-    let dests = destinations(tree, stride, opts);
-    let independent = dests.iter().all(|d| d.credit == 0)
-        && tree.switches.iter().enumerate().all(|(s, sw)| {
-            sw.down.is_empty()
-                || (sh.disjoint_below[s]
-                    && sw.down.iter().all(|&g| tree.groups[g as usize].len == 1))
-        });
     // Per LID: which buffer and where in it its column is.
     let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
     let bufs: Vec<Vec<u8>> = if independent {
@@ -710,11 +726,11 @@ impl<'a> Router<'a> {
     /// route towards an end port was made below.
     fn upgoing(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8) -> bool {
         let tree = self.tree;
-        let sw = &tree.switches[s as usize];
-        if sw.down.is_empty() {
-            return !sw.cas.is_empty();
+        let (has_down, has_cas) = self.sh.kind[s as usize];
+        if !has_down {
+            return has_cas;
         }
-        let mut created = !sw.cas.is_empty();
+        let mut created = has_cas;
         if self.sh.disjoint_below[s as usize] {
             // The walks below the candidates are independent: take them
             // as they come, without ordering them by counter.
@@ -741,7 +757,9 @@ impl<'a> Router<'a> {
                     };
                     if below {
                         created = true;
-                        self.count(&en, p, true);
+                        if self.sh.count_up {
+                            self.count(&en, p, true);
+                        }
                     }
                 }
             }
@@ -759,8 +777,9 @@ impl<'a> Router<'a> {
             }
             self.stack.truncate(base);
         }
-        if created {
-            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % sw.down.len() as u32;
+        if created && self.sh.rotate {
+            let n = tree.switches[s as usize].down.len() as u32;
+            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % n;
         }
         created
     }
