@@ -77,6 +77,22 @@ impl Entry {
     }
 }
 
+/// The set bits of a word, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = u32;
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros();
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
 /// One switch's up or down group list: its chunks.
 #[derive(Clone, Copy, Default)]
 struct ListRef {
@@ -517,7 +533,12 @@ fn climb(tree: &Tree, mut s: Sw, g_down: &mut [u32], p_down: &mut [u32]) {
 /// of each LID's column, buffer `u32::MAX` for none), in parallel over
 /// blocks of switches, a block of LIDs at a time so reads and writes stay
 /// in cache.
-fn transpose(bufs: &[Vec<u8>], col_of_lid: &[(u32, usize)], nsw: usize, stride: usize) -> Vec<Vec<u8>> {
+fn transpose(
+    bufs: &[Vec<u8>],
+    col_of_lid: &[(u32, usize)],
+    nsw: usize,
+    stride: usize,
+) -> Vec<Vec<u8>> {
     const BLOCK: usize = 64;
     let mut rows: Vec<Vec<u8>> = vec![Vec::new(); nsw];
     rows.par_chunks_mut(BLOCK)
@@ -542,7 +563,6 @@ fn transpose(bufs: &[Vec<u8>], col_of_lid: &[(u32, usize)], nsw: usize, stride: 
         });
     rows
 }
-
 
 impl<'a> Router<'a> {
     fn new(sh: &'a Shared<'a>, out_len: usize) -> Router<'a> {
@@ -632,16 +652,9 @@ impl<'a> Router<'a> {
         if self.max_hops[w] <= hops {
             return set;
         }
-        let mut within = 0;
-        let mut m = set;
-        while m != 0 {
-            let b = m.trailing_zeros() as usize;
-            if self.hops[w * 64 + b] <= hops {
-                within |= 1 << b;
-            }
-            m &= m - 1;
-        }
-        within
+        Bits(set)
+            .filter(|&b| self.hops[w * 64 + b as usize] <= hops)
+            .fold(0, |within, b| within | 1 << b)
     }
 
     /// The entries of chunk `c` whose remote is not `skip_pos` and has no
@@ -653,6 +666,16 @@ impl<'a> Router<'a> {
             bits &= !(1u64 << (skip_pos & 63));
         }
         bits
+    }
+
+    /// Bit position of switch `s`, or `u32::MAX` for [`NONE`].
+    #[inline]
+    fn pos_of(&self, s: Sw) -> u32 {
+        if s == NONE {
+            u32::MAX
+        } else {
+            self.sh.pos[s as usize]
+        }
     }
 
     /// The first port of the entry's group with the lowest counter, and
@@ -696,24 +719,18 @@ impl<'a> Router<'a> {
     fn push_candidates(&mut self, s: Sw, up: bool, skip: Sw, hops: u8) -> usize {
         let base = self.stack.len();
         let lr = self.sh.lists.refs[s as usize * 2 + up as usize];
-        let skip_pos = if skip == NONE {
-            u32::MAX
-        } else {
-            self.sh.pos[skip as usize]
-        };
+        let skip_pos = self.pos_of(skip);
         for ci in lr.chunk_first..lr.chunk_end {
             let c = self.sh.lists.chunks[ci as usize];
-            let mut bits = self.open_bits(c, skip_pos, hops);
-            while bits != 0 {
-                let b = bits.trailing_zeros();
-                bits &= bits - 1;
+            for b in Bits(self.open_bits(c, skip_pos, hops)) {
                 let e = self.sh.lists.entry(c, b);
                 let en = &self.sh.lists.ent[e];
                 let g = en.group as usize;
                 // Up groups are ordered by their down counter and vice
                 // versa, ties by list order (entry numbers follow it).
                 let k = if up { self.g_down[g] } else { self.g_up[g] };
-                self.stack.push(((k as u64) << 32 | en.seq as u64, e as u32));
+                self.stack
+                    .push(((k as u64) << 32 | en.seq as u64, e as u32));
             }
         }
         // Keys are unique (entry numbers are), so unstable is stable.
@@ -735,21 +752,20 @@ impl<'a> Router<'a> {
             // The walks below the candidates are independent: take them
             // as they come, without ordering them by counter.
             let lr = self.sh.lists.refs[s as usize * 2];
-            let skip_pos = if prev == NONE {
-                u32::MAX
-            } else {
-                self.sh.pos[prev as usize]
-            };
+            let skip_pos = self.pos_of(prev);
             for ci in lr.chunk_first..lr.chunk_end {
                 let c = self.sh.lists.chunks[ci as usize];
-                let mut bits = self.open_bits(c, skip_pos, hops + 1);
-                while bits != 0 {
-                    let b = bits.trailing_zeros();
-                    bits &= bits - 1;
+                for b in Bits(self.open_bits(c, skip_pos, hops + 1)) {
                     let e = self.sh.lists.entry(c, b);
                     let en = self.sh.lists.ent[e];
                     let (p, num) = self.min_port(&en, true);
-                    self.set_at(c.word as usize * 64 + b as usize, en.remote, lid, num, hops + 1);
+                    self.set_at(
+                        c.word as usize * 64 + b as usize,
+                        en.remote,
+                        lid,
+                        num,
+                        hops + 1,
+                    );
                     let below = if en.remote_down {
                         self.upgoing(en.remote, NONE, lid, hops + 1)
                     } else {

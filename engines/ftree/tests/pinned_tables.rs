@@ -73,14 +73,23 @@ fn cases() -> Vec<(String, String)> {
     for (k, n, h) in trees {
         let t = gen::kary_ntree(k, n, h).unwrap();
         let f = snap(&t);
-        push(format!("{k}-ary {n}-tree h{h}"), outcome(&Ftree::default(), &f));
+        push(
+            format!("{k}-ary {n}-tree h{h}"),
+            outcome(&Ftree::default(), &f),
+        );
         push(
             format!("{k}-ary {n}-tree h{h} roots"),
-            outcome(&with_roots(&f, &format!("r{k}{n}{h}"), FtreeConfig::default()), &f),
+            outcome(
+                &with_roots(&f, &format!("r{k}{n}{h}"), FtreeConfig::default()),
+                &f,
+            ),
         );
         if k == 4 && n == 3 && h == 4 {
             let f2 = lids::snapshot(&t, 2).unwrap();
-            push(format!("{k}-ary {n}-tree h{h} lmc 2"), outcome(&Ftree::default(), &f2));
+            push(
+                format!("{k}-ary {n}-tree h{h} lmc 2"),
+                outcome(&Ftree::default(), &f2),
+            );
             push(
                 format!("{k}-ary {n}-tree h{h} connect_roots"),
                 outcome(
@@ -95,9 +104,18 @@ fn cases() -> Vec<(String, String)> {
     }
 
     let two_level: [(&str, Topology); 4] = [
-        ("fat-tree 6x3 h4 u3", gen::fat_tree_2level(6, 3, 4, 3).unwrap()),
-        ("fat-tree 8x4 h8 u8", gen::fat_tree_2level(8, 4, 8, 8).unwrap()),
-        ("fat-tree 6x3 h4 u4", gen::fat_tree_2level(6, 3, 4, 4).unwrap()),
+        (
+            "fat-tree 6x3 h4 u3",
+            gen::fat_tree_2level(6, 3, 4, 3).unwrap(),
+        ),
+        (
+            "fat-tree 8x4 h8 u8",
+            gen::fat_tree_2level(8, 4, 8, 8).unwrap(),
+        ),
+        (
+            "fat-tree 6x3 h4 u4",
+            gen::fat_tree_2level(6, 3, 4, 4).unwrap(),
+        ),
         (
             "fat-tree 12x4 36p 2:1",
             gen::fat_tree_2level_oversubscribed(12, 4, 36, (2, 1)).unwrap(),
@@ -113,20 +131,26 @@ fn cases() -> Vec<(String, String)> {
     }
 
     // Damage, as damaged_trees.rs builds it.
-    let mut seed = 0u64;
-    for (k, n) in [(3, 3), (4, 3), (2, 4), (6, 3)] {
+    let damage = [(3, 3), (4, 3), (2, 4), (6, 3)]
+        .into_iter()
+        .flat_map(|(k, n)| {
+            [(1, 0), (3, 0), (0, 1), (2, 1), (6, 2)]
+                .map(|(links, switches)| (k, n, links, switches))
+        });
+    for (i, (k, n, links, switches)) in damage.enumerate() {
+        let seed = i as u64 + 1;
         let base = gen::kary_ntree(k, n, k).unwrap();
-        for (links, switches) in [(1, 0), (3, 0), (0, 1), (2, 1), (6, 2)] {
-            seed += 1;
-            let Ok((t, _)) = gen::with_faults(&base, links, switches, seed) else {
-                continue;
-            };
+        // A generator refusal (nothing left to cut) is no case.
+        if let Ok((t, _)) = gen::with_faults(&base, links, switches, seed) {
             let f = snap(&t);
             let name = format!("{k}-ary {n}-tree -{links} links -{switches} switches seed {seed}");
             push(name.clone(), outcome(&Ftree::default(), &f));
             push(
                 format!("{name} roots"),
-                outcome(&with_roots(&f, &format!("d{seed}"), FtreeConfig::default()), &f),
+                outcome(
+                    &with_roots(&f, &format!("d{seed}"), FtreeConfig::default()),
+                    &f,
+                ),
             );
         }
     }
@@ -144,7 +168,10 @@ fn cases() -> Vec<(String, String)> {
             max_reverse_hops: hops,
             ..Default::default()
         };
-        push(format!("io hops {hops}"), outcome(&Ftree::new(cfg.clone()), &f));
+        push(
+            format!("io hops {hops}"),
+            outcome(&Ftree::new(cfg.clone()), &f),
+        );
         push(
             format!("io hops {hops} roots"),
             outcome(&with_roots(&f, &format!("io{hops}"), cfg), &f),
@@ -157,7 +184,9 @@ fn cases() -> Vec<(String, String)> {
     let first: Vec<u64> = f
         .end_ports()
         .filter(|&p| {
-            let d = f.nodes[f.ports[p as usize].node as usize].description.as_str();
+            let d = f.nodes[f.ports[p as usize].node as usize]
+                .description
+                .as_str();
             (0..16).any(|h| d == format!("host-{h}") || d == format!("host-{}", h * 3 + 20))
         })
         .map(|p| f.ports[p as usize].guid)
@@ -267,11 +296,17 @@ fn tables_are_pinned() {
         .map(|(n, o)| format!("    ({n:?}, {o:?}),\n"))
         .collect();
     assert_eq!(got.len(), PINNED.len(), "case list changed; now:\n{table}");
-    let routed = got.iter().filter(|(_, o)| !o.starts_with("refused")).count();
+    let routed = got
+        .iter()
+        .filter(|(_, o)| !o.starts_with("refused"))
+        .count();
     assert!(routed >= 40, "only {routed} cases routed:\n{table}");
     for ((name, o), (pn, po)) in got.iter().zip(PINNED) {
         assert_eq!(name, pn, "case list changed; now:\n{table}");
-        assert_eq!(o, po, "{name}: tables differ from the pinned ones; now:\n{table}");
+        assert_eq!(
+            o, po,
+            "{name}: tables differ from the pinned ones; now:\n{table}"
+        );
     }
 }
 
