@@ -250,6 +250,9 @@ struct Router<'a> {
     stack: Vec<(u64, u32)>,
 }
 
+/// Most blocks of destinations walked in parallel.
+const MAX_BLOCKS: usize = 32;
+
 /// Highest reverse hop credit used: enough to join any two switches of
 /// an 8-level tree, and it keeps hop counts within a byte.
 pub const MAX_REVERSE_HOPS: u16 = 8;
@@ -445,7 +448,11 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     // Per LID: which buffer and where in it its column is.
     let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
     let bufs: Vec<Vec<u8>> = if independent {
-        let blocks = (rayon::current_num_threads() * 4).clamp(1, dests.len().max(1));
+        // A few blocks per thread evens out their lengths; every block
+        // holds a copy of the main-path counters, hence the cap.
+        let blocks = (rayon::current_num_threads() * 4)
+            .min(MAX_BLOCKS)
+            .clamp(1, dests.len().max(1));
         let per = dests.len().div_ceil(blocks).max(1);
         let chunks: Vec<&[Dest]> = dests.chunks(per).collect();
         // Main-path counters at the start of every block.
