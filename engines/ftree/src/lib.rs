@@ -66,6 +66,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::Deserialize;
 use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{
@@ -222,10 +223,10 @@ fn route_ranked(
     let lfts = graph
         .switch_nodes
         .iter()
-        .enumerate()
-        .map(|(s, &node)| Lft {
+        .zip(tables.rows)
+        .map(|(&node, row)| Lft {
             node,
-            ports: tables.row(s as Sw).to_vec().into(),
+            ports: row.into(),
         })
         .collect();
     Ok((tree, lfts, notes))
@@ -243,19 +244,27 @@ fn check_reach(
     let mut entry: Vec<Sw> = tree.cas.iter().map(|c| c.sw).collect();
     entry.sort_unstable();
     entry.dedup();
-    let mut missing = 0u64;
-    let mut example = None;
-    for &s in &entry {
-        let row = tables.row(s);
-        for c in &tree.cas {
-            if row[c.lid as usize] == NO_ROUTE {
-                missing += 1;
-                if example.is_none() {
-                    example = Some((s, c));
+    // Per switch, in parallel: the missing count and the first CA missed.
+    let per_switch: Vec<(u64, Option<&tree::CaPort>)> = entry
+        .par_iter()
+        .map(|&s| {
+            let row = tables.row(s);
+            let mut missing = 0u64;
+            let mut first = None;
+            for c in &tree.cas {
+                if row[c.lid as usize] == NO_ROUTE {
+                    missing += 1;
+                    first = first.or(Some(c));
                 }
             }
-        }
-    }
+            (missing, first)
+        })
+        .collect();
+    let missing: u64 = per_switch.iter().map(|m| m.0).sum();
+    let example = entry
+        .iter()
+        .zip(&per_switch)
+        .find_map(|(&s, m)| m.1.map(|c| (s, c)));
     if let Some((s, c)) = example {
         return Err(EngineError::new(format!(
             "ftree: {missing} routes from CA-carrying switches to CA ports are missing under the fat tree's \
@@ -266,19 +275,21 @@ fn check_reach(
             fabric.nodes[c.node as usize].description.as_str()
         )));
     }
-    let mut sw_missing = 0u64;
-    for &s in &entry {
-        let row = tables.row(s);
-        for t in &tree.switches {
-            if t.rank != UNRANKED
-                && t.lid != 0
-                && (t.lid as usize) < row.len()
-                && row[t.lid as usize] == NO_ROUTE
-            {
-                sw_missing += 1;
-            }
-        }
-    }
+    let sw_missing: u64 = entry
+        .par_iter()
+        .map(|&s| {
+            let row = tables.row(s);
+            tree.switches
+                .iter()
+                .filter(|t| {
+                    t.rank != UNRANKED
+                        && t.lid != 0
+                        && (t.lid as usize) < row.len()
+                        && row[t.lid as usize] == NO_ROUTE
+                })
+                .count() as u64
+        })
+        .sum();
     if sw_missing > 0 {
         notes.push(format!(
             "ftree: {sw_missing} routes from CA-carrying switches to switch LIDs are missing"

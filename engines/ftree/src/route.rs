@@ -9,31 +9,217 @@
 //! loaded group and port at every step, with destinations taken leaf by
 //! leaf in index order, spreads the destinations of one leaf over all of
 //! its up links and, on a complete tree, gives every link the same load.
+//!
+//! At scale (the 34-ary 3-tree: 39,304 destinations, each setting all
+//! 3,468 switches) the walk keeps its per-destination state in bitsets,
+//! writes entries by destination and transposes them at the end, and, on
+//! trees where only the main paths' counters carry from one destination to
+//! the next, walks blocks of destinations in parallel from counters a
+//! cheap pass replays (see [`route`]). The tables are the same either way
+//! (pinned by `tests/pinned_tables.rs`).
 
+use rayon::prelude::*;
 use sm_abi::{NONE, NO_ROUTE};
 use smcore_kit::graph::Sw;
 
 use crate::tree::{Tree, UNRANKED};
 
-/// LFT entries of all switches, flat: `switch * stride + lid`.
+/// LFT entries of all switches: one row per switch, indexed by LID.
 pub struct Tables {
-    /// Entries.
-    pub ports: Vec<u8>,
-    /// Row length (max LID + 1).
-    pub stride: usize,
+    /// Rows by switch number, each max LID + 1 entries long.
+    pub rows: Vec<Vec<u8>>,
 }
 
 impl Tables {
     /// The row of switch `s`.
     pub fn row(&self, s: Sw) -> &[u8] {
-        &self.ports[s as usize * self.stride..(s as usize + 1) * self.stride]
+        &self.rows[s as usize]
     }
+}
+
+/// The entries of one group list whose remotes share a word of the
+/// per-destination bitsets: bit `b` of `mask` is the remote at position
+/// `word * 64 + b`; the list entries of the set bits, in ascending bit
+/// order, are `Lists::ent[base..]`.
+#[derive(Clone, Copy)]
+struct Chunk {
+    word: u32,
+    mask: u64,
+    base: u32,
+}
+
+/// One entry of a group list: the group and what the walk needs of it,
+/// together (read for every route set).
+#[derive(Clone, Copy)]
+struct Entry {
+    group: u32,
+    remote: Sw,
+    /// Number in list order over all lists (the tie-break between equal
+    /// counters).
+    seq: u32,
+    /// The group's ports in [`Tree::ports`].
+    first: u32,
+    len: u32,
+    /// Port number of the first port on the remote switch.
+    first_remote_num: u8,
+    /// The remote has down groups of its own.
+    remote_down: bool,
+    /// CA ports hang on the remote.
+    remote_cas: bool,
+}
+
+impl Entry {
+    fn new(tree: &Tree, g: u32, seq: u32) -> Entry {
+        let grp = &tree.groups[g as usize];
+        let r = &tree.switches[grp.remote as usize];
+        Entry {
+            group: g,
+            remote: grp.remote,
+            seq,
+            first: grp.first,
+            len: grp.len,
+            first_remote_num: tree.ports[grp.first as usize].remote_num,
+            remote_down: !r.down.is_empty(),
+            remote_cas: !r.cas.is_empty(),
+        }
+    }
+}
+
+/// The set bits of a word, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = u32;
+    #[inline]
+    fn next(&mut self) -> Option<u32> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros();
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
+/// One switch's up or down group list: its chunks.
+#[derive(Clone, Copy, Default)]
+struct ListRef {
+    chunk_first: u32,
+    chunk_end: u32,
+}
+
+/// Every switch's up and down group lists, flat (the walk touches them
+/// millions of times on a large tree), entries in bit order so a chunk's
+/// are read in one sweep.
+struct Lists {
+    ent: Vec<Entry>,
+    chunks: Vec<Chunk>,
+    /// `[switch * 2 + up]`.
+    refs: Vec<ListRef>,
+}
+
+impl Lists {
+    fn new(tree: &Tree, pos: &[u32]) -> Lists {
+        let nsw = tree.switches.len();
+        let mut l = Lists {
+            ent: Vec::new(),
+            chunks: Vec::new(),
+            refs: vec![ListRef::default(); nsw * 2],
+        };
+        let mut by_pos: Vec<(u32, Entry)> = Vec::new();
+        let mut seq = 0;
+        for (s, sw) in tree.switches.iter().enumerate() {
+            for (up, list) in [(false, &sw.down), (true, &sw.up)] {
+                by_pos.clear();
+                for &g in list {
+                    let e = Entry::new(tree, g, seq);
+                    by_pos.push((pos[e.remote as usize], e));
+                    seq += 1;
+                }
+                by_pos.sort_unstable_by_key(|x| x.0);
+                let chunk_first = l.chunks.len() as u32;
+                for (i, &(p, e)) in by_pos.iter().enumerate() {
+                    let (w, b) = (p >> 6, p & 63);
+                    match l.chunks.last_mut() {
+                        Some(c) if i > 0 && c.word == w => c.mask |= 1 << b,
+                        _ => l.chunks.push(Chunk {
+                            word: w,
+                            mask: 1 << b,
+                            base: l.ent.len() as u32,
+                        }),
+                    }
+                    l.ent.push(e);
+                }
+                l.refs[s * 2 + up as usize] = ListRef {
+                    chunk_first,
+                    chunk_end: l.chunks.len() as u32,
+                };
+            }
+        }
+        l
+    }
+
+    /// The list entry of bit `b` of chunk `c`.
+    #[inline]
+    fn entry(&self, c: Chunk, b: u32) -> usize {
+        (c.base + (c.mask & ((1u64 << b) - 1)).count_ones()) as usize
+    }
+}
+
+/// Bit positions of the switches in the per-destination bitsets, and the
+/// number of words: top-down, each switch's down remotes not placed yet
+/// next to each other (in a word of their own when they fit in one), so
+/// the down lists that every destination scans, and mostly finds routed
+/// already, take a word or two on a regular tree.
+fn positions(tree: &Tree) -> (Vec<u32>, usize) {
+    let nsw = tree.switches.len();
+    let mut pos = vec![u32::MAX; nsw];
+    let mut next = 0u32;
+    let mut placed: Vec<Sw> = Vec::with_capacity(nsw);
+    let mut by_order: Vec<Sw> = (0..nsw as Sw).collect();
+    by_order.sort_by_key(|&s| tree.order.get(s as usize).copied().unwrap_or(s));
+    for &s in &by_order {
+        if tree.switches[s as usize].rank == 0 {
+            pos[s as usize] = next;
+            next += 1;
+            placed.push(s);
+        }
+    }
+    let mut run: Vec<Sw> = Vec::new();
+    let mut i = 0;
+    while i < placed.len() {
+        let s = placed[i] as usize;
+        i += 1;
+        run.clear();
+        for &g in &tree.switches[s].down {
+            let r = tree.groups[g as usize].remote;
+            if pos[r as usize] == u32::MAX && !run.contains(&r) {
+                run.push(r);
+            }
+        }
+        if run.len() <= 64 && next % 64 + run.len() as u32 > 64 {
+            next = next.next_multiple_of(64);
+        }
+        for &r in &run {
+            pos[r as usize] = next;
+            next += 1;
+            placed.push(r);
+        }
+    }
+    for &s in &by_order {
+        if pos[s as usize] == u32::MAX {
+            pos[s as usize] = next;
+            next += 1;
+        }
+    }
+    (pos, (next as usize).div_ceil(64))
 }
 
 /// A destination being routed: a real LID or, for `lid == 0`, a dummy that
 /// only moves the counters (a missing compute node of a leaf, so the
 /// rotation over the up links stays in step between leaves).
 struct Router<'a> {
+    sh: &'a Shared<'a>,
     tree: &'a Tree,
     g_up: Vec<u32>,
     g_down: Vec<u32>,
@@ -41,23 +227,31 @@ struct Router<'a> {
     p_down: Vec<u32>,
     /// Per switch: rotating start for reverse hops from roots.
     down_idx: Vec<u32>,
-    /// Per switch: `destination serial << 8 | hops`; the hops count for the
-    /// current destination only when the serial is `cur`.
-    mark: Vec<u32>,
-    /// Per switch: remote switch of each up and down group, inline.
-    up_remote: Vec<Vec<Sw>>,
-    down_remote: Vec<Vec<Sw>>,
+    /// Per-destination state, cleared by [`Router::start`]: which switches
+    /// have a route (a bit per position), with how many hops (per
+    /// position, valid where the bit is set), and per word an upper bound
+    /// of those hops (routes only get shorter within a destination), so a
+    /// whole word answers "routed within h" when the bound is at most h.
+    routed: Vec<u64>,
+    hops: Vec<u8>,
+    max_hops: Vec<u8>,
+    /// Per switch: none of its down remotes has down groups of its own,
     cur: u32,
-    lft: Vec<u8>,
-    stride: usize,
-    /// Group lists being walked, one slice per active call.
+    /// Entries by destination, a column of `nsw` each, so one
+    /// destination's writes stay within a few pages; transposed into rows
+    /// at the end. `col` is the current destination's column.
+    out: Vec<u8>,
+    col: usize,
     /// Per switch: `destination serial << 8 | hops` of the best reverse-hop
     /// visit so far, and the credit it had.
     rev_mark: Vec<u32>,
     rev_credit: Vec<u16>,
-    /// (counter, group) pairs.
-    stack: Vec<(u32, u32)>,
+    /// (`counter << 32 | list order`, entry), one slice per active call.
+    stack: Vec<(u64, u32)>,
 }
+
+/// Most blocks of destinations walked in parallel.
+const MAX_BLOCKS: usize = 32;
 
 /// Highest reverse hop credit used: enough to join any two switches of
 /// an 8-level tree, and it keeps hop counts within a byte.
@@ -74,47 +268,60 @@ pub struct RouteOptions {
     pub connect_roots: bool,
 }
 
-/// Route every CA port and switch of the tree.
-pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
+/// Per switch: whether the down closures of its down remotes (each
+/// remote with everything reachable from it going down) are pairwise
+/// disjoint. True on k-ary n-trees; damaged or irregular trees may share
+/// switches below two children, and then the walk keeps OpenSM's order.
+fn disjoint_below(tree: &Tree) -> Vec<bool> {
     let nsw = tree.switches.len();
-    let stride = max_lid as usize + 1;
-    let mut r = Router {
-        tree,
-        g_up: vec![0; tree.groups.len()],
-        g_down: vec![0; tree.groups.len()],
-        p_up: vec![0; tree.ports.len()],
-        p_down: vec![0; tree.ports.len()],
-        down_idx: vec![0; nsw],
-        mark: vec![0; nsw],
-        rev_mark: vec![0; nsw],
-        rev_credit: vec![0; nsw],
-        up_remote: tree
-            .switches
-            .iter()
-            .map(|s| {
-                s.up.iter()
-                    .map(|&g| tree.groups[g as usize].remote)
-                    .collect()
-            })
-            .collect(),
-        down_remote: tree
-            .switches
-            .iter()
-            .map(|s| {
-                s.down
-                    .iter()
-                    .map(|&g| tree.groups[g as usize].remote)
-                    .collect()
-            })
-            .collect(),
-        cur: 0,
-        lft: vec![NO_ROUTE; nsw * stride],
-        stride,
-        stack: Vec::with_capacity(1024),
-    };
+    // Per switch: (owner switch + 1, child) of the last closure marking it.
+    let mut seen: Vec<(u32, u32)> = vec![(0, 0); nsw];
+    let mut todo: Vec<Sw> = Vec::new();
+    (0..nsw)
+        .map(|s| {
+            let down = &tree.switches[s].down;
+            for (ci, &g) in down.iter().enumerate() {
+                todo.clear();
+                todo.push(tree.groups[g as usize].remote);
+                while let Some(t) = todo.pop() {
+                    let m = seen[t as usize];
+                    if m.0 == s as u32 + 1 {
+                        if m.1 != ci as u32 {
+                            return false;
+                        }
+                        continue;
+                    }
+                    seen[t as usize] = (s as u32 + 1, ci as u32);
+                    for &h in &tree.switches[t as usize].down {
+                        todo.push(tree.groups[h as usize].remote);
+                    }
+                }
+            }
+            true
+        })
+        .collect()
+}
 
-    // Compute nodes, leaf by leaf, each leaf padded with dummies to the
-    // fullest leaf's count.
+/// One destination, as the walk starts it: `sw` gets `port` at `hops`,
+/// then (with `walk`) the walk goes out from it.
+#[derive(Clone, Copy)]
+struct Dest {
+    sw: Sw,
+    /// 0 for a dummy.
+    lid: u16,
+    port: u8,
+    hops: u8,
+    walk: bool,
+    main: bool,
+    credit: u16,
+}
+
+/// The destinations in routing order: compute nodes leaf by leaf (each
+/// leaf padded with dummies to the fullest leaf's count), then the other
+/// CA ports (I/O and the like, counted so that they spread too), then
+/// switch LIDs (routes without counting, switch traffic is light).
+fn destinations(tree: &Tree, stride: usize, opts: &RouteOptions) -> Vec<Dest> {
+    let mut out = Vec::new();
     for &leaf in &tree.leaves {
         let mut routed = 0;
         for &ci in &tree.switches[leaf as usize].cas {
@@ -122,19 +329,29 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
             if !c.is_cn || c.lid as usize >= stride {
                 continue;
             }
-            r.start();
-            r.set(leaf, c.lid, c.sw_port, 1);
-            r.downgoing(leaf, NONE, c.lid, true, 0, 1);
+            out.push(Dest {
+                sw: leaf,
+                lid: c.lid,
+                port: c.sw_port,
+                hops: 1,
+                walk: true,
+                main: true,
+                credit: 0,
+            });
             routed += 1;
         }
         for _ in routed..tree.max_cn_per_leaf {
-            r.start();
-            r.set(leaf, 0, 0, 1);
-            r.downgoing(leaf, NONE, 0, true, 0, 1);
+            out.push(Dest {
+                sw: leaf,
+                lid: 0,
+                port: 0,
+                hops: 1,
+                walk: true,
+                main: true,
+                credit: 0,
+            });
         }
     }
-
-    // Other CA ports (I/O and the like), counted so that they spread too.
     for c in &tree.cas {
         if c.is_cn || c.lid as usize >= stride {
             continue;
@@ -144,46 +361,278 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         } else {
             0
         };
-        r.start();
-        r.set(c.sw, c.lid, c.sw_port, 1);
-        r.downgoing(c.sw, NONE, c.lid, true, credit, 1);
+        out.push(Dest {
+            sw: c.sw,
+            lid: c.lid,
+            port: c.sw_port,
+            hops: 1,
+            walk: true,
+            main: true,
+            credit,
+        });
     }
-
-    // Switch LIDs: routes without counting, switch traffic is light.
-    let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
+    let mut by_guid: Vec<Sw> = (0..tree.switches.len() as Sw).collect();
     by_guid.sort_by_key(|&s| tree.switches[s as usize].guid);
     for &s in &by_guid {
         let sw = &tree.switches[s as usize];
         if sw.lid == 0 || sw.lid as usize >= stride {
             continue;
         }
-        r.start();
-        r.set(s, sw.lid, 0, 0);
-        if sw.rank != UNRANKED {
-            r.downgoing(s, NONE, sw.lid, false, 0, 0);
-        }
+        out.push(Dest {
+            sw: s,
+            lid: sw.lid,
+            port: 0,
+            hops: 0,
+            walk: sw.rank != UNRANKED,
+            main: false,
+            credit: 0,
+        });
     }
+    out
+}
 
+/// What the destinations share, read-only.
+struct Shared<'a> {
+    tree: &'a Tree,
+    pos: Vec<u32>,
+    words: usize,
+    lists: Lists,
+    disjoint_below: Vec<bool>,
+    /// Per switch: (has down groups, has CA ports).
+    kind: Vec<(bool, bool)>,
+    /// The up-going counters are read somewhere (some switch's subtrees
+    /// overlap, or a down group has several ports): keep them.
+    count_up: bool,
+    /// Some route takes reverse hops, which read the rotating starts:
+    /// keep them.
+    rotate: bool,
+}
+
+/// Route every CA port and switch of the tree.
+///
+/// Destinations depend on each other only through the load counters. On
+/// trees where the counters of up-going routes are never read (every
+/// switch's subtrees are disjoint, so their order is moot, and down groups
+/// have one port each) and no route takes reverse hops, only the
+/// counters of the main paths carry over, and those follow from the main
+/// paths alone: a cheap pass climbs them in order and keeps the counters
+/// at the start of every block of destinations, and the blocks are then
+/// walked in parallel, each from its own copy. Everywhere else one walk
+/// takes the destinations in order. Both give the same tables.
+pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
+    let nsw = tree.switches.len();
+    let stride = max_lid as usize + 1;
+    let (pos, words) = positions(tree);
+    let dests = destinations(tree, stride, opts);
+    let disjoint_below = disjoint_below(tree);
+    let count_up = !tree.switches.iter().enumerate().all(|(s, sw)| {
+        sw.down.is_empty()
+            || (disjoint_below[s] && sw.down.iter().all(|&g| tree.groups[g as usize].len == 1))
+    });
+    let rotate = dests.iter().any(|d| d.credit > 0);
+    let independent = !count_up && !rotate;
+    let sh = Shared {
+        tree,
+        lists: Lists::new(tree, &pos),
+        pos,
+        words,
+        disjoint_below,
+        kind: tree
+            .switches
+            .iter()
+            .map(|sw| (!sw.down.is_empty(), !sw.cas.is_empty()))
+            .collect(),
+        count_up,
+        rotate,
+    };
+    // Per LID: which buffer and where in it its column is.
+    let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
+    let bufs: Vec<Vec<u8>> = if independent {
+        // A few blocks per thread evens out their lengths; every block
+        // holds a copy of the main-path counters, hence the cap.
+        let blocks = (rayon::current_num_threads() * 4)
+            .min(MAX_BLOCKS)
+            .clamp(1, dests.len().max(1));
+        let per = dests.len().div_ceil(blocks).max(1);
+        let chunks: Vec<&[Dest]> = dests.chunks(per).collect();
+        // Main-path counters at the start of every block.
+        let mut g_down = vec![0u32; tree.groups.len()];
+        let mut p_down = vec![0u32; tree.ports.len()];
+        let mut starts = Vec::with_capacity(chunks.len());
+        for chunk in &chunks {
+            starts.push((g_down.clone(), p_down.clone()));
+            for d in chunk.iter().filter(|d| d.walk && d.main) {
+                climb(tree, d.sw, &mut g_down, &mut p_down);
+            }
+        }
+        for (b, chunk) in chunks.iter().enumerate() {
+            let mut slot = 0;
+            for d in chunk.iter() {
+                if d.lid != 0 {
+                    col_of_lid[d.lid as usize] = (b as u32, slot * nsw);
+                    slot += 1;
+                }
+            }
+        }
+        chunks
+            .into_par_iter()
+            .zip(starts)
+            .map(|(chunk, (g_down, p_down))| {
+                let cols = chunk.iter().filter(|d| d.lid != 0).count();
+                let mut r = Router::new(&sh, nsw * cols);
+                r.g_down = g_down;
+                r.p_down = p_down;
+                let mut slot = 0;
+                for d in chunk {
+                    r.col = slot * nsw;
+                    r.run(d);
+                    if d.lid != 0 {
+                        slot += 1;
+                    }
+                }
+                r.out
+            })
+            .collect()
+    } else {
+        let mut r = Router::new(&sh, nsw * stride);
+        for d in &dests {
+            r.col = d.lid as usize * nsw;
+            r.run(d);
+        }
+        for (lid, c) in col_of_lid.iter_mut().enumerate() {
+            *c = (0, lid * nsw);
+        }
+        vec![r.out]
+    };
+    let mut tables = Tables {
+        rows: transpose(&bufs, &col_of_lid, nsw, stride),
+    };
+    drop(bufs);
     if opts.connect_roots {
-        r.connect_roots();
+        connect_roots(tree, &mut tables);
     }
-    Tables {
-        ports: r.lft,
-        stride,
+    tables
+}
+
+/// The main path of a destination from `s` up to a root: the first up
+/// group with the lowest down counter, its least loaded port, as
+/// [`Router::downgoing`] picks and counts them.
+fn climb(tree: &Tree, mut s: Sw, g_down: &mut [u32], p_down: &mut [u32]) {
+    loop {
+        let sw = &tree.switches[s as usize];
+        if sw.rank == 0 || sw.up.is_empty() {
+            return;
+        }
+        let mut g = sw.up[0];
+        for &h in &sw.up[1..] {
+            if g_down[h as usize] < g_down[g as usize] {
+                g = h;
+            }
+        }
+        let grp = &tree.groups[g as usize];
+        g_down[g as usize] += 1;
+        if grp.len > 1 {
+            let mut best = grp.first;
+            for p in grp.first + 1..grp.first + grp.len {
+                if p_down[p as usize] < p_down[best as usize] {
+                    best = p;
+                }
+            }
+            p_down[best as usize] += 1;
+        }
+        s = grp.remote;
     }
 }
 
-impl Router<'_> {
+/// Rows from the by-destination columns (`col_of_lid`: buffer and offset
+/// of each LID's column, buffer `u32::MAX` for none), in parallel over
+/// blocks of switches, a block of LIDs at a time so reads and writes stay
+/// in cache.
+fn transpose(
+    bufs: &[Vec<u8>],
+    col_of_lid: &[(u32, usize)],
+    nsw: usize,
+    stride: usize,
+) -> Vec<Vec<u8>> {
+    const BLOCK: usize = 64;
+    let mut rows: Vec<Vec<u8>> = vec![Vec::new(); nsw];
+    rows.par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(bi, block)| {
+            let s0 = bi * BLOCK;
+            for row in block.iter_mut() {
+                row.reserve_exact(stride);
+            }
+            for l0 in (0..stride).step_by(BLOCK) {
+                let l1 = (l0 + BLOCK).min(stride);
+                for (j, row) in block.iter_mut().enumerate() {
+                    row.extend(col_of_lid[l0..l1].iter().map(|&(b, off)| {
+                        if b == u32::MAX {
+                            NO_ROUTE
+                        } else {
+                            bufs[b as usize][off + s0 + j]
+                        }
+                    }));
+                }
+            }
+        });
+    rows
+}
+
+impl<'a> Router<'a> {
+    fn new(sh: &'a Shared<'a>, out_len: usize) -> Router<'a> {
+        let tree = sh.tree;
+        let nsw = tree.switches.len();
+        Router {
+            sh,
+            tree,
+            g_up: vec![0; tree.groups.len()],
+            g_down: vec![0; tree.groups.len()],
+            p_up: vec![0; tree.ports.len()],
+            p_down: vec![0; tree.ports.len()],
+            down_idx: vec![0; nsw],
+            routed: vec![0; sh.words],
+            hops: vec![0; sh.words * 64],
+            max_hops: vec![0; sh.words],
+            rev_mark: vec![0; nsw],
+            rev_credit: vec![0; nsw],
+            cur: 0,
+            out: vec![NO_ROUTE; out_len],
+            col: 0,
+            stack: Vec::with_capacity(1024),
+        }
+    }
+
+    /// Route one destination (its column set in `col`).
+    fn run(&mut self, d: &Dest) {
+        self.start();
+        self.set(d.sw, d.lid, d.port, d.hops);
+        if d.walk {
+            self.downgoing(d.sw, NONE, d.lid, d.main, d.credit, d.hops);
+        }
+    }
+
     #[inline]
     fn start(&mut self) {
         self.cur += 1;
+        self.routed.fill(0);
+        self.max_hops.fill(0);
     }
 
     #[inline]
     fn set(&mut self, s: Sw, lid: u16, port: u8, hops: u8) {
-        self.mark[s as usize] = self.cur << 8 | hops as u32;
+        self.set_at(self.sh.pos[s as usize] as usize, s, lid, port, hops);
+    }
+
+    /// [`Router::set`] for the switch at bit position `p`.
+    #[inline]
+    fn set_at(&mut self, p: usize, s: Sw, lid: u16, port: u8, hops: u8) {
+        self.routed[p >> 6] |= 1 << (p & 63);
+        self.hops[p] = hops;
+        let m = &mut self.max_hops[p >> 6];
+        *m = (*m).max(hops);
         if lid != 0 {
-            self.lft[s as usize * self.stride + lid as usize] = port;
+            self.out[self.col + s as usize] = port;
         }
     }
 
@@ -205,65 +654,102 @@ impl Router<'_> {
     /// Whether `s` already has a route to the destination no longer than `hops`.
     #[inline]
     fn has_route_within(&self, s: Sw, hops: u8) -> bool {
-        let m = self.mark[s as usize];
-        m >> 8 == self.cur && hops as u32 >= m & 0xFF
+        let p = self.sh.pos[s as usize] as usize;
+        self.routed[p >> 6] >> (p & 63) & 1 != 0 && self.hops[p] <= hops
     }
 
-    /// The first port of group `g` with the lowest counter.
+    /// The bits of `mask` in `word` whose switches have a route no longer
+    /// than `hops`.
     #[inline]
-    fn min_port(&self, g: u32, up: bool) -> u32 {
-        let grp = &self.tree.groups[g as usize];
+    fn routed_within(&self, word: u32, mask: u64, hops: u8) -> u64 {
+        let w = word as usize;
+        let set = self.routed[w] & mask;
+        if self.max_hops[w] <= hops {
+            return set;
+        }
+        Bits(set)
+            .filter(|&b| self.hops[w * 64 + b as usize] <= hops)
+            .fold(0, |within, b| within | 1 << b)
+    }
+
+    /// The entries of chunk `c` whose remote is not `skip_pos` and has no
+    /// route within `hops`, as bits.
+    #[inline]
+    fn open_bits(&self, c: Chunk, skip_pos: u32, hops: u8) -> u64 {
+        let mut bits = c.mask & !self.routed_within(c.word, c.mask, hops);
+        if skip_pos >> 6 == c.word {
+            bits &= !(1u64 << (skip_pos & 63));
+        }
+        bits
+    }
+
+    /// Bit position of switch `s`, or `u32::MAX` for [`NONE`].
+    #[inline]
+    fn pos_of(&self, s: Sw) -> u32 {
+        if s == NONE {
+            u32::MAX
+        } else {
+            self.sh.pos[s as usize]
+        }
+    }
+
+    /// The first port of the entry's group with the lowest counter, and
+    /// its number on the remote switch.
+    #[inline]
+    fn min_port(&self, en: &Entry, up: bool) -> (u32, u8) {
+        if en.len == 1 {
+            return (en.first, en.first_remote_num);
+        }
         let counters = if up { &self.p_up } else { &self.p_down };
-        let mut best = grp.first;
-        for p in grp.first + 1..grp.first + grp.len {
+        let mut best = en.first;
+        for p in en.first + 1..en.first + en.len {
             if counters[p as usize] < counters[best as usize] {
                 best = p;
             }
         }
-        best
+        (best, self.tree.ports[best as usize].remote_num)
     }
 
-    /// Load counter of group `g` that orders it.
+    /// Count a route over port `p` of the entry's group (the port counter
+    /// only matters, and is only kept, in groups of several ports).
     #[inline]
-    fn counter(&self, g: u32, up_counter: bool) -> u32 {
-        if up_counter {
-            self.g_up[g as usize]
+    fn count(&mut self, en: &Entry, p: u32, up: bool) {
+        let (g, ports) = if up {
+            (&mut self.g_up, &mut self.p_up)
         } else {
-            self.g_down[g as usize]
+            (&mut self.g_down, &mut self.p_down)
+        };
+        g[en.group as usize] += 1;
+        if en.len > 1 {
+            ports[p as usize] += 1;
         }
     }
 
-    /// Push the groups of `list` whose remote switch is not `skip` and has
-    /// no route within `hops` yet, ordered by counter then remote index; returns the
-    /// slice's start. Sorting only these is enough: a walk below one of
-    /// them never reaches the others' rank, so no candidate appears or
-    /// disappears on the way, and most calls have none.
+    /// Push the entries of `s`'s up or down list whose remote switch is not
+    /// `skip` and has no route within `hops` yet, ordered by counter then
+    /// list order; returns the slice's start. Sorting only these is
+    /// enough: a walk below one of them never reaches the others' rank, so
+    /// no candidate appears or disappears on the way, and most calls have
+    /// none.
     fn push_candidates(&mut self, s: Sw, up: bool, skip: Sw, hops: u8) -> usize {
         let base = self.stack.len();
-        let sw = &self.tree.switches[s as usize];
-        let (list, remotes) = if up {
-            (&sw.up, &self.up_remote[s as usize])
-        } else {
-            (&sw.down, &self.down_remote[s as usize])
-        };
-        // Up groups are ordered by their down counter and vice versa.
-        let up_counter = !up;
-        for (i, &remote) in remotes.iter().enumerate() {
-            if remote == skip || self.has_route_within(remote, hops) {
-                continue;
+        let lr = self.sh.lists.refs[s as usize * 2 + up as usize];
+        let skip_pos = self.pos_of(skip);
+        for ci in lr.chunk_first..lr.chunk_end {
+            let c = self.sh.lists.chunks[ci as usize];
+            for b in Bits(self.open_bits(c, skip_pos, hops)) {
+                let e = self.sh.lists.entry(c, b);
+                let en = &self.sh.lists.ent[e];
+                let g = en.group as usize;
+                // Up groups are ordered by their down counter and vice
+                // versa, ties by list order (entry numbers follow it).
+                let k = if up { self.g_down[g] } else { self.g_up[g] };
+                self.stack
+                    .push(((k as u64) << 32 | en.seq as u64, e as u32));
             }
-            let g = list[i];
-            // Lists are in remote index order, so a stable insertion by
-            // counter orders by (counter, index).
-            let k = self.counter(g, up_counter);
-            let mut j = self.stack.len();
-            self.stack.push((k, g));
-            while j > base && self.stack[j - 1].0 > k {
-                self.stack[j] = self.stack[j - 1];
-                j -= 1;
-            }
-            self.stack[j] = (k, g);
         }
+        // Keys are unique (entry numbers are), so unstable is stable.
+        self.stack[base..].sort_unstable_by_key(|x| x.0);
         base
     }
 
@@ -272,27 +758,59 @@ impl Router<'_> {
     /// route towards an end port was made below.
     fn upgoing(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8) -> bool {
         let tree = self.tree;
-        let sw = &tree.switches[s as usize];
-        if sw.down.is_empty() && sw.cas.is_empty() {
-            return false;
+        let (has_down, has_cas) = self.sh.kind[s as usize];
+        if !has_down {
+            return has_cas;
         }
-        let mut created = !sw.cas.is_empty();
-        let base = self.push_candidates(s, false, prev, hops + 1);
-        for i in base..self.stack.len() {
-            let g = self.stack[i].1;
-            let remote = tree.groups[g as usize].remote;
-            let p = self.min_port(g, true);
-            self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-            let routed = self.upgoing(remote, NONE, lid, hops + 1);
-            if routed {
-                created = true;
-                self.p_up[p as usize] += 1;
-                self.g_up[g as usize] += 1;
+        let mut created = has_cas;
+        if self.sh.disjoint_below[s as usize] {
+            // The walks below the candidates are independent: take them
+            // as they come, without ordering them by counter.
+            let lr = self.sh.lists.refs[s as usize * 2];
+            let skip_pos = self.pos_of(prev);
+            for ci in lr.chunk_first..lr.chunk_end {
+                let c = self.sh.lists.chunks[ci as usize];
+                for b in Bits(self.open_bits(c, skip_pos, hops + 1)) {
+                    let e = self.sh.lists.entry(c, b);
+                    let en = self.sh.lists.ent[e];
+                    let (p, num) = self.min_port(&en, true);
+                    self.set_at(
+                        c.word as usize * 64 + b as usize,
+                        en.remote,
+                        lid,
+                        num,
+                        hops + 1,
+                    );
+                    let below = if en.remote_down {
+                        self.upgoing(en.remote, NONE, lid, hops + 1)
+                    } else {
+                        en.remote_cas
+                    };
+                    if below {
+                        created = true;
+                        if self.sh.count_up {
+                            self.count(&en, p, true);
+                        }
+                    }
+                }
             }
+        } else {
+            let base = self.push_candidates(s, false, prev, hops + 1);
+            for i in base..self.stack.len() {
+                let e = self.stack[i].1 as usize;
+                let en = self.sh.lists.ent[e];
+                let (p, num) = self.min_port(&en, true);
+                self.set(en.remote, lid, num, hops + 1);
+                if self.upgoing(en.remote, NONE, lid, hops + 1) {
+                    created = true;
+                    self.count(&en, p, true);
+                }
+            }
+            self.stack.truncate(base);
         }
-        self.stack.truncate(base);
-        if created && !sw.down.is_empty() {
-            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % sw.down.len() as u32;
+        if created && self.sh.rotate {
+            let n = tree.switches[s as usize].down.len() as u32;
+            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % n;
         }
         created
     }
@@ -333,12 +851,12 @@ impl Router<'_> {
                     g = h;
                 }
             }
-            let p = self.min_port(g, false);
-            self.g_down[g as usize] += 1;
-            self.p_down[p as usize] += 1;
-            let remote = tree.groups[g as usize].remote;
+            let en = Entry::new(tree, g, 0);
+            let (p, num) = self.min_port(&en, false);
+            self.count(&en, p, false);
+            let remote = en.remote;
             if !self.has_route_within(remote, hops + 1) {
-                self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
+                self.set(remote, lid, num, hops + 1);
             }
             created |= self.downgoing(remote, s, lid, true, credit, hops + 1);
             main_remote = remote;
@@ -347,14 +865,14 @@ impl Router<'_> {
         // A walk through one may reach another, hence the check again.
         let base = self.push_candidates(s, true, main_remote, hops + 1);
         for i in base..self.stack.len() {
-            let g = self.stack[i].1;
-            let remote = tree.groups[g as usize].remote;
-            if self.has_route_within(remote, hops + 1) {
+            let e = self.stack[i].1 as usize;
+            let en = self.sh.lists.ent[e];
+            if self.has_route_within(en.remote, hops + 1) {
                 continue;
             }
-            let p = self.min_port(g, false);
-            self.set(remote, lid, tree.ports[p as usize].remote_num, hops + 1);
-            created |= self.downgoing(remote, s, lid, false, credit, hops + 1);
+            let (_, num) = self.min_port(&en, false);
+            self.set(en.remote, lid, num, hops + 1);
+            created |= self.downgoing(en.remote, s, lid, false, credit, hops + 1);
         }
         self.stack.truncate(base);
         if credit == 0 || sw.is_leaf {
@@ -370,39 +888,41 @@ impl Router<'_> {
         }
         created
     }
+}
 
-    /// Switches above the leaves forward switch LIDs they have no up/down
-    /// route to the way they forward to the last leaf, which has one.
-    fn connect_roots(&mut self) {
-        let tree = self.tree;
-        let Some(&leaf) = tree.leaves.last() else {
-            return;
-        };
-        let leaf_lid = tree.switches[leaf as usize].lid as usize;
-        if leaf_lid == 0 || leaf_lid >= self.stride {
-            return;
+/// Switches above the leaves forward switch LIDs they have no up/down
+/// route to the way they forward to the last leaf, which has one.
+fn connect_roots(tree: &Tree, tables: &mut Tables) {
+    let Some(&leaf) = tree.leaves.last() else {
+        return;
+    };
+    let stride = tables.rows.first().map_or(0, |r| r.len());
+    let leaf_lid = tree.switches[leaf as usize].lid as usize;
+    if leaf_lid == 0 || leaf_lid >= stride {
+        return;
+    }
+    // The leaf's own row is never changed here (it is not above the
+    // leaves), so which switch LIDs it reaches can be read once.
+    let leaf_row = &tables.rows[leaf as usize];
+    let switch_lids: Vec<usize> = tree
+        .switches
+        .iter()
+        .filter(|s| s.rank != UNRANKED && s.lid != 0 && (s.lid as usize) < stride)
+        .map(|s| s.lid as usize)
+        .filter(|&lid| leaf_row[lid] != NO_ROUTE)
+        .collect();
+    for (s, sw) in tree.switches.iter().enumerate() {
+        if sw.rank == UNRANKED || sw.rank >= tree.leaf_rank {
+            continue;
         }
-        let switch_lids: Vec<usize> = tree
-            .switches
-            .iter()
-            .filter(|s| s.rank != UNRANKED && s.lid != 0 && (s.lid as usize) < self.stride)
-            .map(|s| s.lid as usize)
-            .collect();
-        for (s, sw) in tree.switches.iter().enumerate() {
-            if sw.rank == UNRANKED || sw.rank >= tree.leaf_rank {
-                continue;
-            }
-            let row = s * self.stride;
-            let towards_leaf = self.lft[row + leaf_lid];
-            if towards_leaf == NO_ROUTE {
-                continue;
-            }
-            for &lid in &switch_lids {
-                if self.lft[row + lid] == NO_ROUTE
-                    && self.lft[leaf as usize * self.stride + lid] != NO_ROUTE
-                {
-                    self.lft[row + lid] = towards_leaf;
-                }
+        let row = &mut tables.rows[s];
+        let towards_leaf = row[leaf_lid];
+        if towards_leaf == NO_ROUTE {
+            continue;
+        }
+        for &lid in &switch_lids {
+            if row[lid] == NO_ROUTE {
+                row[lid] = towards_leaf;
             }
         }
     }
