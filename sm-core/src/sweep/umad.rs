@@ -1318,7 +1318,7 @@ mod tests {
         let device = FakeDevice::default();
         device.push(Ok(message(CLASS_SA, method::GET, 7, MAD_LEN, 0)));
         device.push(Err(Errno::ENODEV));
-        let mut h = start(device);
+        let h = start(device);
         assert!(h.sa.recv_timeout(LIVENESS).is_ok());
         let mut taken = VecDeque::new();
         assert!(matches!(h.responses.take(&mut taken, Instant::now() + LIVENESS), Taken::Some));
