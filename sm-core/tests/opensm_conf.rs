@@ -117,7 +117,7 @@ fn the_file_opensm_writes_loads_with_its_values() {
 #[test]
 fn toml_still_reads_as_toml() {
     let c = Config::load(&workspace().join("config/smcore.toml")).unwrap();
-    assert_eq!(c.routing_engine.as_deref(), Some("minhop"));
+    assert_eq!(c.routing_engine.as_deref(), Some("minhop-balanced"));
     assert!(c.not_supported.is_empty());
 }
 

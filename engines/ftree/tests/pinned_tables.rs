@@ -181,16 +181,7 @@ fn cases() -> Vec<(String, String)> {
     // Compute nodes on the first leaves only: the rest are routed after them.
     let t = gen::kary_ntree(4, 3, 4).unwrap();
     let f = snap(&t);
-    let first: Vec<u64> = f
-        .end_ports()
-        .filter(|&p| {
-            let d = f.nodes[f.ports[p as usize].node as usize]
-                .description
-                .as_str();
-            (0..16).any(|h| d == format!("host-{h}") || d == format!("host-{}", h * 3 + 20))
-        })
-        .map(|p| f.ports[p as usize].guid)
-        .collect();
+    let first = port_guids_where(&f, |d| (0..16).any(|h| d == format!("host-{h}") || d == format!("host-{}", h * 3 + 20)));
     let cn_file = scratch_file("pinned", "some-cns", &guid_file_text(&first));
     push(
         "partial compute nodes".into(),

@@ -206,16 +206,7 @@ fn compute_nodes_only_on_some_leaves() {
     // ordinary CAs on the same level, routed after them.
     let t = gen::kary_ntree(4, 3, 4).unwrap();
     let f = snap(&t);
-    let first: Vec<u64> = f
-        .end_ports()
-        .filter(|&p| {
-            let d = f.nodes[f.ports[p as usize].node as usize]
-                .description
-                .as_str();
-            (0..16).any(|h| d == format!("host-{h}"))
-        })
-        .map(|p| f.ports[p as usize].guid)
-        .collect();
+    let first = port_guids_where(&f, |d| (0..16).any(|h| d == format!("host-{h}")));
     assert_eq!(first.len(), 16);
     let cns = scratch_file("some-cn", "cns", &guid_file_text(&first));
     let (r, _) = route_ok(

@@ -272,7 +272,10 @@ pub fn route_and_partition(
     let (chosen, mut report, partition_time) = std::thread::scope(|scope| {
         // Kept for routing here should no thread be had.
         let spare = report.clone();
+        // The engines' logs belong to this sweep's span.
+        let span = tracing::Span::current();
         let routing = std::thread::Builder::new().name("route".into()).spawn_scoped(scope, move || {
+            let _entered = span.enter();
             let mut report = report;
             (choose(snap, registry, engines, config, cached, &mut report), report)
         });

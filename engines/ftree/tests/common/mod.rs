@@ -128,3 +128,11 @@ pub fn guid_file_text(guids: &[u64]) -> String {
 pub fn toml_path(p: &std::path::Path) -> String {
     format!("{:?}", p.display().to_string())
 }
+
+/// Port GUIDs of the end ports whose node description `wanted` accepts.
+pub fn port_guids_where(f: &sm_abi::FabricSnapshot, wanted: impl Fn(&str) -> bool) -> Vec<u64> {
+    f.end_ports()
+        .filter(|&p| wanted(f.nodes[f.ports[p as usize].node as usize].description.as_str()))
+        .map(|p| f.ports[p as usize].guid)
+        .collect()
+}
