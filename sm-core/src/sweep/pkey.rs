@@ -96,7 +96,7 @@ fn fitted(table: &[u16], cap: usize) -> Option<Vec<u16>> {
 /// Reads the partition file again (keeping the last good set), resolves it
 /// against `fabric`, and programs P_Key tables and partition enforcement.
 /// Run before any port is Active (while the engines route, see
-/// [`super::stages::route_and_partition`]). Fills `phase`; the result for the SA is
+/// [`super::stages::route`]). Fills `phase`; the result for the SA is
 /// kept in `held` ([`HeldPkeys::sa_view`]).
 pub fn program_partitions(
     client: &mut SmpClient<'_>,

@@ -221,8 +221,6 @@ pub struct Decided {
     accepted: Option<Arc<AcceptedRouting>>,
     program: RoutingProgramReport,
     report: RouteReport,
-    /// The partitions were programmed while the engines routed.
-    partitioned: bool,
 }
 
 impl Decided {
@@ -238,24 +236,13 @@ impl Decided {
 /// accepts becomes the cache. Dumps are written after programming
 /// ([`write_dumps`]): a dump that cannot be written must never keep
 /// routing from the fabric.
+///
+/// The P_Key tables and partition enforcement are programmed meanwhile:
+/// partitions do not depend on the routing (as in OpenSM, they go in
+/// before the LFTs), and the SMPs they take would otherwise wait for the
+/// engines. Nothing is Active yet, so no data passes before the routing is
+/// in.
 pub fn route(
-    linked: Linked,
-    registry: &Registry,
-    engines: &str,
-    config: &Config,
-    cache: Option<&mut Option<UcastCache>>,
-) -> Result<Decided, OfflineError> {
-    let Linked { sweep, snapshot, program, mut report } = linked;
-    let chosen = choose(&snapshot, registry, engines, config, cache.as_deref(), &mut report)?;
-    Ok(accept(sweep, snapshot, program, report, chosen, config, cache))
-}
-
-/// Stage 4 with the P_Key tables and partition enforcement programmed
-/// while the engines route: partitions do not depend on the routing (as
-/// in OpenSM, they go in before the LFTs), and the SMPs they take would
-/// otherwise wait for the engines. Nothing is Active yet, so no data
-/// passes before the routing is in. [`program`] then leaves them out.
-pub fn route_and_partition(
     port: &mut dyn SmpPort,
     options: &OnceOptions<'_>,
     linked: Linked,
@@ -294,9 +281,7 @@ pub fn route_and_partition(
         (chosen, report, partition_time)
     });
     report.phase("partitions", partition_time);
-    let mut decided = accept(sweep, snapshot, program, report, chosen?, config, cache);
-    decided.partitioned = true;
-    Ok(decided)
+    Ok(accept(sweep, snapshot, program, report, chosen?, config, cache))
 }
 
 /// The routing of the cache or the chain: (chain outcome, LinearFDBTop,
@@ -344,7 +329,7 @@ fn accept(
             *slot = Some(UcastCache::keep(Arc::clone(accepted)));
         }
     }
-    Decided { sweep, attempts, accepted, program, report, partitioned: false }
+    Decided { sweep, attempts, accepted, program, report }
 }
 
 /// The cached routing as the chain's outcome, if it applies to `snapshot`
@@ -420,18 +405,17 @@ impl OnceOutcome {
 }
 
 /// Stage 5: programs the accepted routing (LinearFDBTop, LFT blocks,
-/// SL2VL/VLArb, P_Keys) and brings the ports up. When nothing routed,
-/// nothing past the LIDs is programmed: an unverified routing is worse
-/// than none. `held` is read and updated.
+/// SL2VL/VLArb; the P_Keys went in while it was routed) and brings the
+/// ports up. When nothing routed, nothing of it is programmed: an
+/// unverified routing is worse than none. `held` is read and updated.
 pub fn program(
     port: &mut dyn SmpPort,
     options: &SweepOptions,
     decided: Decided,
-    config: &Config,
     held: &mut HeldTables,
     limits: &SweepLimits,
 ) -> Result<OnceOutcome, SweepError> {
-    let Decided { mut sweep, attempts, accepted, mut program, mut report, partitioned } = decided;
+    let Decided { mut sweep, attempts, accepted, mut program, mut report } = decided;
     if let Some(accepted) = &accepted {
         // The last point of return: from here on the routing is written
         // whole (see `SweepOptions::stop`).
@@ -443,9 +427,6 @@ pub fn program(
         let fabric = &mut sweep.fabric;
         program_routing(&mut client, fabric, &accepted.routing, accepted.linear_fdb_top, held, &mut program);
         super::vl::program_vl_tables(&mut client, fabric, &accepted.routing, held, &mut program);
-        if !partitioned {
-            super::pkey::program_partitions(&mut client, fabric, config, held, &mut program.pkey);
-        }
         activate_ports(&mut client, fabric, &mut program);
         report.phase("program", t.elapsed());
         report.smp_window = port.window_stats();
@@ -568,8 +549,8 @@ pub fn once_from(
     report.phase("sweep", t.elapsed());
     limits.check()?;
     let linked = link(port, &options.sweep, addressed, config, held, report);
-    let decided = route_and_partition(port, options, linked, registry, config, cache, held)?;
-    let mut outcome = program(port, &options.sweep, decided, config, held, &limits)?;
+    let decided = route(port, options, linked, registry, config, cache, held)?;
+    let mut outcome = program(port, &options.sweep, decided, held, &limits)?;
     if let Some(dir) = options.dump_dir {
         write_dumps(dir, &mut outcome);
     }

@@ -422,6 +422,22 @@ fn read_step(src: &mut impl MadSource, buf: &mut Vec<u8>) -> Step {
     }
 }
 
+/// Waits up to `ms` for a message and reads it into `buf` (grown for a
+/// long one and shrunk back after it); `None` when nothing came. Both the
+/// poll thread and the sweep during its turn read this way.
+fn poll_step(src: &mut impl MadSource, buf: &mut Vec<u8>, ms: u16) -> Option<Step> {
+    if buf.len() > READ_BUF {
+        buf.truncate(READ_BUF);
+        buf.shrink_to_fit();
+    }
+    match src.wait(ms) {
+        Ok(false) | Err(Errno::EINTR) => None,
+        Ok(true) => Some(read_step(src, buf)),
+        Err(e) if fatal(e) => Some(Step::Dead(format!("umad poll: {e}"))),
+        Err(e) => Some(Step::Failed(e)),
+    }
+}
+
 /// The poll thread: answers to our requests go to `responses`, traps to
 /// `traps`, requests from SA clients and from other SMs to their queues.
 /// It runs until told to stop or until the port that owns it is gone;
@@ -443,12 +459,7 @@ fn read_until_stopped(mut src: impl MadSource, stop: &AtomicBool, sinks: Sinks, 
         if !turn.poller_may_read(stop) {
             continue;
         }
-        let step = match src.wait(READER_SLICE_MS) {
-            Ok(false) | Err(Errno::EINTR) => continue,
-            Ok(true) => read_step(&mut src, &mut buf),
-            Err(e) if fatal(e) => Step::Dead(format!("umad poll: {e}")),
-            Err(e) => Step::Failed(e),
-        };
+        let Some(step) = poll_step(&mut src, &mut buf, READER_SLICE_MS) else { continue };
         match step {
             Step::Read(n) => {
                 reader.failures = 0;
@@ -462,10 +473,6 @@ fn read_until_stopped(mut src: impl MadSource, stop: &AtomicBool, sinks: Sinks, 
                 reader.die(reason);
                 return;
             }
-        }
-        if buf.len() > READ_BUF {
-            buf.truncate(READ_BUF);
-            buf.shrink_to_fit();
         }
     }
 }
@@ -862,7 +869,6 @@ impl UmadPort {
         self.writer.write(dlid, 0, mad, timeout_ms)
     }
 
-    /// The next MAD the poll thread read, if one comes before `deadline`.
     /// The next answer before `deadline`, read by the sweep itself (it
     /// holds the turn, see [`turn`]) or queued by the poll thread before it
     /// stepped aside.
@@ -885,20 +891,10 @@ impl UmadPort {
             let left = deadline - now;
             let slice = if self.turn.poller_parked() { left } else { left.min(Duration::from_millis(1)) };
             let ms = u16::try_from(slice.as_millis().max(1)).unwrap_or(u16::MAX);
-            let step = match self.src.wait(ms) {
-                Ok(false) | Err(Errno::EINTR) => continue,
-                Ok(true) => read_step(&mut self.src, &mut self.read_buf),
-                Err(e) if fatal(e) => Step::Dead(format!("umad poll: {e}")),
-                Err(e) => Step::Failed(e),
-            };
+            let Some(step) = poll_step(&mut self.src, &mut self.read_buf, ms) else { continue };
             match step {
                 Step::Read(n) => {
-                    let sorted = self.sinks.sort(&self.read_buf[..n], &mut self.last_drop_warning);
-                    if self.read_buf.len() > READ_BUF {
-                        self.read_buf.truncate(READ_BUF);
-                        self.read_buf.shrink_to_fit();
-                    }
-                    if let Sorted::Answer(answer) = sorted {
+                    if let Sorted::Answer(answer) = self.sinks.sort(&self.read_buf[..n], &mut self.last_drop_warning) {
                         return Ok(Some(answer));
                     }
                 }
