@@ -277,9 +277,6 @@ struct RoutingState {
     arbitrated: Option<sweep::Discovered>,
     /// What traps and light sweeps said changed since the last heavy sweep.
     changes: Changes,
-    /// Switches the last heavy sweep gave new LIDs: their ports are read
-    /// again at the next incremental one.
-    relabelled: Vec<u64>,
     /// Incremental heavy sweeps since the last full one.
     since_full: u32,
 }
@@ -571,11 +568,16 @@ impl Daemon<'_, '_> {
             info!(nodes = d.fabric().nodes.len(), age = ?d.age(), "sweeping the fabric the arbitration read");
         }
         let changes = std::mem::take(&mut self.routing.changes);
-        let read = match read {
-            Some(d) => Some(d),
-            None => self.rediscover(cause, changes),
+        let (read, incremental_read) = match read {
+            Some(d) => (Some(d), false),
+            None => {
+                let read = self.rediscover(cause, changes);
+                let incremental = read.is_some();
+                (read, incremental)
+            }
         };
-        if read.is_none() {
+        if !incremental_read {
+            // A full read (a fresh discovery, or the arbitration's).
             self.routing.since_full = 0;
         }
         let slot = if self.ctx.options.ucast_cache { Some(&mut self.routing.cache) } else { None };
@@ -657,7 +659,9 @@ impl Daemon<'_, '_> {
         let fabric = &outcome.sweep.fabric;
         self.mcast.mfts.retain(|g| fabric.find(g).is_some());
         self.routing.accepted = outcome.accepted;
-        self.routing.relabelled = outcome.sweep.relabelled;
+        // Switches this sweep gave new LIDs: their ports are read again at
+        // the next incremental sweep.
+        self.routing.changes.add_relabelled(&outcome.sweep.relabelled);
         self.routing.fabric = Some(outcome.sweep.fabric);
         if self.routing.accepted.is_some() {
             // A heavy sweep programs the groups whatever the back-off says:
@@ -669,7 +673,7 @@ impl Daemon<'_, '_> {
 
     /// The fabric read again behind what `changes` name, for a heavy sweep
     /// of `cause`; `None` (logged why) when the sweep must read it whole.
-    fn rediscover(&mut self, cause: Cause, mut changes: Changes) -> Option<sweep::Discovered> {
+    fn rediscover(&mut self, cause: Cause, changes: Changes) -> Option<sweep::Discovered> {
         let every = self.ctx.options.incremental?;
         if !matches!(cause, Cause::Trap | Cause::Change) {
             return None;
@@ -679,7 +683,6 @@ impl Daemon<'_, '_> {
             info!(every, "full heavy sweep: the periodic one");
             return None;
         }
-        changes.add_relabelled(&self.routing.relabelled);
         let mut options = self.ctx.options.once.sweep.clone();
         options.stop = Some(Arc::clone(&self.ctx.signals.stop));
         let t = Instant::now();

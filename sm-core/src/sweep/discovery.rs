@@ -584,10 +584,7 @@ impl Walk {
     /// Whether `port` of `node` is up and leads to a far end not known yet.
     fn expandable(&self, node: usize, port: u8) -> bool {
         let p = &self.fabric.nodes[node].ports[usize::from(port)];
-        p.peer.is_none()
-            && p.info.as_ref().is_some_and(|i| {
-                i.port_physical_state == PhysState::LinkUp && i.port_state != PortState::Down
-            })
+        p.peer.is_none() && p.info.as_ref().is_some_and(link_is_up)
     }
 
     /// Records what NodeInfo `info`, read through `port` of `node` along
@@ -773,7 +770,13 @@ fn seen_down(fabric: &Fabric, (node, port): (usize, u8)) -> bool {
         .get(node)
         .and_then(|n| n.ports.get(usize::from(port)))
         .and_then(|p| p.info.as_ref())
-        .is_some_and(|i| i.port_physical_state != PhysState::LinkUp || i.port_state == PortState::Down)
+        .is_some_and(|i| !link_is_up(i))
+}
+
+/// Whether a port, as its PortInfo says, has its link up: something lies
+/// behind it to discover.
+pub(super) fn link_is_up(info: &PortInfoRepr) -> bool {
+    info.port_physical_state == PhysState::LinkUp && info.port_state != PortState::Down
 }
 
 /// Completes `fabric`, as this sweep's discovery found it, with what

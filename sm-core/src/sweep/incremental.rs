@@ -42,11 +42,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use sm_abi::NodeKind;
 use sm_mad::mad::attr;
 use sm_mad::smp::{DATA_LEN, MAX_HOPS};
-use sm_mad::{NodeInfoRepr, PhysState, PortInfoRepr, PortState};
+use sm_mad::{NodeInfoRepr, PortInfoRepr, PortState};
 use tracing::{debug, info};
 
 use super::discovery::{
-    check_node_info, node_kind, parse_description, parse_node_info, parse_port_info, parse_switch_info,
+    check_node_info, link_is_up, node_kind, parse_description, parse_node_info, parse_port_info, parse_switch_info,
     DiscoveryReport, Fabric, FabricNode, FabricPort, SweepError, SweepLimits,
 };
 use super::transport::{SmpClient, SmpError, SmpOp};
@@ -212,10 +212,6 @@ struct Walk {
     progress: bool,
 }
 
-fn is_up(info: &PortInfoRepr) -> bool {
-    info.port_physical_state == PhysState::LinkUp && info.port_state != PortState::Down
-}
-
 impl Walk {
     fn schedule(&mut self, node: usize, read: Read) {
         let slot = self.pending.entry(node).or_insert(read);
@@ -260,7 +256,7 @@ impl Walk {
         if port == 0 {
             return false;
         }
-        let up = is_up(&info);
+        let up = link_is_up(&info);
         match slot.peer {
             Some(_) if !up => {
                 self.unlink((node, port));
@@ -628,7 +624,7 @@ pub fn replay(model: &Fabric) -> Fabric {
                     let is_switch = node.is_switch();
                     let slot = &mut node.ports[usize::from(p)];
                     slot.info = info;
-                    if is_switch && p != 0 && slot.peer.is_none() && info.as_ref().is_some_and(is_up) {
+                    if is_switch && p != 0 && slot.peer.is_none() && info.as_ref().is_some_and(link_is_up) {
                         next.push(Task::Probe(n, p));
                     }
                 }
