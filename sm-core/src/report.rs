@@ -64,6 +64,9 @@ pub struct RouteReport {
     pub avg_extra_hops: f64,
     /// Routed pairs longer than the shortest path.
     pub non_minimal_pairs: u64,
+    /// The unicast cache's routing was taken with the verification it
+    /// passed, on the very fabric it was judged on (nothing verified again).
+    pub verification_reused: bool,
     /// Time per phase, ms.
     pub phases_ms: BTreeMap<String, f64>,
     /// Peak resident memory of the process, MiB.

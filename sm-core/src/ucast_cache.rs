@@ -15,8 +15,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sm_abi::abi_stable::std_types::{ROption, RVec};
-use sm_abi::{FabricSnapshot, Lft, NodeKind, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+use sm_abi::{FabricSnapshot, Lft, NodeKind, Port, PortState, Routing, Sl2Vl, VlArb, NONE, NO_ROUTE};
+use smcore_kit::Verification;
 
+use crate::engines::chain::GateOptions;
 use crate::routing::AcceptedRouting;
 
 /// A switch port or end port, by GUID.
@@ -31,6 +33,9 @@ pub struct UcastCache {
     switch_links: BTreeSet<(End, End)>,
     /// End port GUID → (switch GUID, switch port, base LID).
     end_ports: HashMap<u64, (u64, u8, u16)>,
+    /// The gate the routing passed: its verification stands for another
+    /// sweep only under the same one.
+    gate: GateOptions,
 }
 
 impl std::fmt::Debug for UcastCache {
@@ -67,8 +72,8 @@ fn end_ports(f: &FabricSnapshot) -> HashMap<u64, (u64, u8, u16)> {
 
 impl UcastCache {
     /// Keeps `routing`, as the chain computed it (not one reused from the
-    /// cache: that would tie a reuse to a reuse).
-    pub fn keep(routing: Arc<AcceptedRouting>) -> UcastCache {
+    /// cache: that would tie a reuse to a reuse) and judged it by `gate`.
+    pub fn keep(routing: Arc<AcceptedRouting>, gate: GateOptions) -> UcastCache {
         let fabric = &routing.snapshot;
         UcastCache {
             switches: fabric
@@ -81,6 +86,7 @@ impl UcastCache {
             switch_links: switch_links(fabric),
             end_ports: end_ports(fabric),
             routing,
+            gate,
         }
     }
 
@@ -125,6 +131,28 @@ impl UcastCache {
             }
         }
         Ok(())
+    }
+
+    /// The verification the cached routing passed, when `fabric` is the
+    /// fabric it was judged on in everything the verifier reads and `gate`
+    /// is the gate it passed: a host that rebooted, or came back to where
+    /// it was. The routing is then the same one on the same fabric, and
+    /// verifying it again would only repeat the verdict. Port states count
+    /// as down or not (a port back from a reboot is Armed, not Active).
+    pub fn verification_for(&self, fabric: &FabricSnapshot, gate: &GateOptions) -> Option<&Verification> {
+        let judged = &self.routing.snapshot;
+        let same_port = |a: &Port, b: &Port| {
+            let down = |p: &Port| p.state == PortState::Down;
+            Port { state: b.state, ..a.clone() } == *b && down(a) == down(b)
+        };
+        let same = *gate == self.gate
+            && fabric.lmc == judged.lmc
+            && fabric.max_lid == judged.max_lid
+            && fabric.sm_node == judged.sm_node
+            && fabric.nodes == judged.nodes
+            && fabric.ports.len() == judged.ports.len()
+            && fabric.ports.iter().zip(judged.ports.iter()).all(|(a, b)| same_port(a, b));
+        same.then_some(&self.routing.verification)
     }
 
     /// The cached routing in `fabric`'s node numbering, with the engine's

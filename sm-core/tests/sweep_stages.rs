@@ -134,3 +134,60 @@ fn a_cached_routing_keeps_the_engines_tables_its_path_sls_and_gets_the_qos_table
         }
     }
 }
+
+/// A host that reboots comes back to the fabric the cached routing was
+/// judged on: the routing and its verdict are reused, not verified again.
+/// Anything the verifier reads that differs (a host gone, a port with
+/// fewer VLs, another gate) is judged anew.
+#[test]
+fn a_host_back_where_it_was_keeps_the_cached_verdict_and_anything_else_is_judged_anew() {
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let (node, port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
+    let config = Config::default();
+    let (mut g2l, mut held, mut cache) = (Guid2Lid::default(), HeldTables::default(), None);
+    let mut sweep = |sim: &mut SimFabric, cache: &mut Option<_>| {
+        let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: Some(cache) };
+        stages::once_from(&mut SimPort::new(sim), None, &options, &registry, &config, state).expect("sweep")
+    };
+    let first = sweep(&mut sim, &mut cache);
+    assert!(!first.report.verification_reused, "the chain's routing is verified");
+    // The host farthest from the SM (not the SM's own node).
+    let host = (0..sim.node_count()).rev().find(|&n| n != node && sim.port_state(n, 1).is_some()).expect("a host");
+
+    sim.remove_node(host).expect("host off");
+    let off = sweep(&mut sim, &mut cache);
+    let reused = off.accepted.as_ref().expect("routed");
+    assert!(reused.from_cache, "{:?}", off.describe());
+    assert!(!off.report.verification_reused, "a fabric without the host is verified");
+    assert!(reused.verification.pairs < first.accepted.as_ref().expect("routed").verification.pairs);
+
+    sim.restore_node(host).expect("host back");
+    let back = sweep(&mut sim, &mut cache);
+    let accepted = back.accepted.as_ref().expect("routed");
+    assert!(accepted.from_cache, "{:?}", back.describe());
+    assert!(back.report.verification_reused, "the host is back where it was: {:?}", back.report.phases_ms);
+    assert_eq!(lids_and_lfts(&back), lids_and_lfts(&first));
+    assert_eq!(accepted.verification.pairs, first.accepted.as_ref().expect("routed").verification.pairs);
+
+    // The rule itself, on the snapshot the cache judged.
+    let cache = cache.expect("cache kept");
+    let gate = sm_core::offline::gate_options(&config);
+    let judged = cache.routing().snapshot.clone();
+    assert!(cache.verification_for(&judged, &gate).is_some());
+    let end = judged.end_ports().next().expect("an end port") as usize;
+    let mut armed = judged.clone();
+    armed.ports[end].state = sm_abi::PortState::Armed;
+    assert!(cache.verification_for(&armed, &gate).is_some(), "Armed after a reboot is still up");
+    let mut down = judged.clone();
+    down.ports[end].state = sm_abi::PortState::Down;
+    assert!(cache.verification_for(&down, &gate).is_none(), "a port down changes what is usable");
+    let mut other_vls = judged.clone();
+    other_vls.ports[end].op_vls = if judged.ports[end].op_vls == 1 { 2 } else { 1 };
+    assert!(cache.verification_for(&other_vls, &gate).is_none(), "other VLs: the VL checks may differ");
+    let mut other_gate = gate.clone();
+    other_gate.verify.credit_loops = !other_gate.verify.credit_loops;
+    assert!(cache.verification_for(&judged, &other_gate).is_none(), "judged by another gate");
+}

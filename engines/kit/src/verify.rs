@@ -30,7 +30,7 @@ use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE};
 use crate::graph::{usable, Graph, Sw};
 
 /// What to check.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyOptions {
     /// Build the channel dependency graph and look for cycles.
     pub credit_loops: bool,

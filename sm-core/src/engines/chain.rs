@@ -114,7 +114,7 @@ pub enum CreditLoopPolicy {
 }
 
 /// How results are judged.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GateOptions {
     /// Verifier options.
     pub verify: VerifyOptions,

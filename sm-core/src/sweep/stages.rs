@@ -326,7 +326,7 @@ fn accept(
     });
     if let (Some(slot), Some(accepted)) = (cache, &accepted) {
         if !accepted.from_cache {
-            *slot = Some(UcastCache::keep(Arc::clone(accepted)));
+            *slot = Some(UcastCache::keep(Arc::clone(accepted), offline::gate_options(config)));
         }
     }
     Decided { sweep, attempts, accepted, program, report }
@@ -347,8 +347,15 @@ fn cached_routing(
     }
     let routing = cache.routing_for(snapshot);
     let t = Instant::now();
-    let graph = smcore_kit::Graph::new(snapshot);
-    let judged = judge(snapshot, &graph, &routing, cache.deadlock_free(), &offline::gate_options(config), cache.engine());
+    let gate = offline::gate_options(config);
+    let judged = match cache.verification_for(snapshot, &gate) {
+        Some(verification) => {
+            tracing::debug!("fabric as the cached routing was judged on: its verification stands");
+            report.verification_reused = true;
+            Ok(verification.clone())
+        }
+        None => judge(snapshot, &smcore_kit::Graph::new(snapshot), &routing, cache.deadlock_free(), &gate, cache.engine()),
+    };
     let verify_time = t.elapsed();
     report.phase("verify", verify_time);
     let verification = match judged {
