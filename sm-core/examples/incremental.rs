@@ -47,17 +47,18 @@ impl Sm<'_> {
     /// Changes named by the traps that reached the SM, and by a light
     /// sweep when none did (with its SMPs).
     fn changes(&mut self) -> (Changes, u64, &'static str) {
-        let fabric = self.last.as_ref().expect("swept").sweep.fabric.clone();
+        let Sm { sim, last, options, .. } = self;
+        let fabric = &last.as_ref().expect("swept").sweep.fabric;
         let mut changes = Changes::default();
-        for t in self.sim.take_traps() {
-            changes.add_trap(sm_mad::notice::trap::LINK_STATE_CHANGE, t.slid, Some(&fabric));
+        for t in sim.take_traps() {
+            changes.add_trap(sm_mad::notice::trap::LINK_STATE_CHANGE, t.slid, Some(fabric));
         }
         if !changes.is_empty() {
             return (changes, 0, "traps");
         }
-        let mut port = SimPort::new(&mut self.sim);
-        let mut client = SmpClient::new(&mut port, self.options.sweep.retries);
-        let light = light_sweep(&mut client, &fabric);
+        let mut port = SimPort::new(sim);
+        let mut client = SmpClient::new(&mut port, options.sweep.retries);
+        let light = light_sweep(&mut client, fabric);
         changes.add_light(&light);
         (changes, light.smps, "light sweep")
     }
@@ -75,11 +76,13 @@ impl Sm<'_> {
         let t = Instant::now();
         let mut discovery = None;
         if incremental {
-            let last = self.last.as_ref().expect("swept").sweep.fabric.clone();
-            let mut port = SimPort::new(&mut self.sim);
-            let mut client = SmpClient::new(&mut port, self.options.sweep.retries);
+            // Borrowed apart: a copy of the last fabric is no work of the SM's.
+            let Sm { sim, last, options, .. } = self;
+            let last = &last.as_ref().expect("swept").sweep.fabric;
+            let mut port = SimPort::new(sim);
+            let mut client = SmpClient::new(&mut port, options.sweep.retries);
             let t = Instant::now();
-            let result = incremental::rediscover(&mut client, &last, &changes, &Default::default());
+            let result = incremental::rediscover(&mut client, last, &changes, &Default::default());
             let discovery_ms = t.elapsed().as_secs_f64() * 1e3;
             match result {
                 Ok((fabric, report, walk)) => {
@@ -158,6 +161,14 @@ fn main() {
         sm.sim.remove_node(host).expect("off");
         sm.sim.restore_node(host).expect("on");
         sm.measure("host rebooted between sweeps", incremental);
+    }
+    if let Ok(n) = std::env::var("PROFILE_REBOOTS") {
+        for _ in 0..n.parse::<usize>().unwrap() {
+            sm.sim.remove_node(host).expect("off");
+            sm.sim.restore_node(host).expect("on");
+            sm.measure("host rebooted between sweeps", true);
+        }
+        return;
     }
     let spine = topo.nodes.iter().position(|n| n.desc.starts_with("spine")).expect("a spine");
     for incremental in [false, true] {

@@ -657,7 +657,8 @@ impl Daemon<'_, '_> {
     fn keep(&mut self, outcome: OnceOutcome) {
         // Switches that left may come back with other tables.
         let fabric = &outcome.sweep.fabric;
-        self.mcast.mfts.retain(|g| fabric.find(g).is_some());
+        let index = fabric.index_by_guid();
+        self.mcast.mfts.retain(|g| index.contains_key(&g));
         self.routing.accepted = outcome.accepted;
         // Switches this sweep gave new LIDs: their ports are read again at
         // the next incremental sweep.

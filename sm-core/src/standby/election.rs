@@ -71,7 +71,7 @@ pub fn sm_ports(fabric: &Fabric) -> Vec<SmPort> {
                 port: p,
                 guid: port.guid,
                 lid: info.lid,
-                path,
+                path: path.to_vec(),
             });
         }
     }

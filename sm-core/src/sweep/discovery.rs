@@ -48,8 +48,21 @@ pub struct FabricPort {
     /// The directed route on which this port's PortInfo is read and set:
     /// the node's path for a switch, for a CA port the path that enters
     /// the CA by this port (a CA manages each port through itself).
-    pub path: Option<Vec<u8>>,
+    pub path: Option<DrPath>,
 }
+
+/// `path`, then out by `port`.
+pub(super) fn extended(path: &[u8], port: u8) -> DrPath {
+    let mut longer = Vec::with_capacity(path.len() + 1);
+    longer.extend_from_slice(path);
+    longer.push(port);
+    longer.into()
+}
+
+/// A directed route (the ports taken from the SM's node). Shared, not
+/// copied: a switch's ports all take its own route, and a fabric is kept
+/// and copied whole at every sweep.
+pub type DrPath = Arc<[u8]>;
 
 /// One node as discovered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +81,7 @@ pub struct FabricNode {
     /// NodeDescription (empty if it did not answer).
     pub description: String,
     /// The shortest directed route found to the node.
-    pub path: Vec<u8>,
+    pub path: DrPath,
     /// Ports `0..=num_ports`, by port number.
     pub ports: Vec<FabricPort>,
     /// SwitchInfo of a switch.
@@ -78,7 +91,7 @@ pub struct FabricNode {
 impl FabricNode {
     /// A node as its NodeInfo says, reached along `path`, with `ports`;
     /// its description and SwitchInfo not read yet.
-    pub(super) fn from_node_info(info: &NodeInfoRepr, path: Vec<u8>, ports: Vec<FabricPort>) -> Self {
+    pub(super) fn from_node_info(info: &NodeInfoRepr, path: DrPath, ports: Vec<FabricPort>) -> Self {
         FabricNode {
             guid: info.node_guid,
             system_guid: info.system_image_guid,
@@ -122,9 +135,20 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// Index of the node with `guid`.
+    /// Index of the node with `guid`. A scan: for more than a few
+    /// lookups, take [`Self::index_by_guid`] once.
     pub fn find(&self, guid: u64) -> Option<usize> {
         self.nodes.iter().position(|n| n.guid == guid)
+    }
+
+    /// Node GUID → index, for every node (the first, should a GUID be
+    /// read twice, as [`Self::find`] answers).
+    pub fn index_by_guid(&self) -> HashMap<u64, usize> {
+        let mut index = HashMap::with_capacity(self.nodes.len());
+        for (i, n) in self.nodes.iter().enumerate() {
+            index.entry(n.guid).or_insert(i);
+        }
+        index
     }
 
     /// Links, each once, lower (node, port) end first.
@@ -448,7 +472,7 @@ pub fn discover_within(
         return Err(SmpError::Malformed(format!("the SM's own NodeInfo: {why}")).into());
     }
     walk.fabric.sm_port = if root.node_type == NodeType::Switch { 0 } else { root.local_port_num };
-    let mut tasks = walk.add_node(&root, Vec::new());
+    let mut tasks = walk.add_node(&root, Vec::new().into());
     let mut round = 0usize;
     while !tasks.is_empty() {
         limits.check()?;
@@ -486,11 +510,11 @@ struct Walk {
 impl Walk {
     /// The directed route of `task`, or `None` (counted) when it cannot
     /// be taken.
-    fn route(&mut self, task: &Task) -> Option<Vec<u8>> {
+    fn route(&mut self, task: &Task) -> Option<DrPath> {
         match *task {
             Task::Probe { node, port } => {
-                let mut path = self.fabric.nodes.get(node)?.path.clone();
-                if path.len() >= usize::from(MAX_HOPS) {
+                let to_node = &self.fabric.nodes.get(node)?.path;
+                if to_node.len() >= usize::from(MAX_HOPS) {
                     warn!(
                         node = format_args!("{:#018x}", self.fabric.nodes[node].guid),
                         port, "beyond the 63 hops a directed route can take; not probed"
@@ -498,8 +522,7 @@ impl Walk {
                     self.report.lost_probes += 1;
                     return None;
                 }
-                path.push(port);
-                Some(path)
+                Some(extended(to_node, port))
             }
             Task::Description { node } | Task::SwitchInfo { node } => Some(self.fabric.nodes.get(node)?.path.clone()),
             Task::PortInfo { node, port } => self.fabric.nodes.get(node)?.ports.get(usize::from(port))?.path.clone(),
@@ -594,7 +617,7 @@ impl Walk {
         &mut self,
         node: usize,
         port: u8,
-        path: Vec<u8>,
+        path: DrPath,
         info: Result<NodeInfoRepr, SmpError>,
     ) -> Vec<Pending> {
         let info = match info {
@@ -668,7 +691,7 @@ impl Walk {
 
     /// Adds a new node (checked by [`check_node_info`]) and returns the
     /// requests for its description, switch and port infos.
-    fn add_node(&mut self, info: &NodeInfoRepr, path: Vec<u8>) -> Vec<Pending> {
+    fn add_node(&mut self, info: &NodeInfoRepr, path: DrPath) -> Vec<Pending> {
         let kind = node_kind(info.node_type);
         let node = self.fabric.nodes.len();
         let port_nums: Vec<u8> =
@@ -759,7 +782,10 @@ impl FabricMemory {
     /// Remembers `fabric`, the outcome of a sweep (after [`merge`]).
     pub fn remember(&mut self, fabric: &Fabric) {
         self.last = fabric.clone();
-        self.silent.retain(|guid, _| fabric.find(*guid).is_some());
+        if !self.silent.is_empty() {
+            let index = fabric.index_by_guid();
+            self.silent.retain(|guid, _| index.contains_key(guid));
+        }
     }
 }
 
@@ -801,11 +827,12 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
     // A node's memory is only trusted when it is the same kind of node.
     let same = |a: &FabricNode, b: &FabricNode| a.kind == b.kind && a.num_ports == b.num_ports;
     // Memory index → index in the merged fabric: present nodes first.
-    let mut to_new: Vec<Option<usize>> = mem
-        .nodes
-        .iter()
-        .map(|m| fabric.find(m.guid).filter(|&i| same(&fabric.nodes[i], m)))
-        .collect();
+    // (A GUID index: a scan per node is quadratic, seconds on the largest
+    // fabrics, at every heavy sweep.)
+    let index = fabric.index_by_guid();
+    let find = |guid: u64| index.get(&guid).copied();
+    let mut to_new: Vec<Option<usize>> =
+        mem.nodes.iter().map(|m| find(m.guid).filter(|&i| same(&fabric.nodes[i], m))).collect();
     // Silent nodes that may be kept, in memory order.
     let mut candidates = Vec::new();
     for (k, m) in mem.nodes.iter().enumerate() {
@@ -813,7 +840,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
             memory.silent.remove(&m.guid);
             continue;
         }
-        if fabric.find(m.guid).is_some() {
+        if find(m.guid).is_some() {
             // Answers now as another kind of node: memory is stale.
             continue;
         }

@@ -46,6 +46,7 @@ use sm_mad::{NodeInfoRepr, PortInfoRepr, PortState};
 use tracing::{debug, info};
 
 use super::discovery::{
+    extended, DrPath,
     check_node_info, link_is_up, node_kind, parse_description, parse_node_info, parse_port_info, parse_switch_info,
     DiscoveryReport, Fabric, FabricNode, FabricPort, SweepError, SweepLimits,
 };
@@ -271,7 +272,7 @@ impl Walk {
     }
 
     /// Takes the NodeInfo `found` through `port` of `node` along `path`.
-    fn probe(&mut self, node: usize, port: u8, path: Vec<u8>, found: NodeInfoRepr) -> Result<(), Fallback> {
+    fn probe(&mut self, node: usize, port: u8, path: DrPath, found: NodeInfoRepr) -> Result<(), Fallback> {
         let guid = self.model.nodes[node].guid;
         let contradiction = |why: String| Fallback::Contradiction { guid, port, why };
         check_node_info(&found, true).map_err(contradiction)?;
@@ -333,7 +334,7 @@ impl Walk {
         Ok(())
     }
 
-    fn add_node(&mut self, info: &NodeInfoRepr, path: Vec<u8>) -> usize {
+    fn add_node(&mut self, info: &NodeInfoRepr, path: DrPath) -> usize {
         let kind = node_kind(info.node_type);
         let node = self.model.nodes.len();
         let mut ports = vec![FabricPort::default(); usize::from(info.num_ports) + 1];
@@ -476,16 +477,15 @@ fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
             failed.push((node, read, e.to_string()));
         }
     }
-    let routes: Vec<Vec<u8>> = probes
+    let routes: Vec<DrPath> = probes
         .iter()
         .map(|&(node, port)| {
             let guid = walk.model.nodes[node].guid;
-            let mut path = at.get(&guid).map(|&i| layout.nodes[i].path.clone()).unwrap_or_default();
-            if path.len() >= usize::from(MAX_HOPS) {
+            let to_node = at.get(&guid).map_or(&[][..], |&i| &layout.nodes[i].path[..]);
+            if to_node.len() >= usize::from(MAX_HOPS) {
                 return Err(Fallback::TooFar);
             }
-            path.push(port);
-            Ok(path)
+            Ok(extended(to_node, port))
         })
         .collect::<Result<_, _>>()?;
     let probe_ops: Vec<SmpOp> = routes.iter().map(|path| SmpOp::get(attr::NODE_INFO, 0, path)).collect();
@@ -604,7 +604,7 @@ pub fn replay(model: &Fabric) -> Fabric {
     };
     let Some(root) = model.nodes.first() else { return r.out };
     let root_port = if root.is_switch() { 0 } else { model.sm_port };
-    let (_, mut tasks) = r.add(0, root_port, Vec::new());
+    let (_, mut tasks) = r.add(0, root_port, Vec::new().into());
     let Replay { out, placed, source, .. } = &mut r;
     let mut first_round = true;
     while !tasks.is_empty() {
@@ -633,8 +633,7 @@ pub fn replay(model: &Fabric) -> Fabric {
                         continue;
                     }
                     let Some((m, q)) = model.nodes[source[n].0].ports[usize::from(p)].peer else { continue };
-                    let mut path = out.nodes[n].path.clone();
-                    path.push(p);
+                    let path = extended(&out.nodes[n].path, p);
                     let far = match placed[m] {
                         Some(far) => far,
                         None => {
@@ -684,7 +683,7 @@ struct Replay<'m> {
 }
 
 impl Replay<'_> {
-    fn add(&mut self, m: usize, port: u8, path: Vec<u8>) -> (usize, Vec<Task>) {
+    fn add(&mut self, m: usize, port: u8, path: DrPath) -> (usize, Vec<Task>) {
         Self::place(self.model, &mut self.out, &mut self.placed, &mut self.source, m, port, path)
     }
 
@@ -697,7 +696,7 @@ impl Replay<'_> {
         source: &mut Vec<(usize, u8)>,
         m: usize,
         port: u8,
-        path: Vec<u8>,
+        path: DrPath,
     ) -> (usize, Vec<Task>) {
         let n = &model.nodes[m];
         let index = out.nodes.len();

@@ -26,7 +26,7 @@ use sm_mad::smp::DATA_LEN;
 use sm_mad::{PhysState, PortInfoPacket, PortState};
 use tracing::warn;
 
-use super::discovery::{parse_port_info, Fabric};
+use super::discovery::{parse_port_info, DrPath, Fabric};
 use super::program::{HeldTables, PhaseReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
 use crate::config::Config;
@@ -62,7 +62,7 @@ struct Target {
     node: usize,
     port: u8,
     /// Directed route to the port's SMA.
-    path: Vec<u8>,
+    path: DrPath,
     /// AttributeModifier port bits (the port on a switch, 0 on a CA).
     modifier_port: u8,
     /// Entries the port holds (PartitionCap / PartitionEnforcementCap).
