@@ -9,6 +9,12 @@
 # Prints one line per run and then, per fabric, the median wall time of
 # each SM and the ratio smcore / OpenSM (issue 14 asks for <= 0.2).
 #
+# And the transport's floor: on a third fresh ibsim, as many SMPs as
+# smcore's sweep sent, each a one-hop SubnGet(NodeInfo) through the same
+# umad2sim transport and window (sm-core/examples/smp_floor.rs): what those
+# SMPs cost with no SM work at all. floor / OpenSM bounds the ratio any SM
+# sending that many SMPs could reach here.
+#
 # usage: bench/first-sweep.sh [RUNS]   (default 3; FABRICS=small for a quick
 #        check on an 8-ary 3-tree and a 4x4x4 torus)
 set -euo pipefail
@@ -21,8 +27,9 @@ done
 [ -f "$umad2sim" ] || { echo "first-sweep: $umad2sim missing: install ibsim-utils" >&2; exit 2; }
 
 # Release build: the SM and every engine library beside it.
-(cd "$root" && cargo build --release --quiet --workspace)
+(cd "$root" && cargo build --release --quiet --workspace && cargo build --release --quiet -p sm-core --example smp_floor)
 smcore=$root/target/release/smcore
+smp_floor=$root/target/release/examples/smp_floor
 work=$(mktemp -d /tmp/first-sweep-XXXXXX)
 sim_pid=
 cleanup() {
@@ -96,7 +103,7 @@ for f in "${fabrics[@]}"; do
         # OpenSM's torus-2QoS runs only with QoS on (-Q), as its sites run it.
         osm_extra=(-Q --torus_config "$conf"); sm_extra=(--torus-config "$conf")
     fi
-    : > "$work/osm.ms"; : > "$work/sm.ms"
+    : > "$work/osm.ms"; : > "$work/sm.ms"; : > "$work/floor.ms"
     for rep in $(seq "$runs"); do
         start_sim "$net"
         mkdir -p "$work/osm"
@@ -127,12 +134,20 @@ for f in "${fabrics[@]}"; do
         stop_sim "$net"
         smps=$(grep -m1 '"smps_total"' "$work/sm.json" | tr -dc 0-9)
         window=$(grep -m1 '^SMP window' "$work/sm.out" | sed 's/^SMP window *//')
-        echo "$name run $rep: OpenSM $(tail -1 "$work/osm.ms") ms, smcore $(tail -1 "$work/sm.ms") ms ($smps SMPs; window $window)"
+        start_sim "$net"
+        s=$(now_ms)
+        if ! LD_PRELOAD=$umad2sim timeout 300 "$smp_floor" "$smps" > "$work/floor.out" 2>&1; then
+            echo "first-sweep: the floor run failed on $name" >&2; cat "$work/floor.out" >&2; exit 1
+        fi
+        e=$(now_ms)
+        echo $((e - s)) >> "$work/floor.ms"
+        stop_sim "$net"
+        echo "$name run $rep: OpenSM $(tail -1 "$work/osm.ms") ms, smcore $(tail -1 "$work/sm.ms") ms ($smps SMPs; window $window), floor $(tail -1 "$work/floor.ms") ms"
     done
-    o=$(median < "$work/osm.ms"); m=$(median < "$work/sm.ms")
-    summary+=("$(awk -v n="$name" -v g="$engine" -v o="$o" -v m="$m" 'BEGIN {printf "| %s | %s | %.0f | %.0f | %.2f |", n, g, o, m, m / o}')")
+    o=$(median < "$work/osm.ms"); m=$(median < "$work/sm.ms"); f=$(median < "$work/floor.ms")
+    summary+=("$(awk -v n="$name" -v g="$engine" -v o="$o" -v m="$m" -v f="$f" 'BEGIN {printf "| %s | %s | %.0f | %.0f | %.2f | %.0f | %.2f |", n, g, o, m, m / o, f, f / o}')")
 done
 echo
-echo "| fabric | engine | OpenSM ms (median of $runs) | smcore ms (median of $runs) | smcore / OpenSM |"
-echo "|---|---|---:|---:|---:|"
+echo "| fabric | engine | OpenSM ms (median of $runs) | smcore ms (median of $runs) | smcore / OpenSM | floor ms (same SMPs, no SM work) | floor / OpenSM |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 printf '%s\n' "${summary[@]}"

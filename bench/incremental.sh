@@ -8,8 +8,9 @@
 #
 # Prints a table: SMPs of discovery, SMPs of the whole heavy sweep but the
 # LFT blocks written (what really changes in the switches), those blocks,
-# and the SM's time from the first SMP to the last (the in-process fabric
-# answers at no cost, so this is the SM's own work), with its phases.
+# and the SM's time from the first SMP to the last, plus the SA database
+# rebuilt from the sweep (the in-process fabric answers at no cost, so this
+# is the SM's own work), with its phases.
 #
 # usage: bench/incremental.sh [K] [ENGINES]   (defaults: 16, ftree,minhop;
 #        ftree refuses the tree with a spine missing, minhop routes it)

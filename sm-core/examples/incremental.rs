@@ -6,8 +6,8 @@
 //! example's directory, where a release build of the workspace puts them).
 //! Prints one line per event: SMPs of discovery, SMPs of the whole sweep
 //! but the LFT blocks and LinearFDBTops written, those blocks, and the SM's
-//! time (discovery to the last Set, the in-process fabric answering at no
-//! cost), then the phase times of the sweep.
+//! time (discovery to the last Set, then the SA database rebuilt from the
+//! sweep; the in-process fabric answers at no cost), then the phase times.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -102,13 +102,19 @@ impl Sm<'_> {
         }
         let read = discovery.is_some();
         self.sweep(discovery);
-        let took = t.elapsed();
         let out = self.last.as_ref().expect("swept");
+        // The SA's database is rebuilt after every heavy sweep: SM work too.
+        let sa = Instant::now();
+        let db = sm_core::sa::db::SaDb::build_shared(out);
+        let sa_ms = sa.elapsed().as_secs_f64() * 1e3;
+        let took = t.elapsed();
+        drop(db);
         let c = self.sim.counters();
         let sets = |a: u16| c.by_attribute.get(&a).map_or(0, |x| x.set);
         let lft = sets(attr::LINEAR_FORWARDING_TABLE);
         let discovery_smps = out.sweep.discovery_smps.sent;
-        let phases: Vec<String> = out.report.phases_ms.iter().map(|(k, v)| format!("{k} {v:.1}")).collect();
+        let mut phases: Vec<String> = out.report.phases_ms.iter().map(|(k, v)| format!("{k} {v:.1}")).collect();
+        phases.push(format!("SA database {sa_ms:.1}"));
         println!(
             "| {what} | {} | {} | {how} (+{light_smps}) | {discovery_smps} | {} | {lft} | {:.1} | {} |",
             if read { "incremental" } else { "full" },
