@@ -24,6 +24,7 @@
 //! every later call, so the SM can exit and be restarted.
 
 mod answers;
+mod gather;
 mod turn;
 
 use std::collections::{HashMap, VecDeque};
@@ -40,6 +41,7 @@ use nix::sys::stat::Mode;
 use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
 use super::window::{SmpWindow, WindowStats};
 use answers::{Answer, Answers, Taken};
+use gather::Gather;
 use turn::{ReadTurn, Turn};
 use sm_mad::mad::{class, method, Header, HEADER_LEN, MAD_LEN};
 use sm_mad::sa;
@@ -224,6 +226,8 @@ pub struct UmadPort {
     /// Where the sweep puts the traps and requests it reads.
     sinks: Sinks,
     read_buf: Vec<u8>,
+    /// The answers' pace, for pauses that let them gather ([`gather`]).
+    gather: Gather,
     last_drop_warning: Option<Instant>,
     traps: tokio::sync::mpsc::Receiver<TrapMad>,
     /// Traps the poll thread dropped because the queue was full.
@@ -800,6 +804,7 @@ impl UmadPort {
             src: FdSource(raw),
             sinks: sweep_sinks,
             read_buf: vec![0u8; READ_BUF],
+            gather: Gather::default(),
             last_drop_warning: None,
             traps,
             trap_drops,
@@ -871,8 +876,17 @@ impl UmadPort {
 
     /// The next answer before `deadline`, read by the sweep itself (it
     /// holds the turn, see [`turn`]) or queued by the poll thread before it
-    /// stepped aside.
-    fn next_response(&mut self, deadline: Instant) -> Result<Option<Received>, TransportError> {
+    /// stepped aside; `outstanding` SMPs are out.
+    fn next_response(&mut self, deadline: Instant, outstanding: usize) -> Result<Option<Received>, TransportError> {
+        let answer = self.wait_response(deadline, outstanding)?;
+        if answer.is_some() {
+            self.gather.answered(Instant::now());
+        }
+        Ok(answer)
+    }
+
+    fn wait_response(&mut self, deadline: Instant, outstanding: usize) -> Result<Option<Received>, TransportError> {
+        let mut paused = false;
         loop {
             if let Some(answer) = self.taken.pop_front() {
                 return answer.map(Some);
@@ -886,32 +900,62 @@ impl UmadPort {
             if now >= deadline {
                 return Ok(None);
             }
+            let parked = self.turn.poller_parked();
+            if parked {
+                // What arrived is read without waiting; when nothing has,
+                // answers are let gather once before waiting in poll().
+                match read_step(&mut self.src, &mut self.read_buf) {
+                    Step::Nothing => {
+                        if let Some(pause) = self.gather.pause(outstanding).filter(|_| !paused) {
+                            paused = true;
+                            std::thread::sleep(pause.min(deadline - now));
+                            continue;
+                        }
+                    }
+                    step => {
+                        paused = false;
+                        match self.took(step)? {
+                            Some(answer) => return Ok(Some(answer)),
+                            None => continue,
+                        }
+                    }
+                }
+            }
             // Until the poll thread is out of poll(), it may take the
             // answer: look at its queue every millisecond.
             let left = deadline - now;
-            let slice = if self.turn.poller_parked() { left } else { left.min(Duration::from_millis(1)) };
+            let slice = if parked { left } else { left.min(Duration::from_millis(1)) };
             let ms = u16::try_from(slice.as_millis().max(1)).unwrap_or(u16::MAX);
             let Some(step) = poll_step(&mut self.src, &mut self.read_buf, ms) else { continue };
-            match step {
-                Step::Read(n) => {
-                    if let Sorted::Answer(answer) = self.sinks.sort(&self.read_buf[..n], &mut self.last_drop_warning) {
-                        return Ok(Some(answer));
-                    }
-                }
-                Step::Nothing => {}
-                Step::Failed(e) => {
-                    // The poll thread backs off and warns; the sweep just
-                    // waits a little (its deadline bounds the wait).
-                    tracing::debug!(error = %e, "umad read failed in the sweep; retrying");
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Step::Dead(reason) => {
-                    tracing::error!("umad transport dead: {reason}");
-                    let _ = self.fault.set(reason);
-                    return Err(self.stopped());
-                }
+            if let Some(answer) = self.took(step)? {
+                return Ok(Some(answer));
             }
         }
+    }
+
+    /// What the sweep's own read gave: an answer to us, or nothing for the
+    /// sweep (a trap or a request, queued where the poll thread puts them).
+    fn took(&mut self, step: Step) -> Result<Option<Received>, TransportError> {
+        match step {
+            Step::Read(n) => {
+                if let Sorted::Answer(answer) = self.sinks.sort(&self.read_buf[..n], &mut self.last_drop_warning) {
+                    return Ok(Some(answer));
+                }
+            }
+            Step::Nothing => {}
+            Step::Failed(e) => {
+                // The poll thread backs off and warns; the sweep just
+                // waits a little (its deadline bounds the wait).
+                tracing::debug!(error = %e, "umad read failed in the sweep; retrying");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Step::Dead(reason) => {
+                tracing::error!("umad transport dead: {reason}");
+                let _ = self.fault.set(reason);
+                return Err(self.stopped());
+            }
+        }
+        Ok(None)
     }
 
     /// Tells the issuer its trap arrived, so it stops repeating it
@@ -960,7 +1004,7 @@ impl UmadPort {
                 next += 1;
             }
             let Some(earliest) = in_flight.values().map(|v| v.2).min() else { break };
-            match self.next_response(earliest)? {
+            match self.next_response(earliest, in_flight.len())? {
                 Some(Received { status, mut mad }) => {
                     let answer = Header::new_unchecked(&mad[..]);
                     let low = answer.transaction_id() as u32;
