@@ -350,10 +350,7 @@ impl SaDb {
         if self.node_kind.get(node as usize) == Some(&NodeKind::Switch) {
             self.switch_lid(node)
         } else {
-            self.ends
-                .iter()
-                .find(|e| e.node == node && e.port == port)
-                .map(|e| e.lid)
+            self.ends_of(node).iter().find(|e| e.port == port).map(|e| e.lid)
         }
     }
 
@@ -426,11 +423,13 @@ impl SaDb {
             .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
     }
 
-    fn switch_lid(&self, node: u32) -> Option<u16> {
-        self.ends
-            .iter()
-            .find(|e| e.node == node && e.switch)
-            .map(|e| e.lid)
+    /// The LID of switch `node` (its port 0), if it has one.
+    pub(crate) fn switch_lid(&self, node: u32) -> Option<u16> {
+        self.ends_of(node).iter().find(|e| e.switch).map(|e| e.lid)
+    }
+
+    fn ends_of(&self, node: u32) -> &[EndPort] {
+        ends_of(&self.ends, node)
     }
 
     /// Everything but routing: end ports, wires, and the records read from
@@ -502,6 +501,8 @@ impl SaDb {
                 db.ends.push(end);
             }
         }
+        // In node order: `ends_of` looks a node's up by halving.
+        debug_assert!(db.ends.windows(2).all(|w| w[0].node <= w[1].node));
         if let Some(n0) = fabric.nodes.first() {
             let p = n0.address_port(fabric.sm_port);
             db.sm_lid = n0
@@ -556,7 +557,7 @@ impl SaDb {
             };
             let description = description_bytes(&n.description);
             // NodeRecords: one per end port, as the node answers by that port.
-            for end in db.ends.iter().filter(|e| e.node == i as u32) {
+            for end in ends_of(&db.ends, i as u32) {
                 let repr = nr::Repr {
                     lid: end.lid,
                     node_info: NodeInfoRepr {
@@ -704,6 +705,15 @@ fn description_bytes(text: &str) -> NodeDescriptionRepr {
     let mut bytes = [0u8; sm_mad::node_description::LEN];
     bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
     NodeDescriptionRepr { bytes }
+}
+
+/// The end ports of `node` in `ends`. They are taken node by node, so a
+/// node's are found by halving: a scan per lookup would make building the
+/// records quadratic in the fabric.
+fn ends_of(ends: &[EndPort], node: u32) -> &[EndPort] {
+    let first = ends.partition_point(|e| e.node < node);
+    let count = ends[first..].partition_point(|e| e.node == node);
+    &ends[first..first + count]
 }
 
 #[cfg(test)]

@@ -298,12 +298,7 @@ impl Sa {
             };
             let (block, slot) = (index / mftr::MASKS as u16, usize::from(index) % mftr::MASKS);
             for (&node, ports) in &tree.switches {
-                let Some(lid) = db
-                    .ends
-                    .iter()
-                    .find(|e| e.node == node && e.switch)
-                    .map(|e| e.lid)
-                else {
+                let Some(lid) = db.switch_lid(node) else {
                     continue;
                 };
                 for &port in ports {
