@@ -211,9 +211,33 @@ struct Walk {
     report: IncrementalReport,
     /// The model changed this round (a link, a node).
     progress: bool,
+    /// Changes of the model's shape (links, nodes) so far this sweep.
+    shape: u64,
+    /// The model laid out as discovery would, with its index by GUID, and
+    /// the `shape` it was laid out at: reused while the shape holds.
+    layout: Option<(Fabric, HashMap<u64, usize>, u64)>,
 }
 
 impl Walk {
+    /// The model's shape changed (a link came or went, a node came).
+    fn reshaped(&mut self) {
+        self.progress = true;
+        self.shape += 1;
+    }
+
+    /// The model as discovery would lay it out now: the routes to read it
+    /// by. Laid out again only when its shape changed.
+    fn layout(&mut self) -> (Fabric, HashMap<u64, usize>) {
+        match self.layout.take() {
+            Some((layout, at, shape)) if shape == self.shape => (layout, at),
+            _ => {
+                let layout = replay(&self.model);
+                let at = layout.nodes.iter().enumerate().map(|(i, n)| (n.guid, i)).collect();
+                (layout, at)
+            }
+        }
+    }
+
     fn schedule(&mut self, node: usize, read: Read) {
         let slot = self.pending.entry(node).or_insert(read);
         if read > *slot {
@@ -240,7 +264,7 @@ impl Walk {
         if let Some((far, far_port)) = self.model.nodes[node].ports[usize::from(port)].peer.take() {
             self.model.nodes[far].ports[usize::from(far_port)].peer = None;
             self.report.links_down += 1;
-            self.progress = true;
+            self.reshaped();
             // The far end saw its port go down too; read it, unless it is
             // read already or gone (then it is unreachable and skipped).
             if self.model.nodes[far].is_switch() && !self.read.contains(&far) {
@@ -328,7 +352,7 @@ impl Walk {
                 self.probed.insert((far, far_port));
                 self.model.nodes[node].ports[usize::from(port)].peer = Some((far, far_port));
                 self.model.nodes[far].ports[usize::from(far_port)].peer = Some((node, port));
-                self.progress = true;
+                self.reshaped();
             }
         }
         Ok(())
@@ -402,6 +426,8 @@ pub fn rediscover(
         probed: HashSet::new(),
         report: IncrementalReport::default(),
         progress: false,
+        shape: 0,
+        layout: None,
     };
     for guid in &changes.switches {
         if let Some(&i) = walk.by_guid.get(guid) {
@@ -443,8 +469,8 @@ pub fn rediscover(
 /// One round: the pending reads on the routes the fabric as now known
 /// gives, then the probes they call for.
 fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
-    let layout = replay(&walk.model);
-    let at: HashMap<u64, usize> = layout.nodes.iter().enumerate().map(|(i, n)| (n.guid, i)).collect();
+    let shape = walk.shape;
+    let (layout, at) = walk.layout();
     let mut batch = Vec::new();
     let mut ops = Vec::new();
     for (node, read) in std::mem::take(&mut walk.pending) {
@@ -523,6 +549,7 @@ fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
             walk.schedule(node, read);
         }
     }
+    walk.layout = Some((layout, at, shape));
     Ok(())
 }
 
