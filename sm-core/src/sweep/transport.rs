@@ -91,6 +91,9 @@ pub struct Outgoing {
     pub mad: Vec<u8>,
 }
 
+/// Requests [`SmpClient::run_many`] keeps out and in memory at once.
+pub const RUN_CHUNK: usize = 16_384;
+
 /// One request of [`SmpClient::run_many`]: a directed-route Get, or a Set
 /// when `data` is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,7 +325,20 @@ impl<'p> SmpClient<'p> {
     /// Every request of `ops`, as many in flight at once as the transport
     /// allows; results in the same order. An unanswered request is sent
     /// again (with a fresh TID) in the next round, up to the retries.
+    ///
+    /// Taken [`RUN_CHUNK`] requests at a time: a request, its MAD and its
+    /// answer take about a kilobyte while out, and the LFT blocks of the
+    /// largest fabric are millions of requests. The window drains once
+    /// per chunk only, which costs nothing measurable.
     pub fn run_many(&mut self, ops: &[SmpOp]) -> Vec<Result<[u8; DATA_LEN], SmpError>> {
+        let mut results = Vec::with_capacity(ops.len());
+        for chunk in ops.chunks(RUN_CHUNK) {
+            results.extend(self.run_chunk(chunk));
+        }
+        results
+    }
+
+    fn run_chunk(&mut self, ops: &[SmpOp]) -> Vec<Result<[u8; DATA_LEN], SmpError>> {
         let mut results: Vec<Option<Result<[u8; DATA_LEN], SmpError>>> = vec![None; ops.len()];
         let mut requests: Vec<Option<smp::Repr>> = ops
             .iter()
