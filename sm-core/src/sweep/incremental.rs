@@ -37,7 +37,7 @@
 //! no change explains, a probe lost, an incomplete last sweep, a route
 //! longer than 63 hops.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use sm_abi::NodeKind;
 use sm_mad::mad::attr;
@@ -66,11 +66,12 @@ const MAX_ROUNDS: usize = 256;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Switches (node GUID) with a port that changed state:
-    /// PortStateChange set, or a trap 128 they issued.
-    pub switches: Vec<u64>,
+    /// PortStateChange set, or a trap 128 they issued. A set: a trap
+    /// repeated until repressed names its switch once.
+    pub switches: BTreeSet<u64>,
     /// Switches (node GUID) that did not answer the light sweep on their
     /// last directed route.
-    pub lost: Vec<u64>,
+    pub lost: BTreeSet<u64>,
     /// Why only a full sweep will do (a trap that names no switch, a
     /// capability change), if anything says so.
     pub full: Option<String>,
@@ -98,7 +99,9 @@ impl Changes {
             f.nodes.iter().find(|n| n.is_switch() && n.ports.first().and_then(|p| p.info.as_ref()).is_some_and(|i| i.lid == issuer))
         });
         match switch {
-            Some(n) => self.switches.push(n.guid),
+            Some(n) => {
+                self.switches.insert(n.guid);
+            }
             None => self.need_full(format!("trap 128 from LID {issuer}, not a switch of the last sweep")),
         }
     }
@@ -106,7 +109,7 @@ impl Changes {
     /// Adds the switches the last heavy sweep relabelled
     /// ([`super::SweepOutcome::relabelled`]): their ports are read again.
     pub fn add_relabelled(&mut self, switches: &[u64]) {
-        self.switches.extend_from_slice(switches);
+        self.switches.extend(switches.iter().copied());
     }
 
     /// Asks for a full sweep, keeping the first reason.
