@@ -23,19 +23,22 @@ pub trait HopTable: Sync {
     /// switch); `u8::MAX` when that is not allowed.
     fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8;
 
-    /// For every switch `t`, bit `j` of `masks[t]` set when `links[j]` (at
-    /// most 64 links of `s`) lies on a least-hop path from `s` to `t`.
-    /// Tables with row access override this with a vectorisable loop.
-    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
-        for (t, m) in masks.iter_mut().enumerate() {
+    /// For every switch `t`, bit `j % 8` of `planes[(j / 8) * n + t]` (`n`
+    /// switches, so `planes` holds `links.len().div_ceil(8)` byte planes
+    /// of `n` bytes) set when `links[j]` lies on a least-hop path from `s`
+    /// to `t`. Tables with row access override this with a vectorisable
+    /// loop.
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], planes: &mut [u8]) {
+        planes.fill(0);
+        let n = planes.len() / links.len().div_ceil(8).max(1);
+        for t in 0..n {
             let least = self.least(s, t as Sw);
-            *m = 0;
             if least == u8::MAX {
                 continue;
             }
             for (j, l) in links.iter().enumerate() {
                 if self.via(s, l, t as Sw) == least {
-                    *m |= 1 << j;
+                    planes[(j / 8) * n + t] |= 1 << (j % 8);
                 }
             }
         }
@@ -55,16 +58,21 @@ impl HopTable for DistanceMatrix {
         self.to(t)[link.peer_sw as usize].saturating_add(1)
     }
 
-    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
-        masks.fill(0);
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], planes: &mut [u8]) {
         let own = self.to(s);
-        for (j, l) in links.iter().enumerate() {
-            let peer = self.to(l.peer_sw);
-            let bit = 1u64 << j;
-            for ((m, &ds), &dp) in masks.iter_mut().zip(own).zip(peer) {
-                // On a least-hop path: one hop closer, and `t` reachable.
-                let hit = (dp.wrapping_add(1) == ds) & (ds != u8::MAX);
-                *m |= bit & (hit as u64).wrapping_neg();
+        let n = self.len();
+        // Eight links a plane, so that each pass over the rows works on
+        // bytes only (vectorised to a byte per lane).
+        for (group, plane) in links.chunks(8).zip(planes.chunks_mut(n)) {
+            plane.fill(0);
+            for (k, l) in group.iter().enumerate() {
+                let peer = self.to(l.peer_sw);
+                let bit = 1u8 << k;
+                for ((m, &ds), &dp) in plane.iter_mut().zip(own).zip(peer) {
+                    // On a least-hop path: one hop closer, and `t` reachable.
+                    let hit = (dp.wrapping_add(1) == ds) & (ds != u8::MAX);
+                    *m |= bit & (hit as u8).wrapping_neg();
+                }
             }
         }
     }
@@ -203,9 +211,16 @@ pub fn assign_lfts<H: HopTable>(
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
     let targets = targets(fabric, graph, order);
+    let runs = (fabric.lmc == 0).then(|| Runs::new(&targets, fabric.max_lid));
     (0..graph.switch_count() as Sw)
         .into_par_iter()
-        .map(|s| Lft { node: graph.switch_nodes[s as usize], ports: assign_switch(fabric, graph, hops, &targets, opts, s).into() })
+        .map(|s| {
+            let ports = match &runs {
+                Some(runs) => assign_switch_runs(fabric, &SwitchLinks::new(fabric, graph, hops, opts, s), runs, opts.dor, s),
+                None => assign_switch(fabric, graph, hops, &targets, opts, s),
+            };
+            Lft { node: graph.switch_nodes[s as usize], ports: ports.into() }
+        })
         .collect()
 }
 
@@ -253,6 +268,225 @@ fn targets(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Vec<Target>
         .collect()
 }
 
+/// One switch's view for the port selection: its switch links in OpenSM's
+/// scan order and their least-hop masks towards every switch.
+struct SwitchLinks {
+    /// OpenSM's `num_ports` (port 0 included).
+    num_ports: usize,
+    /// Switch-to-switch links (the only possible least-hop candidates)
+    /// with their search position, in scan order from position 1.
+    links: Vec<(usize, SwPort)>,
+    /// Least-hop candidates towards every switch as bit masks over
+    /// `links`, in byte planes (see [`HopTable::candidate_masks`]; a
+    /// switch has at most 255 ports, so at most 32 planes).
+    planes: Vec<u8>,
+    n: usize,
+    /// Ports left out of the counting.
+    ignored: Vec<bool>,
+}
+
+impl SwitchLinks {
+    fn new<H: HopTable>(fabric: &FabricSnapshot, graph: &Graph, hops: &H, opts: &BalanceOptions, s: Sw) -> SwitchLinks {
+        let node_idx = graph.switch_nodes[s as usize];
+        let node = &fabric.nodes[node_idx as usize];
+        let num_ports = node.num_ports as usize + 1;
+        let mut by_num: Vec<Option<SwPort>> = vec![None; num_ports];
+        for l in &graph.sw_ports[s as usize] {
+            by_num[l.port as usize] = Some(*l);
+        }
+        let search: Vec<u8> = match &opts.search_order {
+            Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
+            _ => (0..num_ports as u8).collect(),
+        };
+        // OpenSM scans positions 1, 2, ..., then position 0 last.
+        let mut links: Vec<(usize, SwPort)> = search
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
+            .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
+            .collect();
+        links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
+        let n = graph.switch_count();
+        let mut planes: Vec<u8> = vec![0; n * links.len().div_ceil(8)];
+        if !links.is_empty() {
+            let link_list: Vec<SwPort> = links.iter().map(|&(_, l)| l).collect();
+            hops.candidate_masks(s, &link_list, &mut planes);
+        }
+        let mut ignored = vec![false; num_ports];
+        for &(n, p) in &opts.ignored_ports {
+            if n == node_idx && (p as usize) < num_ports {
+                ignored[p as usize] = true;
+            }
+        }
+        SwitchLinks { num_ports, links, planes, n, ignored }
+    }
+}
+
+/// The least-hop candidates towards the current destination switch, as
+/// positions in the search order, kept while consecutive targets share
+/// the switch or its mask.
+struct Candidates {
+    t: Sw,
+    mask: [u64; 4],
+    list: Vec<(usize, SwPort)>,
+    /// Some candidate port is left out of the counting.
+    any_ignored: bool,
+}
+
+impl Candidates {
+    fn new(num_ports: usize) -> Candidates {
+        Candidates { t: NONE, mask: [0; 4], list: Vec::with_capacity(num_ports), any_ignored: false }
+    }
+
+    /// Point at destination switch `t`; true when the set changed.
+    fn update(&mut self, sl: &SwitchLinks, t: Sw, dor: bool) -> bool {
+        if t == self.t {
+            return false;
+        }
+        self.t = t;
+        let mut mask = [0u64; 4];
+        for (p, plane) in sl.planes.chunks(sl.n).enumerate() {
+            mask[p / 8] |= u64::from(plane[t as usize]) << (8 * (p % 8));
+        }
+        if mask == self.mask {
+            return false;
+        }
+        self.mask = mask;
+        self.list.clear();
+        let mut first_remote = NONE;
+        for (w, &word) in mask.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let (pos, link) = sl.links[w * 64 + bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+                if dor_admits(dor, &mut first_remote, &link) {
+                    self.list.push((pos, link));
+                }
+            }
+        }
+        self.any_ignored = self.list.iter().any(|&(_, l)| sl.ignored[l.port as usize]);
+        true
+    }
+}
+
+/// Without LMC, the targets cut into runs sharing their switch and kind
+/// (end port or switch), so that a switch's pass handles a run at once.
+struct Runs {
+    runs: Vec<Run>,
+    /// Target LIDs in routing order, and the port of its switch each is on.
+    lids: Vec<u16>,
+    t_ports: Vec<u8>,
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    t: Sw,
+    /// Routes to end ports are counted; to switches not.
+    counted: bool,
+    start: u32,
+    end: u32,
+}
+
+impl Runs {
+    fn new(targets: &[Target], max_lid: u16) -> Runs {
+        let mut r = Runs { runs: Vec::new(), lids: Vec::with_capacity(targets.len()), t_ports: Vec::with_capacity(targets.len()) };
+        for tg in targets {
+            if tg.t == NONE || tg.base_lid > max_lid || tg.lid_count == 0 {
+                continue;
+            }
+            let at = r.lids.len() as u32;
+            r.lids.push(tg.base_lid);
+            r.t_ports.push(tg.t_port);
+            match r.runs.last_mut() {
+                Some(run) if run.t == tg.t && run.counted == !tg.is_switch => run.end = at + 1,
+                _ => r.runs.push(Run { t: tg.t, counted: !tg.is_switch, start: at, end: at + 1 }),
+            }
+        }
+        r
+    }
+}
+
+/// OpenSM's choice without LMC, a run of targets at a time: fewest routes,
+/// first in scan order. The scan always starts at position 1 (the order of
+/// the candidates), so the candidates are kept sorted by (routes, scan
+/// position), packed as `routes << 8 | index` in `queue[head..]`: the
+/// choice is the front, and its new key goes back in from the rear, which
+/// in the usual round-robin state is where it belongs. The order is
+/// rebuilt whenever the candidate set changes (counts of its ports change
+/// only through choices made from it: routes to end ports on this switch
+/// use host ports, routes to switches are not counted).
+fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, dor: bool, s: Sw) -> Vec<u8> {
+    let mut counts = vec![0u32; sl.num_ports];
+    let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
+    let mut cand = Candidates::new(sl.num_ports);
+    let mut ports: Vec<u8> = Vec::with_capacity(sl.num_ports);
+    let mut queue: Vec<u32> = Vec::with_capacity(8 * sl.num_ports);
+    let mut head = 0usize;
+    let mut queue_valid = false;
+    for run in &runs.runs {
+        let range = run.start as usize..run.end as usize;
+        let lids = &runs.lids[range.clone()];
+        if run.t == s {
+            // The switch's own LID, or end ports on this switch: only one
+            // way to go.
+            for (&lid, &tp) in lids.iter().zip(&runs.t_ports[range]) {
+                lft[lid as usize] = tp;
+                if run.counted && !sl.ignored[tp as usize] {
+                    counts[tp as usize] += 1;
+                }
+            }
+            continue;
+        }
+        if cand.update(sl, run.t, dor) {
+            queue_valid = false;
+            ports.clear();
+            ports.extend(cand.list.iter().map(|&(_, l)| l.port));
+        }
+        if ports.is_empty() {
+            continue;
+        }
+        if !queue_valid || head >= queue.len() {
+            queue.clear();
+            head = 0;
+            queue.extend(ports.iter().enumerate().map(|(i, &p)| counts[p as usize] << 8 | i as u32));
+            queue.sort_unstable();
+            queue_valid = true;
+        } else if head > 4 * ports.len() {
+            queue.drain(..head);
+            head = 0;
+        }
+        if !run.counted {
+            // Not counted: the front stays the front.
+            let port = ports[(queue[head] & 0xFF) as usize];
+            for &lid in lids {
+                lft[lid as usize] = port;
+            }
+            continue;
+        }
+        for &lid in lids {
+            let key = queue[head];
+            head += 1;
+            let port = ports[(key & 0xFF) as usize];
+            let counted = !cand.any_ignored || !sl.ignored[port as usize];
+            let key = key + ((counted as u32) << 8);
+            if queue.last().is_none_or(|&last| last < key) || queue.len() == head {
+                queue.push(key);
+            } else {
+                let mut at = queue.len();
+                while at > head && queue[at - 1] > key {
+                    at -= 1;
+                }
+                queue.insert(at, key);
+            }
+            lft[lid as usize] = port;
+            if counted {
+                counts[port as usize] += 1;
+            }
+        }
+    }
+    lft
+}
+
 fn assign_switch<H: HopTable>(
     fabric: &FabricSnapshot,
     graph: &Graph,
@@ -261,57 +495,17 @@ fn assign_switch<H: HopTable>(
     opts: &BalanceOptions,
     s: Sw,
 ) -> Vec<u8> {
-    let node_idx = graph.switch_nodes[s as usize];
-    let node = &fabric.nodes[node_idx as usize];
-    // OpenSM's num_ports counts port 0.
-    let num_ports = node.num_ports as usize + 1;
-    let mut by_num: Vec<Option<SwPort>> = vec![None; num_ports];
-    for l in &graph.sw_ports[s as usize] {
-        by_num[l.port as usize] = Some(*l);
-    }
-    let search: Vec<u8> = match &opts.search_order {
-        Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
-        _ => (0..num_ports as u8).collect(),
-    };
-    // Switch-to-switch links (the only possible least-hop candidates) with
-    // their search position, in OpenSM's scan order from position 1: 1, 2,
-    // ..., then position 0 last.
-    let mut links: Vec<(usize, SwPort)> = search
-        .iter()
-        .enumerate()
-        .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
-        .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
-        .collect();
-    links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
-    // Least-hop candidates towards every switch at once, as bit masks over
-    // `links` (when they fit in 64 bits).
-    let mut masks: Vec<u64> = Vec::new();
-    if links.len() <= 64 {
-        masks.resize(graph.switch_count(), 0);
-        let link_list: Vec<SwPort> = links.iter().map(|&(_, l)| l).collect();
-        hops.candidate_masks(s, &link_list, &mut masks);
-    }
-    let mut cached_mask = 0u64;
-    let mut ignored = vec![false; num_ports];
-    for &(n, p) in &opts.ignored_ports {
-        if n == node_idx && (p as usize) < num_ports {
-            ignored[p as usize] = true;
-        }
-    }
-    let lmc_aware = fabric.lmc > 0;
-    let mut remotes: Vec<Vec<Remote>> = if lmc_aware { vec![Vec::new(); targets.len()] } else { Vec::new() };
+    let sl = SwitchLinks::new(fabric, graph, hops, opts, s);
+    let num_ports = sl.num_ports;
+    let ignored = &sl.ignored;
+    // With LMC, OpenSM scans from a rotating start and prefers other
+    // systems and nodes for a port's later LIDs: one target at a time.
+    let mut remotes: Vec<Vec<Remote>> = vec![Vec::new(); targets.len()];
     let mut counts = vec![0u32; num_ports];
     let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
-    let mut candidates: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
+    let mut cand = Candidates::new(num_ports);
     let mut ordered: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
     let mut scan: Vec<SwPort> = Vec::with_capacity(num_ports);
-    let mut cached_t = NONE;
-    let mut previous: Vec<u8> = Vec::with_capacity(num_ports);
-    // Sorted candidate keys live in queue[head..].
-    let mut queue: Vec<(u32, u16)> = Vec::with_capacity(8 * num_ports);
-    let mut head = 0usize;
-    let mut queue_valid = false;
-
     for offset in 0..(1u16 << fabric.lmc) {
         for (oi, tg) in targets.iter().enumerate() {
             if offset >= tg.lid_count {
@@ -328,115 +522,32 @@ fn assign_switch<H: HopTable>(
                 lft[lid] = tg.t_port;
                 if !tg.is_switch && !ignored[tg.t_port as usize] {
                     counts[tg.t_port as usize] += 1;
-                    if lmc_aware {
-                        note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
-                    }
+                    note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
                 }
                 continue;
             }
-            // Least-hop ports towards `t`, as positions in the search
-            // order; consecutive targets usually share `t`, so keep them.
-            if t != cached_t && !masks.is_empty() {
-                cached_t = t;
-                let mask = masks[t as usize];
-                if mask != cached_mask {
-                    cached_mask = mask;
-                    queue_valid = false;
-                    candidates.clear();
-                    let mut first_remote = NONE;
-                    let mut bits = mask;
-                    while bits != 0 {
-                        let (pos, link) = links[bits.trailing_zeros() as usize];
-                        bits &= bits - 1;
-                        if !dor_admits(opts.dor, &mut first_remote, &link) {
-                            continue;
-                        }
-                        candidates.push((pos, link));
-                    }
-                }
-            } else if t != cached_t {
-                // More than 64 switch links: per-target scan.
-                cached_t = t;
-                previous.clear();
-                previous.extend(candidates.iter().map(|&(_, l)| l.port));
-                candidates.clear();
-                let least = hops.least(s, t);
-                if least != u8::MAX {
-                    let mut first_remote = NONE;
-                    for &(pos, link) in &links {
-                        if hops.via(s, &link, t) != least {
-                            continue;
-                        }
-                        if !dor_admits(opts.dor, &mut first_remote, &link) {
-                            continue;
-                        }
-                        candidates.push((pos, link));
-                    }
-                }
-                queue_valid &= candidates.len() == previous.len()
-                    && candidates.iter().zip(&previous).all(|(&(_, l), &p)| l.port == p);
-            }
-            if candidates.is_empty() {
+            cand.update(&sl, t, opts.dor);
+            if cand.list.is_empty() {
                 continue;
             }
-            let choice = if !lmc_aware {
-                // Fewest routes, first in scan order. Without LMC the scan
-                // always starts at position 1 (the order of `candidates`), so
-                // the candidates can be kept
-                // sorted by (routes, scan position): the choice is the front,
-                // and its new key goes back in from the rear, which in the
-                // usual round-robin state is where it belongs. The order is
-                // rebuilt whenever the candidate set changes (counts of its
-                // ports change only through choices made from it: routes to
-                // end ports on this switch use host ports, routes to switches
-                // are not counted).
-                if !queue_valid || head >= queue.len() {
-                    queue.clear();
-                    head = 0;
-                    queue.extend(candidates.iter().enumerate().map(|(i, &(_, l))| (counts[l.port as usize], i as u16)));
-                    queue.sort_unstable();
-                    queue_valid = true;
-                } else if head > 4 * candidates.len() {
-                    queue.drain(..head);
-                    head = 0;
-                }
-                let (count, i) = queue[head];
-                head += 1;
-                let l = candidates[i as usize].1;
-                let key = (count + u32::from(!tg.is_switch && !ignored[l.port as usize]), i);
-                let mut at = queue.len();
-                while at > head && queue[at - 1] > key {
-                    at -= 1;
-                }
-                if at == queue.len() {
-                    queue.push(key);
-                } else {
-                    queue.insert(at, key);
-                }
-                l
-            } else {
-                // OpenSM scans from `start_from` round the search order; for
-                // a port's later LMC LIDs that is after the previous LID's
-                // port, except in DOR mode, where every LID starts at 1.
-                let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
-                let rot = start_from % num_ports;
-                ordered.clear();
-                ordered.extend(candidates.iter().copied());
-                ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
-                scan.clear();
-                scan.extend(ordered.iter().map(|&(_, l)| l));
-                match choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) {
-                    Some(c) => c,
-                    None => continue,
-                }
+            // OpenSM scans from `start_from` round the search order; for
+            // a port's later LMC LIDs that is after the previous LID's
+            // port, except in DOR mode, where every LID starts at 1.
+            let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
+            let rot = start_from % num_ports;
+            ordered.clear();
+            ordered.extend(cand.list.iter().copied());
+            ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
+            scan.clear();
+            scan.extend(ordered.iter().map(|&(_, l)| l));
+            let Some(choice) = choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) else {
+                continue;
             };
             lft[lid] = choice.port;
             // OpenSM leaves routes to switches out of the port profile.
             if !tg.is_switch && !ignored[choice.port as usize] {
                 counts[choice.port as usize] += 1;
-                if lmc_aware {
-                    note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
-                }
+                note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
             }
         }
     }
@@ -1349,6 +1460,7 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conformance::RandomFabric;
 
     /// Two switches joined by parallel links on ports 1 and 2, two hosts on
     /// the far switch.
@@ -1430,6 +1542,124 @@ mod tests {
         assert_eq!(route_lids(&f, &dor), vec![vec![1, 2], vec![2, 1]]);
     }
 
+    /// OpenSM's rule without LMC, one target at a time and straight from
+    /// the hop table: for each switch and LID, the least-hop ports in scan
+    /// order (in DOR mode those towards the first one's neighbour), the
+    /// first with the fewest routes; routes to switches and through
+    /// ignored ports are not counted.
+    fn reference_lfts<H: HopTable>(f: &FabricSnapshot, g: &Graph, hops: &H, opts: &BalanceOptions) -> Vec<Vec<u8>> {
+        assert_eq!(f.lmc, 0);
+        let order = routing_order(f, g, &[]);
+        let targets = targets(f, g, &order);
+        (0..g.switch_count() as Sw)
+            .map(|s| {
+                let sl = SwitchLinks::new(f, g, hops, opts, s);
+                let mut counts = vec![0u32; sl.num_ports];
+                let mut lft = vec![NO_ROUTE; f.max_lid as usize + 1];
+                for tg in &targets {
+                    let lid = tg.base_lid as usize;
+                    if tg.t == NONE || lid >= lft.len() {
+                        continue;
+                    }
+                    let port = if tg.t == s {
+                        tg.t_port
+                    } else {
+                        let least = hops.least(s, tg.t);
+                        if least == u8::MAX {
+                            continue;
+                        }
+                        let on_path: Vec<SwPort> =
+                            sl.links.iter().map(|&(_, l)| l).filter(|l| hops.via(s, l, tg.t) == least).collect();
+                        let Some(first) = on_path.first() else { continue };
+                        let mut best: Option<SwPort> = None;
+                        for l in &on_path {
+                            if opts.dor && l.peer_node != first.peer_node {
+                                continue;
+                            }
+                            if best.is_none_or(|b| counts[l.port as usize] < counts[b.port as usize]) {
+                                best = Some(*l);
+                            }
+                        }
+                        best.map_or(NO_ROUTE, |b| b.port)
+                    };
+                    lft[lid] = port;
+                    if !tg.is_switch && !sl.ignored[port as usize] {
+                        counts[port as usize] += 1;
+                    }
+                }
+                lft
+            })
+            .collect()
+    }
+
+    fn assert_reference(name: &str, f: &FabricSnapshot, opts: &BalanceOptions) {
+        let g = Graph::new(f);
+        let d = g.distance_matrix();
+        let order = routing_order(f, &g, &[]);
+        let got: Vec<Vec<u8>> = assign_lfts(f, &g, &d, &order, opts).into_iter().map(|l| l.ports.to_vec()).collect();
+        let want = reference_lfts(f, &g, &d, opts);
+        for (s, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a, b, "{name}: switch {s} differs from OpenSM's rule ({opts:?})");
+        }
+    }
+
+    /// The run-at-a-time selection (candidate masks over any number of
+    /// links, the sorted queue, switch LIDs left uncounted) is OpenSM's
+    /// rule exactly: on random irregular fabrics with failures, tori, fat
+    /// trees with more than 64 and 128 parallel up-links, with DOR, a
+    /// shuffled search order and ports left out of the counting.
+    #[test]
+    fn run_selection_is_opensms_rule() {
+        let mut fabrics: Vec<(String, FabricSnapshot)> = Vec::new();
+        for seed in 0..24 {
+            let spec = RandomFabric {
+                switches: 4 + seed as usize % 20,
+                radix: 6 + seed as usize % 8,
+                hosts: 1 + seed as usize % 3,
+                extra_links: seed as usize % 25,
+                seed,
+                dead_links: seed as usize % 3,
+                dead_switches: seed as usize % 2,
+                lmc: 0,
+            };
+            if let Some(f) = spec.build() {
+                fabrics.push((format!("{spec:?}"), f));
+            }
+        }
+        assert!(fabrics.len() >= 12, "too few random fabrics built: {}", fabrics.len());
+        let gens = [
+            ("4x3x3 torus", sm_topology::gen::torus(&[4, 3, 3], 2, false).unwrap().0),
+            ("4-ary 3-tree", sm_topology::gen::kary_ntree(4, 3, 4).unwrap()),
+            // Leaves with 140 up-links to 2 spines: three mask words.
+            ("fat tree, 140 up-links a leaf", sm_topology::gen::fat_tree_2level(3, 2, 5, 140).unwrap()),
+            ("fat tree, 70 up-links a leaf", sm_topology::gen::fat_tree_2level(4, 7, 3, 70).unwrap()),
+        ];
+        for (name, topo) in gens {
+            fabrics.push((name.into(), sm_topology::lids::snapshot(&topo, 0).unwrap()));
+        }
+        for (name, f) in &fabrics {
+            let g = Graph::new(f);
+            assert_reference(name, f, &BalanceOptions::default());
+            assert_reference(name, f, &BalanceOptions { dor: true, ..Default::default() });
+            // Every third switch searches its ports backwards and leaves
+            // its lowest linked port out of the counting.
+            let mut orders = Vec::new();
+            let mut ignored = Vec::new();
+            for (s, &node) in g.switch_nodes.iter().enumerate() {
+                let np = f.nodes[node as usize].num_ports;
+                let mut o: Vec<u8> = (0..=np).collect();
+                if s % 3 == 0 {
+                    o[1..].reverse();
+                    if let Some(l) = g.sw_ports[s].iter().find(|l| l.peer_sw != NONE) {
+                        ignored.push((node, l.port));
+                    }
+                }
+                orders.push(o);
+            }
+            let opts = BalanceOptions { search_order: Some(orders), ignored_ports: ignored, ..Default::default() };
+            assert_reference(name, f, &opts);
+        }
+    }
 
     #[test]
     fn balance_files_name_ignored_ports_and_skip_bad_lines() {
