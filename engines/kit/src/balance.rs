@@ -677,27 +677,26 @@ pub fn assign_lfts_weighted(
 ) -> Vec<Lft> {
     let n = graph.switch_count();
     let view = LinkView::new(fabric, graph, opts);
-    let mut hosts = vec![0u64; n];
-    for &ep in &graph.end_ports {
-        let s = graph.entry_switch(fabric, ep);
-        if s != NONE {
-            hosts[s as usize] += 1;
-        }
-    }
+    let hosts = sources(fabric, graph);
     let targets = targets(fabric, graph, order);
     // End-port destinations grouped by their switch, groups in order of
-    // first appearance: (lid, target index). Switch LIDs carry no counted
-    // traffic; they are routed last, over the final loads.
+    // first appearance: (lid, target index). Switch LIDs and end ports no
+    // traffic reaches (a down link: the destinations [`rebalance`] and the
+    // verifier leave out too) carry no counted traffic; they are routed
+    // last, over the final loads: (lid, switch, port on it).
     let mut group_of = vec![NONE; n];
     let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
-    let mut switch_lids: Vec<(u16, Sw)> = Vec::new();
+    let mut uncounted: Vec<(u16, Sw, u8)> = Vec::new();
     for (ti, tg) in targets.iter().enumerate() {
         if tg.t == NONE {
             continue;
         }
-        if tg.is_switch {
-            if tg.base_lid as usize <= fabric.max_lid as usize {
-                switch_lids.push((tg.base_lid, tg.t));
+        if tg.is_switch || !crate::graph::usable(fabric, tg.port) {
+            for off in 0..tg.lid_count {
+                let lid = tg.base_lid as usize + off as usize;
+                if lid <= fabric.max_lid as usize {
+                    uncounted.push((lid as u16, tg.t, tg.t_port));
+                }
             }
             continue;
         }
@@ -823,11 +822,11 @@ pub fn assign_lfts_weighted(
             start = end;
         }
     }
-    // Switch LIDs: the least loaded least-hop port, first in port order.
+    // Uncounted LIDs: the least loaded least-hop port, first in port order.
     tables.par_iter_mut().enumerate().for_each(|(s, table)| {
-        for &(lid, t) in &switch_lids {
+        for &(lid, t, t_port) in &uncounted {
             if t as usize == s {
-                table[lid as usize] = 0;
+                table[lid as usize] = t_port;
                 continue;
             }
             let row = dist.to(t);
@@ -870,23 +869,28 @@ pub fn balanced_lfts(
     // goes through the pass, whose cost is bounded on its own.
     let links: usize = graph.sw_ports.iter().map(|p| p.iter().filter(|l| l.peer_sw != NONE).count()).sum();
     let cost = links as u128 * fabric.max_lid as u128;
-    let (greedy, weighted) = rayon::join(
-        || assign_lfts(fabric, graph, dist, order, opts),
-        || (cost <= WEIGHTED_MAX_WORK).then(|| assign_lfts_weighted(fabric, graph, dist, order, opts)),
+    let view = LinkView::new(fabric, graph, opts);
+    let tr = Traffic::new(fabric, graph, order);
+    let ((greedy, greedy_load), weighted) = rayon::join(
+        || {
+            let lfts = assign_lfts(fabric, graph, dist, order, opts);
+            let load = tr.link_loads(&view, dist, &lfts);
+            (lfts, load)
+        },
+        || {
+            (cost <= WEIGHTED_MAX_WORK).then(|| {
+                let lfts = assign_lfts_weighted(fabric, graph, dist, order, opts);
+                let load = tr.link_loads(&view, dist, &lfts);
+                (lfts, load)
+            })
+        },
     );
-    let max_of = |lfts: &[Lft]| -> u64 {
-        let view = LinkView::new(fabric, graph, opts);
-        let (hosts, dests, by_t) = traffic(fabric, graph, order);
-        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
-        let load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
-        load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
+    let g = view.counted_max(&greedy_load);
+    let (mut lfts, load) = match weighted {
+        Some((weighted, load)) if view.counted_max(&load) < g => (weighted, load),
+        _ => (greedy, greedy_load),
     };
-    let (g, w) = rayon::join(|| max_of(&greedy), || weighted.as_deref().map(max_of));
-    let mut lfts = match (weighted, w) {
-        (Some(weighted), Some(w)) if w < g => weighted,
-        _ => greedy,
-    };
-    let r = rebalance(fabric, graph, dist, order, &mut lfts, opts);
+    let r = rebalance_with(fabric, graph, dist, &view, &tr, &mut lfts, load);
     (lfts, Rebalance { max_before: g, ..r })
 }
 
@@ -894,40 +898,60 @@ pub fn balanced_lfts(
 /// in [`balanced_lfts`]: about 2 s of CPU on a 2 GHz core.
 pub const WEIGHTED_MAX_WORK: u128 = 200_000_000;
 
-/// Sources per switch, end-port destination LIDs in routing order, and
-/// those destinations grouped by their switch.
-fn traffic(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> (Vec<u64>, Vec<Dest>, Vec<Vec<u32>>) {
-    let n = graph.switch_count();
-    let mut hosts = vec![0u64; n];
+/// Sources per switch: the usable end ports entering the fabric there.
+fn sources(fabric: &FabricSnapshot, graph: &Graph) -> Vec<u64> {
+    let mut hosts = vec![0u64; graph.switch_count()];
     for &ep in &graph.end_ports {
         let s = graph.entry_switch(fabric, ep);
         if s != NONE {
             hosts[s as usize] += 1;
         }
     }
-    let mut dests: Vec<Dest> = Vec::new();
-    for &pi in order {
-        let p = &fabric.ports[pi as usize];
-        if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
-            continue;
-        }
-        let t = graph.entry_switch(fabric, pi);
-        if t == NONE {
-            continue;
-        }
-        let count = p.lid_count().min(u16::MAX as u32) as u16;
-        for off in 0..count {
-            let lid = p.lid as usize + off as usize;
-            if lid <= fabric.max_lid as usize {
-                dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+    hosts
+}
+
+/// The traffic the loads count: sources per switch, end-port destination
+/// LIDs in routing order, and those destinations grouped by their switch.
+struct Traffic {
+    hosts: Vec<u64>,
+    dests: Vec<Dest>,
+    by_t: Vec<Vec<u32>>,
+}
+
+impl Traffic {
+    fn new(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Traffic {
+        let n = graph.switch_count();
+        let hosts = sources(fabric, graph);
+        let mut dests: Vec<Dest> = Vec::new();
+        for &pi in order {
+            let p = &fabric.ports[pi as usize];
+            if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
+                continue;
+            }
+            let t = graph.entry_switch(fabric, pi);
+            if t == NONE {
+                continue;
+            }
+            let count = p.lid_count().min(u16::MAX as u32) as u16;
+            for off in 0..count {
+                let lid = p.lid as usize + off as usize;
+                if lid <= fabric.max_lid as usize {
+                    dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+                }
             }
         }
+        let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, d) in dests.iter().enumerate() {
+            by_t[d.t as usize].push(i as u32);
+        }
+        Traffic { hosts, dests, by_t }
     }
-    let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, d) in dests.iter().enumerate() {
-        by_t[d.t as usize].push(i as u32);
+
+    /// Routes per link of `lfts`.
+    fn link_loads(&self, view: &LinkView, dist: &DistanceMatrix, lfts: &[Lft]) -> Vec<u64> {
+        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
+        link_loads(view, dist, &self.hosts, &self.dests, &self.by_t, &tables)
     }
-    (hosts, dests, by_t)
 }
 
 /// What [`rebalance`] found and did.
@@ -1000,6 +1024,11 @@ impl LinkView {
             }
         }
         v
+    }
+
+    /// The busiest load on a link counted (not ignored).
+    fn counted_max(&self, load: &[u64]) -> u64 {
+        load.iter().zip(&self.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
     }
 
     #[inline]
@@ -1082,21 +1111,32 @@ pub fn rebalance(
     opts: &BalanceOptions,
 ) -> Rebalance {
     let n = graph.switch_count();
-    let mut out = Rebalance::default();
     if n == 0 || lfts.len() != n || lfts.iter().zip(&graph.switch_nodes).any(|(l, &node)| l.node != node) {
-        return out;
+        return Rebalance::default();
     }
     let view = LinkView::new(fabric, graph, opts);
-    let (hosts, dests, by_t) = traffic(fabric, graph, order);
+    let tr = Traffic::new(fabric, graph, order);
+    let load = tr.link_loads(&view, dist, lfts);
+    rebalance_with(fabric, graph, dist, &view, &tr, lfts, load)
+}
+
+/// [`rebalance`] with the link view, traffic and the tables' loads built.
+fn rebalance_with(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    view: &LinkView,
+    tr: &Traffic,
+    lfts: &mut [Lft],
+    mut load: Vec<u64>,
+) -> Rebalance {
+    let n = graph.switch_count();
+    let mut out = Rebalance::default();
+    let (hosts, dests, by_t) = (&tr.hosts, &tr.dests, &tr.by_t);
     let mut tables: Vec<&mut [u8]> = lfts.iter_mut().map(|l| l.ports.as_mut_slice()).collect();
-    let mut load = {
-        let shared: Vec<&[u8]> = tables.iter().map(|t| &**t).collect();
-        link_loads(&view, dist, &hosts, &dests, &by_t, &shared)
-    };
-    let counted_max =
-        |load: &[u64]| load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0);
+    let counted_max = |load: &[u64]| view.counted_max(load);
     out.max_before = counted_max(&load);
-    out.lower_bound = lower_bound(graph, dist, &view, &hosts, &by_t);
+    out.lower_bound = lower_bound(graph, dist, view, hosts, by_t);
     out.max_after = out.max_before;
     let mut rank: Vec<(u64, Sw)> =
         (0..n).map(|s| (fabric.nodes[graph.switch_nodes[s] as usize].guid, s as Sw)).collect();
@@ -1109,9 +1149,9 @@ pub fn rebalance(
         fabric,
         graph,
         dist,
-        view: &view,
-        hosts: &hosts,
-        dests: &dests,
+        view,
+        hosts,
+        dests,
         sw_rank: &sw_rank,
         w: vec![0; n],
         crosses: vec![false; n],
@@ -1659,6 +1699,38 @@ mod tests {
             let opts = BalanceOptions { search_order: Some(orders), ignored_ports: ignored, ..Default::default() };
             assert_reference(name, f, &opts);
         }
+    }
+
+    /// An end port behind a down link receives no traffic: the weighted
+    /// tables must not count it, or their loads and the loads the
+    /// balancing pass and the verifier count (usable destinations only)
+    /// part ways. Here h2 (down) comes between h1 and h3 in the routing
+    /// order; counted, it would push both of h0's routes onto one of a's
+    /// two links.
+    #[test]
+    fn weighted_tables_count_only_usable_destinations() {
+        let text = "Switch 4 \"a\"\n[1] \"b\"[1]\n[2] \"b\"[2]\n[3] \"h0\"[1]\n\n\
+                    Switch 5 \"b\"\n[3] \"h1\"[1]\n[4] \"h2\"[1]\n[5] \"h3\"[1]\n\n\
+                    Hca 1 \"h0\"\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n\nHca 1 \"h3\"\n";
+        let topo = sm_topology::parse_str(text, "down").unwrap();
+        let mut f = sm_topology::lids::snapshot(&topo, 0).unwrap();
+        let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap() as u32;
+        let ca_port = |f: &FabricSnapshot, name: &str| f.nodes[node(name) as usize].first_port + 1;
+        let h2 = ca_port(&f, "h2");
+        f.ports[h2 as usize].state = sm_abi::PortState::Down;
+        let g = Graph::new(&f);
+        let d = g.distance_matrix();
+        let guids: Vec<u64> = ["h1", "h2", "h3"].iter().map(|h| f.ports[ca_port(&f, h) as usize].guid).collect();
+        let order = routing_order(&f, &g, &guids);
+        let opts = BalanceOptions::default();
+        let lfts = assign_lfts_weighted(&f, &g, &d, &order, &opts);
+        let view = LinkView::new(&f, &g, &opts);
+        let load = Traffic::new(&f, &g, &order).link_loads(&view, &d, &lfts);
+        let a = g.sw_of_node[node("a") as usize];
+        assert_eq!((load[view.link(a, 1)], load[view.link(a, 2)]), (1, 1), "h0's routes to h1 and h3 share a link");
+        // The down port's LID is still routed, uncounted.
+        let lid = f.ports[h2 as usize].lid as usize;
+        assert!(lfts.iter().all(|l| l.ports[lid] != NO_ROUTE), "h2's LID left unrouted");
     }
 
     #[test]
