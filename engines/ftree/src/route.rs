@@ -20,6 +20,7 @@
 
 use rayon::prelude::*;
 use sm_abi::{NONE, NO_ROUTE};
+use smcore_kit::cdg::bits;
 use smcore_kit::graph::Sw;
 
 use crate::tree::{Tree, UNRANKED};
@@ -82,22 +83,6 @@ impl Entry {
             remote_down: !r.down.is_empty(),
             remote_cas: !r.cas.is_empty(),
         }
-    }
-}
-
-/// The set bits of a word, lowest first.
-struct Bits(u64);
-
-impl Iterator for Bits {
-    type Item = u32;
-    #[inline]
-    fn next(&mut self) -> Option<u32> {
-        if self.0 == 0 {
-            return None;
-        }
-        let b = self.0.trailing_zeros();
-        self.0 &= self.0 - 1;
-        Some(b)
     }
 }
 
@@ -445,6 +430,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         count_up,
         rotate,
     };
+
     // Per LID: which buffer and where in it its column is.
     let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
     let bufs: Vec<Vec<u8>> = if independent {
@@ -504,6 +490,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         }
         vec![r.out]
     };
+
     let mut tables = Tables {
         rows: transpose(&bufs, &col_of_lid, nsw, stride),
     };
@@ -523,31 +510,46 @@ fn climb(tree: &Tree, mut s: Sw, g_down: &mut [u32], p_down: &mut [u32]) {
         if sw.rank == 0 || sw.up.is_empty() {
             return;
         }
-        let mut g = sw.up[0];
-        for &h in &sw.up[1..] {
-            if g_down[h as usize] < g_down[g as usize] {
-                g = h;
-            }
-        }
+        let g = main_parent(&sw.up, g_down);
         let grp = &tree.groups[g as usize];
         g_down[g as usize] += 1;
         if grp.len > 1 {
-            let mut best = grp.first;
-            for p in grp.first + 1..grp.first + grp.len {
-                if p_down[p as usize] < p_down[best as usize] {
-                    best = p;
-                }
-            }
-            p_down[best as usize] += 1;
+            p_down[least_port(grp.first, grp.len, p_down) as usize] += 1;
         }
         s = grp.remote;
     }
 }
 
+/// The up group a destination's main path climbs through: the first of
+/// `up` with the lowest down counter.
+#[inline]
+fn main_parent(up: &[u32], g_down: &[u32]) -> u32 {
+    let mut g = up[0];
+    for &h in &up[1..] {
+        if g_down[h as usize] < g_down[g as usize] {
+            g = h;
+        }
+    }
+    g
+}
+
+/// The first of ports `first..first + len` with the lowest counter.
+#[inline]
+fn least_port(first: u32, len: u32, counters: &[u32]) -> u32 {
+    let mut best = first;
+    for p in first + 1..first + len {
+        if counters[p as usize] < counters[best as usize] {
+            best = p;
+        }
+    }
+    best
+}
+
 /// Rows from the by-destination columns (`col_of_lid`: buffer and offset
 /// of each LID's column, buffer `u32::MAX` for none), in parallel over
-/// blocks of switches, a block of LIDs at a time so reads and writes stay
-/// in cache.
+/// blocks of switches, a tile of LIDs at a time: each LID's column part
+/// is copied whole into the tile (one cache line), and rows are written
+/// from the tile, which stays in L1.
 fn transpose(
     bufs: &[Vec<u8>],
     col_of_lid: &[(u32, usize)],
@@ -560,19 +562,24 @@ fn transpose(
         .enumerate()
         .for_each(|(bi, block)| {
             let s0 = bi * BLOCK;
+            let width = block.len();
             for row in block.iter_mut() {
-                row.reserve_exact(stride);
+                *row = vec![NO_ROUTE; stride];
             }
+            let mut tile = [[NO_ROUTE; BLOCK]; BLOCK];
             for l0 in (0..stride).step_by(BLOCK) {
                 let l1 = (l0 + BLOCK).min(stride);
+                for (t, &(b, off)) in tile.iter_mut().zip(&col_of_lid[l0..l1]) {
+                    if b == u32::MAX {
+                        t[..width].fill(NO_ROUTE);
+                    } else {
+                        t[..width].copy_from_slice(&bufs[b as usize][off + s0..off + s0 + width]);
+                    }
+                }
                 for (j, row) in block.iter_mut().enumerate() {
-                    row.extend(col_of_lid[l0..l1].iter().map(|&(b, off)| {
-                        if b == u32::MAX {
-                            NO_ROUTE
-                        } else {
-                            bufs[b as usize][off + s0 + j]
-                        }
-                    }));
+                    for (e, t) in row[l0..l1].iter_mut().zip(&tile) {
+                        *e = t[j];
+                    }
                 }
             }
         });
@@ -667,7 +674,7 @@ impl<'a> Router<'a> {
         if self.max_hops[w] <= hops {
             return set;
         }
-        Bits(set)
+        bits(set)
             .filter(|&b| self.hops[w * 64 + b as usize] <= hops)
             .fold(0, |within, b| within | 1 << b)
     }
@@ -701,12 +708,7 @@ impl<'a> Router<'a> {
             return (en.first, en.first_remote_num);
         }
         let counters = if up { &self.p_up } else { &self.p_down };
-        let mut best = en.first;
-        for p in en.first + 1..en.first + en.len {
-            if counters[p as usize] < counters[best as usize] {
-                best = p;
-            }
-        }
+        let best = least_port(en.first, en.len, counters);
         (best, self.tree.ports[best as usize].remote_num)
     }
 
@@ -737,7 +739,7 @@ impl<'a> Router<'a> {
         let skip_pos = self.pos_of(skip);
         for ci in lr.chunk_first..lr.chunk_end {
             let c = self.sh.lists.chunks[ci as usize];
-            for b in Bits(self.open_bits(c, skip_pos, hops)) {
+            for b in bits(self.open_bits(c, skip_pos, hops)) {
                 let e = self.sh.lists.entry(c, b);
                 let en = &self.sh.lists.ent[e];
                 let g = en.group as usize;
@@ -770,7 +772,7 @@ impl<'a> Router<'a> {
             let skip_pos = self.pos_of(prev);
             for ci in lr.chunk_first..lr.chunk_end {
                 let c = self.sh.lists.chunks[ci as usize];
-                for b in Bits(self.open_bits(c, skip_pos, hops + 1)) {
+                for b in bits(self.open_bits(c, skip_pos, hops + 1)) {
                     let e = self.sh.lists.entry(c, b);
                     let en = self.sh.lists.ent[e];
                     let (p, num) = self.min_port(&en, true);
@@ -844,13 +846,7 @@ impl<'a> Router<'a> {
         }
         let mut main_remote = NONE;
         if main {
-            // First group with the lowest counter, in index order.
-            let mut g = sw.up[0];
-            for &h in &sw.up[1..] {
-                if self.g_down[h as usize] < self.g_down[g as usize] {
-                    g = h;
-                }
-            }
+            let g = main_parent(&sw.up, &self.g_down);
             let en = Entry::new(tree, g, 0);
             let (p, num) = self.min_port(&en, false);
             self.count(&en, p, false);
