@@ -322,6 +322,37 @@ impl SwitchLinks {
     }
 }
 
+impl SwitchLinks {
+    /// The least-hop links towards switch `t`, as a bit mask over `links`.
+    #[inline]
+    fn mask(&self, t: Sw) -> [u64; 4] {
+        let mut mask = [0u64; 4];
+        for (p, plane) in self.planes.chunks(self.n).enumerate() {
+            mask[p / 8] |= u64::from(plane[t as usize]) << (8 * (p % 8));
+        }
+        mask
+    }
+
+    /// The port of the first link of `mask` (in DOR mode, among those to
+    /// the first one's neighbour) with the fewest routes; [`NO_ROUTE`]
+    /// for an empty mask.
+    fn least_counted(&self, mask: &[u64; 4], counts: &[u32], dor: bool) -> u8 {
+        let mut first_remote = NONE;
+        let mut best: Option<u8> = None;
+        for (w, &word) in mask.iter().enumerate() {
+            for b in crate::cdg::bits(word) {
+                let link = self.links[w * 64 + b as usize].1;
+                if dor_admits(dor, &mut first_remote, &link)
+                    && best.is_none_or(|p| counts[link.port as usize] < counts[p as usize])
+                {
+                    best = Some(link.port);
+                }
+            }
+        }
+        best.unwrap_or(NO_ROUTE)
+    }
+}
+
 /// The least-hop candidates towards the current destination switch, as
 /// positions in the search order, kept while consecutive targets share
 /// the switch or its mask.
@@ -344,10 +375,7 @@ impl Candidates {
             return false;
         }
         self.t = t;
-        let mut mask = [0u64; 4];
-        for (p, plane) in sl.planes.chunks(sl.n).enumerate() {
-            mask[p / 8] |= u64::from(plane[t as usize]) << (8 * (p % 8));
-        }
+        let mask = sl.mask(t);
         if mask == self.mask {
             return false;
         }
@@ -423,6 +451,8 @@ fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, do
     let mut queue: Vec<u32> = Vec::with_capacity(8 * sl.num_ports);
     let mut head = 0usize;
     let mut queue_valid = false;
+    // The last uncounted choice, its mask, and whether a count changed since.
+    let (mut light_mask, mut light_port, mut light_stale) = ([0u64; 4], NO_ROUTE, true);
     for run in &runs.runs {
         let range = run.start as usize..run.end as usize;
         let lids = &runs.lids[range.clone()];
@@ -437,6 +467,26 @@ fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, do
             }
             continue;
         }
+        if !run.counted {
+            // Routes to switches change no count: the least loaded
+            // candidate, first in scan order, straight from the mask
+            // (switch LIDs come one by one, towards ever other switches,
+            // and rebuilding the queue for each would cost more), kept
+            // while the mask and the counts stay.
+            let mask = sl.mask(run.t);
+            if mask != light_mask || light_stale {
+                light_mask = mask;
+                light_stale = false;
+                light_port = sl.least_counted(&mask, &counts, dor);
+            }
+            if light_port != NO_ROUTE {
+                for &lid in lids {
+                    lft[lid as usize] = light_port;
+                }
+            }
+            continue;
+        }
+        light_stale = true;
         if cand.update(sl, run.t, dor) {
             queue_valid = false;
             ports.clear();
@@ -454,14 +504,6 @@ fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, do
         } else if head > 4 * ports.len() {
             queue.drain(..head);
             head = 0;
-        }
-        if !run.counted {
-            // Not counted: the front stays the front.
-            let port = ports[(queue[head] & 0xFF) as usize];
-            for &lid in lids {
-                lft[lid as usize] = port;
-            }
-            continue;
         }
         for &lid in lids {
             let key = queue[head];
@@ -1208,33 +1250,37 @@ fn link_loads(
     (0..n)
         .into_par_iter()
         .fold(
-            || (vec![0u64; links], Vec::<u64>::new(), Vec::new(), Vec::new()),
-            |(mut load, mut w, mut ord, mut buckets), t| {
+            || (vec![0u64; links], Vec::<u64>::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(mut load, mut w, mut ord, mut buckets, mut lids), t| {
                 let group = &by_t[t];
                 if group.is_empty() {
-                    return (load, w, ord, buckets);
+                    return (load, w, ord, buckets, lids);
                 }
                 far_to_near(dist.to(t as Sw), &mut ord, &mut buckets);
                 let g = group.len();
+                lids.clear();
+                lids.extend(group.iter().map(|&di| dests[di as usize].lid as usize));
+                // Sources routed through each switch per destination of the
+                // group, `g` a switch; a switch's own are added as it is met.
                 w.clear();
                 w.resize(n * g, 0);
                 for &s in &ord {
-                    w[s as usize * g..(s as usize + 1) * g].fill(hosts[s as usize]);
-                }
-                for &s in &ord {
-                    let row = &tables[s as usize];
-                    for (j, &di) in group.iter().enumerate() {
-                        let port = row[dests[di as usize].lid as usize];
+                    let si = s as usize;
+                    let row = tables[si];
+                    let base = view.base[si] as usize;
+                    let own = hosts[si];
+                    for (j, &lid) in lids.iter().enumerate() {
+                        let port = row[lid];
                         let next = view.next(s, port);
                         if next == NONE {
                             continue;
                         }
-                        let ws = w[s as usize * g + j];
-                        load[view.link(s, port)] += ws;
+                        let ws = w[si * g + j] + own;
+                        load[base + port as usize] += ws;
                         w[next as usize * g + j] += ws;
                     }
                 }
-                (load, w, ord, buckets)
+                (load, w, ord, buckets, lids)
             },
         )
         .map(|(load, ..)| load)
