@@ -545,6 +545,19 @@ fn least_port(first: u32, len: u32, counters: &[u32]) -> u32 {
     best
 }
 
+/// Sort candidates by key. Counters advance round-robin from one
+/// destination to the next, so the keys mostly come sorted or as a
+/// rotation of a sorted list: those take one pass. Keys are unique (entry
+/// numbers are), so unstable is stable.
+fn sort_keys(v: &mut [(u64, u32)]) {
+    let mut descents = v.windows(2).enumerate().filter(|(_, w)| w[0].0 > w[1].0).map(|(i, _)| i);
+    match (descents.next(), descents.next()) {
+        (None, _) => {}
+        (Some(i), None) if v[v.len() - 1].0 < v[0].0 => v.rotate_left(i + 1),
+        _ => v.sort_unstable_by_key(|x| x.0),
+    }
+}
+
 /// Rows from the by-destination columns (`col_of_lid`: buffer and offset
 /// of each LID's column, buffer `u32::MAX` for none), in parallel over
 /// blocks of switches, a tile of LIDs at a time: each LID's column part
@@ -750,8 +763,7 @@ impl<'a> Router<'a> {
                     .push(((k as u64) << 32 | en.seq as u64, e as u32));
             }
         }
-        // Keys are unique (entry numbers are), so unstable is stable.
-        self.stack[base..].sort_unstable_by_key(|x| x.0);
+        sort_keys(&mut self.stack[base..]);
         base
     }
 
@@ -919,6 +931,41 @@ fn connect_roots(tree: &Tree, tables: &mut Tables) {
         for &lid in &switch_lids {
             if row[lid] == NO_ROUTE {
                 row[lid] = towards_leaf;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_keys;
+
+    /// Sorted, rotated, and shuffled key lists all come out sorted.
+    #[test]
+    fn sort_keys_sorts_rotations_and_anything_else() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..40usize {
+            let sorted: Vec<(u64, u32)> = (0..len).map(|i| ((i as u64 / 3) << 32 | i as u64, i as u32)).collect();
+            let mut cases = vec![sorted.clone()];
+            for r in 0..len {
+                let mut v = sorted.clone();
+                v.rotate_left(r);
+                cases.push(v);
+            }
+            let mut shuffled = sorted.clone();
+            for i in (1..len).rev() {
+                shuffled.swap(i, (next() % (i as u64 + 1)) as usize);
+            }
+            cases.push(shuffled);
+            for mut v in cases {
+                sort_keys(&mut v);
+                assert_eq!(v, sorted, "length {len}");
             }
         }
     }

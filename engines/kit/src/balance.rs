@@ -1250,7 +1250,7 @@ fn link_loads(
     (0..n)
         .into_par_iter()
         .fold(
-            || (vec![0u64; links], Vec::<u64>::new(), Vec::new(), Vec::new(), Vec::new()),
+            || (vec![0u64; links], Vec::<u32>::new(), Vec::new(), Vec::new(), Vec::new()),
             |(mut load, mut w, mut ord, mut buckets, mut lids), t| {
                 let group = &by_t[t];
                 if group.is_empty() {
@@ -1261,22 +1261,25 @@ fn link_loads(
                 lids.clear();
                 lids.extend(group.iter().map(|&di| dests[di as usize].lid as usize));
                 // Sources routed through each switch per destination of the
-                // group, `g` a switch; a switch's own are added as it is met.
+                // group, `g` a switch (end ports number fewer than LIDs, so
+                // `u32` holds them); a switch's own are added as it is met.
                 w.clear();
                 w.resize(n * g, 0);
                 for &s in &ord {
                     let si = s as usize;
                     let row = tables[si];
                     let base = view.base[si] as usize;
-                    let own = hosts[si];
+                    let end = view.base.get(si + 1).map_or(links, |&e| e as usize);
+                    let (peers, load) = (&view.peer[base..end], &mut load[base..end]);
+                    let own = hosts[si] as u32;
                     for (j, &lid) in lids.iter().enumerate() {
-                        let port = row[lid];
-                        let next = view.next(s, port);
+                        let port = row[lid] as usize;
+                        let Some(&next) = peers.get(port) else { continue };
                         if next == NONE {
                             continue;
                         }
                         let ws = w[si * g + j] + own;
-                        load[base + port as usize] += ws;
+                        load[port] += u64::from(ws);
                         w[next as usize * g + j] += ws;
                     }
                 }
