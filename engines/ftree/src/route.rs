@@ -63,16 +63,11 @@ struct Entry {
     len: u32,
     /// Port number of the first port on the remote switch.
     first_remote_num: u8,
-    /// The remote has down groups of its own.
-    remote_down: bool,
-    /// CA ports hang on the remote.
-    remote_cas: bool,
 }
 
 impl Entry {
     fn new(tree: &Tree, g: u32, seq: u32) -> Entry {
         let grp = &tree.groups[g as usize];
-        let r = &tree.switches[grp.remote as usize];
         Entry {
             group: g,
             remote: grp.remote,
@@ -80,10 +75,21 @@ impl Entry {
             first: grp.first,
             len: grp.len,
             first_remote_num: tree.ports[grp.first as usize].remote_num,
-            remote_down: !r.down.is_empty(),
-            remote_cas: !r.cas.is_empty(),
         }
     }
+}
+
+/// What the up-going walk reads of an entry for every switch it routes,
+/// apart (the remote comes from the bit position, what it has below from
+/// [`Shared::kind`]): on a large tree the walk sets every switch for every
+/// destination, and entries this small then stay in the core's cache from
+/// one destination to the next.
+#[derive(Clone, Copy)]
+struct Hot {
+    /// Port number of the group's first port on the remote switch.
+    first_remote_num: u8,
+    /// The group has several ports.
+    multi: bool,
 }
 
 /// One switch's up or down group list: its chunks.
@@ -98,6 +104,8 @@ struct ListRef {
 /// are read in one sweep.
 struct Lists {
     ent: Vec<Entry>,
+    /// [`Hot`] of each entry of `ent`.
+    hot: Vec<Hot>,
     chunks: Vec<Chunk>,
     /// `[switch * 2 + up]`.
     refs: Vec<ListRef>,
@@ -108,6 +116,7 @@ impl Lists {
         let nsw = tree.switches.len();
         let mut l = Lists {
             ent: Vec::new(),
+            hot: Vec::new(),
             chunks: Vec::new(),
             refs: vec![ListRef::default(); nsw * 2],
         };
@@ -134,6 +143,7 @@ impl Lists {
                         }),
                     }
                     l.ent.push(e);
+                    l.hot.push(Hot { first_remote_num: e.first_remote_num, multi: e.len > 1 });
                 }
                 l.refs[s * 2 + up as usize] = ListRef {
                     chunk_first,
@@ -380,6 +390,8 @@ fn destinations(tree: &Tree, stride: usize, opts: &RouteOptions) -> Vec<Dest> {
 struct Shared<'a> {
     tree: &'a Tree,
     pos: Vec<u32>,
+    /// The switch at each bit position ([`NONE`] in the padding).
+    at_pos: Vec<Sw>,
     words: usize,
     lists: Lists,
     disjoint_below: Vec<bool>,
@@ -419,6 +431,13 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let sh = Shared {
         tree,
         lists: Lists::new(tree, &pos),
+        at_pos: {
+            let mut at = vec![NONE; words * 64];
+            for (sw, &p) in pos.iter().enumerate() {
+                at[p as usize] = sw as Sw;
+            }
+            at
+        },
         pos,
         words,
         disjoint_below,
@@ -786,24 +805,27 @@ impl<'a> Router<'a> {
                 let c = self.sh.lists.chunks[ci as usize];
                 for b in bits(self.open_bits(c, skip_pos, hops + 1)) {
                     let e = self.sh.lists.entry(c, b);
-                    let en = self.sh.lists.ent[e];
-                    let (p, num) = self.min_port(&en, true);
-                    self.set_at(
-                        c.word as usize * 64 + b as usize,
-                        en.remote,
-                        lid,
-                        num,
-                        hops + 1,
-                    );
-                    let below = if en.remote_down {
-                        self.upgoing(en.remote, NONE, lid, hops + 1)
+                    let h = self.sh.lists.hot[e];
+                    let at = c.word as usize * 64 + b as usize;
+                    let remote = self.sh.at_pos[at];
+                    // The full entry only for a group of several ports.
+                    let (p, num) = if h.multi {
+                        self.min_port(&self.sh.lists.ent[e], true)
                     } else {
-                        en.remote_cas
+                        (u32::MAX, h.first_remote_num)
+                    };
+                    self.set_at(at, remote, lid, num, hops + 1);
+                    let (remote_down, remote_cas) = self.sh.kind[remote as usize];
+                    let below = if remote_down {
+                        self.upgoing(remote, NONE, lid, hops + 1)
+                    } else {
+                        remote_cas
                     };
                     if below {
                         created = true;
                         if self.sh.count_up {
-                            self.count(&en, p, true);
+                            let en = self.sh.lists.ent[e];
+                            self.count(&en, if p == u32::MAX { en.first } else { p }, true);
                         }
                     }
                 }
