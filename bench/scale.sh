@@ -1,7 +1,8 @@
 #!/bin/sh
 # Scale (issue 14 item 5): route and verify offline, per engine, on
 #  - the largest k-ary 3-tree in IB's unicast LID space, the 34-ary 3-tree
-#    (3,468 switches, 39,304 CAs, 42,772 LIDs), with ftree, minhop, updn;
+#    (3,468 switches, 39,304 CAs, 42,772 LIDs), with ftree, minhop,
+#    minhop-balanced (the default), updn;
 #  - a ~20k-port torus: 16x16x16 with 4 CAs per switch (4,096 switches,
 #    16,384 CAs, 20,480 LIDs), with torus-2QoS.
 # Prints fabric | engine | route ms | verify ms | total ms | peak MiB, from
@@ -67,6 +68,7 @@ run() {
 }
 run "$k-ary 3-tree" "$tree" ftree
 run "$k-ary 3-tree" "$tree" minhop
+run "$k-ary 3-tree" "$tree" minhop-balanced
 run "$k-ary 3-tree" "$tree" updn
 run "torus $dims h$hosts" "$torus" torus-2QoS --torus-config "$conf"
 echo "# load after: $(cat /proc/loadavg)"

@@ -20,6 +20,7 @@
 
 use rayon::prelude::*;
 use sm_abi::{NONE, NO_ROUTE};
+use smcore_kit::cdg::bits;
 use smcore_kit::graph::Sw;
 
 use crate::tree::{Tree, UNRANKED};
@@ -62,16 +63,11 @@ struct Entry {
     len: u32,
     /// Port number of the first port on the remote switch.
     first_remote_num: u8,
-    /// The remote has down groups of its own.
-    remote_down: bool,
-    /// CA ports hang on the remote.
-    remote_cas: bool,
 }
 
 impl Entry {
     fn new(tree: &Tree, g: u32, seq: u32) -> Entry {
         let grp = &tree.groups[g as usize];
-        let r = &tree.switches[grp.remote as usize];
         Entry {
             group: g,
             remote: grp.remote,
@@ -79,26 +75,21 @@ impl Entry {
             first: grp.first,
             len: grp.len,
             first_remote_num: tree.ports[grp.first as usize].remote_num,
-            remote_down: !r.down.is_empty(),
-            remote_cas: !r.cas.is_empty(),
         }
     }
 }
 
-/// The set bits of a word, lowest first.
-struct Bits(u64);
-
-impl Iterator for Bits {
-    type Item = u32;
-    #[inline]
-    fn next(&mut self) -> Option<u32> {
-        if self.0 == 0 {
-            return None;
-        }
-        let b = self.0.trailing_zeros();
-        self.0 &= self.0 - 1;
-        Some(b)
-    }
+/// What the up-going walk reads of an entry for every switch it routes,
+/// apart (the remote comes from the bit position, what it has below from
+/// [`Shared::kind`]): on a large tree the walk sets every switch for every
+/// destination, and entries this small then stay in the core's cache from
+/// one destination to the next.
+#[derive(Clone, Copy)]
+struct Hot {
+    /// Port number of the group's first port on the remote switch.
+    first_remote_num: u8,
+    /// The group has several ports.
+    multi: bool,
 }
 
 /// One switch's up or down group list: its chunks.
@@ -113,6 +104,8 @@ struct ListRef {
 /// are read in one sweep.
 struct Lists {
     ent: Vec<Entry>,
+    /// [`Hot`] of each entry of `ent`.
+    hot: Vec<Hot>,
     chunks: Vec<Chunk>,
     /// `[switch * 2 + up]`.
     refs: Vec<ListRef>,
@@ -123,6 +116,7 @@ impl Lists {
         let nsw = tree.switches.len();
         let mut l = Lists {
             ent: Vec::new(),
+            hot: Vec::new(),
             chunks: Vec::new(),
             refs: vec![ListRef::default(); nsw * 2],
         };
@@ -149,6 +143,7 @@ impl Lists {
                         }),
                     }
                     l.ent.push(e);
+                    l.hot.push(Hot { first_remote_num: e.first_remote_num, multi: e.len > 1 });
                 }
                 l.refs[s * 2 + up as usize] = ListRef {
                     chunk_first,
@@ -395,6 +390,8 @@ fn destinations(tree: &Tree, stride: usize, opts: &RouteOptions) -> Vec<Dest> {
 struct Shared<'a> {
     tree: &'a Tree,
     pos: Vec<u32>,
+    /// The switch at each bit position ([`NONE`] in the padding).
+    at_pos: Vec<Sw>,
     words: usize,
     lists: Lists,
     disjoint_below: Vec<bool>,
@@ -434,6 +431,13 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     let sh = Shared {
         tree,
         lists: Lists::new(tree, &pos),
+        at_pos: {
+            let mut at = vec![NONE; words * 64];
+            for (sw, &p) in pos.iter().enumerate() {
+                at[p as usize] = sw as Sw;
+            }
+            at
+        },
         pos,
         words,
         disjoint_below,
@@ -445,6 +449,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         count_up,
         rotate,
     };
+
     // Per LID: which buffer and where in it its column is.
     let mut col_of_lid: Vec<(u32, usize)> = vec![(u32::MAX, 0); stride];
     let bufs: Vec<Vec<u8>> = if independent {
@@ -504,6 +509,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         }
         vec![r.out]
     };
+
     let mut tables = Tables {
         rows: transpose(&bufs, &col_of_lid, nsw, stride),
     };
@@ -523,31 +529,59 @@ fn climb(tree: &Tree, mut s: Sw, g_down: &mut [u32], p_down: &mut [u32]) {
         if sw.rank == 0 || sw.up.is_empty() {
             return;
         }
-        let mut g = sw.up[0];
-        for &h in &sw.up[1..] {
-            if g_down[h as usize] < g_down[g as usize] {
-                g = h;
-            }
-        }
+        let g = main_parent(&sw.up, g_down);
         let grp = &tree.groups[g as usize];
         g_down[g as usize] += 1;
         if grp.len > 1 {
-            let mut best = grp.first;
-            for p in grp.first + 1..grp.first + grp.len {
-                if p_down[p as usize] < p_down[best as usize] {
-                    best = p;
-                }
-            }
-            p_down[best as usize] += 1;
+            p_down[least_port(grp.first, grp.len, p_down) as usize] += 1;
         }
         s = grp.remote;
     }
 }
 
+/// The up group a destination's main path climbs through: the first of
+/// `up` with the lowest down counter.
+#[inline]
+fn main_parent(up: &[u32], g_down: &[u32]) -> u32 {
+    let mut g = up[0];
+    for &h in &up[1..] {
+        if g_down[h as usize] < g_down[g as usize] {
+            g = h;
+        }
+    }
+    g
+}
+
+/// The first of ports `first..first + len` with the lowest counter.
+#[inline]
+fn least_port(first: u32, len: u32, counters: &[u32]) -> u32 {
+    let mut best = first;
+    for p in first + 1..first + len {
+        if counters[p as usize] < counters[best as usize] {
+            best = p;
+        }
+    }
+    best
+}
+
+/// Sort candidates by key. Counters advance round-robin from one
+/// destination to the next, so the keys mostly come sorted or as a
+/// rotation of a sorted list: those take one pass. Keys are unique (entry
+/// numbers are), so unstable is stable.
+fn sort_keys(v: &mut [(u64, u32)]) {
+    let mut descents = v.windows(2).enumerate().filter(|(_, w)| w[0].0 > w[1].0).map(|(i, _)| i);
+    match (descents.next(), descents.next()) {
+        (None, _) => {}
+        (Some(i), None) if v[v.len() - 1].0 < v[0].0 => v.rotate_left(i + 1),
+        _ => v.sort_unstable_by_key(|x| x.0),
+    }
+}
+
 /// Rows from the by-destination columns (`col_of_lid`: buffer and offset
 /// of each LID's column, buffer `u32::MAX` for none), in parallel over
-/// blocks of switches, a block of LIDs at a time so reads and writes stay
-/// in cache.
+/// blocks of switches, a tile of LIDs at a time: each LID's column part
+/// is copied whole into the tile (one cache line), and rows are written
+/// from the tile, which stays in L1.
 fn transpose(
     bufs: &[Vec<u8>],
     col_of_lid: &[(u32, usize)],
@@ -560,19 +594,24 @@ fn transpose(
         .enumerate()
         .for_each(|(bi, block)| {
             let s0 = bi * BLOCK;
+            let width = block.len();
             for row in block.iter_mut() {
-                row.reserve_exact(stride);
+                *row = vec![NO_ROUTE; stride];
             }
+            let mut tile = [[NO_ROUTE; BLOCK]; BLOCK];
             for l0 in (0..stride).step_by(BLOCK) {
                 let l1 = (l0 + BLOCK).min(stride);
+                for (t, &(b, off)) in tile.iter_mut().zip(&col_of_lid[l0..l1]) {
+                    if b == u32::MAX {
+                        t[..width].fill(NO_ROUTE);
+                    } else {
+                        t[..width].copy_from_slice(&bufs[b as usize][off + s0..off + s0 + width]);
+                    }
+                }
                 for (j, row) in block.iter_mut().enumerate() {
-                    row.extend(col_of_lid[l0..l1].iter().map(|&(b, off)| {
-                        if b == u32::MAX {
-                            NO_ROUTE
-                        } else {
-                            bufs[b as usize][off + s0 + j]
-                        }
-                    }));
+                    for (e, t) in row[l0..l1].iter_mut().zip(&tile) {
+                        *e = t[j];
+                    }
                 }
             }
         });
@@ -667,7 +706,7 @@ impl<'a> Router<'a> {
         if self.max_hops[w] <= hops {
             return set;
         }
-        Bits(set)
+        bits(set)
             .filter(|&b| self.hops[w * 64 + b as usize] <= hops)
             .fold(0, |within, b| within | 1 << b)
     }
@@ -701,12 +740,7 @@ impl<'a> Router<'a> {
             return (en.first, en.first_remote_num);
         }
         let counters = if up { &self.p_up } else { &self.p_down };
-        let mut best = en.first;
-        for p in en.first + 1..en.first + en.len {
-            if counters[p as usize] < counters[best as usize] {
-                best = p;
-            }
-        }
+        let best = least_port(en.first, en.len, counters);
         (best, self.tree.ports[best as usize].remote_num)
     }
 
@@ -737,7 +771,7 @@ impl<'a> Router<'a> {
         let skip_pos = self.pos_of(skip);
         for ci in lr.chunk_first..lr.chunk_end {
             let c = self.sh.lists.chunks[ci as usize];
-            for b in Bits(self.open_bits(c, skip_pos, hops)) {
+            for b in bits(self.open_bits(c, skip_pos, hops)) {
                 let e = self.sh.lists.entry(c, b);
                 let en = &self.sh.lists.ent[e];
                 let g = en.group as usize;
@@ -748,8 +782,7 @@ impl<'a> Router<'a> {
                     .push(((k as u64) << 32 | en.seq as u64, e as u32));
             }
         }
-        // Keys are unique (entry numbers are), so unstable is stable.
-        self.stack[base..].sort_unstable_by_key(|x| x.0);
+        sort_keys(&mut self.stack[base..]);
         base
     }
 
@@ -770,26 +803,29 @@ impl<'a> Router<'a> {
             let skip_pos = self.pos_of(prev);
             for ci in lr.chunk_first..lr.chunk_end {
                 let c = self.sh.lists.chunks[ci as usize];
-                for b in Bits(self.open_bits(c, skip_pos, hops + 1)) {
+                for b in bits(self.open_bits(c, skip_pos, hops + 1)) {
                     let e = self.sh.lists.entry(c, b);
-                    let en = self.sh.lists.ent[e];
-                    let (p, num) = self.min_port(&en, true);
-                    self.set_at(
-                        c.word as usize * 64 + b as usize,
-                        en.remote,
-                        lid,
-                        num,
-                        hops + 1,
-                    );
-                    let below = if en.remote_down {
-                        self.upgoing(en.remote, NONE, lid, hops + 1)
+                    let h = self.sh.lists.hot[e];
+                    let at = c.word as usize * 64 + b as usize;
+                    let remote = self.sh.at_pos[at];
+                    // The full entry only for a group of several ports.
+                    let (p, num) = if h.multi {
+                        self.min_port(&self.sh.lists.ent[e], true)
                     } else {
-                        en.remote_cas
+                        (u32::MAX, h.first_remote_num)
+                    };
+                    self.set_at(at, remote, lid, num, hops + 1);
+                    let (remote_down, remote_cas) = self.sh.kind[remote as usize];
+                    let below = if remote_down {
+                        self.upgoing(remote, NONE, lid, hops + 1)
+                    } else {
+                        remote_cas
                     };
                     if below {
                         created = true;
                         if self.sh.count_up {
-                            self.count(&en, p, true);
+                            let en = self.sh.lists.ent[e];
+                            self.count(&en, if p == u32::MAX { en.first } else { p }, true);
                         }
                     }
                 }
@@ -844,13 +880,7 @@ impl<'a> Router<'a> {
         }
         let mut main_remote = NONE;
         if main {
-            // First group with the lowest counter, in index order.
-            let mut g = sw.up[0];
-            for &h in &sw.up[1..] {
-                if self.g_down[h as usize] < self.g_down[g as usize] {
-                    g = h;
-                }
-            }
+            let g = main_parent(&sw.up, &self.g_down);
             let en = Entry::new(tree, g, 0);
             let (p, num) = self.min_port(&en, false);
             self.count(&en, p, false);
@@ -923,6 +953,41 @@ fn connect_roots(tree: &Tree, tables: &mut Tables) {
         for &lid in &switch_lids {
             if row[lid] == NO_ROUTE {
                 row[lid] = towards_leaf;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_keys;
+
+    /// Sorted, rotated, and shuffled key lists all come out sorted.
+    #[test]
+    fn sort_keys_sorts_rotations_and_anything_else() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in 0..40usize {
+            let sorted: Vec<(u64, u32)> = (0..len).map(|i| ((i as u64 / 3) << 32 | i as u64, i as u32)).collect();
+            let mut cases = vec![sorted.clone()];
+            for r in 0..len {
+                let mut v = sorted.clone();
+                v.rotate_left(r);
+                cases.push(v);
+            }
+            let mut shuffled = sorted.clone();
+            for i in (1..len).rev() {
+                shuffled.swap(i, (next() % (i as u64 + 1)) as usize);
+            }
+            cases.push(shuffled);
+            for mut v in cases {
+                sort_keys(&mut v);
+                assert_eq!(v, sorted, "length {len}");
             }
         }
     }

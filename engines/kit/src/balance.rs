@@ -23,19 +23,22 @@ pub trait HopTable: Sync {
     /// switch); `u8::MAX` when that is not allowed.
     fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8;
 
-    /// For every switch `t`, bit `j` of `masks[t]` set when `links[j]` (at
-    /// most 64 links of `s`) lies on a least-hop path from `s` to `t`.
-    /// Tables with row access override this with a vectorisable loop.
-    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
-        for (t, m) in masks.iter_mut().enumerate() {
+    /// For every switch `t`, bit `j % 8` of `planes[(j / 8) * n + t]` (`n`
+    /// switches, so `planes` holds `links.len().div_ceil(8)` byte planes
+    /// of `n` bytes) set when `links[j]` lies on a least-hop path from `s`
+    /// to `t`. Tables with row access override this with a vectorisable
+    /// loop.
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], planes: &mut [u8]) {
+        planes.fill(0);
+        let n = planes.len() / links.len().div_ceil(8).max(1);
+        for t in 0..n {
             let least = self.least(s, t as Sw);
-            *m = 0;
             if least == u8::MAX {
                 continue;
             }
             for (j, l) in links.iter().enumerate() {
                 if self.via(s, l, t as Sw) == least {
-                    *m |= 1 << j;
+                    planes[(j / 8) * n + t] |= 1 << (j % 8);
                 }
             }
         }
@@ -55,16 +58,21 @@ impl HopTable for DistanceMatrix {
         self.to(t)[link.peer_sw as usize].saturating_add(1)
     }
 
-    fn candidate_masks(&self, s: Sw, links: &[SwPort], masks: &mut [u64]) {
-        masks.fill(0);
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], planes: &mut [u8]) {
         let own = self.to(s);
-        for (j, l) in links.iter().enumerate() {
-            let peer = self.to(l.peer_sw);
-            let bit = 1u64 << j;
-            for ((m, &ds), &dp) in masks.iter_mut().zip(own).zip(peer) {
-                // On a least-hop path: one hop closer, and `t` reachable.
-                let hit = (dp.wrapping_add(1) == ds) & (ds != u8::MAX);
-                *m |= bit & (hit as u64).wrapping_neg();
+        let n = self.len();
+        // Eight links a plane, so that each pass over the rows works on
+        // bytes only (vectorised to a byte per lane).
+        for (group, plane) in links.chunks(8).zip(planes.chunks_mut(n)) {
+            plane.fill(0);
+            for (k, l) in group.iter().enumerate() {
+                let peer = self.to(l.peer_sw);
+                let bit = 1u8 << k;
+                for ((m, &ds), &dp) in plane.iter_mut().zip(own).zip(peer) {
+                    // On a least-hop path: one hop closer, and `t` reachable.
+                    let hit = (dp.wrapping_add(1) == ds) & (ds != u8::MAX);
+                    *m |= bit & (hit as u8).wrapping_neg();
+                }
             }
         }
     }
@@ -203,9 +211,16 @@ pub fn assign_lfts<H: HopTable>(
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
     let targets = targets(fabric, graph, order);
+    let runs = (fabric.lmc == 0).then(|| Runs::new(&targets, fabric.max_lid));
     (0..graph.switch_count() as Sw)
         .into_par_iter()
-        .map(|s| Lft { node: graph.switch_nodes[s as usize], ports: assign_switch(fabric, graph, hops, &targets, opts, s).into() })
+        .map(|s| {
+            let ports = match &runs {
+                Some(runs) => assign_switch_runs(fabric, &SwitchLinks::new(fabric, graph, hops, opts, s), runs, opts.dor, s),
+                None => assign_switch(fabric, graph, hops, &targets, opts, s),
+            };
+            Lft { node: graph.switch_nodes[s as usize], ports: ports.into() }
+        })
         .collect()
 }
 
@@ -253,6 +268,267 @@ fn targets(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Vec<Target>
         .collect()
 }
 
+/// One switch's view for the port selection: its switch links in OpenSM's
+/// scan order and their least-hop masks towards every switch.
+struct SwitchLinks {
+    /// OpenSM's `num_ports` (port 0 included).
+    num_ports: usize,
+    /// Switch-to-switch links (the only possible least-hop candidates)
+    /// with their search position, in scan order from position 1.
+    links: Vec<(usize, SwPort)>,
+    /// Least-hop candidates towards every switch as bit masks over
+    /// `links`, in byte planes (see [`HopTable::candidate_masks`]; a
+    /// switch has at most 255 ports, so at most 32 planes).
+    planes: Vec<u8>,
+    n: usize,
+    /// Ports left out of the counting.
+    ignored: Vec<bool>,
+}
+
+impl SwitchLinks {
+    fn new<H: HopTable>(fabric: &FabricSnapshot, graph: &Graph, hops: &H, opts: &BalanceOptions, s: Sw) -> SwitchLinks {
+        let node_idx = graph.switch_nodes[s as usize];
+        let node = &fabric.nodes[node_idx as usize];
+        let num_ports = node.num_ports as usize + 1;
+        let mut by_num: Vec<Option<SwPort>> = vec![None; num_ports];
+        for l in &graph.sw_ports[s as usize] {
+            by_num[l.port as usize] = Some(*l);
+        }
+        let search: Vec<u8> = match &opts.search_order {
+            Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
+            _ => (0..num_ports as u8).collect(),
+        };
+        // OpenSM scans positions 1, 2, ..., then position 0 last.
+        let mut links: Vec<(usize, SwPort)> = search
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
+            .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
+            .collect();
+        links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
+        let n = graph.switch_count();
+        let mut planes: Vec<u8> = vec![0; n * links.len().div_ceil(8)];
+        if !links.is_empty() {
+            let link_list: Vec<SwPort> = links.iter().map(|&(_, l)| l).collect();
+            hops.candidate_masks(s, &link_list, &mut planes);
+        }
+        let mut ignored = vec![false; num_ports];
+        for &(n, p) in &opts.ignored_ports {
+            if n == node_idx && (p as usize) < num_ports {
+                ignored[p as usize] = true;
+            }
+        }
+        SwitchLinks { num_ports, links, planes, n, ignored }
+    }
+}
+
+impl SwitchLinks {
+    /// The least-hop links towards switch `t`, as a bit mask over `links`.
+    #[inline]
+    fn mask(&self, t: Sw) -> [u64; 4] {
+        let mut mask = [0u64; 4];
+        for (p, plane) in self.planes.chunks(self.n).enumerate() {
+            mask[p / 8] |= u64::from(plane[t as usize]) << (8 * (p % 8));
+        }
+        mask
+    }
+
+    /// The port of the first link of `mask` (in DOR mode, among those to
+    /// the first one's neighbour) with the fewest routes; [`NO_ROUTE`]
+    /// for an empty mask.
+    fn least_counted(&self, mask: &[u64; 4], counts: &[u32], dor: bool) -> u8 {
+        let mut first_remote = NONE;
+        let mut best: Option<u8> = None;
+        for (w, &word) in mask.iter().enumerate() {
+            for b in crate::cdg::bits(word) {
+                let link = self.links[w * 64 + b as usize].1;
+                if dor_admits(dor, &mut first_remote, &link)
+                    && best.is_none_or(|p| counts[link.port as usize] < counts[p as usize])
+                {
+                    best = Some(link.port);
+                }
+            }
+        }
+        best.unwrap_or(NO_ROUTE)
+    }
+}
+
+/// The least-hop candidates towards the current destination switch, as
+/// positions in the search order, kept while consecutive targets share
+/// the switch or its mask.
+struct Candidates {
+    t: Sw,
+    mask: [u64; 4],
+    list: Vec<(usize, SwPort)>,
+    /// Some candidate port is left out of the counting.
+    any_ignored: bool,
+}
+
+impl Candidates {
+    fn new(num_ports: usize) -> Candidates {
+        Candidates { t: NONE, mask: [0; 4], list: Vec::with_capacity(num_ports), any_ignored: false }
+    }
+
+    /// Point at destination switch `t`; true when the set changed.
+    fn update(&mut self, sl: &SwitchLinks, t: Sw, dor: bool) -> bool {
+        if t == self.t {
+            return false;
+        }
+        self.t = t;
+        let mask = sl.mask(t);
+        if mask == self.mask {
+            return false;
+        }
+        self.mask = mask;
+        self.list.clear();
+        let mut first_remote = NONE;
+        for (w, &word) in mask.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let (pos, link) = sl.links[w * 64 + bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+                if dor_admits(dor, &mut first_remote, &link) {
+                    self.list.push((pos, link));
+                }
+            }
+        }
+        self.any_ignored = self.list.iter().any(|&(_, l)| sl.ignored[l.port as usize]);
+        true
+    }
+}
+
+/// Without LMC, the targets cut into runs sharing their switch and kind
+/// (end port or switch), so that a switch's pass handles a run at once.
+struct Runs {
+    runs: Vec<Run>,
+    /// Target LIDs in routing order, and the port of its switch each is on.
+    lids: Vec<u16>,
+    t_ports: Vec<u8>,
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    t: Sw,
+    /// Routes to end ports are counted; to switches not.
+    counted: bool,
+    start: u32,
+    end: u32,
+}
+
+impl Runs {
+    fn new(targets: &[Target], max_lid: u16) -> Runs {
+        let mut r = Runs { runs: Vec::new(), lids: Vec::with_capacity(targets.len()), t_ports: Vec::with_capacity(targets.len()) };
+        for tg in targets {
+            if tg.t == NONE || tg.base_lid > max_lid || tg.lid_count == 0 {
+                continue;
+            }
+            let at = r.lids.len() as u32;
+            r.lids.push(tg.base_lid);
+            r.t_ports.push(tg.t_port);
+            match r.runs.last_mut() {
+                Some(run) if run.t == tg.t && run.counted == !tg.is_switch => run.end = at + 1,
+                _ => r.runs.push(Run { t: tg.t, counted: !tg.is_switch, start: at, end: at + 1 }),
+            }
+        }
+        r
+    }
+}
+
+/// OpenSM's choice without LMC, a run of targets at a time: fewest routes,
+/// first in scan order. The scan always starts at position 1 (the order of
+/// the candidates), so the candidates are kept sorted by (routes, scan
+/// position), packed as `routes << 8 | index` in `queue[head..]`: the
+/// choice is the front, and its new key goes back in from the rear, which
+/// in the usual round-robin state is where it belongs. The order is
+/// rebuilt whenever the candidate set changes (counts of its ports change
+/// only through choices made from it: routes to end ports on this switch
+/// use host ports, routes to switches are not counted).
+fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, dor: bool, s: Sw) -> Vec<u8> {
+    let mut counts = vec![0u32; sl.num_ports];
+    let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
+    let mut cand = Candidates::new(sl.num_ports);
+    let mut ports: Vec<u8> = Vec::with_capacity(sl.num_ports);
+    let mut queue: Vec<u32> = Vec::with_capacity(8 * sl.num_ports);
+    let mut head = 0usize;
+    let mut queue_valid = false;
+    // The last uncounted choice, its mask, and whether a count changed since.
+    let (mut light_mask, mut light_port, mut light_stale) = ([0u64; 4], NO_ROUTE, true);
+    for run in &runs.runs {
+        let range = run.start as usize..run.end as usize;
+        let lids = &runs.lids[range.clone()];
+        if run.t == s {
+            // The switch's own LID, or end ports on this switch: only one
+            // way to go.
+            for (&lid, &tp) in lids.iter().zip(&runs.t_ports[range]) {
+                lft[lid as usize] = tp;
+                if run.counted && !sl.ignored[tp as usize] {
+                    counts[tp as usize] += 1;
+                }
+            }
+            continue;
+        }
+        if !run.counted {
+            // Routes to switches change no count: the least loaded
+            // candidate, first in scan order, straight from the mask
+            // (switch LIDs come one by one, towards ever other switches,
+            // and rebuilding the queue for each would cost more), kept
+            // while the mask and the counts stay.
+            let mask = sl.mask(run.t);
+            if mask != light_mask || light_stale {
+                light_mask = mask;
+                light_stale = false;
+                light_port = sl.least_counted(&mask, &counts, dor);
+            }
+            if light_port != NO_ROUTE {
+                for &lid in lids {
+                    lft[lid as usize] = light_port;
+                }
+            }
+            continue;
+        }
+        light_stale = true;
+        if cand.update(sl, run.t, dor) {
+            queue_valid = false;
+            ports.clear();
+            ports.extend(cand.list.iter().map(|&(_, l)| l.port));
+        }
+        if ports.is_empty() {
+            continue;
+        }
+        if !queue_valid || head >= queue.len() {
+            queue.clear();
+            head = 0;
+            queue.extend(ports.iter().enumerate().map(|(i, &p)| counts[p as usize] << 8 | i as u32));
+            queue.sort_unstable();
+            queue_valid = true;
+        } else if head > 4 * ports.len() {
+            queue.drain(..head);
+            head = 0;
+        }
+        for &lid in lids {
+            let key = queue[head];
+            head += 1;
+            let port = ports[(key & 0xFF) as usize];
+            let counted = !cand.any_ignored || !sl.ignored[port as usize];
+            let key = key + ((counted as u32) << 8);
+            if queue.last().is_none_or(|&last| last < key) || queue.len() == head {
+                queue.push(key);
+            } else {
+                let mut at = queue.len();
+                while at > head && queue[at - 1] > key {
+                    at -= 1;
+                }
+                queue.insert(at, key);
+            }
+            lft[lid as usize] = port;
+            if counted {
+                counts[port as usize] += 1;
+            }
+        }
+    }
+    lft
+}
+
 fn assign_switch<H: HopTable>(
     fabric: &FabricSnapshot,
     graph: &Graph,
@@ -261,57 +537,17 @@ fn assign_switch<H: HopTable>(
     opts: &BalanceOptions,
     s: Sw,
 ) -> Vec<u8> {
-    let node_idx = graph.switch_nodes[s as usize];
-    let node = &fabric.nodes[node_idx as usize];
-    // OpenSM's num_ports counts port 0.
-    let num_ports = node.num_ports as usize + 1;
-    let mut by_num: Vec<Option<SwPort>> = vec![None; num_ports];
-    for l in &graph.sw_ports[s as usize] {
-        by_num[l.port as usize] = Some(*l);
-    }
-    let search: Vec<u8> = match &opts.search_order {
-        Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
-        _ => (0..num_ports as u8).collect(),
-    };
-    // Switch-to-switch links (the only possible least-hop candidates) with
-    // their search position, in OpenSM's scan order from position 1: 1, 2,
-    // ..., then position 0 last.
-    let mut links: Vec<(usize, SwPort)> = search
-        .iter()
-        .enumerate()
-        .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
-        .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
-        .collect();
-    links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
-    // Least-hop candidates towards every switch at once, as bit masks over
-    // `links` (when they fit in 64 bits).
-    let mut masks: Vec<u64> = Vec::new();
-    if links.len() <= 64 {
-        masks.resize(graph.switch_count(), 0);
-        let link_list: Vec<SwPort> = links.iter().map(|&(_, l)| l).collect();
-        hops.candidate_masks(s, &link_list, &mut masks);
-    }
-    let mut cached_mask = 0u64;
-    let mut ignored = vec![false; num_ports];
-    for &(n, p) in &opts.ignored_ports {
-        if n == node_idx && (p as usize) < num_ports {
-            ignored[p as usize] = true;
-        }
-    }
-    let lmc_aware = fabric.lmc > 0;
-    let mut remotes: Vec<Vec<Remote>> = if lmc_aware { vec![Vec::new(); targets.len()] } else { Vec::new() };
+    let sl = SwitchLinks::new(fabric, graph, hops, opts, s);
+    let num_ports = sl.num_ports;
+    let ignored = &sl.ignored;
+    // With LMC, OpenSM scans from a rotating start and prefers other
+    // systems and nodes for a port's later LIDs: one target at a time.
+    let mut remotes: Vec<Vec<Remote>> = vec![Vec::new(); targets.len()];
     let mut counts = vec![0u32; num_ports];
     let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
-    let mut candidates: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
+    let mut cand = Candidates::new(num_ports);
     let mut ordered: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
     let mut scan: Vec<SwPort> = Vec::with_capacity(num_ports);
-    let mut cached_t = NONE;
-    let mut previous: Vec<u8> = Vec::with_capacity(num_ports);
-    // Sorted candidate keys live in queue[head..].
-    let mut queue: Vec<(u32, u16)> = Vec::with_capacity(8 * num_ports);
-    let mut head = 0usize;
-    let mut queue_valid = false;
-
     for offset in 0..(1u16 << fabric.lmc) {
         for (oi, tg) in targets.iter().enumerate() {
             if offset >= tg.lid_count {
@@ -328,115 +564,32 @@ fn assign_switch<H: HopTable>(
                 lft[lid] = tg.t_port;
                 if !tg.is_switch && !ignored[tg.t_port as usize] {
                     counts[tg.t_port as usize] += 1;
-                    if lmc_aware {
-                        note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
-                    }
+                    note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
                 }
                 continue;
             }
-            // Least-hop ports towards `t`, as positions in the search
-            // order; consecutive targets usually share `t`, so keep them.
-            if t != cached_t && !masks.is_empty() {
-                cached_t = t;
-                let mask = masks[t as usize];
-                if mask != cached_mask {
-                    cached_mask = mask;
-                    queue_valid = false;
-                    candidates.clear();
-                    let mut first_remote = NONE;
-                    let mut bits = mask;
-                    while bits != 0 {
-                        let (pos, link) = links[bits.trailing_zeros() as usize];
-                        bits &= bits - 1;
-                        if !dor_admits(opts.dor, &mut first_remote, &link) {
-                            continue;
-                        }
-                        candidates.push((pos, link));
-                    }
-                }
-            } else if t != cached_t {
-                // More than 64 switch links: per-target scan.
-                cached_t = t;
-                previous.clear();
-                previous.extend(candidates.iter().map(|&(_, l)| l.port));
-                candidates.clear();
-                let least = hops.least(s, t);
-                if least != u8::MAX {
-                    let mut first_remote = NONE;
-                    for &(pos, link) in &links {
-                        if hops.via(s, &link, t) != least {
-                            continue;
-                        }
-                        if !dor_admits(opts.dor, &mut first_remote, &link) {
-                            continue;
-                        }
-                        candidates.push((pos, link));
-                    }
-                }
-                queue_valid &= candidates.len() == previous.len()
-                    && candidates.iter().zip(&previous).all(|(&(_, l), &p)| l.port == p);
-            }
-            if candidates.is_empty() {
+            cand.update(&sl, t, opts.dor);
+            if cand.list.is_empty() {
                 continue;
             }
-            let choice = if !lmc_aware {
-                // Fewest routes, first in scan order. Without LMC the scan
-                // always starts at position 1 (the order of `candidates`), so
-                // the candidates can be kept
-                // sorted by (routes, scan position): the choice is the front,
-                // and its new key goes back in from the rear, which in the
-                // usual round-robin state is where it belongs. The order is
-                // rebuilt whenever the candidate set changes (counts of its
-                // ports change only through choices made from it: routes to
-                // end ports on this switch use host ports, routes to switches
-                // are not counted).
-                if !queue_valid || head >= queue.len() {
-                    queue.clear();
-                    head = 0;
-                    queue.extend(candidates.iter().enumerate().map(|(i, &(_, l))| (counts[l.port as usize], i as u16)));
-                    queue.sort_unstable();
-                    queue_valid = true;
-                } else if head > 4 * candidates.len() {
-                    queue.drain(..head);
-                    head = 0;
-                }
-                let (count, i) = queue[head];
-                head += 1;
-                let l = candidates[i as usize].1;
-                let key = (count + u32::from(!tg.is_switch && !ignored[l.port as usize]), i);
-                let mut at = queue.len();
-                while at > head && queue[at - 1] > key {
-                    at -= 1;
-                }
-                if at == queue.len() {
-                    queue.push(key);
-                } else {
-                    queue.insert(at, key);
-                }
-                l
-            } else {
-                // OpenSM scans from `start_from` round the search order; for
-                // a port's later LMC LIDs that is after the previous LID's
-                // port, except in DOR mode, where every LID starts at 1.
-                let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
-                let rot = start_from % num_ports;
-                ordered.clear();
-                ordered.extend(candidates.iter().copied());
-                ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
-                scan.clear();
-                scan.extend(ordered.iter().map(|&(_, l)| l));
-                match choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) {
-                    Some(c) => c,
-                    None => continue,
-                }
+            // OpenSM scans from `start_from` round the search order; for
+            // a port's later LMC LIDs that is after the previous LID's
+            // port, except in DOR mode, where every LID starts at 1.
+            let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
+            let rot = start_from % num_ports;
+            ordered.clear();
+            ordered.extend(cand.list.iter().copied());
+            ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
+            scan.clear();
+            scan.extend(ordered.iter().map(|&(_, l)| l));
+            let Some(choice) = choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) else {
+                continue;
             };
             lft[lid] = choice.port;
             // OpenSM leaves routes to switches out of the port profile.
             if !tg.is_switch && !ignored[choice.port as usize] {
                 counts[choice.port as usize] += 1;
-                if lmc_aware {
-                    note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
-                }
+                note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
             }
         }
     }
@@ -566,27 +719,26 @@ pub fn assign_lfts_weighted(
 ) -> Vec<Lft> {
     let n = graph.switch_count();
     let view = LinkView::new(fabric, graph, opts);
-    let mut hosts = vec![0u64; n];
-    for &ep in &graph.end_ports {
-        let s = graph.entry_switch(fabric, ep);
-        if s != NONE {
-            hosts[s as usize] += 1;
-        }
-    }
+    let hosts = sources(fabric, graph);
     let targets = targets(fabric, graph, order);
     // End-port destinations grouped by their switch, groups in order of
-    // first appearance: (lid, target index). Switch LIDs carry no counted
-    // traffic; they are routed last, over the final loads.
+    // first appearance: (lid, target index). Switch LIDs and end ports no
+    // traffic reaches (a down link: the destinations [`rebalance`] and the
+    // verifier leave out too) carry no counted traffic; they are routed
+    // last, over the final loads: (lid, switch, port on it).
     let mut group_of = vec![NONE; n];
     let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
-    let mut switch_lids: Vec<(u16, Sw)> = Vec::new();
+    let mut uncounted: Vec<(u16, Sw, u8)> = Vec::new();
     for (ti, tg) in targets.iter().enumerate() {
         if tg.t == NONE {
             continue;
         }
-        if tg.is_switch {
-            if tg.base_lid as usize <= fabric.max_lid as usize {
-                switch_lids.push((tg.base_lid, tg.t));
+        if tg.is_switch || !crate::graph::usable(fabric, tg.port) {
+            for off in 0..tg.lid_count {
+                let lid = tg.base_lid as usize + off as usize;
+                if lid <= fabric.max_lid as usize {
+                    uncounted.push((lid as u16, tg.t, tg.t_port));
+                }
             }
             continue;
         }
@@ -712,11 +864,11 @@ pub fn assign_lfts_weighted(
             start = end;
         }
     }
-    // Switch LIDs: the least loaded least-hop port, first in port order.
+    // Uncounted LIDs: the least loaded least-hop port, first in port order.
     tables.par_iter_mut().enumerate().for_each(|(s, table)| {
-        for &(lid, t) in &switch_lids {
+        for &(lid, t, t_port) in &uncounted {
             if t as usize == s {
-                table[lid as usize] = 0;
+                table[lid as usize] = t_port;
                 continue;
             }
             let row = dist.to(t);
@@ -759,23 +911,28 @@ pub fn balanced_lfts(
     // goes through the pass, whose cost is bounded on its own.
     let links: usize = graph.sw_ports.iter().map(|p| p.iter().filter(|l| l.peer_sw != NONE).count()).sum();
     let cost = links as u128 * fabric.max_lid as u128;
-    let (greedy, weighted) = rayon::join(
-        || assign_lfts(fabric, graph, dist, order, opts),
-        || (cost <= WEIGHTED_MAX_WORK).then(|| assign_lfts_weighted(fabric, graph, dist, order, opts)),
+    let view = LinkView::new(fabric, graph, opts);
+    let tr = Traffic::new(fabric, graph, order);
+    let ((greedy, greedy_load), weighted) = rayon::join(
+        || {
+            let lfts = assign_lfts(fabric, graph, dist, order, opts);
+            let load = tr.link_loads(&view, dist, &lfts);
+            (lfts, load)
+        },
+        || {
+            (cost <= WEIGHTED_MAX_WORK).then(|| {
+                let lfts = assign_lfts_weighted(fabric, graph, dist, order, opts);
+                let load = tr.link_loads(&view, dist, &lfts);
+                (lfts, load)
+            })
+        },
     );
-    let max_of = |lfts: &[Lft]| -> u64 {
-        let view = LinkView::new(fabric, graph, opts);
-        let (hosts, dests, by_t) = traffic(fabric, graph, order);
-        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
-        let load = link_loads(&view, dist, &hosts, &dests, &by_t, &tables);
-        load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
+    let g = view.counted_max(&greedy_load);
+    let (mut lfts, load) = match weighted {
+        Some((weighted, load)) if view.counted_max(&load) < g => (weighted, load),
+        _ => (greedy, greedy_load),
     };
-    let (g, w) = rayon::join(|| max_of(&greedy), || weighted.as_deref().map(max_of));
-    let mut lfts = match (weighted, w) {
-        (Some(weighted), Some(w)) if w < g => weighted,
-        _ => greedy,
-    };
-    let r = rebalance(fabric, graph, dist, order, &mut lfts, opts);
+    let r = rebalance_with(fabric, graph, dist, &view, &tr, &mut lfts, load);
     (lfts, Rebalance { max_before: g, ..r })
 }
 
@@ -783,40 +940,60 @@ pub fn balanced_lfts(
 /// in [`balanced_lfts`]: about 2 s of CPU on a 2 GHz core.
 pub const WEIGHTED_MAX_WORK: u128 = 200_000_000;
 
-/// Sources per switch, end-port destination LIDs in routing order, and
-/// those destinations grouped by their switch.
-fn traffic(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> (Vec<u64>, Vec<Dest>, Vec<Vec<u32>>) {
-    let n = graph.switch_count();
-    let mut hosts = vec![0u64; n];
+/// Sources per switch: the usable end ports entering the fabric there.
+fn sources(fabric: &FabricSnapshot, graph: &Graph) -> Vec<u64> {
+    let mut hosts = vec![0u64; graph.switch_count()];
     for &ep in &graph.end_ports {
         let s = graph.entry_switch(fabric, ep);
         if s != NONE {
             hosts[s as usize] += 1;
         }
     }
-    let mut dests: Vec<Dest> = Vec::new();
-    for &pi in order {
-        let p = &fabric.ports[pi as usize];
-        if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
-            continue;
-        }
-        let t = graph.entry_switch(fabric, pi);
-        if t == NONE {
-            continue;
-        }
-        let count = p.lid_count().min(u16::MAX as u32) as u16;
-        for off in 0..count {
-            let lid = p.lid as usize + off as usize;
-            if lid <= fabric.max_lid as usize {
-                dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+    hosts
+}
+
+/// The traffic the loads count: sources per switch, end-port destination
+/// LIDs in routing order, and those destinations grouped by their switch.
+struct Traffic {
+    hosts: Vec<u64>,
+    dests: Vec<Dest>,
+    by_t: Vec<Vec<u32>>,
+}
+
+impl Traffic {
+    fn new(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Traffic {
+        let n = graph.switch_count();
+        let hosts = sources(fabric, graph);
+        let mut dests: Vec<Dest> = Vec::new();
+        for &pi in order {
+            let p = &fabric.ports[pi as usize];
+            if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
+                continue;
+            }
+            let t = graph.entry_switch(fabric, pi);
+            if t == NONE {
+                continue;
+            }
+            let count = p.lid_count().min(u16::MAX as u32) as u16;
+            for off in 0..count {
+                let lid = p.lid as usize + off as usize;
+                if lid <= fabric.max_lid as usize {
+                    dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
+                }
             }
         }
+        let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, d) in dests.iter().enumerate() {
+            by_t[d.t as usize].push(i as u32);
+        }
+        Traffic { hosts, dests, by_t }
     }
-    let mut by_t: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, d) in dests.iter().enumerate() {
-        by_t[d.t as usize].push(i as u32);
+
+    /// Routes per link of `lfts`.
+    fn link_loads(&self, view: &LinkView, dist: &DistanceMatrix, lfts: &[Lft]) -> Vec<u64> {
+        let tables: Vec<&[u8]> = lfts.iter().map(|l| l.ports.as_slice()).collect();
+        link_loads(view, dist, &self.hosts, &self.dests, &self.by_t, &tables)
     }
-    (hosts, dests, by_t)
 }
 
 /// What [`rebalance`] found and did.
@@ -889,6 +1066,11 @@ impl LinkView {
             }
         }
         v
+    }
+
+    /// The busiest load on a link counted (not ignored).
+    fn counted_max(&self, load: &[u64]) -> u64 {
+        load.iter().zip(&self.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
     }
 
     #[inline]
@@ -971,21 +1153,32 @@ pub fn rebalance(
     opts: &BalanceOptions,
 ) -> Rebalance {
     let n = graph.switch_count();
-    let mut out = Rebalance::default();
     if n == 0 || lfts.len() != n || lfts.iter().zip(&graph.switch_nodes).any(|(l, &node)| l.node != node) {
-        return out;
+        return Rebalance::default();
     }
     let view = LinkView::new(fabric, graph, opts);
-    let (hosts, dests, by_t) = traffic(fabric, graph, order);
+    let tr = Traffic::new(fabric, graph, order);
+    let load = tr.link_loads(&view, dist, lfts);
+    rebalance_with(fabric, graph, dist, &view, &tr, lfts, load)
+}
+
+/// [`rebalance`] with the link view, traffic and the tables' loads built.
+fn rebalance_with(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    view: &LinkView,
+    tr: &Traffic,
+    lfts: &mut [Lft],
+    mut load: Vec<u64>,
+) -> Rebalance {
+    let n = graph.switch_count();
+    let mut out = Rebalance::default();
+    let (hosts, dests, by_t) = (&tr.hosts, &tr.dests, &tr.by_t);
     let mut tables: Vec<&mut [u8]> = lfts.iter_mut().map(|l| l.ports.as_mut_slice()).collect();
-    let mut load = {
-        let shared: Vec<&[u8]> = tables.iter().map(|t| &**t).collect();
-        link_loads(&view, dist, &hosts, &dests, &by_t, &shared)
-    };
-    let counted_max =
-        |load: &[u64]| load.iter().zip(&view.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0);
+    let counted_max = |load: &[u64]| view.counted_max(load);
     out.max_before = counted_max(&load);
-    out.lower_bound = lower_bound(graph, dist, &view, &hosts, &by_t);
+    out.lower_bound = lower_bound(graph, dist, view, hosts, by_t);
     out.max_after = out.max_before;
     let mut rank: Vec<(u64, Sw)> =
         (0..n).map(|s| (fabric.nodes[graph.switch_nodes[s] as usize].guid, s as Sw)).collect();
@@ -998,9 +1191,9 @@ pub fn rebalance(
         fabric,
         graph,
         dist,
-        view: &view,
-        hosts: &hosts,
-        dests: &dests,
+        view,
+        hosts,
+        dests,
         sw_rank: &sw_rank,
         w: vec![0; n],
         crosses: vec![false; n],
@@ -1057,33 +1250,40 @@ fn link_loads(
     (0..n)
         .into_par_iter()
         .fold(
-            || (vec![0u64; links], Vec::<u64>::new(), Vec::new(), Vec::new()),
-            |(mut load, mut w, mut ord, mut buckets), t| {
+            || (vec![0u64; links], Vec::<u32>::new(), Vec::new(), Vec::new(), Vec::new()),
+            |(mut load, mut w, mut ord, mut buckets, mut lids), t| {
                 let group = &by_t[t];
                 if group.is_empty() {
-                    return (load, w, ord, buckets);
+                    return (load, w, ord, buckets, lids);
                 }
                 far_to_near(dist.to(t as Sw), &mut ord, &mut buckets);
                 let g = group.len();
+                lids.clear();
+                lids.extend(group.iter().map(|&di| dests[di as usize].lid as usize));
+                // Sources routed through each switch per destination of the
+                // group, `g` a switch (end ports number fewer than LIDs, so
+                // `u32` holds them); a switch's own are added as it is met.
                 w.clear();
                 w.resize(n * g, 0);
                 for &s in &ord {
-                    w[s as usize * g..(s as usize + 1) * g].fill(hosts[s as usize]);
-                }
-                for &s in &ord {
-                    let row = &tables[s as usize];
-                    for (j, &di) in group.iter().enumerate() {
-                        let port = row[dests[di as usize].lid as usize];
-                        let next = view.next(s, port);
+                    let si = s as usize;
+                    let row = tables[si];
+                    let base = view.base[si] as usize;
+                    let end = view.base.get(si + 1).map_or(links, |&e| e as usize);
+                    let (peers, load) = (&view.peer[base..end], &mut load[base..end]);
+                    let own = hosts[si] as u32;
+                    for (j, &lid) in lids.iter().enumerate() {
+                        let port = row[lid] as usize;
+                        let Some(&next) = peers.get(port) else { continue };
                         if next == NONE {
                             continue;
                         }
-                        let ws = w[s as usize * g + j];
-                        load[view.link(s, port)] += ws;
+                        let ws = w[si * g + j] + own;
+                        load[port] += u64::from(ws);
                         w[next as usize * g + j] += ws;
                     }
                 }
-                (load, w, ord, buckets)
+                (load, w, ord, buckets, lids)
             },
         )
         .map(|(load, ..)| load)
@@ -1349,6 +1549,7 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conformance::RandomFabric;
 
     /// Two switches joined by parallel links on ports 1 and 2, two hosts on
     /// the far switch.
@@ -1430,6 +1631,156 @@ mod tests {
         assert_eq!(route_lids(&f, &dor), vec![vec![1, 2], vec![2, 1]]);
     }
 
+    /// OpenSM's rule without LMC, one target at a time and straight from
+    /// the hop table: for each switch and LID, the least-hop ports in scan
+    /// order (in DOR mode those towards the first one's neighbour), the
+    /// first with the fewest routes; routes to switches and through
+    /// ignored ports are not counted.
+    fn reference_lfts<H: HopTable>(f: &FabricSnapshot, g: &Graph, hops: &H, opts: &BalanceOptions) -> Vec<Vec<u8>> {
+        assert_eq!(f.lmc, 0);
+        let order = routing_order(f, g, &[]);
+        let targets = targets(f, g, &order);
+        (0..g.switch_count() as Sw)
+            .map(|s| {
+                let sl = SwitchLinks::new(f, g, hops, opts, s);
+                let mut counts = vec![0u32; sl.num_ports];
+                let mut lft = vec![NO_ROUTE; f.max_lid as usize + 1];
+                for tg in &targets {
+                    let lid = tg.base_lid as usize;
+                    if tg.t == NONE || lid >= lft.len() {
+                        continue;
+                    }
+                    let port = if tg.t == s {
+                        tg.t_port
+                    } else {
+                        let least = hops.least(s, tg.t);
+                        if least == u8::MAX {
+                            continue;
+                        }
+                        let on_path: Vec<SwPort> =
+                            sl.links.iter().map(|&(_, l)| l).filter(|l| hops.via(s, l, tg.t) == least).collect();
+                        let Some(first) = on_path.first() else { continue };
+                        let mut best: Option<SwPort> = None;
+                        for l in &on_path {
+                            if opts.dor && l.peer_node != first.peer_node {
+                                continue;
+                            }
+                            if best.is_none_or(|b| counts[l.port as usize] < counts[b.port as usize]) {
+                                best = Some(*l);
+                            }
+                        }
+                        best.map_or(NO_ROUTE, |b| b.port)
+                    };
+                    lft[lid] = port;
+                    if !tg.is_switch && !sl.ignored[port as usize] {
+                        counts[port as usize] += 1;
+                    }
+                }
+                lft
+            })
+            .collect()
+    }
+
+    fn assert_reference(name: &str, f: &FabricSnapshot, opts: &BalanceOptions) {
+        let g = Graph::new(f);
+        let d = g.distance_matrix();
+        let order = routing_order(f, &g, &[]);
+        let got: Vec<Vec<u8>> = assign_lfts(f, &g, &d, &order, opts).into_iter().map(|l| l.ports.to_vec()).collect();
+        let want = reference_lfts(f, &g, &d, opts);
+        for (s, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a, b, "{name}: switch {s} differs from OpenSM's rule ({opts:?})");
+        }
+    }
+
+    /// The run-at-a-time selection (candidate masks over any number of
+    /// links, the sorted queue, switch LIDs left uncounted) is OpenSM's
+    /// rule exactly: on random irregular fabrics with failures, tori, fat
+    /// trees with more than 64 and 128 parallel up-links, with DOR, a
+    /// shuffled search order and ports left out of the counting.
+    #[test]
+    fn run_selection_is_opensms_rule() {
+        let mut fabrics: Vec<(String, FabricSnapshot)> = Vec::new();
+        for seed in 0..24 {
+            let spec = RandomFabric {
+                switches: 4 + seed as usize % 20,
+                radix: 6 + seed as usize % 8,
+                hosts: 1 + seed as usize % 3,
+                extra_links: seed as usize % 25,
+                seed,
+                dead_links: seed as usize % 3,
+                dead_switches: seed as usize % 2,
+                lmc: 0,
+            };
+            if let Some(f) = spec.build() {
+                fabrics.push((format!("{spec:?}"), f));
+            }
+        }
+        assert!(fabrics.len() >= 12, "too few random fabrics built: {}", fabrics.len());
+        let gens = [
+            ("4x3x3 torus", sm_topology::gen::torus(&[4, 3, 3], 2, false).unwrap().0),
+            ("4-ary 3-tree", sm_topology::gen::kary_ntree(4, 3, 4).unwrap()),
+            // Leaves with 140 up-links to 2 spines: three mask words.
+            ("fat tree, 140 up-links a leaf", sm_topology::gen::fat_tree_2level(3, 2, 5, 140).unwrap()),
+            ("fat tree, 70 up-links a leaf", sm_topology::gen::fat_tree_2level(4, 7, 3, 70).unwrap()),
+        ];
+        for (name, topo) in gens {
+            fabrics.push((name.into(), sm_topology::lids::snapshot(&topo, 0).unwrap()));
+        }
+        for (name, f) in &fabrics {
+            let g = Graph::new(f);
+            assert_reference(name, f, &BalanceOptions::default());
+            assert_reference(name, f, &BalanceOptions { dor: true, ..Default::default() });
+            // Every third switch searches its ports backwards and leaves
+            // its lowest linked port out of the counting.
+            let mut orders = Vec::new();
+            let mut ignored = Vec::new();
+            for (s, &node) in g.switch_nodes.iter().enumerate() {
+                let np = f.nodes[node as usize].num_ports;
+                let mut o: Vec<u8> = (0..=np).collect();
+                if s % 3 == 0 {
+                    o[1..].reverse();
+                    if let Some(l) = g.sw_ports[s].iter().find(|l| l.peer_sw != NONE) {
+                        ignored.push((node, l.port));
+                    }
+                }
+                orders.push(o);
+            }
+            let opts = BalanceOptions { search_order: Some(orders), ignored_ports: ignored, ..Default::default() };
+            assert_reference(name, f, &opts);
+        }
+    }
+
+    /// An end port behind a down link receives no traffic: the weighted
+    /// tables must not count it, or their loads and the loads the
+    /// balancing pass and the verifier count (usable destinations only)
+    /// part ways. Here h2 (down) comes between h1 and h3 in the routing
+    /// order; counted, it would push both of h0's routes onto one of a's
+    /// two links.
+    #[test]
+    fn weighted_tables_count_only_usable_destinations() {
+        let text = "Switch 4 \"a\"\n[1] \"b\"[1]\n[2] \"b\"[2]\n[3] \"h0\"[1]\n\n\
+                    Switch 5 \"b\"\n[3] \"h1\"[1]\n[4] \"h2\"[1]\n[5] \"h3\"[1]\n\n\
+                    Hca 1 \"h0\"\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n\nHca 1 \"h3\"\n";
+        let topo = sm_topology::parse_str(text, "down").unwrap();
+        let mut f = sm_topology::lids::snapshot(&topo, 0).unwrap();
+        let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap() as u32;
+        let ca_port = |f: &FabricSnapshot, name: &str| f.nodes[node(name) as usize].first_port + 1;
+        let h2 = ca_port(&f, "h2");
+        f.ports[h2 as usize].state = sm_abi::PortState::Down;
+        let g = Graph::new(&f);
+        let d = g.distance_matrix();
+        let guids: Vec<u64> = ["h1", "h2", "h3"].iter().map(|h| f.ports[ca_port(&f, h) as usize].guid).collect();
+        let order = routing_order(&f, &g, &guids);
+        let opts = BalanceOptions::default();
+        let lfts = assign_lfts_weighted(&f, &g, &d, &order, &opts);
+        let view = LinkView::new(&f, &g, &opts);
+        let load = Traffic::new(&f, &g, &order).link_loads(&view, &d, &lfts);
+        let a = g.sw_of_node[node("a") as usize];
+        assert_eq!((load[view.link(a, 1)], load[view.link(a, 2)]), (1, 1), "h0's routes to h1 and h3 share a link");
+        // The down port's LID is still routed, uncounted.
+        let lid = f.ports[h2 as usize].lid as usize;
+        assert!(lfts.iter().all(|l| l.ports[lid] != NO_ROUTE), "h2's LID left unrouted");
+    }
 
     #[test]
     fn balance_files_name_ignored_ports_and_skip_bad_lines() {

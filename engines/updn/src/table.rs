@@ -47,7 +47,10 @@ const MAX_HOPS: u8 = 126;
 #[derive(Debug, Clone)]
 pub struct UpDownHops {
     n: usize,
-    /// Row `t` holds the entries of every switch towards destination `t`.
+    /// Row `s` holds switch `s`'s entries towards every destination (the
+    /// BFS fills rows by destination; they are transposed once, so that a
+    /// switch's candidate links are found from its row and its
+    /// neighbours' rows, contiguous).
     entries: Vec<u8>,
     pos: Vec<u32>,
     /// Destinations that needed the down-preferring recomputation.
@@ -87,20 +90,48 @@ impl UpDownHops {
                 workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).sum()
             });
         }
-        UpDownHops { n, entries, pos: orient.pos.clone(), recomputed }
+        UpDownHops { n, entries: transpose(&entries, n), pos: orient.pos.clone(), recomputed }
+    }
+
+    /// The entry of switch `s` towards destination `t`.
+    #[inline]
+    fn entry(&self, s: Sw, t: Sw) -> u8 {
+        self.entries[s as usize * self.n + t as usize]
+    }
+
+    /// Switch `s`'s entries towards every destination.
+    #[inline]
+    fn row(&self, s: Sw) -> &[u8] {
+        &self.entries[s as usize * self.n..(s as usize + 1) * self.n]
     }
 
     /// Whether switch `s` has a route to destination switch `t`.
     #[inline]
     pub fn reaches(&self, s: Sw, t: Sw) -> bool {
-        self.entries[t as usize * self.n + s as usize] != UNREACHABLE
+        self.entry(s, t) != UNREACHABLE
     }
+}
+
+/// The `n` × `n` matrix `m` transposed, in tiles that stay in cache.
+fn transpose(m: &[u8], n: usize) -> Vec<u8> {
+    const TILE: usize = 64;
+    let mut out = vec![0u8; n * n];
+    for r0 in (0..n).step_by(TILE) {
+        for c0 in (0..n).step_by(TILE) {
+            for r in r0..(r0 + TILE).min(n) {
+                for c in c0..(c0 + TILE).min(n) {
+                    out[c * n + r] = m[r * n + c];
+                }
+            }
+        }
+    }
+    out
 }
 
 impl HopTable for UpDownHops {
     #[inline]
     fn least(&self, s: Sw, t: Sw) -> u8 {
-        match self.entries[t as usize * self.n + s as usize] {
+        match self.entry(s, t) {
             UNREACHABLE => u8::MAX,
             e => e >> 1,
         }
@@ -108,8 +139,7 @@ impl HopTable for UpDownHops {
 
     #[inline]
     fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8 {
-        let row = &self.entries[t as usize * self.n..(t as usize + 1) * self.n];
-        let (own, next) = (row[s as usize], row[link.peer_sw as usize]);
+        let (own, next) = (self.entry(s, t), self.entry(link.peer_sw, t));
         if own == UNREACHABLE || next == UNREACHABLE {
             return u8::MAX;
         }
@@ -122,6 +152,29 @@ impl HopTable for UpDownHops {
             (next >> 1) + 1
         } else {
             u8::MAX
+        }
+    }
+
+    /// [`HopTable::via`] `== least` for all destinations at once, from
+    /// the rows of `s` and of each neighbour (whether a link steps up is
+    /// fixed per link, so each pass is plain byte arithmetic).
+    fn candidate_masks(&self, s: Sw, links: &[SwPort], planes: &mut [u8]) {
+        let own = self.row(s);
+        for (group, plane) in links.chunks(8).zip(planes.chunks_mut(self.n)) {
+            plane.fill(0);
+            for (k, l) in group.iter().enumerate() {
+                let next = self.row(l.peer_sw);
+                let bit = 1u8 << k;
+                let up = self.pos[l.peer_sw as usize] < self.pos[s as usize];
+                // Legal: up mode climbing, or down mode into down mode.
+                let mode = u8::from(!up);
+                for ((m, &o), &x) in plane.iter_mut().zip(own).zip(next) {
+                    let reachable = (o != UNREACHABLE) & (x != UNREACHABLE);
+                    let legal = (o & 1 == mode) & (up | (x & 1 == 1));
+                    let hit = reachable & legal & ((x >> 1).wrapping_add(1) == o >> 1);
+                    *m |= bit & (hit as u8).wrapping_neg();
+                }
+            }
         }
     }
 }
@@ -236,6 +289,7 @@ mod tests {
     /// steps down leads to a switch whose own such ports all step down. Any
     /// choice the balancing makes is then an up*down* route.
     fn assert_consistent(graph: &Graph, orient: &Orientation, hops: &UpDownHops, what: &str) {
+        assert_masks(graph, hops, what);
         let n = graph.switch_count() as Sw;
         let candidates = |s: Sw, t: Sw| -> Vec<SwPort> {
             let least = hops.least(s, t);
@@ -283,6 +337,34 @@ mod tests {
                 let hops = UpDownHops::build(&g, &up, &comp, &sizes);
                 assert_consistent(&g, &up, &hops, &format!("{} updn {roots:?}", c.name));
             }
+        }
+    }
+
+    /// The table through `least` and `via` only, so that its candidate
+    /// masks are the trait's plain per-destination ones.
+    struct Plain<'a>(&'a UpDownHops);
+
+    impl HopTable for Plain<'_> {
+        fn least(&self, s: Sw, t: Sw) -> u8 {
+            self.0.least(s, t)
+        }
+        fn via(&self, s: Sw, link: &SwPort, t: Sw) -> u8 {
+            self.0.via(s, link, t)
+        }
+    }
+
+    /// The row-wise candidate masks are `via == least`, link by link and
+    /// destination by destination.
+    fn assert_masks(graph: &Graph, hops: &UpDownHops, what: &str) {
+        let n = graph.switch_count();
+        for s in 0..n as Sw {
+            let links: Vec<SwPort> =
+                graph.sw_ports[s as usize].iter().filter(|l| l.peer_sw != sm_abi::NONE).copied().collect();
+            let mut fast = vec![0u8; n * links.len().div_ceil(8)];
+            let mut plain = fast.clone();
+            hops.candidate_masks(s, &links, &mut fast);
+            Plain(hops).candidate_masks(s, &links, &mut plain);
+            assert_eq!(fast, plain, "{what}: candidate masks of switch {s}");
         }
     }
 
