@@ -303,78 +303,210 @@ impl VlMap {
     }
 }
 
+/// [`Pairs`] of every switch in flat arrays, by switch number: the hot
+/// loops index (input port, output port) pairs without a pointer chase
+/// per switch.
+struct PairIndex {
+    k: Vec<u32>,
+    side: Vec<u32>,
+    /// Per switch: offset of its rank-per-port-number row in `dense`.
+    dense_at: Vec<u32>,
+    dense: Vec<u8>,
+}
+
+impl PairIndex {
+    fn new(fabric: &FabricSnapshot, graph: &Graph) -> PairIndex {
+        let n = graph.switch_count();
+        let mut x = PairIndex { k: Vec::with_capacity(n), side: Vec::with_capacity(n), dense_at: Vec::with_capacity(n), dense: Vec::new() };
+        for &node in &graph.switch_nodes {
+            let p = Pairs::new(fabric, node);
+            x.k.push(p.k);
+            x.side.push(p.side);
+            x.dense_at.push(x.dense.len() as u32);
+            x.dense.extend_from_slice(&p.dense);
+        }
+        x
+    }
+
+    fn len(&self, s: usize) -> usize {
+        (self.k[s] * self.k[s] + self.side[s] * self.side[s]) as usize
+    }
+
+    /// Whether both ports exist on switch `s` (a multicast entry may name
+    /// a port the switch lacks).
+    #[inline]
+    fn has(&self, s: usize, in_port: u8, out_port: u8) -> bool {
+        (in_port as u32) < self.side[s] && (out_port as u32) < self.side[s]
+    }
+
+    /// The slot of (in, out) on switch `s`, as [`Pairs::index`] gives it.
+    #[inline]
+    fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
+        let (k, side) = (self.k[s], self.side[s]);
+        let d = self.dense_at[s] as usize;
+        let (i, o) = (self.dense[d + in_port as usize] as u32, self.dense[d + out_port as usize] as u32);
+        if i < k && o < k {
+            (i * k + o) as usize
+        } else {
+            (k * k + in_port as u32 * side + out_port as u32) as usize
+        }
+    }
+
+    /// The (input port, output port) of slot `at` on switch `s`; `num`
+    /// holds the port number of each linked rank.
+    fn ports(&self, s: usize, at: usize, num: &[u8]) -> (u8, u8) {
+        let (k, side) = (self.k[s] as usize, self.side[s] as usize);
+        if at < k * k {
+            (num[at / k], num[at % k])
+        } else {
+            let r = at - k * k;
+            ((r / side) as u8, (r % side) as u8)
+        }
+    }
+}
+
 /// Deduplicated channel dependencies: per switch a bit matrix over
 /// (input port, VL) × (output port, VL), shared between threads, its
-/// port pairs laid out as [`Pairs`] with each pair's VL pairs together.
-struct DepBits {
+/// port pairs laid out as [`Pairs`]. Per pair and output VL, the input
+/// VLs are one group of `stride` bits (a power of two, so a group never
+/// straddles a word): a state arriving on several VLs adds its
+/// dependencies in one OR.
+///
+/// With one SL and no SL2VL the pairs' bits are packed back to back.
+/// Otherwise each pair is a record of `rec` words: its SL → VL map (a
+/// nibble per SL) and then its bits, so that the walk of per-path-SL
+/// states reads one cache line per (switch, input port, output port)
+/// where a separate map table would cost two.
+struct DepBits<'a> {
     vls: u32,
-    /// Per switch number: offset in `bits` (in u64 words) and pair layout.
+    stride: u32,
+    /// Words per pair record, 0 when packed.
+    rec: usize,
+    /// Per switch number: offset in `bits` (in u64 words).
     base: Vec<usize>,
-    pairs: Vec<Pairs>,
+    pairs: &'a PairIndex,
     bits: Vec<AtomicU64>,
 }
 
-impl DepBits {
-    fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
-        let n = graph.switch_count();
-        let (mut base, mut pairs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+/// SL n → VL n as a map word.
+const IDENTITY_NIBBLES: u64 = 0xFEDC_BA98_7654_3210;
+
+impl<'a> DepBits<'a> {
+    /// `maps` (per switch number and pair slot: the map word) asks for
+    /// pair records.
+    fn new(pairs: &'a PairIndex, vls: u32, maps: Option<&dyn Fn(usize, usize) -> u64>) -> DepBits<'a> {
+        let stride = vls.next_power_of_two();
+        let rec = maps.map_or(0, |_| 1 + ((vls * stride) as usize).div_ceil(64));
+        let mut base = Vec::with_capacity(pairs.k.len());
         let mut words = 0usize;
-        for &node in &graph.switch_nodes {
-            let p = Pairs::new(fabric, node);
+        for s in 0..pairs.k.len() {
             base.push(words);
-            words += (p.len() * (vls * vls) as usize).div_ceil(64);
-            pairs.push(p);
+            words += match rec {
+                0 => (pairs.len(s) * (vls * stride) as usize).div_ceil(64),
+                r => pairs.len(s) * r,
+            };
         }
-        let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
-        DepBits { vls, base, pairs, bits }
+        let mut bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        if let Some(map) = maps {
+            for (s, &b) in base.iter().enumerate() {
+                for at in 0..pairs.len(s) {
+                    *bits[b + at * rec].get_mut() = map(s, at);
+                }
+            }
+        }
+        DepBits { vls, stride, rec, base, pairs, bits }
+    }
+
+    /// Index of the record of pair slot `at` of switch `s` (records only).
+    #[inline]
+    fn record(&self, s: usize, at: usize) -> usize {
+        self.base[s] + at * self.rec
+    }
+
+    /// The SL → VL map word of a record.
+    #[inline]
+    fn map(&self, record: usize) -> u64 {
+        self.bits[record].load(Ordering::Relaxed)
+    }
+
+    /// OR `mask` into word `i` of a record's bits.
+    #[inline]
+    fn or_record(&self, record: usize, i: usize, mask: u64) {
+        let word = &self.bits[record + 1 + i];
+        if word.load(Ordering::Relaxed) & mask != mask {
+            word.fetch_or(mask, Ordering::Relaxed);
+        }
     }
 
     #[inline]
     fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
         let s = sw as usize;
-        let p = &self.pairs[s];
-        if in_port as u32 >= p.side || out_port as u32 >= p.side {
-            // A multicast entry naming a port the switch lacks.
+        if !self.pairs.has(s, in_port, out_port) {
             return;
         }
-        let v = self.vls as usize;
-        let bit = (p.index(in_port, out_port) * v + in_vl as usize) * v + out_vl as usize;
-        let word = &self.bits[self.base[s] + bit / 64];
-        let mask = 1 << (bit % 64);
+        self.add_mask(sw, self.pairs.index(s, in_port, out_port), out_vl, 1 << in_vl);
+    }
+
+    /// Dependencies from each input VL of `in_vls` into `out_vl` at pair
+    /// slot `at` of switch `sw` (VLs below `vls` only).
+    #[inline]
+    fn add_mask(&self, sw: Sw, at: usize, out_vl: u8, in_vls: u16) {
+        let (word, bit) = match self.rec {
+            0 => {
+                let bit = (at * self.vls as usize + out_vl as usize) * self.stride as usize;
+                (self.base[sw as usize] + bit / 64, bit)
+            }
+            r => {
+                let bit = out_vl as usize * self.stride as usize;
+                (self.base[sw as usize] + at * r + 1 + bit / 64, bit)
+            }
+        };
+        let word = &self.bits[word];
+        let mask = (in_vls as u64) << (bit % 64);
         // Most dependencies recur for many destinations: a plain load spares
         // the cache line a locked write.
-        if word.load(Ordering::Relaxed) & mask == 0 {
+        if word.load(Ordering::Relaxed) & mask != mask {
             word.fetch_or(mask, Ordering::Relaxed);
         }
     }
 
-    /// Every dependency held: (switch, input port, VL, output port, VL).
+    /// Every dependency held: (switch, input port, VL, output port, VL),
+    /// per switch by pair slot, then output VL, then input VL.
     fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
-        let v = self.vls as usize;
-        for (s, p) in self.pairs.iter().enumerate() {
+        let (v, stride) = (self.vls as usize, self.stride as usize);
+        for s in 0..self.base.len() {
             // Port number of each linked rank.
-            let mut num = vec![0u8; p.k as usize];
-            for (port, &d) in p.dense.iter().enumerate() {
-                if (d as u32) < p.k {
-                    num[d as usize] = port as u8;
+            let k = self.pairs.k[s] as usize;
+            let mut num = vec![0u8; k];
+            let d = self.pairs.dense_at[s] as usize;
+            for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize].iter().enumerate() {
+                if (r as usize) < k {
+                    num[r as usize] = port as u8;
                 }
             }
-            let k2 = (p.k * p.k) as usize;
-            let words = (p.len() * v * v).div_ceil(64);
-            for w in 0..words {
-                let mut word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
-                while word != 0 {
-                    let b = word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    let bit = w * 64 + b;
-                    let (at, vv) = (bit / (v * v), bit % (v * v));
-                    let (i, o) = if at < k2 {
-                        (num[at / p.k as usize], num[at % p.k as usize])
-                    } else {
-                        let r = at - k2;
-                        ((r / p.side as usize) as u8, (r % p.side as usize) as u8)
-                    };
-                    f(s as Sw, i, (vv / v) as u8, o, (vv % v) as u8);
+            if self.rec == 0 {
+                let words = (self.pairs.len(s) * v * stride).div_ceil(64);
+                for w in 0..words {
+                    let word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
+                    for b in crate::cdg::bits(word) {
+                        let bit = w * 64 + b as usize;
+                        let (group, in_vl) = (bit / stride, bit % stride);
+                        let (at, out_vl) = (group / v, group % v);
+                        let (i, o) = self.pairs.ports(s, at, &num);
+                        f(s as Sw, i, in_vl as u8, o, out_vl as u8);
+                    }
+                }
+                continue;
+            }
+            for at in 0..self.pairs.len(s) {
+                let r = self.record(s, at);
+                for w in 1..self.rec {
+                    let word = self.bits[r + w].load(Ordering::Relaxed);
+                    for b in crate::cdg::bits(word) {
+                        let bit = (w - 1) * 64 + b as usize;
+                        let (i, o) = self.pairs.ports(s, at, &num);
+                        f(s as Sw, i, (bit % stride) as u8, o, (bit / stride) as u8);
+                    }
                 }
             }
         }
@@ -518,14 +650,27 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    /// Per-path-SL states of the destination at hand, per switch input
-    /// port index: the SLs arrived on it, per SL the VLs they arrived on,
-    /// and the next port of its switch's list (`head`, per switch) of
-    /// ports with arrivals. All cleared as they are handled.
-    arr_sl: Vec<u16>,
-    arr_vl: Vec<u16>,
-    link: Vec<u32>,
-    head: Vec<u32>,
+    /// Per-path-SL states of the destination at hand, per switch: the SLs
+    /// of paths leaving it towards the next switch and per SL the VLs they
+    /// leave on. Cleared as they are handled.
+    st_sl: Vec<u16>,
+    st_vl: Vec<[u16; 16]>,
+    /// The source states of the switch at hand: (entry class, SLs).
+    seeds: Vec<(u32, u16)>,
+    /// Per switch: the pair records its states will use, read ahead.
+    pre: Vec<Pre>,
+}
+
+/// Pair records of one switch for the destination at hand (see
+/// [`Ctx::preload`]): where its states go into the next switch, and where
+/// the sources of its first port's entry class start.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pre {
+    push_rec: usize,
+    push_map: u64,
+    seed_rep: u32,
+    seed_rec: usize,
+    seed_map: u64,
 }
 
 /// Verify a routing against a fabric.
@@ -610,7 +755,24 @@ pub fn verify_with_mcast(
         (_, false) => vlmap.max_vl() as u32 + 1,
     }
     .clamp(1, 16);
-    let deps = opts.credit_loops.then(|| DepBits::new(fabric, graph, vls));
+    let pairs = PairIndex::new(fabric, graph);
+    let fast = uniform.is_some() && vlmap.identity;
+    // The per-path-SL walk reads its SL2VL maps from the pair records, so
+    // it has them whether or not credit loops are checked.
+    let deps = if fast {
+        opts.credit_loops.then(|| DepBits::new(&pairs, vls, None))
+    } else {
+        let map = |s: usize, at: usize| -> u64 {
+            let node = graph.switch_nodes[s] as usize;
+            match vlmap.base.get(node) {
+                Some(&b) if b != NONE && !vlmap.identity => {
+                    vlmap.maps[b as usize + at].iter().rev().fold(0u64, |w, &vl| w << 4 | vl.min(15) as u64)
+                }
+                _ => IDENTITY_NIBBLES,
+            }
+        };
+        Some(DepBits::new(&pairs, vls, Some(&map)))
+    };
     let dests = destinations(fabric, graph, opts);
     // Group destinations by the switch they hang off, so one BFS serves a group.
     let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
@@ -644,7 +806,6 @@ pub fn verify_with_mcast(
     let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let fast = uniform.is_some() && vlmap.identity;
     let ctx = Ctx {
         hops: &hops,
         component: &component,
@@ -653,7 +814,6 @@ pub fn verify_with_mcast(
         fabric,
         graph,
         lfts: &lfts,
-        vlmap: &vlmap,
         uniform,
         fast,
         routing,
@@ -664,6 +824,7 @@ pub fn verify_with_mcast(
         peer: fabric.ports.iter().map(|p| p.peer).collect(),
         op_vls: fabric.ports.iter().map(|p| p.op_vls.max(1)).collect(),
         entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
+        pairs: &pairs,
         opts,
         examples: &examples,
         vls,
@@ -681,10 +842,10 @@ pub fn verify_with_mcast(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        arr_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
-        arr_vl: if fast { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
-        link: if fast { Vec::new() } else { vec![NONE; fabric.ports.len()] },
-        head: if fast { Vec::new() } else { vec![NONE; nsw] },
+        st_sl: if fast { Vec::new() } else { vec![0; nsw] },
+        st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
+        seeds: Vec::new(),
+        pre: if fast { Vec::new() } else { vec![Pre { seed_rep: NONE, ..Pre::default() }; nsw] },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -725,7 +886,7 @@ pub fn verify_with_mcast(
             },
         );
     total.examples = examples.into_inner().unwrap_or_default();
-    if let Some(deps) = &deps {
+    if let Some(deps) = deps.as_ref().filter(|_| opts.credit_loops) {
         for group in mcast {
             add_mcast_deps(fabric, graph, &vlmap, deps, group);
         }
@@ -773,13 +934,12 @@ struct Ctx<'a> {
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
-    vlmap: &'a VlMap,
     uniform: Option<u8>,
     /// One SL, no SL2VL: every hop of every path is on that VL, and the
     /// trees alone give the dependencies.
     fast: bool,
     routing: &'a Routing,
-    deps: Option<&'a DepBits>,
+    deps: Option<&'a DepBits<'a>>,
     sources: &'a Sources,
     // Compact copies of what the hot loops read, per switch number and per
     // port index, to keep them out of the snapshot's wide records.
@@ -788,6 +948,7 @@ struct Ctx<'a> {
     peer: Vec<u32>,
     op_vls: Vec<u8>,
     entry_rep: Vec<u32>,
+    pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
@@ -979,6 +1140,9 @@ impl Ctx<'_> {
         let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
         let walk = !self.fast; // per-path-SL states
+        if walk {
+            self.preload(acc, &order);
+        }
         for &s in order.iter().rev() {
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
@@ -999,17 +1163,10 @@ impl Ctx<'_> {
                         acc.v.non_minimal += c;
                     }
                     l += c;
-                    if walk {
-                        for &sp in srcs {
-                            if sp != dest_port {
-                                self.seed(acc, sp, s, lid);
-                            }
-                        }
-                    }
                 }
             }
-            if walk && acc.head[s as usize] != NONE {
-                self.forward_states(acc, s, t, lid);
+            if walk {
+                self.walk_switch(acc, s, lid, dest_port);
             }
             if l == 0 {
                 continue;
@@ -1063,85 +1220,143 @@ impl Ctx<'_> {
         }
     }
 
-    /// The states (switch input port, SL) a source's paths start in, one
-    /// per source LID with the SL the engine gives it. A source enters by
-    /// its port's class (see [`entry_classes`]), so sources of one class
-    /// and SL share one state.
-    fn seed(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16) {
-        let src = &self.fabric.ports[sp as usize];
-        let rep = self.entry_rep[src.peer as usize];
-        for off in 0..src.lid_count().max(1) {
-            let slid = src.lid + off as u16;
-            let sl = self.routing.path_sl.path_sl(slid, lid);
-            if sl > 15 {
-                acc.v.vl_violations += 1;
-                self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
+    /// The per-path-SL states of switch `s` for this destination, the
+    /// switches that forward to it done (the order visits switches deepest
+    /// first). A state is (input port, SL) with the VLs its paths arrived
+    /// on; a switch's states leave it on one link, so what they bring to
+    /// the next switch is one VL mask per SL, kept per switch: the states
+    /// arriving by that link are entered into the next switch right here.
+    /// Sources start states by their port's class (see [`entry_classes`]),
+    /// one per (class, SL) whatever the number of sources.
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32) {
+        acc.seeds.clear();
+        for &sp in self.sources.at(s) {
+            if sp == dest_port {
                 continue;
             }
-            // Nothing precedes an end port's channel: no arriving VL.
-            arrive(acc, entry, rep, sl, 0);
-        }
-    }
-
-    /// Switch `s`'s states for this destination, all arrived (the order
-    /// visits switches deepest first): for each (input port, SL), its VL
-    /// out, the dependencies from every VL it arrived on, and the state it
-    /// leads to at the next switch. Each state is handled once per
-    /// destination however many paths share it, and a switch's SL2VL rows
-    /// and dependency bits are read together.
-    fn forward_states(&self, acc: &mut Acc, s: Sw, t: Sw, lid: u16) {
-        let out = acc.out[s as usize];
-        let node = self.graph.switch_nodes[s as usize];
-        let out_pi = self.first_port[s as usize] + out as u32;
-        // A switch destination is delivered by port 0: no hop, no VL.
-        let hop = out != 0;
-        let (n, b) = if s == t || !hop { (NONE, NONE) } else { (acc.next[s as usize], self.peer[out_pi as usize]) };
-        let mut a = std::mem::replace(&mut acc.head[s as usize], NONE);
-        while a != NONE {
-            let m = std::mem::take(&mut acc.arr_sl[a as usize]);
-            let in_port = self.port_num[a as usize];
-            for sl in crate::cdg::bits(m as u64) {
-                let sl = sl as u8;
-                let ivls = std::mem::take(&mut acc.arr_vl[a as usize * 16 + sl as usize]);
-                if !hop {
-                    continue;
-                }
-                let vl = self.vlmap.vl(node, in_port, out, sl);
-                if let Some(deps) = self.deps {
-                    if (vl as u32) < self.vls {
-                        for ivl in crate::cdg::bits(ivls as u64) {
-                            if ivl < self.vls {
-                                deps.add(s, in_port, ivl as u8, out, vl);
-                            }
-                        }
-                    }
-                }
-                if vl >= 15 {
+            let src = &self.fabric.ports[sp as usize];
+            let mut mask = 0u16;
+            for off in 0..src.lid_count().max(1) {
+                let slid = src.lid + off as u16;
+                let sl = self.routing.path_sl.path_sl(slid, lid);
+                if sl > 15 {
                     acc.v.vl_violations += 1;
-                    self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                    self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                     continue;
                 }
-                self.check_vl(acc, out_pi, vl);
-                if n != NONE {
-                    arrive(acc, n, b, sl, 1 << vl);
+                mask |= 1 << sl;
+            }
+            if mask != 0 {
+                let rep = self.entry_rep[src.peer as usize];
+                match acc.seeds.iter_mut().find(|e| e.0 == rep) {
+                    Some(e) => e.1 |= mask,
+                    None => acc.seeds.push((rep, mask)),
                 }
             }
-            a = acc.link[a as usize];
+        }
+        let su = s as usize;
+        let Some(deps) = self.deps else { return };
+        let out = acc.out[su];
+        for i in 0..acc.seeds.len() {
+            let (rep, mask) = acc.seeds[i];
+            if out == 0 {
+                break;
+            }
+            let pre = &acc.pre[su];
+            let (rec, map) = if rep == pre.seed_rep {
+                (pre.seed_rec, pre.seed_map)
+            } else {
+                let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
+                (rec, deps.map(rec))
+            };
+            // Nothing precedes an end port's channel: no arriving VL.
+            self.enter(acc, deps, s, rec, map, lid, mask, &[0; 16]);
+        }
+        let m = std::mem::take(&mut acc.st_sl[su]);
+        if m == 0 {
+            return;
+        }
+        let vls = std::mem::take(&mut acc.st_vl[su]);
+        let n = acc.next[su];
+        if n != NONE && acc.out[n as usize] != 0 {
+            let Pre { push_rec, push_map, .. } = acc.pre[su];
+            self.enter(acc, deps, n, push_rec, push_map, lid, m, &vls);
         }
     }
-}
 
-/// Paths on `sl` arrive at switch `s` by input port index `a` on the VLs
-/// of `vls` (a mask; 0 for paths starting there).
-#[inline]
-fn arrive(acc: &mut Acc, s: Sw, a: u32, sl: u8, vls: u16) {
-    if acc.arr_sl[a as usize] == 0 {
-        acc.link[a as usize] = acc.head[s as usize];
-        acc.head[s as usize] = a;
+    /// The pair records the walk of this destination will read, looked up
+    /// ahead in one pass over the switches that deliver (`order`): the
+    /// lookups do not wait on each other there, where in the walk each
+    /// would stall it.
+    fn preload(&self, acc: &mut Acc, order: &[Sw]) {
+        let Some(deps) = self.deps else { return };
+        for &s in order {
+            let su = s as usize;
+            let out = acc.out[su];
+            if out == 0 {
+                continue;
+            }
+            if let Some(&sp) = self.sources.at(s).first() {
+                let rep = self.entry_rep[self.peer[sp as usize] as usize];
+                let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
+                let pre = &mut acc.pre[su];
+                pre.seed_rep = rep;
+                pre.seed_rec = rec;
+                pre.seed_map = deps.map(rec);
+            }
+            let n = acc.next[su];
+            if n != NONE {
+                let no = acc.out[n as usize];
+                if no != 0 {
+                    let b = self.port_num[self.peer[(self.first_port[su] + out as u32) as usize] as usize];
+                    let rec = deps.record(n as usize, self.pairs.index(n as usize, b, no));
+                    let pre = &mut acc.pre[su];
+                    pre.push_rec = rec;
+                    pre.push_map = deps.map(rec);
+                }
+            }
+        }
     }
-    acc.arr_sl[a as usize] |= 1 << sl;
-    acc.arr_vl[a as usize * 16 + sl as usize] |= vls;
 
+    /// States (`s`, input port, SL) for the SLs of `sls`, arrived on the
+    /// VLs of `arrived[SL]`, `s` forwarding by a port (not 0): per SL its
+    /// VL out, the dependencies from every VL it arrived on, and (unless
+    /// `s` delivers) the VL it leaves on. The (input, output) pair's
+    /// record `rec` holds its map (`map`, read ahead) and its dependency
+    /// bits, which are gathered for all SLs and written once.
+    #[allow(clippy::too_many_arguments)]
+    fn enter(&self, acc: &mut Acc, deps: &DepBits, s: Sw, rec: usize, map: u64, lid: u16, sls: u16, arrived: &[u16; 16]) {
+        let su = s as usize;
+        let out_pi = self.first_port[su] + acc.out[su] as u32;
+        let carry = acc.next[su] != NONE;
+        let below = ((1u32 << self.vls) - 1) as u16;
+        let stride = deps.stride;
+        let mut bits = [0u64; 4];
+        for sl in crate::cdg::bits(sls as u64) {
+            let vl = (map >> (4 * sl) & 15) as u8;
+            let ivls = arrived[sl as usize] & below;
+            if ivls != 0 && (vl as u32) < self.vls {
+                let bit = vl as u32 * stride;
+                bits[(bit / 64) as usize] |= (ivls as u64) << (bit % 64);
+            }
+            if vl >= 15 {
+                acc.v.vl_violations += 1;
+                let node = self.graph.switch_nodes[su];
+                self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                continue;
+            }
+            self.check_vl(acc, out_pi, vl);
+            if carry {
+                acc.st_vl[su][sl as usize] |= 1 << vl;
+                acc.st_sl[su] |= 1 << sl;
+            }
+        }
+        for (i, &w) in bits.iter().enumerate().take(deps.rec - 1) {
+            if w != 0 {
+                deps.or_record(rec, i, w);
+            }
+        }
+    }
 }
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
