@@ -735,6 +735,32 @@ pub fn verify_with_mcast(
     opts: &VerifyOptions,
     mcast: &[McastRoute],
 ) -> Verification {
+    run(fabric, graph, routing, opts, mcast, None)
+}
+
+/// A channel dependency: (transmitting port index, VL) → (transmitting
+/// port index, VL).
+pub type ChannelDep = ((u32, u8), (u32, u8));
+
+/// The channel dependencies [`verify`] searches for credit loops, sorted:
+/// for tests that hold the verifier's sharing of work between paths
+/// against a path-by-path reference.
+#[doc(hidden)]
+pub fn channel_dependencies(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Vec<ChannelDep> {
+    let mut out = Vec::new();
+    run(fabric, &Graph::new(fabric), routing, opts, &[], Some(&mut out));
+    out.sort_unstable();
+    out
+}
+
+fn run(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    routing: &Routing,
+    opts: &VerifyOptions,
+    mcast: &[McastRoute],
+    deps_out: Option<&mut Vec<ChannelDep>>,
+) -> Verification {
     let nsw = graph.switch_count();
     // LFT per switch number (empty when the engine gave none).
     let mut lfts: Vec<&[u8]> = vec![&[]; nsw];
@@ -891,6 +917,9 @@ pub fn verify_with_mcast(
             add_mcast_deps(fabric, graph, &vlmap, deps, group);
         }
         total.credit_loops_checked = true;
+        if let Some(out) = deps_out {
+            each_channel_dep(fabric, graph, deps, |from, ivl, to, vl| out.push(((from, ivl), (to, vl))));
+        }
         total.credit_loop = find_credit_loop(fabric, graph, deps);
         if let Some(cl) = &total.credit_loop {
             if total.examples.len() < opts.max_examples {
@@ -1424,20 +1453,26 @@ fn components(graph: &Graph) -> Vec<u32> {
     comp
 }
 
+/// Every dependency held, as (transmitting port index, VL) of the channel
+/// it comes from and of the channel it goes to.
+fn each_channel_dep(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, mut f: impl FnMut(u32, u8, u32, u8)) {
+    deps.each(|s, in_port, in_vl, out_port, out_vl| {
+        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
+        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
+        if from_port != NONE {
+            f(from_port, in_vl, n.first_port + out_port as u32, out_vl);
+        }
+    });
+}
+
 /// Find a cycle in the channel dependency graph (Tarjan's SCC, iterative).
 fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> Option<CreditLoop> {
     let v = deps.vls as usize;
     let nch = fabric.ports.len() * v;
     // Adjacency in CSR form.
     let mut edges: Vec<(u32, u32)> = Vec::new();
-    deps.each(|s, in_port, in_vl, out_port, out_vl| {
-        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
-        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
-        if from_port == NONE {
-            return;
-        }
-        let out_pi = n.first_port as usize + out_port as usize;
-        edges.push(((from_port as usize * v + in_vl as usize) as u32, (out_pi * v + out_vl as usize) as u32));
+    each_channel_dep(fabric, graph, deps, |from, in_vl, to, out_vl| {
+        edges.push(((from as usize * v + in_vl as usize) as u32, (to as usize * v + out_vl as usize) as u32));
     });
     let mut start = vec![0u32; nch + 1];
     for &(a, _) in &edges {
