@@ -538,13 +538,17 @@ enum Next {
     Dead,
 }
 
-/// Per switch and output port, the precomputed [`Next`]: the hot loop of
-/// the verifier is one LFT read and one table read per hop.
+/// Per switch and output port, the precomputed [`Next`] with what the
+/// walks need of the hop: the hot loop of the verifier is one LFT read
+/// and one table read per hop.
 struct HopTab {
     base: Vec<u32>,
     width: Vec<u16>,
-    /// `< PORT_BIT`: switch number; `PORT_BIT | i`: port index `i`; DEAD_HOP.
-    code: Vec<u32>,
+    /// Low 32 bits: `< PORT_BIT`: switch number; `PORT_BIT | i`: port
+    /// index `i`; DEAD_HOP. Bits 32..40: the port number the link enters
+    /// the next switch by; bits 40..48: the transmitting port's
+    /// operational VLs (at least 1).
+    code: Vec<u64>,
 }
 
 const PORT_BIT: u32 = 1 << 31;
@@ -559,34 +563,39 @@ impl HopTab {
             let n = &fabric.nodes[node as usize];
             base.push(code.len() as u32);
             width.push(n.num_ports as u16 + 1);
-            code.push(PORT_BIT | n.first_port);
+            let vls = |pi: u32| (fabric.ports[pi as usize].op_vls.max(1) as u64) << 40;
+            code.push((PORT_BIT | n.first_port) as u64 | vls(n.first_port));
             for p in 1..=n.num_ports {
                 let pi = n.first_port + p as u32;
                 let c = if !usable(fabric, pi) {
-                    DEAD_HOP
+                    DEAD_HOP as u64
                 } else {
                     let peer = fabric.ports[pi as usize].peer;
                     match graph.sw_of_node[fabric.ports[peer as usize].node as usize] {
-                        NONE => PORT_BIT | peer,
-                        sw => sw,
+                        NONE => (PORT_BIT | peer) as u64,
+                        sw => sw as u64 | (fabric.ports[peer as usize].num as u64) << 32,
                     }
                 };
-                code.push(c);
+                code.push(c | vls(pi));
             }
         }
         HopTab { base, width, code }
     }
 
+    /// The hop from switch `s` by port `out`, with (port entering the next
+    /// switch, operational VLs of `out`).
     #[inline]
-    fn next(&self, s: Sw, out: u8) -> Next {
+    fn next(&self, s: Sw, out: u8) -> (Next, u8, u8) {
         if out as u16 >= self.width[s as usize] {
-            return Next::Dead;
+            return (Next::Dead, 0, 1);
         }
-        match self.code[(self.base[s as usize] + out as u32) as usize] {
+        let c = self.code[(self.base[s as usize] + out as u32) as usize];
+        let next = match c as u32 {
             DEAD_HOP => Next::Dead,
             c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
             c => Next::Switch(c),
-        }
+        };
+        (next, (c >> 32) as u8, (c >> 40) as u8)
     }
 }
 
@@ -641,6 +650,10 @@ struct Acc {
     /// it delivers or the route dies) and the LFT's output port.
     next: Vec<u32>,
     out: Vec<u8>,
+    /// Per switch, of the hop its output port makes: the port it enters
+    /// the next switch by, and its operational VLs.
+    into: Vec<u8>,
+    ovl: Vec<u8>,
     stack: Vec<Sw>,
     /// Hop distances from the group's switch, and the BFS order that
     /// produced them (the switches of its connected component).
@@ -848,7 +861,6 @@ fn run(
         first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
         port_num: fabric.ports.iter().map(|p| p.num).collect(),
         peer: fabric.ports.iter().map(|p| p.peer).collect(),
-        op_vls: fabric.ports.iter().map(|p| p.op_vls.max(1)).collect(),
         entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
         pairs: &pairs,
         opts,
@@ -862,6 +874,8 @@ fn run(
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
         out: vec![0; nsw],
+        into: vec![0; nsw],
+        ovl: vec![1; nsw],
         stack: Vec::new(),
         dist: vec![u8::MAX; nsw],
         queue: Vec::new(),
@@ -975,7 +989,6 @@ struct Ctx<'a> {
     first_port: Vec<u32>,
     port_num: Vec<u8>,
     peer: Vec<u32>,
-    op_vls: Vec<u8>,
     entry_rep: Vec<u32>,
     pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
@@ -1007,7 +1020,7 @@ impl Ctx<'_> {
     #[inline]
     fn step(&self, s: Sw, lid: u16, dest_port: u32) -> Result<Option<Sw>, ()> {
         let out = *self.lfts[s as usize].get(lid as usize).ok_or(())?;
-        match self.hops.next(s, out) {
+        match self.hops.next(s, out).0 {
             Next::Switch(n) => Ok(Some(n)),
             Next::Port(p) if p == dest_port => Ok(None),
             _ => Err(()),
@@ -1023,7 +1036,10 @@ impl Ctx<'_> {
         for &s in &acc.queue {
             let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
             acc.out[s as usize] = out;
-            match self.hops.next(s, out) {
+            let (next, into, ovl) = self.hops.next(s, out);
+            acc.into[s as usize] = into;
+            acc.ovl[s as usize] = ovl;
+            match next {
                 Next::Switch(n) => {
                     if acc.dist[n as usize] as u32 + 1 != acc.dist[s as usize] as u32 {
                         return false;
@@ -1105,6 +1121,11 @@ impl Ctx<'_> {
         acc.order.clear();
         for b in &acc.by_depth {
             acc.order.extend_from_slice(b);
+        }
+        for &s in &acc.order {
+            let (_, into, ovl) = self.hops.next(s, acc.out[s as usize]);
+            acc.into[s as usize] = into;
+            acc.ovl[s as usize] = ovl;
         }
     }
 
@@ -1208,7 +1229,7 @@ impl Ctx<'_> {
                     let pi = self.first_port[s as usize] + out as u32;
                     acc.v.port_load[pi as usize] += l;
                     if self.fast {
-                        self.check_vl(acc, pi, sl);
+                        self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
                 }
                 continue;
@@ -1220,12 +1241,12 @@ impl Ctx<'_> {
             }
             acc.load[n as usize] += l;
             if self.fast {
-                self.check_vl(acc, pi, sl);
+                self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
                     if nout != 0 {
-                        deps.add(n, self.port_num[self.peer[pi as usize] as usize], sl, nout, sl);
+                        deps.add(n, acc.into[s as usize], sl, nout, sl);
                     }
                 }
             }
@@ -1238,11 +1259,11 @@ impl Ctx<'_> {
     }
 
     #[inline]
-    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8) {
+    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8, op_vls: u8) {
         if vl < 15 && acc.v.vls_used <= vl {
             acc.v.vls_used = vl + 1;
         }
-        if vl >= self.op_vls[port_index as usize] {
+        if vl >= op_vls {
             acc.v.vl_violations += 1;
             let p = &self.fabric.ports[port_index as usize];
             self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
@@ -1337,7 +1358,7 @@ impl Ctx<'_> {
             if n != NONE {
                 let no = acc.out[n as usize];
                 if no != 0 {
-                    let b = self.port_num[self.peer[(self.first_port[su] + out as u32) as usize] as usize];
+                    let b = acc.into[su];
                     let rec = deps.record(n as usize, self.pairs.index(n as usize, b, no));
                     let pre = &mut acc.pre[su];
                     pre.push_rec = rec;
@@ -1374,7 +1395,7 @@ impl Ctx<'_> {
                 self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
                 continue;
             }
-            self.check_vl(acc, out_pi, vl);
+            self.check_vl(acc, out_pi, vl, acc.ovl[su]);
             if carry {
                 acc.st_vl[su][sl as usize] |= 1 << vl;
                 acc.st_sl[su] |= 1 << sl;
