@@ -674,16 +674,12 @@ struct Acc {
     pre: Vec<Pre>,
 }
 
-/// Pair records of one switch for the destination at hand (see
-/// [`Ctx::preload`]): where its states go into the next switch, and where
-/// the sources of its first port's entry class start.
+/// The pair record of one switch for the destination at hand (see
+/// [`Ctx::preload`]): where its states go into the next switch.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pre {
     push_rec: usize,
     push_map: u64,
-    seed_rep: u32,
-    seed_rec: usize,
-    seed_map: u64,
 }
 
 /// Verify a routing against a fabric.
@@ -845,6 +841,20 @@ fn run(
     let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
+    let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
+    let (mut seed_rep, mut seed_base, mut seed_maps) = (vec![NONE; nsw], vec![0u32; nsw], Vec::new());
+    if let Some(deps) = deps.as_ref().filter(|_| !fast) {
+        for s in 0..nsw {
+            let Some(&sp) = sources.at(s as Sw).first() else { continue };
+            let rep = entry_rep[fabric.ports[sp as usize].peer as usize];
+            let in_port = fabric.ports[rep as usize].num;
+            seed_rep[s] = rep;
+            seed_base[s] = seed_maps.len() as u32;
+            for out in 0..pairs.side[s] {
+                seed_maps.push(deps.map(deps.record(s, pairs.index(s, in_port, out as u8))));
+            }
+        }
+    }
     let ctx = Ctx {
         hops: &hops,
         component: &component,
@@ -860,8 +870,10 @@ fn run(
         sources: &sources,
         first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
         port_num: fabric.ports.iter().map(|p| p.num).collect(),
-        peer: fabric.ports.iter().map(|p| p.peer).collect(),
-        entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
+        entry_rep,
+        seed_rep,
+        seed_base,
+        seed_maps,
         pairs: &pairs,
         opts,
         examples: &examples,
@@ -885,7 +897,7 @@ fn run(
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
-        pre: if fast { Vec::new() } else { vec![Pre { seed_rep: NONE, ..Pre::default() }; nsw] },
+        pre: if fast { Vec::new() } else { vec![Pre::default(); nsw] },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -988,8 +1000,13 @@ struct Ctx<'a> {
     // port index, to keep them out of the snapshot's wide records.
     first_port: Vec<u32>,
     port_num: Vec<u8>,
-    peer: Vec<u32>,
     entry_rep: Vec<u32>,
+    /// Per switch: the entry class of its first source (NONE without),
+    /// and where its maps to every output port start in `seed_maps`, a
+    /// small table that spares the sources' states the pair records.
+    seed_rep: Vec<u32>,
+    seed_base: Vec<u32>,
+    seed_maps: Vec<u64>,
     pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
@@ -1312,9 +1329,9 @@ impl Ctx<'_> {
             if out == 0 {
                 break;
             }
-            let pre = &acc.pre[su];
-            let (rec, map) = if rep == pre.seed_rep {
-                (pre.seed_rec, pre.seed_map)
+            // Sources start with no dependency: only the map matters.
+            let (rec, map) = if rep == self.seed_rep[su] {
+                (0, self.seed_maps[self.seed_base[su] as usize + out as usize])
             } else {
                 let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
                 (rec, deps.map(rec))
@@ -1334,10 +1351,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// The pair records the walk of this destination will read, looked up
-    /// ahead in one pass over the switches that deliver (`order`): the
-    /// lookups do not wait on each other there, where in the walk each
-    /// would stall it.
+    /// The pair records the walk of this destination will read where
+    /// states enter the next switch, looked up ahead in one pass over the
+    /// switches that deliver (`order`): the lookups do not wait on each
+    /// other there, where in the walk each would stall it.
     fn preload(&self, acc: &mut Acc, order: &[Sw]) {
         let Some(deps) = self.deps else { return };
         for &s in order {
@@ -1345,14 +1362,6 @@ impl Ctx<'_> {
             let out = acc.out[su];
             if out == 0 {
                 continue;
-            }
-            if let Some(&sp) = self.sources.at(s).first() {
-                let rep = self.entry_rep[self.peer[sp as usize] as usize];
-                let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
-                let pre = &mut acc.pre[su];
-                pre.seed_rep = rep;
-                pre.seed_rec = rec;
-                pre.seed_map = deps.map(rec);
             }
             let n = acc.next[su];
             if n != NONE {
