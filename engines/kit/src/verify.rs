@@ -166,6 +166,11 @@ impl Verification {
     }
 }
 
+/// How many switches ahead of the per-path-SL walk its pair records are
+/// read (see [`Ctx::preload`]): enough for the reads to overlap, few
+/// enough that what they bring is still cached when the walk gets there.
+const PRELOAD: usize = 16;
+
 /// Per-switch resolution state for one destination.
 const UNKNOWN: u8 = 0;
 const ACTIVE: u8 = 1;
@@ -429,6 +434,21 @@ impl<'a> DepBits<'a> {
         self.bits[record].load(Ordering::Relaxed)
     }
 
+    /// Asks the cache for a record, without waiting for it.
+    #[inline]
+    fn prefetch(&self, record: usize) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+        if let Some(w) = self.bits.get(record) {
+            // SAFETY: a prefetch is a hint that reads nothing and cannot
+            // fault, and the build enables the SSE it needs (every x86-64
+            // has it); a plain read here would hold the walk up until the
+            // line arrives, which is what the prefetch is for.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w.as_ptr() as *const i8) };
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+        let _ = record;
+    }
+
     /// OR `mask` into word `i` of a record's bits.
     #[inline]
     fn or_record(&self, record: usize, i: usize, mask: u64) {
@@ -670,16 +690,6 @@ struct Acc {
     st_vl: Vec<[u16; 16]>,
     /// The source states of the switch at hand: (entry class, SLs).
     seeds: Vec<(u32, u16)>,
-    /// Per switch: the pair records its states will use, read ahead.
-    pre: Vec<Pre>,
-}
-
-/// The pair record of one switch for the destination at hand (see
-/// [`Ctx::preload`]): where its states go into the next switch.
-#[derive(Debug, Clone, Copy, Default)]
-struct Pre {
-    push_rec: usize,
-    push_map: u64,
 }
 
 /// Verify a routing against a fabric.
@@ -897,7 +907,6 @@ fn run(
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
-        pre: if fast { Vec::new() } else { vec![Pre::default(); nsw] },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -1208,9 +1217,14 @@ impl Ctx<'_> {
         let sl = self.uniform.unwrap_or(0);
         let walk = !self.fast; // per-path-SL states
         if walk {
-            self.preload(acc, &order);
+            for &s in order.iter().rev().take(PRELOAD) {
+                self.preload(acc, s);
+            }
         }
-        for &s in order.iter().rev() {
+        for (i, &s) in order.iter().enumerate().rev() {
+            if walk && i >= PRELOAD {
+                self.preload(acc, order[i - PRELOAD]);
+            }
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
             let srcs = self.sources.at(s);
@@ -1344,35 +1358,31 @@ impl Ctx<'_> {
             return;
         }
         let vls = std::mem::take(&mut acc.st_vl[su]);
-        let n = acc.next[su];
-        if n != NONE && acc.out[n as usize] != 0 {
-            let Pre { push_rec, push_map, .. } = acc.pre[su];
-            self.enter(acc, deps, n, push_rec, push_map, lid, m, &vls);
+        if let Some(rec) = self.push_record(acc, deps, s) {
+            self.enter(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
         }
     }
 
-    /// The pair records the walk of this destination will read where
-    /// states enter the next switch, looked up ahead in one pass over the
-    /// switches that deliver (`order`): the lookups do not wait on each
-    /// other there, where in the walk each would stall it.
-    fn preload(&self, acc: &mut Acc, order: &[Sw]) {
-        let Some(deps) = self.deps else { return };
-        for &s in order {
-            let su = s as usize;
-            let out = acc.out[su];
-            if out == 0 {
-                continue;
-            }
-            let n = acc.next[su];
-            if n != NONE {
-                let no = acc.out[n as usize];
-                if no != 0 {
-                    let b = acc.into[su];
-                    let rec = deps.record(n as usize, self.pairs.index(n as usize, b, no));
-                    let pre = &mut acc.pre[su];
-                    pre.push_rec = rec;
-                    pre.push_map = deps.map(rec);
-                }
+    /// The pair record switch `s`'s states will enter the next switch by,
+    /// for the destination at hand (`None` when they stop at `s`).
+    #[inline]
+    fn push_record(&self, acc: &Acc, deps: &DepBits, s: Sw) -> Option<usize> {
+        let su = s as usize;
+        let n = acc.next[su];
+        if acc.out[su] == 0 || n == NONE || acc.out[n as usize] == 0 {
+            return None;
+        }
+        Some(deps.record(n as usize, self.pairs.index(n as usize, acc.into[su], acc.out[n as usize])))
+    }
+
+    /// Asks the cache for [`Ctx::push_record`] of `s`, [`PRELOAD`]
+    /// switches ahead of the walk: those reads then overlap, where in the
+    /// walk each would stall it.
+    #[inline]
+    fn preload(&self, acc: &Acc, s: Sw) {
+        if let Some(deps) = self.deps {
+            if let Some(rec) = self.push_record(acc, deps, s) {
+                deps.prefetch(rec);
             }
         }
     }
