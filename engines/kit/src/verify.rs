@@ -166,6 +166,10 @@ impl Verification {
     }
 }
 
+/// Destinations of one group resolved together (see
+/// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
+const CHUNK: usize = 32;
+
 /// How many switches ahead of the per-path-SL walk its pair records are
 /// read (see [`Ctx::preload`]): enough for the reads to overlap, few
 /// enough that what they bring is still cached when the walk gets there.
@@ -683,6 +687,12 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
+    /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
+    c_ok: Vec<bool>,
+    c_out: Vec<u8>,
+    c_into: Vec<u8>,
+    c_ovl: Vec<u8>,
+    c_next: Vec<u32>,
     /// Per-path-SL states of the destination at hand, per switch: the SLs
     /// of paths leaving it towards the next switch and per SL the VLs they
     /// leave on. Cleared as they are handled.
@@ -904,6 +914,11 @@ fn run(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
+        c_ok: Vec::new(),
+        c_out: Vec::new(),
+        c_into: Vec::new(),
+        c_ovl: Vec::new(),
+        c_next: Vec::new(),
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
@@ -921,8 +936,17 @@ fn run(
                     None => graph.bfs(*t, &mut acc.dist, &mut acc.queue),
                 }
             }
-            for &(lid, pi) in group {
-                ctx.destination(&mut acc, *t, lid, pi);
+            if *t != NONE && group.len() > 1 {
+                for chunk in group.chunks(CHUNK) {
+                    ctx.resolve_chunk(&mut acc, chunk);
+                    for (j, &(lid, pi)) in chunk.iter().enumerate() {
+                        ctx.destination(&mut acc, *t, lid, pi, Some(j));
+                    }
+                }
+            } else {
+                for &(lid, pi) in group {
+                    ctx.destination(&mut acc, *t, lid, pi, None);
+                }
             }
             acc
         })
@@ -1079,6 +1103,47 @@ impl Ctx<'_> {
         true
     }
 
+    /// [`Ctx::resolve_minimal`] for the destinations of one chunk of a
+    /// group at once, switch by switch: a switch's LFT entries for them
+    /// share cache lines, and its hop table row serves them all. Per
+    /// destination `j`, `c_ok[j]` says whether the common case holds and
+    /// `c_out` etc. at `j * switches..` hold what `resolve_minimal` leaves
+    /// in `out` etc.
+    fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
+        let nsw = self.graph.switch_count();
+        let len = chunk.len() * nsw;
+        acc.c_out.resize(len, 0);
+        acc.c_into.resize(len, 0);
+        acc.c_ovl.resize(len, 1);
+        acc.c_next.resize(len, NONE);
+        acc.c_ok.clear();
+        acc.c_ok.resize(chunk.len(), true);
+        for &s in &acc.queue {
+            let su = s as usize;
+            let row = self.lfts[su];
+            let ds = acc.dist[su] as u32;
+            for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
+                if !acc.c_ok[j] {
+                    continue;
+                }
+                let Some(&out) = row.get(lid as usize) else {
+                    acc.c_ok[j] = false;
+                    continue;
+                };
+                let (next, into, ovl) = self.hops.next(s, out);
+                let k = j * nsw + su;
+                acc.c_out[k] = out;
+                acc.c_into[k] = into;
+                acc.c_ovl[k] = ovl;
+                match next {
+                    Next::Switch(n) if acc.dist[n as usize] as u32 + 1 == ds => acc.c_next[k] = n,
+                    Next::Port(p) if p == dest_port => acc.c_next[k] = NONE,
+                    _ => acc.c_ok[j] = false,
+                }
+            }
+        }
+    }
+
     /// Any LFTs: resolve every switch's fate for this destination (reaches,
     /// dies, loops) by following next hops, each switch once, and list the
     /// switches that reach it, shallowest first.
@@ -1155,7 +1220,9 @@ impl Ctx<'_> {
         }
     }
 
-    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+    /// The routes to one destination LID, `t` the switch it hangs off;
+    /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved.
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
         let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         // End ports cabled straight to the destination (no switch between).
@@ -1172,7 +1239,19 @@ impl Ctx<'_> {
                 acc.v.disconnected += 1;
             }
         }
-        let minimal = t != NONE && self.resolve_minimal(acc, lid, dest_port);
+        let minimal = t != NONE
+            && match chunk {
+                Some(j) if acc.c_ok[j] => {
+                    let r = j * nsw..(j + 1) * nsw;
+                    acc.out.copy_from_slice(&acc.c_out[r.clone()]);
+                    acc.into.copy_from_slice(&acc.c_into[r.clone()]);
+                    acc.ovl.copy_from_slice(&acc.c_ovl[r.clone()]);
+                    acc.next.copy_from_slice(&acc.c_next[r]);
+                    true
+                }
+                Some(_) => false,
+                None => self.resolve_minimal(acc, lid, dest_port),
+            };
         if minimal {
             // Every switch of the component delivers; the others are cut off.
             acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
