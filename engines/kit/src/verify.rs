@@ -687,6 +687,11 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
+    /// Per switch, the (input port, output port) dependency this thread
+    /// added there last on the single-SL path (NONE: none yet): turns
+    /// repeat from destination to destination, and this spares the shared
+    /// bits a read.
+    last_turn: Vec<u32>,
     /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
     c_ok: Vec<bool>,
     c_out: Vec<u8>,
@@ -914,6 +919,7 @@ fn run(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
+        last_turn: if fast { vec![NONE; nsw] } else { Vec::new() },
         c_ok: Vec::new(),
         c_out: Vec::new(),
         c_into: Vec::new(),
@@ -1355,7 +1361,10 @@ impl Ctx<'_> {
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
-                    if nout != 0 {
+                    let key = (acc.into[s as usize] as u32) << 8 | nout as u32;
+                    // The turn this thread set last at `n` is set for good.
+                    if nout != 0 && acc.last_turn[n as usize] != key {
+                        acc.last_turn[n as usize] = key;
                         deps.add(n, acc.into[s as usize], sl, nout, sl);
                     }
                 }
