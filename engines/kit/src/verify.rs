@@ -13,13 +13,24 @@
 //!
 //! The channel dependency graph (CDG) is built from the same trees: when
 //! all paths share one SL and no SL2VL map splits them, each carrying tree
-//! edge adds one dependency; otherwise each destination's (switch input
-//! port, SL) states are pushed down its tree, deepest switch first, each
-//! state handled once with the mask of VLs it arrives on, sources entering
-//! by ports with the same SL2VL rows sharing one state. Dependencies are bits
-//! per (switch, input port, VL, output port, VL), set once whatever the
-//! number of paths. Cost ~ destinations × switches, plus one path-SL query
-//! per (source LID, destination LID) and one step per (port, SL) state.
+//! edge adds one dependency. Otherwise each destination's tree is walked
+//! deepest switch first with one state per switch: per SL, the VLs its
+//! paths leave on towards the next switch (sources of one entry class and
+//! SL share a state). Entering the next switch, a state meets the record
+//! of that switch's (input port, output port) pair, which holds the pair's
+//! SL → VL map and its dependency bits side by side: per SL one nibble of
+//! the map gives the VL out, and the input VLs of all SLs are ORed into the
+//! bits at once, so a state costs one cache line, prefetched a few
+//! switches ahead. Dependencies are bits per (switch, input port, output
+//! port, output VL, input VL), set once whatever the number of paths.
+//! Destinations hanging off one switch are resolved together, their LFT
+//! entries and hop table rows shared. Cost ~ destinations × switches,
+//! plus one path-SL query per (source LID, destination LID).
+//!
+//! The walk must give exactly the dependencies of every path walked on
+//! its own: `tests/verify_deps.rs` holds it to that on tori with per-pair
+//! SLs and dateline SL2VL maps, `tests/verify_reference.rs` the whole
+//! verification on broken routings.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
