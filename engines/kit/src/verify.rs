@@ -13,13 +13,24 @@
 //!
 //! The channel dependency graph (CDG) is built from the same trees: when
 //! all paths share one SL and no SL2VL map splits them, each carrying tree
-//! edge adds one dependency; otherwise each destination's (switch input
-//! port, SL) states are pushed down its tree, deepest switch first, each
-//! state handled once with the mask of VLs it arrives on, sources entering
-//! by ports with the same SL2VL rows sharing one state. Dependencies are bits
-//! per (switch, input port, VL, output port, VL), set once whatever the
-//! number of paths. Cost ~ destinations × switches, plus one path-SL query
-//! per (source LID, destination LID) and one step per (port, SL) state.
+//! edge adds one dependency. Otherwise each destination's tree is walked
+//! deepest switch first with one state per switch: per SL, the VLs its
+//! paths leave on towards the next switch (sources of one entry class and
+//! SL share a state). Entering the next switch, a state meets the record
+//! of that switch's (input port, output port) pair, which holds the pair's
+//! SL → VL map and its dependency bits side by side: per SL one nibble of
+//! the map gives the VL out, and the input VLs of all SLs are ORed into the
+//! bits at once, so a state costs one cache line, prefetched a few
+//! switches ahead. Dependencies are bits per (switch, input port, output
+//! port, output VL, input VL), set once whatever the number of paths.
+//! Destinations hanging off one switch are resolved together, their LFT
+//! entries and hop table rows shared. Cost ~ destinations × switches,
+//! plus one path-SL query per (source LID, destination LID).
+//!
+//! The walk must give exactly the dependencies of every path walked on
+//! its own: `tests/verify_deps.rs` holds it to that on tori with per-pair
+//! SLs and dateline SL2VL maps, `tests/verify_reference.rs` the whole
+//! verification on broken routings.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -166,6 +177,15 @@ impl Verification {
     }
 }
 
+/// Destinations of one group resolved together (see
+/// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
+const CHUNK: usize = 32;
+
+/// How many switches ahead of the per-path-SL walk its pair records are
+/// read (see [`Ctx::preload`]): enough for the reads to overlap, few
+/// enough that what they bring is still cached when the walk gets there.
+const PRELOAD: usize = 16;
+
 /// Per-switch resolution state for one destination.
 const UNKNOWN: u8 = 0;
 const ACTIVE: u8 = 1;
@@ -303,78 +323,225 @@ impl VlMap {
     }
 }
 
+/// [`Pairs`] of every switch in flat arrays, by switch number: the hot
+/// loops index (input port, output port) pairs without a pointer chase
+/// per switch.
+struct PairIndex {
+    k: Vec<u32>,
+    side: Vec<u32>,
+    /// Per switch: offset of its rank-per-port-number row in `dense`.
+    dense_at: Vec<u32>,
+    dense: Vec<u8>,
+}
+
+impl PairIndex {
+    fn new(fabric: &FabricSnapshot, graph: &Graph) -> PairIndex {
+        let n = graph.switch_count();
+        let mut x = PairIndex { k: Vec::with_capacity(n), side: Vec::with_capacity(n), dense_at: Vec::with_capacity(n), dense: Vec::new() };
+        for &node in &graph.switch_nodes {
+            let p = Pairs::new(fabric, node);
+            x.k.push(p.k);
+            x.side.push(p.side);
+            x.dense_at.push(x.dense.len() as u32);
+            x.dense.extend_from_slice(&p.dense);
+        }
+        x
+    }
+
+    fn len(&self, s: usize) -> usize {
+        (self.k[s] * self.k[s] + self.side[s] * self.side[s]) as usize
+    }
+
+    /// Whether both ports exist on switch `s` (a multicast entry may name
+    /// a port the switch lacks).
+    #[inline]
+    fn has(&self, s: usize, in_port: u8, out_port: u8) -> bool {
+        (in_port as u32) < self.side[s] && (out_port as u32) < self.side[s]
+    }
+
+    /// The slot of (in, out) on switch `s`, as [`Pairs::index`] gives it.
+    #[inline]
+    fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
+        let (k, side) = (self.k[s], self.side[s]);
+        let d = self.dense_at[s] as usize;
+        let (i, o) = (self.dense[d + in_port as usize] as u32, self.dense[d + out_port as usize] as u32);
+        if i < k && o < k {
+            (i * k + o) as usize
+        } else {
+            (k * k + in_port as u32 * side + out_port as u32) as usize
+        }
+    }
+
+    /// The (input port, output port) of slot `at` on switch `s`; `num`
+    /// holds the port number of each linked rank.
+    fn ports(&self, s: usize, at: usize, num: &[u8]) -> (u8, u8) {
+        let (k, side) = (self.k[s] as usize, self.side[s] as usize);
+        if at < k * k {
+            (num[at / k], num[at % k])
+        } else {
+            let r = at - k * k;
+            ((r / side) as u8, (r % side) as u8)
+        }
+    }
+}
+
 /// Deduplicated channel dependencies: per switch a bit matrix over
 /// (input port, VL) × (output port, VL), shared between threads, its
-/// port pairs laid out as [`Pairs`] with each pair's VL pairs together.
-struct DepBits {
+/// port pairs laid out as [`Pairs`]. Per pair and output VL, the input
+/// VLs are one group of `stride` bits (a power of two, so a group never
+/// straddles a word): a state arriving on several VLs adds its
+/// dependencies in one OR.
+///
+/// With one SL and no SL2VL the pairs' bits are packed back to back.
+/// Otherwise each pair is a record of `rec` words: its SL → VL map (a
+/// nibble per SL) and then its bits, so that the walk of per-path-SL
+/// states reads one cache line per (switch, input port, output port)
+/// where a separate map table would cost two.
+struct DepBits<'a> {
     vls: u32,
-    /// Per switch number: offset in `bits` (in u64 words) and pair layout.
+    stride: u32,
+    /// Words per pair record, 0 when packed.
+    rec: usize,
+    /// Per switch number: offset in `bits` (in u64 words).
     base: Vec<usize>,
-    pairs: Vec<Pairs>,
+    pairs: &'a PairIndex,
     bits: Vec<AtomicU64>,
 }
 
-impl DepBits {
-    fn new(fabric: &FabricSnapshot, graph: &Graph, vls: u32) -> DepBits {
-        let n = graph.switch_count();
-        let (mut base, mut pairs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+/// SL n → VL n as a map word.
+const IDENTITY_NIBBLES: u64 = 0xFEDC_BA98_7654_3210;
+
+impl<'a> DepBits<'a> {
+    /// `maps` (per switch number and pair slot: the map word) asks for
+    /// pair records.
+    fn new(pairs: &'a PairIndex, vls: u32, maps: Option<&dyn Fn(usize, usize) -> u64>) -> DepBits<'a> {
+        let stride = vls.next_power_of_two();
+        let rec = maps.map_or(0, |_| 1 + ((vls * stride) as usize).div_ceil(64));
+        let mut base = Vec::with_capacity(pairs.k.len());
         let mut words = 0usize;
-        for &node in &graph.switch_nodes {
-            let p = Pairs::new(fabric, node);
+        for s in 0..pairs.k.len() {
             base.push(words);
-            words += (p.len() * (vls * vls) as usize).div_ceil(64);
-            pairs.push(p);
+            words += match rec {
+                0 => (pairs.len(s) * (vls * stride) as usize).div_ceil(64),
+                r => pairs.len(s) * r,
+            };
         }
-        let bits = (0..words).map(|_| AtomicU64::new(0)).collect();
-        DepBits { vls, base, pairs, bits }
+        let mut bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        if let Some(map) = maps {
+            for (s, &b) in base.iter().enumerate() {
+                for at in 0..pairs.len(s) {
+                    *bits[b + at * rec].get_mut() = map(s, at);
+                }
+            }
+        }
+        DepBits { vls, stride, rec, base, pairs, bits }
+    }
+
+    /// Index of the record of pair slot `at` of switch `s` (records only).
+    #[inline]
+    fn record(&self, s: usize, at: usize) -> usize {
+        self.base[s] + at * self.rec
+    }
+
+    /// The SL → VL map word of a record.
+    #[inline]
+    fn map(&self, record: usize) -> u64 {
+        self.bits[record].load(Ordering::Relaxed)
+    }
+
+    /// Asks the cache for a record, without waiting for it.
+    #[inline]
+    fn prefetch(&self, record: usize) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+        if let Some(w) = self.bits.get(record) {
+            // SAFETY: a prefetch is a hint that reads nothing and cannot
+            // fault, and the build enables the SSE it needs (every x86-64
+            // has it); a plain read here would hold the walk up until the
+            // line arrives, which is what the prefetch is for.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w.as_ptr() as *const i8) };
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+        let _ = record;
+    }
+
+    /// OR `mask` into word `i` of a record's bits.
+    #[inline]
+    fn or_record(&self, record: usize, i: usize, mask: u64) {
+        let word = &self.bits[record + 1 + i];
+        if word.load(Ordering::Relaxed) & mask != mask {
+            word.fetch_or(mask, Ordering::Relaxed);
+        }
     }
 
     #[inline]
     fn add(&self, sw: Sw, in_port: u8, in_vl: u8, out_port: u8, out_vl: u8) {
         let s = sw as usize;
-        let p = &self.pairs[s];
-        if in_port as u32 >= p.side || out_port as u32 >= p.side {
-            // A multicast entry naming a port the switch lacks.
+        if !self.pairs.has(s, in_port, out_port) {
             return;
         }
-        let v = self.vls as usize;
-        let bit = (p.index(in_port, out_port) * v + in_vl as usize) * v + out_vl as usize;
-        let word = &self.bits[self.base[s] + bit / 64];
-        let mask = 1 << (bit % 64);
+        self.add_mask(sw, self.pairs.index(s, in_port, out_port), out_vl, 1 << in_vl);
+    }
+
+    /// Dependencies from each input VL of `in_vls` into `out_vl` at pair
+    /// slot `at` of switch `sw` (VLs below `vls` only).
+    #[inline]
+    fn add_mask(&self, sw: Sw, at: usize, out_vl: u8, in_vls: u16) {
+        let (word, bit) = match self.rec {
+            0 => {
+                let bit = (at * self.vls as usize + out_vl as usize) * self.stride as usize;
+                (self.base[sw as usize] + bit / 64, bit)
+            }
+            r => {
+                let bit = out_vl as usize * self.stride as usize;
+                (self.base[sw as usize] + at * r + 1 + bit / 64, bit)
+            }
+        };
+        let word = &self.bits[word];
+        let mask = (in_vls as u64) << (bit % 64);
         // Most dependencies recur for many destinations: a plain load spares
         // the cache line a locked write.
-        if word.load(Ordering::Relaxed) & mask == 0 {
+        if word.load(Ordering::Relaxed) & mask != mask {
             word.fetch_or(mask, Ordering::Relaxed);
         }
     }
 
-    /// Every dependency held: (switch, input port, VL, output port, VL).
+    /// Every dependency held: (switch, input port, VL, output port, VL),
+    /// per switch by pair slot, then output VL, then input VL.
     fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
-        let v = self.vls as usize;
-        for (s, p) in self.pairs.iter().enumerate() {
+        let (v, stride) = (self.vls as usize, self.stride as usize);
+        for s in 0..self.base.len() {
             // Port number of each linked rank.
-            let mut num = vec![0u8; p.k as usize];
-            for (port, &d) in p.dense.iter().enumerate() {
-                if (d as u32) < p.k {
-                    num[d as usize] = port as u8;
+            let k = self.pairs.k[s] as usize;
+            let mut num = vec![0u8; k];
+            let d = self.pairs.dense_at[s] as usize;
+            for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize].iter().enumerate() {
+                if (r as usize) < k {
+                    num[r as usize] = port as u8;
                 }
             }
-            let k2 = (p.k * p.k) as usize;
-            let words = (p.len() * v * v).div_ceil(64);
-            for w in 0..words {
-                let mut word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
-                while word != 0 {
-                    let b = word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    let bit = w * 64 + b;
-                    let (at, vv) = (bit / (v * v), bit % (v * v));
-                    let (i, o) = if at < k2 {
-                        (num[at / p.k as usize], num[at % p.k as usize])
-                    } else {
-                        let r = at - k2;
-                        ((r / p.side as usize) as u8, (r % p.side as usize) as u8)
-                    };
-                    f(s as Sw, i, (vv / v) as u8, o, (vv % v) as u8);
+            if self.rec == 0 {
+                let words = (self.pairs.len(s) * v * stride).div_ceil(64);
+                for w in 0..words {
+                    let word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
+                    for b in crate::cdg::bits(word) {
+                        let bit = w * 64 + b as usize;
+                        let (group, in_vl) = (bit / stride, bit % stride);
+                        let (at, out_vl) = (group / v, group % v);
+                        let (i, o) = self.pairs.ports(s, at, &num);
+                        f(s as Sw, i, in_vl as u8, o, out_vl as u8);
+                    }
+                }
+                continue;
+            }
+            for at in 0..self.pairs.len(s) {
+                let r = self.record(s, at);
+                for w in 1..self.rec {
+                    let word = self.bits[r + w].load(Ordering::Relaxed);
+                    for b in crate::cdg::bits(word) {
+                        let bit = (w - 1) * 64 + b as usize;
+                        let (i, o) = self.pairs.ports(s, at, &num);
+                        f(s as Sw, i, (bit % stride) as u8, o, (bit / stride) as u8);
+                    }
                 }
             }
         }
@@ -406,13 +573,17 @@ enum Next {
     Dead,
 }
 
-/// Per switch and output port, the precomputed [`Next`]: the hot loop of
-/// the verifier is one LFT read and one table read per hop.
+/// Per switch and output port, the precomputed [`Next`] with what the
+/// walks need of the hop: the hot loop of the verifier is one LFT read
+/// and one table read per hop.
 struct HopTab {
     base: Vec<u32>,
     width: Vec<u16>,
-    /// `< PORT_BIT`: switch number; `PORT_BIT | i`: port index `i`; DEAD_HOP.
-    code: Vec<u32>,
+    /// Low 32 bits: `< PORT_BIT`: switch number; `PORT_BIT | i`: port
+    /// index `i`; DEAD_HOP. Bits 32..40: the port number the link enters
+    /// the next switch by; bits 40..48: the transmitting port's
+    /// operational VLs (at least 1).
+    code: Vec<u64>,
 }
 
 const PORT_BIT: u32 = 1 << 31;
@@ -427,34 +598,39 @@ impl HopTab {
             let n = &fabric.nodes[node as usize];
             base.push(code.len() as u32);
             width.push(n.num_ports as u16 + 1);
-            code.push(PORT_BIT | n.first_port);
+            let vls = |pi: u32| (fabric.ports[pi as usize].op_vls.max(1) as u64) << 40;
+            code.push((PORT_BIT | n.first_port) as u64 | vls(n.first_port));
             for p in 1..=n.num_ports {
                 let pi = n.first_port + p as u32;
                 let c = if !usable(fabric, pi) {
-                    DEAD_HOP
+                    DEAD_HOP as u64
                 } else {
                     let peer = fabric.ports[pi as usize].peer;
                     match graph.sw_of_node[fabric.ports[peer as usize].node as usize] {
-                        NONE => PORT_BIT | peer,
-                        sw => sw,
+                        NONE => (PORT_BIT | peer) as u64,
+                        sw => sw as u64 | (fabric.ports[peer as usize].num as u64) << 32,
                     }
                 };
-                code.push(c);
+                code.push(c | vls(pi));
             }
         }
         HopTab { base, width, code }
     }
 
+    /// The hop from switch `s` by port `out`, with (port entering the next
+    /// switch, operational VLs of `out`).
     #[inline]
-    fn next(&self, s: Sw, out: u8) -> Next {
+    fn next(&self, s: Sw, out: u8) -> (Next, u8, u8) {
         if out as u16 >= self.width[s as usize] {
-            return Next::Dead;
+            return (Next::Dead, 0, 1);
         }
-        match self.code[(self.base[s as usize] + out as u32) as usize] {
+        let c = self.code[(self.base[s as usize] + out as u32) as usize];
+        let next = match c as u32 {
             DEAD_HOP => Next::Dead,
             c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
             c => Next::Switch(c),
-        }
+        };
+        (next, (c >> 32) as u8, (c >> 40) as u8)
     }
 }
 
@@ -509,6 +685,10 @@ struct Acc {
     /// it delivers or the route dies) and the LFT's output port.
     next: Vec<u32>,
     out: Vec<u8>,
+    /// Per switch, of the hop its output port makes: the port it enters
+    /// the next switch by, and its operational VLs.
+    into: Vec<u8>,
+    ovl: Vec<u8>,
     stack: Vec<Sw>,
     /// Hop distances from the group's switch, and the BFS order that
     /// produced them (the switches of its connected component).
@@ -518,14 +698,24 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    /// Per-path-SL states of the destination at hand, per switch input
-    /// port index: the SLs arrived on it, per SL the VLs they arrived on,
-    /// and the next port of its switch's list (`head`, per switch) of
-    /// ports with arrivals. All cleared as they are handled.
-    arr_sl: Vec<u16>,
-    arr_vl: Vec<u16>,
-    link: Vec<u32>,
-    head: Vec<u32>,
+    /// Per switch, the (input port, output port) dependency this thread
+    /// added there last on the single-SL path (NONE: none yet): turns
+    /// repeat from destination to destination, and this spares the shared
+    /// bits a read.
+    last_turn: Vec<u32>,
+    /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
+    c_ok: Vec<bool>,
+    c_out: Vec<u8>,
+    c_into: Vec<u8>,
+    c_ovl: Vec<u8>,
+    c_next: Vec<u32>,
+    /// Per-path-SL states of the destination at hand, per switch: the SLs
+    /// of paths leaving it towards the next switch and per SL the VLs they
+    /// leave on. Cleared as they are handled.
+    st_sl: Vec<u16>,
+    st_vl: Vec<[u16; 16]>,
+    /// The source states of the switch at hand: (entry class, SLs).
+    seeds: Vec<(u32, u16)>,
 }
 
 /// Verify a routing against a fabric.
@@ -590,6 +780,32 @@ pub fn verify_with_mcast(
     opts: &VerifyOptions,
     mcast: &[McastRoute],
 ) -> Verification {
+    run(fabric, graph, routing, opts, mcast, None)
+}
+
+/// A channel dependency: (transmitting port index, VL) → (transmitting
+/// port index, VL).
+pub type ChannelDep = ((u32, u8), (u32, u8));
+
+/// The channel dependencies [`verify`] searches for credit loops, sorted:
+/// for tests that hold the verifier's sharing of work between paths
+/// against a path-by-path reference.
+#[doc(hidden)]
+pub fn channel_dependencies(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Vec<ChannelDep> {
+    let mut out = Vec::new();
+    run(fabric, &Graph::new(fabric), routing, opts, &[], Some(&mut out));
+    out.sort_unstable();
+    out
+}
+
+fn run(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    routing: &Routing,
+    opts: &VerifyOptions,
+    mcast: &[McastRoute],
+    deps_out: Option<&mut Vec<ChannelDep>>,
+) -> Verification {
     let nsw = graph.switch_count();
     // LFT per switch number (empty when the engine gave none).
     let mut lfts: Vec<&[u8]> = vec![&[]; nsw];
@@ -610,7 +826,24 @@ pub fn verify_with_mcast(
         (_, false) => vlmap.max_vl() as u32 + 1,
     }
     .clamp(1, 16);
-    let deps = opts.credit_loops.then(|| DepBits::new(fabric, graph, vls));
+    let pairs = PairIndex::new(fabric, graph);
+    let fast = uniform.is_some() && vlmap.identity;
+    // The per-path-SL walk reads its SL2VL maps from the pair records, so
+    // it has them whether or not credit loops are checked.
+    let deps = if fast {
+        opts.credit_loops.then(|| DepBits::new(&pairs, vls, None))
+    } else {
+        let map = |s: usize, at: usize| -> u64 {
+            let node = graph.switch_nodes[s] as usize;
+            match vlmap.base.get(node) {
+                Some(&b) if b != NONE && !vlmap.identity => {
+                    vlmap.maps[b as usize + at].iter().rev().fold(0u64, |w, &vl| w << 4 | vl.min(15) as u64)
+                }
+                _ => IDENTITY_NIBBLES,
+            }
+        };
+        Some(DepBits::new(&pairs, vls, Some(&map)))
+    };
     let dests = destinations(fabric, graph, opts);
     // Group destinations by the switch they hang off, so one BFS serves a group.
     let mut groups: Vec<(Sw, Vec<(u16, u32)>)> = Vec::new();
@@ -644,7 +877,20 @@ pub fn verify_with_mcast(
     let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let fast = uniform.is_some() && vlmap.identity;
+    let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
+    let (mut seed_rep, mut seed_base, mut seed_maps) = (vec![NONE; nsw], vec![0u32; nsw], Vec::new());
+    if let Some(deps) = deps.as_ref().filter(|_| !fast) {
+        for s in 0..nsw {
+            let Some(&sp) = sources.at(s as Sw).first() else { continue };
+            let rep = entry_rep[fabric.ports[sp as usize].peer as usize];
+            let in_port = fabric.ports[rep as usize].num;
+            seed_rep[s] = rep;
+            seed_base[s] = seed_maps.len() as u32;
+            for out in 0..pairs.side[s] {
+                seed_maps.push(deps.map(deps.record(s, pairs.index(s, in_port, out as u8))));
+            }
+        }
+    }
     let ctx = Ctx {
         hops: &hops,
         component: &component,
@@ -653,7 +899,6 @@ pub fn verify_with_mcast(
         fabric,
         graph,
         lfts: &lfts,
-        vlmap: &vlmap,
         uniform,
         fast,
         routing,
@@ -661,9 +906,11 @@ pub fn verify_with_mcast(
         sources: &sources,
         first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
         port_num: fabric.ports.iter().map(|p| p.num).collect(),
-        peer: fabric.ports.iter().map(|p| p.peer).collect(),
-        op_vls: fabric.ports.iter().map(|p| p.op_vls.max(1)).collect(),
-        entry_rep: if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) },
+        entry_rep,
+        seed_rep,
+        seed_base,
+        seed_maps,
+        pairs: &pairs,
         opts,
         examples: &examples,
         vls,
@@ -675,16 +922,23 @@ pub fn verify_with_mcast(
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
         out: vec![0; nsw],
+        into: vec![0; nsw],
+        ovl: vec![1; nsw],
         stack: Vec::new(),
         dist: vec![u8::MAX; nsw],
         queue: Vec::new(),
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        arr_sl: if fast { Vec::new() } else { vec![0; fabric.ports.len()] },
-        arr_vl: if fast { Vec::new() } else { vec![0; fabric.ports.len() * 16] },
-        link: if fast { Vec::new() } else { vec![NONE; fabric.ports.len()] },
-        head: if fast { Vec::new() } else { vec![NONE; nsw] },
+        last_turn: if fast { vec![NONE; nsw] } else { Vec::new() },
+        c_ok: Vec::new(),
+        c_out: Vec::new(),
+        c_into: Vec::new(),
+        c_ovl: Vec::new(),
+        c_next: Vec::new(),
+        st_sl: if fast { Vec::new() } else { vec![0; nsw] },
+        st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
+        seeds: Vec::new(),
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -699,8 +953,17 @@ pub fn verify_with_mcast(
                     None => graph.bfs(*t, &mut acc.dist, &mut acc.queue),
                 }
             }
-            for &(lid, pi) in group {
-                ctx.destination(&mut acc, *t, lid, pi);
+            if *t != NONE && group.len() > 1 {
+                for chunk in group.chunks(CHUNK) {
+                    ctx.resolve_chunk(&mut acc, chunk);
+                    for (j, &(lid, pi)) in chunk.iter().enumerate() {
+                        ctx.destination(&mut acc, *t, lid, pi, Some(j));
+                    }
+                }
+            } else {
+                for &(lid, pi) in group {
+                    ctx.destination(&mut acc, *t, lid, pi, None);
+                }
             }
             acc
         })
@@ -725,11 +988,14 @@ pub fn verify_with_mcast(
             },
         );
     total.examples = examples.into_inner().unwrap_or_default();
-    if let Some(deps) = &deps {
+    if let Some(deps) = deps.as_ref().filter(|_| opts.credit_loops) {
         for group in mcast {
             add_mcast_deps(fabric, graph, &vlmap, deps, group);
         }
         total.credit_loops_checked = true;
+        if let Some(out) = deps_out {
+            each_channel_dep(fabric, graph, deps, |from, ivl, to, vl| out.push(((from, ivl), (to, vl))));
+        }
         total.credit_loop = find_credit_loop(fabric, graph, deps);
         if let Some(cl) = &total.credit_loop {
             if total.examples.len() < opts.max_examples {
@@ -773,21 +1039,25 @@ struct Ctx<'a> {
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
-    vlmap: &'a VlMap,
     uniform: Option<u8>,
     /// One SL, no SL2VL: every hop of every path is on that VL, and the
     /// trees alone give the dependencies.
     fast: bool,
     routing: &'a Routing,
-    deps: Option<&'a DepBits>,
+    deps: Option<&'a DepBits<'a>>,
     sources: &'a Sources,
     // Compact copies of what the hot loops read, per switch number and per
     // port index, to keep them out of the snapshot's wide records.
     first_port: Vec<u32>,
     port_num: Vec<u8>,
-    peer: Vec<u32>,
-    op_vls: Vec<u8>,
     entry_rep: Vec<u32>,
+    /// Per switch: the entry class of its first source (NONE without),
+    /// and where its maps to every output port start in `seed_maps`, a
+    /// small table that spares the sources' states the pair records.
+    seed_rep: Vec<u32>,
+    seed_base: Vec<u32>,
+    seed_maps: Vec<u64>,
+    pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
@@ -817,7 +1087,7 @@ impl Ctx<'_> {
     #[inline]
     fn step(&self, s: Sw, lid: u16, dest_port: u32) -> Result<Option<Sw>, ()> {
         let out = *self.lfts[s as usize].get(lid as usize).ok_or(())?;
-        match self.hops.next(s, out) {
+        match self.hops.next(s, out).0 {
             Next::Switch(n) => Ok(Some(n)),
             Next::Port(p) if p == dest_port => Ok(None),
             _ => Err(()),
@@ -833,7 +1103,10 @@ impl Ctx<'_> {
         for &s in &acc.queue {
             let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
             acc.out[s as usize] = out;
-            match self.hops.next(s, out) {
+            let (next, into, ovl) = self.hops.next(s, out);
+            acc.into[s as usize] = into;
+            acc.ovl[s as usize] = ovl;
+            match next {
                 Next::Switch(n) => {
                     if acc.dist[n as usize] as u32 + 1 != acc.dist[s as usize] as u32 {
                         return false;
@@ -845,6 +1118,47 @@ impl Ctx<'_> {
             }
         }
         true
+    }
+
+    /// [`Ctx::resolve_minimal`] for the destinations of one chunk of a
+    /// group at once, switch by switch: a switch's LFT entries for them
+    /// share cache lines, and its hop table row serves them all. Per
+    /// destination `j`, `c_ok[j]` says whether the common case holds and
+    /// `c_out` etc. at `j * switches..` hold what `resolve_minimal` leaves
+    /// in `out` etc.
+    fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
+        let nsw = self.graph.switch_count();
+        let len = chunk.len() * nsw;
+        acc.c_out.resize(len, 0);
+        acc.c_into.resize(len, 0);
+        acc.c_ovl.resize(len, 1);
+        acc.c_next.resize(len, NONE);
+        acc.c_ok.clear();
+        acc.c_ok.resize(chunk.len(), true);
+        for &s in &acc.queue {
+            let su = s as usize;
+            let row = self.lfts[su];
+            let ds = acc.dist[su] as u32;
+            for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
+                if !acc.c_ok[j] {
+                    continue;
+                }
+                let Some(&out) = row.get(lid as usize) else {
+                    acc.c_ok[j] = false;
+                    continue;
+                };
+                let (next, into, ovl) = self.hops.next(s, out);
+                let k = j * nsw + su;
+                acc.c_out[k] = out;
+                acc.c_into[k] = into;
+                acc.c_ovl[k] = ovl;
+                match next {
+                    Next::Switch(n) if acc.dist[n as usize] as u32 + 1 == ds => acc.c_next[k] = n,
+                    Next::Port(p) if p == dest_port => acc.c_next[k] = NONE,
+                    _ => acc.c_ok[j] = false,
+                }
+            }
+        }
     }
 
     /// Any LFTs: resolve every switch's fate for this destination (reaches,
@@ -916,9 +1230,16 @@ impl Ctx<'_> {
         for b in &acc.by_depth {
             acc.order.extend_from_slice(b);
         }
+        for &s in &acc.order {
+            let (_, into, ovl) = self.hops.next(s, acc.out[s as usize]);
+            acc.into[s as usize] = into;
+            acc.ovl[s as usize] = ovl;
+        }
     }
 
-    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32) {
+    /// The routes to one destination LID, `t` the switch it hangs off;
+    /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved.
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
         let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         // End ports cabled straight to the destination (no switch between).
@@ -935,7 +1256,19 @@ impl Ctx<'_> {
                 acc.v.disconnected += 1;
             }
         }
-        let minimal = t != NONE && self.resolve_minimal(acc, lid, dest_port);
+        let minimal = t != NONE
+            && match chunk {
+                Some(j) if acc.c_ok[j] => {
+                    let r = j * nsw..(j + 1) * nsw;
+                    acc.out.copy_from_slice(&acc.c_out[r.clone()]);
+                    acc.into.copy_from_slice(&acc.c_into[r.clone()]);
+                    acc.ovl.copy_from_slice(&acc.c_ovl[r.clone()]);
+                    acc.next.copy_from_slice(&acc.c_next[r]);
+                    true
+                }
+                Some(_) => false,
+                None => self.resolve_minimal(acc, lid, dest_port),
+            };
         if minimal {
             // Every switch of the component delivers; the others are cut off.
             acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
@@ -979,7 +1312,15 @@ impl Ctx<'_> {
         let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
         let walk = !self.fast; // per-path-SL states
-        for &s in order.iter().rev() {
+        if walk {
+            for &s in order.iter().rev().take(PRELOAD) {
+                self.preload(acc, s);
+            }
+        }
+        for (i, &s) in order.iter().enumerate().rev() {
+            if walk && i >= PRELOAD {
+                self.preload(acc, order[i - PRELOAD]);
+            }
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
             let srcs = self.sources.at(s);
@@ -999,17 +1340,10 @@ impl Ctx<'_> {
                         acc.v.non_minimal += c;
                     }
                     l += c;
-                    if walk {
-                        for &sp in srcs {
-                            if sp != dest_port {
-                                self.seed(acc, sp, s, lid);
-                            }
-                        }
-                    }
                 }
             }
-            if walk && acc.head[s as usize] != NONE {
-                self.forward_states(acc, s, t, lid);
+            if walk {
+                self.walk_switch(acc, s, lid, dest_port);
             }
             if l == 0 {
                 continue;
@@ -1022,7 +1356,7 @@ impl Ctx<'_> {
                     let pi = self.first_port[s as usize] + out as u32;
                     acc.v.port_load[pi as usize] += l;
                     if self.fast {
-                        self.check_vl(acc, pi, sl);
+                        self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
                 }
                 continue;
@@ -1034,12 +1368,15 @@ impl Ctx<'_> {
             }
             acc.load[n as usize] += l;
             if self.fast {
-                self.check_vl(acc, pi, sl);
+                self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
-                    if nout != 0 {
-                        deps.add(n, self.port_num[self.peer[pi as usize] as usize], sl, nout, sl);
+                    let key = (acc.into[s as usize] as u32) << 8 | nout as u32;
+                    // The turn this thread set last at `n` is set for good.
+                    if nout != 0 && acc.last_turn[n as usize] != key {
+                        acc.last_turn[n as usize] = key;
+                        deps.add(n, acc.into[s as usize], sl, nout, sl);
                     }
                 }
             }
@@ -1052,96 +1389,142 @@ impl Ctx<'_> {
     }
 
     #[inline]
-    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8) {
+    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8, op_vls: u8) {
         if vl < 15 && acc.v.vls_used <= vl {
             acc.v.vls_used = vl + 1;
         }
-        if vl >= self.op_vls[port_index as usize] {
+        if vl >= op_vls {
             acc.v.vl_violations += 1;
             let p = &self.fabric.ports[port_index as usize];
             self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
         }
     }
 
-    /// The states (switch input port, SL) a source's paths start in, one
-    /// per source LID with the SL the engine gives it. A source enters by
-    /// its port's class (see [`entry_classes`]), so sources of one class
-    /// and SL share one state.
-    fn seed(&self, acc: &mut Acc, sp: u32, entry: Sw, lid: u16) {
-        let src = &self.fabric.ports[sp as usize];
-        let rep = self.entry_rep[src.peer as usize];
-        for off in 0..src.lid_count().max(1) {
-            let slid = src.lid + off as u16;
-            let sl = self.routing.path_sl.path_sl(slid, lid);
-            if sl > 15 {
-                acc.v.vl_violations += 1;
-                self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
+    /// The per-path-SL states of switch `s` for this destination, the
+    /// switches that forward to it done (the order visits switches deepest
+    /// first). A state is (input port, SL) with the VLs its paths arrived
+    /// on; a switch's states leave it on one link, so what they bring to
+    /// the next switch is one VL mask per SL, kept per switch: the states
+    /// arriving by that link are entered into the next switch right here.
+    /// Sources start states by their port's class (see [`entry_classes`]),
+    /// one per (class, SL) whatever the number of sources.
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32) {
+        acc.seeds.clear();
+        for &sp in self.sources.at(s) {
+            if sp == dest_port {
                 continue;
             }
-            // Nothing precedes an end port's channel: no arriving VL.
-            arrive(acc, entry, rep, sl, 0);
-        }
-    }
-
-    /// Switch `s`'s states for this destination, all arrived (the order
-    /// visits switches deepest first): for each (input port, SL), its VL
-    /// out, the dependencies from every VL it arrived on, and the state it
-    /// leads to at the next switch. Each state is handled once per
-    /// destination however many paths share it, and a switch's SL2VL rows
-    /// and dependency bits are read together.
-    fn forward_states(&self, acc: &mut Acc, s: Sw, t: Sw, lid: u16) {
-        let out = acc.out[s as usize];
-        let node = self.graph.switch_nodes[s as usize];
-        let out_pi = self.first_port[s as usize] + out as u32;
-        // A switch destination is delivered by port 0: no hop, no VL.
-        let hop = out != 0;
-        let (n, b) = if s == t || !hop { (NONE, NONE) } else { (acc.next[s as usize], self.peer[out_pi as usize]) };
-        let mut a = std::mem::replace(&mut acc.head[s as usize], NONE);
-        while a != NONE {
-            let m = std::mem::take(&mut acc.arr_sl[a as usize]);
-            let in_port = self.port_num[a as usize];
-            for sl in crate::cdg::bits(m as u64) {
-                let sl = sl as u8;
-                let ivls = std::mem::take(&mut acc.arr_vl[a as usize * 16 + sl as usize]);
-                if !hop {
-                    continue;
-                }
-                let vl = self.vlmap.vl(node, in_port, out, sl);
-                if let Some(deps) = self.deps {
-                    if (vl as u32) < self.vls {
-                        for ivl in crate::cdg::bits(ivls as u64) {
-                            if ivl < self.vls {
-                                deps.add(s, in_port, ivl as u8, out, vl);
-                            }
-                        }
-                    }
-                }
-                if vl >= 15 {
+            let src = &self.fabric.ports[sp as usize];
+            let mut mask = 0u16;
+            for off in 0..src.lid_count().max(1) {
+                let slid = src.lid + off as u16;
+                let sl = self.routing.path_sl.path_sl(slid, lid);
+                if sl > 15 {
                     acc.v.vl_violations += 1;
-                    self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                    self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                     continue;
                 }
-                self.check_vl(acc, out_pi, vl);
-                if n != NONE {
-                    arrive(acc, n, b, sl, 1 << vl);
+                mask |= 1 << sl;
+            }
+            if mask != 0 {
+                let rep = self.entry_rep[src.peer as usize];
+                match acc.seeds.iter_mut().find(|e| e.0 == rep) {
+                    Some(e) => e.1 |= mask,
+                    None => acc.seeds.push((rep, mask)),
                 }
             }
-            a = acc.link[a as usize];
+        }
+        let su = s as usize;
+        let Some(deps) = self.deps else { return };
+        let out = acc.out[su];
+        for i in 0..acc.seeds.len() {
+            let (rep, mask) = acc.seeds[i];
+            if out == 0 {
+                break;
+            }
+            // Sources start with no dependency: only the map matters.
+            let (rec, map) = if rep == self.seed_rep[su] {
+                (0, self.seed_maps[self.seed_base[su] as usize + out as usize])
+            } else {
+                let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
+                (rec, deps.map(rec))
+            };
+            // Nothing precedes an end port's channel: no arriving VL.
+            self.enter(acc, deps, s, rec, map, lid, mask, &[0; 16]);
+        }
+        let m = std::mem::take(&mut acc.st_sl[su]);
+        if m == 0 {
+            return;
+        }
+        let vls = std::mem::take(&mut acc.st_vl[su]);
+        if let Some(rec) = self.push_record(acc, deps, s) {
+            self.enter(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
         }
     }
-}
 
-/// Paths on `sl` arrive at switch `s` by input port index `a` on the VLs
-/// of `vls` (a mask; 0 for paths starting there).
-#[inline]
-fn arrive(acc: &mut Acc, s: Sw, a: u32, sl: u8, vls: u16) {
-    if acc.arr_sl[a as usize] == 0 {
-        acc.link[a as usize] = acc.head[s as usize];
-        acc.head[s as usize] = a;
+    /// The pair record switch `s`'s states will enter the next switch by,
+    /// for the destination at hand (`None` when they stop at `s`).
+    #[inline]
+    fn push_record(&self, acc: &Acc, deps: &DepBits, s: Sw) -> Option<usize> {
+        let su = s as usize;
+        let n = acc.next[su];
+        if acc.out[su] == 0 || n == NONE || acc.out[n as usize] == 0 {
+            return None;
+        }
+        Some(deps.record(n as usize, self.pairs.index(n as usize, acc.into[su], acc.out[n as usize])))
     }
-    acc.arr_sl[a as usize] |= 1 << sl;
-    acc.arr_vl[a as usize * 16 + sl as usize] |= vls;
 
+    /// Asks the cache for [`Ctx::push_record`] of `s`, [`PRELOAD`]
+    /// switches ahead of the walk: those reads then overlap, where in the
+    /// walk each would stall it.
+    #[inline]
+    fn preload(&self, acc: &Acc, s: Sw) {
+        if let Some(deps) = self.deps {
+            if let Some(rec) = self.push_record(acc, deps, s) {
+                deps.prefetch(rec);
+            }
+        }
+    }
+
+    /// States (`s`, input port, SL) for the SLs of `sls`, arrived on the
+    /// VLs of `arrived[SL]`, `s` forwarding by a port (not 0): per SL its
+    /// VL out, the dependencies from every VL it arrived on, and (unless
+    /// `s` delivers) the VL it leaves on. The (input, output) pair's
+    /// record `rec` holds its map (`map`, read ahead) and its dependency
+    /// bits, which are gathered for all SLs and written once.
+    #[allow(clippy::too_many_arguments)]
+    fn enter(&self, acc: &mut Acc, deps: &DepBits, s: Sw, rec: usize, map: u64, lid: u16, sls: u16, arrived: &[u16; 16]) {
+        let su = s as usize;
+        let out_pi = self.first_port[su] + acc.out[su] as u32;
+        let carry = acc.next[su] != NONE;
+        let below = ((1u32 << self.vls) - 1) as u16;
+        let stride = deps.stride;
+        let mut bits = [0u64; 4];
+        for sl in crate::cdg::bits(sls as u64) {
+            let vl = (map >> (4 * sl) & 15) as u8;
+            let ivls = arrived[sl as usize] & below;
+            if ivls != 0 && (vl as u32) < self.vls {
+                let bit = vl as u32 * stride;
+                bits[(bit / 64) as usize] |= (ivls as u64) << (bit % 64);
+            }
+            if vl >= 15 {
+                acc.v.vl_violations += 1;
+                let node = self.graph.switch_nodes[su];
+                self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+                continue;
+            }
+            self.check_vl(acc, out_pi, vl, acc.ovl[su]);
+            if carry {
+                acc.st_vl[su][sl as usize] |= 1 << vl;
+                acc.st_sl[su] |= 1 << sl;
+            }
+        }
+        for (i, &w) in bits.iter().enumerate().take(deps.rec - 1) {
+            if w != 0 {
+                deps.or_record(rec, i, w);
+            }
+        }
+    }
 }
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
@@ -1209,20 +1592,26 @@ fn components(graph: &Graph) -> Vec<u32> {
     comp
 }
 
+/// Every dependency held, as (transmitting port index, VL) of the channel
+/// it comes from and of the channel it goes to.
+fn each_channel_dep(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, mut f: impl FnMut(u32, u8, u32, u8)) {
+    deps.each(|s, in_port, in_vl, out_port, out_vl| {
+        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
+        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
+        if from_port != NONE {
+            f(from_port, in_vl, n.first_port + out_port as u32, out_vl);
+        }
+    });
+}
+
 /// Find a cycle in the channel dependency graph (Tarjan's SCC, iterative).
 fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> Option<CreditLoop> {
     let v = deps.vls as usize;
     let nch = fabric.ports.len() * v;
     // Adjacency in CSR form.
     let mut edges: Vec<(u32, u32)> = Vec::new();
-    deps.each(|s, in_port, in_vl, out_port, out_vl| {
-        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
-        let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
-        if from_port == NONE {
-            return;
-        }
-        let out_pi = n.first_port as usize + out_port as usize;
-        edges.push(((from_port as usize * v + in_vl as usize) as u32, (out_pi * v + out_vl as usize) as u32));
+    each_channel_dep(fabric, graph, deps, |from, in_vl, to, out_vl| {
+        edges.push(((from as usize * v + in_vl as usize) as u32, (to as usize * v + out_vl as usize) as u32));
     });
     let mut start = vec![0u32; nch + 1];
     for &(a, _) in &edges {
