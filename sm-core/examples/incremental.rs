@@ -168,14 +168,6 @@ fn main() {
         sm.sim.restore_node(host).expect("on");
         sm.measure("host rebooted between sweeps", incremental);
     }
-    if let Ok(n) = std::env::var("PROFILE_REBOOTS") {
-        for _ in 0..n.parse::<usize>().unwrap() {
-            sm.sim.remove_node(host).expect("off");
-            sm.sim.restore_node(host).expect("on");
-            sm.measure("host rebooted between sweeps", true);
-        }
-        return;
-    }
     let spine = topo.nodes.iter().position(|n| n.desc.starts_with("spine")).expect("a spine");
     for incremental in [false, true] {
         sm.sim.remove_node(spine).expect("off");

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
 
 use crate::config::read_guid_list;
-use crate::graph::{DistanceMatrix, Graph, Sw, SwPort};
+use crate::graph::{by_distance, DistanceMatrix, Graph, Sw, SwPort};
 
 /// Hop counts an engine allows between switches.
 pub trait HopTable: Sync {
@@ -760,7 +760,6 @@ pub fn assign_lfts_weighted(
         graph.switch_nodes.iter().map(|&node| vec![0u64; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
     let mut w: Vec<u64> = Vec::new();
     let mut ord = Vec::new();
-    let mut buckets = Vec::new();
     let lmc = fabric.lmc > 0;
     for (t, dests) in &groups {
         let t = *t;
@@ -773,7 +772,7 @@ pub fn assign_lfts_weighted(
             }
         }
         let row = dist.to(t);
-        far_to_near(row, &mut ord, &mut buckets);
+        by_distance(row, true, true, &mut ord);
         w.resize(n * g, 0);
         let mut start = 0;
         while start < ord.len() {
@@ -1100,34 +1099,6 @@ struct Dest {
     lid_count: u16,
 }
 
-/// Switches reachable from `t` other than `t`, farthest first (a counting
-/// sort on the distance row), so that every switch comes before the next
-/// one on its minimal path towards `t`.
-fn far_to_near(row: &[u8], out: &mut Vec<Sw>, buckets: &mut Vec<u32>) {
-    buckets.clear();
-    buckets.resize(256, 0);
-    for &d in row {
-        if d != u8::MAX && d != 0 {
-            buckets[d as usize] += 1;
-        }
-    }
-    // Start offsets, largest distance first.
-    let mut at = 0u32;
-    for d in (1..255).rev() {
-        let c = buckets[d];
-        buckets[d] = at;
-        at += c;
-    }
-    out.clear();
-    out.resize(at as usize, 0);
-    for (s, &d) in row.iter().enumerate() {
-        if d != u8::MAX && d != 0 {
-            out[buckets[d as usize] as usize] = s as Sw;
-            buckets[d as usize] += 1;
-        }
-    }
-}
-
 /// A balancing pass over min-hop tables: while the busiest counted
 /// inter-switch link (counting end-port → end-port routes, each LID of an
 /// end port a destination, as the verifier does) can be relieved by moving
@@ -1200,7 +1171,6 @@ fn rebalance_with(
         stamp: vec![0; n],
         generation: 0,
         ord: Vec::new(),
-        buckets: Vec::new(),
         work: 0,
         moves: 0,
         lmc: fabric.lmc > 0,
@@ -1250,13 +1220,13 @@ fn link_loads(
     (0..n)
         .into_par_iter()
         .fold(
-            || (vec![0u64; links], Vec::<u32>::new(), Vec::new(), Vec::new(), Vec::new()),
-            |(mut load, mut w, mut ord, mut buckets, mut lids), t| {
+            || (vec![0u64; links], Vec::<u32>::new(), Vec::new(), Vec::new()),
+            |(mut load, mut w, mut ord, mut lids), t| {
                 let group = &by_t[t];
                 if group.is_empty() {
-                    return (load, w, ord, buckets, lids);
+                    return (load, w, ord, lids);
                 }
-                far_to_near(dist.to(t as Sw), &mut ord, &mut buckets);
+                by_distance(dist.to(t as Sw), true, true, &mut ord);
                 let g = group.len();
                 lids.clear();
                 lids.extend(group.iter().map(|&di| dests[di as usize].lid as usize));
@@ -1283,7 +1253,7 @@ fn link_loads(
                         w[next as usize * g + j] += ws;
                     }
                 }
-                (load, w, ord, buckets, lids)
+                (load, w, ord, lids)
             },
         )
         .map(|(load, ..)| load)
@@ -1347,7 +1317,6 @@ struct Pass<'a> {
     stamp: Vec<u32>,
     generation: u32,
     ord: Vec<Sw>,
-    buckets: Vec<u32>,
     work: u64,
     moves: u64,
     lmc: bool,
@@ -1393,7 +1362,7 @@ impl Pass<'_> {
         let lid = d.lid as usize;
         let row_t = self.dist.to(d.t);
         let mut ord = std::mem::take(&mut self.ord);
-        far_to_near(row_t, &mut ord, &mut self.buckets);
+        by_distance(row_t, true, true, &mut ord);
         self.work += ord.len() as u64;
         for &s in &ord {
             self.w[s as usize] = self.hosts[s as usize];

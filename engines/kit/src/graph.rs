@@ -38,6 +38,38 @@ pub struct Graph {
     pub end_ports: Vec<u32>,
 }
 
+/// The switches of a distance row (hops from each switch to one switch,
+/// `u8::MAX` where it cannot be reached) ordered by distance, nearest or
+/// farthest first, in switch order within a distance; the row's own switch
+/// (distance 0) left out when `skip_own`. A counting sort: the order in
+/// which the verifier and the balancing walk minimal paths towards a
+/// switch, each switch before the next one on its way.
+pub fn by_distance(row: &[u8], farthest_first: bool, skip_own: bool, out: &mut Vec<Sw>) {
+    let lowest = usize::from(skip_own);
+    let mut count = [0u32; 256];
+    for &d in row {
+        if d != u8::MAX {
+            count[d as usize] += 1;
+        }
+    }
+    // Where each distance starts in `out`.
+    let mut start = [0u32; 256];
+    let mut at = 0u32;
+    for k in 0..255 - lowest {
+        let d = if farthest_first { 254 - k } else { lowest + k };
+        start[d] = at;
+        at += count[d];
+    }
+    out.clear();
+    out.resize(at as usize, 0);
+    for (s, &d) in row.iter().enumerate() {
+        if d != u8::MAX && usize::from(d) >= lowest {
+            out[start[d as usize] as usize] = s as Sw;
+            start[d as usize] += 1;
+        }
+    }
+}
+
 /// A port that can carry traffic: linked and not down.
 pub fn usable(fabric: &FabricSnapshot, port_index: u32) -> bool {
     let p = &fabric.ports[port_index as usize];
@@ -225,5 +257,22 @@ impl DistanceMatrix {
     #[inline]
     pub fn to(&self, b: Sw) -> &[u8] {
         &self.d[b as usize * self.n..(b as usize + 1) * self.n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_distance;
+
+    #[test]
+    fn by_distance_orders_by_hops_then_switch_and_leaves_out_the_unreachable() {
+        let row = [2, 0, 1, u8::MAX, 1, 2];
+        let mut out = Vec::new();
+        by_distance(&row, false, false, &mut out);
+        assert_eq!(out, [1, 2, 4, 0, 5]);
+        by_distance(&row, true, true, &mut out);
+        assert_eq!(out, [0, 5, 2, 4]);
+        by_distance(&[u8::MAX, 0], true, true, &mut out);
+        assert!(out.is_empty());
     }
 }

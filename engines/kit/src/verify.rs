@@ -38,7 +38,7 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE};
 
-use crate::graph::{usable, Graph, Sw};
+use crate::graph::{by_distance, usable, Graph, Sw};
 
 /// What to check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -949,7 +949,11 @@ fn run(
         .fold(make_acc, |mut acc, (t, group)| {
             if *t != NONE {
                 match &matrix {
-                    Some(m) => order_by_distance(m.to(*t), &mut acc.dist, &mut acc.queue),
+                    Some(m) => {
+                        let row = m.to(*t);
+                        acc.dist.copy_from_slice(row);
+                        by_distance(row, false, false, &mut acc.queue);
+                    }
                     None => graph.bfs(*t, &mut acc.dist, &mut acc.queue),
                 }
             }
@@ -1004,30 +1008,6 @@ fn run(
         }
     }
     total
-}
-
-/// `row`'s distances into `dist`, and the switches they reach into
-/// `queue` by distance, nearest first: the order a BFS from the row's
-/// switch would visit them in, up to ties.
-fn order_by_distance(row: &[u8], dist: &mut [u8], queue: &mut Vec<Sw>) {
-    dist.copy_from_slice(row);
-    let mut start = [0u32; 257];
-    for &d in row {
-        if d != u8::MAX {
-            start[d as usize + 1] += 1;
-        }
-    }
-    for i in 0..256 {
-        start[i + 1] += start[i];
-    }
-    queue.clear();
-    queue.resize(start[256] as usize, 0);
-    for (s, &d) in row.iter().enumerate() {
-        if d != u8::MAX {
-            queue[start[d as usize] as usize] = s as Sw;
-            start[d as usize] += 1;
-        }
-    }
 }
 
 struct Ctx<'a> {
