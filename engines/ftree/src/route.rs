@@ -230,7 +230,8 @@ struct Router<'a> {
     routed: Vec<u64>,
     hops: Vec<u8>,
     max_hops: Vec<u8>,
-    /// Per switch: none of its down remotes has down groups of its own,
+    /// The destination being routed, counted: marks in `rev_mark` from
+    /// an earlier destination are told apart by it.
     cur: u32,
     /// Entries by destination, a column of `nsw` each, so one
     /// destination's writes stay within a few pages; transposed into rows

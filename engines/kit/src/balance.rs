@@ -296,7 +296,9 @@ impl SwitchLinks {
         }
         let search: Vec<u8> = match &opts.search_order {
             Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
-            _ => (0..num_ports as u8).collect(),
+            // Every port but 255, the LFT's "no route" (a port number
+            // `as u8` would wrap to an empty range on a 255-port switch).
+            _ => (0..num_ports.min(usize::from(NO_ROUTE))).map(|p| p as u8).collect(),
         };
         // OpenSM scans positions 1, 2, ..., then position 0 last.
         let mut links: Vec<(usize, SwPort)> = search
@@ -1749,6 +1751,22 @@ mod tests {
         // The down port's LID is still routed, uncounted.
         let lid = f.ports[h2 as usize].lid as usize;
         assert!(lfts.iter().all(|l| l.ports[lid] != NO_ROUTE), "h2's LID left unrouted");
+    }
+
+    /// A switch with the most ports NodeInfo can give (255) still has its
+    /// links: its ports' search order must not wrap around.
+    #[test]
+    fn a_255_port_switch_routes_through_its_links() {
+        let text = "Switch 255 \"a\"\n[1] \"b\"[1]\n[254] \"h0\"[1]\n\n\
+                    Switch 4 \"b\"\n[2] \"h1\"[1]\n\n\
+                    Hca 1 \"h0\"\n\nHca 1 \"h1\"\n";
+        let topo = sm_topology::parse_str(text, "wide").unwrap();
+        let f = sm_topology::lids::snapshot(&topo, 0).unwrap();
+        let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap() as u32;
+        let h1 = f.ports[f.nodes[node("h1") as usize].first_port as usize + 1].lid as usize;
+        let lfts = min_hop_lfts(&f);
+        let a = lfts.iter().find(|l| l.node == node("a")).expect("a's table");
+        assert_eq!(a.ports[h1], 1, "h1 is reached through a's port 1");
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //! of that switch's (input port, output port) pair, which holds the pair's
 //! SL → VL map and its dependency bits side by side: per SL one nibble of
 //! the map gives the VL out, and the input VLs of all SLs are ORed into the
-//! bits at once, so a state costs one cache line, prefetched a few
+//! bits at once, so a state costs one record (one cache line with up to 8
+//! VLs; records of 9 or more VLs may straddle two), prefetched a few
 //! switches ahead. Dependencies are bits per (switch, input port, output
 //! port, output VL, input VL), set once whatever the number of paths.
 //! Destinations hanging off one switch are resolved together, their LFT
@@ -395,8 +396,9 @@ impl PairIndex {
 /// With one SL and no SL2VL the pairs' bits are packed back to back.
 /// Otherwise each pair is a record of `rec` words: its SL → VL map (a
 /// nibble per SL) and then its bits, so that the walk of per-path-SL
-/// states reads one cache line per (switch, input port, output port)
-/// where a separate map table would cost two.
+/// states reads one record per (switch, input port, output port) where a
+/// separate map table would cost another line (a record of 2 words, up to
+/// 8 VLs, is one line; wider ones may straddle two).
 struct DepBits<'a> {
     vls: u32,
     stride: u32,
