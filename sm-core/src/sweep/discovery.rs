@@ -694,14 +694,8 @@ impl Walk {
     fn add_node(&mut self, info: &NodeInfoRepr, path: DrPath) -> Vec<Pending> {
         let kind = node_kind(info.node_type);
         let node = self.fabric.nodes.len();
-        let port_nums: Vec<u8> =
-            if kind == NodeKind::Switch { (0..=info.num_ports).collect() } else { vec![info.local_port_num] };
-        let mut ports = vec![FabricPort::default(); usize::from(info.num_ports) + 1];
-        for &num in &port_nums {
-            let slot = &mut ports[usize::from(num)];
-            slot.guid = info.port_guid;
-            slot.path = Some(path.clone());
-        }
+        let (ports, port_nums) =
+            managed_ports(kind == NodeKind::Switch, info.num_ports, info.local_port_num, info.port_guid, Some(&path));
         self.by_guid.insert(info.node_guid, node);
         self.fabric.nodes.push(FabricNode::from_node_info(info, path, ports));
         let mut tasks = vec![Pending { task: Task::Description { node }, retry: false }];
@@ -711,6 +705,28 @@ impl Walk {
         tasks.extend(port_nums.into_iter().map(|port| Pending { task: Task::PortInfo { node, port }, retry: false }));
         tasks
     }
+}
+
+/// The port slots of a node reached by its port `entered`, and the numbers
+/// of those the SM manages it through: every port of a switch (all behind
+/// port 0's SMA), the entered one of a CA or router (each port its own
+/// SMA). Those carry the port GUID, and `path` when given.
+pub(super) fn managed_ports(
+    is_switch: bool,
+    num_ports: u8,
+    entered: u8,
+    guid: u64,
+    path: Option<&DrPath>,
+) -> (Vec<FabricPort>, Vec<u8>) {
+    let nums: Vec<u8> = if is_switch { (0..=num_ports).collect() } else { vec![entered] };
+    let mut ports = vec![FabricPort::default(); usize::from(num_ports) + 1];
+    for &num in &nums {
+        if let Some(slot) = ports.get_mut(usize::from(num)) {
+            slot.guid = guid;
+            slot.path = path.cloned();
+        }
+    }
+    (ports, nums)
 }
 
 pub(super) fn node_kind(t: NodeType) -> NodeKind {

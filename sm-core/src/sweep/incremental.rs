@@ -46,9 +46,9 @@ use sm_mad::{NodeInfoRepr, PortInfoRepr, PortState};
 use tracing::{debug, info};
 
 use super::discovery::{
-    extended, DrPath,
+    extended, managed_ports, DrPath,
     check_node_info, link_is_up, node_kind, parse_description, parse_node_info, parse_port_info, parse_switch_info,
-    DiscoveryReport, Fabric, FabricNode, FabricPort, SweepError, SweepLimits,
+    DiscoveryReport, Fabric, FabricNode, SweepError, SweepLimits,
 };
 use super::transport::{SmpClient, SmpError, SmpOp};
 
@@ -212,9 +212,8 @@ struct Walk {
     /// Links seen by a probe this sweep: not probed again.
     probed: HashSet<(usize, u8)>,
     report: IncrementalReport,
-    /// The model changed this round (a link, a node).
-    progress: bool,
-    /// Changes of the model's shape (links, nodes) so far this sweep.
+    /// Changes of the model's shape (links, nodes) so far this sweep: a
+    /// round that moved it made progress.
     shape: u64,
     /// The model laid out as discovery would, with its index by GUID, and
     /// the `shape` it was laid out at: reused while the shape holds.
@@ -224,7 +223,6 @@ struct Walk {
 impl Walk {
     /// The model's shape changed (a link came or went, a node came).
     fn reshaped(&mut self) {
-        self.progress = true;
         self.shape += 1;
     }
 
@@ -364,12 +362,8 @@ impl Walk {
     fn add_node(&mut self, info: &NodeInfoRepr, path: DrPath) -> usize {
         let kind = node_kind(info.node_type);
         let node = self.model.nodes.len();
-        let mut ports = vec![FabricPort::default(); usize::from(info.num_ports) + 1];
-        for (p, slot) in ports.iter_mut().enumerate() {
-            if kind == NodeKind::Switch || p == usize::from(info.local_port_num) {
-                slot.guid = info.port_guid;
-            }
-        }
+        // No routes: the layout gives them.
+        let (ports, _) = managed_ports(kind == NodeKind::Switch, info.num_ports, info.local_port_num, info.port_guid, None);
         self.model.nodes.push(FabricNode::from_node_info(info, path, ports));
         self.by_guid.insert(info.node_guid, node);
         self.report.added += 1;
@@ -428,7 +422,6 @@ pub fn rediscover(
         read: HashSet::new(),
         probed: HashSet::new(),
         report: IncrementalReport::default(),
-        progress: false,
         shape: 0,
         layout: None,
     };
@@ -449,7 +442,6 @@ pub fn rediscover(
         if walk.report.rounds > MAX_ROUNDS {
             return Err(Fallback::Endless);
         }
-        walk.progress = false;
         round(client, &mut walk)?;
     }
     let fabric = replay(&walk.model);
@@ -533,7 +525,7 @@ fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
         }
     }
     if !failed.is_empty() {
-        if !walk.progress {
+        if walk.shape == shape {
             // Nothing changed this round that could give the silent nodes
             // another route. A node gone without a word (a switch whose
             // neighbours' traps were lost on routes through it) is proven
@@ -733,11 +725,7 @@ impl Replay<'_> {
         placed[m] = Some(index);
         source.push((m, port));
         let guid = n.ports.get(usize::from(port)).map_or(0, |p| p.guid);
-        let nums: Vec<u8> = if n.is_switch() { (0..=n.num_ports).collect() } else { vec![port] };
-        let mut ports = vec![FabricPort::default(); usize::from(n.num_ports) + 1];
-        for &p in &nums {
-            ports[usize::from(p)] = FabricPort { guid, info: None, peer: None, path: Some(path.clone()) };
-        }
+        let (ports, nums) = managed_ports(n.is_switch(), n.num_ports, port, guid, Some(&path));
         out.nodes.push(FabricNode {
             guid: n.guid,
             system_guid: n.system_guid,
