@@ -98,27 +98,54 @@ fn sl2vl(out: &OnceOutcome) -> Vec<(u32, u8, u8, [u8; 16])> {
     maps
 }
 
+/// The SM on the embedded [`common::SMALL_NET`] with the unicast cache,
+/// where `smcore --fabric` puts it, and what it keeps between sweeps.
+struct CachedSm {
+    sim: SimFabric,
+    sm_node: usize,
+    registry: Registry,
+    options: OnceOptions<'static>,
+    config: Config,
+    g2l: Guid2Lid,
+    held: HeldTables,
+    cache: Option<sm_core::ucast_cache::UcastCache>,
+}
+
+impl CachedSm {
+    fn new(engines: &'static str, config: Config) -> Self {
+        let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+        let (sm_node, port) = sm_location(&topo);
+        CachedSm {
+            sim: SimFabric::from_topology(&topo, sm_node, port).expect("sim"),
+            sm_node,
+            registry: Registry::scan(&[bin_dir()]),
+            options: OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None },
+            config,
+            g2l: Guid2Lid::default(),
+            held: HeldTables::default(),
+            cache: None,
+        }
+    }
+
+    /// One heavy sweep, from discovery on.
+    fn sweep(&mut self) -> OnceOutcome {
+        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache) };
+        stages::once_from(&mut SimPort::new(&mut self.sim), None, &self.options, &self.registry, &self.config, state)
+            .expect("sweep")
+    }
+}
+
 #[test]
 fn a_cached_routing_keeps_the_engines_tables_its_path_sls_and_gets_the_qos_tables_once() {
-    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
-    let (node, port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
-    let registry = Registry::scan(&[bin_dir()]);
-    let options = OnceOptions { sweep: SweepOptions::default(), engines: "lash", dump_dir: None };
-    let config = Config { qos: true, qos_vlarb_low: Some("0:8,1:16".into()), ..Config::default() };
-    let (mut g2l, mut held, mut cache) = (Guid2Lid::default(), HeldTables::default(), None);
-    let mut sweep = |sim: &mut SimFabric, cache: &mut Option<_>| {
-        let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: Some(cache) };
-        stages::once_from(&mut SimPort::new(sim), None, &options, &registry, &config, state).expect("sweep")
-    };
-    let first = sweep(&mut sim, &mut cache);
+    let mut sm = CachedSm::new("lash", Config { qos: true, qos_vlarb_low: Some("0:8,1:16".into()), ..Config::default() });
+    let first = sm.sweep();
     let routed = first.accepted.as_ref().expect("lash routes");
     assert!(!routed.from_cache);
     assert!(!routed.routing.vlarb.is_empty(), "QoS adds VLArb tables");
-    let kept = cache.as_ref().map(|c: &sm_core::ucast_cache::UcastCache| std::sync::Arc::clone(c.routing()));
+    let kept = sm.cache.as_ref().map(|c| std::sync::Arc::clone(c.routing()));
     assert!(kept.is_some_and(|k| std::sync::Arc::ptr_eq(&k, routed)), "the cache holds the accepted routing itself");
 
-    let again = sweep(&mut sim, &mut cache);
+    let again = sm.sweep();
     let reused = again.accepted.as_ref().expect("routed");
     assert!(reused.from_cache, "{:?}", again.describe());
     assert_eq!(reused.engine, routed.engine);
@@ -141,31 +168,22 @@ fn a_cached_routing_keeps_the_engines_tables_its_path_sls_and_gets_the_qos_table
 /// fewer VLs, another gate) is judged anew.
 #[test]
 fn a_host_back_where_it_was_keeps_the_cached_verdict_and_anything_else_is_judged_anew() {
-    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
-    let (node, port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
-    let registry = Registry::scan(&[bin_dir()]);
-    let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
-    let config = Config::default();
-    let (mut g2l, mut held, mut cache) = (Guid2Lid::default(), HeldTables::default(), None);
-    let mut sweep = |sim: &mut SimFabric, cache: &mut Option<_>| {
-        let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: Some(cache) };
-        stages::once_from(&mut SimPort::new(sim), None, &options, &registry, &config, state).expect("sweep")
-    };
-    let first = sweep(&mut sim, &mut cache);
+    let mut sm = CachedSm::new("minhop", Config::default());
+    let first = sm.sweep();
     assert!(!first.report.verification_reused, "the chain's routing is verified");
     // The host farthest from the SM (not the SM's own node).
-    let host = (0..sim.node_count()).rev().find(|&n| n != node && sim.port_state(n, 1).is_some()).expect("a host");
+    let sim = &sm.sim;
+    let host = (0..sim.node_count()).rev().find(|&n| n != sm.sm_node && sim.port_state(n, 1).is_some()).expect("a host");
 
-    sim.remove_node(host).expect("host off");
-    let off = sweep(&mut sim, &mut cache);
+    sm.sim.remove_node(host).expect("host off");
+    let off = sm.sweep();
     let reused = off.accepted.as_ref().expect("routed");
     assert!(reused.from_cache, "{:?}", off.describe());
     assert!(!off.report.verification_reused, "a fabric without the host is verified");
     assert!(reused.verification.pairs < first.accepted.as_ref().expect("routed").verification.pairs);
 
-    sim.restore_node(host).expect("host back");
-    let back = sweep(&mut sim, &mut cache);
+    sm.sim.restore_node(host).expect("host back");
+    let back = sm.sweep();
     let accepted = back.accepted.as_ref().expect("routed");
     assert!(accepted.from_cache, "{:?}", back.describe());
     assert!(back.report.verification_reused, "the host is back where it was: {:?}", back.report.phases_ms);
@@ -173,8 +191,8 @@ fn a_host_back_where_it_was_keeps_the_cached_verdict_and_anything_else_is_judged
     assert_eq!(accepted.verification.pairs, first.accepted.as_ref().expect("routed").verification.pairs);
 
     // The rule itself, on the snapshot the cache judged.
-    let cache = cache.expect("cache kept");
-    let gate = sm_core::offline::gate_options(&config);
+    let cache = sm.cache.expect("cache kept");
+    let gate = sm_core::offline::gate_options(&sm.config);
     let judged = cache.routing().snapshot.clone();
     assert!(cache.verification_for(&judged, &gate).is_some());
     let end = judged.end_ports().next().expect("an end port") as usize;
