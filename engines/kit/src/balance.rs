@@ -362,13 +362,11 @@ struct Candidates {
     t: Sw,
     mask: [u64; 4],
     list: Vec<(usize, SwPort)>,
-    /// Some candidate port is left out of the counting.
-    any_ignored: bool,
 }
 
 impl Candidates {
     fn new(num_ports: usize) -> Candidates {
-        Candidates { t: NONE, mask: [0; 4], list: Vec::with_capacity(num_ports), any_ignored: false }
+        Candidates { t: NONE, mask: [0; 4], list: Vec::with_capacity(num_ports) }
     }
 
     /// Point at destination switch `t`; true when the set changed.
@@ -394,7 +392,6 @@ impl Candidates {
                 }
             }
         }
-        self.any_ignored = self.list.iter().any(|&(_, l)| sl.ignored[l.port as usize]);
         true
     }
 }
@@ -511,7 +508,7 @@ fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, do
             let key = queue[head];
             head += 1;
             let port = ports[(key & 0xFF) as usize];
-            let counted = !cand.any_ignored || !sl.ignored[port as usize];
+            let counted = !sl.ignored[port as usize];
             let key = key + ((counted as u32) << 8);
             if queue.last().is_none_or(|&last| last < key) || queue.len() == head {
                 queue.push(key);
@@ -719,9 +716,20 @@ pub fn assign_lfts_weighted(
     order: &[u32],
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
+    weighted_with(fabric, graph, dist, order, &LinkView::new(fabric, graph, opts), &sources(fabric, graph))
+}
+
+/// [`assign_lfts_weighted`] with the link view and the sources per switch
+/// built.
+fn weighted_with(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    dist: &DistanceMatrix,
+    order: &[u32],
+    view: &LinkView,
+    hosts: &[u64],
+) -> Vec<Lft> {
     let n = graph.switch_count();
-    let view = LinkView::new(fabric, graph, opts);
-    let hosts = sources(fabric, graph);
     let targets = targets(fabric, graph, order);
     // End-port destinations grouped by their switch, groups in order of
     // first appearance: (lid, target index). Switch LIDs and end ports no
@@ -922,7 +930,7 @@ pub fn balanced_lfts(
         },
         || {
             (cost <= WEIGHTED_MAX_WORK).then(|| {
-                let lfts = assign_lfts_weighted(fabric, graph, dist, order, opts);
+                let lfts = weighted_with(fabric, graph, dist, order, &view, &tr.hosts);
                 let load = tr.link_loads(&view, dist, &lfts);
                 (lfts, load)
             })
