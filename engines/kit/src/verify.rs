@@ -222,17 +222,31 @@ impl Pairs {
     }
 
     fn len(&self) -> usize {
-        (self.k * self.k + self.side * self.side) as usize
+        pairs_len(self.k, self.side)
     }
 
     #[inline]
     fn index(&self, in_port: u8, out_port: u8) -> usize {
-        let (i, o) = (self.dense[in_port as usize] as u32, self.dense[out_port as usize] as u32);
-        if i < self.k && o < self.k {
-            (i * self.k + o) as usize
-        } else {
-            (self.k * self.k + in_port as u32 * self.side + out_port as u32) as usize
-        }
+        let ranks = (self.dense[in_port as usize], self.dense[out_port as usize]);
+        pair_slot(self.k, self.side, ranks, in_port, out_port)
+    }
+}
+
+/// Slots of a node's (input, output) pairs: `k` linked ports, `side` ports.
+#[inline]
+fn pairs_len(k: u32, side: u32) -> usize {
+    (k * k + side * side) as usize
+}
+
+/// The slot of (in, out), with their ranks among the linked ports: the
+/// linked square first, then the full one.
+#[inline]
+fn pair_slot(k: u32, side: u32, (i, o): (u8, u8), in_port: u8, out_port: u8) -> usize {
+    let (i, o) = (i as u32, o as u32);
+    if i < k && o < k {
+        (i * k + o) as usize
+    } else {
+        (k * k + in_port as u32 * side + out_port as u32) as usize
     }
 }
 
@@ -350,7 +364,7 @@ impl PairIndex {
     }
 
     fn len(&self, s: usize) -> usize {
-        (self.k[s] * self.k[s] + self.side[s] * self.side[s]) as usize
+        pairs_len(self.k[s], self.side[s])
     }
 
     /// Whether both ports exist on switch `s` (a multicast entry may name
@@ -363,14 +377,9 @@ impl PairIndex {
     /// The slot of (in, out) on switch `s`, as [`Pairs::index`] gives it.
     #[inline]
     fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
-        let (k, side) = (self.k[s], self.side[s]);
         let d = self.dense_at[s] as usize;
-        let (i, o) = (self.dense[d + in_port as usize] as u32, self.dense[d + out_port as usize] as u32);
-        if i < k && o < k {
-            (i * k + o) as usize
-        } else {
-            (k * k + in_port as u32 * side + out_port as u32) as usize
-        }
+        let ranks = (self.dense[d + in_port as usize], self.dense[d + out_port as usize]);
+        pair_slot(self.k[s], self.side[s], ranks, in_port, out_port)
     }
 
     /// The (input port, output port) of slot `at` on switch `s`; `num`
@@ -1084,22 +1093,31 @@ impl Ctx<'_> {
     fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
         for &s in &acc.queue {
             let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
+            let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
             acc.out[s as usize] = out;
-            let (next, into, ovl) = self.hops.next(s, out);
             acc.into[s as usize] = into;
             acc.ovl[s as usize] = ovl;
             match next {
-                Next::Switch(n) => {
-                    if acc.dist[n as usize] as u32 + 1 != acc.dist[s as usize] as u32 {
-                        return false;
-                    }
-                    acc.next[s as usize] = n;
-                }
-                Next::Port(p) if p == dest_port => acc.next[s as usize] = NONE,
-                _ => return false,
+                Some(n) => acc.next[s as usize] = n,
+                None => return false,
             }
         }
         true
+    }
+
+    /// Where `out` takes a packet from switch `s` towards the destination
+    /// behind `dest_port`: the next switch (`NONE` at the destination) if
+    /// that is one hop nearer by `dist`, the port it enters by and the VLs
+    /// the link operates.
+    #[inline]
+    fn minimal_step(&self, dist: &[u8], s: Sw, out: u8, dest_port: u32) -> (Option<u32>, u8, u8) {
+        let (next, into, ovl) = self.hops.next(s, out);
+        let next = match next {
+            Next::Switch(n) if dist[n as usize] as u32 + 1 == dist[s as usize] as u32 => Some(n),
+            Next::Port(p) if p == dest_port => Some(NONE),
+            _ => None,
+        };
+        (next, into, ovl)
     }
 
     /// [`Ctx::resolve_minimal`] for the destinations of one chunk of a
@@ -1120,7 +1138,6 @@ impl Ctx<'_> {
         for &s in &acc.queue {
             let su = s as usize;
             let row = self.lfts[su];
-            let ds = acc.dist[su] as u32;
             for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
                 if !acc.c_ok[j] {
                     continue;
@@ -1129,15 +1146,14 @@ impl Ctx<'_> {
                     acc.c_ok[j] = false;
                     continue;
                 };
-                let (next, into, ovl) = self.hops.next(s, out);
+                let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
                 let k = j * nsw + su;
                 acc.c_out[k] = out;
                 acc.c_into[k] = into;
                 acc.c_ovl[k] = ovl;
                 match next {
-                    Next::Switch(n) if acc.dist[n as usize] as u32 + 1 == ds => acc.c_next[k] = n,
-                    Next::Port(p) if p == dest_port => acc.c_next[k] = NONE,
-                    _ => acc.c_ok[j] = false,
+                    Some(n) => acc.c_next[k] = n,
+                    None => acc.c_ok[j] = false,
                 }
             }
         }
