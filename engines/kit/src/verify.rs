@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE};
+use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE, NO_ROUTE};
 
 use crate::graph::{by_distance, usable, Graph, Sw};
 
@@ -181,6 +181,10 @@ impl Verification {
 /// Destinations of one group resolved together (see
 /// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
 const CHUNK: usize = 32;
+
+/// Below this many destinations per group on average, the verifier
+/// resolves them from [`LidColumns`].
+const SMALL_GROUPS: usize = 8;
 
 /// How many switches ahead of the per-path-SL walk its pair records are
 /// read (see [`Ctx::preload`]): enough for the reads to overlap, few
@@ -645,6 +649,47 @@ impl HopTab {
     }
 }
 
+/// The LFTs by LID: per LID, every switch's output port, so that
+/// resolving a destination reads one row in order where the LFTs by
+/// switch give one cache line per switch and destination. Worth its
+/// transposition (one pass over the LFTs, as much memory again) when few
+/// destinations share a switch: groups of [`CHUNK`] already share their
+/// lines. A LID past a switch's LFT reads [`NO_ROUTE`], which no port
+/// has, so it fails the common case as a missing entry does.
+struct LidColumns {
+    switches: usize,
+    ports: Vec<u8>,
+}
+
+/// LIDs per block of the transposition: one cache line of each LFT.
+const COLUMN_BLOCK: usize = 64;
+
+impl LidColumns {
+    fn new(lfts: &[&[u8]], lids: usize) -> LidColumns {
+        let switches = lfts.len();
+        let mut ports = vec![NO_ROUTE; lids * switches];
+        if switches > 0 {
+            ports.par_chunks_mut(COLUMN_BLOCK * switches).enumerate().for_each(|(b, block)| {
+                let lo = b * COLUMN_BLOCK;
+                for (s, lft) in lfts.iter().enumerate() {
+                    let hi = (lo + COLUMN_BLOCK).min(lft.len()).min(lids);
+                    for (i, &p) in lft.get(lo..hi).unwrap_or(&[]).iter().enumerate() {
+                        block[i * switches + s] = p;
+                    }
+                }
+            });
+        }
+        LidColumns { switches, ports }
+    }
+
+    /// Every switch's output port for `lid` (a LID past the table: none).
+    #[inline]
+    fn row(&self, lid: u16) -> &[u8] {
+        let at = lid as usize * self.switches;
+        self.ports.get(at..at + self.switches).unwrap_or(&[])
+    }
+}
+
 /// End-port sources grouped by the switch their traffic enters at, so a
 /// destination costs O(switches), not O(sources), on the fast path.
 struct Sources {
@@ -690,6 +735,14 @@ impl Sources {
 /// Thread-local accumulation.
 struct Acc {
     v: Verification,
+    /// The routes per port index, for `v.port_load`: 32 bits hold them
+    /// (no port carries more than all pairs, under 2^32 with IB's 48k
+    /// unicast LIDs) and keep the table half as large in the cache the
+    /// walk scatters its additions over.
+    load_32: Vec<u32>,
+    /// Per switch, the routes to the destination at hand leaving it
+    /// (zero once added to `load_32`).
+    sent: Vec<u32>,
     status: Vec<u8>,
     depth: Vec<u32>,
     /// Per switch, for the destination at hand: the next switch (NONE when
@@ -877,7 +930,16 @@ fn run(
         if !orphan.is_empty() {
             groups.push((NONE, orphan));
         }
+        // Resolving a destination reads its LFT entry at every switch: one
+        // line of each switch's LFT per 64 LIDs. Groups taken in LID order
+        // (and each thread takes a run of them) find those lines still
+        // cached from the groups before, where switch order would fetch a
+        // line per switch and destination wherever LIDs do not follow it.
+        groups.sort_by_key(|(_, g)| g.iter().map(|&(lid, _)| lid).min());
     }
+    let dest_count: usize = groups.iter().map(|(_, g)| g.len()).sum();
+    let max_dest = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid as usize)).max().unwrap_or(0);
+    let columns = (dest_count < SMALL_GROUPS * groups.len()).then(|| LidColumns::new(&lfts, max_dest + 1));
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
     let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
@@ -910,6 +972,7 @@ fn run(
         fabric,
         graph,
         lfts: &lfts,
+        columns: columns.as_ref(),
         uniform,
         fast,
         routing,
@@ -928,7 +991,9 @@ fn run(
     };
 
     let make_acc = || Acc {
-        v: Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
+        v: Verification::default(),
+        load_32: vec![0; fabric.ports.len()],
+        sent: vec![0; nsw],
         status: vec![UNKNOWN; nsw],
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
@@ -982,7 +1047,11 @@ fn run(
             }
             acc
         })
-        .map(|a| a.v)
+        .map(|a| {
+            let mut v = a.v;
+            v.port_load = a.load_32.into_iter().map(u64::from).collect();
+            v
+        })
         .reduce(
             || Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
             |mut a, b| {
@@ -1030,6 +1099,7 @@ struct Ctx<'a> {
     fabric: &'a FabricSnapshot,
     graph: &'a Graph,
     lfts: &'a [&'a [u8]],
+    columns: Option<&'a LidColumns>,
     uniform: Option<u8>,
     /// One SL, no SL2VL: every hop of every path is on that VL, and the
     /// trees alone give the dependencies.
@@ -1072,6 +1142,15 @@ impl Ctx<'_> {
         }
     }
 
+    /// Switch `s`'s LFT entry for `lid`, from the columns when there are.
+    #[inline]
+    fn entry(&self, s: Sw, lid: u16) -> Option<u8> {
+        match self.columns {
+            Some(c) => c.row(lid).get(s as usize).copied(),
+            None => self.lfts[s as usize].get(lid as usize).copied(),
+        }
+    }
+
     /// Next hop of switch `s` towards `lid`: Ok(Some(switch)) to continue,
     /// Ok(None) when the destination port is reached, Err(()) when the
     /// route dies here.
@@ -1092,7 +1171,7 @@ impl Ctx<'_> {
     /// order visits each switch before the one it forwards to.
     fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
         for &s in &acc.queue {
-            let Some(&out) = self.lfts[s as usize].get(lid as usize) else { return false };
+            let Some(out) = self.entry(s, lid) else { return false };
             let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
             acc.out[s as usize] = out;
             acc.into[s as usize] = into;
@@ -1137,12 +1216,11 @@ impl Ctx<'_> {
         acc.c_ok.resize(chunk.len(), true);
         for &s in &acc.queue {
             let su = s as usize;
-            let row = self.lfts[su];
             for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
                 if !acc.c_ok[j] {
                     continue;
                 }
-                let Some(&out) = row.get(lid as usize) else {
+                let Some(out) = self.entry(s, lid) else {
                     acc.c_ok[j] = false;
                     continue;
                 };
@@ -1352,7 +1430,7 @@ impl Ctx<'_> {
                 // destination is delivered by port 0, no link).
                 if dest_is_end {
                     let pi = self.first_port[s as usize] + out as u32;
-                    acc.v.port_load[pi as usize] += l;
+                    acc.sent[s as usize] = l as u32;
                     if self.fast {
                         self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
@@ -1362,7 +1440,7 @@ impl Ctx<'_> {
             let pi = self.first_port[s as usize] + out as u32;
             let n = acc.next[s as usize];
             if dest_is_end {
-                acc.v.port_load[pi as usize] += l;
+                acc.sent[s as usize] = l as u32;
             }
             acc.load[n as usize] += l;
             if self.fast {
@@ -1383,6 +1461,16 @@ impl Ctx<'_> {
             acc.queue = order;
         } else {
             acc.order = order;
+        }
+        if dest_is_end {
+            // Added in switch order, the ports' loads are read in order
+            // too, where the walk's order would scatter them.
+            let (sent, out, loads) = (&mut acc.sent, &acc.out, &mut acc.load_32);
+            for (s, l) in sent.iter_mut().enumerate() {
+                if *l != 0 {
+                    loads[(self.first_port[s] + out[s] as u32) as usize] += std::mem::take(l);
+                }
+            }
         }
     }
 
@@ -1731,4 +1819,35 @@ pub fn describe_cycle(fabric: &FabricSnapshot, cycle: &[(u32, u8)]) -> String {
         s.push_str(&format!(" ... ({} channels)", cycle.len()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The columns hold every switch's entry for every LID, in LFTs of
+    /// any lengths (shorter than the LIDs, empty, longer, across block
+    /// boundaries), and `NO_ROUTE` where a switch's LFT ends.
+    #[test]
+    fn lid_columns_are_the_lfts_transposed() {
+        let lens = [0usize, 1, 63, 64, 65, 130, 200, 300];
+        let lfts: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(s, &n)| (0..n).map(|lid| ((lid * 7 + s * 13) % 250) as u8).collect())
+            .collect();
+        let views: Vec<&[u8]> = lfts.iter().map(Vec::as_slice).collect();
+        for lids in [1usize, 64, 129, 257] {
+            let c = LidColumns::new(&views, lids);
+            for lid in 0..lids {
+                let row = c.row(lid as u16);
+                assert_eq!(row.len(), views.len());
+                for (s, lft) in views.iter().enumerate() {
+                    assert_eq!(row[s], lft.get(lid).copied().unwrap_or(NO_ROUTE), "switch {s}, LID {lid}, {lids} LIDs");
+                }
+            }
+            assert!(c.row(lids as u16).is_empty(), "past the last LID there is no row");
+        }
+        assert!(LidColumns::new(&[], 10).row(3).is_empty());
+    }
 }
