@@ -951,16 +951,28 @@ fn run(
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
     let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
-    let (mut seed_rep, mut seed_base, mut seed_maps) = (vec![NONE; nsw], vec![0u32; nsw], Vec::new());
+    let (mut seed_class, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
     if let Some(deps) = deps.as_ref().filter(|_| !fast) {
+        seed_class = vec![0u32; fabric.ports.len()];
+        let mut reps = Vec::new();
         for s in 0..nsw {
-            let Some(&sp) = sources.at(s as Sw).first() else { continue };
-            let rep = entry_rep[fabric.ports[sp as usize].peer as usize];
-            let in_port = fabric.ports[rep as usize].num;
-            seed_rep[s] = rep;
             seed_base[s] = seed_maps.len() as u32;
-            for out in 0..pairs.side[s] {
-                seed_maps.push(deps.map(deps.record(s, pairs.index(s, in_port, out as u8))));
+            reps.clear();
+            for &sp in sources.at(s as Sw) {
+                let entry = fabric.ports[sp as usize].peer as usize;
+                let rep = entry_rep[entry];
+                let rank = match reps.iter().position(|&r| r == rep) {
+                    Some(k) => k,
+                    None => {
+                        reps.push(rep);
+                        let in_port = fabric.ports[rep as usize].num;
+                        for out in 0..pairs.side[s] {
+                            seed_maps.push(deps.map(deps.record(s, pairs.index(s, in_port, out as u8))));
+                        }
+                        reps.len() - 1
+                    }
+                };
+                seed_class[entry] = rank as u32;
             }
         }
     }
@@ -979,9 +991,7 @@ fn run(
         deps: deps.as_ref(),
         sources: &sources,
         first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
-        port_num: fabric.ports.iter().map(|p| p.num).collect(),
-        entry_rep,
-        seed_rep,
+        seed_class,
         seed_base,
         seed_maps,
         pairs: &pairs,
@@ -1110,12 +1120,12 @@ struct Ctx<'a> {
     // Compact copies of what the hot loops read, per switch number and per
     // port index, to keep them out of the snapshot's wide records.
     first_port: Vec<u32>,
-    port_num: Vec<u8>,
-    entry_rep: Vec<u32>,
-    /// Per switch: the entry class of its first source (NONE without),
-    /// and where its maps to every output port start in `seed_maps`, a
-    /// small table that spares the sources' states the pair records.
-    seed_rep: Vec<u32>,
+    /// Per port index facing a source, the rank of its entry class (see
+    /// [`entry_classes`]) among those of its switch's sources; per switch,
+    /// where the maps of those classes to every output port start in
+    /// `seed_maps`, class after class: a small table that spares the
+    /// sources' states the pair records, which they write nothing into.
+    seed_class: Vec<u32>,
     seed_base: Vec<u32>,
     seed_maps: Vec<u64>,
     pairs: &'a PairIndex,
@@ -1513,30 +1523,27 @@ impl Ctx<'_> {
                 mask |= 1 << sl;
             }
             if mask != 0 {
-                let rep = self.entry_rep[src.peer as usize];
-                match acc.seeds.iter_mut().find(|e| e.0 == rep) {
+                let class = self.seed_class[src.peer as usize];
+                match acc.seeds.iter_mut().find(|e| e.0 == class) {
                     Some(e) => e.1 |= mask,
-                    None => acc.seeds.push((rep, mask)),
+                    None => acc.seeds.push((class, mask)),
                 }
             }
         }
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
+        let side = self.pairs.side[su] as usize;
         for i in 0..acc.seeds.len() {
-            let (rep, mask) = acc.seeds[i];
+            let (class, mask) = acc.seeds[i];
             if out == 0 {
                 break;
             }
-            // Sources start with no dependency: only the map matters.
-            let (rec, map) = if rep == self.seed_rep[su] {
-                (0, self.seed_maps[self.seed_base[su] as usize + out as usize])
-            } else {
-                let rec = deps.record(su, self.pairs.index(su, self.port_num[rep as usize], out));
-                (rec, deps.map(rec))
-            };
-            // Nothing precedes an end port's channel: no arriving VL.
-            self.enter(acc, deps, s, rec, map, lid, mask, &[0; 16]);
+            let map = self.seed_maps[self.seed_base[su] as usize + class as usize * side + out as usize];
+            // Nothing precedes an end port's channel: no arriving VL, so
+            // no dependency, and `enter` writes into no record (record 0
+            // stands in).
+            self.enter(acc, deps, s, 0, map, lid, mask, &[0; 16]);
         }
         let m = std::mem::take(&mut acc.st_sl[su]);
         if m == 0 {
