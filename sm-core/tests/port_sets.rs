@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 
-use common::{bin_dir, sm_location, workspace};
+use common::{bin_dir, sm_location, workspace, Spy};
 use sm_abi::NodeKind;
 use sm_core::config::Config;
 use sm_core::engines::Registry;
@@ -18,8 +18,7 @@ use sm_core::partition::{resolve, EndPortKind, PartitionSettings};
 use sm_core::sim::{SimFabric, SimOptions, SimPort};
 use sm_core::sweep::program::LinkConfig;
 use sm_core::sweep::{
-    self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SmpPort, SweepOptions, TransportError,
-    DEFAULT_SUBNET_PREFIX,
+    self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions, DEFAULT_SUBNET_PREFIX,
 };
 use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Routing, DATA_LEN};
@@ -29,37 +28,18 @@ use sm_topology::Topology;
 /// Entries of each switch external port's P_Key table.
 const ENFORCEMENT_CAP: u16 = 32;
 
-/// Every PortInfo Set on its way to the fabric: (directed route, port
-/// the modifier names, the attribute sent).
-struct Spy<'a> {
-    inner: SimPort<'a>,
-    sets: Vec<(Vec<u8>, u8, PortInfoRepr)>,
-}
-
-impl Spy<'_> {
-    fn note(&mut self, mad: &[u8]) {
-        let Ok(r) = smp::Packet::new_checked(mad).and_then(|p| smp::Repr::parse(&p)) else { return };
-        if r.method != method::SET || r.attribute_id != attr::PORT_INFO {
-            return;
-        }
-        let Routing::Directed(dr) = r.routing else { return };
-        let info = PortInfoPacket::new_checked(&r.data[..])
-            .and_then(|p| PortInfoRepr::parse(&p))
-            .expect("the SM sends well-formed PortInfo");
-        self.sets.push((dr.initial_ports().to_vec(), r.attribute_modifier as u8, info));
+/// A PortInfo Set of `mad`: (directed route, port the modifier names,
+/// the attribute sent).
+fn port_info_set(mad: &[u8]) -> Option<(Vec<u8>, u8, PortInfoRepr)> {
+    let r = smp::Packet::new_checked(mad).and_then(|p| smp::Repr::parse(&p)).ok()?;
+    if r.method != method::SET || r.attribute_id != attr::PORT_INFO {
+        return None;
     }
-}
-
-impl SmpPort for Spy<'_> {
-    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.note(mad);
-        self.inner.send(mad)
-    }
-
-    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.note(mad);
-        self.inner.send_to(dlid, mad)
-    }
+    let Routing::Directed(dr) = r.routing else { return None };
+    let info = PortInfoPacket::new_checked(&r.data[..])
+        .and_then(|p| PortInfoRepr::parse(&p))
+        .expect("the SM sends well-formed PortInfo");
+    Some((dr.initial_ports().to_vec(), r.attribute_modifier as u8, info))
 }
 
 struct Bed {
@@ -101,11 +81,13 @@ fn bed() -> Bed {
 impl Bed {
     /// One heavy sweep; every PortInfo Set it sent.
     fn sweep(&mut self) -> (OnceOutcome, Vec<(Vec<u8>, u8, PortInfoRepr)>) {
-        let mut spy = Spy { inner: SimPort::new(&mut self.sim), sets: Vec::new() };
+        let mut sets = Vec::new();
+        let note = |mad: &[u8]| sets.extend(port_info_set(mad));
+        let mut spy = Spy { inner: SimPort::new(&mut self.sim), note };
         let out = sweep::once(&mut spy, &self.options, &self.registry, &self.config, &mut self.g2l, &mut self.held)
             .expect("sweep");
         assert!(out.accepted.is_some(), "{:?}", out.describe());
-        (out, spy.sets)
+        (out, sets)
     }
 
     /// The simulator's (node, port) each Set of `sets` went to, in order,
