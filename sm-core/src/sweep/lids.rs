@@ -14,6 +14,9 @@
 //! Programming reads nothing extra: discovery has just read every PortInfo,
 //! so a Set is sent only to ports whose LID, LMC or master SM LID/SL
 //! differ, with the rest of the attribute written back as it was read.
+//! In a full sweep those fields ride on the PortInfo Set stage 3 sends the
+//! port for its link parameters ([`LidSets`],
+//! [`super::stages::SendLids::WithLinks`]): one Set per port, not two.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;

@@ -7,7 +7,10 @@
 //!   port gets that port's table (cut to SwitchInfo.PartitionEnforcementCap;
 //!   a table that does not fit leaves the port unenforced, as in OpenSM)
 //!   and PortInfo PartitionEnforcementInbound/Outbound; switch-to-switch
-//!   ports are never enforced.
+//!   ports are never enforced. The enforcement bits of a port not yet
+//!   Active ride on the PortInfo Set stage 3 sends it anyway (link
+//!   parameters, arming: [`super::program::Riders`]); only ports already
+//!   Active get a Set of their own here, after their tables.
 //!
 //! Only 32-entry blocks that differ from what the port holds are written.
 //! What a port holds is known from an earlier sweep's writes while the
