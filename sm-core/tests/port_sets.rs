@@ -4,7 +4,8 @@
 //! fields, link parameters, arming and partition enforcement in one Set,
 //! and the ports end holding what the SM wants; a port already Active
 //! whose LID must change gets one Set, PortState NoChange, and stays
-//! Active.
+//! Active; a LID that does not take still fails the sweep's LIDs and
+//! marks it incomplete.
 
 mod common;
 
@@ -194,7 +195,7 @@ fn a_first_sweep_sets_each_port_once_before_activation_and_the_ports_hold_what_t
             lid_ports += 1;
             let block = if node.is_switch() { 0 } else { lmc };
             assert_eq!(info.lmc, block, "{at}: LMC");
-            assert!(info.lid != 0 && info.lid % (1 << block) == 0, "{at}: LID {:#x}", info.lid);
+            assert!(info.lid != 0 && info.lid.is_multiple_of(1 << block), "{at}: LID {:#x}", info.lid);
             assert_eq!(bed.g2l.entries.get(&node.port_guid(p)).map(|e| e.0), Some(info.lid), "{at}: the LID assigned");
             assert_eq!(lids.insert(info.lid, (n, p)), None, "{at}: LID {:#x} twice", info.lid);
             assert_eq!((info.master_sm_lid, info.master_sm_sl), (sm, bed.options.sweep.sm_sl), "{at}: master SM");
@@ -235,6 +236,7 @@ fn a_first_sweep_sets_each_port_once_before_activation_and_the_ports_hold_what_t
     // port 0.
     assert_eq!(out.program.link.set, link_ports + switches, "{:?}", out.program.link);
     assert_eq!(out.program.arm.set, link_ports, "every linked port armed");
+    assert_eq!(out.program.pkey.failed, 0, "{:?}", out.program.pkey);
 
     // The three passes apart would have sent, per port, a Set for each of
     // its LID fields, its link parameters and arming, and its enforcement
@@ -315,4 +317,42 @@ fn an_active_port_whose_lid_must_change_gets_one_set_with_no_state_change_and_st
     assert_eq!(again.sweep.lids.from_file, 1, "{:?}", again.sweep.lids);
     assert_eq!(again.program.link.smps.sets(attr::PORT_INFO), 1, "counted where it went");
     assert_eq!((again.program.link.set, again.program.arm.set, again.program.activate.set), (0, 0, 0));
+}
+
+#[test]
+fn a_lid_that_does_not_take_is_a_failure_and_marks_the_sweep_incomplete() {
+    let mut bed = bed();
+    // A host keyed by someone else (M_Key protection level 1, a key this
+    // SM does not know): it answers Gets and drops every Set.
+    let (fabric, _) = {
+        let mut port = SimPort::new(&mut bed.sim);
+        let mut client = SmpClient::new(&mut port, 1);
+        sweep::discover_within(&mut client, &bed.options.sweep.limits()).expect("discovery")
+    };
+    let host = (1..fabric.nodes.len()).find(|&i| !fabric.nodes[i].is_switch()).expect("a host");
+    let port = (1..fabric.nodes[host].ports.len()).find(|&p| fabric.nodes[host].ports[p].info.is_some()).expect("a port");
+    let slot = &fabric.nodes[host].ports[port];
+    let mut keyed = slot.info.expect("info");
+    keyed.m_key = 0x7777;
+    keyed.m_key_protect_bits = 1;
+    keyed.port_state = PortState::NoChange;
+    keyed.port_physical_state = sm_mad::PhysState::NoChange;
+    let mut data = [0u8; DATA_LEN];
+    keyed.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+    {
+        let mut sim_port = SimPort::new(&mut bed.sim);
+        let mut client = SmpClient::new(&mut sim_port, 1);
+        let path = slot.path.clone().expect("path");
+        client.run_many(&[SmpOp::set(attr::PORT_INFO, port as u32, &path, data)]).remove(0).expect("keyed");
+    }
+    let sim_host = bed.topo.nodes.iter().position(|n| n.node_guid == fabric.nodes[host].guid).expect("in the topology");
+
+    let (out, _) = bed.sweep();
+    assert_eq!(out.sweep.program.failed, 1, "the keyed host's LID: {:?}", out.sweep.program);
+    assert!(out.sweep.fabric.incomplete, "a LID not written is tried again at the next sweep");
+    assert_eq!(out.program.link.failed, 1, "the same Set carried its link parameters: {:?}", out.program.link);
+    assert_eq!(bed.sim.held_port_info(sim_host, port as u8).map(|i| i.lid), Some(0), "the host took nothing");
+    let others = bed.topo.nodes.len() - bed.topo.nodes.iter().filter(|n| n.is_switch()).count() - 1
+        + bed.topo.nodes.iter().filter(|n| n.is_switch()).count();
+    assert_eq!(out.sweep.program.set, others, "every other LID written");
 }
