@@ -196,3 +196,22 @@ pub fn ctl(socket: &Path, command: &[&str]) -> (bool, String) {
         .expect("run smcore ctl");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
+
+/// The embedded fabric behind a port that shows `note` every SMP on its
+/// way there.
+pub struct Spy<'a, F> {
+    pub inner: sm_core::sim::SimPort<'a>,
+    pub note: F,
+}
+
+impl<F: FnMut(&[u8])> sm_core::sweep::SmpPort for Spy<'_, F> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        (self.note)(mad);
+        self.inner.send(mad)
+    }
+
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        (self.note)(mad);
+        self.inner.send_to(dlid, mad)
+    }
+}

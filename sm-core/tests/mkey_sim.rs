@@ -7,10 +7,13 @@
 //! The "host" SMPs are sent from the SM's own port with another key: the
 //! SMA at the target checks the key, not where the SMP came from.
 
+mod common;
+
+use common::Spy;
 use sm_abi::NodeKind;
 use sm_core::sim::{SimFabric, SimOptions, SimPort, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
-use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SmpPort, SweepOptions, SweepOutcome, TransportError};
+use sm_core::sweep::{self, Guid2Lid, MKeyConfig, MKeys, SweepOptions, SweepOutcome};
 use sm_mad::mad::attr;
 use sm_mad::smp::{self, DATA_LEN};
 use sm_mad::notice::{trap, Details};
@@ -284,32 +287,9 @@ fn a_whole_sweep_at_level_3_routes_and_activates_every_port() {
     }
 }
 
-/// Records the M_Key of every SMP on its way to the fabric.
-struct Spy<'a> {
-    inner: SimPort<'a>,
-    keys: Vec<u64>,
-}
-
-impl Spy<'_> {
-    fn note(&mut self, mad: &[u8]) {
-        if let Ok(p) = smp::Packet::new_checked(mad) {
-            if let Ok(r) = smp::Repr::parse(&p) {
-                self.keys.push(r.m_key);
-            }
-        }
-    }
-}
-
-impl SmpPort for Spy<'_> {
-    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.note(mad);
-        self.inner.send(mad)
-    }
-
-    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        self.note(mad);
-        self.inner.send_to(dlid, mad)
-    }
+/// The M_Key of an SMP.
+fn m_key(mad: &[u8]) -> Option<u64> {
+    smp::Packet::new_checked(mad).and_then(|p| smp::Repr::parse(&p)).ok().map(|r| r.m_key)
 }
 
 #[test]
@@ -322,12 +302,15 @@ fn with_per_port_keys_the_secret_never_goes_on_the_wire() {
     for run in 0..2 {
         let options = protected(true, 2, Some(&file));
         for round in 0..2 {
-            let mut spy = Spy { inner: SimPort::new(&mut fabric), keys: Vec::new() };
-            let out = sweep::sweep(&mut spy, &options, &mut g2l)
-                .unwrap_or_else(|e| panic!("run {run} round {round}: {e}; keys {:x?}", spy.keys));
+            let mut keys = Vec::new();
+            let swept = {
+                let mut spy = Spy { inner: SimPort::new(&mut fabric), note: |mad: &[u8]| keys.extend(m_key(mad)) };
+                sweep::sweep(&mut spy, &options, &mut g2l)
+            };
+            let out = swept.unwrap_or_else(|e| panic!("run {run} round {round}: {e}; keys {keys:x?}"));
             assert_same_fabric(&out, &topo, "sweep");
-            assert!(!spy.keys.is_empty());
-            assert!(!spy.keys.contains(&SECRET), "an SMP carried the per-port secret");
+            assert!(!keys.is_empty());
+            assert!(!keys.contains(&SECRET), "an SMP carried the per-port secret");
         }
     }
 }

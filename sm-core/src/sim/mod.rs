@@ -126,6 +126,10 @@ pub struct SimOptions {
     pub switch_device_id: u16,
     /// NodeInfo.DeviceID of CAs and routers.
     pub ca_device_id: u16,
+    /// SwitchInfo.PartitionEnforcementCap: P_Key table entries of each
+    /// switch external port, and the enforcement bits stored (never
+    /// applied). 0 (the default): switches do not enforce partitions.
+    pub partition_enforcement_cap: u16,
 }
 
 impl Default for SimOptions {
@@ -143,6 +147,7 @@ impl Default for SimOptions {
             vendor_id: 0x0002c9,
             switch_device_id: 0xcb20,
             ca_device_id: 0x1017,
+            partition_enforcement_cap: 0,
         }
     }
 }

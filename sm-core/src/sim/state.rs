@@ -180,8 +180,8 @@ pub(super) struct Port {
     pub sl2vl: [u8; SLS],
     pub vlarb_high: [VlArbEntry; VLARB_ENTRIES],
     pub vlarb_low: [VlArbEntry; VLARB_ENTRIES],
-    /// P_Key table, NodeInfo.PartitionCap entries long (none on switch
-    /// external ports: SwitchInfo.PartitionEnforcementCap is 0).
+    /// P_Key table, NodeInfo.PartitionCap entries long (on switch
+    /// external ports SwitchInfo.PartitionEnforcementCap, by default 0).
     pub pkeys: Vec<u16>,
     /// SMInfo of an SM behind this port; `None` where no SM runs, and the
     /// SMA then refuses the attribute as real CAs without an SM do.
@@ -255,7 +255,8 @@ impl Port {
             pkeys: match role {
                 PortRole::Ca => default_pkeys(CA_PARTITION_CAP),
                 PortRole::SwitchPort0 => default_pkeys(SWITCH_PARTITION_CAP),
-                PortRole::SwitchExternal => Vec::new(),
+                PortRole::SwitchExternal if options.partition_enforcement_cap == 0 => Vec::new(),
+                PortRole::SwitchExternal => default_pkeys(options.partition_enforcement_cap),
             },
             sm_info: None,
         }
@@ -317,6 +318,9 @@ impl Switch {
             // Bits 16 and 17 of the SL2VL modifier are honoured.
             optimized_sl2vl_programming: 1,
             multicast_fdb_top: 0xBFFF,
+            partition_enforcement_cap: options.partition_enforcement_cap,
+            inbound_enforcement_cap: options.partition_enforcement_cap != 0,
+            outbound_enforcement_cap: options.partition_enforcement_cap != 0,
             ..SwitchInfoRepr::default()
         };
         Self {

@@ -14,6 +14,9 @@
 //! Programming reads nothing extra: discovery has just read every PortInfo,
 //! so a Set is sent only to ports whose LID, LMC or master SM LID/SL
 //! differ, with the rest of the attribute written back as it was read.
+//! In a full sweep those fields ride on the PortInfo Set stage 3 sends the
+//! port for its link parameters ([`LidSets`],
+//! [`super::stages::SendLids::WithLinks`]): one Set per port, not two.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -22,11 +25,11 @@ use std::path::Path;
 use sm_abi::MAX_UNICAST_LID;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortState};
+use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric};
-use super::transport::{SmpClient, SmpOp};
+use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// Highest LMC IBA allows.
 pub const MAX_LMC: u8 = 7;
@@ -330,6 +333,147 @@ pub struct ProgramReport {
     pub failed: usize,
 }
 
+/// The LID fields one port is to be Set with: [`LidSets`]' common fields
+/// and these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LidSet {
+    /// Node index in the fabric.
+    pub node: usize,
+    /// Port (0 on a switch).
+    pub port: u8,
+    /// LID and LMC [`assign`] chose.
+    pub lid: u16,
+    /// LMC [`assign`] chose.
+    pub lmc: u8,
+    /// Whether the Set asks for a client reregistration.
+    pub reregister: bool,
+    /// (LID, MasterSMLID) the port held when read: a switch whose port 0
+    /// gets others is relabelled ([`super::SweepOutcome::relabelled`]).
+    pub before: (u16, u16),
+}
+
+/// The PortInfo Sets that write the LIDs [`assign`] chose, the SM's LID
+/// and SL and the GID prefix into the ports that do not hold them: one
+/// per port, with PortState NoChange unless a Set of stage 3 carries them
+/// along with its own fields ([`super::program::program_links`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LidSets {
+    /// The SM port's new LID, written as MasterSMLID.
+    pub sm_lid: u16,
+    /// MasterSMSL.
+    pub sm_sl: u8,
+    /// GID prefix.
+    pub subnet_prefix: u64,
+    /// The ports to Set, in fabric order.
+    pub ports: Vec<LidSet>,
+}
+
+impl LidSets {
+    /// The ports of `fabric` whose PortInfo as `read` (what the ports hold
+    /// now) lacks the LID and LMC [`assign`] put in `fabric`, the SM port's
+    /// LID as MasterSMLID, `sm_sl`, `subnet_prefix` or the M_Key fields
+    /// `m_keys` wants (those the Set's sender writes in), or that are to
+    /// be asked for a client reregistration (`client_reregister`, end
+    /// ports that support it). Ports that hold everything are counted in
+    /// `report.unchanged`.
+    pub fn plan(
+        m_keys: &super::MKeys,
+        read: &Fabric,
+        fabric: &Fabric,
+        sm_sl: u8,
+        client_reregister: bool,
+        subnet_prefix: u64,
+        report: &mut ProgramReport,
+    ) -> Self {
+        let sm_lid = fabric
+            .nodes
+            .first()
+            .and_then(|n| n.ports.get(usize::from(fabric.sm_port)))
+            .and_then(|p| p.info.as_ref())
+            .map_or(0, |i| i.lid);
+        let mut sets = LidSets { sm_lid, sm_sl, subnet_prefix, ports: Vec::new() };
+        // The LMC argument only sizes blocks, which programming does not need.
+        for (node, port, _) in holders(fabric, 0) {
+            let slot = &fabric.nodes[node].ports[usize::from(port)];
+            let (Some(target), Some(path)) = (slot.info, slot.path.as_ref()) else {
+                continue;
+            };
+            let Some(current) = read
+                .nodes
+                .get(node)
+                .and_then(|n| n.ports.get(usize::from(port)))
+                .and_then(|p| p.info)
+            else {
+                continue;
+            };
+            let reregister = client_reregister
+                && !fabric.nodes[node].is_switch()
+                && current.capability_mask & sm_mad::port_info::capability::IS_CLIENT_REREGISTRATION_SUPPORTED != 0;
+            let holds = current.lid == target.lid
+                && current.lmc == target.lmc
+                && current.master_sm_lid == sm_lid
+                && current.master_sm_sl == sm_sl
+                && current.gid_prefix == subnet_prefix
+                && !reregister
+                // A port without the M_Key fields wanted is Set even when its
+                // LIDs hold (the Set's M_Key fields are the client's doing).
+                && m_keys.holds(path, &current);
+            if holds {
+                report.unchanged += 1;
+                continue;
+            }
+            sets.ports.push(LidSet {
+                node,
+                port,
+                lid: target.lid,
+                lmc: target.lmc,
+                reregister,
+                before: (current.lid, current.master_sm_lid),
+            });
+        }
+        sets
+    }
+
+    /// Writes `set`'s fields and the common ones into `info`, the
+    /// attribute about to be Set.
+    pub fn apply(&self, set: &LidSet, info: &mut PortInfoRepr) {
+        info.lid = set.lid;
+        info.lmc = set.lmc;
+        info.master_sm_lid = self.sm_lid;
+        info.master_sm_sl = self.sm_sl;
+        info.gid_prefix = self.subnet_prefix;
+        info.client_reregister = set.reregister;
+    }
+
+    /// Takes the answer to a Set that carried `set` into `report` (a LID
+    /// or MasterSMLID not taken is a failure, logged). True when it took.
+    pub fn answered(
+        &self,
+        set: &LidSet,
+        guid: u64,
+        answer: Result<&PortInfoRepr, &SmpError>,
+        report: &mut ProgramReport,
+    ) -> bool {
+        let port = set.port;
+        match answer {
+            Ok(now) if now.lid == set.lid && now.master_sm_lid == self.sm_lid => {
+                report.set += 1;
+                true
+            }
+            Ok(now) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, lid = now.lid, wanted = set.lid, "PortInfo Set did not take effect");
+                report.failed += 1;
+                false
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortInfo Set failed");
+                report.failed += 1;
+                false
+            }
+        }
+    }
+}
+
 /// Writes the model's LIDs and LMCs and the SM's LID and SL into the ports
 /// that do not hold them yet, by directed-route PortInfo Sets.
 ///
@@ -347,73 +491,31 @@ pub fn program(
     subnet_prefix: u64,
 ) -> ProgramReport {
     let mut report = ProgramReport::default();
-    let sm_lid = fabric
-        .nodes
-        .first()
-        .and_then(|n| n.ports.get(usize::from(fabric.sm_port)))
-        .and_then(|p| p.info.as_ref())
-        .map_or(0, |i| i.lid);
-    // The LMC argument only sizes blocks, which programming does not need.
-    let mut targets = Vec::new();
-    let mut ops = Vec::new();
-    for (node, port, _) in holders(fabric, 0) {
-        let slot = &fabric.nodes[node].ports[usize::from(port)];
-        let (Some(target), Some(path)) = (slot.info, slot.path.as_ref()) else {
-            continue;
-        };
-        let Some(current) = read
-            .nodes
-            .get(node)
-            .and_then(|n| n.ports.get(usize::from(port)))
-            .and_then(|p| p.info)
+    let sets = LidSets::plan(client.m_keys(), read, fabric, sm_sl, client_reregister, subnet_prefix, &mut report);
+    let mut ops = Vec::with_capacity(sets.ports.len());
+    let mut sent = Vec::with_capacity(sets.ports.len());
+    for set in &sets.ports {
+        let (node, port) = (set.node, usize::from(set.port));
+        // Planned only where both are known.
+        let (Some(mut want), Some(path)) = (read.nodes[node].ports[port].info, fabric.nodes[node].ports[port].path.as_ref())
         else {
             continue;
         };
-        let reregister = client_reregister
-            && !fabric.nodes[node].is_switch()
-            && current.capability_mask & sm_mad::port_info::capability::IS_CLIENT_REREGISTRATION_SUPPORTED != 0;
-        let holds = current.lid == target.lid
-            && current.lmc == target.lmc
-            && current.master_sm_lid == sm_lid
-            && current.master_sm_sl == sm_sl
-            && current.gid_prefix == subnet_prefix
-            && !reregister
-            // A port without the M_Key fields wanted is Set even when its
-            // LIDs hold (the Set's M_Key fields are the client's doing).
-            && client.m_keys().holds(path, &current);
-        if holds {
-            report.unchanged += 1;
-            continue;
-        }
-        let mut want = current;
-        want.lid = target.lid;
-        want.lmc = target.lmc;
-        want.master_sm_lid = sm_lid;
-        want.master_sm_sl = sm_sl;
-        want.gid_prefix = subnet_prefix;
-        want.client_reregister = reregister;
+        sets.apply(set, &mut want);
         want.port_state = PortState::NoChange;
         want.port_physical_state = PhysState::NoChange;
         let mut data = [0u8; DATA_LEN];
         want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(port), path, data));
-        targets.push((node, port, target.lid));
+        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(set.port), path, data));
+        sent.push(set);
     }
     let answers = client.run_many(&ops);
-    for ((node, port, wanted), answer) in targets.into_iter().zip(answers) {
-        let guid = fabric.nodes[node].guid;
-        match answer.and_then(|d| parse_port_info(&d)) {
-            Ok(now) if now.lid == wanted && now.master_sm_lid == sm_lid => {
-                report.set += 1;
-                fabric.nodes[node].ports[usize::from(port)].info = Some(now);
-            }
-            Ok(now) => {
-                warn!(guid = format_args!("{guid:#018x}"), port, lid = now.lid, wanted, "PortInfo Set did not take effect");
-                report.failed += 1;
-            }
-            Err(e) => {
-                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortInfo Set failed");
-                report.failed += 1;
+    for (set, answer) in sent.into_iter().zip(answers) {
+        let now = answer.and_then(|d| parse_port_info(&d));
+        let guid = fabric.nodes[set.node].guid;
+        if sets.answered(set, guid, now.as_ref(), &mut report) {
+            if let Ok(now) = now {
+                fabric.nodes[set.node].ports[usize::from(set.port)].info = Some(now);
             }
         }
     }

@@ -35,7 +35,7 @@ use std::time::Duration;
 pub use discovery::{
     discover, discover_within, DiscoveryReport, Fabric, FabricMemory, FabricNode, FabricPort, SweepError, SweepLimits,
 };
-pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, ProgramReport};
+pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, LidSet, LidSets, ProgramReport};
 pub use program::{activate_ports, program_routing, HeldTables, PhaseReport, RoutingProgramReport};
 pub use stages::{once, Discovered, OnceError, OnceOptions, OnceOutcome};
 pub use transport::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
@@ -149,6 +149,10 @@ pub struct SweepOutcome {
     /// the fabric does not hold until they are read again
     /// ([`incremental`] reads them at its next sweep).
     pub relabelled: Vec<u64>,
+    /// LID Sets stage 2 decided and left to stage 3's Sets
+    /// ([`stages::SendLids::WithLinks`]); empty once those ran, and when
+    /// stage 2 sent them itself.
+    pub lid_sets: lids::LidSets,
 }
 
 impl SweepOutcome {
@@ -180,5 +184,5 @@ pub fn sweep_with(
     limits: &SweepLimits,
 ) -> Result<SweepOutcome, SweepError> {
     let discovered = stages::read_fabric(port, options, limits)?;
-    stages::address(port, options, discovered, guid2lid, memory, limits)
+    stages::address(port, options, discovered, guid2lid, memory, limits, stages::SendLids::Now)
 }

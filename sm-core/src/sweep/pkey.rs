@@ -7,7 +7,10 @@
 //!   port gets that port's table (cut to SwitchInfo.PartitionEnforcementCap;
 //!   a table that does not fit leaves the port unenforced, as in OpenSM)
 //!   and PortInfo PartitionEnforcementInbound/Outbound; switch-to-switch
-//!   ports are never enforced.
+//!   ports are never enforced. The enforcement bits of a port not yet
+//!   Active ride on the PortInfo Set stage 3 sends it anyway (link
+//!   parameters, arming: [`super::program::Riders`]); only ports already
+//!   Active get a Set of their own here, after their tables.
 //!
 //! Only 32-entry blocks that differ from what the port holds are written.
 //! What a port holds is known from an earlier sweep's writes while the
@@ -23,14 +26,14 @@ use std::sync::Arc;
 use sm_mad::mad::attr;
 use sm_mad::pkey_table::{self, Packet as PkeyPacket, Repr as PkeyRepr, PKEYS};
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortState};
+use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
 use tracing::warn;
 
 use super::discovery::{parse_port_info, DrPath, Fabric};
 use super::program::{HeldTables, PhaseReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
 use crate::config::Config;
-use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, SaPartitions};
+use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, Resolved, SaPartitions};
 
 /// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
 type Enforcement = (bool, bool);
@@ -93,23 +96,136 @@ fn fitted(table: &[u16], cap: usize) -> Option<Vec<u16>> {
     Some(out)
 }
 
-/// Reads the partition file again (keeping the last good set), resolves it
-/// against `fabric`, and programs P_Key tables and partition enforcement.
-/// Run before any port is Active (while the engines route, see
-/// [`super::stages::route`]). Fills `phase`; the result for the SA is
-/// kept in `held` ([`HeldPkeys::sa_view`]).
+/// What a switch port facing an end port is to enforce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SwitchPort {
+    /// The peer's table cut to SwitchInfo.PartitionEnforcementCap
+    /// (`None`: the port is not enforced).
+    table: Option<Vec<u16>>,
+    /// PartitionEnforcementInbound/Outbound wanted.
+    bits: Enforcement,
+    /// Whether a Set of stage 3 took the bits along
+    /// ([`Partitions::fold_enforcement`]): then [`program_partitions`]
+    /// leaves them.
+    folded: bool,
+}
+
+/// The partitions of one sweep: the file read again (keeping the last
+/// good set; an error is logged once per sweep, here) and resolved against
+/// the fabric, with what each switch port facing an end port is to
+/// enforce. Made in stage 3 ([`super::stages::link`]), whose PortInfo
+/// Sets carry the enforcement bits of ports not yet Active; programmed by
+/// [`program_partitions`] in stage 4.
+#[derive(Debug)]
+pub struct Partitions {
+    resolved: Resolved,
+    /// Per switch port with a PortInfo and a peer: (node, port).
+    switch_ports: HashMap<(usize, u8), SwitchPort>,
+}
+
+impl Partitions {
+    /// Reads the partition file of `config` again and resolves it against
+    /// `fabric`; `held` keeps the last good set.
+    pub fn resolve(fabric: &Fabric, config: &Config, held: &mut HeldPkeys) -> Self {
+        let settings = PartitionSettings::from_config(config);
+        let partitions = held.state.refresh(&settings);
+        let resolved = resolve_fabric(partitions, fabric, settings.allow_both);
+        let mut switch_ports = HashMap::new();
+        for (i, n) in fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()) {
+            let enforce_cap = n.switch_info.map(|s| usize::from(s.partition_enforcement_cap)).unwrap_or(0);
+            for p in 1..=n.num_ports {
+                let Some(slot) = n.ports.get(usize::from(p)) else { continue };
+                let (Some(_), Some((peer, peer_port))) = (slot.info, slot.peer) else { continue };
+                let peer_node = &fabric.nodes[peer];
+                let mut port = SwitchPort { table: None, bits: (false, false), folded: false };
+                if !peer_node.is_switch() && settings.enforce != PartEnforce::Off && enforce_cap > 0 {
+                    let peer_guid = peer_node.ports.get(usize::from(peer_port)).map(|s| s.guid).unwrap_or(0);
+                    let table = resolved.tables.get(&peer_guid).map(Vec::as_slice).unwrap_or(&[]);
+                    match fitted(table, enforce_cap) {
+                        Some(want) => {
+                            port.table = Some(want);
+                            port.bits = settings.enforce.bits();
+                        }
+                        None => warn!(guid = format_args!("{:#018x}", n.guid), port = p, partitions = table.len(),
+                            cap = enforce_cap, "the peer's partitions do not fit the switch port's table; port not enforced"),
+                    }
+                }
+                switch_ports.insert((i, p), port);
+            }
+        }
+        Self { resolved, switch_ports }
+    }
+
+    /// The enforcement bits wanted on `port` of switch `node`, if it is
+    /// one with a peer; from now on a Set of the caller's carries them
+    /// (the caller counts them in the P_Key phase), not
+    /// [`program_partitions`].
+    pub(super) fn fold_enforcement(&mut self, node: usize, port: u8) -> Option<Enforcement> {
+        let p = self.switch_ports.get_mut(&(node, port))?;
+        p.folded = true;
+        Some(p.bits)
+    }
+}
+
+impl HeldPkeys {
+    /// Whether switch port `port` of node `guid`, whose PortInfo is
+    /// `info`, needs no Set for `bits`: it holds them, or it answered an
+    /// earlier Set of them with what it holds now (it does not keep them).
+    pub(super) fn enforcement_holds(&self, guid: u64, port: u8, bits: Enforcement, info: &PortInfoRepr) -> bool {
+        let now = (info.partition_enforcement_inbound, info.partition_enforcement_outbound);
+        now == bits || self.enforce_ignored.get(&(guid, port)) == Some(&(bits, now))
+    }
+
+    /// Takes into `phase` the answer of switch port `port` of node `guid`
+    /// to a PortInfo Set that carried `bits`.
+    pub(super) fn enforcement_answered(
+        &mut self,
+        guid: u64,
+        port: u8,
+        bits: Enforcement,
+        answer: Result<&PortInfoRepr, &SmpError>,
+        phase: &mut PhaseReport,
+    ) {
+        match answer {
+            Ok(now) => {
+                let got = (now.partition_enforcement_inbound, now.partition_enforcement_outbound);
+                if got == bits {
+                    self.enforce_ignored.remove(&(guid, port));
+                    phase.set += 1;
+                } else {
+                    // Logged and not retried while the port answers the
+                    // same: it would refuse at every sweep.
+                    warn!(guid = format_args!("{guid:#018x}"), port, wanted = ?bits, got = ?got,
+                        "the port does not keep partition enforcement; not written again");
+                    self.enforce_ignored.insert((guid, port), (bits, got));
+                    phase.failed += 1;
+                }
+            }
+            Err(e) => {
+                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "partition enforcement Set failed");
+                phase.failed += 1;
+            }
+        }
+    }
+}
+
+/// Programs the P_Key tables of `partitions` and the partition
+/// enforcement that no Set of stage 3 took along
+/// ([`Partitions::fold_enforcement`]). Run while the engines route (see
+/// [`super::stages::route`]): the ports whose enforcement is written here
+/// are Active, and get it after their tables, so that no packet of theirs
+/// is dropped in between. Fills `phase` (its SMPs are the ones sent here);
+/// the result for the SA is kept in `held` ([`HeldPkeys::sa_view`]).
 pub fn program_partitions(
     client: &mut SmpClient<'_>,
     fabric: &mut Fabric,
-    config: &Config,
+    partitions: Partitions,
     held: &mut HeldTables,
     phase: &mut PhaseReport,
 ) {
     let before = client.stats().clone();
-    let settings = PartitionSettings::from_config(config);
+    let Partitions { resolved, switch_ports } = partitions;
     let held = &mut held.pkeys;
-    let partitions = held.state.refresh(&settings);
-    let resolved = resolve_fabric(partitions, fabric, settings.allow_both);
 
     // Ports reset since the last sweep hold their power-up tables again.
     // A switch counts as reset when a linked port of it is not Active.
@@ -155,36 +271,21 @@ pub fn program_partitions(
         if !n.is_switch() {
             continue;
         }
-        let enforce_cap = n.switch_info.map(|s| usize::from(s.partition_enforcement_cap)).unwrap_or(0);
         for p in 1..=n.num_ports {
-            let Some(slot) = n.ports.get(usize::from(p)) else { continue };
-            let (Some(info), Some((peer, peer_port))) = (slot.info, slot.peer) else { continue };
-            let peer_node = &fabric.nodes[peer];
-            let mut bits = (false, false);
-            if !peer_node.is_switch() && settings.enforce != PartEnforce::Off && enforce_cap > 0 {
-                let peer_guid = peer_node.ports.get(usize::from(peer_port)).map(|s| s.guid).unwrap_or(0);
-                let table = resolved.tables.get(&peer_guid).map(Vec::as_slice).unwrap_or(&[]);
-                match fitted(table, enforce_cap) {
-                    Some(want) => {
-                        targets.push(Target {
-                            node: i,
-                            port: p,
-                            path: n.path.clone(),
-                            modifier_port: p,
-                            cap: enforce_cap,
-                            want,
-                        });
-                        bits = settings.enforce.bits();
-                    }
-                    None => warn!(guid = format_args!("{:#018x}", n.guid), port = p, partitions = table.len(),
-                        cap = enforce_cap, "the peer's partitions do not fit the switch port's table; port not enforced"),
-                }
+            let (Some(info), Some(port)) = (n.ports.get(usize::from(p)).and_then(|s| s.info), switch_ports.get(&(i, p)))
+            else {
+                continue;
+            };
+            if let Some(want) = &port.table {
+                let cap = want.len();
+                targets.push(Target { node: i, port: p, path: n.path.clone(), modifier_port: p, cap, want: want.clone() });
             }
-            let now = (info.partition_enforcement_inbound, info.partition_enforcement_outbound);
-            if now == bits || held.enforce_ignored.get(&(n.guid, p)) == Some(&(bits, now)) {
+            if port.folded {
+                // Counted where the Set went (stage 3).
+            } else if held.enforcement_holds(n.guid, p, port.bits, &info) {
                 phase.unchanged += 1;
             } else {
-                enforce.push((i, p, bits));
+                enforce.push((i, p, port.bits));
             }
         }
     }
@@ -269,26 +370,10 @@ pub fn program_partitions(
     }
     for ((node, port, bits), answer) in sets.into_iter().zip(client.run_many(&ops)) {
         let guid = fabric.nodes[node].guid;
-        match answer.and_then(|d| parse_port_info(&d)) {
-            Ok(now) => {
-                let got = (now.partition_enforcement_inbound, now.partition_enforcement_outbound);
-                if got == bits {
-                    held.enforce_ignored.remove(&(guid, port));
-                    phase.set += 1;
-                } else {
-                    // Logged and not retried while the port answers the
-                    // same: it would refuse at every sweep.
-                    warn!(guid = format_args!("{guid:#018x}"), port, wanted = ?bits, got = ?got,
-                        "the port does not keep partition enforcement; not written again");
-                    held.enforce_ignored.insert((guid, port), (bits, got));
-                    phase.failed += 1;
-                }
-                fabric.nodes[node].ports[usize::from(port)].info = Some(now);
-            }
-            Err(e) => {
-                warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "partition enforcement Set failed");
-                phase.failed += 1;
-            }
+        let now = answer.and_then(|d| parse_port_info(&d));
+        held.enforcement_answered(guid, port, bits, now.as_ref(), phase);
+        if let Ok(now) = now {
+            fabric.nodes[node].ports[usize::from(port)].info = Some(now);
         }
     }
 

@@ -36,6 +36,8 @@ use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState, SwitchInfoPacke
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric, FabricMemory};
+use super::lids::{LidSet, LidSets, ProgramReport};
+use super::pkey::Partitions;
 use super::transport::{SmpClient, SmpError, SmpOp, SmpStats};
 use crate::config::Config;
 
@@ -628,6 +630,39 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
         && now.link_speed_enabled == speed
 }
 
+/// What else [`program_links`]' PortInfo Sets carry: fields other passes
+/// would write into the same ports by Sets of their own. A PortInfo Set
+/// is one attribute: the SMA takes every field of it (OperationalVLs and
+/// NeighborMTU as the port is when it arrives, i.e. Init), then the state
+/// change; LIDs and enforcement bits are valid in any state. One Set per
+/// port thus does what two or three did.
+#[derive(Debug, Default)]
+pub struct Riders<'a> {
+    /// LID fields stage 2 decided and left to these Sets
+    /// ([`super::stages::address`]), and the report their answers go to:
+    /// a port that needs only them gets one Set with PortState NoChange.
+    pub lids: Option<(&'a LidSets, &'a mut ProgramReport)>,
+    /// The sweep's partitions: the enforcement bits of switch ports not
+    /// Active yet go here (no packet passes such a port, so the bits may
+    /// precede the P_Key tables stage 4 writes); counted in the P_Key
+    /// phase. Ports already Active get theirs after their tables, from
+    /// [`super::pkey::program_partitions`].
+    pub partitions: Option<&'a mut Partitions>,
+}
+
+/// One PortInfo Set of [`program_links`] and what it carries.
+struct PortSet<'a> {
+    node: usize,
+    port: usize,
+    /// The link parameters wanted.
+    want: PortInfoRepr,
+    /// Whether the port held them already.
+    holds: bool,
+    arming: bool,
+    lids: Option<&'a LidSet>,
+    enforce: Option<(bool, bool)>,
+}
+
 /// Writes the link parameters OpenSM's link manager writes
 /// (OperationalVLs, NeighborMTU, HOQLife, VLStallCount, SubnetTimeOut,
 /// LinkWidthEnabled, LinkSpeedEnabled, LinkSpeedExtEnabled) into every port of `fabric` that
@@ -636,22 +671,32 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
 /// NeighborMTU take only in Init, and the engines must see the VLs the
 /// ports will really operate.
 ///
-/// The same Set moves a linked port in Init to Armed (counted in `arm`):
-/// the SMA takes OperationalVLs and NeighborMTU as the port is when the
-/// Set arrives (Init) and then arms it, so one SMP per port does what
-/// OpenSM's link manager does in two. Armed passes no data (only SMPs), so
-/// arming before the routing is in changes nothing for traffic; ports go
-/// Active only after programming ([`activate_ports`]). A port the Set
-/// leaves in Init is armed there.
+/// The same Set moves a linked port in Init to Armed (counted in
+/// `report.arm`): the SMA takes OperationalVLs and NeighborMTU as the port
+/// is when the Set arrives (Init) and then arms it, so one SMP per port
+/// does what OpenSM's link manager does in two. Armed passes no data (only
+/// SMPs), so arming before the routing is in changes nothing for traffic;
+/// ports go Active only after programming ([`activate_ports`]). A port the
+/// Set leaves in Init is armed there.
+///
+/// It also carries the `riders`' fields (LIDs, partition enforcement),
+/// whose answers are counted in their own reports (`lids`' report,
+/// `report.pkey`); the SMPs are counted once, all in `report.link`, the
+/// phase that sent them.
 pub fn program_links(
     client: &mut SmpClient<'_>,
     fabric: &mut Fabric,
     config: &LinkConfig,
     held: &mut HeldTables,
-    phase: &mut PhaseReport,
-    arm: &mut PhaseReport,
+    riders: Riders<'_>,
+    report: &mut RoutingProgramReport,
 ) {
     let before = client.stats().clone();
+    let Riders { mut lids, mut partitions } = riders;
+    let lid_sets: HashMap<(usize, usize), &LidSet> = lids
+        .as_ref()
+        .map(|(sets, _)| sets.ports.iter().map(|s| ((s.node, usize::from(s.port)), s)).collect())
+        .unwrap_or_default();
     let mut targets = Vec::new();
     let mut ops = Vec::new();
     for node in 0..fabric.nodes.len() {
@@ -659,42 +704,78 @@ pub fn program_links(
         for port in 0..n.ports.len() {
             let slot = &n.ports[port];
             let (Some(current), Some(path)) = (slot.info, slot.path.as_ref()) else { continue };
-            let relevant = if port == 0 {
+            let linked = if port == 0 {
                 n.is_switch()
             } else {
                 slot.peer.is_some() && current.port_state != PortState::Down
             };
-            if !relevant {
+            let lid_set = lid_sets.get(&(node, port)).copied();
+            if !linked && lid_set.is_none() {
                 continue;
             }
-            let want = wanted_link(fabric, node, port, &current, config);
-            let holds = link_holds(&current, &want)
-                || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)));
-            let arming = port != 0 && slot.peer.is_some() && current.port_state == PortState::Init;
-            if holds {
-                phase.unchanged += 1;
-                if !arming {
-                    continue;
+            let (want, holds) = if linked {
+                let want = wanted_link(fabric, node, port, &current, config);
+                let holds = link_holds(&current, &want)
+                    || held.links.get(&(n.guid, port as u8)) == Some(&(link_fields(&want), link_fields(&current)));
+                if holds {
+                    report.link.unchanged += 1;
                 }
+                (want, holds)
+            } else {
+                (current, true)
+            };
+            let arming = port != 0 && slot.peer.is_some() && current.port_state == PortState::Init;
+            let enforce = match partitions.as_deref_mut() {
+                Some(p) if linked && port != 0 && n.is_switch() && current.port_state != PortState::Active => {
+                    p.fold_enforcement(node, port as u8)
+                }
+                _ => None,
+            }
+            .filter(|&bits| {
+                let holds = held.pkeys.enforcement_holds(n.guid, port as u8, bits, &current);
+                if holds {
+                    report.pkey.unchanged += 1;
+                }
+                !holds
+            });
+            if holds && !arming && lid_set.is_none() && enforce.is_none() {
+                continue;
             }
             let mut set = want;
             set.port_state = if arming { PortState::Armed } else { PortState::NoChange };
             set.port_physical_state = PhysState::NoChange;
-            // A client reregistration already asked for is not asked again.
+            // A client reregistration already asked for is not asked again
+            // (the LID fields ask for it when stage 2 decided so).
             set.client_reregister = false;
+            if let (Some(s), Some((sets, _))) = (lid_set, lids.as_ref()) {
+                sets.apply(s, &mut set);
+            }
+            if let Some((inbound, outbound)) = enforce {
+                set.partition_enforcement_inbound = inbound;
+                set.partition_enforcement_outbound = outbound;
+            }
             let mut data = [0u8; DATA_LEN];
             set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
             // SMSupportExtendedSpeeds: without it a port ignores the
             // extended speed fields.
             let ext = if has_ext_speeds(fabric, node, port) { 1 << 31 } else { 0 };
             ops.push(SmpOp::set(attr::PORT_INFO, port as u32 | ext, path, data));
-            targets.push((node, port, want, holds, arming));
+            targets.push(PortSet { node, port, want, holds, arming, lids: lid_set, enforce });
         }
     }
     let answers = client.run_many(&ops);
-    for ((node, port, want, holds, arming), answer) in targets.into_iter().zip(answers) {
+    let (phase, arm) = (&mut report.link, &mut report.arm);
+    for (t, answer) in targets.into_iter().zip(answers) {
+        let PortSet { node, port, want, holds, arming, .. } = t;
         let guid = fabric.nodes[node].guid;
-        match answer.and_then(|d| parse_port_info(&d)) {
+        let answer = answer.and_then(|d| parse_port_info(&d));
+        if let (Some(s), Some((sets, lid_report))) = (t.lids, lids.as_mut()) {
+            sets.answered(s, guid, answer.as_ref(), lid_report);
+        }
+        if let Some(bits) = t.enforce {
+            held.pkeys.enforcement_answered(guid, port as u8, bits, answer.as_ref(), &mut report.pkey);
+        }
+        match answer {
             Ok(now) => {
                 if arming && now.port_state == PortState::Armed {
                     arm.set += 1;
@@ -703,7 +784,8 @@ pub fn program_links(
                         "port not Armed with its link parameters; armed on its own later");
                 }
                 if holds {
-                    // Only armed: the link parameters were already there.
+                    // Only armed, or only the riders' fields: the link
+                    // parameters were already there.
                 } else if now.operational_vls != want.operational_vls || now.neighbor_mtu != want.neighbor_mtu {
                     warn!(guid = format_args!("{guid:#018x}"), port,
                         op_vls = now.operational_vls, wanted_op_vls = want.operational_vls,
@@ -726,8 +808,9 @@ pub fn program_links(
                 fabric.nodes[node].ports[port].info = Some(now);
             }
             Err(e) if holds => {
-                // Only the arming failed: the arm pass tries again.
-                debug!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set (Armed) failed");
+                // Only the arming or the riders' fields (counted and
+                // logged above) failed: the arm pass tries again.
+                debug!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortInfo Set (state or riders) failed");
             }
             Err(e) => {
                 warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "link parameters Set failed");
@@ -735,7 +818,7 @@ pub fn program_links(
             }
         }
     }
-    phase.smps = client.stats().since(&before);
+    report.link.smps = client.stats().since(&before);
 }
 
 /// Where `guid2lid` lives: the file given, else `guid2lid` in the dump

@@ -6,8 +6,8 @@
 //! | stage | takes | gives |
 //! |---|---|---|
 //! | [`read_fabric`] (or [`Discovered::from_fabric`]) | the port | [`Discovered`] |
-//! | [`address`]: LIDs assigned and programmed | [`Discovered`] | [`Addressed`] |
-//! | [`link`]: link parameters programmed, snapshot taken | [`Addressed`] | [`Linked`] |
+//! | [`address`]: LIDs assigned (and programmed, or left to [`link`]) | [`Discovered`] | [`Addressed`] |
+//! | [`link`]: link parameters (with LIDs, arming, enforcement) programmed, snapshot taken | [`Addressed`] | [`Linked`] |
 //! | [`route`]: chain + verify gate, or the unicast cache; QoS tables | [`Linked`] | [`Decided`] |
 //! | [`program`]: LFTs, VL tables, P_Keys, port states | [`Decided`] | [`OnceOutcome`] |
 //! | [`write_dumps`] | [`OnceOutcome`] | files |
@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 use sm_abi::FabricSnapshot;
 
 use super::discovery::{self, discover_within, DiscoveryReport, Fabric, FabricMemory, SweepError, SweepLimits};
-use super::lids::{assign, Guid2Lid};
-use super::program::{activate_ports, program_links, program_routing, HeldTables, LinkConfig, RoutingProgramReport};
+use super::lids::{assign, Guid2Lid, LidSets, ProgramReport};
+use super::pkey::Partitions;
+use super::program::{activate_ports, program_links, program_routing, HeldTables, LinkConfig, Riders, RoutingProgramReport};
 use super::transport::{SmpClient, SmpError, SmpPort, SmpStats};
 use super::{light, SweepOptions, SweepOutcome};
 use crate::config::Config;
@@ -120,11 +121,25 @@ fn plus(a: &SmpStats, b: &SmpStats) -> SmpStats {
     }
 }
 
+/// Which stage sends the LID Sets [`address`] decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendLids {
+    /// [`address`] itself, one Set per port with PortState NoChange: for a
+    /// sweep that ends there ([`super::sweep_with`]).
+    Now,
+    /// [`link`], in the PortInfo Set that also carries the port's link
+    /// parameters, arming and partition enforcement: a port then gets one
+    /// Set where it got two or three ([`super::program::Riders`]). The
+    /// model's PortInfo carries the LID and LMC assigned meanwhile.
+    WithLinks,
+}
+
 /// Stage 2: completes `discovered` with `memory` (what earlier sweeps
 /// knew: a node or link whose SMPs were lost this sweep is kept as it was
 /// known, [`discovery::merge`]), clears the PortStateChange bits it saw,
-/// assigns LIDs (updating `guid2lid`) and programs them; `memory` then
-/// holds this sweep's fabric. The clears count with discovery's SMPs.
+/// assigns LIDs (updating `guid2lid`) and programs them, or leaves them to
+/// [`link`] (`send`); `memory` then holds this sweep's fabric. The clears
+/// count with discovery's SMPs.
 pub fn address(
     port: &mut dyn SmpPort,
     options: &SweepOptions,
@@ -132,6 +147,7 @@ pub fn address(
     guid2lid: &mut Guid2Lid,
     memory: &mut FabricMemory,
     limits: &SweepLimits,
+    send: SendLids,
 ) -> Result<Addressed, SweepError> {
     let Discovered { fabric: mut read, report: mut discovery, smps, .. } = discovered;
     discovery::merge(&mut read, memory, &mut discovery);
@@ -144,12 +160,31 @@ pub fn address(
     let discovery_smps = plus(&smps, &cleared);
     let mut fabric = read.clone();
     let lids = assign(&mut fabric, options.lmc, options.reassign_lids, guid2lid);
-    let program = super::lids::program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
+    let (program, lid_sets, relabelled) = match send {
+        SendLids::Now => {
+            let program =
+                super::lids::program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
+            (program, LidSets::default(), relabelled_switches(&read, &fabric))
+        }
+        SendLids::WithLinks => {
+            let mut program = ProgramReport::default();
+            let sets = LidSets::plan(
+                client.m_keys(),
+                &read,
+                &fabric,
+                options.sm_sl,
+                options.client_reregister,
+                options.subnet_prefix,
+                &mut program,
+            );
+            // Known once the Sets are answered ([`link`]).
+            (program, sets, Vec::new())
+        }
+    };
     if program.failed != 0 {
         fabric.incomplete = true;
     }
     let program_smps = client.stats().since(&cleared);
-    let relabelled = relabelled_switches(&read, &fabric);
     if let Err(e) = options.m_keys.flush() {
         tracing::error!(error = %e, "M_Key files not written");
     }
@@ -163,7 +198,7 @@ pub fn address(
         incomplete = fabric.incomplete,
         "sweep done"
     );
-    Ok(SweepOutcome { fabric, lmc: options.lmc, discovery, lids, program, discovery_smps, program_smps, relabelled })
+    Ok(SweepOutcome { fabric, lmc: options.lmc, discovery, lids, program, discovery_smps, program_smps, relabelled, lid_sets })
 }
 
 /// Switches whose port 0 holds another LID or MasterSMLID in `programmed`
@@ -186,12 +221,21 @@ pub struct Linked {
     snapshot: FabricSnapshot,
     program: RoutingProgramReport,
     report: RouteReport,
+    partitions: Partitions,
 }
 
 /// Stage 3: writes the link parameters of `config` where the ports do not
 /// hold them, then takes the snapshot. Before routing: the engines and
 /// the gate must see the VLs the ports will operate, not the one VL a port
 /// resets to. `report` carries the sweep's figures so far.
+///
+/// The partitions are read and resolved here, once for the sweep: the
+/// same Sets carry the partition enforcement of the ports not yet Active,
+/// and the LID fields [`address`] left to them ([`SendLids::WithLinks`]),
+/// so that a port gets one PortInfo Set before it is activated. A LID that
+/// did not take marks the fabric incomplete, as in [`address`]. The SMPs
+/// are all counted in the link phase; the LID and P_Key reports count the
+/// answers.
 pub fn link(
     port: &mut dyn SmpPort,
     options: &SweepOptions,
@@ -203,13 +247,42 @@ pub fn link(
     let mut sweep = addressed;
     let mut program = RoutingProgramReport::default();
     let t = Instant::now();
+    let mut partitions = Partitions::resolve(&sweep.fabric, config, &mut held.pkeys);
+    let lid_sets = std::mem::take(&mut sweep.lid_sets);
+    let riders = Riders { lids: Some((&lid_sets, &mut sweep.program)), partitions: Some(&mut partitions) };
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     // Failures are logged and not retried at once: a port that does not
     // implement a field would refuse at every sweep.
-    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, &mut program.link, &mut program.arm);
+    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, riders, &mut program);
+    if !lid_sets.ports.is_empty() {
+        if sweep.program.failed != 0 {
+            sweep.fabric.incomplete = true;
+        }
+        sweep.relabelled = relabelled_by(&lid_sets, &sweep.fabric);
+        if let Err(e) = options.m_keys.flush() {
+            tracing::error!(error = %e, "M_Key files not written");
+        }
+        // What the ports hold now, for a sweep that ends before
+        // programming (stage 5 remembers the fabric again).
+        held.memory.remember(&sweep.fabric);
+    }
     report.phase("link", t.elapsed());
     let snapshot = sweep.fabric.snapshot(sweep.lmc);
-    Linked { sweep, snapshot, program, report }
+    Linked { sweep, snapshot, program, report, partitions }
+}
+
+/// The switches whose port 0 holds another LID or MasterSMLID in
+/// `programmed` than before `sets` (see [`relabelled_switches`]).
+fn relabelled_by(sets: &LidSets, programmed: &Fabric) -> Vec<u64> {
+    sets.ports
+        .iter()
+        .filter(|s| s.port == 0 && programmed.nodes[s.node].is_switch())
+        .filter(|s| {
+            let now = programmed.nodes[s.node].ports.first().and_then(|p| p.info).map(|i| (i.lid, i.master_sm_lid));
+            now != Some(s.before)
+        })
+        .map(|s| programmed.nodes[s.node].guid)
+        .collect()
 }
 
 /// Stage 4's result: the routing that passed the gate, if any, with the
@@ -253,7 +326,7 @@ pub fn route(
 ) -> Result<Decided, OfflineError> {
     let engines = options.engines;
     let options = &options.sweep;
-    let Linked { mut sweep, snapshot, mut program, report } = linked;
+    let Linked { mut sweep, snapshot, mut program, report, partitions } = linked;
     let cached = cache.as_deref();
     let snap = &snapshot;
     let (chosen, mut report, partition_time) = std::thread::scope(|scope| {
@@ -268,7 +341,7 @@ pub fn route(
         });
         let t = Instant::now();
         let mut client = SmpClient::new(&mut *port, options.retries).with_m_keys(options.m_keys.clone());
-        super::pkey::program_partitions(&mut client, &mut sweep.fabric, config, held, &mut program.pkey);
+        super::pkey::program_partitions(&mut client, &mut sweep.fabric, partitions, held, &mut program.pkey);
         let partition_time = t.elapsed();
         let (chosen, report) = match routing {
             Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
@@ -552,7 +625,7 @@ pub fn once_from(
         Some(d) => d,
         None => read_fabric(port, &options.sweep, &limits)?,
     };
-    let addressed = address(port, &options.sweep, discovered, guid2lid, &mut held.memory, &limits)?;
+    let addressed = address(port, &options.sweep, discovered, guid2lid, &mut held.memory, &limits, SendLids::WithLinks)?;
     report.phase("sweep", t.elapsed());
     limits.check()?;
     let linked = link(port, &options.sweep, addressed, config, held, report);
