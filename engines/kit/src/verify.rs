@@ -930,12 +930,6 @@ fn run(
         if !orphan.is_empty() {
             groups.push((NONE, orphan));
         }
-        // Resolving a destination reads its LFT entry at every switch: one
-        // line of each switch's LFT per 64 LIDs. Groups taken in LID order
-        // (and each thread takes a run of them) find those lines still
-        // cached from the groups before, where switch order would fetch a
-        // line per switch and destination wherever LIDs do not follow it.
-        groups.sort_by_key(|(_, g)| g.iter().map(|&(lid, _)| lid).min());
     }
     let dest_count: usize = groups.iter().map(|(_, g)| g.len()).sum();
     let max_dest = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid as usize)).max().unwrap_or(0);
@@ -1224,13 +1218,25 @@ impl Ctx<'_> {
         acc.c_next.resize(len, NONE);
         acc.c_ok.clear();
         acc.c_ok.resize(chunk.len(), true);
+        // The chunk's rows of the columns, when there are.
+        let mut cols: [&[u8]; CHUNK] = [&[]; CHUNK];
+        if let Some(c) = self.columns {
+            for (col, &(lid, _)) in cols.iter_mut().zip(chunk) {
+                *col = c.row(lid);
+            }
+        }
         for &s in &acc.queue {
             let su = s as usize;
+            let row = self.lfts[su];
             for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
                 if !acc.c_ok[j] {
                     continue;
                 }
-                let Some(out) = self.entry(s, lid) else {
+                let entry = match self.columns {
+                    Some(_) => cols[j].get(su),
+                    None => row.get(lid as usize),
+                };
+                let Some(&out) = entry else {
                     acc.c_ok[j] = false;
                     continue;
                 };
@@ -1440,7 +1446,7 @@ impl Ctx<'_> {
                 // destination is delivered by port 0, no link).
                 if dest_is_end {
                     let pi = self.first_port[s as usize] + out as u32;
-                    acc.sent[s as usize] = l as u32;
+                    self.add_load(acc, s, pi, l);
                     if self.fast {
                         self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
@@ -1450,7 +1456,7 @@ impl Ctx<'_> {
             let pi = self.first_port[s as usize] + out as u32;
             let n = acc.next[s as usize];
             if dest_is_end {
-                acc.sent[s as usize] = l as u32;
+                self.add_load(acc, s, pi, l);
             }
             acc.load[n as usize] += l;
             if self.fast {
@@ -1472,7 +1478,7 @@ impl Ctx<'_> {
         } else {
             acc.order = order;
         }
-        if dest_is_end {
+        if dest_is_end && self.columns.is_some() {
             // Added in switch order, the ports' loads are read in order
             // too, where the walk's order would scatter them.
             let (sent, out, loads) = (&mut acc.sent, &acc.out, &mut acc.load_32);
@@ -1481,6 +1487,21 @@ impl Ctx<'_> {
                     loads[(self.first_port[s] + out[s] as u32) as usize] += std::mem::take(l);
                 }
             }
+        }
+    }
+
+    /// `l` routes to the destination at hand leave switch `s` by port
+    /// index `pi`. With [`LidColumns`] (many switches, few destinations
+    /// each) they wait in `sent` to be added in switch order after the
+    /// walk, which would scatter them over a table too large for the
+    /// cache; otherwise they are added at once, since an extra pass per
+    /// destination would cost more than it spares.
+    #[inline]
+    fn add_load(&self, acc: &mut Acc, s: Sw, pi: u32, l: u64) {
+        if self.columns.is_some() {
+            acc.sent[s as usize] = l as u32;
+        } else {
+            acc.load_32[pi as usize] += l as u32;
         }
     }
 
