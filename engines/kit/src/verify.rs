@@ -182,7 +182,8 @@ impl Verification {
 /// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
 const CHUNK: usize = 32;
 
-/// Below this many destinations per group on average, the verifier
+/// Below this many destinations per group (on average over the
+/// destinations), the verifier
 /// resolves them from [`LidColumns`].
 const SMALL_GROUPS: usize = 8;
 
@@ -932,8 +933,12 @@ fn run(
         }
     }
     let dest_count: usize = groups.iter().map(|(_, g)| g.len()).sum();
+    // The size of a destination's group, on average over destinations: a
+    // tree's leaves bring dozens, whatever the many one-LID groups of its
+    // upper switches.
+    let group_weight: usize = groups.iter().map(|(_, g)| g.len() * g.len()).sum();
     let max_dest = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid as usize)).max().unwrap_or(0);
-    let columns = (dest_count < SMALL_GROUPS * groups.len()).then(|| LidColumns::new(&lfts, max_dest + 1));
+    let columns = (group_weight < SMALL_GROUPS * dest_count).then(|| LidColumns::new(&lfts, max_dest + 1));
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
     let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);

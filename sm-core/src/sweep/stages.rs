@@ -221,7 +221,9 @@ pub struct Linked {
     snapshot: FabricSnapshot,
     program: RoutingProgramReport,
     report: RouteReport,
-    partitions: Partitions,
+    /// Resolved in [`link`] when its Sets carried enforcement bits;
+    /// otherwise [`route`] resolves them.
+    partitions: Option<Partitions>,
 }
 
 /// Stage 3: writes the link parameters of `config` where the ports do not
@@ -229,10 +231,11 @@ pub struct Linked {
 /// the gate must see the VLs the ports will operate, not the one VL a port
 /// resets to. `report` carries the sweep's figures so far.
 ///
-/// The partitions are read and resolved here, once for the sweep: the
-/// same Sets carry the partition enforcement of the ports not yet Active,
-/// and the LID fields [`address`] left to them ([`SendLids::WithLinks`]),
-/// so that a port gets one PortInfo Set before it is activated. A LID that
+/// The same Sets carry the LID fields [`address`] left to them
+/// ([`SendLids::WithLinks`]) and, when a fabric is coming up
+/// ([`fold_enforcement`]), the partition enforcement of the ports not yet
+/// Active, the partitions then read and resolved here, once for the
+/// sweep: a port gets one PortInfo Set before it is activated. A LID that
 /// did not take marks the fabric incomplete, as in [`address`]. The SMPs
 /// are all counted in the link phase; the LID and P_Key reports count the
 /// answers.
@@ -247,9 +250,14 @@ pub fn link(
     let mut sweep = addressed;
     let mut program = RoutingProgramReport::default();
     let t = Instant::now();
-    let mut partitions = Partitions::resolve(&sweep.fabric, config, &mut held.pkeys);
+    // Resolving the partitions here puts it before routing, where stage 4
+    // does it while the engines route: worth it only when many ports
+    // (a fabric coming up) save a Set each, not for the one port of a
+    // host that rebooted.
+    let mut partitions =
+        fold_enforcement(&sweep.fabric).then(|| Partitions::resolve(&sweep.fabric, config, &mut held.pkeys));
     let lid_sets = std::mem::take(&mut sweep.lid_sets);
-    let riders = Riders { lids: Some((&lid_sets, &mut sweep.program)), partitions: Some(&mut partitions) };
+    let riders = Riders { lids: Some((&lid_sets, &mut sweep.program)), partitions: partitions.as_mut() };
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     // Failures are logged and not retried at once: a port that does not
     // implement a field would refuse at every sweep.
@@ -269,6 +277,25 @@ pub fn link(
     report.phase("link", t.elapsed());
     let snapshot = sweep.fabric.snapshot(sweep.lmc);
     Linked { sweep, snapshot, program, report, partitions }
+}
+
+/// Whether [`link`]'s Sets should carry the partition enforcement bits:
+/// when at least one end port in 16 faces a switch port not yet Active.
+fn fold_enforcement(fabric: &Fabric) -> bool {
+    let (mut waiting, mut end_ports) = (0usize, 0usize);
+    for n in &fabric.nodes {
+        if !n.is_switch() {
+            end_ports += n.ports.len().saturating_sub(1);
+            continue;
+        }
+        for slot in n.ports.iter().skip(1) {
+            let faces_end = slot.peer.is_some_and(|(peer, _)| fabric.nodes.get(peer).is_some_and(|p| !p.is_switch()));
+            if faces_end && slot.info.is_some_and(|i| i.port_state != sm_mad::PortState::Active) {
+                waiting += 1;
+            }
+        }
+    }
+    waiting > 0 && waiting * 16 >= end_ports
 }
 
 /// The switches whose port 0 holds another LID or MasterSMLID in
@@ -341,6 +368,7 @@ pub fn route(
         });
         let t = Instant::now();
         let mut client = SmpClient::new(&mut *port, options.retries).with_m_keys(options.m_keys.clone());
+        let partitions = partitions.unwrap_or_else(|| Partitions::resolve(&sweep.fabric, config, &mut held.pkeys));
         super::pkey::program_partitions(&mut client, &mut sweep.fabric, partitions, held, &mut program.pkey);
         let partition_time = t.elapsed();
         let (chosen, report) = match routing {
