@@ -1002,7 +1002,7 @@ fn run(
     let make_acc = || Acc {
         v: Verification::default(),
         load_32: vec![0; fabric.ports.len()],
-        sent: vec![0; nsw],
+        sent: if columns.is_some() { vec![0; nsw] } else { Vec::new() },
         status: vec![UNKNOWN; nsw],
         depth: vec![0; nsw],
         next: vec![NONE; nsw],

@@ -795,6 +795,22 @@ pub struct FabricMemory {
 }
 
 impl FabricMemory {
+    /// Takes the PortInfo of `ports` ((node, port) of `fabric`) from
+    /// `fabric`, which [`FabricMemory::remember`] took whole earlier in
+    /// the same sweep: what a few Sets changed since, without another copy
+    /// of the whole fabric. A node no longer at its index is left alone.
+    pub fn remember_ports(&mut self, fabric: &Fabric, ports: impl IntoIterator<Item = (usize, usize)>) {
+        for (node, port) in ports {
+            let (Some(now), Some(kept)) = (fabric.nodes.get(node), self.last.nodes.get_mut(node)) else { continue };
+            if kept.guid != now.guid {
+                continue;
+            }
+            if let (Some(slot), Some(from)) = (kept.ports.get_mut(port), now.ports.get(port)) {
+                slot.info = from.info;
+            }
+        }
+    }
+
     /// Remembers `fabric`, the outcome of a sweep (after [`merge`]).
     pub fn remember(&mut self, fabric: &Fabric) {
         self.last = fabric.clone();

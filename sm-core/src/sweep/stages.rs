@@ -270,9 +270,10 @@ pub fn link(
         if let Err(e) = options.m_keys.flush() {
             tracing::error!(error = %e, "M_Key files not written");
         }
-        // What the ports hold now, for a sweep that ends before
-        // programming (stage 5 remembers the fabric again).
-        held.memory.remember(&sweep.fabric);
+        // The LIDs the ports hold now, for a sweep that ends before
+        // programming (stage 5 remembers the fabric again); the rest of
+        // the fabric was remembered by `address`.
+        held.memory.remember_ports(&sweep.fabric, lid_sets.ports.iter().map(|s| (s.node, usize::from(s.port))));
     }
     report.phase("link", t.elapsed());
     let snapshot = sweep.fabric.snapshot(sweep.lmc);
