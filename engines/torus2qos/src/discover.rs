@@ -20,6 +20,12 @@
 //!   neighbours of `w` close a face with a sideways neighbour of `b`. On a
 //!   radix-4 torus dimension the ring itself is a 4-loop, so this rule is
 //!   not used there (hence both seed directions for such dimensions).
+//!   Those rules read faces, and failed switches and cut cables can hide
+//!   the very face that tells a sideways neighbour from the one ahead; so
+//!   an extension is placed only when it is also proven: each unplaced
+//!   neighbour of `w` can take only the free positions next to `w` that
+//!   agree with the placed switches within two links of it, and by
+//!   pigeonhole over those the candidate is left with `p` alone.
 //!
 //! A candidate linked to a placed switch that is not a torus neighbour of
 //! the position is never placed there, and an ambiguous choice is left for
@@ -384,6 +390,104 @@ impl Disc<'_> {
         found
     }
 
+    /// The neighbour positions of `a` include `b`.
+    fn adjacent(&self, a: RC, b: RC) -> bool {
+        a != b && self.neighbours(a).contains(&b)
+    }
+
+    /// Switch `g`, unplaced, could sit at the free position `s` as far as
+    /// the switches within two links of it tell: each placed neighbour of
+    /// `g` is next to `s`, and each unplaced neighbour of `g` has a free
+    /// position next to `s` that is next to all of its own placed
+    /// neighbours. The true position always passes, so a position that
+    /// fails is not `g`'s.
+    fn possible(&self, g: Sw, s: RC) -> bool {
+        if self.at.contains_key(&s) || !self.fits(s) {
+            return false;
+        }
+        let adj = &self.graph.sw_adj[g as usize];
+        let placed_ok = adj.iter().all(|&h| match self.coord[h as usize] {
+            Some(hc) => self.adjacent(hc, s),
+            None => true,
+        });
+        placed_ok
+            && adj.iter().filter(|&&x| x != g && self.coord[x as usize].is_none()).all(|&x| {
+                let held: Vec<RC> = self.graph.sw_adj[x as usize]
+                    .iter()
+                    .filter_map(|&q| self.coord[q as usize])
+                    .collect();
+                held.is_empty()
+                    || self.neighbours(s).into_iter().any(|r| {
+                        !self.at.contains_key(&r) && held.iter().all(|&q| self.adjacent(q, r))
+                    })
+            })
+    }
+
+    /// A line extension's candidate `f` is proven to sit at `p`, next to
+    /// the placed `w`: every unplaced neighbour of `w` sits at a distinct
+    /// free neighbour position of `w`, so the positions each could take
+    /// ([`Self::possible`]) are narrowed by pigeonhole (k switches that
+    /// between them fit only k positions take those positions) until `f`
+    /// has `p` alone. The heuristic filters of [`Self::try_line`] choose
+    /// the candidate; this is what makes the choice safe when failed
+    /// switches and cut cables have hidden the faces those filters read.
+    fn forced(&self, w: Sw, wc: RC, f: Sw, p: RC) -> bool {
+        let free: Vec<RC> = self
+            .neighbours(wc)
+            .into_iter()
+            .filter(|q| !self.at.contains_key(q))
+            .collect();
+        let mut near: Vec<Sw> = self.graph.sw_adj[w as usize]
+            .iter()
+            .copied()
+            .filter(|&g| self.coord[g as usize].is_none())
+            .collect();
+        near.sort_unstable();
+        near.dedup();
+        // More unplaced neighbours than free positions, or too many to
+        // enumerate: not a degraded torus around w, so nothing is proven.
+        if near.len() > free.len() || near.len() > 8 {
+            return false;
+        }
+        let mut dom: Vec<u8> = near
+            .iter()
+            .map(|&g| {
+                free.iter()
+                    .enumerate()
+                    .filter(|&(_, &q)| self.possible(g, q))
+                    .fold(0u8, |m, (i, _)| m | 1 << i)
+            })
+            .collect();
+        let subsets = 1u32 << near.len();
+        loop {
+            let mut changed = false;
+            for set in 1..subsets {
+                let union = (0..near.len())
+                    .filter(|&i| set & 1 << i != 0)
+                    .fold(0u8, |m, i| m | dom[i]);
+                let (k, n) = (set.count_ones(), union.count_ones());
+                if n < k {
+                    return false;
+                }
+                if n == k {
+                    for (i, d) in dom.iter_mut().enumerate() {
+                        if set & 1 << i == 0 && *d & union != 0 {
+                            *d &= !union;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let (Some(i), Some(j)) = (near.iter().position(|&g| g == f), free.iter().position(|&q| q == p)) else {
+            return false;
+        };
+        dom[i] == 1 << j
+    }
+
     /// Line extension, used only when no square can be completed anywhere.
     fn try_line(&self, p: RC, axis_only: bool, supported_only: bool) -> Option<Sw> {
         if self.at.contains_key(&p) || !self.fits(p) {
@@ -451,7 +555,7 @@ impl Disc<'_> {
                                 })
                         })
                         .collect();
-                    if line.len() == 1 {
+                    if line.len() == 1 && self.forced(w, wc, line[0], p) {
                         return Some(line[0]);
                     }
                 }

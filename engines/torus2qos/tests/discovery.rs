@@ -115,3 +115,23 @@ fn a_guess_contradicted_by_the_cables_is_refused() {
         Err(e) => assert!(e.contains("cannot be trusted"), "{e}"),
     }
 }
+
+/// Found by `never_misplaces` in CI: on a 6x6 torus with (4,4) failed and
+/// (2,3)-(2,4) cut, the line from the backup seed at (3,3) up through
+/// (3,4) took (2,4) for the switch ahead: its face with (3,3) was cut, its
+/// other sideways neighbour (4,4) was gone, and the real (3,5) was already
+/// linked to a placed switch. A line extension is now placed only when the
+/// switches around it leave its candidate no other position.
+#[test]
+fn a_sideways_switch_with_its_faces_cut_is_not_taken_for_the_one_ahead() {
+    let mut fab = Fab::torus(&[6, 6], 1);
+    fab.backup_seed = true;
+    fab.fail_picked(
+        &[1885642120],
+        &[4166381915, 1895203175, 3420418529, 144567331, 3183906112, 2546289079, 77931600],
+    );
+    match placement(&fab) {
+        Ok((_, wrong, _)) => assert_eq!(wrong, 0, "misplaced switches returned"),
+        Err(e) => assert!(e.contains("cannot be trusted") || e.contains("seed"), "{e}"),
+    }
+}
