@@ -290,8 +290,9 @@ pub fn common_pkey(src: &[u16], dst: &[u16], wanted: Option<u16>) -> Option<u16>
 pub struct SaPartitions {
     /// Resolved membership (tables by port GUID).
     pub resolved: Resolved,
-    /// Tables the ports hold as programmed (or read), by (node GUID, port).
-    pub held: HashMap<(u64, u8), Vec<u16>>,
+    /// Tables the ports hold as programmed (or read), by (node GUID, port):
+    /// the sweep's own record, shared.
+    pub held: Arc<crate::sweep::pkey::HeldTablesByPort>,
 }
 
 impl SaPartitions {

@@ -38,13 +38,19 @@ use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, Partition
 /// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
 type Enforcement = (bool, bool);
 
+/// P_Key tables held, by (node GUID, port).
+pub type HeldTablesByPort = HashMap<(u64, u8), Arc<[u16]>>;
+
 /// What earlier sweeps left in the ports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldPkeys {
     /// The partitions in force (re-read at every heavy sweep).
     pub state: PartitionState,
-    /// Table contents known, per (node GUID, port), whole blocks.
-    tables: HashMap<(u64, u8), Vec<u16>>,
+    /// Table contents known, per (node GUID, port), whole blocks: of the
+    /// ports programmed in the last sweep only, so that the SA's view
+    /// ([`SaPartitions::held`]) is this very map, shared, not a copy
+    /// made at every sweep.
+    tables: Arc<HeldTablesByPort>,
     /// What the last sweep gave the SA.
     last: Option<Arc<SaPartitions>>,
     /// Switch ports that did not keep the enforcement bits written (ibsim
@@ -61,7 +67,7 @@ impl HeldPkeys {
 }
 
 /// One table to program.
-struct Target {
+struct Target<'a> {
     node: usize,
     port: u8,
     /// Directed route to the port's SMA.
@@ -70,8 +76,24 @@ struct Target {
     modifier_port: u8,
     /// Entries the port holds (PartitionCap / PartitionEnforcementCap).
     cap: usize,
-    /// The wanted table, `cap` long.
-    want: Vec<u16>,
+    /// The wanted table: at most `cap` entries, zeros after them.
+    want: &'a [u16],
+}
+
+impl Target<'_> {
+    /// Entries of block `b` wanted.
+    fn block(&self, b: usize) -> [u16; PKEYS] {
+        let mut out = [0u16; PKEYS];
+        let start = (b * PKEYS).min(self.want.len());
+        let end = ((b + 1) * PKEYS).min(self.want.len());
+        out[..end - start].copy_from_slice(&self.want[start..end]);
+        out
+    }
+
+    /// `have` is the whole table wanted.
+    fn held_by(&self, have: &[u16]) -> bool {
+        have.len() == self.cap && have[..self.want.len()] == *self.want && have[self.want.len()..].iter().all(|&e| e == 0)
+    }
 }
 
 fn blocks(len: usize) -> usize {
@@ -86,22 +108,14 @@ fn parse_block(data: &[u8; DATA_LEN]) -> Result<[u16; PKEYS], SmpError> {
 }
 
 
-/// `table` cut or padded to `cap` entries; `None` when it does not fit.
-fn fitted(table: &[u16], cap: usize) -> Option<Vec<u16>> {
-    if table.len() > cap {
-        return None;
-    }
-    let mut out = table.to_vec();
-    out.resize(cap, 0);
-    Some(out)
-}
-
-/// What a switch port facing an end port is to enforce.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a switch port with a peer is to enforce (switch-to-switch ports:
+/// nothing, and bits that say so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SwitchPort {
-    /// The peer's table cut to SwitchInfo.PartitionEnforcementCap
-    /// (`None`: the port is not enforced).
-    table: Option<Vec<u16>>,
+    /// The port GUID of the end port it faces, whose table it is to hold
+    /// (cut to SwitchInfo.PartitionEnforcementCap); `None`: the port is
+    /// not enforced.
+    table_of: Option<u64>,
     /// PartitionEnforcementInbound/Outbound wanted.
     bits: Enforcement,
     /// Whether a Set of stage 3 took the bits along
@@ -114,13 +128,13 @@ struct SwitchPort {
 /// good set; an error is logged once per sweep, here) and resolved against
 /// the fabric, with what each switch port facing an end port is to
 /// enforce. Made in stage 3 ([`super::stages::link`]), whose PortInfo
-/// Sets carry the enforcement bits of ports not yet Active; programmed by
-/// [`program_partitions`] in stage 4.
+/// Sets carry the enforcement bits of ports not yet Active, or beside
+/// routing in stage 4; programmed by [`program_partitions`] in stage 4.
 #[derive(Debug)]
 pub struct Partitions {
     resolved: Resolved,
-    /// Per switch port with a PortInfo and a peer: (node, port).
-    switch_ports: HashMap<(usize, u8), SwitchPort>,
+    /// By node, then port: switch ports with a PortInfo and a peer.
+    switch_ports: Vec<Vec<Option<SwitchPort>>>,
 }
 
 impl Partitions {
@@ -130,29 +144,40 @@ impl Partitions {
         let settings = PartitionSettings::from_config(config);
         let partitions = held.state.refresh(&settings);
         let resolved = resolve_fabric(partitions, fabric, settings.allow_both);
-        let mut switch_ports = HashMap::new();
-        for (i, n) in fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()) {
-            let enforce_cap = n.switch_info.map(|s| usize::from(s.partition_enforcement_cap)).unwrap_or(0);
-            for p in 1..=n.num_ports {
-                let Some(slot) = n.ports.get(usize::from(p)) else { continue };
-                let (Some(_), Some((peer, peer_port))) = (slot.info, slot.peer) else { continue };
-                let peer_node = &fabric.nodes[peer];
-                let mut port = SwitchPort { table: None, bits: (false, false), folded: false };
-                if !peer_node.is_switch() && settings.enforce != PartEnforce::Off && enforce_cap > 0 {
-                    let peer_guid = peer_node.ports.get(usize::from(peer_port)).map(|s| s.guid).unwrap_or(0);
-                    let table = resolved.tables.get(&peer_guid).map(Vec::as_slice).unwrap_or(&[]);
-                    match fitted(table, enforce_cap) {
-                        Some(want) => {
-                            port.table = Some(want);
-                            port.bits = settings.enforce.bits();
-                        }
-                        None => warn!(guid = format_args!("{:#018x}", n.guid), port = p, partitions = table.len(),
-                            cap = enforce_cap, "the peer's partitions do not fit the switch port's table; port not enforced"),
-                    }
+        let enforcing = settings.enforce != PartEnforce::Off;
+        let switch_ports = fabric
+            .nodes
+            .iter()
+            .map(|n| {
+                if !n.is_switch() {
+                    return Vec::new();
                 }
-                switch_ports.insert((i, p), port);
-            }
-        }
+                let enforce_cap = n.switch_info.map(|s| usize::from(s.partition_enforcement_cap)).unwrap_or(0);
+                let enforce_cap = if enforcing { enforce_cap } else { 0 };
+                n.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(p, slot)| {
+                        let (Some(_), Some((peer, peer_port))) = (slot.info, slot.peer) else { return None };
+                        let peer_node = &fabric.nodes[peer];
+                        let mut port = SwitchPort { table_of: None, bits: (false, false), folded: false };
+                        if p == 0 || peer_node.is_switch() || enforce_cap == 0 {
+                            return (p != 0).then_some(port);
+                        }
+                        let peer_guid = peer_node.ports.get(usize::from(peer_port)).map(|s| s.guid).unwrap_or(0);
+                        let partitions = resolved.tables.get(&peer_guid).map_or(0, Vec::len);
+                        if partitions <= enforce_cap {
+                            port.table_of = Some(peer_guid);
+                            port.bits = settings.enforce.bits();
+                        } else {
+                            warn!(guid = format_args!("{:#018x}", n.guid), port = p, partitions, cap = enforce_cap,
+                                "the peer's partitions do not fit the switch port's table; port not enforced");
+                        }
+                        Some(port)
+                    })
+                    .collect()
+            })
+            .collect();
         Self { resolved, switch_ports }
     }
 
@@ -161,7 +186,7 @@ impl Partitions {
     /// (the caller counts them in the P_Key phase), not
     /// [`program_partitions`].
     pub(super) fn fold_enforcement(&mut self, node: usize, port: u8) -> Option<Enforcement> {
-        let p = self.switch_ports.get_mut(&(node, port))?;
+        let p = self.switch_ports.get_mut(node)?.get_mut(usize::from(port))?.as_mut()?;
         p.folded = true;
         Some(p.bits)
     }
@@ -229,56 +254,59 @@ pub fn program_partitions(
 
     // Ports reset since the last sweep hold their power-up tables again.
     // A switch counts as reset when a linked port of it is not Active.
+    let mut reset = Vec::new();
     for n in &fabric.nodes {
         let active = |info: Option<sm_mad::PortInfoRepr>| info.is_some_and(|i| i.port_state == PortState::Active);
         let switch_reset = n.is_switch() && n.ports.iter().skip(1).any(|s| s.peer.is_some() && !active(s.info));
         for (p, slot) in n.ports.iter().enumerate() {
-            let reset = if p == 0 && n.is_switch() { switch_reset } else { !active(slot.info) };
-            if reset {
-                held.tables.remove(&(n.guid, p as u8));
+            let is_reset = if p == 0 && n.is_switch() { switch_reset } else { !active(slot.info) };
+            if is_reset && held.tables.contains_key(&(n.guid, p as u8)) {
+                reset.push((n.guid, p as u8));
             }
         }
     }
+    if !reset.is_empty() {
+        let tables = Arc::make_mut(&mut held.tables);
+        for key in &reset {
+            tables.remove(key);
+        }
+    }
 
-    // The tables wanted, and the enforcement of each switch port facing
-    // an end port: (node, port, inbound, outbound).
-    let mut targets: Vec<Target> = Vec::new();
-    let mut enforce: Vec<(usize, u8, (bool, bool))> = Vec::new();
+    // The tables wanted; those the ports hold already cost nothing more
+    // (most of them, at a sweep after the first).
+    let no_table: &[u16] = &[];
+    let table_of = |guid: u64| resolved.tables.get(&guid).map_or(no_table, Vec::as_slice);
+    let mut targets: Vec<Target<'_>> = Vec::new();
+    let mut enforce: Vec<(usize, u8, Enforcement)> = Vec::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
         // Discovery read NodeInfo, PartitionCap with it.
-        let cap = n.partition_cap;
-        let end_ports: Vec<u8> = if n.is_switch() { vec![0] } else { (1..=n.num_ports).collect() };
+        let cap = usize::from(n.partition_cap);
+        let end_ports = if n.is_switch() { 0..=0 } else { 1..=n.num_ports };
         for p in end_ports {
             let Some(slot) = n.ports.get(usize::from(p)) else { continue };
             let (Some(_), Some(path)) = (slot.info, slot.path.clone().or_else(|| n.is_switch().then(|| n.path.clone())))
             else {
                 continue;
             };
-            let table = resolved.tables.get(&slot.guid).map(Vec::as_slice).unwrap_or(&[]);
-            let cap = usize::from(cap);
             if cap == 0 {
                 continue;
             }
-            let want = fitted(table, cap).unwrap_or_else(|| {
-                warn!(guid = format_args!("{:#018x}", slot.guid), port = p, partitions = table.len(), cap,
+            let mut want = table_of(slot.guid);
+            if want.len() > cap {
+                warn!(guid = format_args!("{:#018x}", slot.guid), port = p, partitions = want.len(), cap,
                     "more partitions than the port's PartitionCap; the last ones left out");
-                let mut t = table[..cap].to_vec();
-                t.resize(cap, 0);
-                t
-            });
+                want = &want[..cap];
+            }
             targets.push(Target { node: i, port: p, path, modifier_port: 0, cap, want });
         }
-        if !n.is_switch() {
-            continue;
-        }
-        for p in 1..=n.num_ports {
-            let (Some(info), Some(port)) = (n.ports.get(usize::from(p)).and_then(|s| s.info), switch_ports.get(&(i, p)))
-            else {
-                continue;
-            };
-            if let Some(want) = &port.table {
-                let cap = want.len();
-                targets.push(Target { node: i, port: p, path: n.path.clone(), modifier_port: p, cap, want: want.clone() });
+        let Some(ports) = switch_ports.get(i) else { continue };
+        let enforce_cap = n.switch_info.map(|s| usize::from(s.partition_enforcement_cap)).unwrap_or(0);
+        for (p, port) in ports.iter().enumerate() {
+            let (Some(info), Some(port)) = (n.ports.get(p).and_then(|s| s.info), port) else { continue };
+            let p = p as u8;
+            if let Some(guid) = port.table_of {
+                let want = table_of(guid);
+                targets.push(Target { node: i, port: p, path: n.path.clone(), modifier_port: p, cap: enforce_cap, want });
             }
             if port.folded {
                 // Counted where the Set went (stage 3).
@@ -290,28 +318,32 @@ pub fn program_partitions(
         }
     }
 
-    // Known contents per target: `None` for a block unknown.
-    let mut known: Vec<Vec<Option<[u16; PKEYS]>>> = targets
-        .iter()
-        .map(|t| {
-            let have = held.tables.get(&(fabric.nodes[t.node].guid, t.port));
-            (0..blocks(t.cap))
-                .map(|b| {
-                    have.and_then(|h| h.get(b * PKEYS..(b + 1) * PKEYS))
-                        .and_then(|s| <[u16; PKEYS]>::try_from(s).ok())
-                })
-                .collect()
-        })
-        .collect();
+    // Every port programmed; how many of them hold a table known.
+    let keys: Vec<(u64, u8)> = targets.iter().map(|t| (fabric.nodes[t.node].guid, t.port)).collect();
+    let mut programmed = targets.len();
+    targets.retain(|t| {
+        let have = held.tables.get(&(fabric.nodes[t.node].guid, t.port));
+        let holds = have.is_some_and(|h| t.held_by(h));
+        if holds {
+            phase.unchanged += blocks(t.cap);
+        }
+        !holds
+    });
     // Every block that differs or is not known.
     let mut ops = Vec::new();
     let mut writes = Vec::new();
+    // Per target to write: each block as now known (`None`: not known).
+    let mut known: Vec<Vec<Option<[u16; PKEYS]>>> = Vec::with_capacity(targets.len());
     for (t, target) in targets.iter().enumerate() {
+        let have = held.tables.get(&(fabric.nodes[target.node].guid, target.port));
+        let mut blocks_known = Vec::with_capacity(blocks(target.cap));
         for b in 0..blocks(target.cap) {
-            let mut want = [0u16; PKEYS];
-            let end = ((b + 1) * PKEYS).min(target.cap);
-            want[..end - b * PKEYS].copy_from_slice(&target.want[b * PKEYS..end]);
-            if known[t][b] == Some(want) {
+            let want = target.block(b);
+            let was = have
+                .and_then(|h| h.get(b * PKEYS..(b + 1) * PKEYS))
+                .and_then(|s| <[u16; PKEYS]>::try_from(s).ok());
+            blocks_known.push(was);
+            if was == Some(want) {
                 phase.unchanged += 1;
                 continue;
             }
@@ -320,6 +352,7 @@ pub fn program_partitions(
             ops.push(SmpOp::set(attr::P_KEY_TABLE, pkey_table::modifier(target.modifier_port, b as u16), &target.path, data));
             writes.push((t, b, want));
         }
+        known.push(blocks_known);
     }
     for ((t, b, want), answer) in writes.into_iter().zip(client.run_many(&ops)) {
         let guid = fabric.nodes[targets[t].node].guid;
@@ -340,16 +373,24 @@ pub fn program_partitions(
             }
         }
     }
-    let mut tables = HashMap::new();
-    for (t, target) in targets.iter().enumerate() {
-        let key = (fabric.nodes[target.node].guid, target.port);
-        if known[t].iter().all(Option::is_some) {
-            let table: Vec<u16> = known[t].iter().flatten().flatten().copied().collect();
-            held.tables.insert(key, table.clone());
-            tables.insert(key, table);
-        } else {
-            held.tables.remove(&key);
+    if !targets.is_empty() {
+        let tables = Arc::make_mut(&mut held.tables);
+        for (target, blocks_known) in targets.iter().zip(&known) {
+            let key = (fabric.nodes[target.node].guid, target.port);
+            if blocks_known.iter().all(Option::is_some) {
+                tables.insert(key, blocks_known.iter().flatten().flatten().copied().collect());
+            } else {
+                programmed -= 1;
+                tables.remove(&key);
+            }
         }
+    }
+    // What ports left the fabric, or are no longer programmed, took with
+    // them is no longer known (nor for the SA to report). Counting tells
+    // whether there is any, so the usual sweep hashes nothing more.
+    if held.tables.len() != programmed {
+        let keep: std::collections::HashSet<(u64, u8)> = keys.into_iter().collect();
+        Arc::make_mut(&mut held.tables).retain(|k, _| keep.contains(k));
     }
 
     // Enforcement bits, by read-modify-write PortInfo Sets.
@@ -377,7 +418,7 @@ pub fn program_partitions(
         }
     }
 
-    held.last = Some(Arc::new(SaPartitions { resolved, held: tables }));
+    held.last = Some(Arc::new(SaPartitions { resolved, held: Arc::clone(&held.tables) }));
     phase.smps = client.stats().since(&before);
 }
 
@@ -386,9 +427,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_fit_their_cap() {
-        assert_eq!(fitted(&[0xFFFF, 0x8001], 4), Some(vec![0xFFFF, 0x8001, 0, 0]));
-        assert_eq!(fitted(&[0xFFFF, 0x8001], 1), None);
+    fn a_table_is_cut_into_blocks_padded_to_its_cap() {
+        let want: Vec<u16> = (1..=40).collect();
+        let t = Target { node: 0, port: 1, path: Arc::from(&[][..]), modifier_port: 0, cap: 64, want: &want };
+        assert_eq!(t.block(0)[..], want[..32]);
+        assert_eq!(t.block(1)[..8], want[32..]);
+        assert!(t.block(1)[8..].iter().all(|&e| e == 0));
+        let mut held = want.clone();
+        held.resize(64, 0);
+        assert!(t.held_by(&held));
+        // Shorter (another cap), longer, or a stray entry after the wanted ones: not held.
+        assert!(!t.held_by(&held[..32]));
+        held.push(0);
+        assert!(!t.held_by(&held));
+        held.pop();
+        held[50] = 0x8001;
+        assert!(!t.held_by(&held));
         assert_eq!(blocks(128), 4);
         assert_eq!(blocks(8), 1);
     }
