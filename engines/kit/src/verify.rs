@@ -187,6 +187,19 @@ const CHUNK: usize = 32;
 /// resolves them from [`LidColumns`].
 const SMALL_GROUPS: usize = 8;
 
+/// At most this many bytes of [`LidColumns`] (one per switch and LID, as
+/// much again as the LFTs): beyond, verification reads the LFTs by switch,
+/// slower on tori but without doubling the memory of a fabric that large
+/// (10k switches by 48k LIDs would take 480 MB more).
+const COLUMNS_MAX_BYTES: usize = 256 << 20;
+
+/// Whether to resolve destinations from [`LidColumns`]: few destinations
+/// per group (on average over destinations: `group_weight` is the sum of
+/// the groups' squared sizes) and columns within `max_bytes`.
+fn use_columns(group_weight: usize, dest_count: usize, lids: usize, switches: usize, max_bytes: usize) -> bool {
+    group_weight < SMALL_GROUPS * dest_count && lids.saturating_mul(switches) <= max_bytes
+}
+
 /// How many switches ahead of the per-path-SL walk its pair records are
 /// read (see [`Ctx::preload`]): enough for the reads to overlap, few
 /// enough that what they bring is still cached when the walk gets there.
@@ -938,7 +951,8 @@ fn run(
     // upper switches.
     let group_weight: usize = groups.iter().map(|(_, g)| g.len() * g.len()).sum();
     let max_dest = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid as usize)).max().unwrap_or(0);
-    let columns = (group_weight < SMALL_GROUPS * dest_count).then(|| LidColumns::new(&lfts, max_dest + 1));
+    let columns = use_columns(group_weight, dest_count, max_dest + 1, lfts.len(), COLUMNS_MAX_BYTES)
+        .then(|| LidColumns::new(&lfts, max_dest + 1));
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
     let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
@@ -1882,5 +1896,15 @@ mod tests {
             assert!(c.row(lids as u16).is_empty(), "past the last LID there is no row");
         }
         assert!(LidColumns::new(&[], 10).row(3).is_empty());
+    }
+
+    #[test]
+    fn lid_columns_only_for_small_groups_and_within_their_memory_cap() {
+        // A torus: one destination per switch; a tree: leaves of 16.
+        assert!(use_columns(1000, 1000, 1001, 1000, COLUMNS_MAX_BYTES));
+        assert!(!use_columns(16 * 4096, 4096, 4865, 768, COLUMNS_MAX_BYTES));
+        // The torus again at 10k switches and 48k LIDs: past the cap.
+        assert!(!use_columns(48_000, 48_000, 48_001, 10_000, COLUMNS_MAX_BYTES));
+        assert!(use_columns(48_000, 48_000, 48_001, 10_000, 48_001 * 10_000));
     }
 }
