@@ -776,11 +776,12 @@ struct Acc {
     order: Vec<Sw>,
     load: Vec<u64>,
     by_depth: Vec<Vec<Sw>>,
-    /// Per switch, the (input port, output port) dependency this thread
-    /// added there last on the single-SL path (NONE: none yet): turns
-    /// repeat from destination to destination, and this spares the shared
-    /// bits a read.
-    last_turn: Vec<u32>,
+    /// Per input port (by port index), the output port of the dependency
+    /// this thread added from it last on the single-SL path (0: none
+    /// yet): destinations after one another mostly leave a switch by the
+    /// same port for each way in (a tree's leaf's hosts, a chunk's LIDs),
+    /// and this spares the shared bits a read that mostly misses the cache.
+    last_out: Vec<u8>,
     /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
     c_ok: Vec<bool>,
     c_out: Vec<u8>,
@@ -1029,7 +1030,7 @@ fn run(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        last_turn: if fast { vec![NONE; nsw] } else { Vec::new() },
+        last_out: if fast { vec![0; fabric.ports.len()] } else { Vec::new() },
         c_ok: Vec::new(),
         c_out: Vec::new(),
         c_into: Vec::new(),
@@ -1483,10 +1484,10 @@ impl Ctx<'_> {
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
-                    let key = (acc.into[s as usize] as u32) << 8 | nout as u32;
-                    // The turn this thread set last at `n` is set for good.
-                    if nout != 0 && acc.last_turn[n as usize] != key {
-                        acc.last_turn[n as usize] = key;
+                    let way_in = (self.first_port[n as usize] + acc.into[s as usize] as u32) as usize;
+                    // The turn this thread set last from this port is set for good.
+                    if nout != 0 && acc.last_out[way_in] != nout {
+                        acc.last_out[way_in] = nout;
                         deps.add(n, acc.into[s as usize], sl, nout, sl);
                     }
                 }
