@@ -90,9 +90,12 @@ impl Target<'_> {
         out
     }
 
-    /// `have` is the whole table wanted.
+    /// `have` (whole blocks, as the port answered them) is the whole
+    /// table wanted.
     fn held_by(&self, have: &[u16]) -> bool {
-        have.len() == self.cap && have[..self.want.len()] == *self.want && have[self.want.len()..].iter().all(|&e| e == 0)
+        have.len() == blocks(self.cap) * PKEYS
+            && have[..self.want.len()] == *self.want
+            && have[self.want.len()..].iter().all(|&e| e == 0)
     }
 }
 
@@ -443,6 +446,12 @@ mod tests {
         held.pop();
         held[50] = 0x8001;
         assert!(!t.held_by(&held));
+        // A cap short of a block: the block is held whole.
+        let short = Target { cap: 8, want: &want[..8], ..t };
+        let mut block = want[..8].to_vec();
+        block.resize(PKEYS, 0);
+        assert!(short.held_by(&block));
+        assert!(!short.held_by(&block[..8]));
         assert_eq!(blocks(128), 4);
         assert_eq!(blocks(8), 1);
     }
