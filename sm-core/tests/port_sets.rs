@@ -91,6 +91,18 @@ impl Bed {
         (out, sets)
     }
 
+    /// Writes `info` into `port` of the node at the end of `path`, as
+    /// someone other than this SM would (no state change).
+    fn set_behind_the_sms_back(&mut self, path: &[u8], port: usize, mut info: PortInfoRepr) {
+        info.port_state = PortState::NoChange;
+        info.port_physical_state = sm_mad::PhysState::NoChange;
+        let mut data = [0u8; DATA_LEN];
+        info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+        let mut sim_port = SimPort::new(&mut self.sim);
+        let mut client = SmpClient::new(&mut sim_port, 1);
+        client.run_many(&[SmpOp::set(attr::PORT_INFO, port as u32, path, data)]).remove(0).expect("PortInfo Set");
+    }
+
     /// The simulator's (node, port) each Set of `sets` went to, in order,
     /// through the routes the sweep's fabric holds.
     fn targets(&self, out: &OnceOutcome, sets: &[(Vec<u8>, u8, PortInfoRepr)]) -> Vec<((usize, u8), PortInfoRepr)> {
@@ -292,15 +304,7 @@ fn an_active_port_whose_lid_must_change_gets_one_set_with_no_state_change_and_st
     let path_b = f.nodes[b].ports[pb].path.clone().expect("path");
     let sim_b = bed.topo.nodes.iter().position(|n| n.node_guid == f.nodes[b].guid).expect("b in the topology");
     taken.lid = lid_a;
-    taken.port_state = PortState::NoChange;
-    taken.port_physical_state = sm_mad::PhysState::NoChange;
-    let mut data = [0u8; DATA_LEN];
-    taken.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-    {
-        let mut port = SimPort::new(&mut bed.sim);
-        let mut client = SmpClient::new(&mut port, 1);
-        client.run_many(&[SmpOp::set(attr::PORT_INFO, pb as u32, &path_b, data)]).remove(0).expect("LID taken");
-    }
+    bed.set_behind_the_sms_back(&path_b, pb, taken);
     assert_eq!(bed.sim.held_port_info(sim_b, pb as u8).map(|i| i.lid), Some(lid_a));
     assert_eq!(bed.sim.port_state(sim_b, pb as u8), Some(PortState::Active));
 
@@ -335,16 +339,8 @@ fn a_lid_that_does_not_take_is_a_failure_and_marks_the_sweep_incomplete() {
     let mut keyed = slot.info.expect("info");
     keyed.m_key = 0x7777;
     keyed.m_key_protect_bits = 1;
-    keyed.port_state = PortState::NoChange;
-    keyed.port_physical_state = sm_mad::PhysState::NoChange;
-    let mut data = [0u8; DATA_LEN];
-    keyed.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-    {
-        let mut sim_port = SimPort::new(&mut bed.sim);
-        let mut client = SmpClient::new(&mut sim_port, 1);
-        let path = slot.path.clone().expect("path");
-        client.run_many(&[SmpOp::set(attr::PORT_INFO, port as u32, &path, data)]).remove(0).expect("keyed");
-    }
+    let path = slot.path.clone().expect("path");
+    bed.set_behind_the_sms_back(&path, port, keyed);
     let sim_host = bed.topo.nodes.iter().position(|n| n.node_guid == fabric.nodes[host].guid).expect("in the topology");
 
     let (out, _) = bed.sweep();
