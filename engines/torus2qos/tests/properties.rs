@@ -49,7 +49,7 @@ fn route_and_compare(name: &str, base: &BTreeMap<(u64, u64), u8>, fab: &Fab) -> 
     assert_ok(name, &f, &r);
     // Pairs a failure cut apart (a switch that lost every torus cable
     // keeps its hosts) have no path, so no SL to keep.
-    for (a, b, sl) in connected_sls(&f, &r) {
+    for (a, b, sl) in fab.connected_sls(&f, &r) {
         assert_eq!(base.get(&(a, b)), Some(&sl), "{name}: SL of {:x?} changed", (a, b));
     }
     Ok(())
@@ -550,7 +550,7 @@ fn a_switch_whose_torus_cables_all_failed_keeps_the_others_sls() {
     let r = r.unwrap();
     let v = assert_ok("6x5 island", &f, &r);
     assert!(v.disconnected > 0, "the island's host is cut off");
-    let kept = connected_sls(&f, &r);
+    let kept = fab.connected_sls(&f, &r);
     assert!(kept.len() < all_sls(&f, &r).len() && !kept.is_empty());
     route_and_compare("6x5 island", &base, &fab).unwrap();
 }

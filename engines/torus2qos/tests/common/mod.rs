@@ -206,32 +206,25 @@ pub fn all_sls(f: &FabricSnapshot, r: &Routing) -> Vec<(u64, u64, u8)> {
     v
 }
 
-/// Path SLs of the end-port pairs that cables still join (through any
-/// switches): pairs cut apart have no path whose SL could matter.
-pub fn connected_sls(f: &FabricSnapshot, r: &Routing) -> Vec<(u64, u64, u8)> {
-    // Connected components of nodes over the cabled ports.
-    let mut comp = vec![NONE; f.nodes.len()];
-    for start in 0..f.nodes.len() {
-        if comp[start] != NONE {
-            continue;
-        }
-        comp[start] = start as u32;
-        let mut stack = vec![start];
-        while let Some(n) = stack.pop() {
-            let node = &f.nodes[n];
-            for p in node.first_port..node.first_port + u32::from(node.num_ports) + 1 {
-                let Some(port) = f.ports.get(p as usize) else { continue };
-                let Some(peer) = f.ports.get(port.peer as usize) else { continue };
-                if port.node as usize == n && comp[peer.node as usize] == NONE {
-                    comp[peer.node as usize] = start as u32;
-                    stack.push(peer.node as usize);
-                }
+impl Fab {
+    /// Path SLs of the end-port pairs that cables still join (through any
+    /// switches): pairs cut apart have no path whose SL could matter.
+    pub fn connected_sls(&self, f: &FabricSnapshot, r: &Routing) -> Vec<(u64, u64, u8)> {
+        let mut group_of_node = std::collections::HashMap::new();
+        for (g, nodes) in self.topo.connected_components().iter().enumerate() {
+            for &n in nodes {
+                group_of_node.insert(self.topo.nodes[n].node_guid, g);
             }
         }
+        let group: std::collections::HashMap<u64, usize> = f
+            .end_ports()
+            .map(|p| {
+                let port = &f.ports[p as usize];
+                (port.guid, group_of_node[&f.nodes[port.node as usize].guid])
+            })
+            .collect();
+        all_sls(f, r).into_iter().filter(|(a, b, _)| group.get(a) == group.get(b)).collect()
     }
-    let comp_of: std::collections::HashMap<u64, u32> =
-        f.end_ports().map(|p| (f.ports[p as usize].guid, comp[f.ports[p as usize].node as usize])).collect();
-    all_sls(f, r).into_iter().filter(|(a, b, _)| comp_of.get(a) == comp_of.get(b)).collect()
 }
 
 /// A `next_seed` block anchored at the middle switch, with datelines that
