@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(found[0].guid, other_guid);
         assert!(!found[0].path.is_empty());
         let node = found[0].node;
-        if let Some(i) = fabric.nodes[node].ports[1].info.as_mut() {
+        if let Some(i) = fabric.node_mut(node).ports[1].info.as_mut() {
             i.capability_mask |= capability::IS_SM_DISABLED;
         }
         assert!(sm_ports(&fabric).is_empty());

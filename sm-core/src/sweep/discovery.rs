@@ -124,8 +124,12 @@ impl FabricNode {
 /// The core model of the fabric, as discovery found it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Fabric {
-    /// Nodes in discovery order; the SM's node is node 0.
-    pub nodes: Vec<FabricNode>,
+    /// Nodes in discovery order; the SM's node is node 0. Shared, copied
+    /// on write ([`Fabric::node_mut`]): a sweep keeps several versions of
+    /// the fabric (the last one, memory, the model an incremental sweep
+    /// reads into) that differ in a few nodes, and a deep copy of them
+    /// all was most of a host reboot's cost.
+    pub nodes: Vec<Arc<FabricNode>>,
     /// The SM's port on node 0 (0 when the SM runs on a switch).
     pub sm_port: u8,
     /// Whether the sweep that found this fabric missed something (SMPs
@@ -135,6 +139,11 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    /// Node `i` to change: copied first if another fabric shares it.
+    pub fn node_mut(&mut self, i: usize) -> &mut FabricNode {
+        Arc::make_mut(&mut self.nodes[i])
+    }
+
     /// Index of the node with `guid`. A scan: for more than a few
     /// lookups, take [`Self::index_by_guid`] once.
     pub fn find(&self, guid: u64) -> Option<usize> {
@@ -572,7 +581,7 @@ impl Walk {
                 Task::Description { node } => {
                     let guid = self.fabric.nodes[node].guid;
                     match answer.and_then(|d| parse_description(&d)) {
-                        Ok(d) => self.fabric.nodes[node].description = d,
+                        Ok(d) => self.fabric.node_mut(node).description = d,
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no NodeDescription");
                             self.report.failed_requests += 1;
@@ -582,7 +591,7 @@ impl Walk {
                 Task::SwitchInfo { node } => {
                     let guid = self.fabric.nodes[node].guid;
                     match answer.and_then(|d| parse_switch_info(&d)) {
-                        Ok(info) => self.fabric.nodes[node].switch_info = Some(info),
+                        Ok(info) => self.fabric.node_mut(node).switch_info = Some(info),
                         Err(e) => {
                             warn!(guid = format_args!("{guid:#018x}"), error = %e, "no SwitchInfo");
                             self.report.failed_requests += 1;
@@ -592,7 +601,7 @@ impl Walk {
                 Task::PortInfo { node, port } => {
                     let guid = self.fabric.nodes[node].guid;
                     let info = port_info_or_log(answer, &mut self.report, port, guid);
-                    let n = &mut self.fabric.nodes[node];
+                    let n = self.fabric.node_mut(node);
                     n.ports[usize::from(port)].info = info;
                     // A switch port found up leads further.
                     if n.is_switch() && port != 0 && self.expandable(node, port) {
@@ -679,13 +688,13 @@ impl Walk {
         if !self.fabric.nodes[far].is_switch() && far_slot.path.is_none() {
             // Another port of a CA known already (multi-port CA, or the SM's
             // own CA seen from the fabric): managed through itself.
-            let slot = &mut self.fabric.nodes[far].ports[usize::from(far_port)];
+            let slot = &mut self.fabric.node_mut(far).ports[usize::from(far_port)];
             slot.guid = info.port_guid;
             slot.path = Some(path);
             tasks.push(Pending { task: Task::PortInfo { node: far, port: far_port }, retry: false });
         }
-        self.fabric.nodes[node].ports[usize::from(port)].peer = Some((far, far_port));
-        self.fabric.nodes[far].ports[usize::from(far_port)].peer = Some((node, port));
+        self.fabric.node_mut(node).ports[usize::from(port)].peer = Some((far, far_port));
+        self.fabric.node_mut(far).ports[usize::from(far_port)].peer = Some((node, port));
         tasks
     }
 
@@ -697,7 +706,7 @@ impl Walk {
         let (ports, port_nums) =
             managed_ports(kind == NodeKind::Switch, info.num_ports, info.local_port_num, info.port_guid, Some(&path));
         self.by_guid.insert(info.node_guid, node);
-        self.fabric.nodes.push(FabricNode::from_node_info(info, path, ports));
+        self.fabric.nodes.push(Arc::new(FabricNode::from_node_info(info, path, ports)));
         let mut tasks = vec![Pending { task: Task::Description { node }, retry: false }];
         if kind == NodeKind::Switch {
             tasks.push(Pending { task: Task::SwitchInfo { node }, retry: false });
@@ -801,12 +810,13 @@ impl FabricMemory {
     /// of the whole fabric. A node no longer at its index is left alone.
     pub fn remember_ports(&mut self, fabric: &Fabric, ports: impl IntoIterator<Item = (usize, usize)>) {
         for (node, port) in ports {
-            let (Some(now), Some(kept)) = (fabric.nodes.get(node), self.last.nodes.get_mut(node)) else { continue };
-            if kept.guid != now.guid {
+            let (Some(now), Some(kept)) = (fabric.nodes.get(node), self.last.nodes.get(node)) else { continue };
+            if kept.guid != now.guid || Arc::ptr_eq(now, kept) {
                 continue;
             }
-            if let (Some(slot), Some(from)) = (kept.ports.get_mut(port), now.ports.get(port)) {
-                slot.info = from.info;
+            if let (Some(from), true) = (now.ports.get(port), port < kept.ports.len()) {
+                let info = from.info;
+                self.last.node_mut(node).ports[port].info = info;
             }
         }
     }
@@ -943,7 +953,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
         warn!(guid = format_args!("{:#018x}", m.guid), desc = %m.description,
             "did not answer this sweep; kept as the last sweep knew it");
         final_index[tentative] = Some(fabric.nodes.len());
-        let mut node = m.clone();
+        let mut node = FabricNode::clone(m);
         for p in &mut node.ports {
             p.peer = None;
         }
@@ -952,7 +962,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
             // sweep reads the bit itself.
             i.port_state_change = false;
         }
-        fabric.nodes.push(node);
+        fabric.nodes.push(Arc::new(node));
         report.kept_nodes += 1;
     }
     // Memory node of each final node, to take attributes from.
@@ -964,8 +974,8 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
     }
     for ((a, pa), (b, pb)) in links {
         let (Some(a), Some(b)) = (final_index[a], final_index[b]) else { continue };
-        fabric.nodes[a].ports[usize::from(pa)].peer = Some((b, pb));
-        fabric.nodes[b].ports[usize::from(pb)].peer = Some((a, pa));
+        fabric.node_mut(a).ports[usize::from(pa)].peer = Some((b, pb));
+        fabric.node_mut(b).ports[usize::from(pb)].peer = Some((a, pa));
         if a < present || b < present {
             report.kept_links += 1;
         }
@@ -973,6 +983,19 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
     // Attributes of present nodes that did not answer.
     for (i, node) in fabric.nodes.iter_mut().enumerate().take(present) {
         let Some(m) = mem_of[i].map(|k| &mem.nodes[k]) else { continue };
+        // A port this sweep did not reach (its link restored above, or
+        // its PortInfo lost) keeps what was known of it.
+        let keeps = |port: &FabricPort, old: &FabricPort| {
+            port.info.is_none() && old.info.is_some() && (port.path.is_some() || port.peer.is_some())
+        };
+        let lacks = (node.description.is_empty() && !m.description.is_empty())
+            || (node.is_switch() && node.switch_info.is_none() && m.switch_info.is_some())
+            || node.ports.iter().zip(&m.ports).any(|(p, old)| keeps(p, old));
+        if !lacks {
+            // Nearly every node answered whole: not copied for nothing.
+            continue;
+        }
+        let node = Arc::make_mut(node);
         if node.description.is_empty() && !m.description.is_empty() {
             node.description = m.description.clone();
         }
@@ -985,10 +1008,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
         }
         for (p, port) in node.ports.iter_mut().enumerate() {
             let Some(old) = m.ports.get(p) else { continue };
-            // A port this sweep did not reach (its link restored above,
-            // or its PortInfo lost) keeps what was known of it.
-            let reached_now = port.path.is_some();
-            if port.info.is_none() && old.info.is_some() && (reached_now || port.peer.is_some()) {
+            if keeps(port, old) {
                 port.info = old.info;
                 if port.path.is_none() {
                     port.path = old.path.clone();

@@ -38,6 +38,7 @@
 //! longer than 63 hops.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use sm_abi::NodeKind;
 use sm_mad::mad::attr;
@@ -48,7 +49,7 @@ use tracing::{debug, info};
 use super::discovery::{
     extended, managed_ports, DrPath,
     check_node_info, link_is_up, node_kind, parse_description, parse_node_info, parse_port_info, parse_switch_info,
-    DiscoveryReport, Fabric, FabricNode, SweepError, SweepLimits,
+    DiscoveryReport, Fabric, FabricNode, FabricPort, SweepError, SweepLimits,
 };
 use super::transport::{SmpClient, SmpError, SmpOp};
 
@@ -262,8 +263,8 @@ impl Walk {
     }
 
     fn unlink(&mut self, (node, port): (usize, u8)) {
-        if let Some((far, far_port)) = self.model.nodes[node].ports[usize::from(port)].peer.take() {
-            self.model.nodes[far].ports[usize::from(far_port)].peer = None;
+        if let Some((far, far_port)) = self.model.node_mut(node).ports[usize::from(port)].peer.take() {
+            self.model.node_mut(far).ports[usize::from(far_port)].peer = None;
             self.report.links_down += 1;
             self.reshaped();
             // The far end saw its port go down too; read it, unless it is
@@ -277,7 +278,7 @@ impl Walk {
     /// Takes a fresh PortInfo of `port` of switch `node`; returns whether
     /// a probe through it is due.
     fn port_read(&mut self, node: usize, port: u8, info: PortInfoRepr) -> bool {
-        let slot = &mut self.model.nodes[node].ports[usize::from(port)];
+        let slot = &mut self.model.node_mut(node).ports[usize::from(port)];
         slot.info = Some(info);
         if port == 0 {
             return false;
@@ -313,7 +314,7 @@ impl Walk {
                 }
                 self.probed.insert((far, far_port));
                 // The same node, trained again: it may have rebooted.
-                self.model.nodes[far].ports[usize::from(far_port)].guid = found.port_guid;
+                self.model.node_mut(far).ports[usize::from(far_port)].guid = found.port_guid;
                 self.schedule(far, Read::Whole(far_port));
             }
             None => {
@@ -336,7 +337,7 @@ impl Walk {
                             }
                             return Err(Fallback::Moved { guid, port, found: found.node_guid, found_port: far_port });
                         }
-                        self.model.nodes[far].ports[usize::from(far_port)].guid = found.port_guid;
+                        self.model.node_mut(far).ports[usize::from(far_port)].guid = found.port_guid;
                         // Its port came up: read it (a CA through that port).
                         let read = if is_switch { Read::Ports } else { Read::Whole(far_port) };
                         if !(is_switch && self.read.contains(&far)) {
@@ -351,8 +352,8 @@ impl Walk {
                     }
                 };
                 self.probed.insert((far, far_port));
-                self.model.nodes[node].ports[usize::from(port)].peer = Some((far, far_port));
-                self.model.nodes[far].ports[usize::from(far_port)].peer = Some((node, port));
+                self.model.node_mut(node).ports[usize::from(port)].peer = Some((far, far_port));
+                self.model.node_mut(far).ports[usize::from(far_port)].peer = Some((node, port));
                 self.reshaped();
             }
         }
@@ -364,7 +365,7 @@ impl Walk {
         let node = self.model.nodes.len();
         // No routes: the layout gives them.
         let (ports, _) = managed_ports(kind == NodeKind::Switch, info.num_ports, info.local_port_num, info.port_guid, None);
-        self.model.nodes.push(FabricNode::from_node_info(info, path, ports));
+        self.model.nodes.push(Arc::new(FabricNode::from_node_info(info, path, ports)));
         self.by_guid.insert(info.node_guid, node);
         self.report.added += 1;
         node
@@ -409,9 +410,12 @@ pub fn rediscover(
     }
     let mut model = last.clone();
     for n in &mut model.nodes {
-        if let Some(i) = n.switch_info.as_mut() {
-            // Only the bits read this sweep are cleared after it.
-            i.port_state_change = false;
+        // Only the bits read this sweep are cleared after it (and only a
+        // node whose bit is set is copied to clear it).
+        if n.switch_info.is_some_and(|i| i.port_state_change) {
+            if let Some(i) = Arc::make_mut(n).switch_info.as_mut() {
+                i.port_state_change = false;
+            }
         }
     }
     let by_guid = model.nodes.iter().enumerate().map(|(i, n)| (n.guid, i)).collect();
@@ -570,7 +574,7 @@ fn apply(
             _ => ports.push((op.modifier as u8, parse_port_info(data)?)),
         }
     }
-    let n = &mut walk.model.nodes[node];
+    let n = walk.model.node_mut(node);
     if let Some(d) = description {
         n.description = d;
     }
@@ -587,7 +591,7 @@ fn apply(
     if let Read::Whole(port) = read {
         if !walk.model.nodes[node].is_switch() {
             // A CA's port: its link is known (the probe that found it).
-            walk.model.nodes[node].ports[usize::from(port)].info = ports.first().map(|&(_, i)| i);
+            walk.model.node_mut(node).ports[usize::from(port)].info = ports.first().map(|&(_, i)| i);
             walk.read.insert(node);
             walk.report.nodes_read += 1;
             return Ok(());
@@ -617,66 +621,70 @@ fn apply(
 /// the fabric. Node order, directed routes, the ports read (with the
 /// attributes `model` holds) and the links are a full discovery's; nodes
 /// no link leads to are left out.
+///
+/// The walk runs over light drafts (links and routes only); a node that
+/// comes out as `model` already holds it, at the same index, is `model`'s
+/// own (shared, not copied). After a host reboot that is every node but
+/// the host, and an incremental sweep lays its model out up to three
+/// times.
 pub fn replay(model: &Fabric) -> Fabric {
     let mut r = Replay {
         model,
-        out: Fabric { nodes: Vec::with_capacity(model.nodes.len()), sm_port: model.sm_port, incomplete: false },
+        nodes: Vec::with_capacity(model.nodes.len()),
+        ports: Vec::new(),
         placed: vec![None; model.nodes.len()],
-        source: Vec::with_capacity(model.nodes.len()),
     };
-    let Some(root) = model.nodes.first() else { return r.out };
+    let Some(root) = model.nodes.first() else {
+        return Fabric { nodes: Vec::new(), sm_port: model.sm_port, incomplete: false };
+    };
     let root_port = if root.is_switch() { 0 } else { model.sm_port };
-    let (_, mut tasks) = r.add(0, root_port, Vec::new().into());
-    let Replay { out, placed, source, .. } = &mut r;
+    let mut tasks = r.place(0, root_port, Vec::new().into());
     let mut first_round = true;
     while !tasks.is_empty() {
         let mut next = Vec::new();
         for task in tasks {
             match task {
                 Task::Port(n, p) => {
-                    let (m, entered) = source[n];
-                    let mut info = model.nodes[m].ports[usize::from(p)].info;
-                    let node = &mut out.nodes[n];
-                    if let (Some(info), false) = (info.as_mut(), node.path.is_empty()) {
-                        // PortInfo's LocalPortNum is the port the SMP came
-                        // in by: on a switch, the one it was reached by; a
-                        // CA port is read through itself.
-                        info.local_port_num = if node.is_switch() { entered } else { p };
-                    }
-                    let is_switch = node.is_switch();
-                    let slot = &mut node.ports[usize::from(p)];
-                    slot.info = info;
-                    if is_switch && p != 0 && slot.peer.is_none() && info.as_ref().is_some_and(link_is_up) {
+                    let (m, at) = (r.nodes[n].m, r.nodes[n].first + usize::from(p));
+                    let is_switch = model.nodes[m].is_switch();
+                    let info = model.nodes[m].ports[usize::from(p)].info;
+                    r.ports[at].read = true;
+                    if is_switch && p != 0 && r.ports[at].peer.is_none() && info.as_ref().is_some_and(link_is_up) {
                         next.push(Task::Probe(n, p));
                     }
                 }
                 Task::Probe(n, p) => {
-                    if out.nodes[n].ports[usize::from(p)].peer.is_some() || out.nodes[n].path.len() >= usize::from(MAX_HOPS) {
+                    let Draft { m: source, first, .. } = r.nodes[n];
+                    let here = &r.nodes[n].path;
+                    if r.ports[first + usize::from(p)].peer.is_some() || here.len() >= usize::from(MAX_HOPS) {
                         continue;
                     }
-                    let Some((m, q)) = model.nodes[source[n].0].ports[usize::from(p)].peer else { continue };
-                    let path = extended(&out.nodes[n].path, p);
-                    let far = match placed[m] {
+                    let Some((m, q)) = model.nodes[source].ports[usize::from(p)].peer else { continue };
+                    // The model's own route when it is this one: no copy.
+                    let path = match &model.nodes[m].path {
+                        known if known.len() == here.len() + 1 && known.starts_with(here) && known.last() == Some(&p) => known.clone(),
+                        _ => extended(here, p),
+                    };
+                    let far = match r.placed[m] {
                         Some(far) => far,
                         None => {
-                            let (far, more) = Replay::place(model, out, placed, source, m, q, path.clone());
-                            next.extend(more);
-                            far
+                            next.extend(r.place(m, q, path.clone()));
+                            r.nodes.len() - 1
                         }
                     };
-                    let far_slot = &out.nodes[far].ports[usize::from(q)];
-                    if (far, q) == (n, p) || far_slot.peer.is_some() {
+                    let far_at = r.nodes[far].first + usize::from(q);
+                    // (A model's links join ports it has; discovery checks
+                    // each LocalPortNum against NumPorts.)
+                    if q > model.nodes[m].num_ports || (far, q) == (n, p) || r.ports[far_at].peer.is_some() {
                         continue;
                     }
-                    if !out.nodes[far].is_switch() && far_slot.path.is_none() {
-                        let guid = model.nodes[m].ports[usize::from(q)].guid;
-                        let slot = &mut out.nodes[far].ports[usize::from(q)];
-                        slot.guid = guid;
-                        slot.path = Some(path);
+                    if !model.nodes[m].is_switch() && r.ports[far_at].path.is_none() {
+                        r.ports[far_at].guid = model.nodes[m].ports[usize::from(q)].guid;
+                        r.ports[far_at].path = Some(path);
                         next.push(Task::Port(far, q));
                     }
-                    out.nodes[n].ports[usize::from(p)].peer = Some((far, q));
-                    out.nodes[far].ports[usize::from(q)].peer = Some((n, p));
+                    r.ports[first + usize::from(p)].peer = Some((far, q));
+                    r.ports[far_at].peer = Some((n, p));
                 }
             }
         }
@@ -685,7 +693,8 @@ pub fn replay(model: &Fabric) -> Fabric {
         }
         tasks = next;
     }
-    r.out
+    let nodes = (0..r.nodes.len()).map(|n| r.node(n)).collect();
+    Fabric { nodes, sm_port: model.sm_port, incomplete: false }
 }
 
 /// One request of [`replay`]'s walk, as in discovery's.
@@ -694,49 +703,96 @@ enum Task {
     Port(usize, u8),
 }
 
-/// [`replay`]'s state: the fabric laid out so far, and where each node of
+/// A node [`replay`] placed: its model node, the port it was entered by,
+/// its route, and where its ports start in [`Replay::ports`].
+struct Draft {
+    m: usize,
+    entered: u8,
+    path: DrPath,
+    first: usize,
+}
+
+/// What [`replay`]'s walk decides of one port: its GUID and route (the
+/// ports discovery manages), whether its PortInfo is read, its link.
+#[derive(Default, Clone)]
+struct DraftPort {
+    guid: u64,
+    path: Option<DrPath>,
+    read: bool,
+    peer: Option<(usize, u8)>,
+}
+
+/// [`replay`]'s state: the nodes laid out so far, and where each node of
 /// the model went.
 struct Replay<'m> {
     model: &'m Fabric,
-    out: Fabric,
+    nodes: Vec<Draft>,
+    ports: Vec<DraftPort>,
     placed: Vec<Option<usize>>,
-    /// Model index and the port it was entered by, of each node placed.
-    source: Vec<(usize, u8)>,
 }
 
 impl Replay<'_> {
-    fn add(&mut self, m: usize, port: u8, path: DrPath) -> (usize, Vec<Task>) {
-        Self::place(self.model, &mut self.out, &mut self.placed, &mut self.source, m, port, path)
+    /// Adds model node `m` as discovery adds a node reached at `port`
+    /// along `path`; returns the PortInfo reads it calls for.
+    fn place(&mut self, m: usize, port: u8, path: DrPath) -> Vec<Task> {
+        let n = &self.model.nodes[m];
+        let index = self.nodes.len();
+        self.placed[m] = Some(index);
+        let first = self.ports.len();
+        self.ports.resize(first + usize::from(n.num_ports) + 1, DraftPort::default());
+        // As [`managed_ports`]: a switch manages all its ports along its
+        // route, a CA the port it was entered by.
+        let nums: Vec<u8> = if n.is_switch() { (0..=n.num_ports).collect() } else { vec![port] };
+        let guid = n.ports.get(usize::from(port)).map_or(0, |p| p.guid);
+        for &num in &nums {
+            if let Some(slot) = self.ports.get_mut(first + usize::from(num)).filter(|_| num <= n.num_ports) {
+                slot.guid = guid;
+                slot.path = Some(path.clone());
+            }
+        }
+        self.nodes.push(Draft { m, entered: port, path, first });
+        nums.into_iter().map(|p| Task::Port(index, p)).collect()
     }
 
-    /// Adds model node `m` as discovery adds a node reached at `port`
-    /// along `path`; returns its index and the PortInfo reads it calls for.
-    fn place(
-        model: &Fabric,
-        out: &mut Fabric,
-        placed: &mut [Option<usize>],
-        source: &mut Vec<(usize, u8)>,
-        m: usize,
-        port: u8,
-        path: DrPath,
-    ) -> (usize, Vec<Task>) {
-        let n = &model.nodes[m];
-        let index = out.nodes.len();
-        placed[m] = Some(index);
-        source.push((m, port));
-        let guid = n.ports.get(usize::from(port)).map_or(0, |p| p.guid);
-        let (ports, nums) = managed_ports(n.is_switch(), n.num_ports, port, guid, Some(&path));
-        out.nodes.push(FabricNode {
-            guid: n.guid,
-            system_guid: n.system_guid,
-            kind: n.kind,
-            num_ports: n.num_ports,
-            partition_cap: n.partition_cap,
-            description: n.description.clone(),
-            path,
-            ports,
-            switch_info: n.switch_info,
-        });
-        (index, nums.into_iter().map(|p| Task::Port(index, p)).collect())
+    /// Draft `n` as a node: `model`'s own when it is the same.
+    fn node(&self, n: usize) -> Arc<FabricNode> {
+        let d = &self.nodes[n];
+        let kept = &self.model.nodes[d.m];
+        let drafts = &self.ports[d.first..d.first + usize::from(kept.num_ports) + 1];
+        let info = |p: usize, draft: &DraftPort| match (draft.read, kept.ports[p].info) {
+            // PortInfo's LocalPortNum is the port the SMP came in by: on a
+            // switch, the one it was reached by; a CA port is read through
+            // itself.
+            (true, Some(mut info)) if !d.path.is_empty() => {
+                info.local_port_num = if kept.is_switch() { d.entered } else { p as u8 };
+                Some(info)
+            }
+            (true, info) => info,
+            (false, _) => None,
+        };
+        let same = n == d.m
+            && kept.path == d.path
+            && kept.ports.len() == drafts.len()
+            && kept.ports.iter().zip(drafts).enumerate().all(|(p, (old, draft))| {
+                old.guid == draft.guid && old.peer == draft.peer && old.path == draft.path && old.info == info(p, draft)
+            });
+        if same {
+            return Arc::clone(kept);
+        }
+        Arc::new(FabricNode {
+            guid: kept.guid,
+            system_guid: kept.system_guid,
+            kind: kept.kind,
+            num_ports: kept.num_ports,
+            partition_cap: kept.partition_cap,
+            description: kept.description.clone(),
+            path: d.path.clone(),
+            ports: drafts
+                .iter()
+                .enumerate()
+                .map(|(p, draft)| FabricPort { guid: draft.guid, info: info(p, draft), peer: draft.peer, path: draft.path.clone() })
+                .collect(),
+            switch_info: kept.switch_info,
+        })
     }
 }

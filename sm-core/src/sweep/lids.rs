@@ -309,13 +309,17 @@ pub fn assign(
 
     for (k, &(node, port, block)) in holders.iter().enumerate() {
         let Some(lid) = chosen[k] else { continue };
-        let slot = &mut fabric.nodes[node].ports[usize::from(port)];
+        let slot = &fabric.nodes[node].ports[usize::from(port)];
         let end = lid + ((1u16 << block) - 1);
         guid2lid.entries.insert(slot.guid, (lid, end));
         result.max_lid = result.max_lid.max(end);
-        if let Some(info) = slot.info.as_mut() {
-            info.lid = lid;
-            info.lmc = block;
+        // Only a port whose LID moves is written: the fabric's nodes are
+        // shared with the SM's memory, and a write copies the node.
+        if slot.info.is_some_and(|i| (i.lid, i.lmc) != (lid, block)) {
+            if let Some(info) = fabric.node_mut(node).ports[usize::from(port)].info.as_mut() {
+                info.lid = lid;
+                info.lmc = block;
+            }
         }
     }
     debug!(?result, "LIDs assigned");
@@ -515,7 +519,7 @@ pub fn program(
         let guid = fabric.nodes[set.node].guid;
         if sets.answered(set, guid, now.as_ref(), &mut report) {
             if let Ok(now) = now {
-                fabric.nodes[set.node].ports[usize::from(set.port)].info = Some(now);
+                fabric.node_mut(set.node).ports[usize::from(set.port)].info = Some(now);
             }
         }
     }

@@ -74,7 +74,7 @@ pub fn light_sweep(client: &mut SmpClient<'_>, fabric: &Fabric) -> LightOutcome 
     let before = client.stats().sent;
     let mut out = LightOutcome { incomplete: fabric.incomplete, ..LightOutcome::default() };
     let switches: Vec<(usize, &super::FabricNode)> =
-        fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()).collect();
+        fabric.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()).map(|(i, n)| (i, &**n)).collect();
     let ops: Vec<SmpOp> = switches.iter().map(|(_, n)| SmpOp::get(attr::SWITCH_INFO, 0, &n.path)).collect();
     let answers = client.run_many(&ops);
     let mut clears = Vec::new();

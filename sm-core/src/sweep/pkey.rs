@@ -417,7 +417,7 @@ pub fn program_partitions(
         let now = answer.and_then(|d| parse_port_info(&d));
         held.enforcement_answered(guid, port, bits, now.as_ref(), phase);
         if let Ok(now) = now {
-            fabric.nodes[node].ports[usize::from(port)].info = Some(now);
+            fabric.node_mut(node).ports[usize::from(port)].info = Some(now);
         }
     }
 

@@ -236,7 +236,7 @@ pub fn program_routing(
             }
         };
         if let Some(now) = now {
-            fabric.nodes[node].switch_info = Some(now);
+            fabric.node_mut(node).switch_info = Some(now);
         }
         targets.push((node, old_top, now.map(|i| i.linear_fdb_top)));
     }
@@ -408,13 +408,13 @@ fn move_ports(
         match answer.and_then(|d| parse_port_info(&d)) {
             Ok(now) if now.port_state == to => {
                 phase.set += 1;
-                fabric.nodes[node].ports[port].info = Some(now);
+                fabric.node_mut(node).ports[port].info = Some(now);
             }
             Ok(now) => {
                 warn!(guid = format_args!("{guid:#018x}"), port, state = ?now.port_state, wanted = ?to,
                     "PortState Set did not take effect");
                 phase.failed += 1;
-                fabric.nodes[node].ports[port].info = Some(now);
+                fabric.node_mut(node).ports[port].info = Some(now);
             }
             Err(e) => {
                 warn!(guid = format_args!("{guid:#018x}"), port, error = %e, "PortState Set failed");
@@ -805,7 +805,7 @@ pub fn program_links(
                     }
                     phase.set += 1;
                 }
-                fabric.nodes[node].ports[port].info = Some(now);
+                fabric.node_mut(node).ports[port].info = Some(now);
             }
             Err(e) if holds => {
                 // Only the arming or the riders' fields (counted and

@@ -13,6 +13,8 @@
 //! whose port did not come back through Init. Otherwise the table is
 //! written again (a Set costs what a Get costs).
 
+use std::sync::Arc;
+
 use sm_abi::Routing;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
@@ -222,7 +224,7 @@ fn program_high_limits(client: &mut SmpClient<'_>, fabric: &mut Fabric, routing:
                 }
                 // Port state changes later in the sweep write this PortInfo
                 // back: it must carry what the port holds now.
-                if let Some(slot) = fabric.nodes.get_mut(index).and_then(|n| n.ports.get_mut(usize::from(port))) {
+                if let Some(slot) = fabric.nodes.get_mut(index).and_then(|n| Arc::make_mut(n).ports.get_mut(usize::from(port))) {
                     slot.info = Some(now);
                 }
             }
