@@ -33,6 +33,8 @@ struct Sm<'e> {
     /// The unicast cache (OpenSM `use_ucast_cache`): a sweep whose fabric
     /// the last routing still fits verifies it instead of routing.
     cache: Option<sm_core::ucast_cache::UcastCache>,
+    /// The SA's database in force, as the daemon's SA holds it.
+    db: Option<sm_core::sa::db::SaDb>,
 }
 
 impl Sm<'_> {
@@ -104,18 +106,20 @@ impl Sm<'_> {
         let read = discovery.is_some();
         self.sweep(discovery);
         let out = self.last.as_ref().expect("swept");
-        // The SA's database is rebuilt after every heavy sweep: SM work too.
+        // The SA's database is rebuilt after every heavy sweep, from the
+        // one in force, as the daemon does: SM work too.
         let sa = Instant::now();
-        let db = sm_core::sa::db::SaDb::build_shared(out);
+        let db = sm_core::sa::db::SaDb::build_after(out, self.db.as_ref());
         let sa_ms = sa.elapsed().as_secs_f64() * 1e3;
         let took = t.elapsed();
-        drop(db);
+        self.db = Some(db);
         let c = self.sim.counters();
         let sets = |a: u16| c.by_attribute.get(&a).map_or(0, |x| x.set);
         let lft = sets(attr::LINEAR_FORWARDING_TABLE);
         let discovery_smps = out.sweep.discovery_smps.sent;
         let mut phases: Vec<String> = out.report.phases_ms.iter().map(|(k, v)| format!("{k} {v:.1}")).collect();
-        phases.push(format!("SA database {sa_ms:.1}"));
+        let anew = self.db.as_ref().map_or(0, |d| d.nodes_rebuilt());
+        phases.push(format!("SA database {sa_ms:.1} ({anew} nodes' records anew)"));
         println!(
             "| {what} | {} | {} | {how} (+{light_smps}) | {discovery_smps} | {} | {lft} | {:.1} | {} |",
             if read { "incremental" } else { "full" },
@@ -148,7 +152,7 @@ fn main() {
     let sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let engines: &'static str = Box::leak(engine.clone().into_boxed_str());
     let options = OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None };
-    let mut sm = Sm { sim, g2l: Guid2Lid::default(), held: HeldTables::default(), last: None, registry, options, cache: None };
+    let mut sm = Sm { sim, g2l: Guid2Lid::default(), held: HeldTables::default(), last: None, registry, options, cache: None, db: None };
     let switches = topo.nodes.iter().filter(|n| n.kind == NodeKind::Switch).count();
     println!("{k}-ary 3-tree: {switches} switches, {} hosts, {engine}", topo.nodes.len() - switches);
     println!();

@@ -178,7 +178,7 @@ fn run(topo: &Topology, registry: &Registry, events: &[(Event, bool)], tally: &m
     let parts = Parts::of(topo);
     let mut inc = Sm::new(topo);
     let mut full = Sm::new(topo);
-    inc.sweep(registry, None);
+    let mut inc_db = Some(SaDb::build_shared(inc.sweep(registry, None)));
     full.sweep(registry, None);
     let mut down_links = std::collections::HashSet::new();
     let mut off = std::collections::HashSet::new();
@@ -270,6 +270,11 @@ fn run(topo: &Topology, registry: &Registry, events: &[(Event, bool)], tally: &m
         assert_eq!(lids(a), lids(b), "after {event:?}: LIDs differ");
         assert_eq!(a.accepted.as_ref().map(|r| &r.snapshot), b.accepted.as_ref().map(|r| &r.snapshot), "after {event:?}");
         assert_eq!(sa_view(a), sa_view(b), "after {event:?}: the SA differs");
+        // The SA's database made from the one before holds what one made
+        // from scratch does.
+        let after = SaDb::build_after(a, inc_db.as_ref());
+        assert!(after.same_records(&SaDb::build_shared(a)), "after {event:?}: the SA's records taken over differ");
+        inc_db = Some(after);
         assert_eq!(tables(&inc.sim), tables(&full.sim), "after {event:?}: the switches' tables differ");
     }
 }
@@ -421,7 +426,15 @@ fn a_host_reboot_costs_the_same_smps_whatever_the_size_of_the_fabric() {
         // Off and on between two sweeps: the port trains again.
         sm.sim.remove_node(host).expect("off");
         sm.sim.restore_node(host).expect("on");
+        let before = SaDb::build_shared(sm.last.as_ref().expect("swept"));
         let rebooted = incremental_smps(&mut sm, &registry);
+        // The sweep shares every node it did not change with the last
+        // one, so the SA makes records anew for the host and its leaf
+        // alone.
+        let last = sm.last.as_ref().expect("swept");
+        let after = SaDb::build_after(last, Some(&before));
+        assert!(after.same_records(&SaDb::build_shared(last)));
+        assert!(after.nodes_rebuilt() <= 2, "{} of {} nodes' SA records made anew", after.nodes_rebuilt(), topo.nodes.len());
         costs.push((topo.nodes.len(), gone, back, rebooted));
     }
     // The leaf's SwitchInfo and the PortInfos of its ports 0..=8; then

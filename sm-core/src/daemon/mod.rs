@@ -620,8 +620,10 @@ impl Daemon<'_, '_> {
         self.traps.filter.set_fabric(fabric_lids(outcome));
         if let Some(sa) = &self.ctx.options.sa {
             // The SA holds the accepted routing itself and asks its own
-            // SL oracle, whatever the fabric's size.
-            sa.publish(crate::sa::db::SaDb::build_shared(outcome));
+            // SL oracle, whatever the fabric's size. The records of nodes
+            // this sweep left alone are the database's in force.
+            let previous = sa.sa().db();
+            sa.publish(crate::sa::db::SaDb::build_after(outcome, previous.as_deref()));
         }
         match &outcome.accepted {
             Some(r) => info!(engine = %r.engine, nodes = outcome.sweep.fabric.nodes.len(), "heavy sweep done"),

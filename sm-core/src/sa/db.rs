@@ -22,6 +22,7 @@ use sm_mad::{
 };
 
 use crate::routing::AcceptedRouting;
+use crate::sweep::discovery::FabricNode;
 use crate::sweep::{Fabric, OnceOutcome};
 
 /// The subnet prefix used when no port reports one (IBA default).
@@ -98,6 +99,17 @@ pub struct SaDb {
     /// database built without a sweep (every port then a full member of
     /// the default partition).
     pub(crate) partitions: Option<Arc<crate::partition::SaPartitions>>,
+    /// The fabric's nodes the records were made from, and the LID each
+    /// node's records are keyed by: the next database takes the records
+    /// of the nodes that are still these ([`SaDb::build_after`]).
+    source: Vec<Arc<FabricNode>>,
+    node_lid: Vec<u16>,
+    /// Whether each LID keys the records of one node at most: only then
+    /// can one node's records be told from the others' and replaced.
+    keys_unique: bool,
+    /// Nodes whose records were made for this database (the others'
+    /// were taken from the previous one).
+    rebuilt: usize,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -186,7 +198,14 @@ impl SaDb {
     /// SLs whatever the fabric's size. The one way an SA database is made,
     /// in the SM and in the tests.
     pub fn build_shared(outcome: &OnceOutcome) -> Self {
-        let mut db = Self::records(&outcome.sweep.fabric, outcome.sweep.lmc);
+        Self::build_after(outcome, None)
+    }
+
+    /// [`SaDb::build_shared`], taking from `previous` (the database of an
+    /// earlier sweep) the records of every node this sweep left as it
+    /// was: after a host reboot, all but a few. The result is the same.
+    pub fn build_after(outcome: &OnceOutcome, previous: Option<&SaDb>) -> Self {
+        let mut db = Self::records(&outcome.sweep.fabric, outcome.sweep.lmc, previous);
         if let Some(accepted) = &outcome.accepted {
             db.set_vl_tables(&accepted.routing);
             db.routing = Some(Arc::clone(accepted));
@@ -238,7 +257,24 @@ impl SaDb {
 
     /// A database with no fabric: every query finds nothing.
     pub fn empty() -> Self {
-        Self::records(&Fabric::default(), 0)
+        Self::records(&Fabric::default(), 0, None)
+    }
+
+    /// How many nodes' records were made for this database; the others'
+    /// were taken from the one it was built after.
+    pub fn nodes_rebuilt(&self) -> usize {
+        self.rebuilt
+    }
+
+    /// Whether both hold the same records: what [`SaDb::build_after`]
+    /// promises against a database built from scratch.
+    pub fn same_records(&self, other: &SaDb) -> bool {
+        (self.gid_prefix, self.lmc, self.sm_lid, &self.ends, &self.wires, &self.first_wire)
+            == (other.gid_prefix, other.lmc, other.sm_lid, &other.ends, &other.wires, &other.first_wire)
+            && (&self.node_records, &self.port_records, &self.link_records, &self.switch_records)
+                == (&other.node_records, &other.port_records, &other.link_records, &other.switch_records)
+            && (&self.guid_records, &self.pkey_records, &self.sl2vl_records, &self.vlarb_records)
+                == (&other.guid_records, &other.pkey_records, &other.sl2vl_records, &other.vlarb_records)
     }
 
     /// End ports known.
@@ -434,7 +470,7 @@ impl SaDb {
 
     /// Everything but routing: end ports, wires, and the records read from
     /// the fabric.
-    fn records(fabric: &Fabric, lmc: u8) -> Self {
+    fn records(fabric: &Fabric, lmc: u8, previous: Option<&SaDb>) -> Self {
         let mut db = SaDb {
             gid_prefix: DEFAULT_GID_PREFIX,
             lmc,
@@ -455,6 +491,10 @@ impl SaDb {
             sl2vl_records: Vec::new(),
             vlarb_records: Vec::new(),
             partitions: None,
+            source: fabric.nodes.clone(),
+            node_lid: Vec::new(),
+            keys_unique: true,
+            rebuilt: 0,
         };
         if let Some(prefix) = fabric
             .nodes
@@ -548,68 +588,42 @@ impl SaDb {
                 db.wires.push(wire);
             }
         }
-        for (i, n) in fabric.nodes.iter().enumerate() {
-            let node_type = match n.kind {
-                NodeKind::Ca => NodeType::Ca,
-                NodeKind::Switch => NodeType::Switch,
-                NodeKind::Router => NodeType::Router,
-                _ => continue,
-            };
-            let description = description_bytes(&n.description);
-            // NodeRecords: one per end port, as the node answers by that port.
-            for end in ends_of(&db.ends, i as u32) {
-                let repr = nr::Repr {
-                    lid: end.lid,
-                    node_info: NodeInfoRepr {
-                        base_version: 1,
-                        class_version: 1,
-                        node_type,
-                        num_ports: n.num_ports,
-                        system_image_guid: n.system_guid,
-                        node_guid: n.guid,
-                        port_guid: end.guid,
-                        partition_cap: 0,
-                        device_id: 0,
-                        revision: 0,
-                        local_port_num: end.port,
-                        vendor_id: 0,
-                    },
-                    node_description: description,
-                };
-                let mut rec = [0u8; nr::PADDED_LEN];
-                repr.emit(&mut nr::Packet::new_unchecked(&mut rec[..]));
-                db.node_records.push(rec);
-            }
-            // PortInfoRecords: every port with PortInfo, keyed by the LID of
-            // the port that addresses it.
-            for (p, port) in n.ports.iter().enumerate() {
-                let Some(info) = &port.info else { continue };
-                let lid = if n.is_switch() { node_lid[i] } else { info.lid };
-                if lid == 0 || (!n.is_switch() && p == 0) {
-                    continue;
+        db.keys_unique = keys_unique(fabric, &node_lid);
+        // The records of each node, taken from `previous` where the node
+        // and its LID are the same: keys unique, a node's records are the
+        // ones keyed by its LIDs, and sorted they come out in the order a
+        // build from scratch gives.
+        let changed: Option<Vec<usize>> = previous
+            .filter(|p| p.keys_unique && db.keys_unique && p.lmc == lmc && p.source.len() == fabric.nodes.len())
+            .map(|p| {
+                (0..fabric.nodes.len())
+                    .filter(|&i| !Arc::ptr_eq(&p.source[i], &fabric.nodes[i]) || p.node_lid[i] != node_lid[i])
+                    .collect::<Vec<_>>()
+            })
+            .filter(|changed| changed.len() * 4 <= fabric.nodes.len());
+        match (previous, changed) {
+            (Some(p), Some(changed)) => {
+                let mut gone = vec![false; 1 << 16];
+                for &i in &changed {
+                    for lid in keys_of(&p.source[i], p.node_lid[i]) {
+                        gone[usize::from(lid)] = true;
+                    }
                 }
-                let mut info = *info;
-                // The M_Key is the SM's secret: never handed out.
-                info.m_key = 0;
-                let repr = pir::Repr {
-                    lid,
-                    port_num: p as u8,
-                    options: 0,
-                    port_info: info,
-                };
-                let mut rec = [0u8; pir::PADDED_LEN];
-                repr.emit(&mut pir::Packet::new_unchecked(&mut rec[..]));
-                db.port_records.push(rec);
+                let kept = |records: &[u8]| !gone[usize::from(u16::from_be_bytes([records[0], records[1]]))];
+                db.node_records = p.node_records.iter().filter(|r| kept(&r[..])).copied().collect();
+                db.port_records = p.port_records.iter().filter(|r| kept(&r[..])).copied().collect();
+                db.switch_records = p.switch_records.iter().filter(|r| kept(&r[..])).copied().collect();
+                db.guid_records = p.guid_records.iter().filter(|r| kept(&r[..])).copied().collect();
+                db.pkey_records = p.pkey_records.iter().filter(|r| kept(&r[..])).copied().collect();
+                db.rebuilt = changed.len();
+                for i in changed {
+                    db.node_records_of(fabric, i, &node_lid);
+                }
             }
-            if let (true, Some(si), lid) = (n.is_switch(), n.switch_info, node_lid[i]) {
-                if lid != 0 {
-                    let repr = swr::Repr {
-                        lid,
-                        switch_info: si,
-                    };
-                    let mut rec = [0u8; swr::PADDED_LEN];
-                    repr.emit(&mut swr::Packet::new_unchecked(&mut rec[..]));
-                    db.switch_records.push(rec);
+            _ => {
+                db.rebuilt = fabric.nodes.len();
+                for i in 0..fabric.nodes.len() {
+                    db.node_records_of(fabric, i, &node_lid);
                 }
             }
         }
@@ -649,9 +663,26 @@ impl SaDb {
                 db.link_records.push(rec);
             }
         }
+        let lid_key = |r: &[u8]| u16::from_be_bytes([r[0], r[1]]);
+        db.node_records.sort_by_key(|r| lid_key(r));
+        db.port_records.sort_by_key(|r| (lid_key(r), r[2]));
+        db.link_records.sort_by_key(|r| (lid_key(r), r[2]));
+        db.switch_records.sort_by_key(|r| lid_key(r));
+        db.guid_records.sort_by_key(|r| lid_key(r));
+        db.pkey_records.sort_by_key(|r| (lid_key(r), r[4]));
+        db.node_lid = node_lid;
+        db
+    }
+
+    /// Node `i`'s own records (all but LinkRecords): NodeRecords,
+    /// PortInfoRecords, its SwitchInfoRecord, GUIDInfoRecords and the
+    /// default P_KeyTableRecords, unsorted.
+    fn node_records_of(&mut self, fabric: &Fabric, i: usize, node_lid: &[u16]) {
+        let n = &fabric.nodes[i];
+        let ends = ends_of(&self.ends, i as u32);
         // GUIDInfoRecords: block 0 of every end port holds its port GUID
         // (no alias GUIDs are assigned).
-        for e in &db.ends {
+        for e in ends {
             let mut guids = [0u64; 8];
             guids[0] = e.guid;
             let mut rec = [0u8; gir::PADDED_LEN];
@@ -661,13 +692,13 @@ impl SaDb {
                 guids,
             }
             .emit(&mut gir::Packet::new_unchecked(&mut rec[..]));
-            db.guid_records.push(rec);
+            self.guid_records.push(rec);
         }
         // P_KeyTableRecords: this SM manages the default partition only, so
         // every port's table is block 0 with the full-member default P_Key.
-        for e in &db.ends {
+        for e in ends {
             let ports: Vec<u8> = if e.switch {
-                (0..=fabric.nodes[e.node as usize].num_ports).collect()
+                (0..=n.num_ports).collect()
             } else {
                 vec![e.port]
             };
@@ -682,18 +713,96 @@ impl SaDb {
                     pkeys,
                 }
                 .emit(&mut pkr::Packet::new_unchecked(&mut rec[..]));
-                db.pkey_records.push(rec);
+                self.pkey_records.push(rec);
             }
         }
-        let lid_key = |r: &[u8]| u16::from_be_bytes([r[0], r[1]]);
-        db.node_records.sort_by_key(|r| lid_key(r));
-        db.port_records.sort_by_key(|r| (lid_key(r), r[2]));
-        db.link_records.sort_by_key(|r| (lid_key(r), r[2]));
-        db.switch_records.sort_by_key(|r| lid_key(r));
-        db.guid_records.sort_by_key(|r| lid_key(r));
-        db.pkey_records.sort_by_key(|r| (lid_key(r), r[4]));
-        db
+        let node_type = match n.kind {
+            NodeKind::Ca => NodeType::Ca,
+            NodeKind::Switch => NodeType::Switch,
+            NodeKind::Router => NodeType::Router,
+            _ => return,
+        };
+        let description = description_bytes(&n.description);
+        // NodeRecords: one per end port, as the node answers by that port.
+        for end in ends_of(&self.ends, i as u32) {
+            let repr = nr::Repr {
+                lid: end.lid,
+                node_info: NodeInfoRepr {
+                    base_version: 1,
+                    class_version: 1,
+                    node_type,
+                    num_ports: n.num_ports,
+                    system_image_guid: n.system_guid,
+                    node_guid: n.guid,
+                    port_guid: end.guid,
+                    partition_cap: 0,
+                    device_id: 0,
+                    revision: 0,
+                    local_port_num: end.port,
+                    vendor_id: 0,
+                },
+                node_description: description,
+            };
+            let mut rec = [0u8; nr::PADDED_LEN];
+            repr.emit(&mut nr::Packet::new_unchecked(&mut rec[..]));
+            self.node_records.push(rec);
+        }
+        // PortInfoRecords: every port with PortInfo, keyed by the LID of
+        // the port that addresses it.
+        for (p, port) in n.ports.iter().enumerate() {
+            let Some(info) = &port.info else { continue };
+            let lid = if n.is_switch() { node_lid[i] } else { info.lid };
+            if lid == 0 || (!n.is_switch() && p == 0) {
+                continue;
+            }
+            let mut info = *info;
+            // The M_Key is the SM's secret: never handed out.
+            info.m_key = 0;
+            let repr = pir::Repr {
+                lid,
+                port_num: p as u8,
+                options: 0,
+                port_info: info,
+            };
+            let mut rec = [0u8; pir::PADDED_LEN];
+            repr.emit(&mut pir::Packet::new_unchecked(&mut rec[..]));
+            self.port_records.push(rec);
+        }
+        if let (true, Some(si), lid) = (n.is_switch(), n.switch_info, node_lid[i]) {
+            if lid != 0 {
+                let repr = swr::Repr {
+                    lid,
+                    switch_info: si,
+                };
+                let mut rec = [0u8; swr::PADDED_LEN];
+                repr.emit(&mut swr::Packet::new_unchecked(&mut rec[..]));
+                self.switch_records.push(rec);
+            }
+        }
     }
+}
+
+/// The LIDs that key node `n`'s records (`lid`: the LID its switch port 0
+/// or first end port holds): a switch's records are all keyed by its port
+/// 0's, a CA's by each port's own.
+fn keys_of(n: &FabricNode, lid: u16) -> impl Iterator<Item = u16> + '_ {
+    let ports = if n.is_switch() { &n.ports[..0] } else { n.ports.get(1..).unwrap_or(&[]) };
+    std::iter::once(lid).chain(ports.iter().filter_map(|p| p.info.map(|i| i.lid))).filter(|&l| l != 0)
+}
+
+/// Whether no LID keys records of two nodes.
+fn keys_unique(fabric: &Fabric, node_lid: &[u16]) -> bool {
+    let mut owner = vec![u32::MAX; 1 << 16];
+    for (i, n) in fabric.nodes.iter().enumerate() {
+        for lid in keys_of(n, node_lid[i]) {
+            let slot = &mut owner[usize::from(lid)];
+            if *slot != u32::MAX && *slot != i as u32 {
+                return false;
+            }
+            *slot = i as u32;
+        }
+    }
+    true
 }
 
 /// NodeDescription bytes of `text`, cut to 64 bytes at a character boundary.

@@ -847,6 +847,20 @@ pub(super) fn link_is_up(info: &PortInfoRepr) -> bool {
     info.port_physical_state == PhysState::LinkUp && info.port_state != PortState::Down
 }
 
+/// A port this sweep did not reach (its link kept from memory, or its
+/// PortInfo lost) keeps what was known of it.
+fn keeps(port: &FabricPort, old: &FabricPort) -> bool {
+    port.info.is_none() && old.info.is_some() && (port.path.is_some() || port.peer.is_some())
+}
+
+/// Whether `node` lacks an attribute its memory `m` holds: a description,
+/// a SwitchInfo, a port's PortInfo ([`merge`] takes them from memory).
+fn lacks(node: &FabricNode, m: &FabricNode) -> bool {
+    (node.description.is_empty() && !m.description.is_empty())
+        || (node.is_switch() && node.switch_info.is_none() && m.switch_info.is_some())
+        || node.ports.iter().zip(&m.ports).any(|(p, old)| keeps(p, old))
+}
+
 /// Completes `fabric`, as this sweep's discovery found it, with what
 /// `memory` knew and this sweep could not read, because an SMP lost is no
 /// proof that anything is gone:
@@ -872,6 +886,28 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
     // (A GUID index: a scan per node is quadratic, seconds on the largest
     // fabrics, at every heavy sweep.)
     let index = fabric.index_by_guid();
+    // Every node answered as memory knows it, at the same index, with the
+    // same links and nothing missing: nothing to merge (what an
+    // incremental sweep finds, every node shared with memory but the few
+    // it read).
+    if mem.nodes.len() == fabric.nodes.len()
+        && index.len() == fabric.nodes.len()
+        && mem.nodes.iter().zip(&fabric.nodes).all(|(m, n)| {
+            Arc::ptr_eq(m, n)
+                || (m.guid == n.guid
+                    && same(m, n)
+                    && m.ports.len() == n.ports.len()
+                    && m.ports.iter().zip(&n.ports).all(|(a, b)| a.peer == b.peer)
+                    && !lacks(n, m))
+        })
+    {
+        if !memory.silent.is_empty() {
+            for m in &mem.nodes {
+                memory.silent.remove(&m.guid);
+            }
+        }
+        return;
+    }
     let find = |guid: u64| index.get(&guid).copied();
     let mut to_new: Vec<Option<usize>> =
         mem.nodes.iter().map(|m| find(m.guid).filter(|&i| same(&fabric.nodes[i], m))).collect();
@@ -983,15 +1019,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
     // Attributes of present nodes that did not answer.
     for (i, node) in fabric.nodes.iter_mut().enumerate().take(present) {
         let Some(m) = mem_of[i].map(|k| &mem.nodes[k]) else { continue };
-        // A port this sweep did not reach (its link restored above, or
-        // its PortInfo lost) keeps what was known of it.
-        let keeps = |port: &FabricPort, old: &FabricPort| {
-            port.info.is_none() && old.info.is_some() && (port.path.is_some() || port.peer.is_some())
-        };
-        let lacks = (node.description.is_empty() && !m.description.is_empty())
-            || (node.is_switch() && node.switch_info.is_none() && m.switch_info.is_some())
-            || node.ports.iter().zip(&m.ports).any(|(p, old)| keeps(p, old));
-        if !lacks {
+        if !lacks(node, m) {
             // Nearly every node answered whole: not copied for nothing.
             continue;
         }
