@@ -12,8 +12,13 @@
 # rebuilt from the sweep (the in-process fabric answers at no cost, so this
 # is the SM's own work), with its phases.
 #
-# usage: bench/incremental.sh [K] [ENGINES]   (defaults: 16, ftree,minhop;
-#        ftree refuses the tree with a spine missing, minhop routes it)
+# With REBOOTS, that many more host reboots follow, each swept
+# incrementally, and the line after the table gives the least, median and
+# most SM ms of one.
+#
+# usage: bench/incremental.sh [K] [ENGINES] [REBOOTS]   (defaults: 16,
+#        ftree,minhop, 0; ftree refuses the tree with a spine missing,
+#        minhop routes it)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -22,4 +27,4 @@ target=${CARGO_TARGET_DIR:-$root/target}
 (cd "$root" && cargo build --release --quiet -p sm-core --example incremental \
     && cargo build --release --quiet -p smcore-engine-ftree -p smcore-engine-minhop)
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
-"$target/release/examples/incremental" "${1:-16}" "${2:-ftree,minhop}"
+"$target/release/examples/incremental" "${1:-16}" "${2:-ftree,minhop}" "${3:-0}"
