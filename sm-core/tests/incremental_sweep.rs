@@ -343,7 +343,6 @@ proptest! {
         for (name, topo) in families() {
             let mut tally = Tally::default();
             run(&topo, &registry, &events, &mut tally);
-            // Host and cable changes never need a full sweep.
             // Host and cable changes never need a full sweep (but the one
             // after a sweep that lost SMPs, when the SM's own switch was
             // off, is full).
