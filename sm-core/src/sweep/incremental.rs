@@ -638,7 +638,8 @@ pub fn replay(model: &Fabric) -> Fabric {
         return Fabric { nodes: Vec::new(), sm_port: model.sm_port, incomplete: false };
     };
     let root_port = if root.is_switch() { 0 } else { model.sm_port };
-    let mut tasks = r.place(0, root_port, Vec::new().into());
+    let mut tasks = Vec::new();
+    r.place(0, root_port, Vec::new().into(), &mut tasks);
     let mut first_round = true;
     while !tasks.is_empty() {
         let mut next = Vec::new();
@@ -668,7 +669,7 @@ pub fn replay(model: &Fabric) -> Fabric {
                     let far = match r.placed[m] {
                         Some(far) => far,
                         None => {
-                            next.extend(r.place(m, q, path.clone()));
+                            r.place(m, q, path.clone(), &mut next);
                             r.nodes.len() - 1
                         }
                     };
@@ -733,8 +734,8 @@ struct Replay<'m> {
 
 impl Replay<'_> {
     /// Adds model node `m` as discovery adds a node reached at `port`
-    /// along `path`; returns the PortInfo reads it calls for.
-    fn place(&mut self, m: usize, port: u8, path: DrPath) -> Vec<Task> {
+    /// along `path`; adds the PortInfo reads it calls for to `tasks`.
+    fn place(&mut self, m: usize, port: u8, path: DrPath, tasks: &mut Vec<Task>) {
         let n = &self.model.nodes[m];
         let index = self.nodes.len();
         self.placed[m] = Some(index);
@@ -742,16 +743,16 @@ impl Replay<'_> {
         self.ports.resize(first + usize::from(n.num_ports) + 1, DraftPort::default());
         // As [`managed_ports`]: a switch manages all its ports along its
         // route, a CA the port it was entered by.
-        let nums: Vec<u8> = if n.is_switch() { (0..=n.num_ports).collect() } else { vec![port] };
+        let nums = if n.is_switch() { 0..=n.num_ports } else { port..=port };
         let guid = n.ports.get(usize::from(port)).map_or(0, |p| p.guid);
-        for &num in &nums {
+        for num in nums {
             if let Some(slot) = self.ports.get_mut(first + usize::from(num)).filter(|_| num <= n.num_ports) {
                 slot.guid = guid;
                 slot.path = Some(path.clone());
             }
+            tasks.push(Task::Port(index, num));
         }
         self.nodes.push(Draft { m, entered: port, path, first });
-        nums.into_iter().map(|p| Task::Port(index, p)).collect()
     }
 
     /// Draft `n` as a node: `model`'s own when it is the same.
