@@ -829,6 +829,53 @@ fn ends_of(ends: &[EndPort], node: u32) -> &[EndPort] {
 mod tests {
     use super::*;
 
+    /// A small tree as discovery finds it, every end port given a LID.
+    fn addressed() -> Fabric {
+        let topo = sm_topology::gen::kary_ntree(2, 2, 2).expect("tree");
+        let ca = topo.nodes.iter().position(|n| n.kind == NodeKind::Ca).expect("a host");
+        let mut sim = crate::sim::SimFabric::from_topology(&topo, ca, 1).expect("sim");
+        let mut port = crate::sim::SimPort::new(&mut sim);
+        let mut client = crate::sweep::SmpClient::new(&mut port, 0);
+        let (mut fabric, _) = crate::sweep::discovery::discover(&mut client).expect("discovered");
+        let mut lid = 0;
+        for i in 0..fabric.nodes.len() {
+            let node = fabric.node_mut(i);
+            let ports = if node.is_switch() { 0..=0 } else { 1..=node.num_ports };
+            for p in ports {
+                if let Some(info) = node.ports[usize::from(p)].info.as_mut() {
+                    lid += 1;
+                    info.lid = lid;
+                }
+            }
+        }
+        fabric
+    }
+
+    #[test]
+    fn records_taken_over_are_the_ones_made_anew_and_only_where_a_node_has_its_lids_alone() {
+        let first = addressed();
+        let before = SaDb::records(&first, 0, None);
+        assert_eq!(before.nodes_rebuilt(), first.nodes.len());
+        // One host moves to a LID nobody holds: its records alone are made.
+        let mut moved = first.clone();
+        let host = moved.nodes.iter().rposition(|n| !n.is_switch()).expect("a host");
+        moved.node_mut(host).ports[1].info.as_mut().expect("PortInfo").lid = 0x100;
+        let after = SaDb::records(&moved, 0, Some(&before));
+        assert_eq!(after.nodes_rebuilt(), 1);
+        assert!(after.same_records(&SaDb::records(&moved, 0, None)));
+        assert!(after.end_by_lid(0x100).is_some());
+        // Two nodes on one LID: whose records a LID keys is no longer
+        // known, so all are made anew (and come out the same).
+        let mut twice = moved.clone();
+        let switch = twice.nodes.iter().position(|n| n.is_switch()).expect("a switch");
+        twice.node_mut(switch).ports[0].info.as_mut().expect("PortInfo").lid = 0x100;
+        let clash = SaDb::records(&twice, 0, Some(&after));
+        assert_eq!(clash.nodes_rebuilt(), twice.nodes.len());
+        assert!(clash.same_records(&SaDb::records(&twice, 0, None)));
+        // Nor from it: the next database is made whole too.
+        assert_eq!(SaDb::records(&moved, 0, Some(&clash)).nodes_rebuilt(), moved.nodes.len());
+    }
+
     #[test]
     fn rate_codes_in_rate_order() {
         assert!(RATES.windows(2).all(|w| w[0].1 < w[1].1));
