@@ -648,9 +648,9 @@ pub fn replay(model: &Fabric) -> Fabric {
                 Task::Port(n, p) => {
                     let (m, at) = (r.nodes[n].m, r.nodes[n].first + usize::from(p));
                     let is_switch = model.nodes[m].is_switch();
-                    let info = model.nodes[m].ports[usize::from(p)].info;
+                    let up = model.nodes[m].ports[usize::from(p)].info.as_ref().is_some_and(link_is_up);
                     r.ports[at].read = true;
-                    if is_switch && p != 0 && r.ports[at].peer.is_none() && info.as_ref().is_some_and(link_is_up) {
+                    if is_switch && p != 0 && r.ports[at].peer.is_none() && up {
                         next.push(Task::Probe(n, p));
                     }
                 }
@@ -661,16 +661,20 @@ pub fn replay(model: &Fabric) -> Fabric {
                         continue;
                     }
                     let Some((m, q)) = model.nodes[source].ports[usize::from(p)].peer else { continue };
-                    // The model's own route when it is this one: no copy.
-                    let path = match &model.nodes[m].path {
-                        known if known.len() == here.len() + 1 && known.starts_with(here) && known.last() == Some(&p) => known.clone(),
+                    // The route through this port, made only when a node or
+                    // port takes it: the model's own when it is this one.
+                    let route = |here: &DrPath| match &model.nodes[m].path {
+                        known if known.len() == here.len() + 1 && known.last() == Some(&p) && same_route(&known[..here.len()], here) => {
+                            known.clone()
+                        }
                         _ => extended(here, p),
                     };
-                    let far = match r.placed[m] {
-                        Some(far) => far,
+                    let (far, path) = match r.placed[m] {
+                        Some(far) => (far, None),
                         None => {
+                            let path = route(here);
                             r.place(m, q, path.clone(), &mut next);
-                            r.nodes.len() - 1
+                            (r.nodes.len() - 1, Some(path))
                         }
                     };
                     let far_at = r.nodes[far].first + usize::from(q);
@@ -681,7 +685,7 @@ pub fn replay(model: &Fabric) -> Fabric {
                     }
                     if !model.nodes[m].is_switch() && r.ports[far_at].path.is_none() {
                         r.ports[far_at].guid = model.nodes[m].ports[usize::from(q)].guid;
-                        r.ports[far_at].path = Some(path);
+                        r.ports[far_at].path = Some(path.unwrap_or_else(|| route(&r.nodes[n].path)));
                         next.push(Task::Port(far, q));
                     }
                     r.ports[first + usize::from(p)].peer = Some((far, q));
@@ -696,6 +700,12 @@ pub fn replay(model: &Fabric) -> Fabric {
     }
     let nodes = (0..r.nodes.len()).map(|n| r.node(n)).collect();
     Fabric { nodes, sm_port: model.sm_port, incomplete: false }
+}
+
+/// Whether two routes are the same: mostly the very same one (routes are
+/// shared), else compared hop by hop (a few bytes: a loop, not a call).
+fn same_route(a: &[u8], b: &[u8]) -> bool {
+    std::ptr::eq(a, b) || (a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y))
 }
 
 /// One request of [`replay`]'s walk, as in discovery's.
@@ -760,22 +770,36 @@ impl Replay<'_> {
         let d = &self.nodes[n];
         let kept = &self.model.nodes[d.m];
         let drafts = &self.ports[d.first..d.first + usize::from(kept.num_ports) + 1];
-        let info = |p: usize, draft: &DraftPort| match (draft.read, kept.ports[p].info) {
-            // PortInfo's LocalPortNum is the port the SMP came in by: on a
-            // switch, the one it was reached by; a CA port is read through
-            // itself.
-            (true, Some(mut info)) if !d.path.is_empty() => {
-                info.local_port_num = if kept.is_switch() { d.entered } else { p as u8 };
+        // PortInfo's LocalPortNum is the port the SMP came in by: on a
+        // switch, the one it was reached by; a CA port is read through
+        // itself (the SM's own node: as read).
+        let local = |p: usize| (!d.path.is_empty()).then(|| if kept.is_switch() { d.entered } else { p as u8 });
+        let info = |p: usize, draft: &DraftPort| match (draft.read, kept.ports[p].info, local(p)) {
+            (true, Some(mut info), Some(num)) => {
+                info.local_port_num = num;
                 Some(info)
             }
-            (true, info) => info,
-            (false, _) => None,
+            (true, info, _) => info,
+            (false, _, _) => None,
+        };
+        // `old` is the model's port itself: its PortInfo is the one laid
+        // out when it is read and already has its LocalPortNum.
+        let same_path = |a: &Option<DrPath>, b: &Option<DrPath>| match (a, b) {
+            (Some(a), Some(b)) => same_route(a, b),
+            (a, b) => a.is_none() && b.is_none(),
         };
         let same = n == d.m
-            && kept.path == d.path
+            && same_route(&kept.path, &d.path)
             && kept.ports.len() == drafts.len()
             && kept.ports.iter().zip(drafts).enumerate().all(|(p, (old, draft))| {
-                old.guid == draft.guid && old.peer == draft.peer && old.path == draft.path && old.info == info(p, draft)
+                old.guid == draft.guid
+                    && old.peer == draft.peer
+                    && same_path(&old.path, &draft.path)
+                    && match (draft.read, &old.info) {
+                        (false, info) => info.is_none(),
+                        (true, Some(i)) => local(p).is_none_or(|num| i.local_port_num == num),
+                        (true, None) => true,
+                    }
             });
         if same {
             return Arc::clone(kept);
