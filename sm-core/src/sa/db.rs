@@ -1,6 +1,9 @@
 //! The SA's queryable snapshot of the fabric: every record the SA serves,
 //! built once per heavy sweep from the sweep's [`OnceOutcome`], so that a
-//! query never touches the sweep's state and never waits for it.
+//! query never touches the sweep's state and never waits for it. The
+//! records of nodes the sweep left alone (the same shared fabric node, the
+//! same LID) are taken from the database in force
+//! ([`SaDb::build_after`]), whatever the fabric's size.
 //!
 //! Records are kept as wire bytes (padded to their AttributeOffset), sorted
 //! by LID: a query is a component-mask comparison of bytes, and a GetTable
