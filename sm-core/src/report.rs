@@ -64,6 +64,9 @@ pub struct RouteReport {
     pub avg_extra_hops: f64,
     /// Routed pairs longer than the shortest path.
     pub non_minimal_pairs: u64,
+    /// Destinations whose per-path-SL walk the verifier took over from
+    /// another destination of their switch instead of walking it again.
+    pub walks_shared: u64,
     /// The unicast cache's routing was taken with the verification it
     /// passed, on the very fabric it was judged on (nothing verified again).
     pub verification_reused: bool,
@@ -114,6 +117,7 @@ impl RouteReport {
             let routed = self.reachable_pairs.max(1) as f64;
             self.avg_extra_hops = (v.total_hops - v.total_min_hops) as f64 / routed;
             self.non_minimal_pairs = v.non_minimal;
+            self.walks_shared = v.walks_shared;
         }
     }
 

@@ -105,6 +105,10 @@ pub struct Verification {
     pub credit_loops_checked: bool,
     /// Readable descriptions of the first problems found.
     pub examples: Vec<String>,
+    /// Destinations whose per-path-SL walk was taken over from another
+    /// destination of their switch (same tree beyond the switch, same
+    /// source SLs) rather than walked again: a figure of the work spared.
+    pub walks_shared: u64,
 }
 
 impl Verification {
@@ -742,7 +746,11 @@ impl Sources {
     }
 
     fn at(&self, s: Sw) -> &[u32] {
-        &self.ports[self.start[s as usize] as usize..self.start[s as usize + 1] as usize]
+        &self.ports[self.range(s)]
+    }
+
+    fn range(&self, s: Sw) -> std::ops::Range<usize> {
+        self.start[s as usize] as usize..self.start[s as usize + 1] as usize
     }
 }
 
@@ -795,6 +803,40 @@ struct Acc {
     st_vl: Vec<[u16; 16]>,
     /// The source states of the switch at hand: (entry class, SLs).
     seeds: Vec<(u32, u16)>,
+    walk_ref: WalkRef,
+}
+
+/// What the per-path-SL walk's seeds need of a source end port.
+#[derive(Clone, Copy)]
+struct SeedSrc {
+    /// Its first LID and how many it has (1 << LMC; 1 without a LID).
+    lid: u16,
+    lids: u16,
+    /// The rank of its entry class among its switch's sources'.
+    class: u32,
+}
+
+/// The last full per-path-SL walk of a group's destination, for the next
+/// destinations of the group to take over. Two destinations behind one
+/// switch `t` whose LFT entries agree on every switch but `t`, and whose
+/// sources give the same (entry class, SLs) states on every switch two or
+/// more hops from `t`, have the same states everywhere but on `t` and its
+/// neighbours: the deeper switches' states, dependencies and VLs are the
+/// held walk's (already in the shared bits), and only the last two hops
+/// are walked again, from the states the neighbours had then.
+#[derive(Default)]
+struct WalkRef {
+    /// The group switch of the walk held, NONE when none is.
+    t: Sw,
+    /// Its LFT entries, per switch.
+    out: Vec<u8>,
+    /// The source states of the switches two or more hops from `t` that
+    /// have sources, in the walk's order, and how many each had.
+    seeds: Vec<(u32, u16)>,
+    counts: Vec<u32>,
+    /// The states of `t` and its neighbours as the walk came to them:
+    /// (switch, SLs, VLs per SL).
+    tail: Vec<(Sw, u16, [u16; 16])>,
 }
 
 /// Verify a routing against a fabric.
@@ -859,7 +901,15 @@ pub fn verify_with_mcast(
     opts: &VerifyOptions,
     mcast: &[McastRoute],
 ) -> Verification {
-    run(fabric, graph, routing, opts, mcast, None)
+    run(fabric, graph, routing, opts, mcast, None, true)
+}
+
+/// [`verify`] with every destination's per-path-SL walk made on its own
+/// (none taken over from another destination of its switch): for tests
+/// that hold the sharing to the plain walk.
+#[doc(hidden)]
+pub fn verify_unshared(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Verification {
+    run(fabric, &Graph::new(fabric), routing, opts, &[], None, false)
 }
 
 /// A channel dependency: (transmitting port index, VL) → (transmitting
@@ -872,7 +922,7 @@ pub type ChannelDep = ((u32, u8), (u32, u8));
 #[doc(hidden)]
 pub fn channel_dependencies(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Vec<ChannelDep> {
     let mut out = Vec::new();
-    run(fabric, &Graph::new(fabric), routing, opts, &[], Some(&mut out));
+    run(fabric, &Graph::new(fabric), routing, opts, &[], Some(&mut out), true);
     out.sort_unstable();
     out
 }
@@ -884,6 +934,7 @@ fn run(
     opts: &VerifyOptions,
     mcast: &[McastRoute],
     deps_out: Option<&mut Vec<ChannelDep>>,
+    share: bool,
 ) -> Verification {
     let nsw = graph.switch_count();
     // LFT per switch number (empty when the engine gave none).
@@ -965,9 +1016,9 @@ fn run(
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
     let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
-    let (mut seed_class, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
+    let (mut seed_src, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
     if let Some(deps) = deps.as_ref().filter(|_| !fast) {
-        seed_class = vec![0u32; fabric.ports.len()];
+        seed_src.reserve(sources.ports.len());
         let mut reps = Vec::new();
         for s in 0..nsw {
             seed_base[s] = seed_maps.len() as u32;
@@ -986,7 +1037,10 @@ fn run(
                         reps.len() - 1
                     }
                 };
-                seed_class[entry] = rank as u32;
+                let p = &fabric.ports[sp as usize];
+                // An end port without a LID still sends, as LID 0 (the
+                // oracle's answer for it is its own to give).
+                seed_src.push(SeedSrc { lid: p.lid, lids: p.lid_count().max(1) as u16, class: rank as u32 });
             }
         }
     }
@@ -1005,13 +1059,14 @@ fn run(
         deps: deps.as_ref(),
         sources: &sources,
         first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
-        seed_class,
+        seed_src,
         seed_base,
         seed_maps,
         pairs: &pairs,
         opts,
         examples: &examples,
         vls,
+        share,
     };
 
     let make_acc = || Acc {
@@ -1039,6 +1094,7 @@ fn run(
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
+        walk_ref: WalkRef { t: NONE, ..WalkRef::default() },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -1089,6 +1145,7 @@ fn run(
                 a.max_hops = a.max_hops.max(b.max_hops);
                 a.vl_violations += b.vl_violations;
                 a.vls_used = a.vls_used.max(b.vls_used);
+                a.walks_shared += b.walks_shared;
                 for (x, y) in a.port_load.iter_mut().zip(b.port_load) {
                     *x += y;
                 }
@@ -1134,18 +1191,22 @@ struct Ctx<'a> {
     // Compact copies of what the hot loops read, per switch number and per
     // port index, to keep them out of the snapshot's wide records.
     first_port: Vec<u32>,
-    /// Per port index facing a source, the rank of its entry class (see
-    /// [`entry_classes`]) among those of its switch's sources; per switch,
+    /// Per source, in [`Sources`]' order: its LIDs and the rank of its
+    /// entry class (see [`entry_classes`]) among those of its switch's
+    /// sources, what the walk's seeds read of it, kept apart from the
+    /// snapshot's wide port records; per switch,
     /// where the maps of those classes to every output port start in
     /// `seed_maps`, class after class: a small table that spares the
     /// sources' states the pair records, which they write nothing into.
-    seed_class: Vec<u32>,
+    seed_src: Vec<SeedSrc>,
     seed_base: Vec<u32>,
     seed_maps: Vec<u64>,
     pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
     vls: u32,
+    /// Whether destinations may take over a walk (see [`WalkRef`]).
+    share: bool,
 }
 
 impl Ctx<'_> {
@@ -1424,13 +1485,28 @@ impl Ctx<'_> {
         let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
         let walk = !self.fast; // per-path-SL states
-        if walk {
+        // Switches within one hop of `t` lead `order` when it is by distance.
+        let near = if minimal { order.iter().take_while(|&&s| acc.dist[s as usize] <= 1).count() } else { 0 };
+        let mut held = std::mem::take(&mut acc.walk_ref);
+        let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, &order, near);
+        // A full walk of the common case is held for the next destinations.
+        let mut record = walk && minimal && self.share && !shared;
+        if record {
+            held.t = NONE;
+            held.seeds.clear();
+            held.counts.clear();
+            held.tail.clear();
+        }
+        let violations = acc.v.vl_violations;
+        if shared {
+            acc.v.walks_shared += 1;
+        } else if walk {
             for &s in order.iter().rev().take(PRELOAD) {
                 self.preload(acc, s);
             }
         }
         for (i, &s) in order.iter().enumerate().rev() {
-            if walk && i >= PRELOAD {
+            if walk && !shared && i >= PRELOAD {
                 self.preload(acc, order[i - PRELOAD]);
             }
             let mut l = acc.load[s as usize];
@@ -1455,7 +1531,30 @@ impl Ctx<'_> {
                 }
             }
             if walk {
-                self.walk_switch(acc, s, lid, dest_port);
+                if i + 1 == near {
+                    // The deeper switches are done: their states are in
+                    // those of `t`'s neighbours, which the next
+                    // destinations may start from.
+                    if shared {
+                        for &(u, sls, vls) in &held.tail {
+                            acc.st_sl[u as usize] = sls;
+                            acc.st_vl[u as usize] = vls;
+                        }
+                    } else if record {
+                        // Only a walk without VL violations is held: the
+                        // takers add no violations of their own for the
+                        // switches they skip.
+                        record = acc.v.vl_violations == violations;
+                        held.tail.extend(order[..near].iter().map(|&u| (u, acc.st_sl[u as usize], acc.st_vl[u as usize])));
+                    }
+                }
+                if !shared || i < near {
+                    self.walk_switch(acc, s, lid, dest_port);
+                    if record && i >= near && !self.sources.at(s).is_empty() {
+                        held.counts.push(acc.seeds.len() as u32);
+                        held.seeds.extend_from_slice(&acc.seeds);
+                    }
+                }
             }
             if l == 0 {
                 continue;
@@ -1493,6 +1592,12 @@ impl Ctx<'_> {
                 }
             }
         }
+        if record {
+            held.t = t;
+            held.out.clear();
+            held.out.extend_from_slice(&acc.out);
+        }
+        acc.walk_ref = held;
         if minimal {
             acc.queue = order;
         } else {
@@ -1546,31 +1651,7 @@ impl Ctx<'_> {
     /// Sources start states by their port's class (see [`entry_classes`]),
     /// one per (class, SL) whatever the number of sources.
     fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32) {
-        acc.seeds.clear();
-        for &sp in self.sources.at(s) {
-            if sp == dest_port {
-                continue;
-            }
-            let src = &self.fabric.ports[sp as usize];
-            let mut mask = 0u16;
-            for off in 0..src.lid_count().max(1) {
-                let slid = src.lid + off as u16;
-                let sl = self.routing.path_sl.path_sl(slid, lid);
-                if sl > 15 {
-                    acc.v.vl_violations += 1;
-                    self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
-                    continue;
-                }
-                mask |= 1 << sl;
-            }
-            if mask != 0 {
-                let class = self.seed_class[src.peer as usize];
-                match acc.seeds.iter_mut().find(|e| e.0 == class) {
-                    Some(e) => e.1 |= mask,
-                    None => acc.seeds.push((class, mask)),
-                }
-            }
-        }
+        self.seeds_of(acc, s, lid, dest_port, true);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
@@ -1594,6 +1675,70 @@ impl Ctx<'_> {
         if let Some(rec) = self.push_record(acc, deps, s) {
             self.enter(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
         }
+    }
+
+    /// The source states of switch `s` towards `lid` into `acc.seeds`: per
+    /// entry class, the SLs its sources' paths take. An SL the oracle
+    /// gives out of range is a VL violation when `report`, and otherwise
+    /// makes this return false at once.
+    fn seeds_of(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, report: bool) -> bool {
+        acc.seeds.clear();
+        let range = self.sources.range(s);
+        for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
+            if sp == dest_port {
+                continue;
+            }
+            let mut mask = 0u16;
+            for off in 0..src.lids {
+                let slid = src.lid.wrapping_add(off);
+                let sl = self.routing.path_sl.path_sl(slid, lid);
+                if sl > 15 {
+                    if !report {
+                        return false;
+                    }
+                    acc.v.vl_violations += 1;
+                    self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
+                    continue;
+                }
+                mask |= 1 << sl;
+            }
+            if mask != 0 {
+                let class = src.class;
+                match acc.seeds.iter_mut().find(|e| e.0 == class) {
+                    Some(e) => e.1 |= mask,
+                    None => acc.seeds.push((class, mask)),
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether the destination at hand (`lid` behind `t`, resolved the
+    /// common way, `order` its switches by distance with the first `near`
+    /// within one hop of `t`) can take over the walk held in `r` (see
+    /// [`WalkRef`]).
+    #[allow(clippy::too_many_arguments)]
+    fn takes_over(&self, acc: &mut Acc, r: &WalkRef, t: Sw, lid: u16, dest_port: u32, order: &[Sw], near: usize) -> bool {
+        let tu = t as usize;
+        if r.t != t || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
+            return false;
+        }
+        let (mut at, mut k) = (0usize, 0usize);
+        for &s in order[near..].iter().rev() {
+            if self.sources.at(s).is_empty() {
+                continue;
+            }
+            if !self.seeds_of(acc, s, lid, dest_port, false) {
+                return false;
+            }
+            let n = r.counts.get(k).copied().unwrap_or(u32::MAX) as usize;
+            if acc.seeds.len() != n || r.seeds.get(at..at + n) != Some(&acc.seeds[..]) {
+                return false;
+            }
+            at += n;
+            k += 1;
+        }
+        true
     }
 
     /// The pair record switch `s`'s states will enter the next switch by,

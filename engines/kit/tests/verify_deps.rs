@@ -19,7 +19,7 @@ use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, NONE, NO_ROUTE};
 use smcore_kit::graph::Graph;
 use smcore_kit::strategy::{hypercubes, meshes, random_fabrics, tori, Drawn, Sizes};
-use smcore_kit::verify::{channel_dependencies, verify, ChannelDep, VerifyOptions};
+use smcore_kit::verify::{channel_dependencies, verify, verify_unshared, ChannelDep, VerifyOptions};
 
 /// An SL per (source LID, destination LID), from a multiplicative hash:
 /// `nsl` distinct values.
@@ -42,6 +42,12 @@ impl PathSl for PairSl {
 /// destination LID and `salt` (so trees differ from LID to LID, as
 /// balanced engines make them).
 fn shortest_lfts(f: &FabricSnapshot, g: &Graph, salt: usize) -> Vec<Lft> {
+    shortest_lfts_by(f, g, |lid, _| lid + salt)
+}
+
+/// Shortest-path LFTs, the tie between equal next hops broken by
+/// `tie(destination LID, its switch)`.
+fn shortest_lfts_by(f: &FabricSnapshot, g: &Graph, tie: impl Fn(usize, u32) -> usize) -> Vec<Lft> {
     let dm = g.distance_matrix();
     g.switch_nodes
         .iter()
@@ -65,7 +71,7 @@ fn shortest_lfts(f: &FabricSnapshot, g: &Graph, salt: usize) -> Vec<Lft> {
                     .map(|q| q.port)
                     .collect();
                 if !nearer.is_empty() {
-                    ports[lid] = nearer[(lid + salt) % nearer.len()];
+                    ports[lid] = nearer[tie(lid, t) % nearer.len()];
                 }
             }
             Lft { node, ports: ports.into() }
@@ -211,4 +217,143 @@ fn the_draws_split_paths_over_vls() {
         crossing += deps.iter().any(|&((_, a), (_, b))| a != b) as u32;
     }
     assert!(split >= 10 && crossing >= 10, "split {split} crossing {crossing}");
+}
+
+/// SLs by the switches the two LIDs hang off, as torus-2QoS gives them
+/// (then the destinations of one switch can share their walks), except
+/// for one pair in `odd` (none when 0), which takes another SL, or an SL
+/// out of range when `invalid`.
+struct SwitchPairSl {
+    /// Per LID, the switch its port hangs off (NONE: none).
+    entry: Vec<u32>,
+    seed: u32,
+    nsl: u32,
+    odd: u32,
+    invalid: bool,
+}
+
+impl PathSl for SwitchPairSl {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RNone
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        let at = |lid: u16| self.entry.get(lid as usize).copied().unwrap_or(NONE);
+        let h = |a: u32, b: u32| (a.wrapping_mul(0x9E37_79B1) ^ b.wrapping_mul(0x85EB_CA77) ^ self.seed).rotate_left(13).wrapping_mul(0xC2B2_AE3D) >> 16;
+        let sl = h(at(slid), at(dlid)) % self.nsl;
+        if self.odd > 0 && h(slid as u32, dlid as u32 ^ 0x5555) % self.odd == 0 {
+            return if self.invalid { 16 + sl as u8 } else { ((sl + 1) % self.nsl.max(2)) as u8 };
+        }
+        sl as u8
+    }
+}
+
+/// LFTs shared by the LIDs of one switch but for one LID in `odd_trees`
+/// (none when 0), SLs by switch pair with `odd` exceptions: what lets the
+/// verifier share walks between the destinations of a switch, and what
+/// must stop it.
+fn per_switch_routing(d: &Drawn, salt: usize, nsl: u32, nvl: u8, odd: u32, odd_trees: usize, invalid: bool) -> Routing {
+    let f = &d.fabric;
+    let g = Graph::new(f);
+    let entry: Vec<u32> =
+        g.lid_port.iter().map(|&pi| if pi == NONE { NONE } else { g.entry_switch(f, pi) }).collect();
+    let lfts = shortest_lfts_by(f, &g, |lid, t| {
+        if odd_trees > 0 && lid % odd_trees == 0 {
+            lid + salt
+        } else {
+            t as usize + salt
+        }
+    });
+    let mut r = Routing::single_vl(lfts);
+    r.path_sl = path_sl_box(SwitchPairSl { entry, seed: salt as u32, nsl, odd, invalid });
+    r.sl2vl = dateline_maps(f, &g, nvl, salt).into();
+    r
+}
+
+fn several_hosts() -> impl Strategy<Value = Drawn> {
+    prop_oneof![
+        3 => tori(2..4, 0..2),
+        1 => meshes(2..4, 0..2),
+        1 => hypercubes(2..4, 0..2),
+        1 => random_fabrics(Sizes { switches: 2..12, hosts: 2..4, extra_links: 0..12, ..Sizes::default() }.healthy()),
+    ]
+}
+
+/// Everything a verification finds but its example texts (which threads
+/// race to fill) and the count of walks taken over.
+fn findings(v: &smcore_kit::verify::Verification) -> impl PartialEq + std::fmt::Debug {
+    (
+        (v.pairs, v.disconnected, v.unreachable, v.looping, v.non_minimal, v.total_hops, v.total_min_hops, v.max_hops),
+        (v.port_load.clone(), v.vl_violations, v.vls_used, v.credit_loop.clone(), v.credit_loops_checked),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Destinations of one switch that take over another's walk end with
+    /// the verification and the dependencies of walking every path: with
+    /// trees and SLs that allow it, and with exceptions (a LID with a
+    /// tree of its own, a pair with another SL, an SL out of range) that
+    /// must stop it where they apply.
+    #[test]
+    fn shared_walks_give_what_walking_every_path_gives(
+        d in several_hosts(),
+        salt in 0usize..1000,
+        nsl in 1u32..9,
+        nvl in 2u8..9,
+        odd in prop_oneof![Just(0u32), 1u32..40],
+        odd_trees in prop_oneof![Just(0usize), 2usize..9],
+        invalid in any::<bool>(),
+        switch_destinations in any::<bool>(),
+        narrow in 0u32..4,
+    ) {
+        let r = per_switch_routing(&d, salt, nsl, nvl, odd, odd_trees, invalid);
+        let opts = VerifyOptions { switch_destinations, ..Default::default() };
+        // Some ports operating fewer VLs than the maps use: VL
+        // violations, on switches deep in some trees and near in others.
+        let mut fabric = d.fabric.clone();
+        if narrow > 0 {
+            for (i, p) in fabric.ports.iter_mut().enumerate() {
+                if (i + salt) % 11 < narrow as usize {
+                    p.op_vls = 1 + (i % 2) as u8;
+                }
+            }
+        }
+        let shared = verify(&fabric, &r, &opts);
+        let alone = verify_unshared(&fabric, &r, &opts);
+        prop_assert_eq!(alone.walks_shared, 0);
+        prop_assert_eq!(findings(&shared), findings(&alone));
+        if !(invalid && odd > 0) {
+            let got: BTreeSet<ChannelDep> = channel_dependencies(&fabric, &r, &opts).into_iter().collect();
+            prop_assert_eq!(got, reference_deps(&fabric, &r, switch_destinations));
+        }
+    }
+}
+
+/// Without exceptions, every destination of a switch but the first takes
+/// over its walk: the sharing the property above holds to the plain walk
+/// does happen.
+#[test]
+fn destinations_of_one_switch_share_their_walk() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for i in 0..8 {
+        let d = tori(2..4, 0..2).new_tree(&mut runner).expect("draw").current();
+        let r = per_switch_routing(&d, i, 4, 4, 0, 0, false);
+        let v = verify(&d.fabric, &r, &VerifyOptions::default());
+        // (The dateline maps are no deadlock-free scheme: credit loops
+        // are allowed here; what sharing needs is routes that arrive,
+        // on VLs the ports operate.)
+        assert_eq!((v.unreachable, v.looping, v.vl_violations), (0, 0, 0), "{}", d.spec);
+        let g = Graph::new(&d.fabric);
+        let mut per_switch: HashMap<u32, u64> = HashMap::new();
+        for &pi in g.lid_port.iter().skip(1).filter(|&&pi| pi != NONE) {
+            if d.fabric.nodes[d.fabric.ports[pi as usize].node as usize].kind.is_end_node() {
+                *per_switch.entry(g.entry_switch(&d.fabric, pi)).or_default() += 1;
+            }
+        }
+        let want: u64 = per_switch.values().map(|&n| n - 1).sum();
+        assert!(want > 0, "{}", d.spec);
+        assert_eq!(v.walks_shared, want, "{}", d.spec);
+    }
 }
