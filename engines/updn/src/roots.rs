@@ -2,7 +2,6 @@
 //! detected from the CA hop histogram.
 
 use std::collections::HashMap;
-use std::thread;
 
 use sm_abi::{FabricSnapshot, NodeKind, NONE};
 use smcore_kit::graph::{usable, Graph, Sw};
@@ -40,36 +39,25 @@ pub fn detect(fabric: &FabricSnapshot, graph: &Graph) -> Vec<Sw> {
     let thd2 = total as f64 * 0.05;
     let attached: Vec<(Sw, u32)> =
         per_switch.iter().enumerate().filter(|(_, &c)| c > 0).map(|(s, &c)| (s as Sw, c)).collect();
+    // Distances from every switch at once: the bit-parallel search costs a
+    // fraction of a BFS per switch (3,468 of them on a 34-ary 3-tree).
+    let dist = graph.distance_matrix();
     let n = graph.switch_count();
-    let threads = thread::available_parallelism().map_or(1, |p| p.get()).min(n).max(1);
-    let per = n.div_ceil(threads);
-    let is_root: Vec<bool> = thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|i| {
-                let attached = &attached;
-                scope.spawn(move || {
-                    let mut dist = vec![u8::MAX; n];
-                    let mut queue = Vec::with_capacity(n);
-                    let mut out = Vec::new();
-                    for s in (i * per)..((i + 1) * per).min(n) {
-                        graph.bfs(s as Sw, &mut dist, &mut queue);
-                        let mut hist = [0u64; HOPS_MAX];
-                        for &(c, count) in attached {
-                            let d = dist[c as usize] as usize;
-                            if d < HOPS_MAX {
-                                hist[d] += count as u64;
-                            }
-                        }
-                        let over1 = hist.iter().filter(|&&h| h as f64 > thd1).count();
-                        let over2 = hist.iter().filter(|&&h| h as f64 > thd2).count();
-                        out.push(over1 == 1 && over2 == 1);
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    });
+    let is_root: Vec<bool> = (0..n as Sw)
+        .map(|s| {
+            let row = dist.to(s);
+            let mut hist = [0u64; HOPS_MAX];
+            for &(c, count) in &attached {
+                let d = row[c as usize] as usize;
+                if d < HOPS_MAX {
+                    hist[d] += count as u64;
+                }
+            }
+            let over1 = hist.iter().filter(|&&h| h as f64 > thd1).count();
+            let over2 = hist.iter().filter(|&&h| h as f64 > thd2).count();
+            over1 == 1 && over2 == 1
+        })
+        .collect();
     (0..n as Sw).filter(|&s| is_root[s as usize]).collect()
 }
 
