@@ -182,6 +182,9 @@ impl Verification {
     }
 }
 
+/// How many switches ahead [`Ctx::resolve_chunk`] asks for LFT lines.
+const LFT_AHEAD: usize = 24;
+
 /// Destinations of one group resolved together (see
 /// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
 const CHUNK: usize = 32;
@@ -441,6 +444,22 @@ struct DepBits<'a> {
     bits: Vec<AtomicU64>,
 }
 
+/// Asks the cache for element `i` of `v` (nothing past its end), without
+/// waiting for it.
+#[inline]
+fn prefetch<T>(v: &[T], i: usize) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+    if let Some(w) = v.get(i) {
+        // SAFETY: a prefetch is a hint that reads nothing and cannot
+        // fault, and the build enables the SSE it needs (every x86-64
+        // has it); a plain read here would hold the loop up until the
+        // line arrives, which is what the prefetch is for.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w as *const T as *const i8) };
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+    let _ = (v, i);
+}
+
 /// SL n → VL n as a map word.
 const IDENTITY_NIBBLES: u64 = 0xFEDC_BA98_7654_3210;
 
@@ -485,16 +504,7 @@ impl<'a> DepBits<'a> {
     /// Asks the cache for a record, without waiting for it.
     #[inline]
     fn prefetch(&self, record: usize) {
-        #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-        if let Some(w) = self.bits.get(record) {
-            // SAFETY: a prefetch is a hint that reads nothing and cannot
-            // fault, and the build enables the SSE it needs (every x86-64
-            // has it); a plain read here would hold the walk up until the
-            // line arrives, which is what the prefetch is for.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w.as_ptr() as *const i8) };
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-        let _ = record;
+        prefetch(&self.bits, record);
     }
 
     /// OR `mask` into word `i` of a record's bits.
@@ -796,6 +806,8 @@ struct Acc {
     c_into: Vec<u8>,
     c_ovl: Vec<u8>,
     c_next: Vec<u32>,
+    /// [`Ctx::chunk_fast`]'s routes per (switch, destination of the chunk).
+    c_load: Vec<u32>,
     /// Per-path-SL states of the destination at hand, per switch: the SLs
     /// of paths leaving it towards the next switch and per SL the VLs they
     /// leave on. Cleared as they are handled.
@@ -1091,6 +1103,7 @@ fn run(
         c_into: Vec::new(),
         c_ovl: Vec::new(),
         c_next: Vec::new(),
+        c_load: Vec::new(),
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
@@ -1116,8 +1129,13 @@ fn run(
             if *t != NONE && group.len() > 1 {
                 for chunk in group.chunks(CHUNK) {
                     ctx.resolve_chunk(&mut acc, chunk);
+                    if ctx.fast {
+                        ctx.chunk_fast(&mut acc, *t, chunk);
+                    }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
-                        ctx.destination(&mut acc, *t, lid, pi, Some(j));
+                        if !(ctx.fast && acc.c_ok[j]) {
+                            ctx.destination(&mut acc, *t, lid, pi, Some(j));
+                        }
                     }
                 }
             } else {
@@ -1288,8 +1306,9 @@ impl Ctx<'_> {
     /// group at once, switch by switch: a switch's LFT entries for them
     /// share cache lines, and its hop table row serves them all. Per
     /// destination `j`, `c_ok[j]` says whether the common case holds and
-    /// `c_out` etc. at `j * switches..` hold what `resolve_minimal` leaves
-    /// in `out` etc.
+    /// `c_out` etc. at `s * chunk.len() + j` hold what `resolve_minimal`
+    /// leaves in `out` etc. for switch `s`: a switch's entries for the
+    /// chunk side by side, as [`Ctx::chunk_fast`] reads them.
     fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
         let nsw = self.graph.switch_count();
         let len = chunk.len() * nsw;
@@ -1306,7 +1325,23 @@ impl Ctx<'_> {
                 *col = c.row(lid);
             }
         }
-        for &s in &acc.queue {
+        // The chunk's entries of one switch share a line or two of its
+        // LFT, a line no other chunk of this thread reads soon: asked for
+        // a few switches ahead, so that the reads overlap.
+        let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
+        let ahead = |i: usize| {
+            if let Some(&s) = acc.queue.get(i + LFT_AHEAD) {
+                let row = self.lfts[s as usize];
+                prefetch(row, first);
+                if last / 64 != first / 64 {
+                    prefetch(row, last);
+                }
+            }
+        };
+        for (i, &s) in acc.queue.iter().enumerate() {
+            if self.columns.is_none() {
+                ahead(i);
+            }
             let su = s as usize;
             let row = self.lfts[su];
             for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
@@ -1322,7 +1357,7 @@ impl Ctx<'_> {
                     continue;
                 };
                 let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
-                let k = j * nsw + su;
+                let k = su * chunk.len() + j;
                 acc.c_out[k] = out;
                 acc.c_into[k] = into;
                 acc.c_ovl[k] = ovl;
@@ -1415,28 +1450,18 @@ impl Ctx<'_> {
     fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
         let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
-        // End ports cabled straight to the destination (no switch between).
-        for &sp in &self.sources.switchless {
-            if sp == dest_port {
-                continue;
-            }
-            if self.fabric.ports[sp as usize].peer == dest_port {
-                acc.v.pairs += 1;
-                acc.v.total_hops += 1;
-                acc.v.total_min_hops += 1;
-                acc.v.max_hops = acc.v.max_hops.max(1);
-            } else {
-                acc.v.disconnected += 1;
-            }
-        }
+        self.switchless_pairs(acc, dest_port);
         let minimal = t != NONE
             && match chunk {
                 Some(j) if acc.c_ok[j] => {
-                    let r = j * nsw..(j + 1) * nsw;
-                    acc.out.copy_from_slice(&acc.c_out[r.clone()]);
-                    acc.into.copy_from_slice(&acc.c_into[r.clone()]);
-                    acc.ovl.copy_from_slice(&acc.c_ovl[r.clone()]);
-                    acc.next.copy_from_slice(&acc.c_next[r]);
+                    let w = acc.c_ok.len();
+                    for s in 0..nsw {
+                        let k = s * w + j;
+                        acc.out[s] = acc.c_out[k];
+                        acc.into[s] = acc.c_into[k];
+                        acc.ovl[s] = acc.c_ovl[k];
+                        acc.next[s] = acc.c_next[k];
+                    }
                     true
                 }
                 Some(_) => false,
@@ -1611,6 +1636,122 @@ impl Ctx<'_> {
                 if *l != 0 {
                     loads[(self.first_port[s] + out[s] as u32) as usize] += std::mem::take(l);
                 }
+            }
+        }
+    }
+
+    /// [`Ctx::destination`] on the single-SL path for every destination of
+    /// the chunk [`Ctx::resolve_chunk`] found in the common case, all at
+    /// once, switch by switch in the group's order (deepest first, valid
+    /// for each of their trees): what one switch's sources add is counted
+    /// once for them all, the switch's entries for them lie side by side,
+    /// and so do the ports their loads go to.
+    fn chunk_fast(&self, acc: &mut Acc, t: Sw, chunk: &[(u16, u32)]) {
+        let w = chunk.len();
+        let mut is_end = [false; CHUNK];
+        let (mut m, mut m_end) = (0u64, 0u64);
+        for (j, &(_, dp)) in chunk.iter().enumerate() {
+            if !acc.c_ok[j] {
+                continue;
+            }
+            self.switchless_pairs(acc, dp);
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
+            is_end[j] = self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node();
+            m += 1;
+            m_end += is_end[j] as u64;
+        }
+        if m == 0 {
+            return;
+        }
+        let sl = self.uniform.unwrap_or(0);
+        // Routes per (switch, destination) still to pass on; all zero
+        // between chunks, each taken as its switch is met.
+        acc.c_load.resize(acc.c_load.len().max(self.graph.switch_count() * w), 0);
+        let order = std::mem::take(&mut acc.queue);
+        for &s in order.iter().rev() {
+            let su = s as usize;
+            let srcs = self.sources.at(s);
+            let here = acc.dist[su] as u32;
+            // Links: source→entry switch, the switch hops, and the last
+            // link into an end port (a switch destination ends on the
+            // switch); all shortest.
+            let own = srcs.len() as u64;
+            if own > 0 && s != t {
+                let hops = m * (1 + here) as u64 + m_end;
+                acc.v.pairs += own * m;
+                acc.v.total_hops += own * hops;
+                acc.v.total_min_hops += own * hops;
+                acc.v.max_hops = acc.v.max_hops.max(1 + here + (m_end > 0) as u32);
+            }
+            let (row, first) = (su * w, self.first_port[su]);
+            for j in 0..w {
+                if !acc.c_ok[j] {
+                    continue;
+                }
+                let k = row + j;
+                let mut l = std::mem::take(&mut acc.c_load[k]) as u64;
+                if s != t {
+                    l += own;
+                } else if own > 0 {
+                    let c = own - srcs.contains(&chunk[j].1) as u64;
+                    if c > 0 {
+                        let hops = 1 + here + is_end[j] as u32;
+                        acc.v.pairs += c;
+                        acc.v.total_hops += hops as u64 * c;
+                        acc.v.total_min_hops += hops as u64 * c;
+                        acc.v.max_hops = acc.v.max_hops.max(hops);
+                        l += c;
+                    }
+                }
+                if l == 0 {
+                    continue;
+                }
+                let pi = first + acc.c_out[k] as u32;
+                if s == t {
+                    // The last hop into the destination end port (a
+                    // switch destination is delivered by port 0, no link).
+                    if is_end[j] {
+                        acc.load_32[pi as usize] += l as u32;
+                        self.check_vl(acc, pi, sl, acc.c_ovl[k]);
+                    }
+                    continue;
+                }
+                if is_end[j] {
+                    acc.load_32[pi as usize] += l as u32;
+                }
+                self.check_vl(acc, pi, sl, acc.c_ovl[k]);
+                let n = acc.c_next[k] as usize;
+                acc.c_load[n * w + j] += l as u32;
+                if let Some(deps) = self.deps {
+                    // Dependency at the next switch: arriving link → its
+                    // output; the turn this thread set last from this
+                    // port is set for good.
+                    let (nout, into) = (acc.c_out[n * w + j], acc.c_into[k]);
+                    let way_in = (self.first_port[n] + into as u32) as usize;
+                    if nout != 0 && acc.last_out[way_in] != nout {
+                        acc.last_out[way_in] = nout;
+                        deps.add(n as Sw, into, sl, nout, sl);
+                    }
+                }
+            }
+        }
+        acc.queue = order;
+    }
+
+    /// The pairs of end ports cabled straight to the destination port (no
+    /// switch between), and of the other switchless ones, cut off from it.
+    fn switchless_pairs(&self, acc: &mut Acc, dest_port: u32) {
+        for &sp in &self.sources.switchless {
+            if sp == dest_port {
+                continue;
+            }
+            if self.fabric.ports[sp as usize].peer == dest_port {
+                acc.v.pairs += 1;
+                acc.v.total_hops += 1;
+                acc.v.total_min_hops += 1;
+                acc.v.max_hops = acc.v.max_hops.max(1);
+            } else {
+                acc.v.disconnected += 1;
             }
         }
     }

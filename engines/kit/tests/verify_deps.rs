@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, NONE, NO_ROUTE};
 use smcore_kit::graph::Graph;
-use smcore_kit::strategy::{hypercubes, meshes, random_fabrics, tori, Drawn, Sizes};
+use smcore_kit::strategy::{fat_trees, hypercubes, meshes, random_fabrics, tori, Drawn, Sizes};
 use smcore_kit::verify::{channel_dependencies, verify, verify_unshared, ChannelDep, VerifyOptions};
 
 /// An SL per (source LID, destination LID), from a multiplicative hash:
@@ -355,5 +355,30 @@ fn destinations_of_one_switch_share_their_walk() {
         let want: u64 = per_switch.values().map(|&n| n - 1).sum();
         assert!(want > 0, "{}", d.spec);
         assert_eq!(v.walks_shared, want, "{}", d.spec);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// One SL and no SL2VL maps: the verifier takes the destinations of a
+    /// switch's chunk together, switch by switch, and its dependencies
+    /// must still be exactly the path-by-path ones, whether the
+    /// destinations of a switch share their trees or each has its own.
+    #[test]
+    fn single_sl_dependencies_equal_the_path_by_path_reference(
+        d in prop_oneof![2 => fat_trees(0..2), 1 => several_hosts()],
+        salt in 0usize..1000,
+        per_lid in any::<bool>(),
+        switch_destinations in any::<bool>(),
+    ) {
+        let g = Graph::new(&d.fabric);
+        let lfts = shortest_lfts_by(&d.fabric, &g, |lid, t| if per_lid { lid + salt } else { t as usize + salt });
+        let r = Routing::single_vl(lfts);
+        let opts = VerifyOptions { switch_destinations, ..Default::default() };
+        let v = verify(&d.fabric, &r, &opts);
+        prop_assert_eq!(v.unreachable + v.looping, 0, "{:?}", v.failure());
+        let got: BTreeSet<ChannelDep> = channel_dependencies(&d.fabric, &r, &opts).into_iter().collect();
+        prop_assert_eq!(got, reference_deps(&d.fabric, &r, switch_destinations));
     }
 }
