@@ -1306,9 +1306,11 @@ impl Ctx<'_> {
     /// group at once, switch by switch: a switch's LFT entries for them
     /// share cache lines, and its hop table row serves them all. Per
     /// destination `j`, `c_ok[j]` says whether the common case holds and
-    /// `c_out` etc. at `s * chunk.len() + j` hold what `resolve_minimal`
-    /// leaves in `out` etc. for switch `s`: a switch's entries for the
-    /// chunk side by side, as [`Ctx::chunk_fast`] reads them.
+    /// `c_out` etc. hold what `resolve_minimal` leaves in `out` etc., for
+    /// switch `s`: on the single-SL path at `s * chunk.len() + j`, a
+    /// switch's entries for the chunk side by side as [`Ctx::chunk_fast`]
+    /// reads them; otherwise at `j * switches + s`, the rows
+    /// [`Ctx::destination`] takes.
     fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
         let nsw = self.graph.switch_count();
         let len = chunk.len() * nsw;
@@ -1338,6 +1340,9 @@ impl Ctx<'_> {
                 }
             }
         };
+        // Switch-major for `chunk_fast`, destination-major for the rows
+        // `destination` takes.
+        let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
         for (i, &s) in acc.queue.iter().enumerate() {
             if self.columns.is_none() {
                 ahead(i);
@@ -1357,7 +1362,7 @@ impl Ctx<'_> {
                     continue;
                 };
                 let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
-                let k = su * chunk.len() + j;
+                let k = su * by_switch + j * by_dest;
                 acc.c_out[k] = out;
                 acc.c_into[k] = into;
                 acc.c_ovl[k] = ovl;
@@ -1454,14 +1459,13 @@ impl Ctx<'_> {
         let minimal = t != NONE
             && match chunk {
                 Some(j) if acc.c_ok[j] => {
-                    let w = acc.c_ok.len();
-                    for s in 0..nsw {
-                        let k = s * w + j;
-                        acc.out[s] = acc.c_out[k];
-                        acc.into[s] = acc.c_into[k];
-                        acc.ovl[s] = acc.c_ovl[k];
-                        acc.next[s] = acc.c_next[k];
-                    }
+                    // Only the per-path-SL walk comes here with a chunk's
+                    // common case (see `resolve_chunk`'s layouts).
+                    let r = j * nsw..(j + 1) * nsw;
+                    acc.out.copy_from_slice(&acc.c_out[r.clone()]);
+                    acc.into.copy_from_slice(&acc.c_into[r.clone()]);
+                    acc.ovl.copy_from_slice(&acc.c_ovl[r.clone()]);
+                    acc.next.copy_from_slice(&acc.c_next[r]);
                     true
                 }
                 Some(_) => false,
