@@ -664,17 +664,44 @@ impl HopTab {
     /// switch, operational VLs of `out`).
     #[inline]
     fn next(&self, s: Sw, out: u8) -> (Next, u8, u8) {
-        if out as u16 >= self.width[s as usize] {
-            return (Next::Dead, 0, 1);
-        }
-        let c = self.code[(self.base[s as usize] + out as u32) as usize];
-        let next = match c as u32 {
-            DEAD_HOP => Next::Dead,
-            c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
-            c => Next::Switch(c),
-        };
-        (next, (c >> 32) as u8, (c >> 40) as u8)
+        hop(self.row(s), out)
     }
+
+    /// Switch `s`'s codes, by output port.
+    #[inline]
+    fn row(&self, s: Sw) -> &[u64] {
+        let b = self.base[s as usize] as usize;
+        &self.code[b..b + self.width[s as usize] as usize]
+    }
+}
+
+/// [`HopTab::next`] from a switch's row of codes.
+#[inline]
+fn hop(row: &[u64], out: u8) -> (Next, u8, u8) {
+    let Some(&c) = row.get(out as usize) else {
+        return (Next::Dead, 0, 1);
+    };
+    let next = match c as u32 {
+        DEAD_HOP => Next::Dead,
+        c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
+        c => Next::Switch(c),
+    };
+    (next, (c >> 32) as u8, (c >> 40) as u8)
+}
+
+/// Where `out` takes a packet from a switch `here` hops from the
+/// destination's switch, `row` its hop codes: the next switch (`NONE` at
+/// the destination port `dest_port`) if that is one hop nearer by `dist`,
+/// the port it enters by and the VLs the link operates.
+#[inline]
+fn minimal_hop(dist: &[u8], here: u8, row: &[u64], out: u8, dest_port: u32) -> (Option<u32>, u8, u8) {
+    let (next, into, ovl) = hop(row, out);
+    let next = match next {
+        Next::Switch(n) if dist.get(n as usize).is_some_and(|&d| d as u32 + 1 == here as u32) => Some(n),
+        Next::Port(p) if p == dest_port => Some(NONE),
+        _ => None,
+    };
+    (next, into, ovl)
 }
 
 /// The LFTs by LID: per LID, every switch's output port, so that
@@ -1275,7 +1302,7 @@ impl Ctx<'_> {
     fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
         for &s in &acc.queue {
             let Some(out) = self.entry(s, lid) else { return false };
-            let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
+            let (next, into, ovl) = minimal_hop(&acc.dist, acc.dist[s as usize], self.hops.row(s), out, dest_port);
             acc.out[s as usize] = out;
             acc.into[s as usize] = into;
             acc.ovl[s as usize] = ovl;
@@ -1285,21 +1312,6 @@ impl Ctx<'_> {
             }
         }
         true
-    }
-
-    /// Where `out` takes a packet from switch `s` towards the destination
-    /// behind `dest_port`: the next switch (`NONE` at the destination) if
-    /// that is one hop nearer by `dist`, the port it enters by and the VLs
-    /// the link operates.
-    #[inline]
-    fn minimal_step(&self, dist: &[u8], s: Sw, out: u8, dest_port: u32) -> (Option<u32>, u8, u8) {
-        let (next, into, ovl) = self.hops.next(s, out);
-        let next = match next {
-            Next::Switch(n) if dist[n as usize] as u32 + 1 == dist[s as usize] as u32 => Some(n),
-            Next::Port(p) if p == dest_port => Some(NONE),
-            _ => None,
-        };
-        (next, into, ovl)
     }
 
     /// [`Ctx::resolve_minimal`] for the destinations of one chunk of a
@@ -1314,10 +1326,15 @@ impl Ctx<'_> {
     fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
         let nsw = self.graph.switch_count();
         let len = chunk.len() * nsw;
+        // The single-SL path reads the hop of an entry again from the hop
+        // table (one row per switch, hot), so it needs only the entries.
+        let rows = !self.fast;
         acc.c_out.resize(len, 0);
-        acc.c_into.resize(len, 0);
-        acc.c_ovl.resize(len, 1);
-        acc.c_next.resize(len, NONE);
+        if rows {
+            acc.c_into.resize(len, 0);
+            acc.c_ovl.resize(len, 1);
+            acc.c_next.resize(len, NONE);
+        }
         acc.c_ok.clear();
         acc.c_ok.resize(chunk.len(), true);
         // The chunk's rows of the columns, when there are.
@@ -1330,9 +1347,12 @@ impl Ctx<'_> {
         // The chunk's entries of one switch share a line or two of its
         // LFT, a line no other chunk of this thread reads soon: asked for
         // a few switches ahead, so that the reads overlap.
+        let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
+        let Acc { queue, dist, c_ok, c_out, c_into, c_ovl, c_next, .. } = acc;
+        let queue = &*queue;
         let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
         let ahead = |i: usize| {
-            if let Some(&s) = acc.queue.get(i + LFT_AHEAD) {
+            if let Some(&s) = queue.get(i + LFT_AHEAD) {
                 let row = self.lfts[s as usize];
                 prefetch(row, first);
                 if last / 64 != first / 64 {
@@ -1342,15 +1362,14 @@ impl Ctx<'_> {
         };
         // Switch-major for `chunk_fast`, destination-major for the rows
         // `destination` takes.
-        let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
-        for (i, &s) in acc.queue.iter().enumerate() {
+        for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
                 ahead(i);
             }
             let su = s as usize;
-            let row = self.lfts[su];
+            let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
             for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
-                if !acc.c_ok[j] {
+                if !c_ok[j] {
                     continue;
                 }
                 let entry = match self.columns {
@@ -1358,17 +1377,20 @@ impl Ctx<'_> {
                     None => row.get(lid as usize),
                 };
                 let Some(&out) = entry else {
-                    acc.c_ok[j] = false;
+                    c_ok[j] = false;
                     continue;
                 };
-                let (next, into, ovl) = self.minimal_step(&acc.dist, s, out, dest_port);
+                let (next, into, ovl) = minimal_hop(dist, here, codes, out, dest_port);
                 let k = su * by_switch + j * by_dest;
-                acc.c_out[k] = out;
-                acc.c_into[k] = into;
-                acc.c_ovl[k] = ovl;
+                c_out[k] = out;
                 match next {
-                    Some(n) => acc.c_next[k] = n,
-                    None => acc.c_ok[j] = false,
+                    Some(n) if rows => {
+                        c_into[k] = into;
+                        c_ovl[k] = ovl;
+                        c_next[k] = n;
+                    }
+                    Some(_) => {}
+                    None => c_ok[j] = false,
                 }
             }
         }
@@ -1687,7 +1709,7 @@ impl Ctx<'_> {
                 acc.v.total_min_hops += own * hops;
                 acc.v.max_hops = acc.v.max_hops.max(1 + here + (m_end > 0) as u32);
             }
-            let (row, first) = (su * w, self.first_port[su]);
+            let (row, first, codes) = (su * w, self.first_port[su], self.hops.row(s));
             for j in 0..w {
                 if !acc.c_ok[j] {
                     continue;
@@ -1710,27 +1732,32 @@ impl Ctx<'_> {
                 if l == 0 {
                     continue;
                 }
-                let pi = first + acc.c_out[k] as u32;
+                let out = acc.c_out[k];
+                let pi = first + out as u32;
+                let (next, into, ovl) = hop(codes, out);
                 if s == t {
                     // The last hop into the destination end port (a
                     // switch destination is delivered by port 0, no link).
                     if is_end[j] {
                         acc.load_32[pi as usize] += l as u32;
-                        self.check_vl(acc, pi, sl, acc.c_ovl[k]);
+                        self.check_vl(acc, pi, sl, ovl);
                     }
                     continue;
                 }
                 if is_end[j] {
                     acc.load_32[pi as usize] += l as u32;
                 }
-                self.check_vl(acc, pi, sl, acc.c_ovl[k]);
-                let n = acc.c_next[k] as usize;
+                self.check_vl(acc, pi, sl, ovl);
+                // (`resolve_chunk` found every other switch's hop one
+                // nearer, into a switch.)
+                let Next::Switch(n) = next else { continue };
+                let n = n as usize;
                 acc.c_load[n * w + j] += l as u32;
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its
                     // output; the turn this thread set last from this
                     // port is set for good.
-                    let (nout, into) = (acc.c_out[n * w + j], acc.c_into[k]);
+                    let nout = acc.c_out[n * w + j];
                     let way_in = (self.first_port[n] + into as u32) as usize;
                     if nout != 0 && acc.last_out[way_in] != nout {
                         acc.last_out[way_in] = nout;
