@@ -869,10 +869,10 @@ struct WalkRef {
     t: Sw,
     /// Its LFT entries, per switch.
     out: Vec<u8>,
-    /// The source states of the switches two or more hops from `t` that
-    /// have sources, in the walk's order, and how many each had.
-    seeds: Vec<(u32, u16)>,
-    counts: Vec<u32>,
+    /// The SLs of the paths from the sources of the switches two or more
+    /// hops from `t`, switch by switch in the walk's order, source by
+    /// source, LID by LID.
+    sls: Vec<u8>,
     /// The states of `t` and its neighbours as the walk came to them:
     /// (switch, SLs, VLs per SL).
     tail: Vec<(Sw, u16, [u16; 16])>,
@@ -1544,8 +1544,7 @@ impl Ctx<'_> {
         let mut record = walk && minimal && self.share && !shared;
         if record {
             held.t = NONE;
-            held.seeds.clear();
-            held.counts.clear();
+            held.sls.clear();
             held.tail.clear();
         }
         let violations = acc.v.vl_violations;
@@ -1600,11 +1599,8 @@ impl Ctx<'_> {
                     }
                 }
                 if !shared || i < near {
-                    self.walk_switch(acc, s, lid, dest_port);
-                    if record && i >= near && !self.sources.at(s).is_empty() {
-                        held.counts.push(acc.seeds.len() as u32);
-                        held.seeds.extend_from_slice(&acc.seeds);
-                    }
+                    let sls = (record && i >= near).then_some(&mut held.sls);
+                    self.walk_switch(acc, s, lid, dest_port, sls);
                 }
             }
             if l == 0 {
@@ -1822,8 +1818,10 @@ impl Ctx<'_> {
     /// arriving by that link are entered into the next switch right here.
     /// Sources start states by their port's class (see [`entry_classes`]),
     /// one per (class, SL) whatever the number of sources.
-    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32) {
-        self.seeds_of(acc, s, lid, dest_port, true);
+    /// `sls`, when given, receives the SL of each path from a source (see
+    /// [`WalkRef`]).
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, sls: Option<&mut Vec<u8>>) {
+        self.seeds_of(acc, s, lid, dest_port, sls);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
@@ -1850,10 +1848,10 @@ impl Ctx<'_> {
     }
 
     /// The source states of switch `s` towards `lid` into `acc.seeds`: per
-    /// entry class, the SLs its sources' paths take. An SL the oracle
-    /// gives out of range is a VL violation when `report`, and otherwise
-    /// makes this return false at once.
-    fn seeds_of(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, report: bool) -> bool {
+    /// entry class, the SLs its sources' paths take (each also pushed to
+    /// `sls` when given). An SL the oracle gives out of range is a VL
+    /// violation.
+    fn seeds_of(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, mut sls: Option<&mut Vec<u8>>) {
         acc.seeds.clear();
         let range = self.sources.range(s);
         for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
@@ -1864,10 +1862,10 @@ impl Ctx<'_> {
             for off in 0..src.lids {
                 let slid = src.lid.wrapping_add(off);
                 let sl = self.routing.path_sl.path_sl(slid, lid);
+                if let Some(v) = sls.as_deref_mut() {
+                    v.push(sl);
+                }
                 if sl > 15 {
-                    if !report {
-                        return false;
-                    }
                     acc.v.vl_violations += 1;
                     self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                     continue;
@@ -1882,7 +1880,6 @@ impl Ctx<'_> {
                 }
             }
         }
-        true
     }
 
     /// Whether the destination at hand (`lid` behind `t`, resolved the
@@ -1895,22 +1892,25 @@ impl Ctx<'_> {
         if r.t != t || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
             return false;
         }
-        let (mut at, mut k) = (0usize, 0usize);
+        // The SL of every path from a source of those switches, in the
+        // held walk's order: equal SLs make equal seeds.
+        let mut at = 0usize;
         for &s in order[near..].iter().rev() {
-            if self.sources.at(s).is_empty() {
-                continue;
+            let range = self.sources.range(s);
+            for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
+                if sp == dest_port {
+                    continue;
+                }
+                for off in 0..src.lids {
+                    let sl = self.routing.path_sl.path_sl(src.lid.wrapping_add(off), lid);
+                    if r.sls.get(at) != Some(&sl) {
+                        return false;
+                    }
+                    at += 1;
+                }
             }
-            if !self.seeds_of(acc, s, lid, dest_port, false) {
-                return false;
-            }
-            let n = r.counts.get(k).copied().unwrap_or(u32::MAX) as usize;
-            if acc.seeds.len() != n || r.seeds.get(at..at + n) != Some(&acc.seeds[..]) {
-                return false;
-            }
-            at += n;
-            k += 1;
         }
-        true
+        at == r.sls.len()
     }
 
     /// The pair record switch `s`'s states will enter the next switch by,
