@@ -858,8 +858,8 @@ struct SeedSrc {
 /// The last full per-path-SL walk of a group's destination, for the next
 /// destinations of the group to take over. Two destinations behind one
 /// switch `t` whose LFT entries agree on every switch but `t`, and whose
-/// sources give the same (entry class, SLs) states on every switch two or
-/// more hops from `t`, have the same states everywhere but on `t` and its
+/// paths from the sources of every switch two or more hops from `t` have
+/// the same SLs, have the same states everywhere but on `t` and its
 /// neighbours: the deeper switches' states, dependencies and VLs are the
 /// held walk's (already in the shared bits), and only the last two hops
 /// are walked again, from the states the neighbours had then.
@@ -1344,12 +1344,14 @@ impl Ctx<'_> {
                 *col = c.row(lid);
             }
         }
-        // The chunk's entries of one switch share a line or two of its
-        // LFT, a line no other chunk of this thread reads soon: asked for
-        // a few switches ahead, so that the reads overlap.
+        // Switch-major for `chunk_fast`, destination-major for the rows
+        // `destination` takes.
         let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
         let Acc { queue, dist, c_ok, c_out, c_into, c_ovl, c_next, .. } = acc;
         let queue = &*queue;
+        // The chunk's entries of one switch share a line or two of its
+        // LFT, a line no other chunk of this thread reads soon: asked for
+        // a few switches ahead, so that the reads overlap.
         let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
         let ahead = |i: usize| {
             if let Some(&s) = queue.get(i + LFT_AHEAD) {
@@ -1360,8 +1362,6 @@ impl Ctx<'_> {
                 }
             }
         };
-        // Switch-major for `chunk_fast`, destination-major for the rows
-        // `destination` takes.
         for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
                 ahead(i);
