@@ -146,9 +146,12 @@
 //!
 //! * a **minor** version may add fields at the end of [`EngineLibrary`]
 //!   (each documented "Since 1.x"; the core reads them as `Option` and falls
-//!   back when a library lacks them), add named values to the open
-//!   enumerations, and add functions, constants and helpers that do not
-//!   cross the boundary;
+//!   back when a library lacks them), add methods with a default body at
+//!   the end of the [`PathSl`] and `Engine` traits (their vtables are
+//!   prefix types too: an object from an older library runs the default,
+//!   which means "not offered"; 1.2 added [`PathSl::sl_table`]), add named
+//!   values to the open enumerations, and add functions, constants and
+//!   helpers that do not cross the boundary;
 //! * a **major** version is needed to change, remove or reorder any field,
 //!   to change the meaning of a value, to add a field to any struct other
 //!   than [`EngineLibrary`], or to change the types of any field or method.
@@ -510,10 +513,111 @@ pub struct Diagnostic {
     pub message: RString,
 }
 
+/// A path-SL oracle given whole, as a table over classes of LIDs: the SL
+/// of the path from `slid` to `dlid` is
+/// `sl[class_of[dlid] * classes + class_of[slid]]`.
+///
+/// Engines whose SLs depend on less than the pair of LIDs (torus-2QoS: the
+/// coordinates of the two switches; LASH: the pair of switches) give one,
+/// so the core can verify every path by class and never asks the oracle
+/// pair by pair. Since 1.2 (through [`PathSl::sl_table`]).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct SlTable {
+    /// Per LID (the index), its class; it covers every LID up to the
+    /// snapshot's `max_lid`.
+    pub class_of: RVec<u32>,
+    /// How many classes there are (every `class_of` value is below it).
+    pub classes: u32,
+    /// SLs by (destination class, source class), destination major:
+    /// `classes * classes` entries.
+    pub sl: RVec<u8>,
+}
+
+/// What is wrong with an [`SlTable`] an engine gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlTableError {
+    /// `class_of` ends before `max_lid`.
+    ShortClasses {
+        /// Entries given.
+        len: usize,
+        /// The snapshot's highest LID.
+        max_lid: u16,
+    },
+    /// A LID's class is not below `classes`.
+    ClassOutOfRange {
+        /// The LID.
+        lid: usize,
+        /// Its class.
+        class: u32,
+    },
+    /// `sl` does not hold `classes * classes` entries.
+    WrongSize {
+        /// Entries given.
+        len: usize,
+        /// Classes declared.
+        classes: u32,
+    },
+}
+
+impl std::fmt::Display for SlTableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlTableError::ShortClasses { len, max_lid } => {
+                write!(f, "SL table classes cover LIDs 0..{len}, the fabric's go up to {max_lid}")
+            }
+            SlTableError::ClassOutOfRange { lid, class } => write!(f, "SL table: LID {lid} is in class {class}, past the last"),
+            SlTableError::WrongSize { len, classes } => {
+                write!(f, "SL table holds {len} SLs for {classes} classes (needs {classes}²)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SlTableError {}
+
+impl SlTable {
+    /// Checks the table's shape against a fabric whose highest LID is
+    /// `max_lid` (the SLs themselves are the verifier's to judge).
+    pub fn check(&self, max_lid: u16) -> Result<(), SlTableError> {
+        if self.class_of.len() <= max_lid as usize {
+            return Err(SlTableError::ShortClasses { len: self.class_of.len(), max_lid });
+        }
+        if let Some((lid, &class)) = self.class_of.iter().enumerate().find(|(_, &c)| c >= self.classes) {
+            return Err(SlTableError::ClassOutOfRange { lid, class });
+        }
+        let need = (self.classes as u64) * (self.classes as u64);
+        if self.sl.len() as u64 != need {
+            return Err(SlTableError::WrongSize { len: self.sl.len(), classes: self.classes });
+        }
+        Ok(())
+    }
+
+    /// The SL of `slid` → `dlid` (0 for a LID the table does not cover; a
+    /// checked table covers every LID of its fabric).
+    #[inline]
+    pub fn get(&self, slid: u16, dlid: u16) -> u8 {
+        match (self.class_of.get(slid as usize), self.class_of.get(dlid as usize)) {
+            (Some(&s), Some(&d)) => self.sl.get(d as usize * self.classes as usize + s as usize).copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// The SLs of every source class towards destination class `class`.
+    #[inline]
+    pub fn row(&self, class: u32) -> &[u8] {
+        let n = self.classes as usize;
+        let at = class as usize * n;
+        self.sl.get(at..at + n).unwrap_or(&[])
+    }
+}
+
 /// Answers which service level a path uses.
 ///
 /// The core asks it for every (source LID, destination LID) pair it
-/// verifies and for every SA PathRecord, so it must be cheap.
+/// verifies and for every SA PathRecord, so it must be cheap; an oracle
+/// that can give itself whole as an [`SlTable`] does so through
+/// [`PathSl::sl_table`], and the core then answers from the table.
 #[sabi_trait]
 pub trait PathSl: Send + Sync {
     /// When every path uses the same SL, that SL. Lets the verifier take its
@@ -523,6 +627,18 @@ pub trait PathSl: Send + Sync {
     /// SL of the path from `slid` to `dlid` (0..=15).
     #[sabi(last_prefix_field)]
     fn path_sl(&self, slid: u16, dlid: u16) -> u8;
+
+    /// Since 1.2. The oracle whole, when its SLs depend only on classes of
+    /// LIDs: it must answer exactly what `path_sl` answers for every pair
+    /// of the snapshot's LIDs. The core checks its shape, then verifies
+    /// and serves SLs (SA PathRecords, dumps) from the table alone, so a
+    /// table and a `path_sl` that disagree are never both in force.
+    ///
+    /// An oracle built against 1.0 or 1.1 has no such method in its
+    /// vtable: the core's call then answers this default, none.
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        ROption::RNone
+    }
 }
 
 /// Shared, type-erased [`PathSl`]: reference counted, so the core keeps
@@ -565,6 +681,38 @@ impl<T: PathSl> PathSl for GuardedSl<T> {
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
         catch_unwind(AssertUnwindSafe(|| self.0.path_sl(slid, dlid))).unwrap_or(INVALID_SL)
     }
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        catch_unwind(AssertUnwindSafe(|| self.0.sl_table())).unwrap_or(ROption::RNone)
+    }
+}
+
+/// The oracle a checked [`SlTable`] makes: what the core puts in force in
+/// place of an engine's oracle that gave one (see [`table_sl_box`]).
+struct TableSl(RArc<SlTable>);
+
+impl PathSl for TableSl {
+    fn uniform(&self) -> ROption<u8> {
+        let t = &self.0;
+        match t.sl.first() {
+            Some(&sl) if t.sl.iter().all(|&x| x == sl) => ROption::RSome(sl),
+            // No class at all: no pair to ask about.
+            None => ROption::RSome(0),
+            _ => ROption::RNone,
+        }
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        self.0.get(slid, dlid)
+    }
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        ROption::RSome(self.0.clone())
+    }
+}
+
+/// The oracle that answers from `table` alone, giving the same table back
+/// through [`PathSl::sl_table`]. Check the table first
+/// ([`SlTable::check`]).
+pub fn table_sl_box(table: RArc<SlTable>) -> PathSlBox {
+    PathSl_TO::from_ptr(RArc::new(TableSl(table)), TD_Opaque)
 }
 
 /// Box any [`PathSl`] implementation for a [`Routing`]. Always use this
@@ -893,6 +1041,56 @@ mod tests {
         fn path_sl(&self, _slid: u16, _dlid: u16) -> u8 {
             self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         }
+    }
+
+    /// SLs by switch: LIDs 1..=2 on switch 0, 3..=4 on switch 1.
+    fn by_switch() -> SlTable {
+        SlTable { class_of: vec![0, 0, 0, 1, 1].into(), classes: 2, sl: vec![0, 1, 2, 3].into() }
+    }
+
+    #[test]
+    fn a_table_answers_by_class_destination_major_and_its_oracle_gives_it_back() {
+        let t = by_switch();
+        assert_eq!(t.check(4), Ok(()));
+        // (src class 1, dst class 0) is sl[0 * 2 + 1].
+        assert_eq!((t.get(3, 1), t.get(1, 3), t.get(4, 4), t.get(2, 2)), (1, 2, 3, 0));
+        assert_eq!(t.row(1), &[2, 3]);
+        let oracle = table_sl_box(RArc::new(t.clone()));
+        assert_eq!(oracle.path_sl(4, 2), 1);
+        assert_eq!(oracle.uniform(), ROption::RNone);
+        assert_eq!(oracle.sl_table().map(|x| (*x).clone()), ROption::RSome(t));
+        let flat = SlTable { class_of: vec![0; 3].into(), classes: 1, sl: vec![5].into() };
+        assert_eq!(table_sl_box(RArc::new(flat)).uniform(), ROption::RSome(5));
+    }
+
+    #[test]
+    fn a_table_of_the_wrong_shape_is_refused_naming_what_is_wrong() {
+        assert_eq!(by_switch().check(5), Err(SlTableError::ShortClasses { len: 5, max_lid: 5 }));
+        let mut t = by_switch();
+        t.class_of[3] = 2;
+        assert_eq!(t.check(4), Err(SlTableError::ClassOutOfRange { lid: 3, class: 2 }));
+        let mut t = by_switch();
+        t.sl.pop();
+        assert_eq!(t.check(4), Err(SlTableError::WrongSize { len: 3, classes: 2 }));
+        assert!(t.check(4).unwrap_err().to_string().contains("3 SLs for 2 classes"));
+    }
+
+    #[test]
+    fn an_oracle_without_a_table_answers_none_and_a_panicking_one_too() {
+        assert_eq!(path_sl_box(Counting(0.into())).sl_table(), ROption::RNone);
+        struct Panicky;
+        impl PathSl for Panicky {
+            fn uniform(&self) -> ROption<u8> {
+                ROption::RNone
+            }
+            fn path_sl(&self, _: u16, _: u16) -> u8 {
+                0
+            }
+            fn sl_table(&self) -> ROption<RArc<SlTable>> {
+                panic!("no table today")
+            }
+        }
+        assert_eq!(path_sl_box(Panicky).sl_table(), ROption::RNone);
     }
 
     #[test]

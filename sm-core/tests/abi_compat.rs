@@ -42,7 +42,7 @@ fn our_abi() -> String {
 
 #[test]
 fn the_abi_version_is_sm_abis_own_not_the_products() {
-    assert_eq!(our_abi(), "1.1.0");
+    assert_eq!(our_abi(), "1.2.0");
     let header = lib_header_from_path(&bin_dir().join("libsmcore_minhop.so")).expect("minhop library header");
     assert_eq!(header.version_strings().to_string(), our_abi());
     // The 1.0 fixture engine's own crate is 0.1.0; the library records the
@@ -60,6 +60,9 @@ fn engine_built_against_older_minor_loads_and_routes() {
     assert!(out.lines().any(|l| l.starts_with("abi-minhop ") && l.contains("libsmcore_abi10_engine.so")), "{out}");
     assert!(!out.contains("skipped"), "{out}");
 
+    // The core asks every oracle for its SL table (sm-abi 1.2); a 1.0
+    // oracle's vtable has no such method, and the call answers the
+    // trait's default (none) instead of failing the engine.
     route_alone(tmp.path(), &dir, "abi-minhop");
 
     // 1.1's optional root-module field is missing from a 1.0 library: the
@@ -79,24 +82,24 @@ fn engine_built_against_older_minor_loads_and_routes() {
 #[test]
 fn engine_built_against_newer_minor_routes_in_older_and_current_cores() {
     let fx = fixtures_dir();
-    let lib = fx.join("libsmcore_abi12_engine.so");
+    let lib = fx.join("libsmcore_abi13_engine.so");
     // A host built against sm-abi 1.0 routes through it and checks every
     // path against the shortest.
     let out = Command::new(fx.join("smcore-abi10-host")).arg(&lib).output().expect("run the 1.0 host");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("library sm-abi 1.2.0"), "{text}");
-    assert!(text.contains("engine abi12-minhop"), "{text}");
-    // Level::Error is new in 1.2: the old host has no name for it, and
+    assert!(text.contains("library sm-abi 1.3.0"), "{text}");
+    assert!(text.contains("engine abi13-minhop"), "{text}");
+    // Level::Error is new in 1.3: the old host has no name for it, and
     // carries on.
-    assert!(text.contains("diagnostic Level(3): abi12-minhop:"), "{text}");
+    assert!(text.contains("diagnostic Level(3): abi13-minhop:"), "{text}");
     assert!(text.contains("routed 12 pairs on shortest paths"), "{text}");
 
-    // This core (1.1) too, logging the unknown level as a warning.
+    // This core (1.2) too, logging the unknown level as a warning.
     let tmp = tempfile::tempdir().unwrap();
-    let dir = dir_with(tmp.path(), "libsmcore_abi12_engine.so");
-    let err = route_alone(tmp.path(), &dir, "abi12-minhop");
-    assert!(err.lines().any(|l| l.contains("WARN") && l.contains("a level added in sm-abi 1.2")), "{err}");
+    let dir = dir_with(tmp.path(), "libsmcore_abi13_engine.so");
+    let err = route_alone(tmp.path(), &dir, "abi13-minhop");
+    assert!(err.lines().any(|l| l.contains("WARN") && l.contains("a level added in sm-abi 1.3")), "{err}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{FabricSnapshot, Routing};
 use smcore_kit::verify::{verify_with, Verification, VerifyOptions};
 use smcore_kit::Graph;
@@ -228,10 +229,9 @@ pub fn run(
         let t = Instant::now();
         let result = engine.route(fabric).into_result();
         attempt.route_time = t.elapsed();
-        let routing = match result {
+        let routing = match result.map_err(|e| classify(e, Failure::Error)).and_then(|r| settle_sl_table(r, fabric)) {
             Ok(r) => r,
-            Err(e) => {
-                let f = classify(e, Failure::Error);
+            Err(f) => {
                 warn!(engine = %name, "{f}");
                 attempt.failure = Some(f);
                 attempts.push(attempt);
@@ -262,6 +262,19 @@ pub fn run(
         return ChainOutcome { attempts, routed: Some(Routed { engine: name, routing, verification }) };
     }
     ChainOutcome { attempts, routed: None }
+}
+
+/// An engine's routing whose oracle gives its SLs as a table (sm-abi 1.2)
+/// gets an oracle that answers from that table alone: the verifier judges
+/// the table, and the SA and the dumps serve it, so what is checked is what
+/// is served, whatever the engine's own `path_sl` would have said. A table
+/// of the wrong shape for `fabric` fails the engine.
+pub fn settle_sl_table(mut routing: Routing, fabric: &FabricSnapshot) -> Result<Routing, Failure> {
+    if let ROption::RSome(table) = routing.path_sl.sl_table() {
+        table.check(fabric.max_lid).map_err(|e| Failure::Error(e.to_string()))?;
+        routing.path_sl = sm_abi::table_sl_box(table);
+    }
+    Ok(routing)
 }
 
 /// The verification gate: `routing` on `fabric` is accepted, with its
@@ -307,5 +320,58 @@ fn classify(e: sm_abi::EngineError, otherwise: fn(String) -> Failure) -> Failure
     match reason.strip_prefix(sm_abi::PANIC_PREFIX) {
         Some(msg) => Failure::Panic(msg.to_string()),
         None => Failure::Panic(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sm_abi::abi_stable::std_types::{RArc, RVec};
+    use sm_abi::{path_sl_box, PathSl, SlTable, NONE};
+
+    /// Its table says one thing, its pair-by-pair answer another.
+    struct TwoFaced(SlTable);
+
+    impl PathSl for TwoFaced {
+        fn uniform(&self) -> ROption<u8> {
+            ROption::RNone
+        }
+        fn path_sl(&self, _: u16, _: u16) -> u8 {
+            7
+        }
+        fn sl_table(&self) -> ROption<RArc<SlTable>> {
+            ROption::RSome(RArc::new(self.0.clone()))
+        }
+    }
+
+    fn fabric(max_lid: u16) -> FabricSnapshot {
+        FabricSnapshot { nodes: RVec::new(), ports: RVec::new(), lmc: 0, max_lid, sm_node: NONE }
+    }
+
+    fn routing(table: SlTable) -> Routing {
+        let mut r = Routing::single_vl(Vec::new());
+        r.path_sl = path_sl_box(TwoFaced(table));
+        r
+    }
+
+    #[test]
+    fn a_table_is_what_is_served_whatever_the_engine_answers_pair_by_pair() {
+        let table = SlTable { class_of: vec![0, 0, 1].into(), classes: 2, sl: vec![0, 1, 2, 3].into() };
+        let r = settle_sl_table(routing(table.clone()), &fabric(2)).expect("a table of the right shape");
+        // (1 → 2) is destination class 1, source class 0: sl[2].
+        assert_eq!((r.path_sl.path_sl(1, 2), r.path_sl.path_sl(2, 1), r.path_sl.path_sl(2, 2)), (2, 1, 3));
+        assert_eq!(r.path_sl.sl_table().map(|t| (*t).clone()), ROption::RSome(table));
+        // An oracle without a table is left as it is.
+        let plain = settle_sl_table(Routing::single_vl(Vec::new()), &fabric(2)).expect("no table");
+        assert_eq!((plain.path_sl.uniform(), plain.path_sl.sl_table().is_none()), (ROption::RSome(0), true));
+    }
+
+    #[test]
+    fn a_table_of_the_wrong_shape_fails_the_engine_naming_what_is_wrong() {
+        let short = SlTable { class_of: vec![0, 0].into(), classes: 1, sl: vec![0].into() };
+        match settle_sl_table(routing(short), &fabric(2)) {
+            Err(Failure::Error(why)) => assert!(why.contains("cover LIDs 0..2") && why.contains("up to 2"), "{why}"),
+            other => panic!("expected a failure, got {:?}", other.map(|_| ())),
+        }
     }
 }

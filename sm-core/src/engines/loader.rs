@@ -42,7 +42,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sm_abi::abi_stable::abi_stability::abi_checking::check_layout_compatibility;
+use sm_abi::abi_stable::abi_stability::abi_checking::{check_layout_compatibility_with_globals, CheckingGlobals};
 use sm_abi::abi_stable::library::{lib_header_from_path, LibHeader, LibraryError, RootModule};
 use sm_abi::abi_stable::sabi_types::VersionNumber;
 use sm_abi::abi_stable::StableAbi;
@@ -267,8 +267,19 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
 /// is what `missing_field(option)` is for (the core sees `None` there), so
 /// for such a library the check runs with the roles swapped: the library's
 /// root module must be a prefix of the core's, and every type reachable
-/// from it must match exactly. The version check (same major) is
-/// abi_stable's either way.
+/// from it must match exactly, but for the other prefix types (the trait
+/// objects' vtables, which a minor may extend too), which must be prefixes
+/// of the core's as well. The version check (same major) is abi_stable's
+/// either way.
+///
+/// The swapped check runs against checking state of its own: abi_stable
+/// keeps every prefix type it has checked in a process-wide map, with the
+/// interface side's fields as what later libraries must have, and an older
+/// library's shorter vtable recorded there as the interface would refuse
+/// every current library loaded after it. Nothing crosses between engine
+/// libraries (each object goes to the core and is called through its own
+/// vtable, whose fields it knows), so each older library answers only for
+/// itself.
 fn root_module(header: &'static LibHeader) -> Result<EngineLibraryRef, LibraryError> {
     let ours = VersionNumber::new(EngineLibraryRef::VERSION_STRINGS)?;
     let theirs = VersionNumber::new(header.version_strings())?;
@@ -279,7 +290,7 @@ fn root_module(header: &'static LibHeader) -> Result<EngineLibraryRef, LibraryEr
         // Built without its layout: nothing to check it against.
         return header.init_root_module::<EngineLibraryRef>();
     };
-    check_layout_compatibility(layout, <EngineLibraryRef as StableAbi>::LAYOUT)
+    check_layout_compatibility_with_globals(layout, <EngineLibraryRef as StableAbi>::LAYOUT, &CheckingGlobals::new())
         .map_err(|e| LibraryError::AbiInstability(RBoxError::from_fmt(&e)))?;
     // SAFETY: the layout was checked just above, as an older minor's.
     unsafe { header.init_root_module_with_unchecked_layout::<EngineLibraryRef>() }
