@@ -192,6 +192,9 @@ pub fn check(engine: &dyn RoutingEngine, case: &Case, expect: &Expect) -> Result
     if v.pairs == 0 {
         problems.push("no pairs to check".to_string());
     }
+    if let Some(p) = table_disagrees(&case.fabric, &routing) {
+        problems.push(p);
+    }
     if problems.is_empty() {
         Ok(v)
     } else {
@@ -201,6 +204,26 @@ pub fn check(engine: &dyn RoutingEngine, case: &Case, expect: &Expect) -> Result
         }
         Err(s)
     }
+}
+
+/// Where an oracle gives an SL table (the core then verifies and serves the
+/// table, never asking the oracle again), what is wrong with it: a shape
+/// that does not fit the fabric, or the first pair of LIDs on which it
+/// answers otherwise than the oracle's `path_sl`.
+pub fn table_disagrees(fabric: &FabricSnapshot, routing: &sm_abi::Routing) -> Option<String> {
+    let table = routing.path_sl.sl_table().into_option()?;
+    if let Err(e) = table.check(fabric.max_lid) {
+        return Some(e.to_string());
+    }
+    for dlid in 0..=fabric.max_lid {
+        for slid in 0..=fabric.max_lid {
+            let (t, o) = (table.get(slid, dlid), routing.path_sl.path_sl(slid, dlid));
+            if t != o {
+                return Some(format!("SL table gives SL {t} for LID {slid} -> {dlid}, path_sl {o}"));
+            }
+        }
+    }
+    None
 }
 
 /// Run [`check`] on every case of [`cases`]; panic listing every failure.
@@ -216,4 +239,49 @@ pub fn assert_conformance_on(engine: &dyn RoutingEngine, lmc: u8, expect: &Expec
     };
     let failures: Vec<String> = all.iter().filter(|c| filter(c)).filter_map(|c| check(engine, c, expect).err()).collect();
     assert!(failures.is_empty(), "conformance failures:\n  {}", failures.join("\n  "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sm_abi::abi_stable::std_types::{RArc, ROption};
+    use sm_abi::{path_sl_box, PathSl, Routing, SlTable};
+
+    /// A table of one class, SL 1, over the LIDs `covers`; `path_sl`
+    /// answers `pair` (or 1).
+    struct Oracle {
+        covers: usize,
+        pair: Option<(u16, u16, u8)>,
+    }
+
+    impl PathSl for Oracle {
+        fn uniform(&self) -> ROption<u8> {
+            ROption::RNone
+        }
+        fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+            match self.pair {
+                Some((s, d, sl)) if (s, d) == (slid, dlid) => sl,
+                _ => 1,
+            }
+        }
+        fn sl_table(&self) -> ROption<RArc<SlTable>> {
+            ROption::RSome(RArc::new(SlTable { class_of: vec![0; self.covers].into(), classes: 1, sl: vec![1].into() }))
+        }
+    }
+
+    #[test]
+    fn a_table_must_cover_the_fabric_and_agree_with_the_oracle_on_every_pair() {
+        let c = cases(0).expect("fabrics").into_iter().next().expect("a case");
+        let max = c.fabric.max_lid;
+        let with = |o: Oracle| {
+            let mut r = Routing::single_vl(Vec::new());
+            r.path_sl = path_sl_box(o);
+            table_disagrees(&c.fabric, &r)
+        };
+        assert_eq!(with(Oracle { covers: max as usize + 1, pair: None }), None);
+        let short = with(Oracle { covers: max as usize, pair: None }).expect("too short");
+        assert!(short.contains("cover LIDs"), "{short}");
+        let odd = with(Oracle { covers: max as usize + 1, pair: Some((3, max, 2)) }).expect("one pair differs");
+        assert_eq!(odd, format!("SL table gives SL 1 for LID 3 -> {max}, path_sl 2"));
+    }
 }

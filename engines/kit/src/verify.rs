@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, NodeKind, Routing, NONE, NO_ROUTE};
+use sm_abi::{FabricSnapshot, NodeKind, Routing, SlTable, NONE, NO_ROUTE};
 
 use crate::graph::{by_distance, usable, Graph, Sw};
 
@@ -842,6 +842,8 @@ struct Acc {
     st_vl: Vec<[u16; 16]>,
     /// The source states of the switch at hand: (entry class, SLs).
     seeds: Vec<(u32, u16)>,
+    /// The switch the destination at hand hangs off (NONE: none).
+    dest_sw: Sw,
     walk_ref: WalkRef,
 }
 
@@ -853,6 +855,41 @@ struct SeedSrc {
     lids: u16,
     /// The rank of its entry class among its switch's sources'.
     class: u32,
+}
+
+/// Per switch, its sources' LIDs by (entry class rank, SL table class):
+/// with a table, the LIDs of a group have the same SL to any destination
+/// and enter by ports of the same class, so a group is one seed.
+struct SeedGroups {
+    /// CSR offsets per switch into `groups`.
+    start: Vec<u32>,
+    /// (entry class rank, SL class, how many LIDs).
+    groups: Vec<(u32, u32, u32)>,
+}
+
+impl SeedGroups {
+    /// Adds switch `s`'s groups (switches are added in order).
+    fn add_switch(&mut self, s: usize, srcs: &[SeedSrc], table: &SlTable) {
+        let from = self.groups.len();
+        for src in srcs {
+            for off in 0..src.lids {
+                let lid = src.lid.wrapping_add(off) as usize;
+                // A checked table covers every LID of the fabric; a LID past
+                // it (a range running off the top) is the table's class 0
+                // by `SlTable::get`'s rule.
+                let class = table.class_of.get(lid).copied().unwrap_or(0);
+                match self.groups[from..].iter_mut().find(|g| g.0 == src.class && g.1 == class) {
+                    Some(g) => g.2 += 1,
+                    None => self.groups.push((src.class, class, 1)),
+                }
+            }
+        }
+        self.start[s + 1] = self.groups.len() as u32;
+    }
+
+    fn at(&self, s: Sw) -> &[(u32, u32, u32)] {
+        &self.groups[self.start[s as usize] as usize..self.start[s as usize + 1] as usize]
+    }
 }
 
 /// The last full per-path-SL walk of a group's destination, for the next
@@ -869,6 +906,10 @@ struct WalkRef {
     t: Sw,
     /// Its LFT entries, per switch.
     out: Vec<u8>,
+    /// With an SL table, the class of its destination LID: a destination
+    /// of the same class has the same SL from every source, so the SLs
+    /// below are not kept.
+    class: u32,
     /// The SLs of the paths from the sources of the switches two or more
     /// hops from `t`, switch by switch in the walk's order, source by
     /// source, LID by LID.
@@ -876,6 +917,26 @@ struct WalkRef {
     /// The states of `t` and its neighbours as the walk came to them:
     /// (switch, SLs, VLs per SL).
     tail: Vec<(Sw, u16, [u16; 16])>,
+    /// Whether its destination is an end port (its paths' last link).
+    is_end: bool,
+    /// What the switches two or more hops from `t` added to the findings
+    /// (their paths and routes are a taker's too: the same entries, the
+    /// same hops), the routes they sent out of each port (port index,
+    /// routes), and the routes arriving at `t` and its neighbours from
+    /// them: a taker adds these and counts only the last two hops.
+    far: FarCounts,
+    far_loads: Vec<(u32, u32)>,
+    near_load: Vec<(Sw, u64)>,
+}
+
+/// Path counts of part of a destination's tree (see [`WalkRef`]).
+#[derive(Default, Clone, Copy)]
+struct FarCounts {
+    pairs: u64,
+    total_hops: u64,
+    total_min_hops: u64,
+    non_minimal: u64,
+    max_hops: u32,
 }
 
 /// Verify a routing against a fabric.
@@ -987,6 +1048,15 @@ fn run(
     }
     let vlmap = VlMap::new(fabric, routing);
     let uniform = routing.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
+    // An oracle given whole is read as the table, never pair by pair (the
+    // core serves the same table); one of the wrong shape fails the routing.
+    let (table, table_error) = match routing.path_sl.sl_table().into_option() {
+        Some(t) if uniform.is_none() => match t.check(fabric.max_lid) {
+            Ok(()) => (Some(t), None),
+            Err(e) => (None, Some(e)),
+        },
+        _ => (None, None),
+    };
     let max_op_vls = fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).max(1);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
@@ -1056,6 +1126,7 @@ fn run(
     let hops = HopTab::new(fabric, graph);
     let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
     let (mut seed_src, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
+    let mut seed_groups = SeedGroups { start: vec![0; nsw + 1], groups: Vec::new() };
     if let Some(deps) = deps.as_ref().filter(|_| !fast) {
         seed_src.reserve(sources.ports.len());
         let mut reps = Vec::new();
@@ -1081,6 +1152,9 @@ fn run(
                 // oracle's answer for it is its own to give).
                 seed_src.push(SeedSrc { lid: p.lid, lids: p.lid_count().max(1) as u16, class: rank as u32 });
             }
+            if let Some(t) = &table {
+                seed_groups.add_switch(s, &seed_src[sources.range(s as Sw)], t);
+            }
         }
     }
     let ctx = Ctx {
@@ -1101,6 +1175,8 @@ fn run(
         seed_src,
         seed_base,
         seed_maps,
+        table: table.as_deref(),
+        seed_groups,
         pairs: &pairs,
         opts,
         examples: &examples,
@@ -1134,7 +1210,8 @@ fn run(
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
-        walk_ref: WalkRef { t: NONE, ..WalkRef::default() },
+        dest_sw: NONE,
+        walk_ref: WalkRef { t: NONE, class: NONE, ..WalkRef::default() },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
@@ -1198,6 +1275,10 @@ fn run(
             },
         );
     total.examples = examples.into_inner().unwrap_or_default();
+    if let Some(e) = table_error {
+        total.vl_violations += 1;
+        total.examples.insert(0, format!("the engine's path SL oracle gave an unusable table: {e}"));
+    }
     if let Some(deps) = deps.as_ref().filter(|_| opts.credit_loops) {
         for group in mcast {
             add_mcast_deps(fabric, graph, &vlmap, deps, group);
@@ -1246,6 +1327,10 @@ struct Ctx<'a> {
     seed_src: Vec<SeedSrc>,
     seed_base: Vec<u32>,
     seed_maps: Vec<u64>,
+    /// The oracle's table, when it gave one (see [`SlTable`]), and per
+    /// switch its sources' LIDs grouped by (entry class, SL class).
+    table: Option<&'a SlTable>,
+    seed_groups: SeedGroups,
     pairs: &'a PairIndex,
     opts: &'a VerifyOptions,
     examples: &'a Mutex<Vec<String>>,
@@ -1476,6 +1561,7 @@ impl Ctx<'_> {
     /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved.
     fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
         let nsw = self.graph.switch_count();
+        acc.dest_sw = t;
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         self.switchless_pairs(acc, dest_port);
         let minimal = t != NONE
@@ -1546,19 +1632,40 @@ impl Ctx<'_> {
             held.t = NONE;
             held.sls.clear();
             held.tail.clear();
+            held.far = FarCounts::default();
+            held.far_loads.clear();
+            held.near_load.clear();
         }
         let violations = acc.v.vl_violations;
         if shared {
+            // The deeper switches' part is the held walk's.
             acc.v.walks_shared += 1;
+            let f = held.far;
+            acc.v.pairs += f.pairs;
+            acc.v.total_hops += f.total_hops;
+            acc.v.total_min_hops += f.total_min_hops;
+            acc.v.non_minimal += f.non_minimal;
+            acc.v.max_hops = acc.v.max_hops.max(f.max_hops);
+            for &(pi, l) in &held.far_loads {
+                acc.load_32[pi as usize] += l;
+            }
+            for &(u, l) in &held.near_load {
+                acc.load[u as usize] = l;
+            }
         } else if walk {
             for &s in order.iter().rev().take(PRELOAD) {
                 self.preload(acc, s);
             }
         }
-        for (i, &s) in order.iter().enumerate().rev() {
+        let upto = if shared { near } else { order.len() };
+        for (i, &s) in order[..upto].iter().enumerate().rev() {
             if walk && !shared && i >= PRELOAD {
                 self.preload(acc, order[i - PRELOAD]);
             }
+            if record && i + 1 == near {
+                held.near_load.extend(order[..near].iter().map(|&u| (u, acc.load[u as usize])));
+            }
+            let far = record && i >= near;
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
             let srcs = self.sources.at(s);
@@ -1576,6 +1683,14 @@ impl Ctx<'_> {
                     acc.v.max_hops = acc.v.max_hops.max(hops);
                     if hops > min {
                         acc.v.non_minimal += c;
+                    }
+                    if far {
+                        let f = &mut held.far;
+                        f.pairs += c;
+                        f.total_hops += hops as u64 * c;
+                        f.total_min_hops += min as u64 * c;
+                        f.max_hops = f.max_hops.max(hops);
+                        f.non_minimal += (hops > min) as u64 * c;
                     }
                     l += c;
                 }
@@ -1599,7 +1714,7 @@ impl Ctx<'_> {
                     }
                 }
                 if !shared || i < near {
-                    let sls = (record && i >= near).then_some(&mut held.sls);
+                    let sls = (record && i >= near && self.table.is_none()).then_some(&mut held.sls);
                     self.walk_switch(acc, s, lid, dest_port, sls);
                 }
             }
@@ -1612,7 +1727,11 @@ impl Ctx<'_> {
                 // destination is delivered by port 0, no link).
                 if dest_is_end {
                     let pi = self.first_port[s as usize] + out as u32;
-                    self.add_load(acc, s, pi, l);
+                    if shared {
+                        acc.load_32[pi as usize] += l as u32;
+                    } else {
+                        self.add_load(acc, s, pi, l);
+                    }
                     if self.fast {
                         self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
@@ -1622,7 +1741,15 @@ impl Ctx<'_> {
             let pi = self.first_port[s as usize] + out as u32;
             let n = acc.next[s as usize];
             if dest_is_end {
-                self.add_load(acc, s, pi, l);
+                if far {
+                    held.far_loads.push((pi, l as u32));
+                }
+                if shared {
+                    // Added at once: a taker's few routes need no sorting.
+                    acc.load_32[pi as usize] += l as u32;
+                } else {
+                    self.add_load(acc, s, pi, l);
+                }
             }
             acc.load[n as usize] += l;
             if self.fast {
@@ -1641,6 +1768,8 @@ impl Ctx<'_> {
         }
         if record {
             held.t = t;
+            held.is_end = dest_is_end;
+            held.class = self.table.map_or(NONE, |tb| tb.class_of.get(lid as usize).copied().unwrap_or(0));
             held.out.clear();
             held.out.extend_from_slice(&acc.out);
         }
@@ -1650,7 +1779,7 @@ impl Ctx<'_> {
         } else {
             acc.order = order;
         }
-        if dest_is_end && self.columns.is_some() {
+        if dest_is_end && self.columns.is_some() && !shared {
             // Added in switch order, the ports' loads are read in order
             // too, where the walk's order would scatter them.
             let (sent, out, loads) = (&mut acc.sent, &acc.out, &mut acc.load_32);
@@ -1853,6 +1982,37 @@ impl Ctx<'_> {
     /// violation.
     fn seeds_of(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, mut sls: Option<&mut Vec<u8>>) {
         acc.seeds.clear();
+        if let Some(table) = self.table {
+            let row = table.row(table.class_of.get(lid as usize).copied().unwrap_or(0));
+            let seed = |acc: &mut Acc, class: u32, sl_class: u32, n: u32| {
+                let sl = row.get(sl_class as usize).copied().unwrap_or(0);
+                if sl > 15 {
+                    acc.v.vl_violations += n as u64;
+                    self.example(|| format!("paths to LID {lid}: the engine's path SL table gives SL {sl}"));
+                    return;
+                }
+                match acc.seeds.iter_mut().find(|e| e.0 == class) {
+                    Some(e) => e.1 |= 1 << sl,
+                    None => acc.seeds.push((class, 1 << sl)),
+                }
+            };
+            if s != acc.dest_sw {
+                // The destination's own port is a source of its switch
+                // only: elsewhere the switch's groups stand for its sources.
+                for &(class, sl_class, n) in self.seed_groups.at(s) {
+                    seed(acc, class, sl_class, n);
+                }
+                return;
+            }
+            let range = self.sources.range(s);
+            for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
+                for off in (sp != dest_port).then_some(0..src.lids).into_iter().flatten() {
+                    let slid = src.lid.wrapping_add(off) as usize;
+                    seed(acc, src.class, table.class_of.get(slid).copied().unwrap_or(0), 1);
+                }
+            }
+            return;
+        }
         let range = self.sources.range(s);
         for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
             if sp == dest_port {
@@ -1889,8 +2049,13 @@ impl Ctx<'_> {
     #[allow(clippy::too_many_arguments)]
     fn takes_over(&self, acc: &mut Acc, r: &WalkRef, t: Sw, lid: u16, dest_port: u32, order: &[Sw], near: usize) -> bool {
         let tu = t as usize;
-        if r.t != t || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
+        let is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
+        if r.t != t || r.is_end != is_end || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
             return false;
+        }
+        if let Some(table) = self.table {
+            // One class: one SL from every source (the table's rows).
+            return table.class_of.get(lid as usize).copied().unwrap_or(0) == r.class;
         }
         // The SL of every path from a source of those switches, in the
         // held walk's order: equal SLs make equal seeds.

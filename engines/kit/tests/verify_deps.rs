@@ -15,8 +15,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use proptest::prelude::*;
-use sm_abi::abi_stable::std_types::ROption;
-use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, NONE, NO_ROUTE};
+use sm_abi::abi_stable::std_types::{RArc, ROption};
+use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, SlTable, NONE, NO_ROUTE};
 use smcore_kit::graph::Graph;
 use smcore_kit::strategy::{fat_trees, hypercubes, meshes, random_fabrics, tori, Drawn, Sizes};
 use smcore_kit::verify::{channel_dependencies, verify, verify_unshared, ChannelDep, VerifyOptions};
@@ -381,4 +381,119 @@ proptest! {
         let got: BTreeSet<ChannelDep> = channel_dependencies(&d.fabric, &r, &opts).into_iter().collect();
         prop_assert_eq!(got, reference_deps(&d.fabric, &r, switch_destinations));
     }
+}
+
+/// An oracle over classes of LIDs, asked pair by pair or (when `whole`)
+/// also giving its table: the same SLs either way.
+struct ClassSl {
+    table: RArc<SlTable>,
+    whole: bool,
+}
+
+impl PathSl for ClassSl {
+    fn uniform(&self) -> ROption<u8> {
+        ROption::RNone
+    }
+    fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
+        self.table.get(slid, dlid)
+    }
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        if self.whole {
+            ROption::RSome(self.table.clone())
+        } else {
+            ROption::RNone
+        }
+    }
+}
+
+/// Classes by the switch a LID hangs off (LIDs off every switch: one class
+/// of their own), split in two on switches where `split` picks some of
+/// their LIDs; SLs drawn per class pair, out of range for one pair in
+/// `bad` (none when 0).
+fn class_table(d: &Drawn, salt: usize, nsl: u32, split: usize, bad: u32) -> SlTable {
+    let f = &d.fabric;
+    let g = Graph::new(f);
+    let nsw = g.switch_count() as u32;
+    let class_of: Vec<u32> = (0..=f.max_lid as usize)
+        .map(|lid| match g.lid_port.get(lid).copied().filter(|&pi| pi != NONE) {
+            Some(pi) => {
+                let t = g.entry_switch(f, pi);
+                if t == NONE {
+                    2 * nsw
+                } else {
+                    t + nsw * (split > 0 && (lid + salt) % split == 0) as u32
+                }
+            }
+            None => 2 * nsw,
+        })
+        .collect();
+    let n = 2 * nsw + 1;
+    let sl = (0..n * n)
+        .map(|i| {
+            let h = (i.wrapping_mul(0x9E37_79B1) ^ salt as u32).rotate_left(13).wrapping_mul(0xC2B2_AE3D) >> 16;
+            if bad > 0 && h % bad == 0 {
+                16 + (h % nsl) as u8
+            } else {
+                (h % nsl) as u8
+            }
+        })
+        .collect::<Vec<u8>>();
+    SlTable { class_of: class_of.into(), classes: n, sl: sl.into() }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// An oracle given whole as a table is verified by class (a switch's
+    /// sources grouped, a destination of a walk's class taking it over
+    /// without asking its SLs again) and must give exactly what asking
+    /// the same oracle pair by pair gives: the same findings, walks
+    /// shared or not, and the path-by-path dependencies. Classes that
+    /// split a switch's LIDs and SLs out of range are among the draws.
+    #[test]
+    fn a_table_gives_what_asking_pair_by_pair_gives(
+        d in several_hosts(),
+        salt in 0usize..1000,
+        nsl in 1u32..9,
+        nvl in 2u8..9,
+        split in prop_oneof![Just(0usize), 2usize..5],
+        bad in prop_oneof![3 => Just(0u32), 1 => 1u32..60],
+        switch_destinations in any::<bool>(),
+    ) {
+        let f = &d.fabric;
+        let g = Graph::new(f);
+        let table = RArc::new(class_table(&d, salt, nsl, split, bad));
+        let lfts = shortest_lfts_by(f, &g, |_, t| t as usize + salt);
+        let routing = |whole: bool| {
+            let mut r = Routing::single_vl(lfts.clone());
+            r.path_sl = path_sl_box(ClassSl { table: table.clone(), whole });
+            r.sl2vl = dateline_maps(f, &g, nvl, salt).into();
+            r
+        };
+        let (by_table, by_pair) = (routing(true), routing(false));
+        let opts = VerifyOptions { switch_destinations, ..Default::default() };
+        let v = verify(f, &by_table, &opts);
+        prop_assert_eq!(findings(&v), findings(&verify(f, &by_pair, &opts)));
+        prop_assert_eq!(findings(&verify_unshared(f, &by_table, &opts)), findings(&v));
+        if bad == 0 {
+            let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts).into_iter().collect();
+            prop_assert_eq!(got, reference_deps(f, &by_pair, switch_destinations));
+        }
+    }
+}
+
+/// A table of the wrong shape fails the verification, saying so.
+#[test]
+fn a_table_of_the_wrong_shape_fails_verification() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let d = tori(2..4, 0..2).new_tree(&mut runner).expect("draw").current();
+    let g = Graph::new(&d.fabric);
+    let mut t = class_table(&d, 7, 4, 0, 0);
+    t.class_of.truncate(d.fabric.max_lid as usize);
+    let mut r = Routing::single_vl(shortest_lfts_by(&d.fabric, &g, |_, t| t as usize));
+    r.path_sl = path_sl_box(ClassSl { table: RArc::new(t), whole: true });
+    let v = verify(&d.fabric, &r, &VerifyOptions::default());
+    assert!(!v.ok() && v.vl_violations > 0, "{v:?}");
+    assert!(v.examples.first().is_some_and(|e| e.contains("unusable table") && e.contains("cover LIDs")), "{:?}", v.examples);
 }
