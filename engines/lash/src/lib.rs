@@ -56,10 +56,10 @@
 //! refuses LMC > 0).
 
 use serde::Deserialize;
-use sm_abi::abi_stable::std_types::{RNone, ROption, RSome};
+use sm_abi::abi_stable::std_types::{RArc, RNone, ROption, RSome};
 use sm_abi::{
     path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, Routing, RoutingEngine, Sl2Vl,
-    NONE, NO_ROUTE,
+    SlTable, NONE, NO_ROUTE,
 };
 use smcore_kit::config;
 use smcore_kit::graph::{Graph, Sw};
@@ -709,6 +709,30 @@ struct LashSl {
     sl: Vec<u8>,
     base: u8,
     uniform: bool,
+    /// The same SLs as a table (see [`LashSl::table`]).
+    table: Option<RArc<SlTable>>,
+}
+
+/// The most classes (switches + 1) a table is given for: 64 MiB.
+const TABLE_MAX_CLASSES: usize = 8192;
+
+impl LashSl {
+    /// The SLs as a table whose classes are the switches, and one last
+    /// class for LIDs on no switch (the base SL to and from them).
+    fn table(&self) -> Option<SlTable> {
+        let n = self.n;
+        if self.uniform || n + 1 > TABLE_MAX_CLASSES {
+            return None;
+        }
+        let class_of = self.lid_sw.iter().map(|&s| if s == NONE { n as u32 } else { s }).collect::<Vec<u32>>();
+        let mut sl = vec![self.base; (n + 1) * (n + 1)];
+        for (d, row) in sl.chunks_mut(n + 1).take(n).enumerate() {
+            for (s, e) in row[..n].iter_mut().enumerate() {
+                *e = self.sl[s * n + d];
+            }
+        }
+        Some(SlTable { class_of: class_of.into(), classes: n as u32 + 1, sl: sl.into() })
+    }
 }
 
 impl PathSl for LashSl {
@@ -718,6 +742,10 @@ impl PathSl for LashSl {
         } else {
             RNone
         }
+    }
+
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        self.table.clone().into()
     }
 
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
@@ -796,13 +824,15 @@ impl RoutingEngine for Lash {
         }
 
         let sl: Vec<u8> = p.layer.iter().map(|&l| l + base).collect();
-        let oracle = LashSl {
+        let mut oracle = LashSl {
             n,
             lid_sw,
             sl,
             base,
             uniform: p.layers == 1,
+            table: None,
         };
+        oracle.table = oracle.table().map(RArc::new);
 
         let mut sl2vl = Vec::new();
         for &node in &g.switch_nodes {

@@ -80,10 +80,10 @@
 
 use std::cmp::Reverse;
 
-use abi_stable::std_types::ROption;
+use abi_stable::std_types::{RArc, ROption};
 use sm_abi::{
     path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, Routing, RoutingEngine, Sl2Vl,
-    NONE, NO_ROUTE,
+    SlTable, NONE, NO_ROUTE,
 };
 use smcore_kit::graph::{Graph, Sw};
 
@@ -200,6 +200,16 @@ impl PathSl for LayerSl {
     }
     fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
         self.layer.get(dlid as usize).copied().unwrap_or(0)
+    }
+
+    /// A class per layer: every source gives the destination's layer.
+    fn sl_table(&self) -> ROption<RArc<SlTable>> {
+        if self.layers <= 1 {
+            return ROption::RNone;
+        }
+        let n = self.layer.iter().map(|&l| l as usize + 1).max().unwrap_or(1);
+        let sl: Vec<u8> = (0..n * n).map(|i| (i / n) as u8).collect();
+        ROption::RSome(RArc::new(SlTable { class_of: self.layer.iter().map(|&l| l as u32).collect(), classes: n as u32, sl: sl.into() }))
     }
 }
 

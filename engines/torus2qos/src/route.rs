@@ -1,8 +1,9 @@
 //! Unicast: dimension-order routing on the discovered torus, around failed
 //! links and switches, with dateline path SLs and SL2VL maps.
 
+use abi_stable::std_types::RArc;
 use rayon::prelude::*;
-use sm_abi::{FabricSnapshot, Lft, NodeKind, PathSl, Sl2Vl, NONE, NO_ROUTE};
+use sm_abi::{FabricSnapshot, Lft, NodeKind, PathSl, Sl2Vl, SlTable, NONE, NO_ROUTE};
 use smcore_kit::graph::{Graph, Sw};
 
 use crate::discover::{Dir, Torus};
@@ -537,7 +538,14 @@ pub struct TorusSl {
     pub radix: [usize; 3],
     /// Dimensions with a dateline.
     pub wrap: [bool; 3],
+    /// The same SLs as a table over torus positions (see [`TorusSl::table`]),
+    /// when it fits in [`TABLE_MAX_CLASSES`].
+    pub table: Option<RArc<SlTable>>,
 }
+
+/// The most classes (torus positions + 1) an SL table is built for: its
+/// square is its size in bytes, 64 MiB here (a 20x20x20 torus).
+pub const TABLE_MAX_CLASSES: usize = 8192;
 
 impl TorusSl {
     /// SL for a pair of coordinates.
@@ -567,11 +575,53 @@ impl TorusSl {
                 }
             }
         }
-        TorusSl {
+        let mut sl = TorusSl {
             coord,
             radix: t.radix,
             wrap: t.wrap,
+            table: None,
+        };
+        sl.table = sl.table().map(RArc::new);
+        sl
+    }
+
+    /// The SLs by class, a class per torus position (x fastest) and one
+    /// last for LIDs off the torus, which `path_sl` answers 0 to and from.
+    /// Built row by row: a destination's row is the OR of three per-axis
+    /// dateline vectors, so each entry is a couple of instructions.
+    pub fn table(&self) -> Option<SlTable> {
+        let [rx, ry, rz] = self.radix;
+        let cells = rx * ry * rz;
+        let n = cells + 1;
+        // Without a dateline every path is on SL 0 (`uniform` says so).
+        if n > TABLE_MAX_CLASSES || !self.wrap.iter().any(|&w| w) {
+            return None;
         }
+        let class_of: Vec<u32> = self
+            .coord
+            .iter()
+            .map(|c| if c[0] == 255 { cells as u32 } else { (c[0] as usize + rx * (c[1] as usize + ry * c[2] as usize)) as u32 })
+            .collect();
+        let mut sl = vec![0u8; n * n];
+        let axis = |d: usize, at: usize| -> Vec<u8> {
+            (0..self.radix[d])
+                .map(|from| (self.wrap[d] && crosses_dateline(from, at, self.radix[d])) as u8 * (1 << d))
+                .collect()
+        };
+        sl[..cells * n].par_chunks_mut(n).enumerate().for_each(|(dc, row)| {
+            let (dx, dy, dz) = (dc % rx, dc / rx % ry, dc / (rx * ry));
+            let (cx, cy, cz) = (axis(0, dx), axis(1, dy), axis(2, dz));
+            for z in 0..rz {
+                for y in 0..ry {
+                    let zy = cz[z] | cy[y];
+                    let at = rx * (y + ry * z);
+                    for (e, &c) in row[at..at + rx].iter_mut().zip(&cx) {
+                        *e = zy | c;
+                    }
+                }
+            }
+        });
+        Some(SlTable { class_of: class_of.into(), classes: n as u32, sl: sl.into() })
     }
 }
 
@@ -582,6 +632,10 @@ impl PathSl for TorusSl {
         } else {
             abi_stable::std_types::ROption::RSome(0)
         }
+    }
+
+    fn sl_table(&self) -> abi_stable::std_types::ROption<RArc<SlTable>> {
+        self.table.clone().into()
     }
 
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {

@@ -186,7 +186,24 @@ pub fn assert_ok(name: &str, f: &FabricSnapshot, r: &Routing) -> Verification {
     let v = verify(f, r, &VerifyOptions::default());
     assert!(v.ok(), "{name}: {}", v.failure().unwrap_or_default());
     assert!(v.pairs > 0, "{name}: nothing checked");
+    assert_table_is_the_oracle(name, f, r);
     v
+}
+
+/// The SL table the oracle gives (the verifier and the SM read it in place
+/// of the oracle) answers what the oracle answers, for every pair of LIDs
+/// (a fabric with a dateline must give one).
+pub fn assert_table_is_the_oracle(name: &str, f: &FabricSnapshot, r: &Routing) {
+    let Some(table) = r.path_sl.sl_table().into_option() else {
+        assert!(r.path_sl.uniform().is_some(), "{name}: SLs that vary and no table");
+        return;
+    };
+    assert_eq!(table.check(f.max_lid), Ok(()), "{name}");
+    for slid in 0..=f.max_lid {
+        for dlid in 0..=f.max_lid {
+            assert_eq!(table.get(slid, dlid), r.path_sl.path_sl(slid, dlid), "{name}: LID {slid} -> {dlid}");
+        }
+    }
 }
 
 /// Path SLs of all end-port pairs.
