@@ -842,6 +842,9 @@ struct Acc {
     st_vl: Vec<[u16; 16]>,
     /// The source states of the switch at hand: (entry class, SLs).
     seeds: Vec<(u32, u16)>,
+    /// [`Ctx::preload`]'s records of the switches asked for ahead, by
+    /// their position in the walk's order modulo [`PRELOAD`].
+    pre: [Option<usize>; PRELOAD],
     /// The switch the destination at hand hangs off (NONE: none).
     dest_sw: Sw,
     walk_ref: WalkRef,
@@ -1210,6 +1213,7 @@ fn run(
         st_sl: if fast { Vec::new() } else { vec![0; nsw] },
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
+        pre: [None; PRELOAD],
         dest_sw: NONE,
         walk_ref: WalkRef { t: NONE, class: NONE, ..WalkRef::default() },
     };
@@ -1653,14 +1657,17 @@ impl Ctx<'_> {
                 acc.load[u as usize] = l;
             }
         } else if walk {
-            for &s in order.iter().rev().take(PRELOAD) {
-                self.preload(acc, s);
+            for (i, &s) in order.iter().enumerate().rev().take(PRELOAD) {
+                acc.pre[i % PRELOAD] = self.preload(acc, s);
             }
         }
         let upto = if shared { near } else { order.len() };
         for (i, &s) in order[..upto].iter().enumerate().rev() {
+            // The record this switch's states push by, found when it was
+            // asked for ahead (its slot is the one asked for next).
+            let pre = (walk && !shared).then(|| acc.pre[i % PRELOAD]);
             if walk && !shared && i >= PRELOAD {
-                self.preload(acc, order[i - PRELOAD]);
+                acc.pre[i % PRELOAD] = self.preload(acc, order[i - PRELOAD]);
             }
             if record && i + 1 == near {
                 held.near_load.extend(order[..near].iter().map(|&u| (u, acc.load[u as usize])));
@@ -1715,7 +1722,7 @@ impl Ctx<'_> {
                 }
                 if !shared || i < near {
                     let sls = (record && i >= near && self.table.is_none()).then_some(&mut held.sls);
-                    self.walk_switch(acc, s, lid, dest_port, sls);
+                    self.walk_switch(acc, s, lid, dest_port, sls, pre);
                 }
             }
             if l == 0 {
@@ -1949,7 +1956,7 @@ impl Ctx<'_> {
     /// one per (class, SL) whatever the number of sources.
     /// `sls`, when given, receives the SL of each path from a source (see
     /// [`WalkRef`]).
-    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, sls: Option<&mut Vec<u8>>) {
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, sls: Option<&mut Vec<u8>>, pre: Option<Option<usize>>) {
         self.seeds_of(acc, s, lid, dest_port, sls);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
@@ -1971,7 +1978,7 @@ impl Ctx<'_> {
             return;
         }
         let vls = std::mem::take(&mut acc.st_vl[su]);
-        if let Some(rec) = self.push_record(acc, deps, s) {
+        if let Some(rec) = pre.unwrap_or_else(|| self.push_record(acc, deps, s)) {
             self.enter(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
         }
     }
@@ -2092,14 +2099,14 @@ impl Ctx<'_> {
 
     /// Asks the cache for [`Ctx::push_record`] of `s`, [`PRELOAD`]
     /// switches ahead of the walk: those reads then overlap, where in the
-    /// walk each would stall it.
+    /// walk each would stall it. Gives the record, for the walk to use
+    /// when it gets to `s`.
     #[inline]
-    fn preload(&self, acc: &Acc, s: Sw) {
-        if let Some(deps) = self.deps {
-            if let Some(rec) = self.push_record(acc, deps, s) {
-                deps.prefetch(rec);
-            }
-        }
+    fn preload(&self, acc: &Acc, s: Sw) -> Option<usize> {
+        let deps = self.deps?;
+        let rec = self.push_record(acc, deps, s)?;
+        deps.prefetch(rec);
+        Some(rec)
     }
 
     /// States (`s`, input port, SL) for the SLs of `sls`, arrived on the
@@ -2115,7 +2122,10 @@ impl Ctx<'_> {
         let carry = acc.next[su] != NONE;
         let below = ((1u32 << self.vls) - 1) as u16;
         let stride = deps.stride;
+        let op_vls = acc.ovl[su];
         let mut bits = [0u64; 4];
+        // The highest VL out, for `vls_used` once rather than per SL.
+        let mut top = 0u8;
         for sl in crate::cdg::bits(sls as u64) {
             let vl = (map >> (4 * sl) & 15) as u8;
             let ivls = arrived[sl as usize] & below;
@@ -2129,12 +2139,17 @@ impl Ctx<'_> {
                 self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
                 continue;
             }
-            self.check_vl(acc, out_pi, vl, acc.ovl[su]);
+            top = top.max(vl + 1);
+            if vl >= op_vls {
+                // What `check_vl` says of it (its `vls_used` part is `top`).
+                self.check_vl(acc, out_pi, vl, op_vls);
+            }
             if carry {
                 acc.st_vl[su][sl as usize] |= 1 << vl;
                 acc.st_sl[su] |= 1 << sl;
             }
         }
+        acc.v.vls_used = acc.v.vls_used.max(top);
         for (i, &w) in bits.iter().enumerate().take(deps.rec - 1) {
             if w != 0 {
                 deps.or_record(rec, i, w);
