@@ -688,23 +688,22 @@ impl<T: PathSl> PathSl for GuardedSl<T> {
 
 /// The oracle a checked [`SlTable`] makes: what the core puts in force in
 /// place of an engine's oracle that gave one (see [`table_sl_box`]).
-struct TableSl(RArc<SlTable>);
+struct TableSl {
+    table: RArc<SlTable>,
+    /// Found once: the SA asks for it at every PathRecord under a QoS
+    /// policy, and a table is up to tens of MiB.
+    uniform: ROption<u8>,
+}
 
 impl PathSl for TableSl {
     fn uniform(&self) -> ROption<u8> {
-        let t = &self.0;
-        match t.sl.first() {
-            Some(&sl) if t.sl.iter().all(|&x| x == sl) => ROption::RSome(sl),
-            // No class at all: no pair to ask about.
-            None => ROption::RSome(0),
-            _ => ROption::RNone,
-        }
+        self.uniform
     }
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        self.0.get(slid, dlid)
+        self.table.get(slid, dlid)
     }
     fn sl_table(&self) -> ROption<RArc<SlTable>> {
-        ROption::RSome(self.0.clone())
+        ROption::RSome(self.table.clone())
     }
 }
 
@@ -712,7 +711,13 @@ impl PathSl for TableSl {
 /// through [`PathSl::sl_table`]. Check the table first
 /// ([`SlTable::check`]).
 pub fn table_sl_box(table: RArc<SlTable>) -> PathSlBox {
-    PathSl_TO::from_ptr(RArc::new(TableSl(table)), TD_Opaque)
+    let uniform = match table.sl.first() {
+        Some(&sl) if table.sl.iter().all(|&x| x == sl) => ROption::RSome(sl),
+        // No class at all: no pair to ask about.
+        None => ROption::RSome(0),
+        _ => ROption::RNone,
+    };
+    PathSl_TO::from_ptr(RArc::new(TableSl { table, uniform }), TD_Opaque)
 }
 
 /// Box any [`PathSl`] implementation for a [`Routing`]. Always use this
