@@ -1971,7 +1971,7 @@ impl Ctx<'_> {
             // Nothing precedes an end port's channel: no arriving VL, so
             // no dependency, and `enter` writes into no record (record 0
             // stands in).
-            self.enter(acc, deps, s, 0, map, lid, mask, &[0; 16]);
+            self.enter::<false>(acc, deps, s, 0, map, lid, mask, &[0; 16]);
         }
         let m = std::mem::take(&mut acc.st_sl[su]);
         if m == 0 {
@@ -1979,7 +1979,7 @@ impl Ctx<'_> {
         }
         let vls = std::mem::take(&mut acc.st_vl[su]);
         if let Some(rec) = pre.unwrap_or_else(|| self.push_record(acc, deps, s)) {
-            self.enter(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
+            self.enter::<true>(acc, deps, acc.next[su], rec, deps.map(rec), lid, m, &vls);
         }
     }
 
@@ -2114,9 +2114,22 @@ impl Ctx<'_> {
     /// VL out, the dependencies from every VL it arrived on, and (unless
     /// `s` delivers) the VL it leaves on. The (input, output) pair's
     /// record `rec` holds its map (`map`, read ahead) and its dependency
-    /// bits, which are gathered for all SLs and written once.
+    /// bits, which are gathered for all SLs and written once. `ARRIVED`
+    /// false: sources' states, which arrived on no VL (`arrived` is all
+    /// zero), so they add no dependency and the bits are not gathered.
     #[allow(clippy::too_many_arguments)]
-    fn enter(&self, acc: &mut Acc, deps: &DepBits, s: Sw, rec: usize, map: u64, lid: u16, sls: u16, arrived: &[u16; 16]) {
+    #[inline]
+    fn enter<const ARRIVED: bool>(
+        &self,
+        acc: &mut Acc,
+        deps: &DepBits,
+        s: Sw,
+        rec: usize,
+        map: u64,
+        lid: u16,
+        sls: u16,
+        arrived: &[u16; 16],
+    ) {
         let su = s as usize;
         let out_pi = self.first_port[su] + acc.out[su] as u32;
         let carry = acc.next[su] != NONE;
@@ -2128,7 +2141,7 @@ impl Ctx<'_> {
         let mut top = 0u8;
         for sl in crate::cdg::bits(sls as u64) {
             let vl = (map >> (4 * sl) & 15) as u8;
-            let ivls = arrived[sl as usize] & below;
+            let ivls = if ARRIVED { arrived[sl as usize] & below } else { 0 };
             if ivls != 0 && (vl as u32) < self.vls {
                 let bit = vl as u32 * stride;
                 bits[(bit / 64) as usize] |= (ivls as u64) << (bit % 64);
@@ -2150,6 +2163,9 @@ impl Ctx<'_> {
             }
         }
         acc.v.vls_used = acc.v.vls_used.max(top);
+        if !ARRIVED {
+            return;
+        }
         for (i, &w) in bits.iter().enumerate().take(deps.rec - 1) {
             if w != 0 {
                 deps.or_record(rec, i, w);
