@@ -593,14 +593,22 @@ impl SlTable {
         Ok(())
     }
 
-    /// The SL of `slid` → `dlid` (0 for a LID the table does not cover; a
-    /// checked table covers every LID of its fabric).
+    /// The most classes the in-tree engines give a table for: its square
+    /// is its size in bytes, 64 MiB here. Past it they answer pair by pair;
+    /// the core takes any table that passes [`SlTable::check`].
+    pub const MAX_CLASSES: usize = 8192;
+
+    /// The class of `lid` (0 for a LID the table does not cover; a checked
+    /// table covers every LID of its fabric).
+    #[inline]
+    pub fn class(&self, lid: u16) -> u32 {
+        self.class_of.get(lid as usize).copied().unwrap_or(0)
+    }
+
+    /// The SL of `slid` → `dlid`.
     #[inline]
     pub fn get(&self, slid: u16, dlid: u16) -> u8 {
-        match (self.class_of.get(slid as usize), self.class_of.get(dlid as usize)) {
-            (Some(&s), Some(&d)) => self.sl.get(d as usize * self.classes as usize + s as usize).copied().unwrap_or(0),
-            _ => 0,
-        }
+        self.row(self.class(dlid)).get(self.class(slid) as usize).copied().unwrap_or(0)
     }
 
     /// The SLs of every source class towards destination class `class`.

@@ -845,8 +845,6 @@ struct Acc {
     /// [`Ctx::preload`]'s records of the switches asked for ahead, by
     /// their position in the walk's order modulo [`PRELOAD`].
     pre: [Option<usize>; PRELOAD],
-    /// The switch the destination at hand hangs off (NONE: none).
-    dest_sw: Sw,
     walk_ref: WalkRef,
 }
 
@@ -876,11 +874,7 @@ impl SeedGroups {
         let from = self.groups.len();
         for src in srcs {
             for off in 0..src.lids {
-                let lid = src.lid.wrapping_add(off) as usize;
-                // A checked table covers every LID of the fabric; a LID past
-                // it (a range running off the top) is the table's class 0
-                // by `SlTable::get`'s rule.
-                let class = table.class_of.get(lid).copied().unwrap_or(0);
+                let class = table.class(src.lid.wrapping_add(off));
                 match self.groups[from..].iter_mut().find(|g| g.0 == src.class && g.1 == class) {
                     Some(g) => g.2 += 1,
                     None => self.groups.push((src.class, class, 1)),
@@ -932,14 +926,30 @@ struct WalkRef {
     near_load: Vec<(Sw, u64)>,
 }
 
-/// Path counts of part of a destination's tree (see [`WalkRef`]).
+/// Path counts of part of a destination's tree (see [`WalkRef`]); its
+/// longest path is in the walk's own `max_hops` already (a taker is
+/// counted in the same [`Acc`] as the walk it takes over).
 #[derive(Default, Clone, Copy)]
 struct FarCounts {
     pairs: u64,
     total_hops: u64,
     total_min_hops: u64,
     non_minimal: u64,
-    max_hops: u32,
+}
+
+impl FarCounts {
+    fn of(v: &Verification) -> FarCounts {
+        FarCounts { pairs: v.pairs, total_hops: v.total_hops, total_min_hops: v.total_min_hops, non_minimal: v.non_minimal }
+    }
+
+    fn since(self, before: FarCounts) -> FarCounts {
+        FarCounts {
+            pairs: self.pairs - before.pairs,
+            total_hops: self.total_hops - before.total_hops,
+            total_min_hops: self.total_min_hops - before.total_min_hops,
+            non_minimal: self.non_minimal - before.non_minimal,
+        }
+    }
 }
 
 /// Verify a routing against a fabric.
@@ -1214,7 +1224,6 @@ fn run(
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
         pre: [None; PRELOAD],
-        dest_sw: NONE,
         walk_ref: WalkRef { t: NONE, class: NONE, ..WalkRef::default() },
     };
     // Distances from every group's switch: one bit-parallel all-pairs
@@ -1565,7 +1574,6 @@ impl Ctx<'_> {
     /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved.
     fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
         let nsw = self.graph.switch_count();
-        acc.dest_sw = t;
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         self.switchless_pairs(acc, dest_port);
         let minimal = t != NONE
@@ -1629,7 +1637,7 @@ impl Ctx<'_> {
         // Switches within one hop of `t` lead `order` when it is by distance.
         let near = if minimal { order.iter().take_while(|&&s| acc.dist[s as usize] <= 1).count() } else { 0 };
         let mut held = std::mem::take(&mut acc.walk_ref);
-        let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, &order, near);
+        let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, dest_is_end, &order, near);
         // A full walk of the common case is held for the next destinations.
         let mut record = walk && minimal && self.share && !shared;
         if record {
@@ -1649,7 +1657,6 @@ impl Ctx<'_> {
             acc.v.total_hops += f.total_hops;
             acc.v.total_min_hops += f.total_min_hops;
             acc.v.non_minimal += f.non_minimal;
-            acc.v.max_hops = acc.v.max_hops.max(f.max_hops);
             for &(pi, l) in &held.far_loads {
                 acc.load_32[pi as usize] += l;
             }
@@ -1662,6 +1669,7 @@ impl Ctx<'_> {
             }
         }
         let upto = if shared { near } else { order.len() };
+        let before = FarCounts::of(&acc.v);
         for (i, &s) in order[..upto].iter().enumerate().rev() {
             // The record this switch's states push by, found when it was
             // asked for ahead (its slot is the one asked for next).
@@ -1670,6 +1678,7 @@ impl Ctx<'_> {
                 acc.pre[i % PRELOAD] = self.preload(acc, order[i - PRELOAD]);
             }
             if record && i + 1 == near {
+                held.far = FarCounts::of(&acc.v).since(before);
                 held.near_load.extend(order[..near].iter().map(|&u| (u, acc.load[u as usize])));
             }
             let far = record && i >= near;
@@ -1690,14 +1699,6 @@ impl Ctx<'_> {
                     acc.v.max_hops = acc.v.max_hops.max(hops);
                     if hops > min {
                         acc.v.non_minimal += c;
-                    }
-                    if far {
-                        let f = &mut held.far;
-                        f.pairs += c;
-                        f.total_hops += hops as u64 * c;
-                        f.total_min_hops += min as u64 * c;
-                        f.max_hops = f.max_hops.max(hops);
-                        f.non_minimal += (hops > min) as u64 * c;
                     }
                     l += c;
                 }
@@ -1722,7 +1723,7 @@ impl Ctx<'_> {
                 }
                 if !shared || i < near {
                     let sls = (record && i >= near && self.table.is_none()).then_some(&mut held.sls);
-                    self.walk_switch(acc, s, lid, dest_port, sls, pre);
+                    self.walk_switch(acc, s, (t, lid, dest_port), sls, pre);
                 }
             }
             if l == 0 {
@@ -1734,11 +1735,7 @@ impl Ctx<'_> {
                 // destination is delivered by port 0, no link).
                 if dest_is_end {
                     let pi = self.first_port[s as usize] + out as u32;
-                    if shared {
-                        acc.load_32[pi as usize] += l as u32;
-                    } else {
-                        self.add_load(acc, s, pi, l);
-                    }
+                    self.add_load(acc, s, pi, l, shared);
                     if self.fast {
                         self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
                     }
@@ -1751,12 +1748,7 @@ impl Ctx<'_> {
                 if far {
                     held.far_loads.push((pi, l as u32));
                 }
-                if shared {
-                    // Added at once: a taker's few routes need no sorting.
-                    acc.load_32[pi as usize] += l as u32;
-                } else {
-                    self.add_load(acc, s, pi, l);
-                }
+                self.add_load(acc, s, pi, l, shared);
             }
             acc.load[n as usize] += l;
             if self.fast {
@@ -1776,7 +1768,7 @@ impl Ctx<'_> {
         if record {
             held.t = t;
             held.is_end = dest_is_end;
-            held.class = self.table.map_or(NONE, |tb| tb.class_of.get(lid as usize).copied().unwrap_or(0));
+            held.class = self.table.map_or(NONE, |tb| tb.class(lid));
             held.out.clear();
             held.out.extend_from_slice(&acc.out);
         }
@@ -1923,11 +1915,12 @@ impl Ctx<'_> {
     /// index `pi`. With [`LidColumns`] (many switches, few destinations
     /// each) they wait in `sent` to be added in switch order after the
     /// walk, which would scatter them over a table too large for the
-    /// cache; otherwise they are added at once, since an extra pass per
+    /// cache; otherwise, or when `now` (a taker's few last hops, which
+    /// skip that pass), they are added at once, since an extra pass per
     /// destination would cost more than it spares.
     #[inline]
-    fn add_load(&self, acc: &mut Acc, s: Sw, pi: u32, l: u64) {
-        if self.columns.is_some() {
+    fn add_load(&self, acc: &mut Acc, s: Sw, pi: u32, l: u64, now: bool) {
+        if self.columns.is_some() && !now {
             acc.sent[s as usize] = l as u32;
         } else {
             acc.load_32[pi as usize] += l as u32;
@@ -1956,8 +1949,9 @@ impl Ctx<'_> {
     /// one per (class, SL) whatever the number of sources.
     /// `sls`, when given, receives the SL of each path from a source (see
     /// [`WalkRef`]).
-    fn walk_switch(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, sls: Option<&mut Vec<u8>>, pre: Option<Option<usize>>) {
-        self.seeds_of(acc, s, lid, dest_port, sls);
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, dest: (Sw, u16, u32), sls: Option<&mut Vec<u8>>, pre: Option<Option<usize>>) {
+        let lid = dest.1;
+        self.seeds_of(acc, s, dest, sls);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
@@ -1987,10 +1981,10 @@ impl Ctx<'_> {
     /// entry class, the SLs its sources' paths take (each also pushed to
     /// `sls` when given). An SL the oracle gives out of range is a VL
     /// violation.
-    fn seeds_of(&self, acc: &mut Acc, s: Sw, lid: u16, dest_port: u32, mut sls: Option<&mut Vec<u8>>) {
+    fn seeds_of(&self, acc: &mut Acc, s: Sw, (t, lid, dest_port): (Sw, u16, u32), mut sls: Option<&mut Vec<u8>>) {
         acc.seeds.clear();
         if let Some(table) = self.table {
-            let row = table.row(table.class_of.get(lid as usize).copied().unwrap_or(0));
+            let row = table.row(table.class(lid));
             let seed = |acc: &mut Acc, class: u32, sl_class: u32, n: u32| {
                 let sl = row.get(sl_class as usize).copied().unwrap_or(0);
                 if sl > 15 {
@@ -2003,7 +1997,7 @@ impl Ctx<'_> {
                     None => acc.seeds.push((class, 1 << sl)),
                 }
             };
-            if s != acc.dest_sw {
+            if s != t {
                 // The destination's own port is a source of its switch
                 // only: elsewhere the switch's groups stand for its sources.
                 for &(class, sl_class, n) in self.seed_groups.at(s) {
@@ -2014,8 +2008,7 @@ impl Ctx<'_> {
             let range = self.sources.range(s);
             for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
                 for off in (sp != dest_port).then_some(0..src.lids).into_iter().flatten() {
-                    let slid = src.lid.wrapping_add(off) as usize;
-                    seed(acc, src.class, table.class_of.get(slid).copied().unwrap_or(0), 1);
+                    seed(acc, src.class, table.class(src.lid.wrapping_add(off)), 1);
                 }
             }
             return;
@@ -2054,15 +2047,14 @@ impl Ctx<'_> {
     /// within one hop of `t`) can take over the walk held in `r` (see
     /// [`WalkRef`]).
     #[allow(clippy::too_many_arguments)]
-    fn takes_over(&self, acc: &mut Acc, r: &WalkRef, t: Sw, lid: u16, dest_port: u32, order: &[Sw], near: usize) -> bool {
+    fn takes_over(&self, acc: &mut Acc, r: &WalkRef, t: Sw, lid: u16, dest_port: u32, is_end: bool, order: &[Sw], near: usize) -> bool {
         let tu = t as usize;
-        let is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         if r.t != t || r.is_end != is_end || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
             return false;
         }
         if let Some(table) = self.table {
             // One class: one SL from every source (the table's rows).
-            return table.class_of.get(lid as usize).copied().unwrap_or(0) == r.class;
+            return table.class(lid) == r.class;
         }
         // The SL of every path from a source of those switches, in the
         // held walk's order: equal SLs make equal seeds.

@@ -713,15 +713,12 @@ struct LashSl {
     table: Option<RArc<SlTable>>,
 }
 
-/// The most classes (switches + 1) a table is given for: 64 MiB.
-const TABLE_MAX_CLASSES: usize = 8192;
-
 impl LashSl {
     /// The SLs as a table whose classes are the switches, and one last
     /// class for LIDs on no switch (the base SL to and from them).
     fn table(&self) -> Option<SlTable> {
         let n = self.n;
-        if self.uniform || n + 1 > TABLE_MAX_CLASSES {
+        if self.uniform || n + 1 > SlTable::MAX_CLASSES {
             return None;
         }
         let class_of = self.lid_sw.iter().map(|&s| if s == NONE { n as u32 } else { s }).collect::<Vec<u32>>();

@@ -539,13 +539,9 @@ pub struct TorusSl {
     /// Dimensions with a dateline.
     pub wrap: [bool; 3],
     /// The same SLs as a table over torus positions (see [`TorusSl::table`]),
-    /// when it fits in [`TABLE_MAX_CLASSES`].
+    /// when it fits in [`SlTable::MAX_CLASSES`] (a 20x20x20 torus does).
     pub table: Option<RArc<SlTable>>,
 }
-
-/// The most classes (torus positions + 1) an SL table is built for: its
-/// square is its size in bytes, 64 MiB here (a 20x20x20 torus).
-pub const TABLE_MAX_CLASSES: usize = 8192;
 
 impl TorusSl {
     /// SL for a pair of coordinates.
@@ -594,7 +590,7 @@ impl TorusSl {
         let cells = rx * ry * rz;
         let n = cells + 1;
         // Without a dateline every path is on SL 0 (`uniform` says so).
-        if n > TABLE_MAX_CLASSES || !self.wrap.iter().any(|&w| w) {
+        if n > SlTable::MAX_CLASSES || !self.wrap.iter().any(|&w| w) {
             return None;
         }
         let class_of: Vec<u32> = self
