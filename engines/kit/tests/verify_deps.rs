@@ -306,8 +306,31 @@ proptest! {
         invalid in any::<bool>(),
         switch_destinations in any::<bool>(),
         narrow in 0u32..4,
+        misdelivered in prop_oneof![3 => Just(0usize), 1 => 2usize..6],
     ) {
-        let r = per_switch_routing(&d, salt, nsl, nvl, odd, odd_trees, invalid);
+        let mut r = per_switch_routing(&d, salt, nsl, nvl, odd, odd_trees, invalid);
+        if misdelivered > 0 {
+            // Some LIDs' own switch sends them to itself rather than to
+            // their port, their trees otherwise their neighbours': the
+            // first of a switch's LIDs or a later one that fails only at
+            // the last hop.
+            let g = Graph::new(&d.fabric);
+            for (lid, &pi) in g.lid_port.iter().enumerate() {
+                if pi == NONE || lid % misdelivered != 1 {
+                    continue;
+                }
+                let t = g.entry_switch(&d.fabric, pi);
+                if t == NONE {
+                    continue;
+                }
+                let node = g.switch_nodes[t as usize];
+                if let Some(lft) = r.lfts.iter_mut().find(|l| l.node == node) {
+                    if let Some(e) = lft.ports.get_mut(lid) {
+                        *e = 0;
+                    }
+                }
+            }
+        }
         let opts = VerifyOptions { switch_destinations, ..Default::default() };
         // Some ports operating fewer VLs than the maps use: VL
         // violations, on switches deep in some trees and near in others.
@@ -323,7 +346,7 @@ proptest! {
         let alone = verify_unshared(&fabric, &r, &opts);
         prop_assert_eq!(alone.walks_shared, 0);
         prop_assert_eq!(findings(&shared), findings(&alone));
-        if !(invalid && odd > 0) {
+        if !(invalid && odd > 0) && misdelivered == 0 {
             let got: BTreeSet<ChannelDep> = channel_dependencies(&fabric, &r, &opts).into_iter().collect();
             prop_assert_eq!(got, reference_deps(&fabric, &r, switch_destinations));
         }
