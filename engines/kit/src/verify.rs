@@ -858,26 +858,31 @@ struct SeedSrc {
     class: u32,
 }
 
-/// Per switch, its sources' LIDs by (entry class rank, SL table class):
+/// Per switch, its sources' LIDs by (far entry class, SL table class):
 /// with a table, the LIDs of a group have the same SL to any destination
-/// and enter by ports of the same class, so a group is one seed.
+/// and enter by ports whose maps to the other switches agree, so a group
+/// is one seed wherever the destination is not on their switch (the only
+/// place the groups are read).
 struct SeedGroups {
     /// CSR offsets per switch into `groups`.
     start: Vec<u32>,
-    /// (entry class rank, SL class, how many LIDs).
+    /// (entry class rank of the far class's first source, SL class, how
+    /// many LIDs).
     groups: Vec<(u32, u32, u32)>,
 }
 
 impl SeedGroups {
     /// Adds switch `s`'s groups (switches are added in order).
-    fn add_switch(&mut self, s: usize, srcs: &[SeedSrc], table: &SlTable) {
+    /// Groups the sources `srcs` of switch `s` by (`far_class` of each,
+    /// SL class of each LID).
+    fn add_switch(&mut self, s: usize, srcs: &[SeedSrc], far_class: &[u32], table: &SlTable) {
         let from = self.groups.len();
-        for src in srcs {
+        for (src, &entry) in srcs.iter().zip(far_class) {
             for off in 0..src.lids {
                 let class = table.class(src.lid.wrapping_add(off));
-                match self.groups[from..].iter_mut().find(|g| g.0 == src.class && g.1 == class) {
+                match self.groups[from..].iter_mut().find(|g| g.0 == entry && g.1 == class) {
                     Some(g) => g.2 += 1,
-                    None => self.groups.push((src.class, class, 1)),
+                    None => self.groups.push((entry, class, 1)),
                 }
             }
         }
@@ -981,8 +986,12 @@ pub struct McastRoute {
 /// Per port index, the port whose state stands for it when traffic from an
 /// end port enters a switch: end-facing ports of one switch with the same
 /// SL2VL rows lead to the same VLs everywhere, so one state per (class,
-/// SL) replaces one per source.
-fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u32> {
+/// SL) replaces one per source. With `far`, the rows are compared on the
+/// ports to other switches only, all that traffic entering there leaves
+/// by towards a destination elsewhere (the rows to end ports tell apart
+/// the end-facing ports of a switch whose maps differ only there, each to
+/// itself, say).
+fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, far: bool) -> Vec<u32> {
     let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
     let mut seen: std::collections::HashMap<Vec<[u8; 16]>, u32> = std::collections::HashMap::new();
     for (s, ports) in graph.sw_ports.iter().enumerate() {
@@ -990,7 +999,11 @@ fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap) -> Vec<u
         seen.clear();
         let mut first = NONE;
         for p in ports.iter().filter(|p| p.peer_sw == NONE) {
-            rep[p.port_index as usize] = match vlmap.row(node as u32, p.port) {
+            let row = vlmap.row(node as u32, p.port).map(|row| match far {
+                false => row,
+                true => ports.iter().filter(|o| o.peer_sw != NONE).map(|o| row[o.port as usize]).collect(),
+            });
+            rep[p.port_index as usize] = match row {
                 None => {
                     if first == NONE {
                         first = p.port_index;
@@ -1137,15 +1150,18 @@ fn run(
     let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap) };
+    let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap, false) };
+    let far_rep = if fast || table.is_none() { Vec::new() } else { entry_classes(fabric, graph, &vlmap, true) };
     let (mut seed_src, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
     let mut seed_groups = SeedGroups { start: vec![0; nsw + 1], groups: Vec::new() };
     if let Some(deps) = deps.as_ref().filter(|_| !fast) {
         seed_src.reserve(sources.ports.len());
-        let mut reps = Vec::new();
+        let (mut reps, mut far, mut far_class) = (Vec::new(), Vec::new(), Vec::new());
         for s in 0..nsw {
             seed_base[s] = seed_maps.len() as u32;
             reps.clear();
+            far.clear();
+            far_class.clear();
             for &sp in sources.at(s as Sw) {
                 let entry = fabric.ports[sp as usize].peer as usize;
                 let rep = entry_rep[entry];
@@ -1164,9 +1180,20 @@ fn run(
                 // An end port without a LID still sends, as LID 0 (the
                 // oracle's answer for it is its own to give).
                 seed_src.push(SeedSrc { lid: p.lid, lids: p.lid_count().max(1) as u16, class: rank as u32 });
+                if let Some(&f) = far_rep.get(entry) {
+                    // The class of the first source of this far class
+                    // stands for them all away from their switch.
+                    far_class.push(match far.iter().position(|&(r, _)| r == f) {
+                        Some(k) => far[k].1,
+                        None => {
+                            far.push((f, rank as u32));
+                            rank as u32
+                        }
+                    });
+                }
             }
             if let Some(t) = &table {
-                seed_groups.add_switch(s, &seed_src[sources.range(s as Sw)], t);
+                seed_groups.add_switch(s, &seed_src[sources.range(s as Sw)], &far_class, t);
             }
         }
     }

@@ -109,6 +109,32 @@ fn dateline_maps(f: &FabricSnapshot, g: &Graph, nvl: u8, seed: usize) -> Vec<Sl2
 /// (transmitting port, VL) it takes, from the first inter-switch or last
 /// link on (an end port's own link depends on nothing before it).
 fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) -> BTreeSet<ChannelDep> {
+    let mut deps = BTreeSet::new();
+    each_hop(f, r, switch_destinations, |prev, here| {
+        if let Some(from) = prev {
+            deps.insert((from, here));
+        }
+    });
+    deps
+}
+
+/// Every path on its own: the highest VL (below 15) a hop takes, plus
+/// one, and whether a hop takes a VL its port does not operate.
+fn reference_vls(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) -> (u8, bool) {
+    let (mut used, mut beyond) = (0u8, false);
+    each_hop(f, r, switch_destinations, |_, (pi, vl)| {
+        if vl < 15 {
+            used = used.max(vl + 1);
+        }
+        beyond |= vl >= f.ports[pi as usize].op_vls;
+    });
+    (used, beyond)
+}
+
+/// Calls `hop` for every hop from a switch of every path from an end port
+/// (with an SL in range) that follows the LFTs, with the channel before
+/// it on the path, if any.
+fn each_hop(f: &FabricSnapshot, r: &Routing, switch_destinations: bool, mut hop: impl FnMut(Option<(u32, u8)>, (u32, u8))) {
     let g = Graph::new(f);
     let lfts: HashMap<u32, &[u8]> = r.lfts.iter().map(|l| (l.node, l.ports.as_slice())).collect();
     let lft = |node: u32, lid: u16| -> Option<u8> { lfts.get(&node).and_then(|l| l.get(lid as usize).copied()) };
@@ -117,7 +143,6 @@ fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) ->
     // matrices to (pairs without a map entry make it 15), so no
     // dependency is left out on either side.
     let vl_of = |node: u32, i: u8, o: u8, sl: u8| -> u8 { maps.get(&(node, i, o)).map_or(sl, |m| m[sl as usize]) };
-    let mut deps = BTreeSet::new();
     for (dlid, &dp) in g.lid_port.iter().enumerate().skip(1) {
         if dp == NONE {
             continue;
@@ -131,7 +156,7 @@ fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) ->
             for off in 0..src.lid_count().max(1) {
                 let sl = r.path_sl.path_sl(src.lid + off as u16, dlid as u16);
                 let mut s = g.entry_switch(f, sp);
-                if s == NONE {
+                if s == NONE || sl > 15 {
                     continue;
                 }
                 let mut in_port = f.ports[src.peer as usize].num;
@@ -141,9 +166,7 @@ fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) ->
                     let Some(o) = lft(node, dlid as u16).filter(|&o| o != 0 && o != NO_ROUTE) else { break };
                     let pi = f.nodes[node as usize].first_port + o as u32;
                     let vl = vl_of(node, in_port, o, sl);
-                    if let Some(from) = prev {
-                        deps.insert((from, (pi, vl)));
-                    }
+                    hop(prev, (pi, vl));
                     prev = Some((pi, vl));
                     let peer = f.ports[pi as usize].peer;
                     match g.sw_of_node[f.ports[peer as usize].node as usize] {
@@ -157,7 +180,6 @@ fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) ->
             }
         }
     }
-    deps
 }
 
 fn per_path_routing(d: &Drawn, salt: usize, nsl: u32, nvl: u8) -> Routing {
@@ -482,15 +504,45 @@ proptest! {
         split in prop_oneof![Just(0usize), 2usize..5],
         bad in prop_oneof![3 => Just(0u32), 1 => 1u32..60],
         switch_destinations in any::<bool>(),
+        twist in any::<bool>(),
     ) {
-        let f = &d.fabric;
+        let mut fabric = d.fabric.clone();
+        let f = &fabric;
         let g = Graph::new(f);
         let table = RArc::new(class_table(&d, salt, nsl, split, bad));
         let lfts = shortest_lfts_by(f, &g, |_, t| t as usize + salt);
+        let mut maps = dateline_maps(f, &g, nvl, salt);
+        if twist {
+            // End-facing ports whose maps differ only towards end ports,
+            // some of which operate fewer VLs: the VL of the last hop
+            // from a source on the destination's switch depends on the
+            // port it entered by, though its maps towards the other
+            // switches are its neighbours'.
+            let end_facing = |node: u32, port: u8| {
+                let pi = f.nodes[node as usize].first_port + port as u32;
+                let peer = f.ports[pi as usize].peer;
+                port > 0 && peer != NONE && g.sw_of_node[f.ports[peer as usize].node as usize] == NONE
+            };
+            for m in maps.iter_mut().filter(|m| end_facing(m.node, m.in_port) && end_facing(m.node, m.out_port)) {
+                for v in m.vl.iter_mut() {
+                    *v = (*v + m.in_port) % nvl;
+                }
+            }
+            let narrow: Vec<usize> = (0..f.ports.len())
+                .filter(|&i| {
+                    let p = &f.ports[i];
+                    (i + salt) % 3 == 0 && end_facing(p.node, p.num) && g.sw_of_node[p.node as usize] != NONE
+                })
+                .collect();
+            for i in narrow {
+                fabric.ports[i].op_vls = 1 + (i % 2) as u8;
+            }
+        }
+        let f = &fabric;
         let routing = |whole: bool| {
             let mut r = Routing::single_vl(lfts.clone());
             r.path_sl = path_sl_box(ClassSl { table: table.clone(), whole });
-            r.sl2vl = dateline_maps(f, &g, nvl, salt).into();
+            r.sl2vl = maps.clone().into();
             r
         };
         let (by_table, by_pair) = (routing(true), routing(false));
@@ -501,6 +553,7 @@ proptest! {
         if bad == 0 {
             let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts).into_iter().collect();
             prop_assert_eq!(got, reference_deps(f, &by_pair, switch_destinations));
+            prop_assert_eq!((v.vls_used, v.vl_violations > 0), reference_vls(f, &by_pair, switch_destinations));
         }
     }
 }
