@@ -829,6 +829,13 @@ struct Acc {
     last_out: Vec<u8>,
     /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
     c_ok: Vec<bool>,
+    /// On the per-path-SL path, per destination of the chunk: the one
+    /// whose rows it reads (itself, or the first of a run of destinations
+    /// whose entries agree on every switch but their own), and for the
+    /// others of a run their own last hop (output port, port entered,
+    /// operational VLs).
+    c_rep: Vec<usize>,
+    c_last: Vec<(u8, u8, u8)>,
     c_out: Vec<u8>,
     c_into: Vec<u8>,
     c_ovl: Vec<u8>,
@@ -1242,6 +1249,8 @@ fn run(
         by_depth: Vec::new(),
         last_out: if fast { vec![0; fabric.ports.len()] } else { Vec::new() },
         c_ok: Vec::new(),
+        c_rep: Vec::new(),
+        c_last: Vec::new(),
         c_out: Vec::new(),
         c_into: Vec::new(),
         c_ovl: Vec::new(),
@@ -1272,7 +1281,7 @@ fn run(
             }
             if *t != NONE && group.len() > 1 {
                 for chunk in group.chunks(CHUNK) {
-                    ctx.resolve_chunk(&mut acc, chunk);
+                    ctx.resolve_chunk(&mut acc, *t, chunk);
                     if ctx.fast {
                         ctx.chunk_fast(&mut acc, *t, chunk);
                     }
@@ -1448,7 +1457,13 @@ impl Ctx<'_> {
     /// switch's entries for the chunk side by side as [`Ctx::chunk_fast`]
     /// reads them; otherwise at `j * switches + s`, the rows
     /// [`Ctx::destination`] takes.
-    fn resolve_chunk(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
+    ///
+    /// On the per-path-SL path, a destination whose entries agree with the
+    /// previous one's on every switch but `t` (their own) has that one's
+    /// tree but for its last hop: only that hop is resolved for it (see
+    /// `c_rep`), so that a switch's hosts cost one resolution, as their
+    /// walks cost one when they take it over.
+    fn resolve_chunk(&self, acc: &mut Acc, t: Sw, chunk: &[(u16, u32)]) {
         let nsw = self.graph.switch_count();
         let len = chunk.len() * nsw;
         // The single-SL path reads the hop of an entry again from the hop
@@ -1472,8 +1487,43 @@ impl Ctx<'_> {
         // Switch-major for `chunk_fast`, destination-major for the rows
         // `destination` takes.
         let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
-        let Acc { queue, dist, c_ok, c_out, c_into, c_ovl, c_next, .. } = acc;
+        let Acc { queue, dist, c_ok, c_rep, c_last, c_out, c_into, c_ovl, c_next, .. } = acc;
         let queue = &*queue;
+        c_rep.clear();
+        c_rep.extend(0..chunk.len());
+        c_last.resize(chunk.len(), (0, 0, 1));
+        let entry = |j: usize, su: usize, row: &[u8]| match self.columns {
+            Some(_) => cols[j].get(su).copied(),
+            None => row.get(chunk[j].0 as usize).copied(),
+        };
+        if rows && self.share && chunk.len() > 1 {
+            let mut same = [true; CHUNK];
+            let mut runs = chunk.len() - 1;
+            for &s in queue {
+                let su = s as usize;
+                if s == t {
+                    continue;
+                }
+                let row = self.lfts[su];
+                let mut prev = entry(0, su, row);
+                for (j, same) in same.iter_mut().enumerate().take(chunk.len()).skip(1) {
+                    let e = entry(j, su, row);
+                    if *same && (e.is_none() || e != prev) {
+                        *same = false;
+                        runs -= 1;
+                    }
+                    prev = e;
+                }
+                if runs == 0 {
+                    break;
+                }
+            }
+            for j in 1..chunk.len() {
+                if same[j] {
+                    c_rep[j] = c_rep[j - 1];
+                }
+            }
+        }
         // The chunk's entries of one switch share a line or two of its
         // LFT, a line no other chunk of this thread reads soon: asked for
         // a few switches ahead, so that the reads overlap.
@@ -1493,19 +1543,20 @@ impl Ctx<'_> {
             }
             let su = s as usize;
             let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
-            for (j, &(lid, dest_port)) in chunk.iter().enumerate() {
-                if !c_ok[j] {
+            for (j, &(_, dest_port)) in chunk.iter().enumerate() {
+                if !c_ok[j] || (c_rep[j] != j && s != t) {
                     continue;
                 }
-                let entry = match self.columns {
-                    Some(_) => cols[j].get(su),
-                    None => row.get(lid as usize),
-                };
-                let Some(&out) = entry else {
+                let Some(out) = entry(j, su, row) else {
                     c_ok[j] = false;
                     continue;
                 };
                 let (next, into, ovl) = minimal_hop(dist, here, codes, out, dest_port);
+                if c_rep[j] != j {
+                    c_last[j] = (out, into, ovl);
+                    c_ok[j] = next.is_some();
+                    continue;
+                }
                 let k = su * by_switch + j * by_dest;
                 c_out[k] = out;
                 match next {
@@ -1517,6 +1568,12 @@ impl Ctx<'_> {
                     Some(_) => {}
                     None => c_ok[j] = false,
                 }
+            }
+        }
+        for j in 0..chunk.len() {
+            // A run's tree is its first destination's, good or not.
+            if c_rep[j] != j && !c_ok[c_rep[j]] {
+                c_ok[j] = false;
             }
         }
     }
@@ -1608,11 +1665,18 @@ impl Ctx<'_> {
                 Some(j) if acc.c_ok[j] => {
                     // Only the per-path-SL walk comes here with a chunk's
                     // common case (see `resolve_chunk`'s layouts).
-                    let r = j * nsw..(j + 1) * nsw;
+                    let rep = acc.c_rep[j];
+                    let r = rep * nsw..(rep + 1) * nsw;
                     acc.out.copy_from_slice(&acc.c_out[r.clone()]);
                     acc.into.copy_from_slice(&acc.c_into[r.clone()]);
                     acc.ovl.copy_from_slice(&acc.c_ovl[r.clone()]);
                     acc.next.copy_from_slice(&acc.c_next[r]);
+                    if rep != j {
+                        // The tree is its run's; the last hop its own.
+                        let tu = t as usize;
+                        (acc.out[tu], acc.into[tu], acc.ovl[tu]) = acc.c_last[j];
+                        acc.next[tu] = NONE;
+                    }
                     true
                 }
                 Some(_) => false,
