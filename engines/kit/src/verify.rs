@@ -936,6 +936,22 @@ struct WalkRef {
     far: FarCounts,
     far_loads: Vec<(u32, u32)>,
     near_load: Vec<(Sw, u64)>,
+    /// Takers whose share of `far_loads` is not added yet: added once,
+    /// times their number, when the walk is let go ([`WalkRef::settle`]),
+    /// rather than a pass over the far switches' ports per taker.
+    takers: u32,
+}
+
+impl WalkRef {
+    /// Adds the takers' far loads to `load_32`.
+    fn settle(&mut self, load_32: &mut [u32]) {
+        let n = std::mem::take(&mut self.takers);
+        if n > 0 {
+            for &(pi, l) in &self.far_loads {
+                load_32[pi as usize] += l * n;
+            }
+        }
+    }
 }
 
 /// Path counts of part of a destination's tree (see [`WalkRef`]); its
@@ -1298,7 +1314,8 @@ fn run(
             }
             acc
         })
-        .map(|a| {
+        .map(|mut a| {
+            a.walk_ref.settle(&mut a.load_32);
             let mut v = a.v;
             v.port_load = a.load_32.into_iter().map(u64::from).collect();
             v
@@ -1732,6 +1749,7 @@ impl Ctx<'_> {
         // A full walk of the common case is held for the next destinations.
         let mut record = walk && minimal && self.share && !shared;
         if record {
+            held.settle(&mut acc.load_32);
             held.t = NONE;
             held.sls.clear();
             held.tail.clear();
@@ -1748,9 +1766,7 @@ impl Ctx<'_> {
             acc.v.total_hops += f.total_hops;
             acc.v.total_min_hops += f.total_min_hops;
             acc.v.non_minimal += f.non_minimal;
-            for &(pi, l) in &held.far_loads {
-                acc.load_32[pi as usize] += l;
-            }
+            held.takers += 1;
             for &(u, l) in &held.near_load {
                 acc.load[u as usize] = l;
             }
