@@ -188,6 +188,8 @@ const LFT_AHEAD: usize = 24;
 /// Destinations of one group resolved together (see
 /// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
 const CHUNK: usize = 32;
+// `resolve_chunk` keeps a chunk's destinations as the bits of a u32.
+const _: () = assert!(CHUNK <= 32);
 
 /// Below this many destinations per group (on average over the
 /// destinations), the verifier
@@ -1554,24 +1556,36 @@ impl Ctx<'_> {
                 }
             }
         };
+        // Destinations still in the common case, and those of them
+        // resolved at every switch (not a run's later ones, whose tree is
+        // their run's), as bits.
+        let mut ok: u32 = u32::MAX >> (32 - chunk.len());
+        let reps: u32 = (0..chunk.len()).filter(|&j| c_rep[j] == j).fold(0, |m, j| m | 1 << j);
         for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
                 ahead(i);
             }
             let su = s as usize;
             let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
-            for (j, &(_, dest_port)) in chunk.iter().enumerate() {
-                if !c_ok[j] || (c_rep[j] != j && s != t) {
-                    continue;
-                }
-                let Some(out) = entry(j, su, row) else {
-                    c_ok[j] = false;
+            let mut live = if s == t { ok } else { ok & reps };
+            while live != 0 {
+                let j = live.trailing_zeros() as usize;
+                live &= live - 1;
+                let dest_port = chunk[j].1;
+                let entry = match self.columns {
+                    Some(_) => cols[j].get(su),
+                    None => row.get(chunk[j].0 as usize),
+                };
+                let Some(&out) = entry else {
+                    ok &= !(1 << j);
                     continue;
                 };
                 let (next, into, ovl) = minimal_hop(dist, here, codes, out, dest_port);
-                if c_rep[j] != j {
+                if reps & 1 << j == 0 {
                     c_last[j] = (out, into, ovl);
-                    c_ok[j] = next.is_some();
+                    if next.is_none() {
+                        ok &= !(1 << j);
+                    }
                     continue;
                 }
                 let k = su * by_switch + j * by_dest;
@@ -1583,15 +1597,13 @@ impl Ctx<'_> {
                         c_next[k] = n;
                     }
                     Some(_) => {}
-                    None => c_ok[j] = false,
+                    None => ok &= !(1 << j),
                 }
             }
         }
-        for j in 0..chunk.len() {
+        for (j, c) in c_ok.iter_mut().enumerate() {
             // A run's tree is its first destination's, good or not.
-            if c_rep[j] != j && !c_ok[c_rep[j]] {
-                c_ok[j] = false;
-            }
+            *c = ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0;
         }
     }
 
