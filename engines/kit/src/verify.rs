@@ -1247,6 +1247,10 @@ fn run(
         examples: &examples,
         vls,
         share,
+        min_op_vls: graph.switch_nodes.iter().flat_map(|&n| {
+            let n = &fabric.nodes[n as usize];
+            (n.first_port..=n.first_port + n.num_ports as u32).map(|pi| fabric.ports[pi as usize].op_vls.max(1))
+        }).min().unwrap_or(1),
     };
 
     let make_acc = || Acc {
@@ -1405,6 +1409,8 @@ struct Ctx<'a> {
     vls: u32,
     /// Whether destinations may take over a walk (see [`WalkRef`]).
     share: bool,
+    /// The fewest operational VLs of a switch port (1 when none).
+    min_op_vls: u8,
 }
 
 impl Ctx<'_> {
@@ -1933,6 +1939,9 @@ impl Ctx<'_> {
             return;
         }
         let sl = self.uniform.unwrap_or(0);
+        // Below every port's operational VLs, the SL's VL needs no check
+        // per hop: only whether any hop was taken, for `vls_used`.
+        let (within, mut used) = (sl < self.min_op_vls, false);
         // Routes per (switch, destination) still to pass on; all zero
         // between chunks, each taken as its switch is met.
         acc.c_load.resize(acc.c_load.len().max(self.graph.switch_count() * w), 0);
@@ -1983,14 +1992,22 @@ impl Ctx<'_> {
                     // switch destination is delivered by port 0, no link).
                     if is_end[j] {
                         acc.load_32[pi as usize] += l as u32;
-                        self.check_vl(acc, pi, sl, ovl);
+                        if within {
+                            used = true;
+                        } else {
+                            self.check_vl(acc, pi, sl, ovl);
+                        }
                     }
                     continue;
                 }
                 if is_end[j] {
                     acc.load_32[pi as usize] += l as u32;
                 }
-                self.check_vl(acc, pi, sl, ovl);
+                if within {
+                    used = true;
+                } else {
+                    self.check_vl(acc, pi, sl, ovl);
+                }
                 // (`resolve_chunk` found every other switch's hop one
                 // nearer, into a switch.)
                 let Next::Switch(n) = next else { continue };
@@ -2008,6 +2025,9 @@ impl Ctx<'_> {
                     }
                 }
             }
+        }
+        if used {
+            acc.v.vls_used = acc.v.vls_used.max(sl + 1);
         }
         acc.queue = order;
     }
