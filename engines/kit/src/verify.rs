@@ -1573,11 +1573,10 @@ impl Ctx<'_> {
             }
             let su = s as usize;
             let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
-            let mut live = if s == t { ok } else { ok & reps };
+            let mut live = ok & reps;
             while live != 0 {
                 let j = live.trailing_zeros() as usize;
                 live &= live - 1;
-                let dest_port = chunk[j].1;
                 let entry = match self.columns {
                     Some(_) => cols[j].get(su),
                     None => row.get(chunk[j].0 as usize),
@@ -1586,14 +1585,7 @@ impl Ctx<'_> {
                     ok &= !(1 << j);
                     continue;
                 };
-                let (next, into, ovl) = minimal_hop(dist, here, codes, out, dest_port);
-                if reps & 1 << j == 0 {
-                    c_last[j] = (out, into, ovl);
-                    if next.is_none() {
-                        ok &= !(1 << j);
-                    }
-                    continue;
-                }
+                let (next, into, ovl) = minimal_hop(dist, here, codes, out, chunk[j].1);
                 let k = su * by_switch + j * by_dest;
                 c_out[k] = out;
                 match next {
@@ -1604,6 +1596,24 @@ impl Ctx<'_> {
                     }
                     Some(_) => {}
                     None => ok &= !(1 << j),
+                }
+            }
+            if s != t {
+                continue;
+            }
+            // The later destinations of runs: their last hop.
+            let mut later = ok & !reps;
+            while later != 0 {
+                let j = later.trailing_zeros() as usize;
+                later &= later - 1;
+                let Some(out) = entry(j, su, row) else {
+                    ok &= !(1 << j);
+                    continue;
+                };
+                let (next, into, ovl) = minimal_hop(dist, here, codes, out, chunk[j].1);
+                c_last[j] = (out, into, ovl);
+                if next.is_none() {
+                    ok &= !(1 << j);
                 }
             }
         }
