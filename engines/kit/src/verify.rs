@@ -1247,10 +1247,15 @@ fn run(
         examples: &examples,
         vls,
         share,
-        min_op_vls: graph.switch_nodes.iter().flat_map(|&n| {
-            let n = &fabric.nodes[n as usize];
-            (n.first_port..=n.first_port + n.num_ports as u32).map(|pi| fabric.ports[pi as usize].op_vls.max(1))
-        }).min().unwrap_or(1),
+        min_op_vls: graph
+            .switch_nodes
+            .iter()
+            .flat_map(|&n| {
+                let n = &fabric.nodes[n as usize];
+                (n.first_port..=n.first_port + n.num_ports as u32).map(|pi| fabric.ports[pi as usize].op_vls.max(1))
+            })
+            .min()
+            .unwrap_or(1),
     };
 
     let make_acc = || Acc {
@@ -1577,11 +1582,7 @@ impl Ctx<'_> {
             while live != 0 {
                 let j = live.trailing_zeros() as usize;
                 live &= live - 1;
-                let entry = match self.columns {
-                    Some(_) => cols[j].get(su),
-                    None => row.get(chunk[j].0 as usize),
-                };
-                let Some(&out) = entry else {
+                let Some(out) = entry(j, su, row) else {
                     ok &= !(1 << j);
                     continue;
                 };
