@@ -1599,22 +1599,14 @@ impl Ctx<'_> {
                     None => ok &= !(1 << j),
                 }
             }
-            if s != t {
-                continue;
-            }
-            // The later destinations of runs: their last hop.
-            let mut later = ok & !reps;
-            while later != 0 {
-                let j = later.trailing_zeros() as usize;
-                later &= later - 1;
-                let Some(out) = entry(j, su, row) else {
-                    ok &= !(1 << j);
-                    continue;
-                };
-                let (next, into, ovl) = minimal_hop(dist, here, codes, out, chunk[j].1);
-                c_last[j] = (out, into, ovl);
-                if next.is_none() {
-                    ok &= !(1 << j);
+            if s == t {
+                // The later destinations of runs: their last hop.
+                for j in crate::cdg::bits((ok & !reps) as u64).map(|j| j as usize) {
+                    let hop = entry(j, su, row).map(|out| (out, minimal_hop(dist, here, codes, out, chunk[j].1)));
+                    match hop {
+                        Some((out, (Some(_), into, ovl))) => c_last[j] = (out, into, ovl),
+                        _ => ok &= !(1 << j),
+                    }
                 }
             }
         }
