@@ -881,9 +881,8 @@ struct SeedGroups {
 }
 
 impl SeedGroups {
-    /// Adds switch `s`'s groups (switches are added in order).
-    /// Groups the sources `srcs` of switch `s` by (`far_class` of each,
-    /// SL class of each LID).
+    /// Adds switch `s`'s groups (switches are added in order): its
+    /// sources `srcs` by (`far_class` of each, SL class of each LID).
     fn add_switch(&mut self, s: usize, srcs: &[SeedSrc], far_class: &[u32], table: &SlTable) {
         let from = self.groups.len();
         for (src, &entry) in srcs.iter().zip(far_class) {
@@ -1247,15 +1246,7 @@ fn run(
         examples: &examples,
         vls,
         share,
-        min_op_vls: graph
-            .switch_nodes
-            .iter()
-            .flat_map(|&n| {
-                let n = &fabric.nodes[n as usize];
-                (n.first_port..=n.first_port + n.num_ports as u32).map(|pi| fabric.ports[pi as usize].op_vls.max(1))
-            })
-            .min()
-            .unwrap_or(1),
+        min_op_vls: hops.code.iter().map(|&c| (c >> 40) as u8).min().unwrap_or(1),
     };
 
     let make_acc = || Acc {
@@ -1405,7 +1396,7 @@ struct Ctx<'a> {
     seed_base: Vec<u32>,
     seed_maps: Vec<u64>,
     /// The oracle's table, when it gave one (see [`SlTable`]), and per
-    /// switch its sources' LIDs grouped by (entry class, SL class).
+    /// switch its sources' LIDs grouped by (far entry class, SL class).
     table: Option<&'a SlTable>,
     seed_groups: SeedGroups,
     pairs: &'a PairIndex,
@@ -1995,22 +1986,20 @@ impl Ctx<'_> {
                     // switch destination is delivered by port 0, no link).
                     if is_end[j] {
                         acc.load_32[pi as usize] += l as u32;
-                        if within {
-                            used = true;
-                        } else {
+                        if !within {
                             self.check_vl(acc, pi, sl, ovl);
                         }
+                        used = true;
                     }
                     continue;
                 }
                 if is_end[j] {
                     acc.load_32[pi as usize] += l as u32;
                 }
-                if within {
-                    used = true;
-                } else {
+                if !within {
                     self.check_vl(acc, pi, sl, ovl);
                 }
+                used = true;
                 // (`resolve_chunk` found every other switch's hop one
                 // nearer, into a switch.)
                 let Next::Switch(n) = next else { continue };
@@ -2029,7 +2018,7 @@ impl Ctx<'_> {
                 }
             }
         }
-        if used {
+        if within && used {
             acc.v.vls_used = acc.v.vls_used.max(sl + 1);
         }
         acc.queue = order;

@@ -300,6 +300,16 @@ fn several_hosts() -> impl Strategy<Value = Drawn> {
     ]
 }
 
+/// Ports `pick`ed (by port index) operate 1 or 2 VLs, fewer than the maps
+/// use: VL violations where paths leave by them.
+fn narrow_ports(fabric: &mut FabricSnapshot, pick: impl Fn(usize) -> bool) {
+    for (i, p) in fabric.ports.iter_mut().enumerate() {
+        if pick(i) {
+            p.op_vls = 1 + (i % 2) as u8;
+        }
+    }
+}
+
 /// Everything a verification finds but its example texts (which threads
 /// race to fill) and the count of walks taken over.
 fn findings(v: &smcore_kit::verify::Verification) -> impl PartialEq + std::fmt::Debug {
@@ -357,13 +367,7 @@ proptest! {
         // Some ports operating fewer VLs than the maps use: VL
         // violations, on switches deep in some trees and near in others.
         let mut fabric = d.fabric.clone();
-        if narrow > 0 {
-            for (i, p) in fabric.ports.iter_mut().enumerate() {
-                if (i + salt) % 11 < narrow as usize {
-                    p.op_vls = 1 + (i % 2) as u8;
-                }
-            }
-        }
+        narrow_ports(&mut fabric, |i| (i + salt) % 11 < narrow as usize);
         let shared = verify(&fabric, &r, &opts);
         let alone = verify_unshared(&fabric, &r, &opts);
         prop_assert_eq!(alone.walks_shared, 0);
@@ -528,15 +532,13 @@ proptest! {
                     *v = (*v + m.in_port) % nvl;
                 }
             }
-            let narrow: Vec<usize> = (0..f.ports.len())
-                .filter(|&i| {
+            let narrow: Vec<bool> = (0..f.ports.len())
+                .map(|i| {
                     let p = &f.ports[i];
                     (i + salt) % 3 == 0 && end_facing(p.node, p.num) && g.sw_of_node[p.node as usize] != NONE
                 })
                 .collect();
-            for i in narrow {
-                fabric.ports[i].op_vls = 1 + (i % 2) as u8;
-            }
+            narrow_ports(&mut fabric, |i| narrow[i]);
         }
         let f = &fabric;
         let routing = |whole: bool| {
