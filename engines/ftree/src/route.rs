@@ -162,10 +162,14 @@ impl Lists {
 }
 
 /// Bit positions of the switches in the per-destination bitsets, and the
-/// number of words: top-down, each switch's down remotes not placed yet
-/// next to each other (in a word of their own when they fit in one), so
-/// the down lists that every destination scans, and mostly finds routed
-/// already, take a word or two on a regular tree.
+/// number of words: the roots by the up lists of the switches of rank 1,
+/// then top-down each switch's down remotes, each list's switches not
+/// placed yet next to each other (in a word of their own when they fit in
+/// one). So the down lists that every destination scans, and mostly finds
+/// routed already, and the up lists of rank 1, whose parents every
+/// destination of the pod routes down, take a word or two on a regular
+/// tree (on the 34-ary 3-tree, ordered by index, an up list of rank 1
+/// took 18 words). The tables do not depend on the positions.
 fn positions(tree: &Tree) -> (Vec<u32>, usize) {
     let nsw = tree.switches.len();
     let mut pos = vec![u32::MAX; nsw];
@@ -173,14 +177,42 @@ fn positions(tree: &Tree) -> (Vec<u32>, usize) {
     let mut placed: Vec<Sw> = Vec::with_capacity(nsw);
     let mut by_order: Vec<Sw> = (0..nsw as Sw).collect();
     by_order.sort_by_key(|&s| tree.order.get(s as usize).copied().unwrap_or(s));
-    for &s in &by_order {
-        if tree.switches[s as usize].rank == 0 {
-            pos[s as usize] = next;
+    let mut run: Vec<Sw> = Vec::new();
+    // Place a run of remotes not placed yet next to each other, in a
+    // word of their own when they fit in one.
+    let mut place = |run: &[Sw], pos: &mut [u32], placed: &mut Vec<Sw>| {
+        if run.len() <= 64 && next % 64 + run.len() as u32 > 64 {
+            next = next.next_multiple_of(64);
+        }
+        for &r in run {
+            pos[r as usize] = next;
             next += 1;
-            placed.push(s);
+            placed.push(r);
+        }
+    };
+    // Roots by the up lists of the switches below them, which every
+    // destination scans for the parents its main path did not take.
+    for &s in &by_order {
+        let sw = &tree.switches[s as usize];
+        if sw.rank != 1 {
+            continue;
+        }
+        run.clear();
+        for &g in &sw.up {
+            let r = tree.groups[g as usize].remote;
+            if tree.switches[r as usize].rank == 0 && pos[r as usize] == u32::MAX && !run.contains(&r) {
+                run.push(r);
+            }
+        }
+        place(&run, &mut pos, &mut placed);
+    }
+    run.clear();
+    for &s in &by_order {
+        if tree.switches[s as usize].rank == 0 && pos[s as usize] == u32::MAX {
+            run.push(s);
         }
     }
-    let mut run: Vec<Sw> = Vec::new();
+    place(&run, &mut pos, &mut placed);
     let mut i = 0;
     while i < placed.len() {
         let s = placed[i] as usize;
@@ -192,14 +224,7 @@ fn positions(tree: &Tree) -> (Vec<u32>, usize) {
                 run.push(r);
             }
         }
-        if run.len() <= 64 && next % 64 + run.len() as u32 > 64 {
-            next = next.next_multiple_of(64);
-        }
-        for &r in &run {
-            pos[r as usize] = next;
-            next += 1;
-            placed.push(r);
-        }
+        place(&run, &mut pos, &mut placed);
     }
     for &s in &by_order {
         if pos[s as usize] == u32::MAX {
@@ -387,6 +412,17 @@ fn destinations(tree: &Tree, stride: usize, opts: &RouteOptions) -> Vec<Dest> {
     out
 }
 
+/// What the walk reads of a switch at every visit, apart from the rest.
+#[derive(Clone, Copy)]
+struct Kind {
+    /// Has down groups.
+    down: bool,
+    /// Has CA ports.
+    cas: bool,
+    /// Rank 0.
+    root: bool,
+}
+
 /// What the destinations share, read-only.
 struct Shared<'a> {
     tree: &'a Tree,
@@ -396,8 +432,8 @@ struct Shared<'a> {
     words: usize,
     lists: Lists,
     disjoint_below: Vec<bool>,
-    /// Per switch: (has down groups, has CA ports).
-    kind: Vec<(bool, bool)>,
+    /// Per switch, what every visit reads.
+    kind: Vec<Kind>,
     /// The up-going counters are read somewhere (some switch's subtrees
     /// overlap, or a down group has several ports): keep them.
     count_up: bool,
@@ -445,7 +481,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         kind: tree
             .switches
             .iter()
-            .map(|sw| (!sw.down.is_empty(), !sw.cas.is_empty()))
+            .map(|sw| Kind { down: !sw.down.is_empty(), cas: !sw.cas.is_empty(), root: sw.rank == 0 })
             .collect(),
         count_up,
         rotate,
@@ -790,12 +826,42 @@ impl<'a> Router<'a> {
     /// Give every switch below `s` (except through `prev`) a route up
     /// towards `s`, least loaded down group first. Returns whether any
     /// route towards an end port was made below.
+    ///
+    /// Most calls find every switch below routed already (a destination
+    /// reaches each switch from many above): that is answered here,
+    /// inlined into the caller, and only the others walk.
+    #[inline(always)]
     fn upgoing(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8) -> bool {
-        let tree = self.tree;
-        let (has_down, has_cas) = self.sh.kind[s as usize];
+        let Kind { down: has_down, cas: has_cas, .. } = self.sh.kind[s as usize];
         if !has_down {
             return has_cas;
         }
+        let lr = self.sh.lists.refs[s as usize * 2];
+        if lr.chunk_end - lr.chunk_first == 1 {
+            let c = self.sh.lists.chunks[lr.chunk_first as usize];
+            if self.open_bits(c, self.pos_of(prev), hops + 1) == 0 {
+                if has_cas {
+                    self.turn(s);
+                }
+                return has_cas;
+            }
+        }
+        self.upgoing_walk(s, prev, lid, hops, has_cas)
+    }
+
+    /// A route towards an end port was made below `s`: the next one
+    /// starts its reverse hops from the next down group.
+    #[inline]
+    fn turn(&mut self, s: Sw) {
+        if self.sh.rotate {
+            let n = self.tree.switches[s as usize].down.len() as u32;
+            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % n;
+        }
+    }
+
+    /// [`Router::upgoing`] past its quick answer.
+    #[inline(never)]
+    fn upgoing_walk(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8, has_cas: bool) -> bool {
         let mut created = has_cas;
         if self.sh.disjoint_below[s as usize] {
             // The walks below the candidates are independent: take them
@@ -816,7 +882,7 @@ impl<'a> Router<'a> {
                         (u32::MAX, h.first_remote_num)
                     };
                     self.set_at(at, remote, lid, num, hops + 1);
-                    let (remote_down, remote_cas) = self.sh.kind[remote as usize];
+                    let Kind { down: remote_down, cas: remote_cas, .. } = self.sh.kind[remote as usize];
                     let below = if remote_down {
                         self.upgoing(remote, NONE, lid, hops + 1)
                     } else {
@@ -845,9 +911,8 @@ impl<'a> Router<'a> {
             }
             self.stack.truncate(base);
         }
-        if created && self.sh.rotate {
-            let n = tree.switches[s as usize].down.len() as u32;
-            self.down_idx[s as usize] = (self.down_idx[s as usize] + 1) % n;
+        if created {
+            self.turn(s);
         }
         created
     }
@@ -855,7 +920,21 @@ impl<'a> Router<'a> {
     /// From `s`, which has a route to the destination, route the switches
     /// above it down towards `s` (the least loaded up group carries the
     /// main path and its counters), and everything below them up.
+    ///
+    /// A root without reverse hops to take only routes below itself: that
+    /// is done here, inlined into the caller (every destination reaches
+    /// most roots from below).
+    #[inline(always)]
     fn downgoing(&mut self, s: Sw, prev: Sw, lid: u16, main: bool, credit: u16, hops: u8) -> bool {
+        if credit == 0 && self.sh.kind[s as usize].root {
+            return self.upgoing(s, prev, lid, hops);
+        }
+        self.downgoing_walk(s, prev, lid, main, credit, hops)
+    }
+
+    /// [`Router::downgoing`] past its quick answer.
+    #[inline(never)]
+    fn downgoing_walk(&mut self, s: Sw, prev: Sw, lid: u16, main: bool, credit: u16, hops: u8) -> bool {
         let tree = self.tree;
         let mut created = self.upgoing(s, prev, lid, hops);
         let sw = &tree.switches[s as usize];
