@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
 
+use crate::cache::{prefetch, prefetch_span, ROWS_AHEAD};
 use crate::config::read_guid_list;
 use crate::graph::{by_distance, DistanceMatrix, Graph, Sw, SwPort};
 
@@ -1245,7 +1246,15 @@ fn link_loads(
                 // `u32` holds them); a switch's own are added as it is met.
                 w.clear();
                 w.resize(n * g, 0);
-                for &s in &ord {
+                // Each switch's row is read at the group's few LIDs, a
+                // line or two no other group of this thread reads soon:
+                // asked for ahead, so that the reads overlap.
+                let first = lids.iter().copied().min().unwrap_or(0);
+                let last = lids.iter().copied().max().unwrap_or(0);
+                for (i, &s) in ord.iter().enumerate() {
+                    if let Some(&a) = ord.get(i + ROWS_AHEAD) {
+                        prefetch_span(tables[a as usize], first, last);
+                    }
                     let si = s as usize;
                     let row = tables[si];
                     let base = view.base[si] as usize;
@@ -1377,7 +1386,12 @@ impl Pass<'_> {
         for &s in &ord {
             self.w[s as usize] = self.hosts[s as usize];
         }
-        for &s in &ord {
+        // One line of every switch's row, read again below: asked for
+        // ahead, so that the reads overlap.
+        for (i, &s) in ord.iter().enumerate() {
+            if let Some(&a) = ord.get(i + ROWS_AHEAD) {
+                prefetch(tables[a as usize], lid);
+            }
             let next = self.view.next(s, tables[s as usize][lid]);
             if next != NONE {
                 self.w[next as usize] += self.w[s as usize];

@@ -27,6 +27,7 @@
 //!   draw random fabrics of every family, for engines' property tests.
 
 pub mod balance;
+mod cache;
 pub mod cdg;
 pub mod config;
 pub mod conformance;

@@ -39,6 +39,7 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 use sm_abi::{FabricSnapshot, NodeKind, Routing, SlTable, NONE, NO_ROUTE};
 
+use crate::cache::{prefetch, prefetch_span, ROWS_AHEAD};
 use crate::graph::{by_distance, usable, Graph, Sw};
 
 /// What to check.
@@ -181,9 +182,6 @@ impl Verification {
         (max, if n == 0 { 0.0 } else { sum as f64 / n as f64 })
     }
 }
-
-/// How many switches ahead [`Ctx::resolve_chunk`] asks for LFT lines.
-const LFT_AHEAD: usize = 24;
 
 /// Destinations of one group resolved together (see
 /// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
@@ -444,22 +442,6 @@ struct DepBits<'a> {
     base: Vec<usize>,
     pairs: &'a PairIndex,
     bits: Vec<AtomicU64>,
-}
-
-/// Asks the cache for element `i` of `v` (nothing past its end), without
-/// waiting for it.
-#[inline]
-fn prefetch<T>(v: &[T], i: usize) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    if let Some(w) = v.get(i) {
-        // SAFETY: a prefetch is a hint that reads nothing and cannot
-        // fault, and the build enables the SSE it needs (every x86-64
-        // has it); a plain read here would hold the loop up until the
-        // line arrives, which is what the prefetch is for.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w as *const T as *const i8) };
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = (v, i);
 }
 
 /// SL n → VL n as a map word.
@@ -1550,12 +1532,8 @@ impl Ctx<'_> {
         // a few switches ahead, so that the reads overlap.
         let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
         let ahead = |i: usize| {
-            if let Some(&s) = queue.get(i + LFT_AHEAD) {
-                let row = self.lfts[s as usize];
-                prefetch(row, first);
-                if last / 64 != first / 64 {
-                    prefetch(row, last);
-                }
+            if let Some(&s) = queue.get(i + ROWS_AHEAD) {
+                prefetch_span(self.lfts[s as usize], first, last);
             }
         };
         // Destinations still in the common case, and those of them

@@ -1,0 +1,31 @@
+//! Asking the cache for memory ahead of its use.
+
+/// Asks the cache for element `i` of `v` (nothing past its end), without
+/// waiting for it.
+#[inline]
+pub(crate) fn prefetch<T>(v: &[T], i: usize) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+    if let Some(w) = v.get(i) {
+        // SAFETY: a prefetch is a hint that reads nothing and cannot
+        // fault, and the build enables the SSE it needs (every x86-64
+        // has it); a plain read here would hold the loop up until the
+        // line arrives, which is what the prefetch is for.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w as *const T as *const i8) };
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+    let _ = (v, i);
+}
+
+/// Asks the cache for the entries `first` and `last` of a table row (the
+/// lines a group of nearby LIDs reads), `last` only when on another line.
+#[inline]
+pub(crate) fn prefetch_span(row: &[u8], first: usize, last: usize) {
+    prefetch(row, first);
+    if last / 64 != first / 64 {
+        prefetch(row, last);
+    }
+}
+
+/// How many switches ahead a pass over every switch's table row for a few
+/// LIDs asks for the row's lines: enough for the reads to overlap.
+pub(crate) const ROWS_AHEAD: usize = 24;
