@@ -532,43 +532,41 @@ impl<'a> DepBits<'a> {
         }
     }
 
-    /// Every dependency held: (switch, input port, VL, output port, VL),
-    /// per switch by pair slot, then output VL, then input VL.
-    fn each(&self, mut f: impl FnMut(Sw, u8, u8, u8, u8)) {
+    /// Every dependency held at switch `s`: (switch, input port, VL,
+    /// output port, VL), by pair slot, then output VL, then input VL.
+    fn each_at(&self, s: usize, f: &mut impl FnMut(Sw, u8, u8, u8, u8)) {
         let (v, stride) = (self.vls as usize, self.stride as usize);
-        for s in 0..self.base.len() {
-            // Port number of each linked rank.
-            let k = self.pairs.k[s] as usize;
-            let mut num = vec![0u8; k];
-            let d = self.pairs.dense_at[s] as usize;
-            for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize].iter().enumerate() {
-                if (r as usize) < k {
-                    num[r as usize] = port as u8;
+        // Port number of each linked rank.
+        let k = self.pairs.k[s] as usize;
+        let mut num = vec![0u8; k];
+        let d = self.pairs.dense_at[s] as usize;
+        for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize].iter().enumerate() {
+            if (r as usize) < k {
+                num[r as usize] = port as u8;
+            }
+        }
+        if self.rec == 0 {
+            let words = (self.pairs.len(s) * v * stride).div_ceil(64);
+            for w in 0..words {
+                let word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
+                for b in crate::cdg::bits(word) {
+                    let bit = w * 64 + b as usize;
+                    let (group, in_vl) = (bit / stride, bit % stride);
+                    let (at, out_vl) = (group / v, group % v);
+                    let (i, o) = self.pairs.ports(s, at, &num);
+                    f(s as Sw, i, in_vl as u8, o, out_vl as u8);
                 }
             }
-            if self.rec == 0 {
-                let words = (self.pairs.len(s) * v * stride).div_ceil(64);
-                for w in 0..words {
-                    let word = self.bits[self.base[s] + w].load(Ordering::Relaxed);
-                    for b in crate::cdg::bits(word) {
-                        let bit = w * 64 + b as usize;
-                        let (group, in_vl) = (bit / stride, bit % stride);
-                        let (at, out_vl) = (group / v, group % v);
-                        let (i, o) = self.pairs.ports(s, at, &num);
-                        f(s as Sw, i, in_vl as u8, o, out_vl as u8);
-                    }
-                }
-                continue;
-            }
-            for at in 0..self.pairs.len(s) {
-                let r = self.record(s, at);
-                for w in 1..self.rec {
-                    let word = self.bits[r + w].load(Ordering::Relaxed);
-                    for b in crate::cdg::bits(word) {
-                        let bit = (w - 1) * 64 + b as usize;
-                        let (i, o) = self.pairs.ports(s, at, &num);
-                        f(s as Sw, i, (bit % stride) as u8, o, (bit / stride) as u8);
-                    }
+            return;
+        }
+        for at in 0..self.pairs.len(s) {
+            let r = self.record(s, at);
+            for w in 1..self.rec {
+                let word = self.bits[r + w].load(Ordering::Relaxed);
+                for b in crate::cdg::bits(word) {
+                    let bit = (w - 1) * 64 + b as usize;
+                    let (i, o) = self.pairs.ports(s, at, &num);
+                    f(s as Sw, i, (bit % stride) as u8, o, (bit / stride) as u8);
                 }
             }
         }
@@ -2343,8 +2341,15 @@ fn components(graph: &Graph) -> Vec<u32> {
 /// Every dependency held, as (transmitting port index, VL) of the channel
 /// it comes from and of the channel it goes to.
 fn each_channel_dep(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, mut f: impl FnMut(u32, u8, u32, u8)) {
-    deps.each(|s, in_port, in_vl, out_port, out_vl| {
-        let n = &fabric.nodes[graph.switch_nodes[s as usize] as usize];
+    for s in 0..graph.switch_count() {
+        channel_deps_at(fabric, graph, deps, s, &mut f);
+    }
+}
+
+/// The channel dependencies at switch `s`, as [`each_channel_dep`] gives them.
+fn channel_deps_at(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, s: usize, f: &mut impl FnMut(u32, u8, u32, u8)) {
+    let n = &fabric.nodes[graph.switch_nodes[s] as usize];
+    deps.each_at(s, &mut |_, in_port, in_vl, out_port, out_vl| {
         let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
         if from_port != NONE {
             f(from_port, in_vl, n.first_port + out_port as u32, out_vl);
@@ -2356,25 +2361,33 @@ fn each_channel_dep(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, mut 
 fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> Option<CreditLoop> {
     let v = deps.vls as usize;
     let nch = fabric.ports.len() * v;
-    // Adjacency in CSR form.
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    each_channel_dep(fabric, graph, deps, |from, in_vl, to, out_vl| {
-        edges.push(((from as usize * v + in_vl as usize) as u32, (to as usize * v + out_vl as usize) as u32));
-    });
+    // Adjacency in CSR form, from each switch's dependencies read in
+    // parallel (millions on a large tree).
+    let lists: Vec<Vec<(u32, u32)>> = (0..graph.switch_count())
+        .into_par_iter()
+        .map(|s| {
+            let mut edges = Vec::new();
+            channel_deps_at(fabric, graph, deps, s, &mut |from, in_vl, to, out_vl| {
+                edges.push(((from as usize * v + in_vl as usize) as u32, (to as usize * v + out_vl as usize) as u32));
+            });
+            edges
+        })
+        .collect();
+    let edges = || lists.iter().flatten();
     let mut start = vec![0u32; nch + 1];
-    for &(a, _) in &edges {
+    for &(a, _) in edges() {
         start[a as usize + 1] += 1;
     }
     for i in 0..nch {
         start[i + 1] += start[i];
     }
-    let mut adj = vec![0u32; edges.len()];
+    let mut adj = vec![0u32; start[nch] as usize];
     let mut fill = start.clone();
-    for &(a, b) in &edges {
+    for &(a, b) in edges() {
         adj[fill[a as usize] as usize] = b;
         fill[a as usize] += 1;
     }
-    drop(edges);
+    drop(lists);
 
     // Iterative Tarjan.
     let mut index = vec![u32::MAX; nch];
