@@ -184,9 +184,10 @@ impl Verification {
 }
 
 /// Destinations of one group resolved together (see
-/// [`Ctx::resolve_chunk`]); bounds the memory that takes per thread.
+/// [`Ctx::resolve_chunk`], [`Ctx::resolve_fast`]); bounds the memory that
+/// takes per thread.
 const CHUNK: usize = 32;
-// `resolve_chunk` keeps a chunk's destinations as the bits of a u32.
+// Both keep a chunk's destinations as the bits of a u32.
 const _: () = assert!(CHUNK <= 32);
 
 /// Below this many destinations per group (on average over the
@@ -809,7 +810,8 @@ struct Acc {
     /// same port for each way in (a tree's leaf's hosts, a chunk's LIDs),
     /// and this spares the shared bits a read that mostly misses the cache.
     last_out: Vec<u8>,
-    /// [`Ctx::resolve_chunk`]'s results, per destination of the chunk.
+    /// [`Ctx::resolve_chunk`]'s or [`Ctx::resolve_fast`]'s results, per
+    /// destination of the chunk.
     c_ok: Vec<bool>,
     /// On the per-path-SL path, per destination of the chunk: the one
     /// whose rows it reads (itself, or the first of a run of destinations
@@ -1279,9 +1281,11 @@ fn run(
             }
             if *t != NONE && group.len() > 1 {
                 for chunk in group.chunks(CHUNK) {
-                    ctx.resolve_chunk(&mut acc, *t, chunk);
                     if ctx.fast {
+                        ctx.resolve_fast(&mut acc, chunk);
                         ctx.chunk_fast(&mut acc, *t, chunk);
+                    } else {
+                        ctx.resolve_chunk(&mut acc, *t, chunk);
                     }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
                         if !(ctx.fast && acc.c_ok[j]) {
@@ -1450,32 +1454,26 @@ impl Ctx<'_> {
     }
 
     /// [`Ctx::resolve_minimal`] for the destinations of one chunk of a
-    /// group at once, switch by switch: a switch's LFT entries for them
-    /// share cache lines, and its hop table row serves them all. Per
+    /// group at once, on the per-path-SL path (the single-SL path takes
+    /// [`Ctx::resolve_fast`]), switch by switch: a switch's LFT entries for
+    /// them share cache lines, and its hop table row serves them all. Per
     /// destination `j`, `c_ok[j]` says whether the common case holds and
     /// `c_out` etc. hold what `resolve_minimal` leaves in `out` etc., for
-    /// switch `s`: on the single-SL path at `s * chunk.len() + j`, a
-    /// switch's entries for the chunk side by side as [`Ctx::chunk_fast`]
-    /// reads them; otherwise at `j * switches + s`, the rows
-    /// [`Ctx::destination`] takes.
+    /// switch `s` at `j * switches + s`, the rows [`Ctx::destination`]
+    /// takes.
     ///
-    /// On the per-path-SL path, a destination whose entries agree with the
-    /// previous one's on every switch but `t` (their own) has that one's
-    /// tree but for its last hop: only that hop is resolved for it (see
-    /// `c_rep`), so that a switch's hosts cost one resolution, as their
-    /// walks cost one when they take it over.
+    /// A destination whose entries agree with the previous one's on every
+    /// switch but `t` (their own) has that one's tree but for its last
+    /// hop: only that hop is resolved for it (see `c_rep`), so that a
+    /// switch's hosts cost one resolution, as their walks cost one when
+    /// they take it over.
     fn resolve_chunk(&self, acc: &mut Acc, t: Sw, chunk: &[(u16, u32)]) {
         let nsw = self.graph.switch_count();
         let len = chunk.len() * nsw;
-        // The single-SL path reads the hop of an entry again from the hop
-        // table (one row per switch, hot), so it needs only the entries.
-        let rows = !self.fast;
         acc.c_out.resize(len, 0);
-        if rows {
-            acc.c_into.resize(len, 0);
-            acc.c_ovl.resize(len, 1);
-            acc.c_next.resize(len, NONE);
-        }
+        acc.c_into.resize(len, 0);
+        acc.c_ovl.resize(len, 1);
+        acc.c_next.resize(len, NONE);
         acc.c_ok.clear();
         acc.c_ok.resize(chunk.len(), true);
         // The chunk's rows of the columns, when there are.
@@ -1485,9 +1483,6 @@ impl Ctx<'_> {
                 *col = c.row(lid);
             }
         }
-        // Switch-major for `chunk_fast`, destination-major for the rows
-        // `destination` takes.
-        let (by_switch, by_dest) = if self.fast { (chunk.len(), 1) } else { (1, nsw) };
         let Acc { queue, dist, c_ok, c_rep, c_last, c_out, c_into, c_ovl, c_next, .. } = acc;
         let queue = &*queue;
         c_rep.clear();
@@ -1497,7 +1492,7 @@ impl Ctx<'_> {
             Some(_) => cols[j].get(su).copied(),
             None => row.get(chunk[j].0 as usize).copied(),
         };
-        if rows && self.share && chunk.len() > 1 {
+        if self.share && chunk.len() > 1 {
             let mut same = [true; CHUNK];
             let mut runs = chunk.len() - 1;
             for &s in queue {
@@ -1554,15 +1549,14 @@ impl Ctx<'_> {
                     continue;
                 };
                 let (next, into, ovl) = minimal_hop(dist, here, codes, out, chunk[j].1);
-                let k = su * by_switch + j * by_dest;
+                let k = j * nsw + su;
                 c_out[k] = out;
                 match next {
-                    Some(n) if rows => {
+                    Some(n) => {
                         c_into[k] = into;
                         c_ovl[k] = ovl;
                         c_next[k] = n;
                     }
-                    Some(_) => {}
                     None => ok &= !(1 << j),
                 }
             }
@@ -1581,6 +1575,69 @@ impl Ctx<'_> {
             // A run's tree is its first destination's, good or not.
             *c = ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0;
         }
+    }
+
+    /// [`Ctx::resolve_chunk`] on the single-SL path, which needs only the
+    /// entries (switch-major) and whether each destination is in the common
+    /// case: a switch's entries are gathered side by side, then checked in
+    /// one loop without branches, a hop good when it enters a switch one
+    /// nearer or, at `t`, the destination port. A missing entry fails.
+    fn resolve_fast(&self, acc: &mut Acc, chunk: &[(u16, u32)]) {
+        let w = chunk.len();
+        let nsw = self.graph.switch_count();
+        acc.c_out.resize(w * nsw, 0);
+        let (mut lids, mut dests) = ([0usize; CHUNK], [0u32; CHUNK]);
+        let mut cols: [&[u8]; CHUNK] = [&[]; CHUNK];
+        for (j, &(lid, dp)) in chunk.iter().enumerate() {
+            lids[j] = lid as usize;
+            // The code of a hop that delivers to the destination port.
+            dests[j] = PORT_BIT | dp;
+            if let Some(c) = self.columns {
+                cols[j] = c.row(lid);
+            }
+        }
+        let (lids, dests, cols) = (&lids[..w], &dests[..w], &cols[..w]);
+        let first = lids.iter().copied().min().unwrap_or(0);
+        let last = lids.iter().copied().max().unwrap_or(0);
+        let Acc { queue, dist, c_out, .. } = acc;
+        let (queue, dist) = (&*queue, &*dist);
+        let mut bad: u32 = 0;
+        for (i, &s) in queue.iter().enumerate() {
+            let su = s as usize;
+            let outs = &mut c_out[su * w..su * w + w];
+            match self.columns {
+                Some(_) => {
+                    for (o, col) in outs.iter_mut().zip(cols) {
+                        *o = col.get(su).copied().unwrap_or(NO_ROUTE);
+                    }
+                }
+                None => {
+                    // Asked for a few switches ahead, as in `resolve_chunk`.
+                    if let Some(&a) = queue.get(i + ROWS_AHEAD) {
+                        prefetch_span(self.lfts[a as usize], first, last);
+                    }
+                    let row = self.lfts[su];
+                    for (j, (o, &lid)) in outs.iter_mut().zip(lids).enumerate() {
+                        match row.get(lid) {
+                            Some(&p) => *o = p,
+                            None => bad |= 1 << j,
+                        }
+                    }
+                }
+            }
+            let (codes, here) = (self.hops.row(s), dist[su] as u32);
+            for (j, (&o, &dest)) in outs.iter().zip(dests).enumerate() {
+                let c = codes.get(o as usize).map_or(DEAD_HOP, |&c| c as u32);
+                let good = if c & PORT_BIT == 0 {
+                    dist.get(c as usize).is_some_and(|&d| d as u32 + 1 == here)
+                } else {
+                    c == dest
+                };
+                bad |= (!good as u32) << j;
+            }
+        }
+        acc.c_ok.clear();
+        acc.c_ok.extend((0..w).map(|j| bad & 1 << j == 0));
     }
 
     /// Any LFTs: resolve every switch's fate for this destination (reaches,
@@ -1669,7 +1726,7 @@ impl Ctx<'_> {
             && match chunk {
                 Some(j) if acc.c_ok[j] => {
                     // Only the per-path-SL walk comes here with a chunk's
-                    // common case (see `resolve_chunk`'s layouts).
+                    // common case (`resolve_chunk` resolved it).
                     let rep = acc.c_rep[j];
                     let r = rep * nsw..(rep + 1) * nsw;
                     acc.out.copy_from_slice(&acc.c_out[r.clone()]);
@@ -1886,7 +1943,7 @@ impl Ctx<'_> {
     }
 
     /// [`Ctx::destination`] on the single-SL path for every destination of
-    /// the chunk [`Ctx::resolve_chunk`] found in the common case, all at
+    /// the chunk [`Ctx::resolve_fast`] found in the common case, all at
     /// once, switch by switch in the group's order (deepest first, valid
     /// for each of their trees): what one switch's sources add is counted
     /// once for them all, the switch's entries for them lie side by side,
@@ -1976,7 +2033,7 @@ impl Ctx<'_> {
                     self.check_vl(acc, pi, sl, ovl);
                 }
                 used = true;
-                // (`resolve_chunk` found every other switch's hop one
+                // (`resolve_fast` found every other switch's hop one
                 // nearer, into a switch.)
                 let Next::Switch(n) = next else { continue };
                 let n = n as usize;

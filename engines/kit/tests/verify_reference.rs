@@ -386,39 +386,67 @@ fn small() -> Sizes {
     Sizes { switches: 2..14, hosts: 1..3, extra_links: 0..16, ..Sizes::default() }
 }
 
+fn hosts() -> Sizes {
+    Sizes { switches: 2..10, hosts: 2..5, extra_links: 0..8, ..Sizes::default() }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(160))]
 
     #[test]
     fn verifier_equals_the_path_by_path_reference(d in any_family(small()), seed in any::<u64>()) {
         let (f, r, opts) = routing_for(&d, seed);
-        let v = verify(&f, &r, &opts);
-        let want = reference(&f, &r, &opts);
-        prop_assert_eq!(v.pairs, want.pairs);
-        prop_assert_eq!(v.disconnected, want.disconnected);
-        prop_assert_eq!(v.unreachable, want.unreachable);
-        prop_assert_eq!(v.looping, want.looping);
-        prop_assert_eq!(v.non_minimal, want.non_minimal);
-        prop_assert_eq!(v.total_hops, want.total_hops);
-        prop_assert_eq!(v.total_min_hops, want.total_min_hops);
-        prop_assert_eq!(v.max_hops, want.max_hops);
-        prop_assert_eq!(&v.port_load, &want.port_load);
-        prop_assert_eq!(v.vl_violations > 0, want.vl_violations > 0, "violations {} vs {}", v.vl_violations, want.vl_violations);
-        prop_assert_eq!(v.vls_used, want.vls_used);
-        prop_assert!(v.credit_loops_checked);
-        if want.vl_violations == 0 {
-            prop_assert_eq!(v.credit_loop.is_some(), has_cycle(&want.deps), "{:?}", v.credit_loop);
-            if let Some(cl) = &v.credit_loop {
-                prop_assert!(!cl.cycle.is_empty());
-                for (i, &a) in cl.cycle.iter().enumerate() {
-                    let b = cl.cycle[(i + 1) % cl.cycle.len()];
-                    prop_assert!(want.deps.contains(&(a, b)), "{:?} -> {:?} is no dependency of the reference", a, b);
-                }
-                let distinct: HashSet<_> = cl.cycle.iter().collect();
-                prop_assert_eq!(distinct.len(), cl.cycle.len());
+        agrees(&f, &r, &opts)?;
+    }
+
+    /// Healthy shortest paths on one SL, several hosts per switch (so the
+    /// verifier resolves each switch's destinations as one chunk), and one
+    /// switch's LFT cut short: the LIDs past its end are missing there.
+    #[test]
+    fn a_cut_short_lft_fails_its_missing_lids(d in any_family(hosts()), seed in any::<u64>()) {
+        let mut rng = Rng(seed);
+        let g = Graph::new(&d.fabric);
+        let mut lfts = random_lfts(&d.fabric, &g, &mut rng, 0);
+        let cut = rng.below(lfts.len() as u64) as usize;
+        let len = lfts[cut].ports.len() as u64;
+        let keep = 1 + rng.below(len.saturating_sub(1).max(1)) as usize;
+        let mut ports: Vec<u8> = lfts[cut].ports.iter().copied().collect();
+        ports.truncate(keep);
+        lfts[cut].ports = ports.into();
+        agrees(&d.fabric, &Routing::single_vl(lfts), &VerifyOptions::default())?;
+    }
+}
+
+/// What the verifier finds equals what the reference finds (see the
+/// module's text for what must agree).
+fn agrees(f: &FabricSnapshot, r: &Routing, opts: &VerifyOptions) -> Result<(), TestCaseError> {
+    let v = verify(f, r, opts);
+    let want = reference(f, r, opts);
+    prop_assert_eq!(v.pairs, want.pairs);
+    prop_assert_eq!(v.disconnected, want.disconnected);
+    prop_assert_eq!(v.unreachable, want.unreachable);
+    prop_assert_eq!(v.looping, want.looping);
+    prop_assert_eq!(v.non_minimal, want.non_minimal);
+    prop_assert_eq!(v.total_hops, want.total_hops);
+    prop_assert_eq!(v.total_min_hops, want.total_min_hops);
+    prop_assert_eq!(v.max_hops, want.max_hops);
+    prop_assert_eq!(&v.port_load, &want.port_load);
+    prop_assert_eq!(v.vl_violations > 0, want.vl_violations > 0, "violations {} vs {}", v.vl_violations, want.vl_violations);
+    prop_assert_eq!(v.vls_used, want.vls_used);
+    prop_assert!(v.credit_loops_checked);
+    if want.vl_violations == 0 {
+        prop_assert_eq!(v.credit_loop.is_some(), has_cycle(&want.deps), "{:?}", v.credit_loop);
+        if let Some(cl) = &v.credit_loop {
+            prop_assert!(!cl.cycle.is_empty());
+            for (i, &a) in cl.cycle.iter().enumerate() {
+                let b = cl.cycle[(i + 1) % cl.cycle.len()];
+                prop_assert!(want.deps.contains(&(a, b)), "{:?} -> {:?} is no dependency of the reference", a, b);
             }
+            let distinct: HashSet<_> = cl.cycle.iter().collect();
+            prop_assert_eq!(distinct.len(), cl.cycle.len());
         }
     }
+    Ok(())
 }
 
 /// The generator above does produce the cases the property is about.
