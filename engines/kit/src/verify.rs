@@ -1952,10 +1952,12 @@ impl Ctx<'_> {
         let w = chunk.len();
         let mut is_end = [false; CHUNK];
         let (mut m, mut m_end) = (0u64, 0u64);
+        let mut ok: u32 = 0;
         for (j, &(_, dp)) in chunk.iter().enumerate() {
             if !acc.c_ok[j] {
                 continue;
             }
+            ok |= 1 << j;
             self.switchless_pairs(acc, dp);
             acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
             is_end[j] = self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node();
@@ -1989,12 +1991,21 @@ impl Ctx<'_> {
                 acc.v.max_hops = acc.v.max_hops.max(1 + here + (m_end > 0) as u32);
             }
             let (row, first, codes) = (su * w, self.first_port[su], self.hops.row(s));
-            for j in 0..w {
-                if !acc.c_ok[j] {
-                    continue;
-                }
+            // This switch's routes per destination, taken (which leaves
+            // its slots zero); without sources of its own, only the
+            // destinations some route passes through go on.
+            let mut ls = [0u32; CHUNK];
+            let slots = &mut acc.c_load[row..row + w];
+            ls[..w].copy_from_slice(slots);
+            slots.fill(0);
+            let live = if s == t || own > 0 {
+                ok
+            } else {
+                ok & ls[..w].iter().enumerate().fold(0, |m, (j, &l)| m | ((l != 0) as u32) << j)
+            };
+            for j in crate::cdg::bits(live as u64).map(|j| j as usize) {
                 let k = row + j;
-                let mut l = std::mem::take(&mut acc.c_load[k]) as u64;
+                let mut l = ls[j] as u64;
                 if s != t {
                     l += own;
                 } else if own > 0 {
