@@ -1256,11 +1256,17 @@ fn link_loads(
                         prefetch_span(tables[a as usize], first, last);
                     }
                     let si = s as usize;
+                    let own = hosts[si] as u32;
+                    // A switch no route to the group passes through (most
+                    // of a tree's upper switches, for minhop) adds
+                    // nothing: its row is not read.
+                    if own == 0 && w[si * g..si * g + g].iter().all(|&x| x == 0) {
+                        continue;
+                    }
                     let row = tables[si];
                     let base = view.base[si] as usize;
                     let end = view.base.get(si + 1).map_or(links, |&e| e as usize);
                     let (peers, load) = (&view.peer[base..end], &mut load[base..end]);
-                    let own = hosts[si] as u32;
                     for (j, &lid) in lids.iter().enumerate() {
                         let port = row[lid] as usize;
                         let Some(&next) = peers.get(port) else { continue };
