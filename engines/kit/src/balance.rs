@@ -1389,28 +1389,33 @@ impl Pass<'_> {
         let mut ord = std::mem::take(&mut self.ord);
         by_distance(row_t, true, true, &mut ord);
         self.work += ord.len() as u64;
-        for &s in &ord {
+        // Routes are shortest (a hop is one nearer), so only switches at
+        // least as far as `u` can route through it: `ord` (farthest
+        // first) starts with them, and the rest cross nothing.
+        let du = row_t[u as usize];
+        let part = ord.partition_point(|&s| row_t[s as usize] >= du);
+        let beyond = |x: Sw| x != NONE && row_t[x as usize] >= du;
+        for &s in &ord[..part] {
             self.w[s as usize] = self.hosts[s as usize];
         }
         // One line of every switch's row, read again below: asked for
         // ahead, so that the reads overlap.
-        for (i, &s) in ord.iter().enumerate() {
-            if let Some(&a) = ord.get(i + ROWS_AHEAD) {
+        for (i, &s) in ord[..part].iter().enumerate() {
+            if let Some(&a) = ord[..part].get(i + ROWS_AHEAD) {
                 prefetch(tables[a as usize], lid);
             }
             let next = self.view.next(s, tables[s as usize][lid]);
-            if next != NONE {
+            if beyond(next) {
                 self.w[next as usize] += self.w[s as usize];
             }
         }
-        self.crosses[d.t as usize] = false;
-        for &s in ord.iter().rev() {
+        for &s in ord[..part].iter().rev() {
             let p = tables[s as usize][lid];
             let next = self.view.next(s, p);
-            self.crosses[s as usize] = if s == u { p == port } else { next != NONE && self.crosses[next as usize] };
+            self.crosses[s as usize] = if s == u { p == port } else { beyond(next) && self.crosses[next as usize] };
         }
         let mut best: Option<Move> = None;
-        for &s in &ord {
+        for &s in &ord[..part] {
             let si = s as usize;
             let ws = self.w[si];
             if !self.crosses[si] || ws == 0 {
@@ -1419,7 +1424,7 @@ impl Pass<'_> {
             let cur = tables[si][lid];
             let mut old_marked = false;
             for l in &self.graph.sw_ports[si] {
-                if l.peer_sw == NONE || l.port == cur || self.crosses[l.peer_sw as usize] {
+                if l.peer_sw == NONE || l.port == cur || (beyond(l.peer_sw) && self.crosses[l.peer_sw as usize]) {
                     continue;
                 }
                 if row_t[l.peer_sw as usize].wrapping_add(1) != row_t[si] || self.view.ignored[self.view.link(s, l.port)] {
