@@ -1182,6 +1182,7 @@ fn rebalance_with(
         stamp: vec![0; n],
         generation: 0,
         ord: Vec::new(),
+        ord_t: NONE,
         work: 0,
         moves: 0,
         lmc: fabric.lmc > 0,
@@ -1342,6 +1343,9 @@ struct Pass<'a> {
     stamp: Vec<u32>,
     generation: u32,
     ord: Vec<Sw>,
+    /// The destination switch `ord` is sorted for ([`NONE`]: none yet):
+    /// a hot link's destinations come a switch at a time.
+    ord_t: Sw,
     work: u64,
     moves: u64,
     lmc: bool,
@@ -1387,7 +1391,10 @@ impl Pass<'_> {
         let lid = d.lid as usize;
         let row_t = self.dist.to(d.t);
         let mut ord = std::mem::take(&mut self.ord);
-        by_distance(row_t, true, true, &mut ord);
+        if self.ord_t != d.t {
+            by_distance(row_t, true, true, &mut ord);
+            self.ord_t = d.t;
+        }
         self.work += ord.len() as u64;
         // Routes are shortest (a hop is one nearer), so only switches at
         // least as far as `u` can route through it: `ord` (farthest
