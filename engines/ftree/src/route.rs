@@ -419,8 +419,6 @@ struct Kind {
     down: bool,
     /// Has CA ports.
     cas: bool,
-    /// Rank 0.
-    root: bool,
 }
 
 /// What the destinations share, read-only.
@@ -481,7 +479,7 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
         kind: tree
             .switches
             .iter()
-            .map(|sw| Kind { down: !sw.down.is_empty(), cas: !sw.cas.is_empty(), root: sw.rank == 0 })
+            .map(|sw| Kind { down: !sw.down.is_empty(), cas: !sw.cas.is_empty() })
             .collect(),
         count_up,
         rotate,
@@ -920,21 +918,7 @@ impl<'a> Router<'a> {
     /// From `s`, which has a route to the destination, route the switches
     /// above it down towards `s` (the least loaded up group carries the
     /// main path and its counters), and everything below them up.
-    ///
-    /// A root without reverse hops to take only routes below itself: that
-    /// is done here, inlined into the caller (every destination reaches
-    /// most roots from below).
-    #[inline(always)]
     fn downgoing(&mut self, s: Sw, prev: Sw, lid: u16, main: bool, credit: u16, hops: u8) -> bool {
-        if credit == 0 && self.sh.kind[s as usize].root {
-            return self.upgoing(s, prev, lid, hops);
-        }
-        self.downgoing_walk(s, prev, lid, main, credit, hops)
-    }
-
-    /// [`Router::downgoing`] past its quick answer.
-    #[inline(never)]
-    fn downgoing_walk(&mut self, s: Sw, prev: Sw, lid: u16, main: bool, credit: u16, hops: u8) -> bool {
         let tree = self.tree;
         let mut created = self.upgoing(s, prev, lid, hops);
         let sw = &tree.switches[s as usize];
