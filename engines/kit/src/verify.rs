@@ -1952,7 +1952,7 @@ impl Ctx<'_> {
         let w = chunk.len();
         let mut is_end = [false; CHUNK];
         let (mut m, mut m_end) = (0u64, 0u64);
-        let mut ok: u32 = 0;
+        let (mut ok, mut end): (u32, u32) = (0, 0);
         for (j, &(_, dp)) in chunk.iter().enumerate() {
             if !acc.c_ok[j] {
                 continue;
@@ -1961,6 +1961,7 @@ impl Ctx<'_> {
             self.switchless_pairs(acc, dp);
             acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
             is_end[j] = self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node();
+            end |= (is_end[j] as u32) << j;
             m += 1;
             m_end += is_end[j] as u64;
         }
@@ -2003,52 +2004,58 @@ impl Ctx<'_> {
             } else {
                 ok & ls[..w].iter().enumerate().fold(0, |m, (j, &l)| m | ((l != 0) as u32) << j)
             };
-            for j in crate::cdg::bits(live as u64).map(|j| j as usize) {
-                let k = row + j;
-                let mut l = ls[j] as u64;
-                if s != t {
-                    l += own;
-                } else if own > 0 {
-                    let c = own - srcs.contains(&chunk[j].1) as u64;
-                    if c > 0 {
-                        let hops = 1 + here + is_end[j] as u32;
-                        acc.v.pairs += c;
-                        acc.v.total_hops += hops as u64 * c;
-                        acc.v.total_min_hops += hops as u64 * c;
-                        acc.v.max_hops = acc.v.max_hops.max(hops);
-                        l += c;
+            if s == t {
+                for j in crate::cdg::bits(live as u64).map(|j| j as usize) {
+                    let mut l = ls[j] as u64;
+                    if own > 0 {
+                        let c = own - srcs.contains(&chunk[j].1) as u64;
+                        if c > 0 {
+                            let hops = 1 + here + is_end[j] as u32;
+                            acc.v.pairs += c;
+                            acc.v.total_hops += hops as u64 * c;
+                            acc.v.total_min_hops += hops as u64 * c;
+                            acc.v.max_hops = acc.v.max_hops.max(hops);
+                            l += c;
+                        }
                     }
+                    // The last hop into the destination end port (a
+                    // switch destination is delivered by port 0, no link).
+                    if l == 0 || !is_end[j] {
+                        continue;
+                    }
+                    let out = acc.c_out[row + j];
+                    let pi = first + out as u32;
+                    acc.load_32[pi as usize] += l as u32;
+                    if !within {
+                        let ovl = codes.get(out as usize).map_or(1, |&c| (c >> 40) as u8);
+                        self.check_vl(acc, pi, sl, ovl);
+                    }
+                    used = true;
                 }
+                continue;
+            }
+            for j in crate::cdg::bits(live as u64).map(|j| j as usize) {
+                let l = ls[j] + own as u32;
                 if l == 0 {
                     continue;
                 }
-                let out = acc.c_out[k];
+                let out = acc.c_out[row + j];
                 let pi = first + out as u32;
-                let (next, into, ovl) = hop(codes, out);
-                if s == t {
-                    // The last hop into the destination end port (a
-                    // switch destination is delivered by port 0, no link).
-                    if is_end[j] {
-                        acc.load_32[pi as usize] += l as u32;
-                        if !within {
-                            self.check_vl(acc, pi, sl, ovl);
-                        }
-                        used = true;
-                    }
-                    continue;
-                }
-                if is_end[j] {
-                    acc.load_32[pi as usize] += l as u32;
+                // (`resolve_fast` found the hop one nearer, into a switch.)
+                let c = codes.get(out as usize).copied().unwrap_or(DEAD_HOP as u64);
+                if end & 1 << j != 0 {
+                    acc.load_32[pi as usize] += l;
                 }
                 if !within {
-                    self.check_vl(acc, pi, sl, ovl);
+                    self.check_vl(acc, pi, sl, (c >> 40) as u8);
                 }
                 used = true;
-                // (`resolve_fast` found every other switch's hop one
-                // nearer, into a switch.)
-                let Next::Switch(n) = next else { continue };
-                let n = n as usize;
-                acc.c_load[n * w + j] += l as u32;
+                let n = c as u32;
+                if n & PORT_BIT != 0 {
+                    continue;
+                }
+                let (n, into) = (n as usize, (c >> 32) as u8);
+                acc.c_load[n * w + j] += l;
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its
                     // output; the turn this thread set last from this
