@@ -826,8 +826,10 @@ impl<'a> Router<'a> {
     /// route towards an end port was made below.
     ///
     /// Most calls find every switch below routed already (a destination
-    /// reaches each switch from many above): that is answered here,
-    /// inlined into the caller, and only the others walk.
+    /// reaches each switch from many above): when the down list is one
+    /// chunk (a regular tree's always are, see [`positions`]) that is
+    /// answered here, inlined into the caller, and only the others walk
+    /// (a longer list would be scanned twice).
     #[inline(always)]
     fn upgoing(&mut self, s: Sw, prev: Sw, lid: u16, hops: u8) -> bool {
         let Kind { down: has_down, cas: has_cas, .. } = self.sh.kind[s as usize];

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
 
-use crate::cache::{prefetch, prefetch_span, ROWS_AHEAD};
+use crate::cache::prefetch_ahead;
 use crate::config::read_guid_list;
 use crate::graph::{by_distance, DistanceMatrix, Graph, Sw, SwPort};
 
@@ -1247,15 +1247,12 @@ fn link_loads(
                 // `u32` holds them); a switch's own are added as it is met.
                 w.clear();
                 w.resize(n * g, 0);
-                // Each switch's row is read at the group's few LIDs, a
-                // line or two no other group of this thread reads soon:
-                // asked for ahead, so that the reads overlap.
+                // Each switch's row is read at the group's few LIDs: asked
+                // for ahead.
                 let first = lids.iter().copied().min().unwrap_or(0);
                 let last = lids.iter().copied().max().unwrap_or(0);
                 for (i, &s) in ord.iter().enumerate() {
-                    if let Some(&a) = ord.get(i + ROWS_AHEAD) {
-                        prefetch_span(tables[a as usize], first, last);
-                    }
+                    prefetch_ahead(tables, &ord, i, first, last);
                     let si = s as usize;
                     let own = hosts[si] as u32;
                     // A switch no route to the group passes through (most
@@ -1406,11 +1403,9 @@ impl Pass<'_> {
             self.w[s as usize] = self.hosts[s as usize];
         }
         // One line of every switch's row, read again below: asked for
-        // ahead, so that the reads overlap.
+        // ahead.
         for (i, &s) in ord[..part].iter().enumerate() {
-            if let Some(&a) = ord[..part].get(i + ROWS_AHEAD) {
-                prefetch(tables[a as usize], lid);
-            }
+            prefetch_ahead(tables, &ord[..part], i, lid, lid);
             let next = self.view.next(s, tables[s as usize][lid]);
             if beyond(next) {
                 self.w[next as usize] += self.w[s as usize];

@@ -19,7 +19,7 @@ pub(crate) fn prefetch<T>(v: &[T], i: usize) {
 /// Asks the cache for the entries `first` and `last` of a table row (the
 /// lines a group of nearby LIDs reads), `last` only when on another line.
 #[inline]
-pub(crate) fn prefetch_span(row: &[u8], first: usize, last: usize) {
+fn prefetch_span(row: &[u8], first: usize, last: usize) {
     prefetch(row, first);
     if last / 64 != first / 64 {
         prefetch(row, last);
@@ -28,4 +28,17 @@ pub(crate) fn prefetch_span(row: &[u8], first: usize, last: usize) {
 
 /// How many switches ahead a pass over every switch's table row for a few
 /// LIDs asks for the row's lines: enough for the reads to overlap.
-pub(crate) const ROWS_AHEAD: usize = 24;
+const ROWS_AHEAD: usize = 24;
+
+/// In a pass over the switches of `order` that reads each one's row of
+/// `rows` at LIDs `first..=last` (a line or two no other pass of the
+/// thread reads soon), at position `i`: asks for those lines of the switch
+/// [`ROWS_AHEAD`] further on, so that the reads overlap.
+#[inline]
+pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(rows: &[R], order: &[u32], i: usize, first: usize, last: usize) {
+    if let Some(&a) = order.get(i + ROWS_AHEAD) {
+        if let Some(row) = rows.get(a as usize) {
+            prefetch_span(row.as_ref(), first, last);
+        }
+    }
+}

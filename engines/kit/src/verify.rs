@@ -39,7 +39,7 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 use sm_abi::{FabricSnapshot, NodeKind, Routing, SlTable, NONE, NO_ROUTE};
 
-use crate::cache::{prefetch, prefetch_span, ROWS_AHEAD};
+use crate::cache::{prefetch, prefetch_ahead};
 use crate::graph::{by_distance, usable, Graph, Sw};
 
 /// What to check.
@@ -658,18 +658,63 @@ impl HopTab {
     }
 }
 
+/// One hop code of a [`HopTab`] row, read through its parts.
+#[derive(Clone, Copy)]
+struct Code(u64);
+
+/// A port past a switch's row: dead, entering nothing, one VL.
+const NO_CODE: Code = Code(DEAD_HOP as u64 | 1 << 40);
+
+impl Code {
+    /// The code of port `out` in a switch's row.
+    #[inline]
+    fn of(row: &[u64], out: u8) -> Code {
+        row.get(out as usize).map_or(NO_CODE, |&c| Code(c))
+    }
+
+    /// The next switch, `PORT_BIT |` the port delivered to, or `DEAD_HOP`.
+    #[inline]
+    fn target(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The port number the link enters the next switch by.
+    #[inline]
+    fn entered(self) -> u8 {
+        (self.0 >> 32) as u8
+    }
+
+    /// The transmitting port's operational VLs.
+    #[inline]
+    fn op_vls(self) -> u8 {
+        (self.0 >> 40) as u8
+    }
+
+    /// Whether the hop goes one nearer the destination from a switch
+    /// `here` hops away by `dist`: into a switch a hop nearer, or into the
+    /// destination port (`dest`, as the code of a hop delivering to it).
+    /// A dead hop is neither.
+    #[inline]
+    fn nearer(self, dist: &[u8], here: u32, dest: u32) -> bool {
+        let c = self.target();
+        if c & PORT_BIT == 0 {
+            dist.get(c as usize).is_some_and(|&d| d as u32 + 1 == here)
+        } else {
+            c == dest
+        }
+    }
+}
+
 /// [`HopTab::next`] from a switch's row of codes.
 #[inline]
 fn hop(row: &[u64], out: u8) -> (Next, u8, u8) {
-    let Some(&c) = row.get(out as usize) else {
-        return (Next::Dead, 0, 1);
-    };
-    let next = match c as u32 {
+    let c = Code::of(row, out);
+    let next = match c.target() {
         DEAD_HOP => Next::Dead,
-        c if c & PORT_BIT != 0 => Next::Port(c & !PORT_BIT),
-        c => Next::Switch(c),
+        t if t & PORT_BIT != 0 => Next::Port(t & !PORT_BIT),
+        t => Next::Switch(t),
     };
-    (next, (c >> 32) as u8, (c >> 40) as u8)
+    (next, c.entered(), c.op_vls())
 }
 
 /// Where `out` takes a packet from a switch `here` hops from the
@@ -678,13 +723,12 @@ fn hop(row: &[u64], out: u8) -> (Next, u8, u8) {
 /// the port it enters by and the VLs the link operates.
 #[inline]
 fn minimal_hop(dist: &[u8], here: u8, row: &[u64], out: u8, dest_port: u32) -> (Option<u32>, u8, u8) {
-    let (next, into, ovl) = hop(row, out);
-    let next = match next {
-        Next::Switch(n) if dist.get(n as usize).is_some_and(|&d| d as u32 + 1 == here as u32) => Some(n),
-        Next::Port(p) if p == dest_port => Some(NONE),
-        _ => None,
-    };
-    (next, into, ovl)
+    let c = Code::of(row, out);
+    let next = c.nearer(dist, here as u32, PORT_BIT | dest_port).then(|| match c.target() {
+        t if t & PORT_BIT != 0 => NONE,
+        t => t,
+    });
+    (next, c.entered(), c.op_vls())
 }
 
 /// The LFTs by LID: per LID, every switch's output port, so that
@@ -810,9 +854,9 @@ struct Acc {
     /// same port for each way in (a tree's leaf's hosts, a chunk's LIDs),
     /// and this spares the shared bits a read that mostly misses the cache.
     last_out: Vec<u8>,
-    /// [`Ctx::resolve_chunk`]'s or [`Ctx::resolve_fast`]'s results, per
-    /// destination of the chunk.
-    c_ok: Vec<bool>,
+    /// [`Ctx::resolve_chunk`]'s or [`Ctx::resolve_fast`]'s results: the
+    /// chunk's destinations in the common case, as bits.
+    c_ok: u32,
     /// On the per-path-SL path, per destination of the chunk: the one
     /// whose rows it reads (itself, or the first of a run of destinations
     /// whose entries agree on every switch but their own), and for the
@@ -1228,7 +1272,7 @@ fn run(
         examples: &examples,
         vls,
         share,
-        min_op_vls: hops.code.iter().map(|&c| (c >> 40) as u8).min().unwrap_or(1),
+        min_op_vls: hops.code.iter().map(|&c| Code(c).op_vls()).min().unwrap_or(1),
     };
 
     let make_acc = || Acc {
@@ -1248,7 +1292,7 @@ fn run(
         load: vec![0; nsw],
         by_depth: Vec::new(),
         last_out: if fast { vec![0; fabric.ports.len()] } else { Vec::new() },
-        c_ok: Vec::new(),
+        c_ok: 0,
         c_rep: Vec::new(),
         c_last: Vec::new(),
         c_out: Vec::new(),
@@ -1288,7 +1332,7 @@ fn run(
                         ctx.resolve_chunk(&mut acc, *t, chunk);
                     }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
-                        if !(ctx.fast && acc.c_ok[j]) {
+                        if !(ctx.fast && acc.c_ok & 1 << j != 0) {
                             ctx.destination(&mut acc, *t, lid, pi, Some(j));
                         }
                     }
@@ -1457,7 +1501,7 @@ impl Ctx<'_> {
     /// group at once, on the per-path-SL path (the single-SL path takes
     /// [`Ctx::resolve_fast`]), switch by switch: a switch's LFT entries for
     /// them share cache lines, and its hop table row serves them all. Per
-    /// destination `j`, `c_ok[j]` says whether the common case holds and
+    /// destination `j`, bit `j` of `c_ok` says whether the common case holds and
     /// `c_out` etc. hold what `resolve_minimal` leaves in `out` etc., for
     /// switch `s` at `j * switches + s`, the rows [`Ctx::destination`]
     /// takes.
@@ -1474,8 +1518,6 @@ impl Ctx<'_> {
         acc.c_into.resize(len, 0);
         acc.c_ovl.resize(len, 1);
         acc.c_next.resize(len, NONE);
-        acc.c_ok.clear();
-        acc.c_ok.resize(chunk.len(), true);
         // The chunk's rows of the columns, when there are.
         let mut cols: [&[u8]; CHUNK] = [&[]; CHUNK];
         if let Some(c) = self.columns {
@@ -1483,7 +1525,7 @@ impl Ctx<'_> {
                 *col = c.row(lid);
             }
         }
-        let Acc { queue, dist, c_ok, c_rep, c_last, c_out, c_into, c_ovl, c_next, .. } = acc;
+        let Acc { queue, dist, c_rep, c_last, c_out, c_into, c_ovl, c_next, .. } = acc;
         let queue = &*queue;
         c_rep.clear();
         c_rep.extend(0..chunk.len());
@@ -1521,14 +1563,8 @@ impl Ctx<'_> {
             }
         }
         // The chunk's entries of one switch share a line or two of its
-        // LFT, a line no other chunk of this thread reads soon: asked for
-        // a few switches ahead, so that the reads overlap.
+        // LFT, asked for ahead.
         let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
-        let ahead = |i: usize| {
-            if let Some(&s) = queue.get(i + ROWS_AHEAD) {
-                prefetch_span(self.lfts[s as usize], first, last);
-            }
-        };
         // Destinations still in the common case, and those of them
         // resolved at every switch (not a run's later ones, whose tree is
         // their run's), as bits.
@@ -1536,7 +1572,7 @@ impl Ctx<'_> {
         let reps: u32 = (0..chunk.len()).filter(|&j| c_rep[j] == j).fold(0, |m, j| m | 1 << j);
         for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
-                ahead(i);
+                prefetch_ahead(&self.lfts, queue, i, first, last);
             }
             let su = s as usize;
             let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
@@ -1571,10 +1607,8 @@ impl Ctx<'_> {
                 }
             }
         }
-        for (j, c) in c_ok.iter_mut().enumerate() {
-            // A run's tree is its first destination's, good or not.
-            *c = ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0;
-        }
+        // A run's tree is its first destination's, good or not.
+        acc.c_ok = (0..chunk.len()).filter(|&j| ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0).fold(0, |m, j| m | 1 << j);
     }
 
     /// [`Ctx::resolve_chunk`] on the single-SL path, which needs only the
@@ -1612,10 +1646,7 @@ impl Ctx<'_> {
                     }
                 }
                 None => {
-                    // Asked for a few switches ahead, as in `resolve_chunk`.
-                    if let Some(&a) = queue.get(i + ROWS_AHEAD) {
-                        prefetch_span(self.lfts[a as usize], first, last);
-                    }
+                    prefetch_ahead(&self.lfts, queue, i, first, last);
                     let row = self.lfts[su];
                     for (j, (o, &lid)) in outs.iter_mut().zip(lids).enumerate() {
                         match row.get(lid) {
@@ -1627,17 +1658,10 @@ impl Ctx<'_> {
             }
             let (codes, here) = (self.hops.row(s), dist[su] as u32);
             for (j, (&o, &dest)) in outs.iter().zip(dests).enumerate() {
-                let c = codes.get(o as usize).map_or(DEAD_HOP, |&c| c as u32);
-                let good = if c & PORT_BIT == 0 {
-                    dist.get(c as usize).is_some_and(|&d| d as u32 + 1 == here)
-                } else {
-                    c == dest
-                };
-                bad |= (!good as u32) << j;
+                bad |= (!Code::of(codes, o).nearer(dist, here, dest) as u32) << j;
             }
         }
-        acc.c_ok.clear();
-        acc.c_ok.extend((0..w).map(|j| bad & 1 << j == 0));
+        acc.c_ok = !bad & u32::MAX >> (32 - w);
     }
 
     /// Any LFTs: resolve every switch's fate for this destination (reaches,
@@ -1724,7 +1748,7 @@ impl Ctx<'_> {
         self.switchless_pairs(acc, dest_port);
         let minimal = t != NONE
             && match chunk {
-                Some(j) if acc.c_ok[j] => {
+                Some(j) if acc.c_ok & 1 << j != 0 => {
                     // Only the per-path-SL walk comes here with a chunk's
                     // common case (`resolve_chunk` resolved it).
                     let rep = acc.c_rep[j];
@@ -1950,21 +1974,16 @@ impl Ctx<'_> {
     /// and so do the ports their loads go to.
     fn chunk_fast(&self, acc: &mut Acc, t: Sw, chunk: &[(u16, u32)]) {
         let w = chunk.len();
-        let mut is_end = [false; CHUNK];
-        let (mut m, mut m_end) = (0u64, 0u64);
-        let (mut ok, mut end): (u32, u32) = (0, 0);
-        for (j, &(_, dp)) in chunk.iter().enumerate() {
-            if !acc.c_ok[j] {
-                continue;
-            }
-            ok |= 1 << j;
+        let ok = acc.c_ok;
+        // The destinations that are end ports, as bits.
+        let mut end: u32 = 0;
+        for j in crate::cdg::bits(ok as u64).map(|j| j as usize) {
+            let dp = chunk[j].1;
             self.switchless_pairs(acc, dp);
             acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
-            is_end[j] = self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node();
-            end |= (is_end[j] as u32) << j;
-            m += 1;
-            m_end += is_end[j] as u64;
+            end |= (self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node() as u32) << j;
         }
+        let (m, m_end) = (ok.count_ones() as u64, end.count_ones() as u64);
         if m == 0 {
             return;
         }
@@ -2010,7 +2029,7 @@ impl Ctx<'_> {
                     if own > 0 {
                         let c = own - srcs.contains(&chunk[j].1) as u64;
                         if c > 0 {
-                            let hops = 1 + here + is_end[j] as u32;
+                            let hops = 1 + here + (end >> j & 1);
                             acc.v.pairs += c;
                             acc.v.total_hops += hops as u64 * c;
                             acc.v.total_min_hops += hops as u64 * c;
@@ -2020,15 +2039,14 @@ impl Ctx<'_> {
                     }
                     // The last hop into the destination end port (a
                     // switch destination is delivered by port 0, no link).
-                    if l == 0 || !is_end[j] {
+                    if l == 0 || end & 1 << j == 0 {
                         continue;
                     }
                     let out = acc.c_out[row + j];
                     let pi = first + out as u32;
                     acc.load_32[pi as usize] += l as u32;
                     if !within {
-                        let ovl = codes.get(out as usize).map_or(1, |&c| (c >> 40) as u8);
-                        self.check_vl(acc, pi, sl, ovl);
+                        self.check_vl(acc, pi, sl, Code::of(codes, out).op_vls());
                     }
                     used = true;
                 }
@@ -2042,19 +2060,18 @@ impl Ctx<'_> {
                 let out = acc.c_out[row + j];
                 let pi = first + out as u32;
                 // (`resolve_fast` found the hop one nearer, into a switch.)
-                let c = codes.get(out as usize).copied().unwrap_or(DEAD_HOP as u64);
+                let c = Code::of(codes, out);
                 if end & 1 << j != 0 {
                     acc.load_32[pi as usize] += l;
                 }
                 if !within {
-                    self.check_vl(acc, pi, sl, (c >> 40) as u8);
+                    self.check_vl(acc, pi, sl, c.op_vls());
                 }
                 used = true;
-                let n = c as u32;
-                if n & PORT_BIT != 0 {
+                if c.target() & PORT_BIT != 0 {
                     continue;
                 }
-                let (n, into) = (n as usize, (c >> 32) as u8);
+                let (n, into) = (c.target() as usize, c.entered());
                 acc.c_load[n * w + j] += l;
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its
