@@ -276,65 +276,103 @@ fn pair_slot(k: u32, side: u32, (i, o): (u8, u8), in_port: u8, out_port: u8) -> 
     }
 }
 
-/// SL → VL lookup built from the routing's SL2VL list.
+/// SL → VL lookup built from the routing's SL2VL list: per node and
+/// (input port, output port) pair, the map as a word of nibbles (SL n's
+/// VL in bits 4n..4n+4, a VL past 15 read as 15). A pair the routing gives
+/// no map keeps SL n → VL n.
 struct VlMap {
     /// Per node: offset into `maps` of its (in, out) table, or NONE.
     base: Vec<u32>,
     /// Per node with a table: its pair layout (index into `pairs`).
     layout: Vec<u32>,
     pairs: Vec<Pairs>,
-    maps: Vec<[u8; 16]>,
+    maps: Vec<u64>,
     identity: bool,
+    /// The highest VL below 15 the routing's maps give, if any.
+    set_max: Option<u8>,
+    /// Whether some pair of linked switch ports (all a route can take)
+    /// has no map of the routing's: its paths keep their SL as their VL.
+    identity_linked: bool,
 }
 
-const IDENTITY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
-
 impl VlMap {
-    fn new(fabric: &FabricSnapshot, routing: &Routing) -> VlMap {
+    /// `pairs`: the switches' layouts, taken rather than made again.
+    fn new(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, pairs_of: &PairIndex) -> VlMap {
         let n = fabric.nodes.len();
         if routing.sl2vl.is_empty() {
-            return VlMap { base: Vec::new(), layout: Vec::new(), pairs: Vec::new(), maps: Vec::new(), identity: true };
+            return VlMap {
+                base: Vec::new(),
+                layout: Vec::new(),
+                pairs: Vec::new(),
+                maps: Vec::new(),
+                identity: true,
+                set_max: None,
+                identity_linked: true,
+            };
         }
         let mut base = vec![NONE; n];
         let mut layout = vec![NONE; n];
         let mut pairs = Vec::new();
         let mut maps = Vec::new();
+        // Per slot of a switch's linked square: whether a map was given.
+        let mut set = Vec::new();
+        let mut set_max: Option<u8> = None;
         for e in routing.sl2vl.iter() {
             let node = e.node as usize;
             if node >= n {
                 continue;
             }
             if base[node] == NONE {
-                let p = Pairs::new(fabric, node as u32);
+                let p = match graph.sw_of_node[node] {
+                    NONE => Pairs::new(fabric, node as u32),
+                    sw => pairs_of.pairs(sw as usize),
+                };
                 base[node] = maps.len() as u32;
-                maps.extend(std::iter::repeat_n(IDENTITY, p.len()));
+                maps.resize(maps.len() + p.len(), IDENTITY_NIBBLES);
+                set.resize(maps.len(), false);
                 layout[node] = pairs.len() as u32;
                 pairs.push(p);
             }
             let p = &pairs[layout[node] as usize];
             if (e.in_port as u32) < p.side && (e.out_port as u32) < p.side {
-                maps[base[node] as usize + p.index(e.in_port, e.out_port)] = e.vl;
+                let at = base[node] as usize + p.index(e.in_port, e.out_port);
+                maps[at] = e.vl.iter().rev().fold(0u64, |w, &vl| w << 4 | vl.min(15) as u64);
+                set[at] = true;
+                set_max = e.vl.iter().copied().filter(|&v| v < 15).fold(set_max, |m, v| Some(m.map_or(v, |m| m.max(v))));
             }
         }
-        VlMap { base, layout, pairs, maps, identity: false }
+        let identity_linked = graph.switch_nodes.iter().any(|&node| match base[node as usize] {
+            NONE => true,
+            b => {
+                let k = pairs[layout[node as usize] as usize].k as usize;
+                set[b as usize..b as usize + k * k].iter().any(|&x| !x)
+            }
+        });
+        VlMap { base, layout, pairs, maps, identity: false, set_max, identity_linked }
+    }
+
+    /// The map word of a node's (in, out) pair.
+    #[inline]
+    fn word(&self, node: u32, in_port: u8, out_port: u8) -> u64 {
+        if self.identity {
+            return IDENTITY_NIBBLES;
+        }
+        match self.base[node as usize] {
+            NONE => IDENTITY_NIBBLES,
+            b => {
+                let p = &self.pairs[self.layout[node as usize] as usize];
+                self.maps[b as usize + p.index(in_port, out_port)]
+            }
+        }
     }
 
     #[inline]
     fn vl(&self, node: u32, in_port: u8, out_port: u8, sl: u8) -> u8 {
-        let sl = (sl & 15) as usize;
-        if self.identity {
-            return sl as u8;
-        }
-        let b = self.base[node as usize];
-        if b == NONE {
-            return sl as u8;
-        }
-        let p = &self.pairs[self.layout[node as usize] as usize];
-        self.maps[b as usize + p.index(in_port, out_port)][sl]
+        (self.word(node, in_port, out_port) >> (4 * (sl & 15)) & 15) as u8
     }
 
     /// The (input port) row of a node's table: its maps to every output port.
-    fn row(&self, node: u32, in_port: u8) -> Option<Vec<[u8; 16]>> {
+    fn row(&self, node: u32, in_port: u8) -> Option<Vec<u64>> {
         let b = *self.base.get(node as usize)?;
         if self.identity || b == NONE {
             return None;
@@ -343,24 +381,12 @@ impl VlMap {
         Some((0..p.side).map(|o| self.maps[b as usize + p.index(in_port, o as u8)]).collect())
     }
 
-    fn max_vl(&self) -> u8 {
-        if self.identity {
-            return 15;
-        }
-        let mut max = 0;
-        for (node, &b) in self.base.iter().enumerate() {
-            if b == NONE {
-                continue;
-            }
-            let p = &self.pairs[self.layout[node] as usize];
-            for i in 0..p.side {
-                for o in 0..p.side {
-                    let m = &self.maps[b as usize + p.index(i as u8, o as u8)];
-                    max = m.iter().copied().filter(|&v| v < 15).fold(max, u8::max);
-                }
-            }
-        }
-        max
+    /// How many VLs paths can take: the routing's maps' highest VL, and
+    /// where a linked pair has no map, the highest SL a path may have
+    /// (`max_sl`), plus one.
+    fn vls(&self, max_sl: u8) -> u32 {
+        let identity = self.identity_linked.then_some(max_sl.min(14));
+        self.set_max.max(identity).map_or(1, |v| v as u32 + 1)
     }
 }
 
@@ -393,6 +419,12 @@ impl PairIndex {
         pairs_len(self.k[s], self.side[s])
     }
 
+    /// Switch `s`'s layout as a [`Pairs`].
+    fn pairs(&self, s: usize) -> Pairs {
+        let d = self.dense_at[s] as usize;
+        Pairs { k: self.k[s], side: self.side[s], dense: self.dense[d..d + self.side[s] as usize].to_vec() }
+    }
+
     /// Whether both ports exist on switch `s` (a multicast entry may name
     /// a port the switch lacks).
     #[inline]
@@ -401,7 +433,7 @@ impl PairIndex {
     }
 
     /// The slot of (in, out) on switch `s`, as [`Pairs::index`] gives it.
-    #[inline]
+    #[inline(always)]
     fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
         let d = self.dense_at[s] as usize;
         let ranks = (self.dense[d + in_port as usize], self.dense[d + out_port as usize]);
@@ -433,14 +465,20 @@ impl PairIndex {
 /// nibble per SL) and then its bits, so that the walk of per-path-SL
 /// states reads one record per (switch, input port, output port) where a
 /// separate map table would cost another line (a record of 2 words, up to
-/// 8 VLs, is one line; wider ones may straddle two).
+/// 8 VLs, is one line; wider ones may straddle two). The records of the
+/// linked squares (all routes take) of all switches come first, side by
+/// side, the full squares after them: the walk's records take half the
+/// cache they would interleaved.
 struct DepBits<'a> {
     vls: u32,
     stride: u32,
     /// Words per pair record, 0 when packed.
     rec: usize,
-    /// Per switch number: offset in `bits` (in u64 words).
+    /// Per switch number: offset in `bits` (in u64 words) of its bits, or
+    /// with records, of its linked square's records.
     base: Vec<usize>,
+    /// With records, per switch number: offset of its full square's.
+    full: Vec<usize>,
     pairs: &'a PairIndex,
     bits: Vec<AtomicU64>,
 }
@@ -451,33 +489,48 @@ const IDENTITY_NIBBLES: u64 = 0xFEDC_BA98_7654_3210;
 impl<'a> DepBits<'a> {
     /// `maps` (per switch number and pair slot: the map word) asks for
     /// pair records.
-    fn new(pairs: &'a PairIndex, vls: u32, maps: Option<&dyn Fn(usize, usize) -> u64>) -> DepBits<'a> {
+    fn new(pairs: &'a PairIndex, vls: u32, maps: Option<&(dyn Fn(usize, usize) -> u64 + Sync)>) -> DepBits<'a> {
         let stride = vls.next_power_of_two();
         let rec = maps.map_or(0, |_| 1 + ((vls * stride) as usize).div_ceil(64));
-        let mut base = Vec::with_capacity(pairs.k.len());
+        let n = pairs.k.len();
+        let mut base = Vec::with_capacity(n);
+        let mut full = Vec::new();
         let mut words = 0usize;
-        for s in 0..pairs.k.len() {
+        for s in 0..n {
             base.push(words);
             words += match rec {
                 0 => (pairs.len(s) * (vls * stride) as usize).div_ceil(64),
-                r => pairs.len(s) * r,
+                r => (pairs.k[s] * pairs.k[s]) as usize * r,
             };
         }
-        let mut bits: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
-        if let Some(map) = maps {
-            for (s, &b) in base.iter().enumerate() {
-                for at in 0..pairs.len(s) {
-                    *bits[b + at * rec].get_mut() = map(s, at);
-                }
+        if rec != 0 {
+            full.reserve(n);
+            for s in 0..n {
+                full.push(words);
+                words += (pairs.side[s] * pairs.side[s]) as usize * rec;
             }
         }
-        DepBits { vls, stride, rec, base, pairs, bits }
+        // Zeroed by both threads: the pages are first touched here.
+        let bits: Vec<AtomicU64> = (0..words).into_par_iter().map(|_| AtomicU64::new(0)).collect();
+        let deps = DepBits { vls, stride, rec, base, full, pairs, bits };
+        if let Some(map) = maps {
+            (0..n).into_par_iter().for_each(|s| {
+                for at in 0..pairs.len(s) {
+                    deps.bits[deps.record(s, at)].store(map(s, at), Ordering::Relaxed);
+                }
+            });
+        }
+        deps
     }
 
     /// Index of the record of pair slot `at` of switch `s` (records only).
-    #[inline]
+    #[inline(always)]
     fn record(&self, s: usize, at: usize) -> usize {
-        self.base[s] + at * self.rec
+        let linked = (self.pairs.k[s] * self.pairs.k[s]) as usize;
+        match at.checked_sub(linked) {
+            None => self.base[s] + at * self.rec,
+            Some(f) => self.full[s] + f * self.rec,
+        }
     }
 
     /// The SL → VL map word of a record.
@@ -519,9 +572,9 @@ impl<'a> DepBits<'a> {
                 let bit = (at * self.vls as usize + out_vl as usize) * self.stride as usize;
                 (self.base[sw as usize] + bit / 64, bit)
             }
-            r => {
+            _ => {
                 let bit = out_vl as usize * self.stride as usize;
-                (self.base[sw as usize] + at * r + 1 + bit / 64, bit)
+                (self.record(sw as usize, at) + 1 + bit / 64, bit)
             }
         };
         let word = &self.bits[word];
@@ -1043,7 +1096,7 @@ pub struct McastRoute {
 /// itself, say).
 fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, far: bool) -> Vec<u32> {
     let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
-    let mut seen: std::collections::HashMap<Vec<[u8; 16]>, u32> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
     for (s, ports) in graph.sw_ports.iter().enumerate() {
         let node = graph.switch_nodes[s] as usize;
         seen.clear();
@@ -1122,7 +1175,8 @@ fn run(
             }
         }
     }
-    let vlmap = VlMap::new(fabric, routing);
+    let pairs = PairIndex::new(fabric, graph);
+    let vlmap = VlMap::new(fabric, graph, routing, &pairs);
     let uniform = routing.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
     // An oracle given whole is read as the table, never pair by pair (the
     // core serves the same table); one of the wrong shape fails the routing.
@@ -1133,15 +1187,23 @@ fn run(
         },
         _ => (None, None),
     };
-    let max_op_vls = fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).max(1);
+    let mcast_sl = mcast.iter().map(|g| g.sl & 15).max().unwrap_or(0);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
-        (Some(sl), true) => sl.max(mcast.iter().map(|g| g.sl & 15).max().unwrap_or(0)) as u32 + 1,
-        (None, true) => max_op_vls.min(15) as u32,
-        (_, false) => vlmap.max_vl() as u32 + 1,
+        (Some(sl), true) => sl.max(mcast_sl) as u32 + 1,
+        (None, true) => fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).clamp(1, 15) as u32,
+        (_, false) => {
+            // The highest SL a path may keep as its VL: an oracle's
+            // answers are not known ahead.
+            let path_sl = match (uniform, &table) {
+                (Some(sl), _) => sl,
+                (None, Some(t)) => t.sl.iter().copied().filter(|&sl| sl <= 15).max().unwrap_or(0),
+                (None, None) => 15,
+            };
+            vlmap.vls(path_sl.max(mcast_sl))
+        }
     }
     .clamp(1, 16);
-    let pairs = PairIndex::new(fabric, graph);
     let fast = uniform.is_some() && vlmap.identity;
     // The per-path-SL walk reads its SL2VL maps from the pair records, so
     // it has them whether or not credit loops are checked.
@@ -1151,9 +1213,7 @@ fn run(
         let map = |s: usize, at: usize| -> u64 {
             let node = graph.switch_nodes[s] as usize;
             match vlmap.base.get(node) {
-                Some(&b) if b != NONE && !vlmap.identity => {
-                    vlmap.maps[b as usize + at].iter().rev().fold(0u64, |w, &vl| w << 4 | vl.min(15) as u64)
-                }
+                Some(&b) if b != NONE && !vlmap.identity => vlmap.maps[b as usize + at],
                 _ => IDENTITY_NIBBLES,
             }
         };
@@ -1333,13 +1393,14 @@ fn run(
                     }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
                         if !(ctx.fast && acc.c_ok & 1 << j != 0) {
-                            ctx.destination(&mut acc, *t, lid, pi, Some(j));
+                            let last = std::ptr::eq(&chunk[j], group.last().unwrap_or(&chunk[j]));
+                            ctx.destination(&mut acc, *t, lid, pi, Some(j), last);
                         }
                     }
                 }
             } else {
-                for &(lid, pi) in group {
-                    ctx.destination(&mut acc, *t, lid, pi, None);
+                for (i, &(lid, pi)) in group.iter().enumerate() {
+                    ctx.destination(&mut acc, *t, lid, pi, None, i + 1 == group.len());
                 }
             }
             acc
@@ -1741,8 +1802,10 @@ impl Ctx<'_> {
     }
 
     /// The routes to one destination LID, `t` the switch it hangs off;
-    /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved.
-    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>) {
+    /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved;
+    /// `last`: whether it is the last of its group (whose walk no
+    /// destination after it can take over, so it is not held).
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>, last: bool) {
         let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         self.switchless_pairs(acc, dest_port);
@@ -1816,7 +1879,10 @@ impl Ctx<'_> {
         let mut held = std::mem::take(&mut acc.walk_ref);
         let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, dest_is_end, &order, near);
         // A full walk of the common case is held for the next destinations.
-        let mut record = walk && minimal && self.share && !shared;
+        let mut record = walk && minimal && self.share && !shared && !last;
+        // The common case, walked on its own, takes [`Ctx::walk_alone`]
+        // after the counts below.
+        let alone = walk && minimal && !shared && !record && self.deps.is_some();
         if record {
             held.settle(&mut acc.load_32);
             held.t = NONE;
@@ -1839,12 +1905,16 @@ impl Ctx<'_> {
             for &(u, l) in &held.near_load {
                 acc.load[u as usize] = l;
             }
-        } else if walk {
+        } else if walk && !alone {
             for (i, &s) in order.iter().enumerate().rev().take(PRELOAD) {
                 acc.pre[i % PRELOAD] = self.preload(acc, s);
             }
         }
-        let upto = if shared { near } else { order.len() };
+        let upto = match (shared, alone) {
+            (true, _) => near,
+            (false, true) => 0,
+            (false, false) => order.len(),
+        };
         let before = FarCounts::of(&acc.v);
         for (i, &s) in order[..upto].iter().enumerate().rev() {
             // The record this switch's states push by, found when it was
@@ -1913,7 +1983,7 @@ impl Ctx<'_> {
                     let pi = self.first_port[s as usize] + out as u32;
                     self.add_load(acc, s, pi, l, shared);
                     if self.fast {
-                        self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
+                        self.check_vl(&mut acc.v, pi, sl, acc.ovl[s as usize]);
                     }
                 }
                 continue;
@@ -1928,7 +1998,7 @@ impl Ctx<'_> {
             }
             acc.load[n as usize] += l;
             if self.fast {
-                self.check_vl(acc, pi, sl, acc.ovl[s as usize]);
+                self.check_vl(&mut acc.v, pi, sl, acc.ovl[s as usize]);
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
@@ -1940,6 +2010,9 @@ impl Ctx<'_> {
                     }
                 }
             }
+        }
+        if let Some(deps) = self.deps.filter(|_| alone) {
+            self.walk_alone(acc, deps, (t, lid, dest_port), &order, dest_is_end);
         }
         if record {
             held.t = t;
@@ -2046,7 +2119,7 @@ impl Ctx<'_> {
                     let pi = first + out as u32;
                     acc.load_32[pi as usize] += l as u32;
                     if !within {
-                        self.check_vl(acc, pi, sl, Code::of(codes, out).op_vls());
+                        self.check_vl(&mut acc.v, pi, sl, Code::of(codes, out).op_vls());
                     }
                     used = true;
                 }
@@ -2065,7 +2138,7 @@ impl Ctx<'_> {
                     acc.load_32[pi as usize] += l;
                 }
                 if !within {
-                    self.check_vl(acc, pi, sl, c.op_vls());
+                    self.check_vl(&mut acc.v, pi, sl, c.op_vls());
                 }
                 used = true;
                 if c.target() & PORT_BIT != 0 {
@@ -2127,12 +2200,12 @@ impl Ctx<'_> {
     }
 
     #[inline]
-    fn check_vl(&self, acc: &mut Acc, port_index: u32, vl: u8, op_vls: u8) {
-        if vl < 15 && acc.v.vls_used <= vl {
-            acc.v.vls_used = vl + 1;
+    fn check_vl(&self, v: &mut Verification, port_index: u32, vl: u8, op_vls: u8) {
+        if vl < 15 && v.vls_used <= vl {
+            v.vls_used = vl + 1;
         }
         if vl >= op_vls {
-            acc.v.vl_violations += 1;
+            v.vl_violations += 1;
             let p = &self.fabric.ports[port_index as usize];
             self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
         }
@@ -2150,7 +2223,7 @@ impl Ctx<'_> {
     /// [`WalkRef`]).
     fn walk_switch(&self, acc: &mut Acc, s: Sw, dest: (Sw, u16, u32), sls: Option<&mut Vec<u8>>, pre: Option<Option<usize>>) {
         let lid = dest.1;
-        self.seeds_of(acc, s, dest, sls);
+        self.seeds_of((&mut acc.seeds, &mut acc.v), s, dest, sls);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
@@ -2176,42 +2249,216 @@ impl Ctx<'_> {
         }
     }
 
+    /// The routes to a destination resolved the common way and walked on
+    /// its own, neither held for the next destinations of its switch nor
+    /// taken over from the last: [`Ctx::destination`]'s counts and
+    /// [`Ctx::walk_switch`]'s per-path-SL states for every switch of
+    /// `order` (deepest first), in one loop that keeps a switch's states
+    /// in registers while its sources join them and they enter the next
+    /// switch. Nearly every destination of a fabric with one end port per
+    /// switch is walked so. The same counts, states and dependencies as
+    /// switch by switch.
+    fn walk_alone(&self, acc: &mut Acc, deps: &DepBits, dest: (Sw, u16, u32), order: &[Sw], is_end: bool) {
+        let (t, lid, dest_port) = dest;
+        let below = ((1u32 << self.vls) - 1) as u16;
+        let stride = deps.stride;
+        let end = is_end as u32;
+        // The destination's SLs by source class, when the oracle gave a table.
+        let row = self.table.map(|tb| tb.row(tb.class(lid)));
+        let mut top = 0u8;
+        let nsw = self.graph.switch_count();
+        let Acc { v, load_32, sent, load, st_sl, st_vl, out, next, ovl, into, dist, seeds, pre, .. } = acc;
+        // Slices of one length, so that one bound covers them all.
+        let (out, next, ovl, into, dist) = (&out[..nsw], &next[..nsw], &ovl[..nsw], &into[..nsw], &dist[..nsw]);
+        let (load, st_sl, st_vl) = (&mut load[..nsw], &mut st_sl[..nsw], &mut st_vl[..nsw]);
+        // The record `s`'s states enter the next switch by, asked for ahead.
+        let record = |s: Sw| -> Option<usize> {
+            let su = s as usize;
+            let n = *next.get(su)? as usize;
+            let (o, on) = (out[su], *out.get(n)?);
+            if o == 0 || on == 0 {
+                return None;
+            }
+            let rec = deps.record(n, self.pairs.index(n, into[su], on));
+            deps.prefetch(rec);
+            // And the line of `s`'s sources' maps.
+            if let Some(&b) = self.seed_base.get(su) {
+                prefetch(&self.seed_maps, b as usize + o as usize);
+            }
+            Some(rec)
+        };
+        for (i, &s) in order.iter().enumerate().rev().take(PRELOAD) {
+            pre[i % PRELOAD] = record(s);
+        }
+        for (i, &s) in order.iter().enumerate().rev() {
+            let rec = pre[i % PRELOAD];
+            if i >= PRELOAD {
+                pre[i % PRELOAD] = record(order[i - PRELOAD]);
+            }
+            let su = s as usize;
+            if su >= nsw {
+                break;
+            }
+            let (o, n) = (out[su], next[su]);
+            let mut l = std::mem::take(&mut load[su]);
+            // The states leaving `s`: those that entered it, and its sources'.
+            let mut m = std::mem::take(&mut st_sl[su]);
+            let mut vls = if m == 0 { [0; 16] } else { std::mem::take(&mut st_vl[su]) };
+            let srcs = self.sources.at(s);
+            if !srcs.is_empty() {
+                let c = srcs.len() as u64 - (s == t && srcs.contains(&dest_port)) as u64;
+                if c > 0 {
+                    // Links: source→entry switch, the switch hops, and the
+                    // last link into an end port; all shortest.
+                    let hops = 1 + dist[su] as u32 + end;
+                    v.pairs += c;
+                    v.total_hops += hops as u64 * c;
+                    v.total_min_hops += hops as u64 * c;
+                    v.max_hops = v.max_hops.max(hops);
+                    l += c;
+                }
+                // Made even where they go no further (an SL out of range
+                // is a violation wherever its source is).
+                match (row, self.seed_groups.at(s)) {
+                    // One group of sources (one class, one SL class): its
+                    // seed, without gathering.
+                    (Some(row), &[(class, sl_class, _)]) if s != t && row.get(sl_class as usize).is_some_and(|&sl| sl <= 15) => {
+                        seeds.clear();
+                        seeds.push((class, 1 << row[sl_class as usize]));
+                    }
+                    (Some(row), _) if s != t => self.table_seeds((seeds, v), s, row, lid),
+                    _ => self.seeds_of((seeds, v), s, dest, None),
+                }
+                if o != 0 {
+                    let (side, op_vls, pi) = (self.pairs.side[su] as usize, ovl[su], self.first_port[su] + o as u32);
+                    let maps = &self.seed_maps[self.seed_base[su] as usize..];
+                    for &(class, sls) in seeds.iter() {
+                        let map = maps.get(class as usize * side + o as usize).copied().unwrap_or(IDENTITY_NIBBLES);
+                        for sl in crate::cdg::bits(sls as u64) {
+                            let vl = (map >> (4 * sl) & 15) as u8;
+                            if self.vl_out(v, (su, pi, op_vls), sl as u8, vl, lid, &mut top) && n != NONE {
+                                vls[sl as usize] |= 1 << vl;
+                                m |= 1 << sl;
+                            }
+                        }
+                    }
+                }
+            }
+            if l != 0 && is_end {
+                let pi = self.first_port[su] + o as u32;
+                // As [`Ctx::add_load`] adds it.
+                match self.columns {
+                    Some(_) => sent[su] = l as u32,
+                    None => load_32[pi as usize] += l as u32,
+                }
+            }
+            if n == NONE {
+                continue;
+            }
+            let n = n as usize;
+            if n >= nsw {
+                break;
+            }
+            load[n] += l;
+            let (Some(rec), true) = (rec, m != 0) else { continue };
+            // The states enter the next switch by the pair record `rec`.
+            let map = deps.map(rec);
+            let (carry, op_vls, pi) = (next[n] != NONE, ovl[n], self.first_port[n] + out[n] as u32);
+            let mut bits = [0u64; 4];
+            let mut next_sls = 0u16;
+            // Written in place: a copy would be read back whole after
+            // narrow writes, which the store buffer cannot forward.
+            let next_vls = &mut st_vl[n];
+            for sl in crate::cdg::bits(m as u64) {
+                let vl = (map >> (4 * sl) & 15) as u8;
+                let arrived = vls[sl as usize] & below;
+                if arrived != 0 && (vl as u32) < self.vls {
+                    let bit = vl as u32 * stride;
+                    bits[(bit / 64) as usize] |= (arrived as u64) << (bit % 64);
+                }
+                if self.vl_out(v, (n, pi, op_vls), sl as u8, vl, lid, &mut top) && carry {
+                    next_vls[sl as usize] |= 1 << vl;
+                    next_sls |= 1 << sl;
+                }
+            }
+            st_sl[n] |= next_sls;
+            for (w, &b) in bits.iter().enumerate().take(deps.rec - 1) {
+                if b != 0 {
+                    deps.or_record(rec, w, b);
+                }
+            }
+        }
+        v.vls_used = v.vls_used.max(top);
+    }
+
+    /// [`Ctx::seeds_of`] for a switch other than the destination's, with
+    /// the oracle's table (`row`: the destination's SLs by source class):
+    /// the switch's groups of sources.
+    #[inline(always)]
+    fn table_seeds(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), s: Sw, row: &[u8], lid: u16) {
+        seeds.clear();
+        for &group in self.seed_groups.at(s) {
+            self.push_seed((seeds, v), row, group, lid);
+        }
+    }
+
+    /// Adds `n` sources of entry class `class` whose SL towards `lid` is
+    /// `row`'s for their SL class to the seeds.
+    #[inline(always)]
+    fn push_seed(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), row: &[u8], (class, sl_class, n): (u32, u32, u32), lid: u16) {
+        let sl = row.get(sl_class as usize).copied().unwrap_or(0);
+        if sl > 15 {
+            v.vl_violations += n as u64;
+            self.example(|| format!("paths to LID {lid}: the engine's path SL table gives SL {sl}"));
+            return;
+        }
+        match seeds.iter_mut().find(|e| e.0 == class) {
+            Some(e) => e.1 |= 1 << sl,
+            None => seeds.push((class, 1 << sl)),
+        }
+    }
+
+    /// Paths to `lid` on `sl` leaving switch number `su` on `vl`, by
+    /// port index `pi` that operates `op_vls`: the checks [`Ctx::enter`]
+    /// makes, `top` the highest VL out plus one. False when they are
+    /// mapped to VL 15 and go no further.
+    #[inline(always)]
+    fn vl_out(&self, v: &mut Verification, (su, pi, op_vls): (usize, u32, u8), sl: u8, vl: u8, lid: u16, top: &mut u8) -> bool {
+        if vl >= 15 {
+            v.vl_violations += 1;
+            let node = self.graph.switch_nodes[su];
+            self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
+            return false;
+        }
+        *top = (*top).max(vl + 1);
+        if vl >= op_vls {
+            self.check_vl(v, pi, vl, op_vls);
+        }
+        true
+    }
+
     /// The source states of switch `s` towards `lid` into `acc.seeds`: per
     /// entry class, the SLs its sources' paths take (each also pushed to
     /// `sls` when given). An SL the oracle gives out of range is a VL
     /// violation.
-    fn seeds_of(&self, acc: &mut Acc, s: Sw, (t, lid, dest_port): (Sw, u16, u32), mut sls: Option<&mut Vec<u8>>) {
-        acc.seeds.clear();
+    fn seeds_of(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), s: Sw, (t, lid, dest_port): (Sw, u16, u32), mut sls: Option<&mut Vec<u8>>) {
         if let Some(table) = self.table {
             let row = table.row(table.class(lid));
-            let seed = |acc: &mut Acc, class: u32, sl_class: u32, n: u32| {
-                let sl = row.get(sl_class as usize).copied().unwrap_or(0);
-                if sl > 15 {
-                    acc.v.vl_violations += n as u64;
-                    self.example(|| format!("paths to LID {lid}: the engine's path SL table gives SL {sl}"));
-                    return;
-                }
-                match acc.seeds.iter_mut().find(|e| e.0 == class) {
-                    Some(e) => e.1 |= 1 << sl,
-                    None => acc.seeds.push((class, 1 << sl)),
-                }
-            };
             if s != t {
                 // The destination's own port is a source of its switch
                 // only: elsewhere the switch's groups stand for its sources.
-                for &(class, sl_class, n) in self.seed_groups.at(s) {
-                    seed(acc, class, sl_class, n);
-                }
-                return;
+                return self.table_seeds((seeds, v), s, row, lid);
             }
+            seeds.clear();
             let range = self.sources.range(s);
             for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
                 for off in (sp != dest_port).then_some(0..src.lids).into_iter().flatten() {
-                    seed(acc, src.class, table.class(src.lid.wrapping_add(off)), 1);
+                    self.push_seed((seeds, v), row, (src.class, table.class(src.lid.wrapping_add(off)), 1), lid);
                 }
             }
             return;
         }
+        seeds.clear();
         let range = self.sources.range(s);
         for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
             if sp == dest_port {
@@ -2225,7 +2472,7 @@ impl Ctx<'_> {
                     v.push(sl);
                 }
                 if sl > 15 {
-                    acc.v.vl_violations += 1;
+                    v.vl_violations += 1;
                     self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                     continue;
                 }
@@ -2233,9 +2480,9 @@ impl Ctx<'_> {
             }
             if mask != 0 {
                 let class = src.class;
-                match acc.seeds.iter_mut().find(|e| e.0 == class) {
+                match seeds.iter_mut().find(|e| e.0 == class) {
                     Some(e) => e.1 |= mask,
-                    None => acc.seeds.push((class, mask)),
+                    None => seeds.push((class, mask)),
                 }
             }
         }
@@ -2278,7 +2525,7 @@ impl Ctx<'_> {
 
     /// The pair record switch `s`'s states will enter the next switch by,
     /// for the destination at hand (`None` when they stop at `s`).
-    #[inline]
+    #[inline(always)]
     fn push_record(&self, acc: &Acc, deps: &DepBits, s: Sw) -> Option<usize> {
         let su = s as usize;
         let n = acc.next[su];
@@ -2346,7 +2593,7 @@ impl Ctx<'_> {
             top = top.max(vl + 1);
             if vl >= op_vls {
                 // What `check_vl` says of it (its `vls_used` part is `top`).
-                self.check_vl(acc, out_pi, vl, op_vls);
+                self.check_vl(&mut acc.v, out_pi, vl, op_vls);
             }
             if carry {
                 acc.st_vl[su][sl as usize] |= 1 << vl;
