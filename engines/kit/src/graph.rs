@@ -183,9 +183,11 @@ impl Graph {
     pub fn distance_matrix(&self) -> DistanceMatrix {
         use rayon::prelude::*;
         let n = self.switch_count();
-        let mut d = vec![u8::MAX; n * n];
+        // Zeroed pages are mapped as the batches fill them, by every thread.
+        let mut d = vec![0u8; n * n];
         if n > 0 {
             d.par_chunks_mut(64 * n).enumerate().for_each(|(batch, rows)| {
+                rows.fill(u8::MAX);
                 let first = batch * 64;
                 let count = rows.len() / n;
                 let mut visited = vec![0u64; n];

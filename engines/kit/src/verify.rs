@@ -316,17 +316,15 @@ impl VlMap {
         let mut maps = Vec::new();
         // Per slot of a switch's linked square: whether a map was given.
         let mut set = Vec::new();
-        let mut set_max: Option<u8> = None;
+        // The VLs below 15 the maps give, as bits.
+        let mut given = 0u16;
         for e in routing.sl2vl.iter() {
             let node = e.node as usize;
-            if node >= n {
-                continue;
-            }
+            // Only switches' maps are read: an end port's first link has
+            // no channel before it, so its VL depends on nothing.
+            let Some(&sw) = graph.sw_of_node.get(node).filter(|&&sw| sw != NONE) else { continue };
             if base[node] == NONE {
-                let p = match graph.sw_of_node[node] {
-                    NONE => Pairs::new(fabric, node as u32),
-                    sw => pairs_of.pairs(sw as usize),
-                };
+                let p = pairs_of.pairs(sw as usize);
                 base[node] = maps.len() as u32;
                 maps.resize(maps.len() + p.len(), IDENTITY_NIBBLES);
                 set.resize(maps.len(), false);
@@ -336,9 +334,14 @@ impl VlMap {
             let p = &pairs[layout[node] as usize];
             if (e.in_port as u32) < p.side && (e.out_port as u32) < p.side {
                 let at = base[node] as usize + p.index(e.in_port, e.out_port);
-                maps[at] = e.vl.iter().rev().fold(0u64, |w, &vl| w << 4 | vl.min(15) as u64);
+                let mut word = 0u64;
+                for (sl, &vl) in e.vl.iter().enumerate() {
+                    let vl = vl.min(15);
+                    word |= (vl as u64) << (4 * sl);
+                    given |= 1 << vl;
+                }
+                maps[at] = word;
                 set[at] = true;
-                set_max = e.vl.iter().copied().filter(|&v| v < 15).fold(set_max, |m, v| Some(m.map_or(v, |m| m.max(v))));
             }
         }
         let identity_linked = graph.switch_nodes.iter().any(|&node| match base[node as usize] {
@@ -348,6 +351,7 @@ impl VlMap {
                 set[b as usize..b as usize + k * k].iter().any(|&x| !x)
             }
         });
+        let set_max = (given & 0x7FFF != 0).then(|| 15 - (given & 0x7FFF).leading_zeros() as u8);
         VlMap { base, layout, pairs, maps, identity: false, set_max, identity_linked }
     }
 
@@ -802,9 +806,12 @@ const COLUMN_BLOCK: usize = 64;
 impl LidColumns {
     fn new(lfts: &[&[u8]], lids: usize) -> LidColumns {
         let switches = lfts.len();
-        let mut ports = vec![NO_ROUTE; lids * switches];
+        // Zeroed pages are only mapped as the blocks are filled, by both
+        // threads; a fill of NO_ROUTE here would touch them all first.
+        let mut ports = vec![0u8; lids * switches];
         if switches > 0 {
             ports.par_chunks_mut(COLUMN_BLOCK * switches).enumerate().for_each(|(b, block)| {
+                block.fill(NO_ROUTE);
                 let lo = b * COLUMN_BLOCK;
                 for (s, lft) in lfts.iter().enumerate() {
                     let hi = (lo + COLUMN_BLOCK).min(lft.len()).min(lids);
@@ -2258,6 +2265,7 @@ impl Ctx<'_> {
     /// switch. Nearly every destination of a fabric with one end port per
     /// switch is walked so. The same counts, states and dependencies as
     /// switch by switch.
+    #[inline(never)]
     fn walk_alone(&self, acc: &mut Acc, deps: &DepBits, dest: (Sw, u16, u32), order: &[Sw], is_end: bool) {
         let (t, lid, dest_port) = dest;
         let below = ((1u32 << self.vls) - 1) as u16;
@@ -2265,13 +2273,22 @@ impl Ctx<'_> {
         let end = is_end as u32;
         // The destination's SLs by source class, when the oracle gave a table.
         let row = self.table.map(|tb| tb.row(tb.class(lid)));
+        if let Some(row) = row {
+            // Read at every switch in the walk's order, all of it.
+            for at in (0..row.len()).step_by(64) {
+                prefetch(row, at);
+            }
+        }
         let mut top = 0u8;
         let nsw = self.graph.switch_count();
         let Acc { v, load_32, sent, load, st_sl, st_vl, out, next, ovl, into, dist, seeds, pre, .. } = acc;
         // Slices of one length, so that one bound covers them all.
         let (out, next, ovl, into, dist) = (&out[..nsw], &next[..nsw], &ovl[..nsw], &into[..nsw], &dist[..nsw]);
         let (load, st_sl, st_vl) = (&mut load[..nsw], &mut st_sl[..nsw], &mut st_vl[..nsw]);
-        // The record `s`'s states enter the next switch by, asked for ahead.
+        // The record `s`'s states enter the next switch by, asked for
+        // ahead: in the linked square but for a port a route cannot take.
+        let (dense, dense_at, linked, rec_at) = (&self.pairs.dense[..], &self.pairs.dense_at[..nsw], &self.pairs.k[..nsw], &deps.base[..nsw]);
+        let seed_at = &self.seed_base[..nsw];
         let record = |s: Sw| -> Option<usize> {
             let su = s as usize;
             let n = *next.get(su)? as usize;
@@ -2279,12 +2296,15 @@ impl Ctx<'_> {
             if o == 0 || on == 0 {
                 return None;
             }
-            let rec = deps.record(n, self.pairs.index(n, into[su], on));
+            let d = dense_at[n] as usize;
+            let (ri, ro, k) = (*dense.get(d + into[su] as usize)? as usize, *dense.get(d + on as usize)? as usize, linked[n] as usize);
+            let rec = match ri < k && ro < k {
+                true => rec_at[n] + (ri * k + ro) * deps.rec,
+                false => deps.record(n, self.pairs.index(n, into[su], on)),
+            };
             deps.prefetch(rec);
             // And the line of `s`'s sources' maps.
-            if let Some(&b) = self.seed_base.get(su) {
-                prefetch(&self.seed_maps, b as usize + o as usize);
-            }
+            prefetch(&self.seed_maps, seed_at[su] as usize + o as usize);
             Some(rec)
         };
         for (i, &s) in order.iter().enumerate().rev().take(PRELOAD) {
@@ -2364,7 +2384,9 @@ impl Ctx<'_> {
             // The states enter the next switch by the pair record `rec`.
             let map = deps.map(rec);
             let (carry, op_vls, pi) = (next[n] != NONE, ovl[n], self.first_port[n] + out[n] as u32);
-            let mut bits = [0u64; 4];
+            // The dependency bits of the record's words, gathered: with
+            // up to 8 VLs one word, kept in a register.
+            let (mut bits, mut more) = (0u64, [0u64; 3]);
             let mut next_sls = 0u16;
             // Written in place: a copy would be read back whole after
             // narrow writes, which the store buffer cannot forward.
@@ -2374,7 +2396,11 @@ impl Ctx<'_> {
                 let arrived = vls[sl as usize] & below;
                 if arrived != 0 && (vl as u32) < self.vls {
                     let bit = vl as u32 * stride;
-                    bits[(bit / 64) as usize] |= (arrived as u64) << (bit % 64);
+                    let word = (arrived as u64) << (bit % 64);
+                    match bit / 64 {
+                        0 => bits |= word,
+                        w => more[w as usize - 1] |= word,
+                    }
                 }
                 if self.vl_out(v, (n, pi, op_vls), sl as u8, vl, lid, &mut top) && carry {
                     next_vls[sl as usize] |= 1 << vl;
@@ -2382,9 +2408,12 @@ impl Ctx<'_> {
                 }
             }
             st_sl[n] |= next_sls;
-            for (w, &b) in bits.iter().enumerate().take(deps.rec - 1) {
+            if bits != 0 {
+                deps.or_record(rec, 0, bits);
+            }
+            for (w, &b) in more.iter().enumerate().take(deps.rec - 2) {
                 if b != 0 {
-                    deps.or_record(rec, w, b);
+                    deps.or_record(rec, w + 1, b);
                 }
             }
         }
