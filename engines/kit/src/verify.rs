@@ -1887,9 +1887,9 @@ impl Ctx<'_> {
         let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, dest_is_end, &order, near);
         // A full walk of the common case is held for the next destinations.
         let mut record = walk && minimal && self.share && !shared && !last;
-        // The common case, walked on its own, takes [`Ctx::walk_alone`]
+        // The common case, walked in full, takes [`Ctx::walk_alone`]
         // after the counts below.
-        let alone = walk && minimal && !shared && !record && self.deps.is_some();
+        let alone = walk && minimal && !shared && self.deps.is_some();
         if record {
             held.settle(&mut acc.load_32);
             held.t = NONE;
@@ -1899,7 +1899,6 @@ impl Ctx<'_> {
             held.far_loads.clear();
             held.near_load.clear();
         }
-        let violations = acc.v.vl_violations;
         if shared {
             // The deeper switches' part is the held walk's.
             acc.v.walks_shared += 1;
@@ -1922,7 +1921,6 @@ impl Ctx<'_> {
             (false, true) => 0,
             (false, false) => order.len(),
         };
-        let before = FarCounts::of(&acc.v);
         for (i, &s) in order[..upto].iter().enumerate().rev() {
             // The record this switch's states push by, found when it was
             // asked for ahead (its slot is the one asked for next).
@@ -1930,11 +1928,6 @@ impl Ctx<'_> {
             if walk && !shared && i >= PRELOAD {
                 acc.pre[i % PRELOAD] = self.preload(acc, order[i - PRELOAD]);
             }
-            if record && i + 1 == near {
-                held.far = FarCounts::of(&acc.v).since(before);
-                held.near_load.extend(order[..near].iter().map(|&u| (u, acc.load[u as usize])));
-            }
-            let far = record && i >= near;
             let mut l = acc.load[s as usize];
             acc.load[s as usize] = 0;
             let srcs = self.sources.at(s);
@@ -1966,17 +1959,10 @@ impl Ctx<'_> {
                             acc.st_sl[u as usize] = sls;
                             acc.st_vl[u as usize] = vls;
                         }
-                    } else if record {
-                        // Only a walk without VL violations is held: the
-                        // takers add no violations of their own for the
-                        // switches they skip.
-                        record = acc.v.vl_violations == violations;
-                        held.tail.extend(order[..near].iter().map(|&u| (u, acc.st_sl[u as usize], acc.st_vl[u as usize])));
                     }
                 }
                 if !shared || i < near {
-                    let sls = (record && i >= near && self.table.is_none()).then_some(&mut held.sls);
-                    self.walk_switch(acc, s, (t, lid, dest_port), sls, pre);
+                    self.walk_switch(acc, s, (t, lid, dest_port), pre);
                 }
             }
             if l == 0 {
@@ -1998,9 +1984,6 @@ impl Ctx<'_> {
             let pi = self.first_port[s as usize] + out as u32;
             let n = acc.next[s as usize];
             if dest_is_end {
-                if far {
-                    held.far_loads.push((pi, l as u32));
-                }
                 self.add_load(acc, s, pi, l, shared);
             }
             acc.load[n as usize] += l;
@@ -2019,7 +2002,8 @@ impl Ctx<'_> {
             }
         }
         if let Some(deps) = self.deps.filter(|_| alone) {
-            self.walk_alone(acc, deps, (t, lid, dest_port), &order, dest_is_end);
+            let hold = record.then_some((&mut held, near));
+            record &= self.walk_alone(acc, deps, (t, lid, dest_port), &order, dest_is_end, hold);
         }
         if record {
             held.t = t;
@@ -2225,12 +2209,12 @@ impl Ctx<'_> {
     /// the next switch is one VL mask per SL, kept per switch: the states
     /// arriving by that link are entered into the next switch right here.
     /// Sources start states by their port's class (see [`entry_classes`]),
-    /// one per (class, SL) whatever the number of sources.
-    /// `sls`, when given, receives the SL of each path from a source (see
-    /// [`WalkRef`]).
-    fn walk_switch(&self, acc: &mut Acc, s: Sw, dest: (Sw, u16, u32), sls: Option<&mut Vec<u8>>, pre: Option<Option<usize>>) {
+    /// one per (class, SL) whatever the number of sources. Walks taken
+    /// over in part and those off the common case come here;
+    /// [`Ctx::walk_alone`] walks the others.
+    fn walk_switch(&self, acc: &mut Acc, s: Sw, dest: (Sw, u16, u32), pre: Option<Option<usize>>) {
         let lid = dest.1;
-        self.seeds_of((&mut acc.seeds, &mut acc.v), s, dest, sls);
+        self.seeds_of((&mut acc.seeds, &mut acc.v), s, dest, None);
         let su = s as usize;
         let Some(deps) = self.deps else { return };
         let out = acc.out[su];
@@ -2256,17 +2240,26 @@ impl Ctx<'_> {
         }
     }
 
-    /// The routes to a destination resolved the common way and walked on
-    /// its own, neither held for the next destinations of its switch nor
-    /// taken over from the last: [`Ctx::destination`]'s counts and
-    /// [`Ctx::walk_switch`]'s per-path-SL states for every switch of
+    /// The routes to a destination resolved the common way and walked in
+    /// full (not taken over from another): [`Ctx::destination`]'s counts
+    /// and [`Ctx::walk_switch`]'s per-path-SL states for every switch of
     /// `order` (deepest first), in one loop that keeps a switch's states
     /// in registers while its sources join them and they enter the next
-    /// switch. Nearly every destination of a fabric with one end port per
-    /// switch is walked so. The same counts, states and dependencies as
-    /// switch by switch.
+    /// switch. The same counts, states and dependencies as switch by
+    /// switch. `hold`: the walk to fill for the next destinations of the
+    /// switch to take over, and how many switches of `order` are within
+    /// one hop of it; false when the walk cannot be held (a VL violation
+    /// beyond them, which takers would not count).
     #[inline(never)]
-    fn walk_alone(&self, acc: &mut Acc, deps: &DepBits, dest: (Sw, u16, u32), order: &[Sw], is_end: bool) {
+    fn walk_alone(
+        &self,
+        acc: &mut Acc,
+        deps: &DepBits,
+        dest: (Sw, u16, u32),
+        order: &[Sw],
+        is_end: bool,
+        mut hold: Option<(&mut WalkRef, usize)>,
+    ) -> bool {
         let (t, lid, dest_port) = dest;
         let below = ((1u32 << self.vls) - 1) as u16;
         let stride = deps.stride;
@@ -2310,11 +2303,27 @@ impl Ctx<'_> {
         for (i, &s) in order.iter().enumerate().rev().take(PRELOAD) {
             pre[i % PRELOAD] = record(s);
         }
+        let (violations, before) = (v.vl_violations, FarCounts::of(v));
+        let mut kept = true;
         for (i, &s) in order.iter().enumerate().rev() {
             let rec = pre[i % PRELOAD];
             if i >= PRELOAD {
                 pre[i % PRELOAD] = record(order[i - PRELOAD]);
             }
+            // The switches beyond one hop of the destination's are done:
+            // what takers start from (see [`WalkRef`]).
+            let mut far = match hold.as_mut() {
+                Some((h, near)) if i + 1 == *near => {
+                    let near = &order[..*near];
+                    h.far = FarCounts::of(v).since(before);
+                    h.near_load.extend(near.iter().map(|&u| (u, load[u as usize])));
+                    kept = v.vl_violations == violations;
+                    h.tail.extend(near.iter().map(|&u| (u, st_sl[u as usize], st_vl[u as usize])));
+                    None
+                }
+                Some((h, near)) if i >= *near => Some(h),
+                _ => None,
+            };
             let su = s as usize;
             if su >= nsw {
                 break;
@@ -2347,7 +2356,8 @@ impl Ctx<'_> {
                         seeds.push((class, 1 << row[sl_class as usize]));
                     }
                     (Some(row), _) if s != t => self.table_seeds((seeds, v), s, row, lid),
-                    _ => self.seeds_of((seeds, v), s, dest, None),
+                    // A held walk keeps its sources' SLs (without a table).
+                    _ => self.seeds_of((seeds, v), s, dest, far.as_deref_mut().map(|h| &mut h.sls)),
                 }
                 if o != 0 {
                     let (side, op_vls, pi) = (self.pairs.side[su] as usize, ovl[su], self.first_port[su] + o as u32);
@@ -2366,6 +2376,9 @@ impl Ctx<'_> {
             }
             if l != 0 && is_end {
                 let pi = self.first_port[su] + o as u32;
+                if let Some(h) = far {
+                    h.far_loads.push((pi, l as u32));
+                }
                 // As [`Ctx::add_load`] adds it.
                 match self.columns {
                     Some(_) => sent[su] = l as u32,
@@ -2418,6 +2431,7 @@ impl Ctx<'_> {
             }
         }
         v.vls_used = v.vls_used.max(top);
+        kept
     }
 
     /// [`Ctx::seeds_of`] for a switch other than the destination's, with
