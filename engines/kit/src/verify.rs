@@ -1602,10 +1602,16 @@ impl Ctx<'_> {
             Some(_) => cols[j].get(su).copied(),
             None => row.get(chunk[j].0 as usize).copied(),
         };
+        // The chunk's entries of one switch share a line or two of its
+        // LFT, asked for ahead.
+        let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
         if self.share && chunk.len() > 1 {
             let mut same = [true; CHUNK];
             let mut runs = chunk.len() - 1;
-            for &s in queue {
+            for (i, &s) in queue.iter().enumerate() {
+                if self.columns.is_none() {
+                    prefetch_ahead(&self.lfts, queue, i, first, last);
+                }
                 let su = s as usize;
                 if s == t {
                     continue;
@@ -1630,9 +1636,6 @@ impl Ctx<'_> {
                 }
             }
         }
-        // The chunk's entries of one switch share a line or two of its
-        // LFT, asked for ahead.
-        let (first, last) = (chunk[0].0 as usize, chunk[chunk.len() - 1].0 as usize);
         // Destinations still in the common case, and those of them
         // resolved at every switch (not a run's later ones, whose tree is
         // their run's), as bits.
