@@ -220,10 +220,11 @@ const REACHES: u8 = 2;
 const DEAD: u8 = 3;
 const LOOPS: u8 = 4;
 
-/// Where the (input port, output port) pairs of one node sit in a table
-/// of `len()` slots: the pairs of its linked ports first, together (all a
-/// routing uses, a few cache lines even on a switch with many unused
-/// ports), then a full square for every pair.
+/// Where the (input port, output port) pairs of one switch sit in a
+/// table of [`pairs_len`] slots (see [`PairIndex`]): the pairs of its
+/// linked ports first, together (all a routing uses, a few cache lines
+/// even on a switch with many unused ports), then a full square for
+/// every pair.
 struct Pairs {
     /// Linked ports (ports >= 1 that can carry traffic), ascending.
     k: u32,
@@ -246,16 +247,6 @@ impl Pairs {
         }
         Pairs { k, side, dense }
     }
-
-    fn len(&self) -> usize {
-        pairs_len(self.k, self.side)
-    }
-
-    #[inline]
-    fn index(&self, in_port: u8, out_port: u8) -> usize {
-        let ranks = (self.dense[in_port as usize], self.dense[out_port as usize]);
-        pair_slot(self.k, self.side, ranks, in_port, out_port)
-    }
 }
 
 /// Slots of a node's (input, output) pairs: `k` linked ports, `side` ports.
@@ -276,16 +267,17 @@ fn pair_slot(k: u32, side: u32, (i, o): (u8, u8), in_port: u8, out_port: u8) -> 
     }
 }
 
-/// SL → VL lookup built from the routing's SL2VL list: per node and
-/// (input port, output port) pair, the map as a word of nibbles (SL n's
-/// VL in bits 4n..4n+4, a VL past 15 read as 15). A pair the routing gives
-/// no map keeps SL n → VL n.
-struct VlMap {
-    /// Per node: offset into `maps` of its (in, out) table, or NONE.
-    base: Vec<u32>,
-    /// Per node with a table: its pair layout (index into `pairs`).
-    layout: Vec<u32>,
-    pairs: Vec<Pairs>,
+/// SL → VL lookup built from the routing's SL2VL list: per switch and
+/// (input port, output port) pair, laid out as [`PairIndex`], the map as
+/// a word of nibbles (SL n's VL in bits 4n..4n+4, a VL past 15 read as
+/// 15). A pair the routing gives no map keeps SL n → VL n. Only switches'
+/// maps are read: an end port's first link has no channel before it, so
+/// its VL depends on nothing.
+struct VlMap<'a> {
+    pairs: &'a PairIndex,
+    sw_of_node: &'a [u32],
+    /// Per switch number: offset into `maps` of its pairs.
+    base: Vec<usize>,
     maps: Vec<u64>,
     identity: bool,
     /// The highest VL below 15 the routing's maps give, if any.
@@ -295,78 +287,62 @@ struct VlMap {
     identity_linked: bool,
 }
 
-impl VlMap {
-    /// `pairs`: the switches' layouts, taken rather than made again.
-    fn new(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, pairs_of: &PairIndex) -> VlMap {
-        let n = fabric.nodes.len();
-        if routing.sl2vl.is_empty() {
-            return VlMap {
-                base: Vec::new(),
-                layout: Vec::new(),
-                pairs: Vec::new(),
-                maps: Vec::new(),
-                identity: true,
-                set_max: None,
-                identity_linked: true,
-            };
+impl<'a> VlMap<'a> {
+    fn new(graph: &'a Graph, routing: &Routing, pairs: &'a PairIndex) -> VlMap<'a> {
+        let n = graph.switch_count();
+        let mut base = Vec::with_capacity(n + 1);
+        base.push(0);
+        if !routing.sl2vl.is_empty() {
+            for s in 0..n {
+                base.push(base[s] + pairs.len(s));
+            }
         }
-        let mut base = vec![NONE; n];
-        let mut layout = vec![NONE; n];
-        let mut pairs = Vec::new();
-        let mut maps = Vec::new();
-        // Per slot of a switch's linked square: whether a map was given.
-        let mut set = Vec::new();
+        let slots = base.last().copied().unwrap_or(0);
+        let mut maps = vec![IDENTITY_NIBBLES; slots];
+        // Per slot: whether the routing gave its map.
+        let mut set = vec![false; slots];
         // The VLs below 15 the maps give, as bits.
         let mut given = 0u16;
         for e in routing.sl2vl.iter() {
-            let node = e.node as usize;
-            // Only switches' maps are read: an end port's first link has
-            // no channel before it, so its VL depends on nothing.
-            let Some(&sw) = graph.sw_of_node.get(node).filter(|&&sw| sw != NONE) else { continue };
-            if base[node] == NONE {
-                let p = pairs_of.pairs(sw as usize);
-                base[node] = maps.len() as u32;
-                maps.resize(maps.len() + p.len(), IDENTITY_NIBBLES);
-                set.resize(maps.len(), false);
-                layout[node] = pairs.len() as u32;
-                pairs.push(p);
+            let Some(&sw) = graph.sw_of_node.get(e.node as usize).filter(|&&sw| sw != NONE) else { continue };
+            let s = sw as usize;
+            if !pairs.has(s, e.in_port, e.out_port) {
+                continue;
             }
-            let p = &pairs[layout[node] as usize];
-            if (e.in_port as u32) < p.side && (e.out_port as u32) < p.side {
-                let at = base[node] as usize + p.index(e.in_port, e.out_port);
-                let mut word = 0u64;
-                for (sl, &vl) in e.vl.iter().enumerate() {
-                    let vl = vl.min(15);
-                    word |= (vl as u64) << (4 * sl);
-                    given |= 1 << vl;
-                }
-                maps[at] = word;
-                set[at] = true;
+            let at = base[s] + pairs.index(s, e.in_port, e.out_port);
+            let mut word = 0u64;
+            for (sl, &vl) in e.vl.iter().enumerate() {
+                let vl = vl.min(15);
+                word |= (vl as u64) << (4 * sl);
+                given |= 1 << vl;
             }
+            maps[at] = word;
+            set[at] = true;
         }
-        let identity_linked = graph.switch_nodes.iter().any(|&node| match base[node as usize] {
-            NONE => true,
-            b => {
-                let k = pairs[layout[node as usize] as usize].k as usize;
-                set[b as usize..b as usize + k * k].iter().any(|&x| !x)
-            }
+        let identity_linked = (0..n).any(|s| {
+            let linked = (pairs.k[s] * pairs.k[s]) as usize;
+            set.get(base[s]..base[s] + linked).is_none_or(|square| square.iter().any(|&x| !x))
         });
         let set_max = (given & 0x7FFF != 0).then(|| 15 - (given & 0x7FFF).leading_zeros() as u8);
-        VlMap { base, layout, pairs, maps, identity: false, set_max, identity_linked }
+        let identity = routing.sl2vl.is_empty();
+        VlMap { pairs, sw_of_node: &graph.sw_of_node, base, maps, identity, set_max, identity_linked }
+    }
+
+    /// The map word of pair slot `at` of switch `s`.
+    #[inline]
+    fn slot(&self, s: usize, at: usize) -> u64 {
+        match self.identity {
+            true => IDENTITY_NIBBLES,
+            false => self.maps[self.base[s] + at],
+        }
     }
 
     /// The map word of a node's (in, out) pair.
     #[inline]
     fn word(&self, node: u32, in_port: u8, out_port: u8) -> u64 {
-        if self.identity {
-            return IDENTITY_NIBBLES;
-        }
-        match self.base[node as usize] {
-            NONE => IDENTITY_NIBBLES,
-            b => {
-                let p = &self.pairs[self.layout[node as usize] as usize];
-                self.maps[b as usize + p.index(in_port, out_port)]
-            }
+        match self.sw_of_node.get(node as usize) {
+            Some(&sw) if sw != NONE => self.slot(sw as usize, self.pairs.index(sw as usize, in_port, out_port)),
+            _ => IDENTITY_NIBBLES,
         }
     }
 
@@ -375,14 +351,13 @@ impl VlMap {
         (self.word(node, in_port, out_port) >> (4 * (sl & 15)) & 15) as u8
     }
 
-    /// The (input port) row of a node's table: its maps to every output port.
-    fn row(&self, node: u32, in_port: u8) -> Option<Vec<u64>> {
-        let b = *self.base.get(node as usize)?;
-        if self.identity || b == NONE {
+    /// The (input port) row of a switch's table: its maps to every output
+    /// port (None when the routing gives no maps).
+    fn row(&self, s: usize, in_port: u8) -> Option<Vec<u64>> {
+        if self.identity {
             return None;
         }
-        let p = &self.pairs[self.layout[node as usize] as usize];
-        Some((0..p.side).map(|o| self.maps[b as usize + p.index(in_port, o as u8)]).collect())
+        Some((0..self.pairs.side[s]).map(|o| self.slot(s, self.pairs.index(s, in_port, o as u8))).collect())
     }
 
     /// How many VLs paths can take: the routing's maps' highest VL, and
@@ -423,12 +398,6 @@ impl PairIndex {
         pairs_len(self.k[s], self.side[s])
     }
 
-    /// Switch `s`'s layout as a [`Pairs`].
-    fn pairs(&self, s: usize) -> Pairs {
-        let d = self.dense_at[s] as usize;
-        Pairs { k: self.k[s], side: self.side[s], dense: self.dense[d..d + self.side[s] as usize].to_vec() }
-    }
-
     /// Whether both ports exist on switch `s` (a multicast entry may name
     /// a port the switch lacks).
     #[inline]
@@ -436,7 +405,7 @@ impl PairIndex {
         (in_port as u32) < self.side[s] && (out_port as u32) < self.side[s]
     }
 
-    /// The slot of (in, out) on switch `s`, as [`Pairs::index`] gives it.
+    /// The slot of (in, out) on switch `s` (see [`Pairs`]).
     #[inline(always)]
     fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
         let d = self.dense_at[s] as usize;
@@ -1105,11 +1074,10 @@ fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, far: boo
     let mut rep: Vec<u32> = (0..fabric.ports.len() as u32).collect();
     let mut seen: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
     for (s, ports) in graph.sw_ports.iter().enumerate() {
-        let node = graph.switch_nodes[s] as usize;
         seen.clear();
         let mut first = NONE;
         for p in ports.iter().filter(|p| p.peer_sw == NONE) {
-            let row = vlmap.row(node as u32, p.port).map(|row| match far {
+            let row = vlmap.row(s, p.port).map(|row| match far {
                 false => row,
                 true => ports.iter().filter(|o| o.peer_sw != NONE).map(|o| row[o.port as usize]).collect(),
             });
@@ -1183,7 +1151,7 @@ fn run(
         }
     }
     let pairs = PairIndex::new(fabric, graph);
-    let vlmap = VlMap::new(fabric, graph, routing, &pairs);
+    let vlmap = VlMap::new(graph, routing, &pairs);
     let uniform = routing.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
     // An oracle given whole is read as the table, never pair by pair (the
     // core serves the same table); one of the wrong shape fails the routing.
@@ -1217,13 +1185,7 @@ fn run(
     let deps = if fast {
         opts.credit_loops.then(|| DepBits::new(&pairs, vls, None))
     } else {
-        let map = |s: usize, at: usize| -> u64 {
-            let node = graph.switch_nodes[s] as usize;
-            match vlmap.base.get(node) {
-                Some(&b) if b != NONE && !vlmap.identity => vlmap.maps[b as usize + at],
-                _ => IDENTITY_NIBBLES,
-            }
-        };
+        let map = |s: usize, at: usize| -> u64 { vlmap.slot(s, at) };
         Some(DepBits::new(&pairs, vls, Some(&map)))
     };
     let dests = destinations(fabric, graph, opts);
