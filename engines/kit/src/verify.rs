@@ -1572,7 +1572,7 @@ impl Ctx<'_> {
             let mut runs = chunk.len() - 1;
             for (i, &s) in queue.iter().enumerate() {
                 if self.columns.is_none() {
-                    prefetch_ahead(&self.lfts, queue, i, first, last);
+                    prefetch_ahead(self.lfts, queue, i, first, last);
                 }
                 let su = s as usize;
                 if s == t {
@@ -1605,7 +1605,7 @@ impl Ctx<'_> {
         let reps: u32 = (0..chunk.len()).filter(|&j| c_rep[j] == j).fold(0, |m, j| m | 1 << j);
         for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
-                prefetch_ahead(&self.lfts, queue, i, first, last);
+                prefetch_ahead(self.lfts, queue, i, first, last);
             }
             let su = s as usize;
             let (row, codes, here) = (self.lfts[su], self.hops.row(s), dist[su]);
@@ -1679,7 +1679,7 @@ impl Ctx<'_> {
                     }
                 }
                 None => {
-                    prefetch_ahead(&self.lfts, queue, i, first, last);
+                    prefetch_ahead(self.lfts, queue, i, first, last);
                     let row = self.lfts[su];
                     for (j, (o, &lid)) in outs.iter_mut().zip(lids).enumerate() {
                         match row.get(lid) {
