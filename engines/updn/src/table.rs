@@ -57,28 +57,39 @@ pub struct UpDownHops {
     pub recomputed: usize,
 }
 
+/// Destinations searched together by [`Batch::search`]: the bits of a word.
+const BATCH: usize = 64;
+
 impl UpDownHops {
-    /// Compute the tables for every destination switch, in parallel.
+    /// Compute the tables for every destination switch, in parallel,
+    /// [`BATCH`] destinations per search.
     pub fn build(graph: &Graph, orient: &Orientation, comp: &[u32], comp_size: &[u32]) -> UpDownHops {
         let n = graph.switch_count();
         let mut entries = vec![UNREACHABLE; n * n];
         let mut recomputed = 0;
         if n > 0 {
-            let threads = thread::available_parallelism().map_or(1, |p| p.get()).min(n);
-            let rows_per = n.div_ceil(threads);
+            let batches = n.div_ceil(BATCH);
+            let threads = thread::available_parallelism().map_or(1, |p| p.get()).min(batches);
+            let per = batches.div_ceil(threads);
             recomputed = thread::scope(|scope| {
                 let workers: Vec<_> = entries
-                    .chunks_mut(rows_per * n)
+                    .chunks_mut(per * BATCH * n)
                     .enumerate()
                     .map(|(i, chunk)| {
                         scope.spawn(move || {
-                            let mut work = Work::new(n);
+                            let (mut batch, mut work) = (Batch::new(n), Work::new(n));
                             let mut redone = 0;
-                            for (j, row) in chunk.chunks_mut(n).enumerate() {
-                                let t = (i * rows_per + j) as Sw;
-                                let want = comp_size[comp[t as usize] as usize] as usize;
-                                if work.destination(graph, orient, t, row, want) {
-                                    redone += 1;
+                            for (b, rows) in chunk.chunks_mut(BATCH * n).enumerate() {
+                                let first = (i * per + b) * BATCH;
+                                let reached = batch.search(graph, orient, first, rows);
+                                for (j, row) in rows.chunks_mut(n).enumerate() {
+                                    // A destination the search left switches of
+                                    // its part without: the down-preferring pass.
+                                    let t = first + j;
+                                    let want = comp_size[comp[t] as usize] as usize;
+                                    if (reached[j] as usize) < want && work.destination(graph, orient, t as Sw, row, want) {
+                                        redone += 1;
+                                    }
                                 }
                             }
                             redone
@@ -176,6 +187,84 @@ impl HopTable for UpDownHops {
                 }
             }
         }
+    }
+}
+
+/// [`Work::bfs`] for up to [`BATCH`] destinations at once, one bit each:
+/// per switch, the destinations it is reached for at the level at hand
+/// (`frontier`), those of them in down mode (`down`), and those reached
+/// at all (`seen`). A switch is reached at a level for a destination when
+/// a neighbour reached at the level before lets it step there (up into
+/// any, down into one in down mode), in down mode when one lets it step
+/// down: what the one-destination search decides, for all the batch's
+/// destinations with a word's operations.
+struct Batch {
+    seen: Vec<u64>,
+    frontier: Vec<u64>,
+    down: Vec<u64>,
+    next: Vec<u64>,
+    next_down: Vec<u64>,
+}
+
+impl Batch {
+    fn new(n: usize) -> Batch {
+        Batch { seen: vec![0; n], frontier: vec![0; n], down: vec![0; n], next: vec![0; n], next_down: vec![0; n] }
+    }
+
+    /// Fills `rows` (one per destination, from switch `first` on) as
+    /// [`Work::bfs`] does without forced modes; gives how many switches
+    /// each destination's search reached.
+    fn search(&mut self, graph: &Graph, orient: &Orientation, first: usize, rows: &mut [u8]) -> [u32; BATCH] {
+        let n = graph.switch_count();
+        for v in [&mut self.seen, &mut self.frontier, &mut self.down] {
+            v.fill(0);
+        }
+        let mut reached = [0u32; BATCH];
+        rows.fill(UNREACHABLE);
+        for (j, row) in rows.chunks_mut(n).enumerate() {
+            let t = first + j;
+            // Zero hops, down mode: arriving means delivered.
+            row[t] = 1;
+            self.seen[t] |= 1 << j;
+            self.frontier[t] |= 1 << j;
+            self.down[t] |= 1 << j;
+            reached[j] = 1;
+        }
+        let pos = &orient.pos[..n];
+        for hops in 1..=MAX_HOPS {
+            let mut grew = false;
+            for (m, adj) in graph.sw_adj.iter().enumerate() {
+                let (mut by_up, mut by_down) = (0u64, 0u64);
+                for &s in adj {
+                    // The step is m → s, the direction traffic will take.
+                    if pos[s as usize] < pos[m] {
+                        by_up |= self.frontier[s as usize];
+                    } else {
+                        by_down |= self.down[s as usize];
+                    }
+                }
+                let fresh = (by_up | by_down) & !self.seen[m];
+                self.next[m] = fresh;
+                self.next_down[m] = fresh & by_down;
+                if fresh != 0 {
+                    grew = true;
+                    self.seen[m] |= fresh;
+                    let mut bits = fresh;
+                    while bits != 0 {
+                        let j = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        rows[j * n + m] = (hops << 1) | (by_down >> j & 1) as u8;
+                        reached[j] += 1;
+                    }
+                }
+            }
+            if !grew {
+                break;
+            }
+            std::mem::swap(&mut self.frontier, &mut self.next);
+            std::mem::swap(&mut self.down, &mut self.next_down);
+        }
+        reached
     }
 }
 
@@ -336,6 +425,38 @@ mod tests {
                 let up = rank::updn(f, &g, &roots);
                 let hops = UpDownHops::build(&g, &up, &comp, &sizes);
                 assert_consistent(&g, &up, &hops, &format!("{} updn {roots:?}", c.name));
+            }
+        }
+    }
+
+    /// The batched search gives every destination the entries and the
+    /// recomputations the one-destination search gives it.
+    #[test]
+    fn batched_searches_equal_one_destination_searches() {
+        // The standard cases, and fabrics of more switches than a batch
+        // has destinations (one irregular, with a switch and links down).
+        let tree = sm_topology::gen::kary_ntree(6, 3, 1).unwrap();
+        let irregular = sm_topology::gen::random_irregular(150, 6, 1, 40, 7).unwrap();
+        let faulty = sm_topology::gen::with_faults(&irregular, 12, 1, 3).unwrap().0;
+        let big = [tree, irregular, faulty].map(|t| sm_topology::lids::snapshot(&t, 0).unwrap());
+        let fabrics = cases(0).unwrap().into_iter().map(|c| (c.name, c.fabric)).chain(big.into_iter().map(|f| ("big".to_string(), f)));
+        for (name, f) in fabrics {
+            let f = &f;
+            let g = Graph::new(f);
+            let n = g.switch_count();
+            let (comp, sizes) = rank::components(&g);
+            let orients = std::iter::once(rank::dnup(f, &g, &rank::ca_switches(&g)))
+                .chain((0..n as Sw).map(|r| rank::updn(f, &g, &[r])));
+            for orient in orients {
+                let hops = UpDownHops::build(&g, &orient, &comp, &sizes);
+                let mut work = Work::new(n);
+                let mut rows = vec![UNREACHABLE; n * n];
+                let mut redone = 0;
+                for (t, row) in rows.chunks_mut(n.max(1)).enumerate() {
+                    redone += work.destination(&g, &orient, t as Sw, row, sizes[comp[t] as usize] as usize) as usize;
+                }
+                assert_eq!(hops.entries, transpose(&rows, n), "{name}");
+                assert_eq!(hops.recomputed, redone, "{name}");
             }
         }
     }
