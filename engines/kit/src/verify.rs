@@ -1175,7 +1175,10 @@ fn run(
                 (None, Some(t)) => t.sl.iter().copied().filter(|&sl| sl <= 15).max().unwrap_or(0),
                 (None, None) => 15,
             };
-            vlmap.vls(path_sl.max(mcast_sl))
+            // A multicast tree may name a port no route takes, whose
+            // pairs keep SL → VL: its SL bounds the VLs too.
+            let mcast_vls = if mcast.is_empty() { 0 } else { mcast_sl as u32 + 1 };
+            vlmap.vls(path_sl.max(mcast_sl)).max(mcast_vls)
         }
     }
     .clamp(1, 16);
