@@ -278,3 +278,47 @@ fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
     let v = verify_with_mcast(&f, &graph, &r, &opts(), &[on_sl1]);
     assert!(v.credit_loop.is_none(), "{:?}", v.credit_loop);
 }
+
+/// Multicast trees may name a port no route can take (a link gone down):
+/// its pairs have no map and keep SL → VL. Two trees on SL 3 around a
+/// ring whose s0–s1 link is down close a cycle that leaves VL 0 only
+/// there, on VL 3, though every pair a route can take maps to VL 0: the
+/// verifier must count VL 3 among the channels to see it.
+#[test]
+fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
+    let mut f = ring(4);
+    let sw_at = |f: &FabricSnapshot, pos: usize| f.switches().find(|&s| position(f, s) == pos).expect("switch");
+    let (s0, s1) = (sw_at(&f, 0), sw_at(&f, 1));
+    // s0[2] is cabled to s1[3].
+    for (node, port) in [(s0, 2u32), (s1, 3)] {
+        let pi = (f.nodes[node as usize].first_port + port) as usize;
+        f.ports[pi].state = sm_abi::PortState::Down;
+    }
+    // No unicast route; every pair of ports a route could take maps every
+    // SL to VL 0 (the down ports' pairs have no map).
+    let lfts: Vec<Lft> =
+        f.switches().map(|s| Lft { node: s, ports: vec![NO_ROUTE; f.max_lid as usize + 1].into() }).collect();
+    let mut r = Routing::single_vl(lfts);
+    for s in f.switches().collect::<Vec<_>>() {
+        let first = f.nodes[s as usize].first_port;
+        let up = |p: u8| f.ports[(first + p as u32) as usize].state != sm_abi::PortState::Down;
+        for i in (0..=3u8).filter(|&i| i == 0 || up(i)) {
+            for o in (1..=3u8).filter(|&o| up(o)) {
+                r.sl2vl.push(sm_abi::Sl2Vl { node: s, in_port: i, out_port: o, vl: [0; 16] });
+            }
+        }
+    }
+    let graph = smcore_kit::graph::Graph::new(&f);
+    let mut trees = [ring_tree(&f, &[0, 1, 2, 3]), ring_tree(&f, &[2, 3, 0, 1])];
+    for t in trees.iter_mut() {
+        t.sl = 3;
+    }
+    let v = verify_with_mcast(&f, &graph, &r, &opts(), &trees);
+    let cl = v.credit_loop.as_ref().expect("the trees close the ring on VL 3 past the down link");
+    assert!(cl.cycle.iter().any(|&(_, vl)| vl == 3), "{cl:?}");
+    // Either tree alone is a tree: nothing closes.
+    for t in &trees {
+        let one = verify_with_mcast(&f, &graph, &r, &opts(), std::slice::from_ref(t));
+        assert!(one.credit_loop.is_none(), "{:?}", one.credit_loop);
+    }
+}
