@@ -459,6 +459,27 @@ struct DepBits<'a> {
 /// SL n → VL n as a map word.
 const IDENTITY_NIBBLES: u64 = 0xFEDC_BA98_7654_3210;
 
+/// Dependency bits for a pair record's words, gathered before they are
+/// written: up to 8 VLs fill the first word alone, kept apart so that it
+/// stays in a register.
+#[derive(Default, Clone, Copy)]
+struct Gathered {
+    first: u64,
+    more: [u64; 3],
+}
+
+impl Gathered {
+    /// The input VLs `vls` into the group starting at bit `bit`.
+    #[inline(always)]
+    fn add(&mut self, bit: u32, vls: u16) {
+        let word = (vls as u64) << (bit % 64);
+        match bit / 64 {
+            0 => self.first |= word,
+            w => self.more[w as usize - 1] |= word,
+        }
+    }
+}
+
 impl<'a> DepBits<'a> {
     /// `maps` (per switch number and pair slot: the map word) asks for
     /// pair records.
@@ -506,6 +527,20 @@ impl<'a> DepBits<'a> {
         }
     }
 
+    /// Index of the record of the pair (`in_port`, `out_port`) of switch
+    /// `s` (records only, both ports on the switch): [`PairIndex::index`]
+    /// then [`DepBits::record`] in one, the linked square's case first.
+    #[inline(always)]
+    fn record_of(&self, s: usize, in_port: u8, out_port: u8) -> usize {
+        let p = self.pairs;
+        let d = p.dense_at[s] as usize;
+        let (ri, ro, k) = (p.dense[d + in_port as usize] as usize, p.dense[d + out_port as usize] as usize, p.k[s] as usize);
+        match ri < k && ro < k {
+            true => self.base[s] + (ri * k + ro) * self.rec,
+            false => self.full[s] + (in_port as usize * p.side[s] as usize + out_port as usize) * self.rec,
+        }
+    }
+
     /// The SL → VL map word of a record.
     #[inline]
     fn map(&self, record: usize) -> u64 {
@@ -516,6 +551,19 @@ impl<'a> DepBits<'a> {
     #[inline]
     fn prefetch(&self, record: usize) {
         prefetch(&self.bits, record);
+    }
+
+    /// ORs gathered bits into a record's words.
+    #[inline(always)]
+    fn or_gathered(&self, record: usize, bits: Gathered) {
+        if bits.first != 0 {
+            self.or_record(record, 0, bits.first);
+        }
+        for (w, &b) in bits.more.iter().enumerate().take(self.rec - 2) {
+            if b != 0 {
+                self.or_record(record, w + 1, b);
+            }
+        }
     }
 
     /// OR `mask` into word `i` of a record's bits.
@@ -1253,7 +1301,7 @@ fn run(
                         reps.push(rep);
                         let in_port = fabric.ports[rep as usize].num;
                         for out in 0..pairs.side[s] {
-                            seed_maps.push(deps.map(deps.record(s, pairs.index(s, in_port, out as u8))));
+                            seed_maps.push(deps.map(deps.record_of(s, in_port, out as u8)));
                         }
                         reps.len() - 1
                     }
@@ -1356,7 +1404,7 @@ fn run(
                 }
             }
             if *t != NONE && group.len() > 1 {
-                for chunk in group.chunks(CHUNK) {
+                for (c, chunk) in group.chunks(CHUNK).enumerate() {
                     if ctx.fast {
                         ctx.resolve_fast(&mut acc, chunk);
                         ctx.chunk_fast(&mut acc, *t, chunk);
@@ -1365,8 +1413,7 @@ fn run(
                     }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
                         if !(ctx.fast && acc.c_ok & 1 << j != 0) {
-                            let last = std::ptr::eq(&chunk[j], group.last().unwrap_or(&chunk[j]));
-                            ctx.destination(&mut acc, *t, lid, pi, Some(j), last);
+                            ctx.destination(&mut acc, *t, lid, pi, Some(j), c * CHUNK + j + 1 == group.len());
                         }
                     }
                 }
@@ -2229,8 +2276,6 @@ impl Ctx<'_> {
         mut hold: Option<(&mut WalkRef, usize)>,
     ) -> bool {
         let (t, lid, dest_port) = dest;
-        let below = ((1u32 << self.vls) - 1) as u16;
-        let stride = deps.stride;
         let end = is_end as u32;
         // The destination's SLs by source class, when the oracle gave a table.
         let row = self.table.map(|tb| tb.row(tb.class(lid)));
@@ -2246,9 +2291,7 @@ impl Ctx<'_> {
         // Slices of one length, so that one bound covers them all.
         let (out, next, ovl, into, dist) = (&out[..nsw], &next[..nsw], &ovl[..nsw], &into[..nsw], &dist[..nsw]);
         let (load, st_sl, st_vl) = (&mut load[..nsw], &mut st_sl[..nsw], &mut st_vl[..nsw]);
-        // The record `s`'s states enter the next switch by, asked for
-        // ahead: in the linked square but for a port a route cannot take.
-        let (dense, dense_at, linked, rec_at) = (&self.pairs.dense[..], &self.pairs.dense_at[..nsw], &self.pairs.k[..nsw], &deps.base[..nsw]);
+        // The record `s`'s states enter the next switch by, asked for ahead.
         let seed_at = &self.seed_base[..nsw];
         let record = |s: Sw| -> Option<usize> {
             let su = s as usize;
@@ -2257,12 +2300,7 @@ impl Ctx<'_> {
             if o == 0 || on == 0 {
                 return None;
             }
-            let d = dense_at[n] as usize;
-            let (ri, ro, k) = (*dense.get(d + into[su] as usize)? as usize, *dense.get(d + on as usize)? as usize, linked[n] as usize);
-            let rec = match ri < k && ro < k {
-                true => rec_at[n] + (ri * k + ro) * deps.rec,
-                false => deps.record(n, self.pairs.index(n, into[su], on)),
-            };
+            let rec = deps.record_of(n, into[su], on);
             deps.prefetch(rec);
             // And the line of `s`'s sources' maps.
             prefetch(&self.seed_maps, seed_at[su] as usize + o as usize);
@@ -2316,29 +2354,18 @@ impl Ctx<'_> {
                 }
                 // Made even where they go no further (an SL out of range
                 // is a violation wherever its source is).
-                match (row, self.seed_groups.at(s)) {
-                    // One group of sources (one class, one SL class): its
-                    // seed, without gathering.
-                    (Some(row), &[(class, sl_class, _)]) if s != t && row.get(sl_class as usize).is_some_and(|&sl| sl <= 15) => {
-                        seeds.clear();
-                        seeds.push((class, 1 << row[sl_class as usize]));
-                    }
-                    (Some(row), _) if s != t => self.table_seeds((seeds, v), s, row, lid),
+                match row {
+                    Some(row) if s != t => self.table_seeds((seeds, v), s, row, lid),
                     // A held walk keeps its sources' SLs (without a table).
                     _ => self.seeds_of((seeds, v), s, dest, far.as_deref_mut().map(|h| &mut h.sls)),
                 }
                 if o != 0 {
-                    let (side, op_vls, pi) = (self.pairs.side[su] as usize, ovl[su], self.first_port[su] + o as u32);
+                    let at = (su, self.first_port[su] + o as u32, ovl[su], n != NONE);
+                    let side = self.pairs.side[su] as usize;
                     let maps = &self.seed_maps[self.seed_base[su] as usize..];
                     for &(class, sls) in seeds.iter() {
                         let map = maps.get(class as usize * side + o as usize).copied().unwrap_or(IDENTITY_NIBBLES);
-                        for sl in crate::cdg::bits(sls as u64) {
-                            let vl = (map >> (4 * sl) & 15) as u8;
-                            if self.vl_out(v, (su, pi, op_vls), sl as u8, vl, lid, &mut top) && n != NONE {
-                                vls[sl as usize] |= 1 << vl;
-                                m |= 1 << sl;
-                            }
-                        }
+                        self.leave(v, deps, at, map, lid, sls, None, (&mut m, &mut vls), &mut top);
                     }
                 }
             }
@@ -2362,41 +2389,13 @@ impl Ctx<'_> {
             }
             load[n] += l;
             let (Some(rec), true) = (rec, m != 0) else { continue };
-            // The states enter the next switch by the pair record `rec`.
-            let map = deps.map(rec);
-            let (carry, op_vls, pi) = (next[n] != NONE, ovl[n], self.first_port[n] + out[n] as u32);
-            // The dependency bits of the record's words, gathered: with
-            // up to 8 VLs one word, kept in a register.
-            let (mut bits, mut more) = (0u64, [0u64; 3]);
-            let mut next_sls = 0u16;
-            // Written in place: a copy would be read back whole after
+            // The states enter the next switch by the pair record `rec`,
+            // written in place: a copy would be read back whole after
             // narrow writes, which the store buffer cannot forward.
-            let next_vls = &mut st_vl[n];
-            for sl in crate::cdg::bits(m as u64) {
-                let vl = (map >> (4 * sl) & 15) as u8;
-                let arrived = vls[sl as usize] & below;
-                if arrived != 0 && (vl as u32) < self.vls {
-                    let bit = vl as u32 * stride;
-                    let word = (arrived as u64) << (bit % 64);
-                    match bit / 64 {
-                        0 => bits |= word,
-                        w => more[w as usize - 1] |= word,
-                    }
-                }
-                if self.vl_out(v, (n, pi, op_vls), sl as u8, vl, lid, &mut top) && carry {
-                    next_vls[sl as usize] |= 1 << vl;
-                    next_sls |= 1 << sl;
-                }
-            }
-            st_sl[n] |= next_sls;
-            if bits != 0 {
-                deps.or_record(rec, 0, bits);
-            }
-            for (w, &b) in more.iter().enumerate().take(deps.rec - 2) {
-                if b != 0 {
-                    deps.or_record(rec, w + 1, b);
-                }
-            }
+            let at = (n, self.first_port[n] + out[n] as u32, ovl[n], next[n] != NONE);
+            let next_state = (&mut st_sl[n], &mut st_vl[n]);
+            let bits = self.leave(v, deps, at, deps.map(rec), lid, m, Some(&vls), next_state, &mut top);
+            deps.or_gathered(rec, bits);
         }
         v.vls_used = v.vls_used.max(top);
         kept
@@ -2408,7 +2407,16 @@ impl Ctx<'_> {
     #[inline(always)]
     fn table_seeds(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), s: Sw, row: &[u8], lid: u16) {
         seeds.clear();
-        for &group in self.seed_groups.at(s) {
+        let groups = self.seed_groups.at(s);
+        // One group (a torus's switch with its CAs): its seed, nothing to
+        // merge.
+        if let &[(class, sl_class, _)] = groups {
+            if let Some(&sl) = row.get(sl_class as usize).filter(|&&sl| sl <= 15) {
+                seeds.push((class, 1 << sl));
+                return;
+            }
+        }
+        for &group in groups {
             self.push_seed((seeds, v), row, group, lid);
         }
     }
@@ -2543,7 +2551,7 @@ impl Ctx<'_> {
         if acc.out[su] == 0 || n == NONE || acc.out[n as usize] == 0 {
             return None;
         }
-        Some(deps.record(n as usize, self.pairs.index(n as usize, acc.into[su], acc.out[n as usize])))
+        Some(deps.record_of(n as usize, acc.into[su], acc.out[n as usize]))
     }
 
     /// Asks the cache for [`Ctx::push_record`] of `s`, [`PRELOAD`]
@@ -2580,48 +2588,53 @@ impl Ctx<'_> {
         arrived: &[u16; 16],
     ) {
         let su = s as usize;
-        let out_pi = self.first_port[su] + acc.out[su] as u32;
-        let carry = acc.next[su] != NONE;
-        let below = ((1u32 << self.vls) - 1) as u16;
-        let stride = deps.stride;
-        let op_vls = acc.ovl[su];
-        let mut bits = [0u64; 4];
+        let at = (su, self.first_port[su] + acc.out[su] as u32, acc.ovl[su], acc.next[su] != NONE);
         // The highest VL out, for `vls_used` once rather than per SL.
         let mut top = 0u8;
-        for sl in crate::cdg::bits(sls as u64) {
-            let vl = (map >> (4 * sl) & 15) as u8;
-            let ivls = if ARRIVED { arrived[sl as usize] & below } else { 0 };
-            if ivls != 0 && (vl as u32) < self.vls {
-                let bit = vl as u32 * stride;
-                bits[(bit / 64) as usize] |= (ivls as u64) << (bit % 64);
-            }
-            if vl >= 15 {
-                acc.v.vl_violations += 1;
-                let node = self.graph.switch_nodes[su];
-                self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
-                continue;
-            }
-            top = top.max(vl + 1);
-            if vl >= op_vls {
-                // What `check_vl` says of it (its `vls_used` part is `top`).
-                self.check_vl(&mut acc.v, out_pi, vl, op_vls);
-            }
-            if carry {
-                acc.st_vl[su][sl as usize] |= 1 << vl;
-                acc.st_sl[su] |= 1 << sl;
-            }
-        }
-        acc.v.vls_used = acc.v.vls_used.max(top);
-        if !ARRIVED {
-            return;
-        }
-        for (i, &w) in bits.iter().enumerate().take(deps.rec - 1) {
-            if w != 0 {
-                deps.or_record(rec, i, w);
-            }
+        let Acc { v, st_sl, st_vl, .. } = acc;
+        let bits = self.leave(v, deps, at, map, lid, sls, ARRIVED.then_some(arrived), (&mut st_sl[su], &mut st_vl[su]), &mut top);
+        v.vls_used = v.vls_used.max(top);
+        if ARRIVED {
+            deps.or_gathered(rec, bits);
         }
     }
-}
+
+    /// States (SLs `sls`) leaving switch number `su` by port index `pi`
+    /// (operating `op_vls`) under the map word `map`, having arrived on
+    /// the VLs of `arrived[SL]` (None: sources' states, which arrived on
+    /// none): per SL its VL out, checked as [`Ctx::vl_out`] does and, when
+    /// they go on (`carry`), added to the next switch's states `next`.
+    /// Gives the dependency bits they add to their pair record, gathered
+    /// for [`DepBits::or_gathered`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn leave(
+        &self,
+        v: &mut Verification,
+        deps: &DepBits,
+        (su, pi, op_vls, carry): (usize, u32, u8, bool),
+        map: u64,
+        lid: u16,
+        sls: u16,
+        arrived: Option<&[u16; 16]>,
+        (next_sls, next_vls): (&mut u16, &mut [u16; 16]),
+        top: &mut u8,
+    ) -> Gathered {
+        let below = ((1u32 << self.vls) - 1) as u16;
+        let mut bits = Gathered::default();
+        for sl in crate::cdg::bits(sls as u64) {
+            let vl = (map >> (4 * sl) & 15) as u8;
+            let came = arrived.map_or(0, |a| a[sl as usize] & below);
+            if came != 0 && (vl as u32) < self.vls {
+                bits.add(vl as u32 * deps.stride, came);
+            }
+            if self.vl_out(v, (su, pi, op_vls), sl as u8, vl, lid, top) && carry {
+                next_vls[sl as usize] |= 1 << vl;
+                *next_sls |= 1 << sl;
+            }
+        }
+        bits
+    }}
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
 /// depends on where it entered the previous switch, so each link's

@@ -87,7 +87,7 @@ impl UpDownHops {
                                     // its part without: the down-preferring pass.
                                     let t = first + j;
                                     let want = comp_size[comp[t] as usize] as usize;
-                                    if (reached[j] as usize) < want && work.destination(graph, orient, t as Sw, row, want) {
+                                    if work.short(graph, orient, t as Sw, row, reached[j] as usize, want) {
                                         redone += 1;
                                     }
                                 }
@@ -290,8 +290,17 @@ impl Work {
 
     /// Fill `row` for destination `t`; `want` is the size of its part of
     /// the fabric. Returns whether the down-preferring pass was used.
+    #[cfg(test)]
     fn destination(&mut self, graph: &Graph, orient: &Orientation, t: Sw, row: &mut [u8], want: usize) -> bool {
         let reached = self.bfs(graph, orient, t, row, None);
+        self.short(graph, orient, t, row, reached, want)
+    }
+
+    /// `row`, filled for destination `t` by the plain search, reached
+    /// `reached` switches of the `want` of its part of the fabric: when
+    /// fewer, the down-preferring pass, taken when it reaches more.
+    /// Returns whether it was.
+    fn short(&mut self, graph: &Graph, orient: &Orientation, t: Sw, row: &mut [u8], reached: usize, want: usize) -> bool {
         if reached >= want {
             return false;
         }
