@@ -337,11 +337,14 @@ impl<'a> VlMap<'a> {
         }
     }
 
-    /// The map word of a node's (in, out) pair.
+    /// The map word of a node's (in, out) pair (SL n → VL n for a port the
+    /// switch lacks, which a multicast entry may name).
     #[inline]
     fn word(&self, node: u32, in_port: u8, out_port: u8) -> u64 {
         match self.sw_of_node.get(node as usize) {
-            Some(&sw) if sw != NONE => self.slot(sw as usize, self.pairs.index(sw as usize, in_port, out_port)),
+            Some(&sw) if sw != NONE && self.pairs.has(sw as usize, in_port, out_port) => {
+                self.slot(sw as usize, self.pairs.index(sw as usize, in_port, out_port))
+            }
             _ => IDENTITY_NIBBLES,
         }
     }
@@ -2649,9 +2652,10 @@ fn add_mcast_deps(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, deps: &
         if s == NONE {
             continue;
         }
-        let first = fabric.nodes[*node as usize].first_port;
-        for &i in ports.iter().filter(|&&p| p != 0) {
-            let Some(in_port) = fabric.ports.get((first + i as u32) as usize) else { continue };
+        let n = &fabric.nodes[*node as usize];
+        // An entry may name ports the switch lacks: they carry nothing.
+        for &i in ports.iter().filter(|&&p| p != 0 && p <= n.num_ports) {
+            let Some(in_port) = fabric.ports.get((n.first_port + i as u32) as usize) else { continue };
             let Some(up) = fabric.ports.get(in_port.peer as usize) else { continue };
             // Traffic from an end port starts its path here: no dependency
             // on the link it came by.

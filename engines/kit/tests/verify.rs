@@ -322,3 +322,24 @@ fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
         assert!(one.credit_loop.is_none(), "{:?}", one.credit_loop);
     }
 }
+
+/// A multicast entry naming ports its switch lacks (from a table no one
+/// checked) adds nothing through them: the verdict is the one without.
+#[test]
+fn multicast_ports_a_switch_lacks_carry_nothing() {
+    let f = ring(4);
+    let mut r = Routing::single_vl(clockwise(&f));
+    r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
+    r.vls_used = 2;
+    let graph = smcore_kit::graph::Graph::new(&f);
+    for order in [[0, 1, 2, 3], [3, 0, 1, 2]] {
+        let tree = ring_tree(&f, &order);
+        let mut wide = tree.clone();
+        for (_, ports) in wide.switches.iter_mut() {
+            ports.extend([9, 200]);
+        }
+        let want = verify_with_mcast(&f, &graph, &r, &opts(), &[tree]);
+        let got = verify_with_mcast(&f, &graph, &r, &opts(), &[wide]);
+        assert_eq!(got.credit_loop, want.credit_loop);
+    }
+}
