@@ -254,13 +254,19 @@ fn ring_tree(f: &FabricSnapshot, order: &[usize]) -> McastRoute {
     McastRoute { mlid: 0xC000, sl: 0, switches }
 }
 
-#[test]
-fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
+/// The 4-switch ring routed clockwise on two layers, cut at s0: loop free.
+fn layered_ring() -> (FabricSnapshot, Routing, smcore_kit::graph::Graph) {
     let f = ring(4);
     let mut r = Routing::single_vl(clockwise(&f));
     r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
     r.vls_used = 2;
     let graph = smcore_kit::graph::Graph::new(&f);
+    (f, r, graph)
+}
+
+#[test]
+fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
+    let (f, r, graph) = layered_ring();
     // Unicast alone is loop free (the layers cut layer 0 at s0).
     let alone = verify_with_mcast(&f, &graph, &r, &opts(), &[]);
     assert!(alone.ok(), "{:?}", alone.failure());
@@ -327,11 +333,7 @@ fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
 /// checked) adds nothing through them: the verdict is the one without.
 #[test]
 fn multicast_ports_a_switch_lacks_carry_nothing() {
-    let f = ring(4);
-    let mut r = Routing::single_vl(clockwise(&f));
-    r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
-    r.vls_used = 2;
-    let graph = smcore_kit::graph::Graph::new(&f);
+    let (f, r, graph) = layered_ring();
     for order in [[0, 1, 2, 3], [3, 0, 1, 2]] {
         let tree = ring_tree(&f, &order);
         let mut wide = tree.clone();
