@@ -510,54 +510,90 @@ proptest! {
         switch_destinations in any::<bool>(),
         twist in any::<bool>(),
     ) {
-        let mut fabric = d.fabric.clone();
-        let f = &fabric;
-        let g = Graph::new(f);
-        let table = RArc::new(class_table(&d, salt, nsl, split, bad));
-        let lfts = shortest_lfts_by(f, &g, |_, t| t as usize + salt);
-        let mut maps = dateline_maps(f, &g, nvl, salt);
-        if twist {
-            // End-facing ports whose maps differ only towards end ports,
-            // some of which operate fewer VLs: the VL of the last hop
-            // from a source on the destination's switch depends on the
-            // port it entered by, though its maps towards the other
-            // switches are its neighbours'.
-            let end_facing = |node: u32, port: u8| {
-                let pi = f.nodes[node as usize].first_port + port as u32;
-                let peer = f.ports[pi as usize].peer;
-                port > 0 && peer != NONE && g.sw_of_node[f.ports[peer as usize].node as usize] == NONE
-            };
-            for m in maps.iter_mut().filter(|m| end_facing(m.node, m.in_port) && end_facing(m.node, m.out_port)) {
-                for v in m.vl.iter_mut() {
-                    *v = (*v + m.in_port) % nvl;
-                }
-            }
-            let narrow: Vec<bool> = (0..f.ports.len())
-                .map(|i| {
-                    let p = &f.ports[i];
-                    (i + salt) % 3 == 0 && end_facing(p.node, p.num) && g.sw_of_node[p.node as usize] != NONE
-                })
-                .collect();
-            narrow_ports(&mut fabric, |i| narrow[i]);
-        }
-        let f = &fabric;
-        let routing = |whole: bool| {
-            let mut r = Routing::single_vl(lfts.clone());
-            r.path_sl = path_sl_box(ClassSl { table: table.clone(), whole });
-            r.sl2vl = maps.clone().into();
-            r
-        };
-        let (by_table, by_pair) = (routing(true), routing(false));
-        let opts = VerifyOptions { switch_destinations, ..Default::default() };
-        let v = verify(f, &by_table, &opts);
-        prop_assert_eq!(findings(&v), findings(&verify(f, &by_pair, &opts)));
-        prop_assert_eq!(findings(&verify_unshared(f, &by_table, &opts)), findings(&v));
-        if bad == 0 {
-            let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts).into_iter().collect();
-            prop_assert_eq!(got, reference_deps(f, &by_pair, switch_destinations));
-            prop_assert_eq!((v.vls_used, v.vl_violations > 0), reference_vls(f, &by_pair, switch_destinations));
-        }
+        table_against_pairs(&d, (salt, nsl, nvl, split, bad), switch_destinations, twist, 0)?;
     }
+
+    /// The same with at most one host per switch and no switch
+    /// destinations: every destination is alone on its switch, and the
+    /// common case's dependencies are worked out by blocks of
+    /// destinations as bit sets rather than by walks; some ports
+    /// operating fewer VLs than the maps use send it back to the walks.
+    #[test]
+    fn destinations_alone_on_their_switch_give_what_asking_pair_by_pair_gives(
+        d in prop_oneof![
+            2 => tori(0..2, 0..1),
+            1 => meshes(1..2, 0..1),
+            1 => random_fabrics(Sizes { switches: 2..14, hosts: 0..2, extra_links: 0..12, ..Sizes::default() }.healthy()),
+        ],
+        salt in 0usize..1000,
+        nsl in 1u32..9,
+        nvl in 2u8..9,
+        split in prop_oneof![Just(0usize), 2usize..5],
+        bad in prop_oneof![3 => Just(0u32), 1 => 1u32..60],
+        narrow in prop_oneof![2 => Just(0u32), 1 => 1u32..4],
+    ) {
+        table_against_pairs(&d, (salt, nsl, nvl, split, bad), false, false, narrow)?;
+    }
+}
+
+/// [`a_table_gives_what_asking_pair_by_pair_gives`] for one fabric and
+/// draw: `narrow` of every 11 ports operate fewer VLs than the maps use.
+fn table_against_pairs(
+    d: &Drawn,
+    (salt, nsl, nvl, split, bad): (usize, u32, u8, usize, u32),
+    switch_destinations: bool,
+    twist: bool,
+    narrow: u32,
+) -> Result<(), TestCaseError> {
+    let mut fabric = d.fabric.clone();
+    narrow_ports(&mut fabric, |i| (i + salt) % 11 < narrow as usize);
+    let f = &fabric;
+    let g = Graph::new(f);
+    let table = RArc::new(class_table(d, salt, nsl, split, bad));
+    let lfts = shortest_lfts_by(f, &g, |_, t| t as usize + salt);
+    let mut maps = dateline_maps(f, &g, nvl, salt);
+    if twist {
+        // End-facing ports whose maps differ only towards end ports,
+        // some of which operate fewer VLs: the VL of the last hop
+        // from a source on the destination's switch depends on the
+        // port it entered by, though its maps towards the other
+        // switches are its neighbours'.
+        let end_facing = |node: u32, port: u8| {
+            let pi = f.nodes[node as usize].first_port + port as u32;
+            let peer = f.ports[pi as usize].peer;
+            port > 0 && peer != NONE && g.sw_of_node[f.ports[peer as usize].node as usize] == NONE
+        };
+        for m in maps.iter_mut().filter(|m| end_facing(m.node, m.in_port) && end_facing(m.node, m.out_port)) {
+            for v in m.vl.iter_mut() {
+                *v = (*v + m.in_port) % nvl;
+            }
+        }
+        let narrow: Vec<bool> = (0..f.ports.len())
+            .map(|i| {
+                let p = &f.ports[i];
+                (i + salt) % 3 == 0 && end_facing(p.node, p.num) && g.sw_of_node[p.node as usize] != NONE
+            })
+            .collect();
+        narrow_ports(&mut fabric, |i| narrow[i]);
+    }
+    let f = &fabric;
+    let routing = |whole: bool| {
+        let mut r = Routing::single_vl(lfts.clone());
+        r.path_sl = path_sl_box(ClassSl { table: table.clone(), whole });
+        r.sl2vl = maps.clone().into();
+        r
+    };
+    let (by_table, by_pair) = (routing(true), routing(false));
+    let opts = VerifyOptions { switch_destinations, ..Default::default() };
+    let v = verify(f, &by_table, &opts);
+    prop_assert_eq!(findings(&v), findings(&verify(f, &by_pair, &opts)));
+    prop_assert_eq!(findings(&verify_unshared(f, &by_table, &opts)), findings(&v));
+    if bad == 0 {
+        let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts).into_iter().collect();
+        prop_assert_eq!(got, reference_deps(f, &by_pair, switch_destinations));
+        prop_assert_eq!((v.vls_used, v.vl_violations > 0), reference_vls(f, &by_pair, switch_destinations));
+    }
+    Ok(())
 }
 
 /// A table of the wrong shape fails the verification, saying so.

@@ -42,6 +42,8 @@ use sm_abi::{FabricSnapshot, NodeKind, Routing, SlTable, NONE, NO_ROUTE};
 use crate::cache::{prefetch, prefetch_ahead};
 use crate::graph::{by_distance, usable, Graph, Sw};
 
+mod rounds;
+
 /// What to check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyOptions {
@@ -195,17 +197,18 @@ const _: () = assert!(CHUNK <= 32);
 /// resolves them from [`LidColumns`].
 const SMALL_GROUPS: usize = 8;
 
-/// At most this many bytes of [`LidColumns`] (one per switch and LID, as
-/// much again as the LFTs): beyond, verification reads the LFTs by switch,
-/// slower on tori but without doubling the memory of a fabric that large
-/// (10k switches by 48k LIDs would take 480 MB more).
+/// At most this many bytes of [`LidColumns`] (one per switch and
+/// destination, up to as much again as the LFTs): beyond, verification
+/// reads the LFTs by switch, slower on tori but without doubling the
+/// memory of a fabric that large (10k switches by 48k destinations would
+/// take 480 MB more).
 const COLUMNS_MAX_BYTES: usize = 256 << 20;
 
 /// Whether to resolve destinations from [`LidColumns`]: few destinations
 /// per group (on average over destinations: `group_weight` is the sum of
 /// the groups' squared sizes) and columns within `max_bytes`.
-fn use_columns(group_weight: usize, dest_count: usize, lids: usize, switches: usize, max_bytes: usize) -> bool {
-    group_weight < SMALL_GROUPS * dest_count && lids.saturating_mul(switches) <= max_bytes
+fn use_columns(group_weight: usize, dest_count: usize, switches: usize, max_bytes: usize) -> bool {
+    group_weight < SMALL_GROUPS * dest_count && dest_count.saturating_mul(switches) <= max_bytes
 }
 
 /// How many switches ahead of the per-path-SL walk its pair records are
@@ -569,6 +572,14 @@ impl<'a> DepBits<'a> {
         }
     }
 
+    /// The dependency (input VL `in_vl` → output VL `out_vl`) into a
+    /// record's bits.
+    #[inline]
+    fn or_dep(&self, record: usize, out_vl: u8, in_vl: u8) {
+        let bit = out_vl as usize * self.stride as usize + in_vl as usize;
+        self.or_record(record, bit / 64, 1 << (bit % 64));
+    }
+
     /// OR `mask` into word `i` of a record's bits.
     #[inline]
     fn or_record(&self, record: usize, i: usize, mask: u64) {
@@ -817,6 +828,9 @@ fn minimal_hop(dist: &[u8], here: u8, row: &[u64], out: u8, dest_port: u32) -> (
 /// has, so it fails the common case as a missing entry does.
 struct LidColumns {
     switches: usize,
+    /// Per LID, its row, `NONE` for a LID no destination has (a torus's
+    /// switch LIDs, half of them, unless switches are destinations).
+    row_of: Vec<u32>,
     ports: Vec<u8>,
 }
 
@@ -824,31 +838,38 @@ struct LidColumns {
 const COLUMN_BLOCK: usize = 64;
 
 impl LidColumns {
-    fn new(lfts: &[&[u8]], lids: usize) -> LidColumns {
+    /// The columns of `lids` (ascending), each LID's row in their order.
+    fn new(lfts: &[&[u8]], lids: &[u16]) -> LidColumns {
         let switches = lfts.len();
+        let mut row_of = vec![NONE; lids.last().map_or(0, |&l| l as usize + 1)];
+        for (r, &lid) in lids.iter().enumerate() {
+            row_of[lid as usize] = r as u32;
+        }
         // Zeroed pages are only mapped as the blocks are filled, by both
         // threads; a fill of NO_ROUTE here would touch them all first.
-        let mut ports = vec![0u8; lids * switches];
+        let mut ports = vec![0u8; lids.len() * switches];
         if switches > 0 {
-            ports.par_chunks_mut(COLUMN_BLOCK * switches).enumerate().for_each(|(b, block)| {
-                block.fill(NO_ROUTE);
-                let lo = b * COLUMN_BLOCK;
+            ports.par_chunks_mut(COLUMN_BLOCK * switches).zip(lids.par_chunks(COLUMN_BLOCK)).for_each(|(block, part)| {
                 for (s, lft) in lfts.iter().enumerate() {
-                    let hi = (lo + COLUMN_BLOCK).min(lft.len()).min(lids);
-                    for (i, &p) in lft.get(lo..hi).unwrap_or(&[]).iter().enumerate() {
-                        block[i * switches + s] = p;
+                    for (i, &lid) in part.iter().enumerate() {
+                        block[i * switches + s] = lft.get(lid as usize).copied().unwrap_or(NO_ROUTE);
                     }
                 }
             });
         }
-        LidColumns { switches, ports }
+        LidColumns { switches, row_of, ports }
     }
 
-    /// Every switch's output port for `lid` (a LID past the table: none).
+    /// Every switch's output port for `lid` (a LID without a row: none).
     #[inline]
     fn row(&self, lid: u16) -> &[u8] {
-        let at = lid as usize * self.switches;
-        self.ports.get(at..at + self.switches).unwrap_or(&[])
+        match self.row_of.get(lid as usize) {
+            Some(&r) if r != NONE => {
+                let at = r as usize * self.switches;
+                self.ports.get(at..at + self.switches).unwrap_or(&[])
+            }
+            _ => &[],
+        }
     }
 }
 
@@ -961,6 +982,9 @@ struct Acc {
     /// their position in the walk's order modulo [`PRELOAD`].
     pre: [Option<usize>; PRELOAD],
     walk_ref: WalkRef,
+    /// The destinations in the common case left to [`Ctx::rounds`]:
+    /// (LID, port, switch).
+    round_dests: Vec<(u16, u32, Sw)>,
 }
 
 /// What the per-path-SL walk's seeds need of a source end port.
@@ -1182,7 +1206,32 @@ pub fn channel_dependencies(fabric: &FabricSnapshot, routing: &Routing, opts: &V
     out
 }
 
+/// [`run_once`], with [`Ctx::rounds`] for the destinations alone on their
+/// switch when the oracle gave a table and `share`; again by the walk
+/// alone when those find a VL violation, which the walk counts and
+/// describes (a routing that fails costs two verifications).
 fn run(
+    fabric: &FabricSnapshot,
+    graph: &Graph,
+    routing: &Routing,
+    opts: &VerifyOptions,
+    mcast: &[McastRoute],
+    mut deps_out: Option<&mut Vec<ChannelDep>>,
+    share: bool,
+) -> Verification {
+    if share {
+        if let Some(v) = run_once(fabric, graph, routing, opts, mcast, deps_out.as_deref_mut(), true, true) {
+            return v;
+        }
+    }
+    run_once(fabric, graph, routing, opts, mcast, deps_out, share, false).unwrap_or_default()
+}
+
+/// One verification; `rounds`: the common case's per-path-SL
+/// dependencies by [`Ctx::rounds`] where it applies, None when those
+/// find a VL violation.
+#[allow(clippy::too_many_arguments)]
+fn run_once(
     fabric: &FabricSnapshot,
     graph: &Graph,
     routing: &Routing,
@@ -1190,7 +1239,8 @@ fn run(
     mcast: &[McastRoute],
     deps_out: Option<&mut Vec<ChannelDep>>,
     share: bool,
-) -> Verification {
+    rounds: bool,
+) -> Option<Verification> {
     let nsw = graph.switch_count();
     // LFT per switch number (empty when the engine gave none).
     let mut lfts: Vec<&[u8]> = vec![&[]; nsw];
@@ -1234,6 +1284,13 @@ fn run(
     }
     .clamp(1, 16);
     let fast = uniform.is_some() && vlmap.identity;
+    // An SL out of range is a violation the walk counts.
+    // The table's highest SL; one out of range is a violation the walk
+    // counts.
+    let rounds = match &table {
+        Some(t) if rounds && !fast => Some(t.sl.par_iter().copied().max().unwrap_or(0)).filter(|&sl| sl <= 15),
+        _ => None,
+    };
     // The per-path-SL walk reads its SL2VL maps from the pair records, so
     // it has them whether or not credit loops are checked.
     let deps = if fast {
@@ -1270,9 +1327,12 @@ fn run(
     // tree's leaves bring dozens, whatever the many one-LID groups of its
     // upper switches.
     let group_weight: usize = groups.iter().map(|(_, g)| g.len() * g.len()).sum();
-    let max_dest = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid as usize)).max().unwrap_or(0);
-    let columns = use_columns(group_weight, dest_count, max_dest + 1, lfts.len(), COLUMNS_MAX_BYTES)
-        .then(|| LidColumns::new(&lfts, max_dest + 1));
+    let columns = use_columns(group_weight, dest_count, lfts.len(), COLUMNS_MAX_BYTES).then(|| {
+        let mut lids: Vec<u16> = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid)).collect();
+        lids.sort_unstable();
+        lids.dedup();
+        LidColumns::new(&lfts, &lids)
+    });
     let sources = Sources::new(fabric, graph);
     let component = components(graph);
     let ncomp = component.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
@@ -1355,6 +1415,7 @@ fn run(
         examples: &examples,
         vls,
         share,
+        rounds,
         min_op_vls: hops.code.iter().map(|&c| Code(c).op_vls()).min().unwrap_or(1),
     };
 
@@ -1388,12 +1449,13 @@ fn run(
         seeds: Vec::new(),
         pre: [None; PRELOAD],
         walk_ref: WalkRef { t: NONE, class: NONE, ..WalkRef::default() },
+        round_dests: Vec::new(),
     };
     // Distances from every group's switch: one bit-parallel all-pairs
     // search costs far less than a BFS per group, when most switches have
     // destinations and the matrix is small.
     let matrix = (groups.len() >= nsw / 16 && nsw <= 8192).then(|| graph.distance_matrix());
-    let mut total = groups
+    let total = groups
         .par_iter()
         .fold(make_acc, |mut acc, (t, group)| {
             if *t != NONE {
@@ -1431,11 +1493,12 @@ fn run(
             a.walk_ref.settle(&mut a.load_32);
             let mut v = a.v;
             v.port_load = a.load_32.into_iter().map(u64::from).collect();
-            v
+            (v, a.round_dests)
         })
         .reduce(
-            || Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() },
-            |mut a, b| {
+            || (Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() }, Vec::new()),
+            |(mut a, mut ra), (b, rb)| {
+                ra.extend(rb);
                 a.pairs += b.pairs;
                 a.disconnected += b.disconnected;
                 a.unreachable += b.unreachable;
@@ -1450,9 +1513,16 @@ fn run(
                 for (x, y) in a.port_load.iter_mut().zip(b.port_load) {
                     *x += y;
                 }
-                a
+                (a, ra)
             },
         );
+    let (mut total, mut round_dests) = total;
+    if !round_dests.is_empty() {
+        // Blocks of neighbouring LIDs: their LFT entries lie together.
+        round_dests.sort_unstable();
+        let top = ctx.rounds(&round_dests)?;
+        total.vls_used = total.vls_used.max(top);
+    }
     total.examples = examples.into_inner().unwrap_or_default();
     if let Some(e) = table_error {
         total.vl_violations += 1;
@@ -1473,7 +1543,7 @@ fn run(
             }
         }
     }
-    total
+    Some(total)
 }
 
 struct Ctx<'a> {
@@ -1516,6 +1586,10 @@ struct Ctx<'a> {
     vls: u32,
     /// Whether destinations may take over a walk (see [`WalkRef`]).
     share: bool,
+    /// With the oracle's table (its highest SL), when the per-path-SL
+    /// dependencies of the destinations alone on their switch in the
+    /// common case are left to [`Ctx::rounds`] (see `rounds.rs`).
+    rounds: Option<u8>,
     /// The fewest operational VLs of a switch port (1 when none).
     min_op_vls: u8,
 }
@@ -1833,6 +1907,14 @@ impl Ctx<'_> {
     fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>, last: bool) {
         let nsw = self.graph.switch_count();
         let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
+        // Alone on its switch (a switch's hosts share their walks), in the
+        // common case: counted here, its dependencies left to [`Ctx::rounds`].
+        if self.rounds.is_some() && chunk.is_none() && t != NONE && self.counts_alone(acc, t, lid, dest_port, dest_is_end) {
+            self.switchless_pairs(acc, dest_port);
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
+            acc.round_dests.push((lid, dest_port, t));
+            return;
+        }
         self.switchless_pairs(acc, dest_port);
         let minimal = t != NONE
             && match chunk {
@@ -2046,6 +2128,69 @@ impl Ctx<'_> {
                 }
             }
         }
+    }
+
+    /// A destination alone on its switch `t`, in the common case (`acc`
+    /// holding `t`'s distances and its switches by distance): its pairs,
+    /// hops and loads in one pass over the switches, deepest first, the
+    /// common case checked on the way. False, with nothing counted, when
+    /// it is not in the common case.
+    fn counts_alone(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, is_end: bool) -> bool {
+        let nsw = self.graph.switch_count();
+        let Acc { v, load_32, load, out, dist, queue, .. } = acc;
+        let (load, out, dist) = (&mut load[..nsw], &mut out[..nsw], &dist[..nsw]);
+        let end = is_end as u32;
+        let (mut pairs, mut hops, mut longest) = (0u64, 0u64, 0u32);
+        let mut common = true;
+        for &s in queue.iter().rev() {
+            let su = s as usize;
+            let Some(o) = self.entry(s, lid) else {
+                common = false;
+                break;
+            };
+            let c = Code::of(self.hops.row(s), o);
+            let here = dist.get(su).copied().unwrap_or(u8::MAX) as u32;
+            if !c.nearer(dist, here, PORT_BIT | dest_port) {
+                common = false;
+                break;
+            }
+            let srcs = self.sources.at(s);
+            let own = srcs.len() as u64 - (s == t && srcs.contains(&dest_port)) as u64;
+            let mut l = load[su];
+            if own > 0 {
+                // Links: source→entry switch, the switch hops, and the
+                // last link into an end port; all shortest.
+                let h = 1 + here + end;
+                pairs += own;
+                hops += h as u64 * own;
+                longest = longest.max(h);
+                l += own;
+            }
+            // What leaves `s`, kept for its port's load below.
+            load[su] = l;
+            out[su] = o;
+            if s != t {
+                load[c.target() as usize] += l;
+            }
+        }
+        if !common {
+            for &s in queue.iter() {
+                load[s as usize] = 0;
+            }
+            return false;
+        }
+        v.pairs += pairs;
+        v.total_hops += hops;
+        v.total_min_hops += hops;
+        v.max_hops = v.max_hops.max(longest);
+        // Routes to a switch cross no link into it (port 0).
+        for (s, (l, &o)) in load.iter_mut().zip(out.iter()).enumerate() {
+            let l = std::mem::take(l);
+            if l != 0 && is_end {
+                load_32[(self.first_port[s] + o as u32) as usize] += l as u32;
+            }
+        }
+        true
     }
 
     /// [`Ctx::destination`] on the single-SL path for every destination of
@@ -2879,27 +3024,35 @@ mod tests {
             .map(|(s, &n)| (0..n).map(|lid| ((lid * 7 + s * 13) % 250) as u8).collect())
             .collect();
         let views: Vec<&[u8]> = lfts.iter().map(Vec::as_slice).collect();
-        for lids in [1usize, 64, 129, 257] {
-            let c = LidColumns::new(&views, lids);
-            for lid in 0..lids {
-                let row = c.row(lid as u16);
-                assert_eq!(row.len(), views.len());
-                for (s, lft) in views.iter().enumerate() {
-                    assert_eq!(row[s], lft.get(lid).copied().unwrap_or(NO_ROUTE), "switch {s}, LID {lid}, {lids} LIDs");
+        for n in [1usize, 64, 129, 257] {
+            // Every LID up to `n`, and every third one (a torus's CAs
+            // between its switches).
+            for step in [1usize, 3] {
+                let lids: Vec<u16> = (0..n).step_by(step).map(|l| l as u16).collect();
+                let c = LidColumns::new(&views, &lids);
+                for lid in 0..n + 1 {
+                    let row = c.row(lid as u16);
+                    if lid % step != 0 || lid >= n {
+                        assert!(row.is_empty(), "LID {lid} has no row ({n} LIDs, every {step})");
+                        continue;
+                    }
+                    assert_eq!(row.len(), views.len());
+                    for (s, lft) in views.iter().enumerate() {
+                        assert_eq!(row[s], lft.get(lid).copied().unwrap_or(NO_ROUTE), "switch {s}, LID {lid}, {n} LIDs, every {step}");
+                    }
                 }
             }
-            assert!(c.row(lids as u16).is_empty(), "past the last LID there is no row");
         }
-        assert!(LidColumns::new(&[], 10).row(3).is_empty());
+        assert!(LidColumns::new(&[], &[1, 3, 10]).row(3).is_empty());
     }
 
     #[test]
     fn lid_columns_only_for_small_groups_and_within_their_memory_cap() {
         // A torus: one destination per switch; a tree: leaves of 16.
-        assert!(use_columns(1000, 1000, 1001, 1000, COLUMNS_MAX_BYTES));
-        assert!(!use_columns(16 * 4096, 4096, 4865, 768, COLUMNS_MAX_BYTES));
-        // The torus again at 10k switches and 48k LIDs: past the cap.
-        assert!(!use_columns(48_000, 48_000, 48_001, 10_000, COLUMNS_MAX_BYTES));
-        assert!(use_columns(48_000, 48_000, 48_001, 10_000, 48_001 * 10_000));
+        assert!(use_columns(1000, 1000, 1000, COLUMNS_MAX_BYTES));
+        assert!(!use_columns(16 * 4096, 4096, 768, COLUMNS_MAX_BYTES));
+        // The torus again at 10k switches and 48k destinations: past the cap.
+        assert!(!use_columns(48_000, 48_000, 10_000, COLUMNS_MAX_BYTES));
+        assert!(use_columns(48_000, 48_000, 10_000, 48_000 * 10_000));
     }
 }
