@@ -57,8 +57,10 @@ struct States {
     /// per switch, then 16 per input port or class.
     head_at: Vec<usize>,
     head: Vec<u32>,
-    /// Per slot, its switch and key, and the next slot of its head,
+    /// Per slot, its switch and key, its head, and the next slot of its
+    /// head,
     at: Vec<(Sw, u32)>,
+    head_of: Vec<u32>,
     next: Vec<u32>,
     /// and `w` words of every bit the state has had, then `w` of those
     /// not sent on yet.
@@ -89,6 +91,7 @@ impl States {
             head_at,
             head: vec![NO_SLOT; len],
             at: Vec::with_capacity(slots),
+            head_of: Vec::with_capacity(slots),
             next: Vec::with_capacity(slots),
             bits: Vec::with_capacity(slots * 2 * WORDS),
             queued: Vec::with_capacity(slots),
@@ -100,10 +103,15 @@ impl States {
     /// (a fresh page costs the kernel's zeroing at its first write).
     fn reset(&mut self, w: usize) {
         self.w = w;
-        self.head.fill(NO_SLOT);
-        for v in self.slots.iter_mut() {
-            v.clear();
+        // Only what the last block used: a fabric of many switches has
+        // far more heads than states.
+        for &h in &self.head_of {
+            self.head[h as usize] = NO_SLOT;
         }
+        for &(n, _) in &self.at {
+            self.slots[n as usize].clear();
+        }
+        self.head_of.clear();
         self.at.clear();
         self.next.clear();
         self.bits.clear();
@@ -123,6 +131,7 @@ impl States {
             at = self.next[at as usize];
         }
         let slot = self.at.len();
+        self.head_of.push(h as u32);
         self.next.push(self.head[h]);
         self.head[h] = slot as u32;
         self.slots[n as usize].push(slot as u32);
@@ -386,5 +395,30 @@ impl Ctx<'_> {
             forward = !forward;
         }
         Some(top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eq_mask;
+
+    /// The SSE2 compare gives what comparing byte by byte gives.
+    #[test]
+    fn eq_mask_marks_exactly_the_equal_bytes() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..200 {
+            let mut bytes = [0u8; 64];
+            for b in bytes.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                // Few values, so that most draws repeat some; 255 too.
+                *b = if round % 7 == 0 { 255 } else { (seed % 9) as u8 };
+            }
+            for v in [0u8, 1, 3, 8, 15, 255] {
+                let want = bytes.iter().enumerate().fold(0u64, |m, (i, &x)| m | ((x == v) as u64) << i);
+                assert_eq!(eq_mask(&bytes, v), want, "round {round}, value {v}");
+            }
+        }
     }
 }
