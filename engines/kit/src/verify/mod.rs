@@ -115,6 +115,15 @@ pub struct Verification {
 }
 
 impl Verification {
+    /// `c` pairs routed on shortest paths of `hops` links each.
+    #[inline]
+    fn add_shortest(&mut self, c: u64, hops: u32) {
+        self.pairs += c;
+        self.total_hops += hops as u64 * c;
+        self.total_min_hops += hops as u64 * c;
+        self.max_hops = self.max_hops.max(hops);
+    }
+
     /// Everything reached, nothing loops, no credit loop, VLs within limits.
     pub fn ok(&self) -> bool {
         self.failure().is_none()
@@ -1263,6 +1272,13 @@ fn run_once(
         },
         _ => (None, None),
     };
+    // The table's highest SL in range, and its highest: one pass over a
+    // table of (switches × switches) entries on a torus.
+    let table_sls = table.as_ref().map(|t| {
+        t.sl.par_iter()
+            .fold(|| (0u8, 0u8), |(fit, top), &sl| (if sl <= 15 { fit.max(sl) } else { fit }, top.max(sl)))
+            .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+    });
     let mcast_sl = mcast.iter().map(|g| g.sl & 15).max().unwrap_or(0);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
@@ -1273,7 +1289,7 @@ fn run_once(
             // answers are not known ahead.
             let path_sl = match (uniform, &table) {
                 (Some(sl), _) => sl,
-                (None, Some(t)) => t.sl.iter().copied().filter(|&sl| sl <= 15).max().unwrap_or(0),
+                (None, Some(_)) => table_sls.map_or(0, |(fit, _)| fit),
                 (None, None) => 15,
             };
             // A multicast tree may name a port no route takes, whose
@@ -1284,13 +1300,9 @@ fn run_once(
     }
     .clamp(1, 16);
     let fast = uniform.is_some() && vlmap.identity;
-    // An SL out of range is a violation the walk counts.
-    // The table's highest SL; one out of range is a violation the walk
-    // counts.
-    let rounds = match &table {
-        Some(t) if rounds && !fast => Some(t.sl.par_iter().copied().max().unwrap_or(0)).filter(|&sl| sl <= 15),
-        _ => None,
-    };
+    // With [`Ctx::rounds`], the table's highest SL; an SL out of range
+    // is a violation the walk counts.
+    let rounds = table_sls.map(|(_, top)| top).filter(|&top| rounds && !fast && top <= 15);
     // The per-path-SL walk reads its SL2VL maps from the pair records, so
     // it has them whether or not credit loops are checked.
     let deps = if fast {
@@ -2256,11 +2268,7 @@ impl Ctx<'_> {
                     if own > 0 {
                         let c = own - srcs.contains(&chunk[j].1) as u64;
                         if c > 0 {
-                            let hops = 1 + here + (end >> j & 1);
-                            acc.v.pairs += c;
-                            acc.v.total_hops += hops as u64 * c;
-                            acc.v.total_min_hops += hops as u64 * c;
-                            acc.v.max_hops = acc.v.max_hops.max(hops);
+                            acc.v.add_shortest(c, 1 + here + (end >> j & 1));
                             l += c;
                         }
                     }
@@ -2327,10 +2335,7 @@ impl Ctx<'_> {
                 continue;
             }
             if self.fabric.ports[sp as usize].peer == dest_port {
-                acc.v.pairs += 1;
-                acc.v.total_hops += 1;
-                acc.v.total_min_hops += 1;
-                acc.v.max_hops = acc.v.max_hops.max(1);
+                acc.v.add_shortest(1, 1);
             } else {
                 acc.v.disconnected += 1;
             }
@@ -2493,11 +2498,7 @@ impl Ctx<'_> {
                 if c > 0 {
                     // Links: source→entry switch, the switch hops, and the
                     // last link into an end port; all shortest.
-                    let hops = 1 + dist[su] as u32 + end;
-                    v.pairs += c;
-                    v.total_hops += hops as u64 * c;
-                    v.total_min_hops += hops as u64 * c;
-                    v.max_hops = v.max_hops.max(hops);
+                    v.add_shortest(c, 1 + dist[su] as u32 + end);
                     l += c;
                 }
                 // Made even where they go no further (an SL out of range

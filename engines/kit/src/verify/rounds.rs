@@ -52,9 +52,10 @@ struct States {
     w: usize,
     /// Per switch, its states' slots, in the order they came.
     slots: Vec<Vec<u32>>,
-    /// Per (switch, input port or `side` + entry class, SL), the first
-    /// slot of its states (one per VL), `NO_SLOT` when none: `head_at`
-    /// per switch, then 16 per input port or class.
+    /// Per (switch, way in, SL), the first slot of its states (one per
+    /// VL), `NO_SLOT` when none: `head_at` per switch, then 16 per way in
+    /// (its input ports, then `side` on, its sources' entry classes).
+    side: Vec<u32>,
     head_at: Vec<usize>,
     head: Vec<u32>,
     /// Per slot, its switch and key, its head, and the next slot of its
@@ -73,20 +74,22 @@ struct States {
 const NO_SLOT: u32 = u32::MAX;
 
 impl States {
-    /// `ways[n]`: switch `n`'s input ports and entry classes.
-    fn new(ways: &[usize]) -> States {
-        let nsw = ways.len();
+    /// `side[n]`: switch `n`'s ports; `classes[n]`: its sources' entry
+    /// classes.
+    fn new(side: &[u32], classes: &[usize]) -> States {
+        let nsw = side.len();
         let mut head_at = Vec::with_capacity(nsw);
         let mut len = 0;
-        for &k in ways {
+        for (&k, &c) in side.iter().zip(classes) {
             head_at.push(len);
-            len += k * 16;
+            len += (k as usize + c) * 16;
         }
         // A few dozen states per switch on a torus (input ports by SLs
         // by VLs): room for them at once spares copying them as they come.
         let slots = nsw * 32;
         States {
             w: 0,
+            side: side.to_vec(),
             slots: vec![Vec::new(); nsw],
             head_at,
             head: vec![NO_SLOT; len],
@@ -119,9 +122,13 @@ impl States {
         self.pending.fill(false);
     }
 
-    /// The slot of state `key` of switch `n`, whose input port or class
-    /// is way `way` of the switch.
-    fn slot(&mut self, n: Sw, way: usize, key: u32) -> usize {
+    /// The slot of state `key` of switch `n`.
+    fn slot(&mut self, n: Sw, key: u32) -> usize {
+        let port_or_class = (key >> 8 & 0xFF) as usize;
+        let way = match key & SEED {
+            0 => port_or_class,
+            _ => self.side[n as usize] as usize + port_or_class,
+        };
         let h = self.head_at[n as usize] + way * 16 + (key >> 4 & 15) as usize;
         let mut at = self.head[h];
         while at != NO_SLOT {
@@ -143,8 +150,8 @@ impl States {
 
     /// ORs `add` into word `from` on of state `key` of switch `n`,
     /// queueing it when that brings it new bits.
-    fn add(&mut self, n: Sw, way: usize, key: u32, from: usize, add: &[u64]) {
-        let slot = self.slot(n, way, key);
+    fn add(&mut self, n: Sw, key: u32, from: usize, add: &[u64]) {
+        let slot = self.slot(n, key);
         let w = self.w;
         let (all, new) = self.bits[slot * 2 * w..(slot + 1) * 2 * w].split_at_mut(w);
         let mut any = 0;
@@ -213,13 +220,12 @@ impl Ctx<'_> {
         let sl_max = self.rounds?;
         let nsw = self.graph.switch_count();
         let side = &self.pairs.side;
-        // Per switch, its ways in: input ports, then its sources' entry
-        // classes.
-        let ways: Vec<usize> = (0..nsw)
+        // Per switch, its sources' entry classes (their maps to every port
+        // are what `seed_maps` holds of it).
+        let classes: Vec<usize> = (0..nsw)
             .map(|n| {
-                let k = side[n] as usize;
                 let end = self.seed_base.get(n + 1).map_or(self.seed_maps.len(), |&b| b as usize);
-                k + (end - self.seed_base[n] as usize) / k.max(1)
+                (end - self.seed_base[n] as usize) / (side[n] as usize).max(1)
             })
             .collect();
         let scratch = || {
@@ -229,7 +235,7 @@ impl Ctx<'_> {
                 out_at.push(words);
                 words += k as usize * WORDS;
             }
-            Scratch { states: States::new(&ways), outs: vec![0; words], out_at, live: vec![0; nsw] }
+            Scratch { states: States::new(side, &classes), outs: vec![0; words], out_at, live: vec![0; nsw] }
         };
         dests
             .par_chunks(BLOCK)
@@ -284,13 +290,13 @@ impl Ctx<'_> {
         // every switch: 64 lines, which stay in the cache.
         for (jw, part) in block.chunks(64).enumerate() {
             let j0 = jw * 64;
-            for (s, &k) in side.iter().enumerate() {
+            for (s, &cs) in self.component.iter().enumerate().take(nsw) {
                 let groups = self.seed_groups.at(s as Sw);
                 if groups.is_empty() {
                     continue;
                 }
                 // The destinations of another component, or on `s`.
-                let mut skip = !in_comp(self.component[s], jw);
+                let mut skip = !in_comp(cs, jw);
                 for (b, &(_, _, t)) in part.iter().enumerate() {
                     skip |= ((t as usize == s) as u64) << b;
                 }
@@ -302,7 +308,7 @@ impl Ctx<'_> {
                     for sl in 0..=sl_max {
                         let m = eq_mask(&bytes, sl) & !skip;
                         if m != 0 {
-                            st.add(s as Sw, k as usize + class as usize, SEED | key(class, sl as u32, 0), jw, &[m]);
+                            st.add(s as Sw, SEED | key(class, sl as u32, 0), jw, &[m]);
                         }
                     }
                 }
@@ -321,7 +327,7 @@ impl Ctx<'_> {
                 }
                 for off in 0..src.lids {
                     let sl = rows[j].get(table.class(src.lid.wrapping_add(off)) as usize).copied().unwrap_or(0);
-                    st.add(t, side[t as usize] as usize + src.class as usize, SEED | key(src.class, sl as u32, 0), 0, &one[..w]);
+                    st.add(t, SEED | key(src.class, sl as u32, 0), 0, &one[..w]);
                 }
             }
         }
@@ -384,7 +390,7 @@ impl Ctx<'_> {
                             deps.or_dep(rec, vl, vl_in);
                         }
                         if code.target() & PORT_BIT == 0 {
-                            st.add(code.target(), code.entered() as usize, key(code.entered() as u32, sl, vl as u32), 0, &sent[..w]);
+                            st.add(code.target(), key(code.entered() as u32, sl, vl as u32), 0, &sent[..w]);
                         }
                     }
                 }
