@@ -26,7 +26,11 @@
 //! port, output VL, input VL), set once whatever the number of paths.
 //! Destinations hanging off one switch are resolved together, their LFT
 //! entries and hop table rows shared. Cost ~ destinations × switches,
-//! plus one path-SL query per (source LID, destination LID).
+//! plus one path-SL query per (source LID, destination LID). With an SL
+//! table, the destinations alone on their switch in the common case are
+//! not walked: their dependencies come from bit sets over blocks of
+//! destinations (`rounds.rs`), and a VL violation there sends the whole
+//! verification back to the walk.
 //!
 //! The walk must give exactly the dependencies of every path walked on
 //! its own: `tests/verify_deps.rs` holds it to that on tori with per-pair
