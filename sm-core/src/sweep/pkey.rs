@@ -27,7 +27,7 @@ use sm_mad::mad::attr;
 use sm_mad::pkey_table::{self, Packet as PkeyPacket, Repr as PkeyRepr, PKEYS};
 use sm_mad::smp::DATA_LEN;
 use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, DrPath, Fabric};
 use super::program::{HeldTables, PhaseReport};
@@ -213,6 +213,7 @@ impl HeldPkeys {
         bits: Enforcement,
         answer: Result<&PortInfoRepr, &SmpError>,
         phase: &mut PhaseReport,
+        unkept: &mut Unkept,
     ) {
         match answer {
             Ok(now) => {
@@ -221,10 +222,13 @@ impl HeldPkeys {
                     self.enforce_ignored.remove(&(guid, port));
                     phase.set += 1;
                 } else {
-                    // Logged and not retried while the port answers the
-                    // same: it would refuse at every sweep.
-                    warn!(guid = format_args!("{guid:#018x}"), port, wanted = ?bits, got = ?got,
+                    // Not retried while the port answers the same: it
+                    // would refuse at every sweep. A switch model without
+                    // the bits refuses on every host port at once, so the
+                    // ports are summed up in one warning (`Unkept::log`).
+                    debug!(guid = format_args!("{guid:#018x}"), port, wanted = ?bits, got = ?got,
                         "the port does not keep partition enforcement; not written again");
+                    unkept.add(guid, port, bits, got);
                     self.enforce_ignored.insert((guid, port), (bits, got));
                     phase.failed += 1;
                 }
@@ -234,6 +238,32 @@ impl HeldPkeys {
                 phase.failed += 1;
             }
         }
+    }
+}
+
+/// Switch ports found not keeping the enforcement bits written to them,
+/// in one batch of Sets: logged as one warning rather than one per port.
+#[derive(Debug, Default)]
+pub(super) struct Unkept {
+    ports: usize,
+    switches: std::collections::BTreeSet<u64>,
+    first: Option<(u64, u8, Enforcement, Enforcement)>,
+}
+
+impl Unkept {
+    fn add(&mut self, guid: u64, port: u8, wanted: Enforcement, got: Enforcement) {
+        self.ports += 1;
+        self.switches.insert(guid);
+        self.first.get_or_insert((guid, port, wanted, got));
+    }
+
+    /// One warning for the batch (none when every port kept its bits);
+    /// each port is at debug level.
+    pub(super) fn log(&self) {
+        let Some((guid, port, wanted, got)) = self.first else { return };
+        warn!(ports = self.ports, switches = self.switches.len(),
+            first = format_args!("{guid:#018x} port {port}"), wanted = ?wanted, got = ?got,
+            "switch ports do not keep partition enforcement; not written again while they answer the same");
     }
 }
 
@@ -412,14 +442,16 @@ pub fn program_partitions(
         ops.push(SmpOp::set(attr::PORT_INFO, u32::from(port), &n.path, data));
         sets.push((node, port, (inbound, outbound)));
     }
+    let mut unkept = Unkept::default();
     for ((node, port, bits), answer) in sets.into_iter().zip(client.run_many(&ops)) {
         let guid = fabric.nodes[node].guid;
         let now = answer.and_then(|d| parse_port_info(&d));
-        held.enforcement_answered(guid, port, bits, now.as_ref(), phase);
+        held.enforcement_answered(guid, port, bits, now.as_ref(), phase, &mut unkept);
         if let Ok(now) = now {
             fabric.node_mut(node).ports[usize::from(port)].info = Some(now);
         }
     }
+    unkept.log();
 
     held.last = Some(Arc::new(SaPartitions { resolved, held: Arc::clone(&held.tables) }));
     phase.smps = client.stats().since(&before);

@@ -764,6 +764,7 @@ pub fn program_links(
         }
     }
     let answers = client.run_many(&ops);
+    let mut unkept = super::pkey::Unkept::default();
     let (phase, arm) = (&mut report.link, &mut report.arm);
     for (t, answer) in targets.into_iter().zip(answers) {
         let PortSet { node, port, want, holds, arming, .. } = t;
@@ -773,7 +774,7 @@ pub fn program_links(
             sets.answered(s, guid, answer.as_ref(), lid_report);
         }
         if let Some(bits) = t.enforce {
-            held.pkeys.enforcement_answered(guid, port as u8, bits, answer.as_ref(), &mut report.pkey);
+            held.pkeys.enforcement_answered(guid, port as u8, bits, answer.as_ref(), &mut report.pkey, &mut unkept);
         }
         match answer {
             Ok(now) => {
@@ -818,6 +819,7 @@ pub fn program_links(
             }
         }
     }
+    unkept.log();
     report.link.smps = client.stats().since(&before);
 }
 
