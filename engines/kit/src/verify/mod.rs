@@ -547,17 +547,10 @@ impl<'a> DepBits<'a> {
     }
 
     /// Index of the record of the pair (`in_port`, `out_port`) of switch
-    /// `s` (records only, both ports on the switch): [`PairIndex::index`]
-    /// then [`DepBits::record`] in one, the linked square's case first.
+    /// `s` (records only, both ports on the switch).
     #[inline(always)]
     fn record_of(&self, s: usize, in_port: u8, out_port: u8) -> usize {
-        let p = self.pairs;
-        let d = p.dense_at[s] as usize;
-        let (ri, ro, k) = (p.dense[d + in_port as usize] as usize, p.dense[d + out_port as usize] as usize, p.k[s] as usize);
-        match ri < k && ro < k {
-            true => self.base[s] + (ri * k + ro) * self.rec,
-            false => self.full[s] + (in_port as usize * p.side[s] as usize + out_port as usize) * self.rec,
-        }
+        self.record(s, self.pairs.index(s, in_port, out_port))
     }
 
     /// The SL → VL map word of a record.
@@ -2787,7 +2780,8 @@ impl Ctx<'_> {
             }
         }
         bits
-    }}
+    }
+}
 
 /// Adds one multicast group's dependencies. The VL traffic arrives on
 /// depends on where it entered the previous switch, so each link's

@@ -48,14 +48,14 @@ fn key(port_or_class: u32, sl: u32, vl: u32) -> u32 {
 }
 
 /// One block's states.
-struct States {
+struct States<'a> {
     w: usize,
     /// Per switch, its states' slots, in the order they came.
     slots: Vec<Vec<u32>>,
     /// Per (switch, way in, SL), the first slot of its states (one per
     /// VL), `NO_SLOT` when none: `head_at` per switch, then 16 per way in
     /// (its input ports, then `side` on, its sources' entry classes).
-    side: Vec<u32>,
+    side: &'a [u32],
     head_at: Vec<usize>,
     head: Vec<u32>,
     /// Per slot, its switch and key, its head, and the next slot of its
@@ -73,10 +73,10 @@ struct States {
 
 const NO_SLOT: u32 = u32::MAX;
 
-impl States {
+impl<'a> States<'a> {
     /// `side[n]`: switch `n`'s ports; `classes[n]`: its sources' entry
     /// classes.
-    fn new(side: &[u32], classes: &[usize]) -> States {
+    fn new(side: &'a [u32], classes: &[usize]) -> States<'a> {
         let nsw = side.len();
         let mut head_at = Vec::with_capacity(nsw);
         let mut len = 0;
@@ -89,7 +89,7 @@ impl States {
         let slots = nsw * 32;
         States {
             w: 0,
-            side: side.to_vec(),
+            side,
             slots: vec![Vec::new(); nsw],
             head_at,
             head: vec![NO_SLOT; len],
@@ -178,8 +178,8 @@ impl States {
 }
 
 /// What a thread's blocks work in, kept from one block to the next.
-struct Scratch {
-    states: States,
+struct Scratch<'a> {
+    states: States<'a>,
     /// Per (switch, output port) the words of the destinations the LFT
     /// sends there (`out_at` per switch, room for a whole block), and per
     /// switch the ports that send any, as bits (all from 63 on).
@@ -249,21 +249,30 @@ impl Ctx<'_> {
         let w = block.len().div_ceil(64);
         let side = &self.pairs.side;
         let rows: Vec<&[u8]> = block.iter().map(|&(lid, _, _)| table.row(table.class(lid))).collect();
-        let comps: Vec<u32> = block.iter().map(|&(_, _, t)| self.component[t as usize]).collect();
         // Per (switch, output port): the destinations its LFT sends there
         // (every word a port's destinations take is written below).
         let Scratch { states: st, outs, out_at, live } = sc;
         live.fill(0);
         st.reset(w);
-        // The block's components, as bits per word of destinations, when
-        // it spans several (a partitioned fabric): a switch sends only the
-        // destinations of its own.
-        let several = comps.iter().any(|&c| c != comps[0]);
+        // The block's components, each with its destinations as bits per
+        // word, by component, when it spans several (a partitioned fabric):
+        // a switch sends only the destinations of its own. Made once here,
+        // read for every switch below.
+        let mut comp_bits: Vec<(u32, [u64; WORDS])> = Vec::new();
+        for (j, &(_, _, t)) in block.iter().enumerate() {
+            let c = self.component[t as usize];
+            let at = comp_bits.binary_search_by_key(&c, |e| e.0).unwrap_or_else(|at| {
+                comp_bits.insert(at, (c, [0; WORDS]));
+                at
+            });
+            comp_bits[at].1[j / 64] |= 1 << (j % 64);
+        }
+        let several = comp_bits.len() > 1;
         let in_comp = |c: u32, word: usize| -> u64 {
             if !several {
                 return u64::MAX;
             }
-            comps[word * 64..].iter().take(64).enumerate().fold(0, |m, (b, &x)| m | ((x == c) as u64) << b)
+            comp_bits.binary_search_by_key(&c, |e| e.0).map_or(0, |at| comp_bits[at].1[word])
         };
         let mut bytes = [0u8; 64];
         for n in 0..nsw {
