@@ -21,6 +21,7 @@ pub mod pidfile;
 pub mod qos;
 pub mod report;
 pub mod routing;
+pub mod safe_fs;
 pub mod sa;
 pub mod settings;
 pub mod sim;

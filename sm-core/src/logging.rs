@@ -58,6 +58,15 @@ impl std::str::FromStr for Format {
     }
 }
 
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Text => "text",
+            Format::Json => "json",
+        })
+    }
+}
+
 /// Everything [`init`] needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSettings {
@@ -166,15 +175,43 @@ struct FileState {
 /// Log files hold fabric layout and keys' absence; not for every user.
 const LOG_MODE: u32 = 0o640;
 
+/// Opens the log without following a link at its name (`O_NOFOLLOW`;
+/// `O_NONBLOCK` so a FIFO planted there cannot hold the SM), then refuses
+/// anything but a regular file of one name owned by root or the SM's
+/// user. Only then is it truncated (`append` false): a file planted by
+/// another user, or a link to one the SM must not touch, is never cut.
 fn open_log(path: &Path, append: bool) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
     let mut options = OpenOptions::new();
-    options.create(true).mode(LOG_MODE);
+    options.create(true).mode(LOG_MODE).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     if append {
         options.append(true);
     } else {
-        options.write(true).truncate(true);
+        options.write(true);
     }
-    options.open(path)
+    let file = options.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(e.kind(), format!("{e}: a symbolic link, not followed"))
+        } else {
+            e
+        }
+    })?;
+    let meta = file.metadata()?;
+    let euid = nix::unistd::geteuid().as_raw();
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    if !meta.file_type().is_file() {
+        return refuse("not a regular file: refused".into());
+    }
+    if meta.nlink() != 1 {
+        return refuse(format!("{} names for one file (a hard link): refused", meta.nlink()));
+    }
+    if meta.uid() != 0 && meta.uid() != euid {
+        return refuse(format!("owned by uid {}, not root or this SM's user (uid {euid}): refused", meta.uid()));
+    }
+    if !append {
+        file.set_len(0)?;
+    }
+    Ok(file)
 }
 
 impl LogFile {
@@ -474,6 +511,50 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "before\nafter\n");
         LogFile::open(&path, false, 0, Reopen::default()).expect("open").write_record(b"only\n").expect("write");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "only\n");
+    }
+
+    #[test]
+    fn a_planted_link_is_not_followed_nor_its_target_truncated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("shadow");
+        std::fs::write(&victim, "precious\n").expect("seed");
+        let path = dir.path().join("smcore.log");
+        std::os::unix::fs::symlink(&victim, &path).expect("link");
+        for append in [false, true] {
+            let e = LogFile::open(&path, append, 0, Reopen::default()).expect_err("a link");
+            assert!(e.to_string().contains("smcore.log") && e.to_string().contains("link"), "{e}");
+            assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious\n", "append {append}");
+        }
+        // Planted after the SM opened it: the reopen (SIGUSR1) refuses it too.
+        std::fs::remove_file(&path).expect("unlink");
+        let reopen = Reopen::default();
+        let log = LogFile::open(&path, true, 0, reopen.clone()).expect("open");
+        std::fs::remove_file(&path).expect("unlink");
+        std::os::unix::fs::symlink(&victim, &path).expect("link");
+        reopen.request();
+        assert!(log.write_record(b"x\n").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious\n");
+    }
+
+    #[test]
+    fn a_hard_link_or_another_users_file_is_refused_untouched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("shadow");
+        std::fs::write(&victim, "precious\n").expect("seed");
+        let path = dir.path().join("smcore.log");
+        std::fs::hard_link(&victim, &path).expect("link");
+        let e = LogFile::open(&path, false, 0, Reopen::default()).expect_err("hard link");
+        assert!(e.to_string().contains("hard link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious\n");
+        std::fs::remove_file(&path).expect("unlink");
+        // Another user's file, where the SM runs as root (as in service).
+        if nix::unistd::geteuid().is_root() {
+            std::fs::write(&path, "theirs\n").expect("seed");
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown");
+            let e = LogFile::open(&path, false, 0, Reopen::default()).expect_err("theirs");
+            assert!(e.to_string().contains("uid 65534"), "{e}");
+            assert_eq!(std::fs::read_to_string(&path).expect("read"), "theirs\n");
+        }
     }
 
     #[test]

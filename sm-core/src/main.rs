@@ -223,10 +223,20 @@ struct EngineOptions {
 }
 
 impl EngineOptions {
+    /// `smcore route`: the options set in `config`.
     fn apply(&self, config: &mut Config) {
         if let Some(l) = self.lmc {
             config.lmc = l;
         }
+        for (key, value) in self.table() {
+            config.set_option(&key, value);
+        }
+    }
+
+    /// The engine options given, by the key each sets (`--lmc` is the
+    /// SM's [`sm_core::settings::Overrides::lmc`]).
+    fn table(&self) -> toml::Table {
+        let mut t = toml::Table::new();
         let files = [
             ("guid_routing_order_file", &self.guid_routing_order_file),
             ("port_prof_ignore_file", &self.port_prof_ignore_file),
@@ -238,7 +248,7 @@ impl EngineOptions {
         ];
         for (key, value) in files {
             if let Some(p) = value {
-                config.set_option(key, p.display().to_string());
+                t.insert(key.into(), p.display().to_string().into());
             }
         }
         let numbers = [
@@ -248,7 +258,7 @@ impl EngineOptions {
         ];
         for (key, value) in numbers {
             if let Some(n) = value {
-                config.set_option(key, n);
+                t.insert(key.into(), n.into());
             }
         }
         let switches = [
@@ -258,9 +268,10 @@ impl EngineOptions {
         ];
         for (key, on) in switches {
             if on {
-                config.set_option(key, true);
+                t.insert(key.into(), true.into());
             }
         }
+        t
     }
 }
 
@@ -374,7 +385,7 @@ fn main() -> ExitCode {
             print!("{report}");
             if let Some(path) = &args.report {
                 let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-                if let Err(e) = std::fs::write(path, json + "\n") {
+                if let Err(e) = sm_core::safe_fs::replace_bytes(path, sm_core::safe_fs::PUBLIC, (json + "\n").as_bytes()) {
                     return fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display()));
                 }
             }
@@ -401,7 +412,9 @@ fn outputs(engines: Option<&str>, dump_dir: Option<&Path>, config: &mut Config) 
 /// write dumps of their own where it is.
 fn use_dump_dir(dump_dir: &Option<PathBuf>, config: &mut Config) -> Result<(), ExitCode> {
     if let Some(d) = dump_dir {
-        std::fs::create_dir_all(d).map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", d.display())))?;
+        // guid2lid and guid2mkey are read back from it: another local
+        // user must not be able to plant them.
+        sm_core::safe_fs::trusted_dir(d).map_err(|e| fail(EXIT_BAD_INPUT, format!("dump directory not used: {e}")))?;
     }
     config.dump_dir = dump_dir.clone();
     Ok(())
@@ -666,14 +679,34 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
 
     let args = &cli.sm;
-    args.options.apply(&mut config);
-    let overrides = args.overrides();
+    // Recorded once: laid over the file now and over each file a SIGHUP
+    // re-reads.
+    let command_line = sm_core::settings::CommandLine {
+        overrides: args.overrides(),
+        options: args.options.table(),
+        log_file: cli.log_file.clone(),
+        log_flags: cli.log_flags,
+        syslog: cli.syslog,
+        log_format: cli.log_format.map(|f| f.to_string()),
+    };
+    command_line.apply(&mut config);
+    let overrides = command_line.overrides.clone();
     let settings = match SmSettings::resolve(&overrides, &config) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     if let Err(code) = use_dump_dir(&settings.dump_dir, &mut config) {
         return code;
+    }
+    // The files the SM reads back (LIDs, M_Keys) wherever they are.
+    for file in [&settings.guid2lid, &settings.guid2mkey].into_iter().flatten() {
+        let dir = sm_core::safe_fs::parent(file);
+        // A directory that is not there yet is the writer's error to give.
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            if let Err(e) = sm_core::safe_fs::check_trusted_dir(&dir) {
+                return fail(EXIT_BAD_INPUT, format!("{} not used: {e}", file.display()));
+            }
+        }
     }
     // A partition file given but missing or wrong stops the SM before it
     // starts; later errors keep the last good set (sweep::pkey).
@@ -807,10 +840,10 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    // SIGHUP re-reads the file the SM started with (what the command line
-    // set stays).
+    // SIGHUP re-reads the file the SM started with; the command line is
+    // laid over it again.
     let config_file = match &cli.config {
-        Some(path) => match sm_core::daemon::reload::ConfigSource::read(path, args.sweep_interval.is_some(), args.engines.is_some()) {
+        Some(path) => match sm_core::daemon::reload::ConfigSource::read(path, command_line.clone()) {
             Ok(source) => Some(source),
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
@@ -933,8 +966,9 @@ fn show_sweep_report(
             }
         }
         let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-        let tmp = path.with_extension("json.tmp");
-        if let Err(e) = std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, path)) {
+        // Through a temporary of an unpredictable name: never a link
+        // planted beside the report.
+        if let Err(e) = sm_core::safe_fs::replace_bytes(path, sm_core::safe_fs::PUBLIC, (text + "\n").as_bytes()) {
             return Err(fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display())));
         }
     }

@@ -8,10 +8,13 @@
 //! from the fabric, so label values are escaped as the format requires: a
 //! host cannot forge a series with a crafted NodeDescription.
 //!
-//! The server is a small HTTP/1.0 responder on a thread of its own: one
-//! request per connection, read with a deadline, `GET /metrics` answered,
-//! anything else 404. A scraper that never sends costs two seconds of that
-//! thread, never the SM's.
+//! The server is a small HTTP/1.0 responder: a thread accepts, and each
+//! connection is answered on a thread of its own, at most
+//! [`MAX_CLIENTS`] at once (one more is told 503 and closed). One request
+//! per connection, read whole within [`REQUEST_DEADLINE`] however the
+//! client spaces its bytes, `GET /metrics` answered, anything else 404.
+//! A client that never sends, or sends a byte a second, holds one slot
+//! for the deadline and never a scrape, nor the SM.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,7 +22,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sm_mad::perf::COUNTER_NAMES;
 use tracing::info;
@@ -234,7 +237,10 @@ pub fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, Metric
     let served = crate::listener::serve(
         "metrics endpoint",
         move || listener.accept().map(|(stream, _)| stream),
-        move |stream| answer(stream, &sources),
+        {
+            let clients = Arc::new(Mutex::new(Clients::default()));
+            move |stream| dispatch(stream, &sources, &clients)
+        },
         move || {
             let _ = TcpStream::connect_timeout(&bound, Duration::from_millis(200));
         },
@@ -244,20 +250,124 @@ pub fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, Metric
     Ok(MetricsServer { addr: bound, _served: served })
 }
 
-fn answer(stream: TcpStream, sources: &Sources) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let mut reader = BufReader::new(stream.take(8192));
+/// Connections answered at once; more are refused with 503.
+pub const MAX_CLIENTS: usize = 8;
+
+/// The time a client has to send its whole request (line and headers).
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The time each write of the answer may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A stream read against one deadline for all its reads: each read waits
+/// at most what is left, so a client cannot stretch its request by
+/// sending a byte just before each read's timeout.
+struct Deadlined {
+    stream: TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "request not sent in time"));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// The clients being answered: how many, and those still sending their
+/// request, oldest first (with a handle to close them by).
+#[derive(Default)]
+struct Clients {
+    next: u64,
+    active: usize,
+    reading: std::collections::VecDeque<(u64, TcpStream)>,
+}
+
+/// One client's place in [`Clients`], given back when its thread ends.
+struct Slot {
+    id: u64,
+    clients: Arc<Mutex<Clients>>,
+}
+
+impl Slot {
+    /// The request is read: the client is no longer one that may give way.
+    fn read_done(&self) {
+        lock(&self.clients).reading.retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = lock(&self.clients);
+        c.active -= 1;
+        c.reading.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// Answers `stream` on a thread of its own. With [`MAX_CLIENTS`] being
+/// answered, the one that has been sending its request longest is closed
+/// to make room (a scrape sends its request at once, a client holding a
+/// slot does not); when all are past their request, the newcomer gets 503.
+fn dispatch(mut stream: TcpStream, sources: &Sources, clients: &Arc<Mutex<Clients>>) {
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let slot = {
+        let mut c = lock(clients);
+        if c.active >= MAX_CLIENTS {
+            match c.reading.pop_front() {
+                // Its read ends at once; its thread gives its slot back.
+                Some((_, oldest)) => {
+                    let _ = oldest.shutdown(std::net::Shutdown::Both);
+                }
+                None => {
+                    drop(c);
+                    let _ = stream.write_all(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    return;
+                }
+            }
+        }
+        let Ok(handle) = stream.try_clone() else { return };
+        c.next += 1;
+        c.active += 1;
+        let id = c.next;
+        c.reading.push_back((id, handle));
+        Slot { id, clients: Arc::clone(clients) }
+    };
+    let sources = sources.clone();
+    let spawned = std::thread::Builder::new().name("metrics client".into()).spawn(move || answer(stream, &sources, &slot));
+    if let Err(e) = spawned {
+        // The closure (and its slot) is dropped with the error.
+        tracing::warn!("metrics endpoint: no thread for a client: {e}");
+    }
+}
+
+fn answer(stream: TcpStream, sources: &Sources, slot: &Slot) {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let Ok(write_end) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(Deadlined { stream, deadline }.take(8192));
     let mut request_line = String::new();
-    if reader.read_line(&mut request_line).is_err() {
+    if !reader.read_line(&mut request_line).is_ok_and(|n| n > 0) {
         return;
     }
     // The headers are read (and ignored) so the client sees its request
-    // taken before the answer.
+    // taken before the answer; a request cut short (the deadline, the
+    // client closed, or closed to make room) gets no answer.
     let mut header = String::new();
-    while reader.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
+    loop {
         header.clear();
+        match reader.read_line(&mut header) {
+            Ok(n) if n > 0 && header.ends_with('\n') => {
+                if header.trim().is_empty() {
+                    break;
+                }
+            }
+            _ => return,
+        }
     }
+    slot.read_done();
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (code, body) = if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
@@ -265,7 +375,7 @@ fn answer(stream: TcpStream, sources: &Sources) {
     } else {
         ("404 Not Found", "only /metrics here\n".to_string())
     };
-    let mut stream = reader.into_inner().into_inner();
+    let mut stream = write_end;
     let head = format!(
         "HTTP/1.0 {code}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -295,6 +405,84 @@ mod tests {
         assert!(text.contains("\nsmcore_sa_requests_total 7\n"), "{text}");
         assert!(text.contains("# TYPE smcore_heavy_sweeps_total counter"), "{text}");
         assert!(get(server.local_addr(), "/").starts_with("HTTP/1.0 404"));
+    }
+
+    fn endpoint() -> MetricsServer {
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        serve("127.0.0.1:0".parse().expect("addr"), sources).expect("serve")
+    }
+
+    /// A client that sends a request line and then a header a byte at a
+    /// time, `every` apart, never ending it, until `stop` or its
+    /// connection breaks; returns a handle to read its end.
+    fn trickle(addr: SocketAddr, every: Duration, stop: &Arc<std::sync::atomic::AtomicBool>) -> (TcpStream, std::thread::JoinHandle<()>) {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.0\r\nX-Slow: ").expect("send");
+        let reader = s.try_clone().expect("clone");
+        let stop = Arc::clone(stop);
+        let t = std::thread::spawn(move || {
+            // At most a minute, whatever happens.
+            for _ in 0..(60_000 / every.as_millis().max(1)) {
+                if stop.load(Ordering::Relaxed) || s.write_all(b"a").is_err() {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+        });
+        (reader, t)
+    }
+
+    #[test]
+    fn a_client_sending_a_byte_at_a_time_does_not_hold_a_scrape() {
+        let server = endpoint();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Connected first: a server answering one client at a time would
+        // be reading it while the scrape waits behind.
+        let (_slow, t) = trickle(server.local_addr(), Duration::from_millis(100), &stop);
+        let mut s = TcpStream::connect(server.local_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("send");
+        let mut text = String::new();
+        let answered = s.read_to_string(&mut text);
+        stop.store(true, Ordering::Relaxed);
+        t.join().expect("slow client");
+        answered.expect("the scrape is answered while the slow client still sends");
+        assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+    }
+
+    #[test]
+    fn a_request_not_sent_whole_by_the_deadline_is_closed_unanswered() {
+        let server = endpoint();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (mut slow, t) = trickle(server.local_addr(), Duration::from_millis(200), &stop);
+        // Far past REQUEST_DEADLINE: a per-read timeout would never end it.
+        slow.set_read_timeout(Some(REQUEST_DEADLINE * 6)).expect("timeout");
+        let mut text = Vec::new();
+        let end = slow.read_to_end(&mut text);
+        stop.store(true, Ordering::Relaxed);
+        t.join().expect("slow client");
+        match end {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "closed by the server, not held: {e}"),
+        }
+        assert!(text.is_empty(), "no answer to a request never finished: {:?}", String::from_utf8_lossy(&text));
+    }
+
+    #[test]
+    fn when_full_the_longest_unfinished_request_gives_way_to_a_scrape() {
+        let server = endpoint();
+        let idle: Vec<TcpStream> = (0..MAX_CLIENTS).map(|_| TcpStream::connect(server.local_addr()).expect("connect")).collect();
+        let mut s = TcpStream::connect(server.local_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("send");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("answered");
+        assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+        // The first idle client was closed to make room, unanswered.
+        let mut first = &idle[0];
+        first.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut rest = Vec::new();
+        assert!(first.read_to_end(&mut rest).is_ok_and(|n| n == 0), "{rest:?}");
     }
 
     #[test]

@@ -6,8 +6,7 @@
 //! live `smcore` is refused: two SMs started on one pid file are two SMs on
 //! one port, which the admin did not mean.
 
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// Why the pid file was not written.
@@ -55,20 +54,10 @@ impl PidFile {
                 }
             }
         }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".{pid}.tmp"));
-        let tmp = PathBuf::from(tmp);
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(format!("{pid}\n").as_bytes()))
-            .and_then(|()| std::fs::rename(&tmp, path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(err(e));
-        }
+        // Through a temporary of an unpredictable name: a link or file
+        // planted in /run's neighbourhood is neither followed nor a way to
+        // keep the SM from starting.
+        crate::safe_fs::replace_bytes(path, crate::safe_fs::PUBLIC, format!("{pid}\n").as_bytes()).map_err(err)?;
         Ok(Self { path: path.to_path_buf(), pid })
     }
 }
@@ -96,6 +85,21 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).expect("read"), format!("{}\n", std::process::id()));
         drop(guard);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn planted_links_neither_stop_the_sm_nor_are_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").expect("seed");
+        let path = dir.path().join("smcore.pid");
+        std::os::unix::fs::symlink(&victim, &path).expect("link");
+        // The temporary's name as a predictable one would have been.
+        std::os::unix::fs::symlink(&victim, dir.path().join(format!("smcore.pid.{}.tmp", std::process::id()))).expect("link");
+        let guard = PidFile::create(&path).expect("create");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious\n");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), format!("{}\n", std::process::id()));
+        drop(guard);
     }
 
     #[test]

@@ -98,6 +98,114 @@ pub struct Overrides {
     pub metrics_listen: Option<String>,
 }
 
+/// The command line, recorded once at start and laid over every
+/// configuration the SM runs with: the file it starts with and each one a
+/// SIGHUP re-reads. A flag beats its key whenever the file is read, so a
+/// reload never drops what the command line gave (`--torus-config`,
+/// `--lmc`, `--dump-dir` ...); keys no flag gives come from the file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandLine {
+    /// The SM's flags.
+    pub overrides: Overrides,
+    /// Engine options given as flags (`--torus-config FILE` ...), by the
+    /// key they set.
+    pub options: toml::Table,
+    /// `--log-file`.
+    pub log_file: Option<PathBuf>,
+    /// `--log-flags`.
+    pub log_flags: Option<u8>,
+    /// `--syslog`.
+    pub syslog: bool,
+    /// `--log-format`, by its name.
+    pub log_format: Option<String>,
+}
+
+impl CommandLine {
+    /// Sets in `config` every key a flag gave; returns those keys, sorted
+    /// (a re-read names the file's changes to them as overridden).
+    pub fn apply(&self, config: &mut Config) -> Vec<String> {
+        let o = &self.overrides;
+        let mut set: Vec<&str> = Vec::new();
+        for (key, value) in &self.options {
+            config.set_option(key, value.clone());
+        }
+        let mut flag = |given: bool, key: &'static str| {
+            if given {
+                set.push(key);
+            }
+            given
+        };
+        if flag(o.engines.is_some(), "routing_engine") {
+            config.routing_engine = o.engines.clone();
+        }
+        if let Some(v) = o.lmc {
+            flag(true, "lmc");
+            config.lmc = v;
+        }
+        if flag(o.dump_dir.is_some(), "dump_dir") {
+            config.dump_dir = o.dump_dir.clone();
+        }
+        if flag(o.sweep_interval.is_some(), "sweep_interval") {
+            config.sweep_interval = o.sweep_interval;
+        }
+        if flag(o.guid.is_some(), "guid") {
+            config.guid = o.guid;
+        }
+        if flag(o.max_wire_smps.is_some(), "max_wire_smps") {
+            config.max_wire_smps = o.max_wire_smps;
+        }
+        if flag(o.transaction_timeout.is_some(), "transaction_timeout") {
+            config.transaction_timeout = o.transaction_timeout;
+        }
+        if flag(o.ucast_cache, "use_ucast_cache") {
+            config.use_ucast_cache = true;
+        }
+        if flag(o.no_incremental_sweep, "incremental_sweep") {
+            config.incremental_sweep = Some(false);
+        }
+        if flag(o.full_sweep_every.is_some(), "full_sweep_every") {
+            config.full_sweep_every = o.full_sweep_every;
+        }
+        if flag(o.priority.is_some(), "sm_priority") {
+            config.sm_priority = o.priority;
+        }
+        if let Some(secs) = o.sm_poll_interval {
+            flag(true, "sminfo_polling_timeout");
+            // The key counts milliseconds (the flag was checked in
+            // seconds by [`SmSettings::resolve`]; `as` saturates).
+            config.sminfo_polling_timeout = Some((secs * 1000.0).round() as u64);
+        }
+        if flag(o.sm_poll_retries.is_some(), "polling_retry_number") {
+            config.polling_retry_number = o.sm_poll_retries;
+        }
+        if flag(o.control_socket.is_some(), "control_socket") {
+            config.control_socket = o.control_socket.clone();
+        }
+        if flag(o.pid_file.is_some(), "pid_file") {
+            config.pid_file = o.pid_file.clone();
+        }
+        if flag(o.metrics_listen.is_some(), "metrics_listen") {
+            config.metrics_listen = o.metrics_listen.clone();
+        }
+        if flag(self.log_file.is_some(), "log_file") {
+            config.log_file = self.log_file.clone();
+        }
+        if flag(self.log_flags.is_some(), "log_flags") {
+            config.log_flags = self.log_flags;
+        }
+        if flag(self.syslog, "syslog") {
+            config.syslog = true;
+        }
+        if flag(self.log_format.is_some(), "log_format") {
+            config.log_format = self.log_format.clone();
+        }
+        let mut keys: Vec<String> = set.into_iter().map(str::to_string).chain(self.options.keys().cloned()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+}
+
 /// Where a value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {

@@ -496,7 +496,7 @@ impl Daemon<'_, '_> {
                 return;
             }
         };
-        let r = match reload::reread(&source.path, &source.text, &text) {
+        let r = match reload::reread(&source.path, &source.text, &text, &source.command_line) {
             Ok(r) => r,
             Err(e) => {
                 warn!("configuration not applied: {e}; the one in force stays");
@@ -504,23 +504,20 @@ impl Daemon<'_, '_> {
             }
         };
         let mut applied = r.applied.clone();
-        if !source.interval_from_cli {
-            if let Some(s) = r.config.sweep_interval.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0) {
-                self.schedule.interval = Duration::from_secs_f64(s);
-            }
-        } else if let Some(i) = applied.iter().position(|k| k == "sweep_interval") {
-            applied.remove(i);
-            warn!("sweep_interval changed in the file but --sweep-interval given on the command line wins");
+        // The command line is laid over r.config: its flags are there.
+        if let Some(s) = r.config.sweep_interval.filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0) {
+            self.schedule.interval = Duration::from_secs_f64(s);
         }
-        if !source.engines_from_cli {
-            let list = r.config.routing_engine.clone().unwrap_or_else(|| crate::settings::DEFAULT_ENGINES.into());
-            match crate::engines::chain::ChainSpec::parse(&list, self.ctx.registry) {
-                Ok(_) => self.settings.engines = Some(list),
-                Err(e) => {
-                    warn!("routing_engine `{list}` not applied: {e}; the engines in force stay");
-                    applied.retain(|k| k != "routing_engine");
-                }
+        let list = r.config.routing_engine.clone().unwrap_or_else(|| crate::settings::DEFAULT_ENGINES.into());
+        match crate::engines::chain::ChainSpec::parse(&list, self.ctx.registry) {
+            Ok(_) => self.settings.engines = Some(list),
+            Err(e) => {
+                warn!("routing_engine `{list}` not applied: {e}; the engines in force stay");
+                applied.retain(|k| k != "routing_engine");
             }
+        }
+        if !r.overridden.is_empty() {
+            warn!("changed in the configuration but given on the command line, which wins: {}", r.overridden.join(", "));
         }
         if applied.is_empty() && r.kept.is_empty() {
             info!(file = %source.path.display(), "configuration re-read: nothing changed");
@@ -966,14 +963,9 @@ fn program_groups(
     }
     if let Some(dir) = options.once.dump_dir {
         let path = dir.join("opensm.mcfdbs");
-        let tmp = dir.join("opensm.mcfdbs.tmp");
-        let written = std::fs::File::create(&tmp)
-            .and_then(|f| {
-                let mut w = std::io::BufWriter::new(f);
-                crate::dump::mcfdbs::write_plan(&mut w, fabric, &plan)?;
-                std::io::Write::flush(&mut w)
-            })
-            .and_then(|_| std::fs::rename(&tmp, &path));
+        let written = crate::safe_fs::replace(&path, crate::safe_fs::PUBLIC, |mut w| {
+            crate::dump::mcfdbs::write_plan(&mut w, fabric, &plan)
+        });
         if let Err(e) = written {
             warn!("{}: {e}", path.display());
         }

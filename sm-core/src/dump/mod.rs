@@ -40,7 +40,7 @@ mod subnet;
 
 use std::borrow::Cow;
 use std::fs;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use sm_abi::{
@@ -104,6 +104,9 @@ pub enum DumpError {
         #[source]
         source: io::Error,
     },
+    /// The dump directory is one another local user could write to.
+    #[error("dump directory not used: {0}")]
+    Untrusted(#[from] crate::safe_fs::UntrustedDir),
 }
 
 /// Write every dump file into `dir` (created if missing) and return their
@@ -135,8 +138,17 @@ fn write_files(
     routing: &Routing,
     with_guid2lid: bool,
 ) -> Result<Vec<PathBuf>, DumpError> {
-    fs::create_dir_all(dir)
-        .map_err(|source| DumpError::CreateDir { path: dir.to_path_buf(), source })?;
+    if fs::symlink_metadata(dir).is_err() {
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|source| DumpError::CreateDir { path: dir.to_path_buf(), source })?;
+    }
+    // Checked at every write: the directory may be changed while the SM
+    // runs.
+    crate::safe_fs::check_trusted_dir(dir)?;
     let input = DumpInput { fabric, routing };
     // Validation errors are reported against the first file so the caller
     // still learns which dump was not written.
@@ -168,22 +180,13 @@ fn write_files(
     Ok(written)
 }
 
+/// Through a temporary of an unpredictable name (a link planted in the
+/// directory is never followed), then renamed over `path`.
 fn write_atomically(
     path: &Path,
     f: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let result = (|| {
-        let mut w = BufWriter::with_capacity(1 << 16, fs::File::create(&tmp)?);
-        f(&mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::safe_fs::replace(path, crate::safe_fs::PUBLIC, |w| f(w))
 }
 
 fn invalid(msg: String) -> io::Error {

@@ -128,23 +128,11 @@ impl Guid2Lid {
             path: path.display().to_string(),
             source,
         };
-        use std::io::Write;
-        let tmp = path.with_extension("tmp");
         // Synced before and after the rename: after a crash or power loss
         // the file is the old map or the new one, never empty, so hosts
-        // keep their LIDs across an SM restart.
-        let written = std::fs::File::create(&tmp).and_then(|mut f| {
-            f.write_all(self.to_text().as_bytes())?;
-            f.sync_all()
-        });
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(e));
-        }
-        std::fs::rename(&tmp, path).map_err(io)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
-        }
+        // keep their LIDs across an SM restart. The temporary's name is
+        // unpredictable and created O_EXCL: never a link planted there.
+        crate::safe_fs::replace_bytes(path, crate::safe_fs::PUBLIC, self.to_text().as_bytes()).map_err(io)?;
         Ok(())
     }
 }
