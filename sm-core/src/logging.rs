@@ -177,8 +177,8 @@ const LOG_MODE: u32 = 0o640;
 
 /// Opens the log without following a link at its name (`O_NOFOLLOW`;
 /// `O_NONBLOCK` so a FIFO planted there cannot hold the SM), then refuses
-/// anything but a regular file of one name owned by root or the SM's
-/// user. Only then is it truncated (`append` false): a file planted by
+/// anything but a regular file of one name (or a device) owned by root or
+/// the SM's user. Only then is it truncated (`append` false): a file planted by
 /// another user, or a link to one the SM must not touch, is never cut.
 fn open_log(path: &Path, append: bool) -> io::Result<File> {
     use std::os::unix::fs::MetadataExt;
@@ -199,8 +199,10 @@ fn open_log(path: &Path, append: bool) -> io::Result<File> {
     let meta = file.metadata()?;
     let euid = nix::unistd::geteuid().as_raw();
     let refuse = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
-    if !meta.file_type().is_file() {
-        return refuse("not a regular file: refused".into());
+    // A device (/dev/null, a console) only root can make; a FIFO or
+    // anything else another user can.
+    if !(meta.file_type().is_file() || std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type())) {
+        return refuse("not a regular file or a device: refused".into());
     }
     if meta.nlink() != 1 {
         return refuse(format!("{} names for one file (a hard link): refused", meta.nlink()));
@@ -208,7 +210,7 @@ fn open_log(path: &Path, append: bool) -> io::Result<File> {
     if meta.uid() != 0 && meta.uid() != euid {
         return refuse(format!("owned by uid {}, not root or this SM's user (uid {euid}): refused", meta.uid()));
     }
-    if !append {
+    if !append && meta.is_file() {
         file.set_len(0)?;
     }
     Ok(file)
@@ -547,6 +549,15 @@ mod tests {
         assert!(e.to_string().contains("hard link"), "{e}");
         assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious\n");
         std::fs::remove_file(&path).expect("unlink");
+        // A FIFO another user planted, with a reader of theirs on it.
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o666)).expect("mkfifo");
+        let reader = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).expect("reader");
+        let e = LogFile::open(&path, true, 0, Reopen::default()).expect_err("a FIFO");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        drop(reader);
+        std::fs::remove_file(&path).expect("unlink");
+        // A device is used as before.
+        LogFile::open(Path::new("/dev/null"), false, 0, Reopen::default()).expect("/dev/null").write_record(b"x\n").expect("write");
         // Another user's file, where the SM runs as root (as in service).
         if nix::unistd::geteuid().is_root() {
             std::fs::write(&path, "theirs\n").expect("seed");

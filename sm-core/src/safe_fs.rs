@@ -139,11 +139,7 @@ pub fn check_trusted_dir(dir: &Path) -> Result<(), UntrustedDir> {
 pub fn trusted_dir(dir: &Path) -> Result<(), UntrustedDir> {
     use std::os::unix::fs::DirBuilderExt;
     if fs::symlink_metadata(dir).is_err() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .map_err(|source| UntrustedDir::Io { path: dir.to_path_buf(), source })?;
+        fs::DirBuilder::new().recursive(true).mode(0o755).create(dir).map_err(|source| UntrustedDir::Io { path: dir.to_path_buf(), source })?;
     }
     check_trusted_dir(dir)
 }

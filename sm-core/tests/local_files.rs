@@ -22,11 +22,7 @@ fn once(net: &Path, args: &[&std::ffi::OsStr]) -> (i32, String, String) {
         .env_remove("SMCORE_LOG")
         .output()
         .expect("run smcore");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
