@@ -25,10 +25,22 @@ fn a_tie_never_crosses_the_dateline() {
     let (f, r) = fab.route();
     let r = r.unwrap();
     // Half way along x both ways: through x = 1, never through x = 3.
-    assert_eq!(fab.coords(&f, &r, [0, 0, 0], [2, 0, 0]), vec![[0, 0, 0], [1, 0, 0], [2, 0, 0]]);
-    assert_eq!(fab.coords(&f, &r, [2, 0, 0], [0, 0, 0]), vec![[2, 0, 0], [1, 0, 0], [0, 0, 0]]);
-    assert_eq!(fab.coords(&f, &r, [1, 3, 1], [1, 1, 1]), vec![[1, 3, 1], [1, 2, 1], [1, 1, 1]]);
-    assert_eq!(fab.coords(&f, &r, [1, 1, 3], [1, 1, 1]), vec![[1, 1, 3], [1, 1, 2], [1, 1, 1]]);
+    assert_eq!(
+        fab.coords(&f, &r, [0, 0, 0], [2, 0, 0]),
+        vec![[0, 0, 0], [1, 0, 0], [2, 0, 0]]
+    );
+    assert_eq!(
+        fab.coords(&f, &r, [2, 0, 0], [0, 0, 0]),
+        vec![[2, 0, 0], [1, 0, 0], [0, 0, 0]]
+    );
+    assert_eq!(
+        fab.coords(&f, &r, [1, 3, 1], [1, 1, 1]),
+        vec![[1, 3, 1], [1, 2, 1], [1, 1, 1]]
+    );
+    assert_eq!(
+        fab.coords(&f, &r, [1, 1, 3], [1, 1, 1]),
+        vec![[1, 1, 3], [1, 1, 2], [1, 1, 1]]
+    );
     // A tie keeps SL 0; the strictly shorter way over the dateline sets
     // the dimension's bit.
     let sl = |a, b| r.path_sl.path_sl(fab.host_lid(&f, a), fab.host_lid(&f, b));
@@ -65,7 +77,8 @@ fn sl0_pairs_on_four_cubed_are_opensms() {
             if la == lb {
                 continue;
             }
-            let expected = (0..3).fold(0u8, |sl, d| sl | (opensm_wraps(ca[d], cb[d], 4) as u8) << d);
+            let expected =
+                (0..3).fold(0u8, |sl, d| sl | (opensm_wraps(ca[d], cb[d], 4) as u8) << d);
             let got = r.path_sl.path_sl(la, lb);
             assert_eq!(got, expected, "SL from {ca:?} to {cb:?}");
             sl0 += (got == 0) as usize;
@@ -86,7 +99,11 @@ fn four_cubed_is_credit_loop_free_on_one_vl() {
     assert_ok("4x4x4", &f, &r);
     let one_vl = Routing::single_vl(r.lfts.to_vec());
     let v = verify(&f, &one_vl, &VerifyOptions::default());
-    assert!(v.ok(), "4x4x4 on SL 0 alone: {}", v.failure().unwrap_or_default());
+    assert!(
+        v.ok(),
+        "4x4x4 on SL 0 alone: {}",
+        v.failure().unwrap_or_default()
+    );
     assert!(v.pairs > 0);
     // Round a failure one VL is not enough (the long way round a broken
     // ring, the turn VLs), but the path SLs stay the pristine ones.
@@ -96,5 +113,9 @@ fn four_cubed_is_credit_loop_free_on_one_vl() {
     let fb = broken.snapshot();
     let rb = broken.engine().route(&fb).unwrap();
     assert_ok("4x4x4, link x=1-2 down", &fb, &rb);
-    assert_eq!(all_sls(&fb, &rb), pristine, "a failed link changed a path SL");
+    assert_eq!(
+        all_sls(&fb, &rb),
+        pristine,
+        "a failed link changed a path SL"
+    );
 }
