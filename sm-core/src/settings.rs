@@ -46,8 +46,9 @@ pub const DEFAULT_ENGINES: &str = "minhop-balanced";
 /// lifetime of the multicast groups the SM creates.
 pub const DEFAULT_SUBNET_TIMEOUT: u8 = 18;
 
-/// How long a trap's heavy sweep waits for the traps that follow it (a
-/// switch reboot sends a burst); never longer than the sweep interval.
+/// How long the heavy sweep of a flapping port's trap waits for the traps
+/// that follow it; never longer than the sweep interval. The first trap of
+/// a quiet port sweeps at once ([`crate::daemon::traps`]).
 pub const TRAP_SETTLE: Duration = Duration::from_millis(300);
 
 /// What the command line gave (each field a flag; `None`/`false`: not
@@ -451,8 +452,8 @@ pub struct DaemonSettings {
     /// else `full_sweep_every`, else
     /// [`crate::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY`].
     pub incremental: Option<u32>,
-    /// How long a trap's sweep waits for more traps: [`TRAP_SETTLE`],
-    /// never longer than the sweep interval.
+    /// How long a flapping port's trap sweep waits for more traps:
+    /// [`TRAP_SETTLE`], never longer than the sweep interval.
     pub trap_settle: Duration,
     /// The packet lifetime of the multicast groups the SM creates:
     /// `subnet_timeout`, else [`DEFAULT_SUBNET_TIMEOUT`].

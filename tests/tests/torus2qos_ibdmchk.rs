@@ -3,11 +3,12 @@
 //! dumps, and against OpenSM 3.3.23's `-R torus-2QoS -Q` on the same fabrics.
 //!
 //! * `smcore route --engines torus-2QoS,no_fallback --torus-config C
-//!   --dump-dir D` on a generated 4x4x4 torus (and on it with a switch
-//!   removed, and with three cables cut) routes, and `ibdmchk` finds D
-//!   connected and free of credit loops under the engine's SLs and SL2VL
-//!   maps; without those files the same tables have credit loops (so the
-//!   verdict rests on the SLs).
+//!   --dump-dir D` on a generated 5x5x5 torus and 4x4x4 torus (and on it
+//!   with a switch removed, and with three cables cut) routes, and
+//!   `ibdmchk` finds D connected and free of credit loops under the
+//!   engine's SLs and SL2VL maps; without those files the 5x5x5 tables
+//!   have credit loops (so the verdict rests on the SLs), the 4x4x4 ones
+//!   none (ties half way round never cross a dateline, as OpenSM's).
 //! * A 6x6 torus with two failed switches adjacent in x is refused with
 //!   the reason, and `no_fallback` leaves it unrouted.
 //! * OpenSM under ibsim on the healthy 4x4x4 torus, the one with a switch
@@ -221,6 +222,28 @@ fn assert_clean(name: &str, dir: &Path) {
 
 #[test]
 fn healthy_torus_is_clean_only_with_the_engines_sls() {
+    // Radix 5: rings whose shortest paths chain all the way round.
+    let f = Fabric::generated("5x5x5", "5x5x5", &[]);
+    let dir = f
+        .smcore_route()
+        .unwrap_or_else(|e| panic!("5x5x5 refused: {e}"));
+    assert_clean("5x5x5", &dir);
+    let bare = ibdmchk::check_dump_dir_with(&dir, SlFiles::Without, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("5x5x5: ibdmchk without SLs: {}", bare.summary());
+    assert_eq!(
+        bare.credit_loops,
+        Some(true),
+        "DOR on a torus without datelines must loop"
+    );
+}
+
+/// Radix 4: a tie (distance 2 both ways) never crosses the dateline, as
+/// with OpenSM's torus-2QoS, so no chain of paths goes round a ring and
+/// the tables are free of credit loops even without the SLs (traffic that
+/// ignores the PathRecord SL cannot deadlock).
+#[test]
+fn radix_four_torus_is_clean_even_without_the_sls() {
     let f = Fabric::generated("4x4x4", "4x4x4", &[]);
     let dir = f
         .smcore_route()
@@ -231,8 +254,9 @@ fn healthy_torus_is_clean_only_with_the_engines_sls() {
     println!("4x4x4: ibdmchk without SLs: {}", bare.summary());
     assert_eq!(
         bare.credit_loops,
-        Some(true),
-        "DOR on a torus without datelines must loop"
+        Some(false),
+        "4x4x4 on one VL: {}",
+        bare.summary()
     );
 }
 
@@ -334,5 +358,72 @@ fn documented_t_r_case_routes_where_opensm_is_stricter() {
     println!(
         "6x6-T-R-down: OpenSM routed with torus-2QoS: {}",
         f.opensm_routes()
+    );
+}
+
+/// On the healthy 4x4x4 torus every switch forwards to every port out of
+/// the port OpenSM's torus-2QoS (under ibsim) uses: the same DOR, and the
+/// same way round a ring when both ways are as long.
+#[test]
+fn healthy_four_cubed_forwards_as_opensm() {
+    let f = Fabric::generated("4x4x4", "4x4x4", &[]);
+    let ours_dir = f
+        .smcore_route()
+        .unwrap_or_else(|e| panic!("4x4x4 refused: {e}"));
+    let sim = Ibsim::start(&f.net).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = OpenSmOptions::new(ENGINE);
+    o.timeout = Duration::from_secs(90);
+    o.extra_args = vec![
+        "-Q".into(),
+        "--torus_config".into(),
+        f.conf.display().to_string(),
+    ];
+    let run = opensm::run(&sim, &o).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        run.asked_engine_routed(),
+        "OpenSM did not route with {ENGINE}"
+    );
+    let read = |dir: &Path| {
+        let lfts =
+            lfts::parse_lfts_file(dir.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("{e}"));
+        let lids = lfts::lid_map_for_dump_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+        (lfts, lids)
+    };
+    let (ours, our_lids) = read(&ours_dir);
+    let (theirs, their_lids) = read(run.dump_dir());
+    let their_lid: std::collections::HashMap<u64, u16> = their_lids
+        .by_lid
+        .iter()
+        .map(|(&lid, &guid)| (guid, lid))
+        .collect();
+    assert_eq!(ours.len(), 64);
+    let (mut compared, mut differ) = (0, Vec::new());
+    for (guid, sw) in &ours.switches {
+        let other = theirs
+            .get(*guid)
+            .unwrap_or_else(|| panic!("OpenSM dumped no LFT for {guid:#x}"));
+        for (&lid, port_guid) in &our_lids.by_lid {
+            let theirs_lid = their_lid[port_guid];
+            compared += 1;
+            if sw.port(lid) != other.port(theirs_lid) {
+                differ.push((
+                    sw.desc.clone(),
+                    *port_guid,
+                    sw.port(lid),
+                    other.port(theirs_lid),
+                ));
+            }
+        }
+    }
+    println!(
+        "4x4x4: {compared} LFT entries compared with OpenSM's, {} differ",
+        differ.len()
+    );
+    assert!(compared >= 64 * 128);
+    assert!(
+        differ.is_empty(),
+        "{} of {compared} entries differ from OpenSM's; first (switch, port GUID, ours, OpenSM's): {:?}",
+        differ.len(),
+        &differ[..differ.len().min(5)]
     );
 }

@@ -23,8 +23,13 @@ pub struct Router<'a> {
     pub pristine: bool,
 }
 
-/// Shortest direction from `a` to `b` on a ring of radix `r` (0 = +, 1 = -);
-/// a tie (half way round an even ring) goes +.
+/// Shortest direction from `a` to `b` on a ring of radix `r` (0 = +, 1 = -).
+/// A tie (half way round an even ring) goes the way that stays on this
+/// side of the dateline (between `r - 1` and 0), as OpenSM's torus-2QoS
+/// does: + when `b > a`, - when `b < a`. So only strictly shorter paths
+/// cross a dateline and set the loop bit of the path SL; on radix-4 rings
+/// no chain of paths then goes round a ring, and DOR is free of credit
+/// loops even for traffic that keeps to SL 0.
 #[inline]
 pub fn pristine_sign(a: usize, b: usize, r: usize, wrap: bool) -> usize {
     if !wrap {
@@ -42,7 +47,11 @@ pub fn pristine_sign(a: usize, b: usize, r: usize, wrap: bool) -> usize {
     } else {
         (b + r - a) % r
     };
-    (2 * fwd > r) as usize
+    match (2 * fwd).cmp(&r) {
+        std::cmp::Ordering::Less => 0,
+        std::cmp::Ordering::Greater => 1,
+        std::cmp::Ordering::Equal => (b < a) as usize,
+    }
 }
 
 /// The path from `a` to `b` crosses the dateline (between `r - 1` and 0)

@@ -5,9 +5,12 @@
 //! 1. A heavy sweep ([`sweep::once`]): discovery, LIDs, the engine chain
 //!    and its verify gate, dumps, programming of what differs.
 //! 2. Then it waits, one sweep interval at a time. A trap (a switch
-//!    reporting a port state change) ends the wait at once and, after a
-//!    short pause that gathers the other traps of the same event (a switch
-//!    going away makes all its neighbours trap), causes a heavy sweep.
+//!    reporting a port state change) ends the wait at once and causes a
+//!    heavy sweep; the traps already queued with it (a switch going away
+//!    makes all its neighbours trap) are read first and folded into that
+//!    sweep, and those that arrive while it runs into one follow-up sweep.
+//!    Only a trap from a port that flaps waits a short settling time to
+//!    gather its next traps ([`traps`]: flap damping).
 //! 3. When the interval passes quietly, a light sweep reads
 //!    PortStateChange from every switch ([`sweep::light`]); a set bit or a
 //!    switch that stopped answering causes a heavy sweep. So changes are
@@ -88,7 +91,8 @@ pub struct DaemonOptions<'a> {
     pub once: OnceOptions<'a>,
     /// Time between light sweeps.
     pub interval: Duration,
-    /// How long to gather further traps after the first before sweeping.
+    /// How long the sweep of a flapping issuer's trap waits to gather its
+    /// next traps (the first trap of a quiet issuer sweeps at once).
     pub trap_settle: Duration,
     /// Bounds on what traps may cost ([`traps`]).
     pub trap_limits: TrapLimits,
@@ -807,11 +811,17 @@ impl Daemon<'_, '_> {
     }
 
     /// Waits one interval, or until a trap, a signal or a membership
-    /// change. A trap that may sweep is followed by a short settling time
-    /// whose traps it absorbs; the trap budget may defer the sweep.
+    /// change. A trap that may sweep ends the wait as soon as the traps
+    /// queued behind it are read (they join its sweep); a flapping
+    /// issuer's trap waits the settling time first, whose traps it
+    /// absorbs; the trap budget may defer the sweep.
     fn wait(&mut self) -> Woken {
         // Short slices: the shutdown flag is checked between them.
         const SLICE: Duration = Duration::from_millis(100);
+        // Traps read back to back without waiting before a due sweep
+        // starts anyway (a storm must not hold it back).
+        const GATHER: u32 = 256;
+        let mut gathered = 0u32;
         let end = Instant::now() + self.schedule.interval;
         let mut sweep_at: Option<Instant> = None;
         if self.traps.pending {
@@ -828,7 +838,10 @@ impl Daemon<'_, '_> {
             {
                 return Woken::Signal;
             }
-            if let Some(at) = sweep_at.filter(|&at| now >= at) {
+            // A trap just read may have others queued behind it: read
+            // them first (without waiting) so that they join the sweep.
+            let draining = gathered > 0 && gathered < GATHER;
+            if let Some(at) = sweep_at.filter(|&at| now >= at && !draining) {
                 if self.traps.filter.take_sweep(now) {
                     self.traps.pending = false;
                     return Woken::Sweep(Cause::Trap);
@@ -854,14 +867,18 @@ impl Daemon<'_, '_> {
                 return Woken::Groups;
             }
             let until = sweep_at.map_or(end, |at| at.min(end));
-            match self.ctx.port.wait_trap((until - now).min(SLICE)) {
+            let timeout = if draining { Duration::ZERO } else { until.saturating_duration_since(now).min(SLICE) };
+            match self.ctx.port.wait_trap(timeout) {
                 Ok(Some(trap)) => {
                     self.summary.traps += 1;
-                    match self.traps.filter.judge(&trap, Instant::now()) {
-                        TrapVerdict::Sweep { number, issuer } => {
-                            info!(number, issuer, "trap received");
+                    gathered = gathered.saturating_add(1);
+                    let at = Instant::now();
+                    match self.traps.filter.judge(&trap, at) {
+                        TrapVerdict::Sweep { number, issuer, settle } => {
+                            info!(number, issuer, settle, "trap received");
                             self.routing.changes.add_trap(number, issuer, self.routing.fabric.as_ref());
-                            sweep_at.get_or_insert(Instant::now() + self.ctx.options.trap_settle);
+                            let due = if settle { at + self.ctx.options.trap_settle } else { at };
+                            sweep_at = Some(sweep_at.map_or(due, |s| s.min(due)));
                         }
                         TrapVerdict::Note { number, issuer } => {
                             warn!(number, issuer, "trap received: port error or key violation reported");
@@ -869,7 +886,7 @@ impl Daemon<'_, '_> {
                         TrapVerdict::Drop(why) => debug!(slid = trap.slid, "trap dropped: {why}"),
                     }
                 }
-                Ok(None) => {}
+                Ok(None) => gathered = 0,
                 Err(TransportError::Closed(why)) => return Woken::Fatal(why),
                 Err(e) => {
                     // A transport that cannot wait cannot sweep either; the

@@ -10,21 +10,29 @@
 //! * name as IssuerLID the LID it came from, and, once a sweep has
 //!   published the fabric, a LID that fabric holds (a forged or stale
 //!   issuer is dropped);
-//! * come from an issuer that is not flapping: more than
-//!   [`TrapLimits::flap_traps`] sweep-causing traps within
-//!   [`TrapLimits::flap_window`] silences that issuer for a hold-down that
-//!   doubles while it keeps flapping (OpenSM disables such ports; we keep
-//!   the port and let the light sweep, which reads every switch at every
-//!   interval, find its real changes at the interval's pace);
+//! * come from an issuer that is not suppressed for flapping. Each
+//!   sweep-causing trap adds one to its issuer's penalty, which decays
+//!   exponentially ([`Damping::half_life`]), as BGP's route-flap
+//!   dampening (RFC 2439) does. The first trap of a quiet issuer sweeps at
+//!   once; an issuer whose penalty shows it flapping
+//!   ([`Damping::settle_above`]) has its sweep wait the settling time, to
+//!   gather its next traps; above [`Damping::suppress`] its traps cause no
+//!   sweep until the penalty decays below [`Damping::reuse`], and never
+//!   for longer than [`Damping::max_suppress`] after its last trap (the
+//!   penalty is capped). Traps during suppression still add to the
+//!   penalty, so a port that never stops flapping stays suppressed.
+//!   OpenSM disables such ports; we keep the port and let the light sweep,
+//!   which reads every switch at every interval, find its real changes at
+//!   the interval's pace;
 //! * fit the global budget: at most [`TrapLimits::burst`] trap-caused heavy
 //!   sweeps back to back, then one per [`TrapLimits::refill`]. A trap over
 //!   budget is not lost: the sweep it asks for is deferred until the budget
 //!   allows it, and every trap that arrives meanwhile is folded into it.
 //!
 //! The state is bounded: issuers are tracked only for LIDs of the fabric
-//! (at most one entry each), each with at most `flap_traps + 1` times.
+//! (at most one entry each, of fixed size).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use sm_mad::mad::{attr, class, class_version, method, Header, BASE_VERSION, HEADER_LEN};
@@ -37,16 +45,10 @@ use crate::sweep::TrapMad;
 const SMP_DATA_OFFSET: usize = 64;
 
 /// Bounds of the trap intake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrapLimits {
-    /// Sweep-causing traps one issuer may send within `flap_window`.
-    pub flap_traps: usize,
-    /// The window `flap_traps` is counted in.
-    pub flap_window: Duration,
-    /// The first hold-down of a flapping issuer; doubled at each relapse.
-    pub hold_down: Duration,
-    /// The longest hold-down.
-    pub max_hold_down: Duration,
+    /// Flap damping of each issuer.
+    pub damping: Damping,
     /// Trap-caused heavy sweeps allowed back to back.
     pub burst: u32,
     /// One more trap-caused heavy sweep is allowed per this much time.
@@ -55,14 +57,119 @@ pub struct TrapLimits {
 
 impl Default for TrapLimits {
     fn default() -> Self {
-        TrapLimits {
-            flap_traps: 8,
-            flap_window: Duration::from_secs(30),
-            hold_down: Duration::from_secs(60),
-            max_hold_down: Duration::from_secs(900),
-            burst: 4,
-            refill: Duration::from_secs(2),
+        TrapLimits { damping: Damping::default(), burst: 4, refill: Duration::from_secs(2) }
+    }
+}
+
+/// Route-flap dampening of one issuer's traps (RFC 2439), in units of one
+/// trap: each sweep-causing trap adds 1 to the penalty, which halves every
+/// `half_life`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Damping {
+    /// The time the penalty takes to halve.
+    pub half_life: Duration,
+    /// A trap of an issuer whose penalty (before it) is at least this
+    /// waits the settling time before its sweep; below it, the sweep
+    /// starts at once. 1.5: a link that goes down and comes back reacts
+    /// at once both times; a third change soon after waits.
+    pub settle_above: f64,
+    /// A penalty above this suppresses the issuer's sweeps.
+    pub suppress: f64,
+    /// A suppressed issuer is heard again once its penalty decays below
+    /// this.
+    pub reuse: f64,
+    /// The longest suppression after an issuer's last trap: the penalty is
+    /// capped at what decays to `reuse` in this time.
+    pub max_suppress: Duration,
+}
+
+impl Default for Damping {
+    fn default() -> Self {
+        Damping {
+            half_life: Duration::from_secs(60),
+            settle_above: 1.5,
+            suppress: 6.0,
+            reuse: 3.0,
+            max_suppress: Duration::from_secs(900),
         }
+    }
+}
+
+impl Damping {
+    /// The penalty cap: what decays to `reuse` in `max_suppress`.
+    fn ceiling(&self) -> f64 {
+        let halvings = self.max_suppress.as_secs_f64() / self.half_life.as_secs_f64().max(f64::MIN_POSITIVE);
+        // Beyond 2^60 the cap no longer matters (and must stay finite).
+        (self.reuse * halvings.min(60.0).exp2()).max(self.suppress)
+    }
+
+    /// `penalty` as decayed over `elapsed`.
+    fn decay(&self, penalty: f64, elapsed: Duration) -> f64 {
+        let half_life = self.half_life.as_secs_f64();
+        if half_life <= 0.0 {
+            return 0.0;
+        }
+        penalty * (-elapsed.as_secs_f64() / half_life).exp2()
+    }
+}
+
+/// One issuer's flap penalty.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlapState {
+    /// The penalty as of `at`.
+    penalty: f64,
+    at: Instant,
+    /// Its sweeps are suppressed (until the penalty decays below reuse).
+    suppressed: bool,
+}
+
+/// What the damping makes of one sweep-causing trap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damped {
+    /// The issuer is quiet: sweep at once.
+    Now,
+    /// The issuer flaps: sweep after the settling time.
+    Settle,
+    /// The issuer is suppressed: no sweep.
+    Suppressed,
+}
+
+impl FlapState {
+    /// A state with no penalty at `now`.
+    pub fn new(now: Instant) -> Self {
+        FlapState { penalty: 0.0, at: now, suppressed: false }
+    }
+
+    /// The penalty at `now`.
+    pub fn penalty(&self, damping: &Damping, now: Instant) -> f64 {
+        damping.decay(self.penalty, now.saturating_duration_since(self.at))
+    }
+
+    /// Records one flap (a sweep-causing trap) at `now`.
+    pub fn flap(&mut self, damping: &Damping, now: Instant) -> Damped {
+        let before = self.penalty(damping, now);
+        if self.suppressed && before < damping.reuse {
+            self.suppressed = false;
+        }
+        self.penalty = (before + 1.0).min(damping.ceiling());
+        self.at = now;
+        if self.suppressed {
+            return Damped::Suppressed;
+        }
+        if self.penalty > damping.suppress {
+            self.suppressed = true;
+            return Damped::Suppressed;
+        }
+        if before >= damping.settle_above {
+            Damped::Settle
+        } else {
+            Damped::Now
+        }
+    }
+
+    /// Whether the issuer is suppressed at `now`.
+    pub fn is_suppressed(&self, damping: &Damping, now: Instant) -> bool {
+        self.suppressed && self.penalty(damping, now) >= damping.reuse
     }
 }
 
@@ -75,6 +182,9 @@ pub enum TrapVerdict {
         number: u16,
         /// The issuer.
         issuer: u16,
+        /// The issuer flaps: the sweep waits the settling time to gather
+        /// its next traps. Otherwise it starts at once.
+        settle: bool,
     },
     /// Worth a log line, not a sweep (port errors, key violations).
     Note {
@@ -88,17 +198,6 @@ pub enum TrapVerdict {
     Drop(&'static str),
 }
 
-/// One issuer's recent sweep-causing traps and its hold-down.
-#[derive(Debug, Default)]
-struct Issuer {
-    recent: VecDeque<Instant>,
-    silenced_until: Option<Instant>,
-    /// Its last trap, silenced or not.
-    last: Option<Instant>,
-    /// The hold-down the next relapse gets.
-    next_hold_down: Option<Duration>,
-}
-
 /// Counts of the intake, for the status and the logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TrapCounts {
@@ -108,7 +207,7 @@ pub struct TrapCounts {
     pub noted: u64,
     /// Malformed, forged or unknown traps.
     pub dropped: u64,
-    /// Traps of an issuer in hold-down.
+    /// Traps of an issuer suppressed for flapping.
     pub suppressed: u64,
 }
 
@@ -118,7 +217,7 @@ pub struct TrapFilter {
     limits: TrapLimits,
     /// LIDs of the last published fabric; `None` before the first sweep.
     known: Option<HashSet<u16>>,
-    issuers: HashMap<u16, Issuer>,
+    issuers: HashMap<u16, FlapState>,
     /// Budget of trap-caused sweeps (fractional refill).
     tokens: f64,
     refilled: Instant,
@@ -179,51 +278,28 @@ impl TrapFilter {
             }
             _ => return TrapVerdict::Drop("trap number the SM does not act on"),
         }
-        if self.flapping(issuer, now) {
-            return TrapVerdict::Drop(SILENCED);
+        match self.damp(issuer, now) {
+            Damped::Now => TrapVerdict::Sweep { number, issuer, settle: false },
+            Damped::Settle => TrapVerdict::Sweep { number, issuer, settle: true },
+            Damped::Suppressed => TrapVerdict::Drop(SILENCED),
         }
-        TrapVerdict::Sweep { number, issuer }
     }
 
-    /// Records a sweep-causing trap of `issuer`; true when it is (now) in
-    /// hold-down.
-    fn flapping(&mut self, issuer: u16, now: Instant) -> bool {
-        let limits = self.limits;
-        let entry = self.issuers.entry(issuer).or_default();
-        // Quiet for as long as its next hold-down would last: its past is
-        // forgiven. Traps during a hold-down count as noise too, so a port
-        // that never stops flapping is never forgiven.
-        if let (Some(last), Some(next)) = (entry.last, entry.next_hold_down) {
-            if now.saturating_duration_since(last) > next {
-                entry.next_hold_down = None;
-            }
+    /// Records a sweep-causing trap of `issuer` in its flap penalty.
+    fn damp(&mut self, issuer: u16, now: Instant) -> Damped {
+        let damping = self.limits.damping;
+        let state = self.issuers.entry(issuer).or_insert_with(|| FlapState::new(now));
+        let was_suppressed = state.is_suppressed(&damping, now);
+        let damped = state.flap(&damping, now);
+        if damped == Damped::Suppressed && !was_suppressed {
+            tracing::warn!(
+                issuer,
+                penalty = format!("{:.1}", state.penalty(&damping, now)),
+                "port is flapping: its traps cause no heavy sweep until its penalty decays; \
+                 light sweeps still find its changes"
+            );
         }
-        entry.last = Some(now);
-        if let Some(until) = entry.silenced_until {
-            if now < until {
-                return true;
-            }
-            entry.silenced_until = None;
-            entry.recent.clear();
-        }
-        while entry.recent.front().is_some_and(|&t| now.saturating_duration_since(t) > limits.flap_window) {
-            entry.recent.pop_front();
-        }
-        entry.recent.push_back(now);
-        if entry.recent.len() <= limits.flap_traps {
-            return false;
-        }
-        let hold = entry.next_hold_down.unwrap_or(limits.hold_down);
-        entry.silenced_until = Some(now + hold);
-        entry.next_hold_down = Some((hold * 2).min(limits.max_hold_down));
-        entry.recent.clear();
-        tracing::warn!(
-            issuer,
-            hold_down_s = hold.as_secs(),
-            "port is flapping: its traps cause no heavy sweep during the hold-down; \
-             light sweeps still find its changes"
-        );
-        true
+        damped
     }
 
     /// Whether a trap-caused heavy sweep may run at `now`; takes one unit
@@ -258,7 +334,7 @@ impl TrapFilter {
     }
 }
 
-const SILENCED: &str = "issuer in flapping hold-down";
+const SILENCED: &str = "issuer suppressed for flapping";
 
 /// The SubnTrap(Notice) a port sends: generic trap `number` claiming
 /// IssuerLID `issuer`, arriving from LID `slid`. For simulated fabrics and
@@ -336,7 +412,7 @@ mod tests {
     #[test]
     fn a_link_state_change_from_a_known_switch_sweeps() {
         let mut f = filter_knowing(&[1, 2, 3]);
-        assert_eq!(f.judge(&trap_from(2, 2, 128), Instant::now()), TrapVerdict::Sweep { number: 128, issuer: 2 });
+        assert_eq!(f.judge(&trap_from(2, 2, 128), Instant::now()), TrapVerdict::Sweep { number: 128, issuer: 2, settle: false });
     }
 
     #[test]
@@ -374,35 +450,91 @@ mod tests {
         assert!(matches!(f.judge(&trap_from(40, 40, 128), Instant::now()), TrapVerdict::Sweep { .. }));
     }
 
+    fn sweeps_now(v: &TrapVerdict) -> bool {
+        matches!(v, TrapVerdict::Sweep { settle: false, .. })
+    }
+
+    fn settles(v: &TrapVerdict) -> bool {
+        matches!(v, TrapVerdict::Sweep { settle: true, .. })
+    }
+
     #[test]
-    fn a_flapping_issuer_is_held_down_and_the_hold_down_grows() {
-        let limits = TrapLimits::default();
+    fn a_link_that_goes_down_and_comes_back_sweeps_at_once_both_times() {
+        let mut f = filter_knowing(&[7]);
+        let t0 = Instant::now();
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t0)));
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t0 + Duration::from_millis(500))));
+        // A third flap soon after: the issuer flaps, its sweep settles.
+        assert!(settles(&f.judge(&trap_from(7, 7, 128), t0 + Duration::from_secs(1))));
+    }
+
+    #[test]
+    fn the_penalty_grows_with_each_flap_then_suppresses_and_decays_to_reuse() {
+        let d = Damping::default();
         let mut f = filter_knowing(&[7, 8]);
         let t0 = Instant::now();
-        let mut swept = 0;
-        for i in 0..100u32 {
-            if matches!(f.judge(&trap_from(7, 7, 128), t0 + Duration::from_millis(u64::from(i) * 10)), TrapVerdict::Sweep { .. }) {
-                swept += 1;
-            }
-        }
-        assert_eq!(swept, limits.flap_traps);
+        let verdicts: Vec<TrapVerdict> =
+            (0..10u64).map(|i| f.judge(&trap_from(7, 7, 128), t0 + Duration::from_millis(i * 10))).collect();
+        // Penalties 1 and 2 sweep at once, 3 to 6 settle, beyond 6 the
+        // issuer is suppressed.
+        assert!(verdicts[..2].iter().all(sweeps_now), "{verdicts:?}");
+        assert!(verdicts[2..6].iter().all(settles), "{verdicts:?}");
+        assert!(verdicts[6..].iter().all(|v| *v == TrapVerdict::Drop(SILENCED)), "{verdicts:?}");
+        assert_eq!(f.counts.suppressed, 4);
         // Others are not affected.
-        assert!(matches!(f.judge(&trap_from(8, 8, 128), t0 + Duration::from_secs(1)), TrapVerdict::Sweep { .. }));
-        // After the hold-down it is heard again...
-        let later = t0 + limits.hold_down + Duration::from_secs(2);
-        assert!(matches!(f.judge(&trap_from(7, 7, 128), later), TrapVerdict::Sweep { .. }));
-        // ...and a relapse silences it for twice as long.
-        let mut t = later;
-        for _ in 0..limits.flap_traps {
-            t += Duration::from_millis(10);
-            f.judge(&trap_from(7, 7, 128), t);
+        assert!(sweeps_now(&f.judge(&trap_from(8, 8, 128), t0 + Duration::from_secs(1))));
+        // Ten flaps in 0.1 s: the penalty is about 10; it decays below
+        // reuse (3) after log2(10 / 3) half-lives, about 1.74.
+        let last = t0 + Duration::from_millis(90);
+        let p = f.issuers[&7].penalty(&d, last);
+        assert!((p - 9.99).abs() < 0.05, "{p}");
+        let free_after = d.half_life.mul_f64((p / d.reuse).log2());
+        let before = last + free_after - Duration::from_secs(1);
+        assert!(f.issuers[&7].is_suppressed(&d, before));
+        let after = last + free_after + Duration::from_secs(1);
+        assert!(!f.issuers[&7].is_suppressed(&d, after));
+        // Heard again, but with a penalty near reuse: it still settles.
+        assert!(settles(&f.judge(&trap_from(7, 7, 128), after)));
+        // Quiet for long: forgiven, the next trap sweeps at once.
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), after + 10 * d.half_life)));
+    }
+
+    #[test]
+    fn the_pace_of_flapping_decides_between_settling_and_suppression() {
+        let d = Damping::default();
+        let t0 = Instant::now();
+        // A flap every half-life: the penalty tends to 1 / (1 - 1/2) = 2,
+        // reached only in the limit: every sweep starts at once.
+        let mut slow = FlapState::new(t0);
+        let every = |n: u32, gap: Duration| (0..n).map(move |i| t0 + gap * i);
+        assert!(every(50, d.half_life).all(|t| slow.flap(&d, t) == Damped::Now));
+        // Every half a half-life: towards 1 / (1 - 2^-1/2) = 3.4, settles.
+        let mut medium = FlapState::new(t0);
+        let got: Vec<Damped> = every(50, d.half_life / 2).map(|t| medium.flap(&d, t)).collect();
+        assert!(got[10..].iter().all(|&x| x == Damped::Settle), "{got:?}");
+        // Every tenth of a half-life: towards 14.9, suppressed for good.
+        let mut fast = FlapState::new(t0);
+        let got: Vec<Damped> = every(200, d.half_life / 10).map(|t| fast.flap(&d, t)).collect();
+        let first = got.iter().position(|&x| x == Damped::Suppressed).expect("suppressed");
+        assert!(got[first..].iter().all(|&x| x == Damped::Suppressed), "{got:?}");
+    }
+
+    #[test]
+    fn suppression_never_outlasts_the_maximum_after_the_last_trap() {
+        let d = Damping::default();
+        let t0 = Instant::now();
+        let mut storm = FlapState::new(t0);
+        let mut t = t0;
+        // A storm: a hundred thousand traps in a tenth of a second
+        // reach the cap.
+        for _ in 0..100_000 {
+            t += Duration::from_micros(1);
+            storm.flap(&d, t);
         }
-        let relapse = t + limits.hold_down + Duration::from_secs(1);
-        assert!(matches!(f.judge(&trap_from(7, 7, 128), relapse), TrapVerdict::Drop(SILENCED)));
-        assert!(matches!(
-            f.judge(&trap_from(7, 7, 128), t + 2 * limits.hold_down + Duration::from_secs(1)),
-            TrapVerdict::Sweep { .. }
-        ));
+        assert_eq!(storm.penalty(&d, t), d.ceiling());
+        assert!(storm.is_suppressed(&d, t + d.max_suppress - Duration::from_secs(1)));
+        assert!(!storm.is_suppressed(&d, t + d.max_suppress + Duration::from_millis(1)));
+        assert_ne!(storm.flap(&d, t + d.max_suppress + Duration::from_millis(1)), Damped::Suppressed);
     }
 
     #[test]

@@ -1,0 +1,209 @@
+//! Traps on the embedded fabric: the first change of a port re-routes at
+//! once (the settling time here is an hour, longer than the test lives),
+//! traps that arrive while a sweep runs are folded into one follow-up
+//! sweep, and a port that flaps is damped (its traps settle, then are
+//! suppressed) instead of sweeping at every change.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{bin_dir, sm_location};
+use sm_core::config::Config;
+use sm_core::daemon::{self, Cause, DaemonOptions, DaemonSummary, Signals};
+use sm_core::engines::Registry;
+use sm_core::sim::{SimFabric, SimPort};
+use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_topology::gen;
+
+/// A cable to pull or plug back, by one of its ends.
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Down(usize, u8),
+    Up(usize, u8),
+}
+
+fn apply(sim: &mut SimFabric, act: Act) {
+    match act {
+        Act::Down(n, p) => sim.link_down(n, p),
+        Act::Up(n, p) => sim.link_up(n, p),
+    }
+    .expect("the script acts on cables of the fabric")
+}
+
+/// What the port does to the fabric, and when.
+#[derive(Default)]
+struct Script {
+    /// Before the next wait for traps.
+    before_wait: VecDeque<Act>,
+    /// Once a trap was handed to the SM: during the sweep it causes.
+    during_sweep: VecDeque<Act>,
+    /// Stop the SM once every trap the fabric sent was read.
+    stop_when_drained: bool,
+}
+
+struct Scripted<'a, 's> {
+    port: SimPort<'a>,
+    script: Rc<RefCell<Script>>,
+    signals: &'s Signals,
+    /// A trap was handed to the SM: the next SMP is its sweep's.
+    trap_given: bool,
+}
+
+impl Scripted<'_, '_> {
+    fn during_sweep(&mut self) {
+        if !self.trap_given {
+            return;
+        }
+        let acts: Vec<Act> = self.script.borrow_mut().during_sweep.drain(..).collect();
+        for act in acts {
+            apply(self.port.fabric(), act);
+        }
+    }
+}
+
+impl SmpPort for Scripted<'_, '_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.during_sweep();
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.during_sweep();
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        let acts: Vec<Act> = self.script.borrow_mut().before_wait.drain(..).collect();
+        for act in acts {
+            apply(self.port.fabric(), act);
+        }
+        let got = self.port.wait_trap(timeout)?;
+        match &got {
+            Some(_) => self.trap_given = true,
+            None if self.script.borrow().stop_when_drained => self.signals.stop.store(true, Ordering::Relaxed),
+            None => {}
+        }
+        Ok(got)
+    }
+}
+
+/// Light sweeps and trap settling an hour apart: within the test only a
+/// trap that sweeps at once causes a heavy sweep.
+fn options() -> DaemonOptions<'static> {
+    DaemonOptions {
+        config_file: None,
+        once: OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None },
+        interval: Duration::from_secs(3600),
+        trap_settle: Duration::from_secs(3600),
+        trap_limits: Default::default(),
+        guid2lid_path: None,
+        ucast_cache: false,
+        incremental: Some(sm_core::sweep::incremental::DEFAULT_FULL_SWEEP_EVERY),
+        standby: None,
+        groups: None,
+        sa: None,
+        status: None,
+    }
+}
+
+#[test]
+fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damped() {
+    // Two spines, four leaves with one uplink to each spine.
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let spines: Vec<usize> =
+        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
+    assert_eq!(spines.len(), 2);
+    // Leaf ends of the uplinks of each spine, in cable order.
+    let uplinks = |spine: usize| -> Vec<(usize, u8)> {
+        topo.links
+            .iter()
+            .filter(|l| l.a.0 == spine || l.b.0 == spine)
+            .map(|l| if l.a.0 == spine { l.b } else { l.a })
+            .collect()
+    };
+    let (to_spine0, to_spine1) = (uplinks(spines[0]), uplinks(spines[1]));
+    assert!(to_spine0.len() >= 2 && to_spine1.len() >= 3);
+    // A: the cable that changes once, then flaps. B and C: cables that
+    // fail while the sweep for A runs (other leaves, the other spine).
+    let a = to_spine0[0];
+    let (b, c) = (to_spine1[1], to_spine1[2]);
+    assert!(a.0 != b.0 && a.0 != c.0 && b.0 != c.0);
+
+    let script = Rc::new(RefCell::new(Script::default()));
+    let signals = Signals::default();
+    let causes: RefCell<Vec<Cause>> = RefCell::new(Vec::new());
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = options();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let ended_by_watchdog = AtomicBool::new(false);
+    let summary: DaemonSummary = std::thread::scope(|s| {
+        // Without a sweep at once, the trap would wait its hour: the test
+        // ends here and says what it saw.
+        s.spawn(|| {
+            let end = Instant::now() + Duration::from_secs(60);
+            while !signals.stop.load(Ordering::Relaxed) {
+                if Instant::now() >= end {
+                    ended_by_watchdog.store(true, Ordering::Relaxed);
+                    signals.stop.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut port =
+            Scripted { port: SimPort::new(&mut sim), script: Rc::clone(&script), signals: &signals, trap_given: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            assert_eq!(out.accepted.as_ref().expect("routed").verification.unreachable, 0, "sweep {n}");
+            causes.borrow_mut().push(cause);
+            let mut sc = script.borrow_mut();
+            match n {
+                // A goes down; B and C go down during the sweep A's traps
+                // cause.
+                1 => {
+                    sc.before_wait.push_back(Act::Down(a.0, a.1));
+                    sc.during_sweep.extend([Act::Down(b.0, b.1), Act::Down(c.0, c.1)]);
+                }
+                // B's and C's traps, queued during sweep 2, make one sweep.
+                // Then A comes back: its second change sweeps at once too.
+                3 => sc.before_wait.push_back(Act::Up(a.0, a.1)),
+                // A flaps: ten times down and up.
+                4 => {
+                    for _ in 0..10 {
+                        sc.before_wait.extend([Act::Down(a.0, a.1), Act::Up(a.0, a.1)]);
+                    }
+                    sc.stop_when_drained = true;
+                }
+                _ => {}
+            }
+        };
+        let summary = daemon::run(
+            daemon::DaemonContext {
+                port: &mut port,
+                options: &options,
+                registry: &mut registry,
+                config: &Config::default(),
+                guid2lid: &mut g2l,
+                held: &mut held,
+                signals: &signals,
+            },
+            &mut on_heavy,
+        );
+        signals.stop.store(true, Ordering::Relaxed);
+        summary
+    });
+    let causes = causes.into_inner();
+    assert!(!ended_by_watchdog.load(Ordering::Relaxed), "the SM waited for the settling time: {causes:?} {summary:?}");
+    // The first change of A, B and C folded, A back: one sweep each, at
+    // once; the flapping produces none.
+    assert_eq!(causes, vec![Cause::Start, Cause::Trap, Cause::Trap, Cause::Trap], "{summary:?}");
+    // Twenty changes of A: the first few traps were let through to
+    // settle, the rest suppressed (a trap per change and end at most: a
+    // switch traps again only once the SM read its PortStateChange).
+    assert!(summary.traps_dropped >= 10, "the flapping ports were not suppressed: {summary:?}");
+    assert!(summary.traps_accepted < summary.traps, "{summary:?}");
+    assert!(sim.counters().traps_generated >= summary.traps);
+}
