@@ -75,6 +75,7 @@ use sm_abi::{
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
 
+pub mod rebalance;
 pub mod route;
 pub mod tree;
 
@@ -214,6 +215,17 @@ fn route_ranked(
         ));
     }
     notes.extend(tree.notes.iter().cloned());
+    if let Some(why) = &tree.degraded {
+        let r = tables.rebalanced.unwrap_or_default();
+        notes.push(format!(
+            "ftree: routed as a degraded fat tree ({}); busiest link {} CA-to-CA routes after the walk, {} after {} \
+             entries moved off the busiest links",
+            why.strip_prefix("ftree: ").unwrap_or(why),
+            r.before,
+            r.after,
+            r.moves
+        ));
+    }
     if tree.unranked > 0 {
         notes.push(format!(
             "ftree: {} switch(es) not connected to the tree are not routed",

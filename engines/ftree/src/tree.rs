@@ -129,6 +129,12 @@ pub struct Tree {
     pub order: Vec<u32>,
     /// Links between switches of equal rank, which the routing leaves unused.
     pub sibling_links: usize,
+    /// The first such link, as its two switches.
+    pub sibling_example: Option<(Sw, Sw)>,
+    /// Why the tree is not pure, when it is routed as a degraded fat tree
+    /// (see [`Tree::check_degraded`]); `None` for a pure tree or one with
+    /// a root file.
+    pub degraded: Option<String>,
     /// Switches the ranking did not reach.
     pub unranked: usize,
     /// Things the admin should know (GUIDs of the files not found, ...).
@@ -284,6 +290,9 @@ impl Tree {
 
         // Ranking.
         let explicit_roots = roles.roots.is_some();
+        // Distance from the nearest switch with CAs (or compute nodes),
+        // when the ranking starts from the leaves.
+        let mut leaf_dist: Vec<u32> = Vec::new();
         let rank: Vec<u32> = match &roles.roots {
             Some(guids) => {
                 let mut roots: Vec<Sw> = Vec::new();
@@ -326,6 +335,7 @@ impl Tree {
                 let roots: Vec<Sw> = (0..nsw as Sw)
                     .filter(|&s| dist[s as usize] == max)
                     .collect();
+                leaf_dist = dist;
                 bfs(graph, &roots)
             }
         };
@@ -355,6 +365,7 @@ impl Tree {
         let mut groups: Vec<Group> = Vec::new();
         let mut ports: Vec<GroupPort> = Vec::new();
         let mut sibling_links = 0;
+        let mut sibling_example = None;
         let mut ca_of_port = vec![NONE; fabric.ports.len()];
         for (i, c) in cas.iter().enumerate() {
             ca_of_port[c.port as usize] = i as u32;
@@ -379,6 +390,7 @@ impl Tree {
                 }
                 if rank[r as usize] == rank[s] {
                     sibling_links += 1;
+                    sibling_example = sibling_example.or(Some((s as Sw, r)));
                     continue;
                 }
                 let gp = GroupPort {
@@ -448,13 +460,18 @@ impl Tree {
             max_cn_per_leaf: 0,
             order: Vec::new(),
             sibling_links,
+            sibling_example,
+            degraded: None,
             unranked,
             notes,
         };
         tree.index();
         tree.make_leaf_array()?;
         if !explicit_roots {
-            tree.validate()?;
+            if let Err(impure) = tree.validate() {
+                tree.check_degraded(&leaf_dist, &impure.reason)?;
+                tree.degraded = Some(impure.reason.to_string());
+            }
         }
         Ok(tree)
     }
@@ -580,6 +597,62 @@ impl Tree {
 
     fn group_sizes<'a>(&'a self, list: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
         list.iter().map(|&g| self.groups[g as usize].len)
+    }
+
+    /// A tree that breaks the pure-tree rules (a cable or a switch missing,
+    /// uneven groups, leaves with fewer hosts) is still a fat tree, routed
+    /// up/down without credit loops, as long as its levels are clear:
+    /// every switch's rank from the roots and its distance from the
+    /// nearest leaf add up to the leaf rank (so every link joins adjacent
+    /// levels, going up towards the roots from any leaf), and no link joins
+    /// two switches of one rank. Fails naming the switch that breaks this;
+    /// `impure` is the pure-tree rule the fabric broke first.
+    /// Destinations no up/down path reaches are found after routing.
+    pub fn check_degraded(&self, leaf_dist: &[u32], impure: &str) -> Result<(), EngineError> {
+        let impure = impure.strip_prefix("ftree: ").unwrap_or(impure);
+        let name = |s: Sw| {
+            let sw = &self.switches[s as usize];
+            format!("switch 0x{:016x} (rank {})", sw.guid, sw.rank)
+        };
+        if let Some((a, b)) = self.sibling_example {
+            return Err(err(format!(
+                "{} and {} are linked but rank alike ({} such link(s)): the levels of the tree cannot be told apart, \
+                 so it is no longer a fat tree ({impure})",
+                name(a),
+                name(b),
+                self.sibling_links
+            )));
+        }
+        let mut by_guid: Vec<Sw> = (0..self.switches.len() as Sw).collect();
+        by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
+        for &s in &by_guid {
+            let sw = &self.switches[s as usize];
+            if sw.rank == UNRANKED {
+                continue;
+            }
+            let d = leaf_dist.get(s as usize).copied().unwrap_or(UNRANKED);
+            if d == UNRANKED || sw.rank + d != self.leaf_rank {
+                let hops = if d == UNRANKED {
+                    "no path".to_string()
+                } else {
+                    format!("{d} hop(s)")
+                };
+                return Err(err(format!(
+                    "{} is {} from the nearest leaf, so its rank is {} counted from the leaves but {} from the \
+                     roots: its level cannot be determined consistently and the fabric is no longer a fat tree \
+                     ({impure})",
+                    name(s),
+                    hops,
+                    if d == UNRANKED {
+                        "undefined".to_string()
+                    } else {
+                        self.leaf_rank.saturating_sub(d).to_string()
+                    },
+                    sw.rank
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// OpenSM's rules for a pure fat tree (used when no roots are given):
