@@ -359,7 +359,9 @@ impl Tree {
             )));
         }
         // CAs cabled only to switches out of the tree are out of it too.
+        let cas_before = cas.len();
         cas.retain(|c| rank[c.sw as usize] != UNRANKED);
+        let cas_outside = cas_before - cas.len();
 
         // Port groups.
         let mut groups: Vec<Group> = Vec::new();
@@ -465,12 +467,26 @@ impl Tree {
             unranked,
             notes,
         };
-        tree.index();
+        tree.index(false);
         tree.make_leaf_array()?;
         if !explicit_roots {
             if let Err(impure) = tree.validate() {
+                if cas_outside > 0 {
+                    return Err(err(format!(
+                        "{cas_outside} CA port(s) hang on switches cut off from the tree: the fabric is split and no \
+                         longer a fat tree ({})",
+                        impure.reason.strip_prefix("ftree: ").unwrap_or(&impure.reason)
+                    )));
+                }
                 tree.check_degraded(&leaf_dist, &impure.reason)?;
                 tree.degraded = Some(impure.reason.to_string());
+                // Indexed again by port position, so a missing cable or
+                // switch does not shift the index of everything after it.
+                for sw in &mut tree.switches {
+                    sw.tuple = UNASSIGNED;
+                }
+                tree.index(true);
+                tree.make_leaf_array()?;
             }
         }
         Ok(tree)
@@ -487,7 +503,30 @@ impl Tree {
     /// the rank lowered and the next free digit at the old rank's position.
     /// Switches under one parent thus get neighbouring tuples, so sorting by
     /// tuple keeps subtrees together.
-    fn index(&mut self) {
+    ///
+    /// With `by_port` (degraded trees) the digit tried first is the
+    /// group's first port number less the lowest port number any switch of
+    /// the rank uses in that direction, rather than the lowest free one:
+    /// on a complete tree both give the same order, but a cable or switch
+    /// missing then leaves its slot free instead of moving every later
+    /// neighbour (and all below it) one place down.
+    fn index(&mut self, by_port: bool) {
+        // Lowest first port of a group, per rank and direction.
+        let mut lowest = vec![[u8::MAX; 2]; self.max_rank as usize + 1];
+        if by_port {
+            for sw in &self.switches {
+                if sw.rank == UNRANKED {
+                    continue;
+                }
+                for (up, list) in [(0, &sw.down), (1, &sw.up)] {
+                    for &g in list {
+                        let num = self.ports[self.groups[g as usize].first as usize].num;
+                        let l = &mut lowest[sw.rank as usize][up];
+                        *l = (*l).min(num);
+                    }
+                }
+            }
+        }
         let nsw = self.switches.len();
         let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
         by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
@@ -529,7 +568,13 @@ impl Tree {
                             continue;
                         }
                         let from = self.switches[s].tuple;
-                        if let Some(t) = new_tuple(&taken, from, up) {
+                        let start = if by_port {
+                            let num = self.ports[self.groups[g as usize].first as usize].num;
+                            num.saturating_sub(lowest[rank as usize][up as usize])
+                        } else {
+                            0
+                        };
+                        if let Some(t) = new_tuple(&taken, from, up, start) {
                             self.switches[r].tuple = t;
                             taken.insert(t);
                             queue.push(r as Sw);
@@ -743,8 +788,9 @@ impl Tree {
     }
 }
 
-/// The first free tuple one step up or down from `from`.
-fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool) -> Option<Tuple> {
+/// The first free tuple one step up or down from `from`, trying digits
+/// from `start` on (then from 0).
+fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool, start: u8) -> Option<Tuple> {
     let mut t = from;
     let var = if up {
         t[0] = t[0].checked_sub(1)?;
@@ -756,11 +802,50 @@ fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool) -> Option<Tuple> {
     if var >= TUPLE_LEN {
         return None;
     }
-    for i in 0..0xFFu8 {
+    for i in (start..0xFF).chain(0..start) {
         t[var] = i;
         if !taken.contains(&t) {
             return Some(t);
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sm_topology::{gen, lids};
+
+    /// On complete trees, indexing by port position gives the order (on
+    /// k-ary n-trees the very tuples) the first-free indexing gives: a degraded tree's index then differs
+    /// from its pristine tree's only where something is missing.
+    #[test]
+    fn port_position_index_matches_on_complete_trees() {
+        let trees = [
+            gen::kary_ntree(2, 3, 2).unwrap(),
+            gen::kary_ntree(3, 3, 3).unwrap(),
+            gen::kary_ntree(4, 3, 4).unwrap(),
+            gen::kary_ntree(3, 4, 2).unwrap(),
+            gen::kary_ntree(6, 2, 6).unwrap(),
+            gen::fat_tree_2level(8, 4, 8, 8).unwrap(),
+        ];
+        for (i, t) in trees.iter().enumerate() {
+            let f = lids::snapshot(t, 0).unwrap();
+            let graph = Graph::new(&f);
+            let tree = Tree::build(&f, &graph, &Roles::default()).unwrap();
+            assert!(tree.degraded.is_none());
+            let mut again = tree.clone();
+            for sw in &mut again.switches {
+                sw.tuple = UNASSIGNED;
+            }
+            again.index(true);
+            let tuples = |t: &Tree| t.switches.iter().map(|s| s.tuple).collect::<Vec<_>>();
+            // Groups of several ports space the digits out; the order
+            // (all the routing reads) is the same.
+            if i < 5 {
+                assert_eq!(tuples(&tree), tuples(&again), "tree {i}");
+            }
+            assert_eq!(tree.order, again.order, "tree {i}");
+        }
+    }
 }
