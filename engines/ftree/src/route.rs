@@ -559,7 +559,8 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
     drop(bufs);
     // A degraded tree's walk leaves some links with more than their share
     // (see [`crate::rebalance`]); routes with reverse hops are not up/down
-    // and stay as walked.
+    // and stay as walked. Pure trees keep OpenSM's tables: the walk's
+    // order is what makes shift patterns free of contention there.
     if tree.degraded.is_some() && !rotate {
         let cap = (tree.cas.len() as u64).saturating_mul(MOVES_PER_CA);
         tables.rebalanced = Some(rebalance(tree, &mut tables, cap));

@@ -2,8 +2,8 @@
 //! leaf uplink, a spine, a middle switch missing, a leaf with fewer hosts,
 //! random missing cables. Each is routed with every CA pair reached,
 //! without a forwarding or credit loop on its one VL, and with its busiest
-//! inter-switch link within 1.15 times the pristine tree's (or the least a
-//! leaf's remaining uplinks force, when that is more). Fabrics that are
+//! inter-switch link within 1.15 times the pristine tree's (or the least the
+//! cables left around a leaf or a subtree force, when that is more). Fabrics that are
 //! no longer fat trees are refused with the reason.
 //!
 //! The 12-ary 3-tree figures (the fabric) run in release:
@@ -83,30 +83,96 @@ fn check(f: &FabricSnapshot, r: &Routing, what: &str) -> Verification {
     v
 }
 
-/// Least busiest link any routing can have: the CA-to-CA routes out of
-/// (and into) each leaf over its remaining uplinks.
-fn leaf_cut_bound(f: &FabricSnapshot) -> u64 {
-    let cas = f.end_ports().count() as u64;
-    let mut bound = 0;
-    for s in f.switches() {
+/// Level of a generated switch from its description (0 for leaves).
+fn level(desc: &str, top: usize) -> usize {
+    if desc.starts_with("leaf") {
+        0
+    } else if let Some(rest) = desc.strip_prefix("agg") {
+        rest.split('-').next().and_then(|d| d.parse().ok()).expect("agg level")
+    } else {
+        top
+    }
+}
+
+/// Least busiest link any routing can have, from cuts: for every switch
+/// `x`, the switches whose leaves below all hang below `x` too carry
+/// their hosts' routes to (and from) every other host over the cables
+/// leaving them. (A leaf alone gives its CA-to-CA routes over its
+/// remaining uplinks.)
+fn cut_bound(f: &FabricSnapshot) -> u64 {
+    use std::collections::BTreeSet;
+    let total = f.end_ports().count() as u64;
+    let switches: Vec<u32> = f.switches().collect();
+    let index = |node: u32| switches.iter().position(|&s| s == node);
+    let top = switches
+        .iter()
+        .map(|&s| level(&f.nodes[s as usize].description, 0))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let lvl: Vec<usize> = switches.iter().map(|&s| level(&f.nodes[s as usize].description, top)).collect();
+    // Per switch: (switch neighbours by cable, hosts).
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); switches.len()];
+    let mut hosts = vec![0u64; switches.len()];
+    for (i, &s) in switches.iter().enumerate() {
         let n = &f.nodes[s as usize];
-        let (mut hosts, mut up) = (0u64, 0u64);
         for p in 1..=n.num_ports as u32 {
             let port = &f.ports[(n.first_port + p) as usize];
             if port.peer == NONE {
                 continue;
             }
-            match f.nodes[f.ports[port.peer as usize].node as usize].kind {
-                NodeKind::Ca => hosts += 1,
-                NodeKind::Switch => up += 1,
+            let other = f.ports[port.peer as usize].node;
+            match f.nodes[other as usize].kind {
+                NodeKind::Switch => adj[i].extend(index(other)),
+                NodeKind::Ca if f.ports[port.peer as usize].lid != 0 => hosts[i] += 1,
                 _ => {}
             }
         }
-        if hosts > 0 && up > 0 && n.description.starts_with("leaf") {
-            bound = bound.max((hosts * (cas - hosts)).div_ceil(up));
+    }
+    // Leaves below each switch, going down level by level.
+    let mut below: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); switches.len()];
+    let mut by_level: Vec<usize> = (0..switches.len()).collect();
+    by_level.sort_by_key(|&i| lvl[i]);
+    for &i in &by_level {
+        if lvl[i] == 0 {
+            below[i].insert(i);
+            continue;
+        }
+        let mut set = BTreeSet::new();
+        for &j in &adj[i] {
+            if lvl[j] < lvl[i] {
+                set.extend(below[j].iter().copied());
+            }
+        }
+        below[i] = set;
+    }
+    let mut bound = 0;
+    for x in 0..switches.len() {
+        if below[x].is_empty() {
+            continue;
+        }
+        let inside: Vec<bool> =
+            (0..switches.len()).map(|y| !below[y].is_empty() && below[y].is_subset(&below[x])).collect();
+        let h: u64 = (0..switches.len()).filter(|&y| inside[y]).map(|y| hosts[y]).sum();
+        let cables: u64 = (0..switches.len())
+            .filter(|&y| inside[y])
+            .map(|y| adj[y].iter().filter(|&&z| !inside[z]).count() as u64)
+            .sum();
+        if h > 0 && cables > 0 {
+            bound = bound.max((h * (total - h)).div_ceil(cables));
         }
     }
     bound
+}
+
+/// Whether the switches form one piece (hosts left without a switch
+/// aside).
+fn switches_connected(t: &Topology) -> bool {
+    t.connected_components()
+        .iter()
+        .filter(|c| c.iter().any(|&n| t.nodes[n].is_switch()))
+        .count()
+        == 1
 }
 
 struct Outcome {
@@ -163,7 +229,7 @@ fn degraded_ok(base: &Topology, pristine_max: u64, t: &Topology, what: &str) -> 
     );
     let v = check(&f, &r, what);
     let (max, mean) = v.inter_switch_load(&f);
-    let allowed = ((pristine_max.max(leaf_cut_bound(&f))) as f64 * BOUND) as u64;
+    let allowed = ((pristine_max.max(cut_bound(&f))) as f64 * BOUND) as u64;
     assert!(
         max <= allowed,
         "{what}: busiest link {max} routes, allowed {allowed} (pristine {pristine_max})"
@@ -295,7 +361,7 @@ fn fabrics_no_longer_fat_trees_are_refused_with_the_reason() {
 
 #[test]
 fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
-    let (mut routed, mut refused) = (0, 0);
+    let (mut routed, mut refused, mut pure) = (0, 0, 0);
     let mut seed = 100u64;
     for (k, n) in [(2, 3), (3, 3), (4, 2), (4, 3), (2, 4), (6, 2), (3, 4)] {
         let base = gen::kary_ntree(k, n, k).unwrap();
@@ -306,17 +372,29 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
                 let Ok((t, _)) = gen::with_faults(&base, links, switches, seed) else {
                     continue;
                 };
+                if !switches_connected(&t) {
+                    // A part cut off from the subnet manager's is not in
+                    // its snapshot at all; here its hosts would keep LIDs.
+                    continue;
+                }
                 let what = format!("{k}-ary {n}-tree -{links} links -{switches} switches seed {seed}");
                 let f = snap(&t);
                 match Ftree::default().route(&f) {
                     Ok(r) => {
                         let v = check(&f, &r, &what);
-                        let (max, _) = v.inter_switch_load(&f);
-                        let allowed = (pm.max(leaf_cut_bound(&f)) as f64 * BOUND) as u64;
-                        println!("{what}: busiest {max}, pristine {pm}, allowed {allowed}");
-                        if max > allowed {
-                            println!("OVER {what}: busiest link {max}, allowed {allowed}");
+                        if !r.diagnostics.iter().any(|d| d.message.contains("degraded fat tree")) {
+                            // Still a pure tree (every switch of a rank lost
+                            // alike): OpenSM's walk, as pinned.
+                            pure += 1;
+                            continue;
                         }
+                        let (max, _) = v.inter_switch_load(&f);
+                        // A move shifts one switch's whole flow to a
+                        // destination, a leaf's hosts at least: one such
+                        // granule above the bound is allowed (small trees).
+                        let allowed = (pm.max(cut_bound(&f)) as f64 * BOUND) as u64 + k as u64;
+                        println!("{what}: busiest {max}, pristine {pm}, allowed {allowed}");
+                        assert!(max <= allowed, "{what}: busiest link {max}, allowed {allowed}");
                         routed += 1;
                     }
                     Err(e) => {
@@ -326,6 +404,7 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
                             e.reason.contains("no longer a fat tree")
                                 || e.reason.contains("up/down rules")
                                 || e.reason.contains("leaf rank")
+                                || e.reason.contains("level(s) of switches")
                                 || e.reason.contains("fewer than two leaf"),
                             "{what}: refused without saying why it is no fat tree: {e}"
                         );
@@ -335,6 +414,6 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
             }
         }
     }
-    println!("routed {routed}, refused {refused}");
-    assert!(routed >= 80, "only {routed} degraded trees routed ({refused} refused)");
+    println!("routed {routed} degraded, {pure} pure, refused {refused}");
+    assert!(routed >= 60, "only {routed} degraded trees routed ({pure} pure, {refused} refused)");
 }
