@@ -440,6 +440,12 @@ impl Tree {
             if !c.is_cn {
                 continue;
             }
+            if switches[c.sw as usize].rank != leaf_rank && !explicit_roots {
+                // Said more precisely when some switch's level is in doubt.
+                if let Some(conflict) = rank_conflict(&switches, &leaf_dist, leaf_rank) {
+                    return Err(err(conflict));
+                }
+            }
             let sw = &mut switches[c.sw as usize];
             if sw.rank != leaf_rank {
                 return Err(err(format!(
@@ -668,34 +674,8 @@ impl Tree {
                 self.sibling_links
             )));
         }
-        let mut by_guid: Vec<Sw> = (0..self.switches.len() as Sw).collect();
-        by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
-        for &s in &by_guid {
-            let sw = &self.switches[s as usize];
-            if sw.rank == UNRANKED {
-                continue;
-            }
-            let d = leaf_dist.get(s as usize).copied().unwrap_or(UNRANKED);
-            if d == UNRANKED || sw.rank + d != self.leaf_rank {
-                let hops = if d == UNRANKED {
-                    "no path".to_string()
-                } else {
-                    format!("{d} hop(s)")
-                };
-                return Err(err(format!(
-                    "{} is {} from the nearest leaf, so its rank is {} counted from the leaves but {} from the \
-                     roots: its level cannot be determined consistently and the fabric is no longer a fat tree \
-                     ({impure})",
-                    name(s),
-                    hops,
-                    if d == UNRANKED {
-                        "undefined".to_string()
-                    } else {
-                        self.leaf_rank.saturating_sub(d).to_string()
-                    },
-                    sw.rank
-                )));
-            }
+        if let Some(conflict) = rank_conflict(&self.switches, leaf_dist, self.leaf_rank) {
+            return Err(err(format!("{conflict} ({impure})")));
         }
         Ok(())
     }
@@ -786,6 +766,35 @@ impl Tree {
         }
         Ok(())
     }
+}
+
+/// The first switch (in GUID order) whose rank from the roots and
+/// distance from the nearest leaf do not add up to the leaf rank, told as
+/// the reason the fabric is no longer a fat tree.
+fn rank_conflict(switches: &[TreeSwitch], leaf_dist: &[u32], leaf_rank: u32) -> Option<String> {
+    let mut by_guid: Vec<usize> = (0..switches.len()).collect();
+    by_guid.sort_by_key(|&s| switches[s].guid);
+    by_guid.into_iter().find_map(|s| {
+        let sw = &switches[s];
+        if sw.rank == UNRANKED {
+            return None;
+        }
+        let d = leaf_dist.get(s).copied().unwrap_or(UNRANKED);
+        if d != UNRANKED && sw.rank + d == leaf_rank {
+            return None;
+        }
+        let (hops, from_leaves) = if d == UNRANKED {
+            ("no path".to_string(), "undefined".to_string())
+        } else {
+            (format!("{d} hop(s)"), leaf_rank.saturating_sub(d).to_string())
+        };
+        Some(format!(
+            "switch 0x{:016x} is {hops} from the nearest leaf, so its rank is {from_leaves} counted from the \
+             leaves but {} from the roots: its level cannot be determined consistently and the fabric is no longer \
+             a fat tree",
+            sw.guid, sw.rank
+        ))
+    })
 }
 
 /// The first free tuple one step up or down from `from`, trying digits

@@ -288,6 +288,13 @@ fn degraded_k_ary_3_trees_are_routed_balanced() {
     for k in [4, 6] {
         let outs = run_events(k);
         assert!(outs.len() >= 6, "{k}: too few events");
+        // A missing leaf uplink or spine leaves most of the pristine
+        // tables as they were (indexed by port position, the tree keeps
+        // its pristine order).
+        let entries = k * k * 3 * k * k * k;
+        for o in outs.iter().take(2) {
+            assert!(o.changed * 10 <= entries, "{}: {} of {entries} CA entries changed", o.what, o.changed);
+        }
     }
 }
 
@@ -356,6 +363,30 @@ fn fabrics_no_longer_fat_trees_are_refused_with_the_reason() {
     });
     let e = Ftree::default().route(&snap(&t)).unwrap_err();
     assert!(e.reason.starts_with("ftree: "), "{e}");
+    println!("{e}");
+
+    // A switch above two spines only: it ranks as the one root, and the
+    // other spines come out level with the leaves counted from it but two
+    // levels above them counted from the leaves.
+    let mut t = without_cable(&gen::kary_ntree(4, 3, 4).unwrap(), "leaf-0", 5);
+    let guid = sm_topology::builder::switch_guid(900);
+    let x = t.nodes.len();
+    t.nodes.push(sm_topology::TopoNode {
+        kind: NodeKind::Switch,
+        name: sm_topology::builder::ibnetdiscover_id(NodeKind::Switch, guid),
+        desc: "extra".into(),
+        num_ports: 8,
+        node_guid: guid,
+        sys_guid: guid,
+        port_guids: sm_topology::TopoNode::default_port_guids(NodeKind::Switch, guid, 8),
+    });
+    for (i, spine) in ["spine-0", "spine-1"].iter().enumerate() {
+        let s = t.find_node_by_desc(spine).unwrap();
+        t.links.push(sm_topology::TopoLink::new((x, i as u8 + 1), (s, 5)));
+    }
+    t.canonicalize();
+    let e = Ftree::default().route(&snap(&t)).unwrap_err();
+    assert!(e.reason.contains("cannot be determined consistently"), "{e}");
     println!("{e}");
 }
 
