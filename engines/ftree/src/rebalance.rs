@@ -189,7 +189,13 @@ impl<'a> State<'a> {
         }
         // Order by hops (counting sort), then weights far to near and the
         // busiest link on the way and the hot mark near to far.
-        let max_h = f.hops.iter().filter(|&&h| h != u8::MAX).max().copied().unwrap_or(0) as usize;
+        let max_h = f
+            .hops
+            .iter()
+            .filter(|&&h| h != u8::MAX)
+            .max()
+            .copied()
+            .unwrap_or(0) as usize;
         let mut count = vec![0usize; max_h + 2];
         for &h in &f.hops {
             if h != u8::MAX {
@@ -363,5 +369,9 @@ pub fn rebalance(tree: &Tree, tables: &mut Tables, max_moves: u64) -> Rebalanced
     }
     let after = st.busiest().1;
     debug_assert!(after <= before);
-    Rebalanced { before, after, moves }
+    Rebalanced {
+        before,
+        after,
+        moves,
+    }
 }

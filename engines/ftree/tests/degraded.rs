@@ -74,11 +74,22 @@ fn with_hosts_on(t: &Topology, desc: &str, keep: usize) -> Topology {
 }
 
 fn check(f: &FabricSnapshot, r: &Routing, what: &str) -> Verification {
-    let v = verify(f, r, &VerifyOptions { credit_loops: true, switch_destinations: false, max_examples: 4 });
+    let v = verify(
+        f,
+        r,
+        &VerifyOptions {
+            credit_loops: true,
+            switch_destinations: false,
+            max_examples: 4,
+        },
+    );
     assert!(v.pairs > 0, "{what}: nothing verified");
     assert!(v.ok(), "{what}: {}", v.failure().unwrap_or_default());
     assert_eq!(v.unreachable + v.looping, 0, "{what}");
-    assert!(v.credit_loops_checked && v.credit_loop.is_none(), "{what}: credit loop");
+    assert!(
+        v.credit_loops_checked && v.credit_loop.is_none(),
+        "{what}: credit loop"
+    );
     assert_eq!(v.vls_used, 1, "{what}: more than one VL");
     v
 }
@@ -88,7 +99,10 @@ fn level(desc: &str, top: usize) -> usize {
     if desc.starts_with("leaf") {
         0
     } else if let Some(rest) = desc.strip_prefix("agg") {
-        rest.split('-').next().and_then(|d| d.parse().ok()).expect("agg level")
+        rest.split('-')
+            .next()
+            .and_then(|d| d.parse().ok())
+            .expect("agg level")
     } else {
         top
     }
@@ -110,7 +124,10 @@ fn cut_bound(f: &FabricSnapshot) -> u64 {
         .max()
         .unwrap_or(0)
         + 1;
-    let lvl: Vec<usize> = switches.iter().map(|&s| level(&f.nodes[s as usize].description, top)).collect();
+    let lvl: Vec<usize> = switches
+        .iter()
+        .map(|&s| level(&f.nodes[s as usize].description, top))
+        .collect();
     // Per switch: (switch neighbours by cable, hosts).
     let mut adj: Vec<Vec<usize>> = vec![Vec::new(); switches.len()];
     let mut hosts = vec![0u64; switches.len()];
@@ -151,9 +168,13 @@ fn cut_bound(f: &FabricSnapshot) -> u64 {
         if below[x].is_empty() {
             continue;
         }
-        let inside: Vec<bool> =
-            (0..switches.len()).map(|y| !below[y].is_empty() && below[y].is_subset(&below[x])).collect();
-        let h: u64 = (0..switches.len()).filter(|&y| inside[y]).map(|y| hosts[y]).sum();
+        let inside: Vec<bool> = (0..switches.len())
+            .map(|y| !below[y].is_empty() && below[y].is_subset(&below[x]))
+            .collect();
+        let h: u64 = (0..switches.len())
+            .filter(|&y| inside[y])
+            .map(|y| hosts[y])
+            .sum();
         let cables: u64 = (0..switches.len())
             .filter(|&y| inside[y])
             .map(|y| adj[y].iter().filter(|&&z| !inside[z]).count() as u64)
@@ -199,8 +220,11 @@ fn changed_entries(fa: &FabricSnapshot, a: &Routing, fb: &FabricSnapshot, b: &Ro
             lid_in_a.get(&port.guid).map(|&la| (la, port.lid))
         })
         .collect();
-    let lft_in_a: HashMap<u64, &[u8]> =
-        a.lfts.iter().map(|l| (fa.nodes[l.node as usize].guid, &l.ports[..])).collect();
+    let lft_in_a: HashMap<u64, &[u8]> = a
+        .lfts
+        .iter()
+        .map(|l| (fa.nodes[l.node as usize].guid, &l.ports[..]))
+        .collect();
     let mut n = 0;
     for lb in b.lfts.iter() {
         let Some(la) = lft_in_a.get(&fb.nodes[lb.node as usize].guid) else {
@@ -221,10 +245,15 @@ fn degraded_ok(base: &Topology, pristine_max: u64, t: &Topology, what: &str) -> 
     let rb = Ftree::default().route(&fb).expect("pristine");
     let f = snap(t);
     let eng = Ftree::default();
-    let r = eng.route(&f).unwrap_or_else(|e| panic!("{what}: ftree refused: {e}"));
+    let r = eng
+        .route(&f)
+        .unwrap_or_else(|e| panic!("{what}: ftree refused: {e}"));
     let again = eng.route(&f).expect("second routing");
     assert!(
-        r.lfts.iter().zip(again.lfts.iter()).all(|(a, b)| a.ports == b.ports),
+        r.lfts
+            .iter()
+            .zip(again.lfts.iter())
+            .all(|(a, b)| a.ports == b.ports),
         "{what}: two routings of one fabric differ"
     );
     let v = check(&f, &r, what);
@@ -234,7 +263,13 @@ fn degraded_ok(base: &Topology, pristine_max: u64, t: &Topology, what: &str) -> 
         max <= allowed,
         "{what}: busiest link {max} routes, allowed {allowed} (pristine {pristine_max})"
     );
-    Outcome { what: what.into(), max, mean, allowed, changed: changed_entries(&fb, &rb, &f, &r) }
+    Outcome {
+        what: what.into(),
+        max,
+        mean,
+        allowed,
+        changed: changed_entries(&fb, &rb, &f, &r),
+    }
 }
 
 fn pristine_max(t: &Topology) -> u64 {
@@ -247,10 +282,22 @@ fn pristine_max(t: &Topology) -> u64 {
 fn events(k: usize) -> Vec<(String, Topology)> {
     let base = gen::kary_ntree(k, 3, k).unwrap();
     let mut out = vec![
-        ("one leaf uplink removed".to_string(), without_cable(&base, "leaf-0", (k + 1) as u8)),
-        ("one spine removed".to_string(), without_node(&base, "spine-0")),
-        ("one level-1 switch removed".to_string(), without_node(&base, "agg1-0")),
-        ("a leaf with one host".to_string(), with_hosts_on(&base, "leaf-3", 1)),
+        (
+            "one leaf uplink removed".to_string(),
+            without_cable(&base, "leaf-0", (k + 1) as u8),
+        ),
+        (
+            "one spine removed".to_string(),
+            without_node(&base, "spine-0"),
+        ),
+        (
+            "one level-1 switch removed".to_string(),
+            without_node(&base, "agg1-0"),
+        ),
+        (
+            "a leaf with one host".to_string(),
+            with_hosts_on(&base, "leaf-3", 1),
+        ),
         ("a leaf removed".to_string(), without_node(&base, "leaf-5")),
     ];
     for seed in 1..=3 {
@@ -293,7 +340,12 @@ fn degraded_k_ary_3_trees_are_routed_balanced() {
         // its pristine order).
         let entries = k * k * 3 * k * k * k;
         for o in outs.iter().take(2) {
-            assert!(o.changed * 10 <= entries, "{}: {} of {entries} CA entries changed", o.what, o.changed);
+            assert!(
+                o.changed * 10 <= entries,
+                "{}: {} of {entries} CA entries changed",
+                o.what,
+                o.changed
+            );
         }
     }
 }
@@ -306,7 +358,12 @@ fn degraded_12_ary_3_tree_acceptance() {
     // tree itself (no leaf loses more than its fair share there).
     let pm = pristine_max(&gen::kary_ntree(12, 3, 12).unwrap());
     for o in outs.iter().take(2) {
-        assert!(o.max as f64 <= pm as f64 * BOUND, "{}: {} against {pm}", o.what, o.max);
+        assert!(
+            o.max as f64 <= pm as f64 * BOUND,
+            "{}: {} against {pm}",
+            o.what,
+            o.max
+        );
     }
 }
 
@@ -337,7 +394,10 @@ fn the_walk_alone_overloads_a_degraded_leaf_and_the_moves_fix_it() {
     let n = nums.len();
     let (before, after, moves) = (nums[n - 3], nums[n - 2], nums[n - 1]);
     assert_eq!(after, max, "{note}");
-    assert!(before >= 2 * (pm - pm / 10), "walk alone: {before}, pristine {pm}");
+    assert!(
+        before >= 2 * (pm - pm / 10),
+        "walk alone: {before}, pristine {pm}"
+    );
     assert!(moves > 0 && after < before, "{note}");
 }
 
@@ -382,11 +442,15 @@ fn fabrics_no_longer_fat_trees_are_refused_with_the_reason() {
     });
     for (i, spine) in ["spine-0", "spine-1"].iter().enumerate() {
         let s = t.find_node_by_desc(spine).unwrap();
-        t.links.push(sm_topology::TopoLink::new((x, i as u8 + 1), (s, 5)));
+        t.links
+            .push(sm_topology::TopoLink::new((x, i as u8 + 1), (s, 5)));
     }
     t.canonicalize();
     let e = Ftree::default().route(&snap(&t)).unwrap_err();
-    assert!(e.reason.contains("cannot be determined consistently"), "{e}");
+    assert!(
+        e.reason.contains("cannot be determined consistently"),
+        "{e}"
+    );
     println!("{e}");
 }
 
@@ -408,12 +472,17 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
                     // its snapshot at all; here its hosts would keep LIDs.
                     continue;
                 }
-                let what = format!("{k}-ary {n}-tree -{links} links -{switches} switches seed {seed}");
+                let what =
+                    format!("{k}-ary {n}-tree -{links} links -{switches} switches seed {seed}");
                 let f = snap(&t);
                 match Ftree::default().route(&f) {
                     Ok(r) => {
                         let v = check(&f, &r, &what);
-                        if !r.diagnostics.iter().any(|d| d.message.contains("degraded fat tree")) {
+                        if !r
+                            .diagnostics
+                            .iter()
+                            .any(|d| d.message.contains("degraded fat tree"))
+                        {
                             // Still a pure tree (every switch of a rank lost
                             // alike): OpenSM's walk, as pinned.
                             pure += 1;
@@ -425,7 +494,10 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
                         // granule above the bound is allowed (small trees).
                         let allowed = (pm.max(cut_bound(&f)) as f64 * BOUND) as u64 + k as u64;
                         println!("{what}: busiest {max}, pristine {pm}, allowed {allowed}");
-                        assert!(max <= allowed, "{what}: busiest link {max}, allowed {allowed}");
+                        assert!(
+                            max <= allowed,
+                            "{what}: busiest link {max}, allowed {allowed}"
+                        );
                         routed += 1;
                     }
                     Err(e) => {
@@ -446,5 +518,8 @@ fn random_faults_are_routed_within_the_bound_or_refused_with_the_reason() {
         }
     }
     println!("routed {routed} degraded, {pure} pure, refused {refused}");
-    assert!(routed >= 60, "only {routed} degraded trees routed ({pure} pure, {refused} refused)");
+    assert!(
+        routed >= 60,
+        "only {routed} degraded trees routed ({pure} pure, {refused} refused)"
+    );
 }

@@ -75,7 +75,8 @@ fn missing_links_route_with_a_root_file_and_without() {
             assert!(
                 r.diagnostics
                     .iter()
-                    .any(|d| d.message.contains("degraded fat tree") && d.message.contains("pure fat tree")),
+                    .any(|d| d.message.contains("degraded fat tree")
+                        && d.message.contains("pure fat tree")),
                 "{what}: {:?}",
                 r.diagnostics
             );
