@@ -26,11 +26,17 @@
 //! * **Rules** (OpenSM's; a fabric that breaks one is refused with the
 //!   rule in the error, so the chain falls through): 2 to 8 levels of
 //!   switches; all compute nodes on switches of the leaf rank; at least two
-//!   leaves. Without a root file the tree must also be pure: per rank the
-//!   same number of up groups, the same number of down groups (leaves
+//!   leaves. OpenSM also wants the tree pure without a root file: per rank
+//!   the same number of up groups, the same number of down groups (leaves
 //!   excepted), and the same number of ports in every up group and in every
 //!   down group. (Down groups here count switch neighbours only, so I/O
-//!   nodes on upper switches do not spoil a pure tree.)
+//!   nodes on upper switches do not spoil a pure tree.) Here a tree that is
+//!   not pure (a cable or switch missing, uneven groups) is routed as a
+//!   degraded fat tree as long as its levels stay clear (no link between
+//!   switches of one rank, every switch's rank from the roots agreeing with
+//!   its distance from the leaves: [`tree::Tree::check_degraded`]), then
+//!   its busiest links are relieved ([`rebalance`]); the error says which
+//!   switch or link makes it no fat tree at all.
 //! * **Index.** Switches get OpenSM's index tuples by BFS from the first
 //!   leaf, so sorting by index keeps subtrees together. Leaves in index
 //!   order, each with its compute nodes in port order and padded with

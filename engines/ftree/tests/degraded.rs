@@ -33,7 +33,7 @@ fn without_node(t: &Topology, desc: &str) -> Topology {
     }
     for l in &t.links {
         if !l.touches(gone) {
-            let mut l = l.clone();
+            let mut l = *l;
             l.a.0 = index[l.a.0];
             l.b.0 = index[l.b.0];
             out.links.push(l);
@@ -202,6 +202,8 @@ struct Outcome {
     mean: f64,
     allowed: u64,
     changed: usize,
+    /// The engine's note on a degraded tree (walk and moves).
+    note: String,
 }
 
 /// LFT entries towards CA ports present in both fabrics that differ
@@ -269,6 +271,13 @@ fn degraded_ok(base: &Topology, pristine_max: u64, t: &Topology, what: &str) -> 
         mean,
         allowed,
         changed: changed_entries(&fb, &rb, &f, &r),
+        note: r
+            .diagnostics
+            .iter()
+            .map(|d| d.message.to_string())
+            .find(|m| m.contains("degraded fat tree"))
+            .map(|m| m[m.find("; busiest").map_or(0, |i| i + 2)..].to_string())
+            .unwrap_or_else(|| "pure tree".into()),
     }
 }
 
@@ -317,13 +326,14 @@ fn run_events(k: usize) -> Vec<Outcome> {
         .map(|(what, t)| {
             let o = degraded_ok(&base, pm, t, &format!("{k}-ary 3-tree, {what}"));
             println!(
-                "{}: busiest link {} (pristine {pm}, ratio {:.3}, allowed {}), mean {:.1}, CA LFT entries changed {}",
+                "{}: busiest link {} (pristine {pm}, ratio {:.3}, allowed {}), mean {:.1}, CA LFT entries changed {} [{}]",
                 o.what,
                 o.max,
                 o.max as f64 / pm as f64,
                 o.allowed,
                 o.mean,
-                o.changed
+                o.changed,
+                o.note
             );
             o
         })
