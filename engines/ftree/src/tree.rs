@@ -485,7 +485,9 @@ impl Tree {
                     )));
                 }
                 tree.check_degraded(&leaf_dist, &impure.reason)?;
-                tree.degraded = Some(impure.reason.to_string());
+                // Routed: the hint of the pure-tree rule no longer applies.
+                let hint = " (give root_guid_file to route it anyway)";
+                tree.degraded = Some(impure.reason.replace(hint, ""));
                 // Indexed again by port position, so a missing cable or
                 // switch does not shift the index of everything after it.
                 for sw in &mut tree.switches {
