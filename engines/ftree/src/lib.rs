@@ -26,11 +26,17 @@
 //! * **Rules** (OpenSM's; a fabric that breaks one is refused with the
 //!   rule in the error, so the chain falls through): 2 to 8 levels of
 //!   switches; all compute nodes on switches of the leaf rank; at least two
-//!   leaves. Without a root file the tree must also be pure: per rank the
-//!   same number of up groups, the same number of down groups (leaves
+//!   leaves. OpenSM also wants the tree pure without a root file: per rank
+//!   the same number of up groups, the same number of down groups (leaves
 //!   excepted), and the same number of ports in every up group and in every
 //!   down group. (Down groups here count switch neighbours only, so I/O
-//!   nodes on upper switches do not spoil a pure tree.)
+//!   nodes on upper switches do not spoil a pure tree.) Here a tree that is
+//!   not pure (a cable or switch missing, uneven groups) is routed as a
+//!   degraded fat tree as long as its levels stay clear (no link between
+//!   switches of one rank, every switch's rank from the roots agreeing with
+//!   its distance from the leaves: [`tree::Tree::check_degraded`]), then
+//!   its busiest links are relieved ([`rebalance`]); the error says which
+//!   switch or link makes it no fat tree at all.
 //! * **Index.** Switches get OpenSM's index tuples by BFS from the first
 //!   leaf, so sorting by index keeps subtrees together. Leaves in index
 //!   order, each with its compute nodes in port order and padded with
@@ -75,6 +81,7 @@ use sm_abi::{
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
 
+pub mod rebalance;
 pub mod route;
 pub mod tree;
 
@@ -214,6 +221,17 @@ fn route_ranked(
         ));
     }
     notes.extend(tree.notes.iter().cloned());
+    if let Some(why) = &tree.degraded {
+        let r = tables.rebalanced.unwrap_or_default();
+        notes.push(format!(
+            "ftree: routed as a degraded fat tree ({}); busiest link {} CA-to-CA routes after the walk, {} after {} \
+             entries moved off the busiest links",
+            why.strip_prefix("ftree: ").unwrap_or(why),
+            r.before,
+            r.after,
+            r.moves
+        ));
+    }
     if tree.unranked > 0 {
         notes.push(format!(
             "ftree: {} switch(es) not connected to the tree are not routed",

@@ -23,12 +23,15 @@ use sm_abi::{NONE, NO_ROUTE};
 use smcore_kit::cdg::bits;
 use smcore_kit::graph::Sw;
 
+use crate::rebalance::{rebalance, Rebalanced};
 use crate::tree::{Tree, UNRANKED};
 
 /// LFT entries of all switches: one row per switch, indexed by LID.
 pub struct Tables {
     /// Rows by switch number, each max LID + 1 entries long.
     pub rows: Vec<Vec<u8>>,
+    /// On a degraded tree, what relieving its busiest links did.
+    pub rebalanced: Option<Rebalanced>,
 }
 
 impl Tables {
@@ -270,6 +273,10 @@ struct Router<'a> {
     /// (`counter << 32 | list order`, entry), one slice per active call.
     stack: Vec<(u64, u32)>,
 }
+
+/// At most this many LFT entries per CA port change when a degraded
+/// tree's busiest links are relieved.
+const MOVES_PER_CA: u64 = 16;
 
 /// Most blocks of destinations walked in parallel.
 const MAX_BLOCKS: usize = 32;
@@ -547,8 +554,17 @@ pub fn route(tree: &Tree, max_lid: u16, opts: &RouteOptions) -> Tables {
 
     let mut tables = Tables {
         rows: transpose(&bufs, &col_of_lid, nsw, stride),
+        rebalanced: None,
     };
     drop(bufs);
+    // A degraded tree's walk leaves some links with more than their share
+    // (see [`crate::rebalance`]); routes with reverse hops are not up/down
+    // and stay as walked. Pure trees keep OpenSM's tables: the walk's
+    // order is what makes shift patterns free of contention there.
+    if tree.degraded.is_some() && !rotate {
+        let cap = (tree.cas.len() as u64).saturating_mul(MOVES_PER_CA);
+        tables.rebalanced = Some(rebalance(tree, &mut tables, cap));
+    }
     if opts.connect_roots {
         connect_roots(tree, &mut tables);
     }

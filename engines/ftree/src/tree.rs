@@ -129,6 +129,12 @@ pub struct Tree {
     pub order: Vec<u32>,
     /// Links between switches of equal rank, which the routing leaves unused.
     pub sibling_links: usize,
+    /// The first such link, as its two switches.
+    pub sibling_example: Option<(Sw, Sw)>,
+    /// Why the tree is not pure, when it is routed as a degraded fat tree
+    /// (see [`Tree::check_degraded`]); `None` for a pure tree or one with
+    /// a root file.
+    pub degraded: Option<String>,
     /// Switches the ranking did not reach.
     pub unranked: usize,
     /// Things the admin should know (GUIDs of the files not found, ...).
@@ -284,6 +290,9 @@ impl Tree {
 
         // Ranking.
         let explicit_roots = roles.roots.is_some();
+        // Distance from the nearest switch with CAs (or compute nodes),
+        // when the ranking starts from the leaves.
+        let mut leaf_dist: Vec<u32> = Vec::new();
         let rank: Vec<u32> = match &roles.roots {
             Some(guids) => {
                 let mut roots: Vec<Sw> = Vec::new();
@@ -326,6 +335,7 @@ impl Tree {
                 let roots: Vec<Sw> = (0..nsw as Sw)
                     .filter(|&s| dist[s as usize] == max)
                     .collect();
+                leaf_dist = dist;
                 bfs(graph, &roots)
             }
         };
@@ -349,12 +359,15 @@ impl Tree {
             )));
         }
         // CAs cabled only to switches out of the tree are out of it too.
+        let cas_before = cas.len();
         cas.retain(|c| rank[c.sw as usize] != UNRANKED);
+        let cas_outside = cas_before - cas.len();
 
         // Port groups.
         let mut groups: Vec<Group> = Vec::new();
         let mut ports: Vec<GroupPort> = Vec::new();
         let mut sibling_links = 0;
+        let mut sibling_example = None;
         let mut ca_of_port = vec![NONE; fabric.ports.len()];
         for (i, c) in cas.iter().enumerate() {
             ca_of_port[c.port as usize] = i as u32;
@@ -379,6 +392,7 @@ impl Tree {
                 }
                 if rank[r as usize] == rank[s] {
                     sibling_links += 1;
+                    sibling_example = sibling_example.or(Some((s as Sw, r)));
                     continue;
                 }
                 let gp = GroupPort {
@@ -426,6 +440,12 @@ impl Tree {
             if !c.is_cn {
                 continue;
             }
+            if switches[c.sw as usize].rank != leaf_rank && !explicit_roots {
+                // Said more precisely when some switch's level is in doubt.
+                if let Some(conflict) = rank_conflict(&switches, &leaf_dist, leaf_rank) {
+                    return Err(err(conflict));
+                }
+            }
             let sw = &mut switches[c.sw as usize];
             if sw.rank != leaf_rank {
                 return Err(err(format!(
@@ -448,13 +468,34 @@ impl Tree {
             max_cn_per_leaf: 0,
             order: Vec::new(),
             sibling_links,
+            sibling_example,
+            degraded: None,
             unranked,
             notes,
         };
-        tree.index();
+        tree.index(false);
         tree.make_leaf_array()?;
         if !explicit_roots {
-            tree.validate()?;
+            if let Err(impure) = tree.validate() {
+                if cas_outside > 0 {
+                    return Err(err(format!(
+                        "{cas_outside} CA port(s) hang on switches cut off from the tree: the fabric is split and no \
+                         longer a fat tree ({})",
+                        impure.reason.strip_prefix("ftree: ").unwrap_or(&impure.reason)
+                    )));
+                }
+                tree.check_degraded(&leaf_dist, &impure.reason)?;
+                // Routed: the hint of the pure-tree rule no longer applies.
+                let hint = " (give root_guid_file to route it anyway)";
+                tree.degraded = Some(impure.reason.replace(hint, ""));
+                // Indexed again by port position, so a missing cable or
+                // switch does not shift the index of everything after it.
+                for sw in &mut tree.switches {
+                    sw.tuple = UNASSIGNED;
+                }
+                tree.index(true);
+                tree.make_leaf_array()?;
+            }
         }
         Ok(tree)
     }
@@ -470,7 +511,30 @@ impl Tree {
     /// the rank lowered and the next free digit at the old rank's position.
     /// Switches under one parent thus get neighbouring tuples, so sorting by
     /// tuple keeps subtrees together.
-    fn index(&mut self) {
+    ///
+    /// With `by_port` (degraded trees) the digit tried first is the
+    /// group's first port number less the lowest port number any switch of
+    /// the rank uses in that direction, rather than the lowest free one:
+    /// on a complete tree both give the same order, but a cable or switch
+    /// missing then leaves its slot free instead of moving every later
+    /// neighbour (and all below it) one place down.
+    fn index(&mut self, by_port: bool) {
+        // Lowest first port of a group, per rank and direction.
+        let mut lowest = vec![[u8::MAX; 2]; self.max_rank as usize + 1];
+        if by_port {
+            for sw in &self.switches {
+                if sw.rank == UNRANKED {
+                    continue;
+                }
+                for (up, list) in [(0, &sw.down), (1, &sw.up)] {
+                    for &g in list {
+                        let num = self.ports[self.groups[g as usize].first as usize].num;
+                        let l = &mut lowest[sw.rank as usize][up];
+                        *l = (*l).min(num);
+                    }
+                }
+            }
+        }
         let nsw = self.switches.len();
         let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
         by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
@@ -512,7 +576,13 @@ impl Tree {
                             continue;
                         }
                         let from = self.switches[s].tuple;
-                        if let Some(t) = new_tuple(&taken, from, up) {
+                        let start = if by_port {
+                            let num = self.ports[self.groups[g as usize].first as usize].num;
+                            num.saturating_sub(lowest[rank as usize][up as usize])
+                        } else {
+                            0
+                        };
+                        if let Some(t) = new_tuple(&taken, from, up, start) {
                             self.switches[r].tuple = t;
                             taken.insert(t);
                             queue.push(r as Sw);
@@ -580,6 +650,36 @@ impl Tree {
 
     fn group_sizes<'a>(&'a self, list: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
         list.iter().map(|&g| self.groups[g as usize].len)
+    }
+
+    /// A tree that breaks the pure-tree rules (a cable or a switch missing,
+    /// uneven groups, leaves with fewer hosts) is still a fat tree, routed
+    /// up/down without credit loops, as long as its levels are clear:
+    /// every switch's rank from the roots and its distance from the
+    /// nearest leaf add up to the leaf rank (so every link joins adjacent
+    /// levels, going up towards the roots from any leaf), and no link joins
+    /// two switches of one rank. Fails naming the switch that breaks this;
+    /// `impure` is the pure-tree rule the fabric broke first.
+    /// Destinations no up/down path reaches are found after routing.
+    pub fn check_degraded(&self, leaf_dist: &[u32], impure: &str) -> Result<(), EngineError> {
+        let impure = impure.strip_prefix("ftree: ").unwrap_or(impure);
+        let name = |s: Sw| {
+            let sw = &self.switches[s as usize];
+            format!("switch 0x{:016x} (rank {})", sw.guid, sw.rank)
+        };
+        if let Some((a, b)) = self.sibling_example {
+            return Err(err(format!(
+                "{} and {} are linked but rank alike ({} such link(s)): the levels of the tree cannot be told apart, \
+                 so it is no longer a fat tree ({impure})",
+                name(a),
+                name(b),
+                self.sibling_links
+            )));
+        }
+        if let Some(conflict) = rank_conflict(&self.switches, leaf_dist, self.leaf_rank) {
+            return Err(err(format!("{conflict} ({impure})")));
+        }
+        Ok(())
     }
 
     /// OpenSM's rules for a pure fat tree (used when no roots are given):
@@ -670,8 +770,38 @@ impl Tree {
     }
 }
 
-/// The first free tuple one step up or down from `from`.
-fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool) -> Option<Tuple> {
+/// The first switch (in GUID order) whose rank from the roots and
+/// distance from the nearest leaf do not add up to the leaf rank, told as
+/// the reason the fabric is no longer a fat tree.
+fn rank_conflict(switches: &[TreeSwitch], leaf_dist: &[u32], leaf_rank: u32) -> Option<String> {
+    let mut by_guid: Vec<usize> = (0..switches.len()).collect();
+    by_guid.sort_by_key(|&s| switches[s].guid);
+    by_guid.into_iter().find_map(|s| {
+        let sw = &switches[s];
+        if sw.rank == UNRANKED {
+            return None;
+        }
+        let d = leaf_dist.get(s).copied().unwrap_or(UNRANKED);
+        if d != UNRANKED && sw.rank + d == leaf_rank {
+            return None;
+        }
+        let (hops, from_leaves) = if d == UNRANKED {
+            ("no path".to_string(), "undefined".to_string())
+        } else {
+            (format!("{d} hop(s)"), leaf_rank.saturating_sub(d).to_string())
+        };
+        Some(format!(
+            "switch 0x{:016x} is {hops} from the nearest leaf, so its rank is {from_leaves} counted from the \
+             leaves but {} from the roots: its level cannot be determined consistently and the fabric is no longer \
+             a fat tree",
+            sw.guid, sw.rank
+        ))
+    })
+}
+
+/// The first free tuple one step up or down from `from`, trying digits
+/// from `start` on (then from 0).
+fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool, start: u8) -> Option<Tuple> {
     let mut t = from;
     let var = if up {
         t[0] = t[0].checked_sub(1)?;
@@ -683,11 +813,50 @@ fn new_tuple(taken: &HashSet<Tuple>, from: Tuple, up: bool) -> Option<Tuple> {
     if var >= TUPLE_LEN {
         return None;
     }
-    for i in 0..0xFFu8 {
+    for i in (start..0xFF).chain(0..start) {
         t[var] = i;
         if !taken.contains(&t) {
             return Some(t);
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sm_topology::{gen, lids};
+
+    /// On complete trees, indexing by port position gives the order (on
+    /// k-ary n-trees the very tuples) the first-free indexing gives: a degraded tree's index then differs
+    /// from its pristine tree's only where something is missing.
+    #[test]
+    fn port_position_index_matches_on_complete_trees() {
+        let trees = [
+            gen::kary_ntree(2, 3, 2).unwrap(),
+            gen::kary_ntree(3, 3, 3).unwrap(),
+            gen::kary_ntree(4, 3, 4).unwrap(),
+            gen::kary_ntree(3, 4, 2).unwrap(),
+            gen::kary_ntree(6, 2, 6).unwrap(),
+            gen::fat_tree_2level(8, 4, 8, 8).unwrap(),
+        ];
+        for (i, t) in trees.iter().enumerate() {
+            let f = lids::snapshot(t, 0).unwrap();
+            let graph = Graph::new(&f);
+            let tree = Tree::build(&f, &graph, &Roles::default()).unwrap();
+            assert!(tree.degraded.is_none());
+            let mut again = tree.clone();
+            for sw in &mut again.switches {
+                sw.tuple = UNASSIGNED;
+            }
+            again.index(true);
+            let tuples = |t: &Tree| t.switches.iter().map(|s| s.tuple).collect::<Vec<_>>();
+            // Groups of several ports space the digits out; the order
+            // (all the routing reads) is the same.
+            if i < 5 {
+                assert_eq!(tuples(&tree), tuples(&again), "tree {i}");
+            }
+            assert_eq!(tree.order, again.order, "tree {i}");
+        }
+    }
 }
