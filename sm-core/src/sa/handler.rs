@@ -33,7 +33,7 @@ use sm_mad::{
     sa_sm_info_record as smir, sa_switch_info_record as swr, sa_vlarb_record as var,
 };
 
-use super::db::SaDb;
+use super::db::{EndPort, SaDb};
 use super::inform::{Report, Subscriptions};
 use super::mcmember::{self, Requester};
 use super::path::{self, PathDefaults};
@@ -278,10 +278,20 @@ impl<'a> Sight<'a> {
                 .is_some_and(|r| crate::partition::has_pkey(self.db, r, pkey))
     }
 
-    /// Whether a LinkRecord is visible: both of its ends are.
+    /// Whether a LinkRecord is visible: both of its ends are. A switch
+    /// port cabled to an end port is judged by that end port (partition
+    /// enforcement gives it the end port's table, as OpenSM's physical
+    /// port holds it); between two switches, by the switches.
     fn link(&self, record: &[u8]) -> bool {
+        if self.trusted {
+            return true;
+        }
         let p = lr::Packet::new_unchecked(record);
-        self.trusted || (self.lid(p.from_lid()) && self.lid(p.to_lid()))
+        let (Some(a), Some(b)) = (self.db.end_by_lid(p.from_lid()), self.db.end_by_lid(p.to_lid())) else {
+            return false;
+        };
+        let judged = |end: &EndPort, peer: &EndPort| if end.switch && !peer.switch { peer.guid } else { end.guid };
+        self.guid(judged(a, b)) && self.guid(judged(b, a))
     }
 }
 
