@@ -11,6 +11,16 @@
 //! and change any multicast membership; nobody else sees a key in any
 //! answer (the SM_Key field of every answer is 0).
 //!
+//! Partitions: an untrusted requester sees the ports it shares a
+//! partition with, at least one of the two a full member (OpenSM's
+//! `osm_physp_share_pkey`), and its own: NodeRecords, PortInfoRecords,
+//! GUIDInfoRecords, LinkRecords (both ends), SwitchInfo, LFT, MFT, SL2VL
+//! and VLArb records, PathRecords (source and destination; filtered
+//! before a table is counted against its cap), the multicast groups of
+//! its partitions (MCMemberRecords, PathRecords to an MGID), and Reports
+//! of traps 64-67 (o13-17.1.1). A request from a LID no port holds sees
+//! none of them.
+//!
 //! Quotas: a GetTable answers at most [`SaConfig::max_records`] records
 //! (a longer answer is ERR_NO_RESOURCES, not a silently cut table), a
 //! port holds at most [`SaConfig::max_subscriptions_per_port`]
