@@ -1,7 +1,8 @@
 //! Partitions (IBA 10.9): OpenSM's `partitions.conf` ([`conf`]), resolved
 //! at each heavy sweep against the ports found into each port's P_Key
 //! table ([`resolve`]), programmed by `sweep::pkey`, and checked by the SA
-//! (PathRecord, MultiPathRecord, MCMember join).
+//! (every record an untrusted requester reads, MCMember joins and
+//! leaves, the Reports subscribers get).
 //!
 //! The file is read again at every heavy sweep, as OpenSM does; a file
 //! that does not parse is logged with its file:line and the last good set
@@ -312,7 +313,40 @@ pub const DEFAULT_TABLE: &[u16] = &[0xFFFF];
 /// checks, which refuse it.
 pub fn check_join(db: &crate::sa::db::SaDb, port_guid: u64, group_pkey: u16) -> Result<(), u16> {
     let base = group_pkey & 0x7FFF;
-    if base == 0 || db.pkey_table(port_guid).iter().any(|&e| e & 0x7FFF == base) {
+    if base == 0 || has_pkey(db, port_guid, group_pkey) {
+        Ok(())
+    } else {
+        Err(sm_mad::sa::status::REQ_INVALID)
+    }
+}
+
+/// Whether the end port `guid` is in the partition of `pkey`, as a full
+/// or a limited member (OpenSM: `osm_physp_has_pkey`). The invalid
+/// P_Key (0) is nobody's.
+pub fn has_pkey(db: &crate::sa::db::SaDb, guid: u64, pkey: u16) -> bool {
+    let base = pkey & 0x7FFF;
+    base != 0 && db.pkey_table(guid).iter().any(|&e| e & 0x7FFF == base)
+}
+
+/// Whether two end ports share a partition they may talk on, at least
+/// one of them a full member (OpenSM: `osm_physp_share_pkey`); a port
+/// shares with itself, even one in no partition. What the SA lets an
+/// untrusted requester see of another port.
+pub fn share(db: &crate::sa::db::SaDb, a: u64, b: u64) -> bool {
+    a == b || common_pkey(db.pkey_table(a), db.pkey_table(b), None).is_some()
+}
+
+/// MCMember proxy check (a request from `requester` about the membership
+/// of another port, `port`, in the group of `group_pkey`): the requester
+/// must be in the group's partition too, and the two must be able to
+/// talk on it (at least one a full member). Without it a host could join
+/// a port of another partition into that partition's groups, or end such
+/// a membership. SA status on refusal.
+pub fn check_proxy(db: &crate::sa::db::SaDb, requester: u64, port: u64, group_pkey: u16) -> Result<(), u16> {
+    let ok = requester == port
+        || (has_pkey(db, requester, group_pkey)
+            && common_pkey(db.pkey_table(requester), db.pkey_table(port), Some(group_pkey)).is_some());
+    if ok {
         Ok(())
     } else {
         Err(sm_mad::sa::status::REQ_INVALID)

@@ -11,6 +11,16 @@
 //! and change any multicast membership; nobody else sees a key in any
 //! answer (the SM_Key field of every answer is 0).
 //!
+//! Partitions: an untrusted requester sees the ports it shares a
+//! partition with, at least one of the two a full member (OpenSM's
+//! `osm_physp_share_pkey`), and its own: NodeRecords, PortInfoRecords,
+//! GUIDInfoRecords, LinkRecords (both ends), SwitchInfo, LFT, MFT, SL2VL
+//! and VLArb records, PathRecords (source and destination; filtered
+//! before a table is counted against its cap), the multicast groups of
+//! its partitions (MCMemberRecords, PathRecords to an MGID), and Reports
+//! of traps 64-67 (o13-17.1.1). A request from a LID no port holds sees
+//! none of them.
+//!
 //! Quotas: a GetTable answers at most [`SaConfig::max_records`] records
 //! (a longer answer is ERR_NO_RESOURCES, not a silently cut table), a
 //! port holds at most [`SaConfig::max_subscriptions_per_port`]
@@ -33,7 +43,7 @@ use sm_mad::{
     sa_sm_info_record as smir, sa_switch_info_record as swr, sa_vlarb_record as var,
 };
 
-use super::db::SaDb;
+use super::db::{EndPort, SaDb};
 use super::inform::{Report, Subscriptions};
 use super::mcmember::{self, Requester};
 use super::path::{self, PathDefaults};
@@ -230,6 +240,71 @@ fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>, max: usize
     }
 }
 
+/// What a requester may see of the fabric: everything when trusted, else
+/// the ports it shares a partition with ([`crate::partition::share`],
+/// OpenSM's `osm_physp_share_pkey`). A request from a LID no port of the
+/// subnet holds sees nothing. A switch's records (its ports, tables and
+/// links) are its port 0's, by which its LID is held.
+struct Sight<'a> {
+    db: &'a SaDb,
+    requester: Option<u64>,
+    trusted: bool,
+}
+
+impl<'a> Sight<'a> {
+    fn new(db: &'a SaDb, slid: u16, trusted: bool) -> Self {
+        Self {
+            db,
+            requester: db.end_by_lid(slid).map(|e| e.guid),
+            trusted,
+        }
+    }
+
+    /// Whether the end port `guid` is visible.
+    fn guid(&self, guid: u64) -> bool {
+        self.trusted
+            || self
+                .requester
+                .is_some_and(|r| crate::partition::share(self.db, r, guid))
+    }
+
+    /// Whether the end port holding `lid` is visible (a LID nobody holds
+    /// is not).
+    fn lid(&self, lid: u16) -> bool {
+        self.trusted || self.db.end_by_lid(lid).is_some_and(|e| self.guid(e.guid))
+    }
+
+    /// Whether a record keyed by the LID in its first two bytes is visible.
+    fn keyed(&self, record: &[u8]) -> bool {
+        self.trusted || (record.len() >= 2 && self.lid(u16::from_be_bytes([record[0], record[1]])))
+    }
+
+    /// Whether the requester is in the partition of `pkey` (a multicast
+    /// group's).
+    fn in_partition(&self, pkey: u16) -> bool {
+        self.trusted
+            || self
+                .requester
+                .is_some_and(|r| crate::partition::has_pkey(self.db, r, pkey))
+    }
+
+    /// Whether a LinkRecord is visible: both of its ends are. A switch
+    /// port cabled to an end port is judged by that end port (partition
+    /// enforcement gives it the end port's table, as OpenSM's physical
+    /// port holds it); between two switches, by the switches.
+    fn link(&self, record: &[u8]) -> bool {
+        if self.trusted {
+            return true;
+        }
+        let p = lr::Packet::new_unchecked(record);
+        let (Some(a), Some(b)) = (self.db.end_by_lid(p.from_lid()), self.db.end_by_lid(p.to_lid())) else {
+            return false;
+        };
+        let judged = |end: &EndPort, peer: &EndPort| if end.switch && !peer.switch { peer.guid } else { end.guid };
+        self.guid(judged(a, b)) && self.guid(judged(b, a))
+    }
+}
+
 /// Records whose field `comp` (when `lid_first`, the LID at bytes 0..2 the
 /// records are sorted by) and every other masked component match.
 fn select<'a, const N: usize>(
@@ -358,17 +433,21 @@ impl Sa {
                         e.lid,
                         db.sm_lid,
                         sa_gid,
+                        |s| crate::partition::share(&db, s.subscriber_gid as u64, e.guid),
                     ));
                 }
             }
             for e in old.end_ports() {
                 if db.end_by_guid(e.guid).is_none() {
+                    // The port is gone: who may know of it is decided by
+                    // the partitions it was in.
                     reports.extend(subs.reports(
                         sm_mad::notice::trap::GID_OUT_OF_SERVICE,
                         old.gid(e),
                         e.lid,
                         db.sm_lid,
                         sa_gid,
+                        |s| crate::partition::share(old, s.subscriber_gid as u64, e.guid),
                     ));
                 }
             }
@@ -456,13 +535,17 @@ impl Sa {
         };
         let data = view.data();
         let all = |_: &[u8]| true;
+        // Every record of a port is filtered by what the requester may
+        // see; filtered before any count, so a table is whole.
+        let sight = Sight::new(&db, slid, trusted);
+        let seen = |r: &[u8]| sight.keyed(r);
         match attribute {
             attr::NODE_RECORD => {
                 let t = normalise_lid(&db, data);
                 reply(answer_records(
                     &req,
                     nr::PADDED_LEN,
-                    select(&db.node_records, nr::COMPONENTS, mask, &t, all),
+                    select(&db.node_records, nr::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -477,7 +560,8 @@ impl Sa {
                     pir::COMPONENTS[53].value(&t) as u32,
                 );
                 let extra = |r: &[u8]| {
-                    (mask & CAP == 0 || pir::COMPONENTS[7].value(r) as u32 & cap == cap)
+                    sight.keyed(r)
+                        && (mask & CAP == 0 || pir::COMPONENTS[7].value(r) as u32 & cap == cap)
                         && (mask & CAP2 == 0 || pir::COMPONENTS[53].value(r) as u32 & cap2 == cap2)
                 };
                 let recs = select(
@@ -492,21 +576,21 @@ impl Sa {
             attr::LINK_RECORD => reply(answer_records(
                 &req,
                 lr::PADDED_LEN,
-                select(&db.link_records, lr::COMPONENTS, mask, data, all),
+                select(&db.link_records, lr::COMPONENTS, mask, data, |r| sight.link(r)),
                 max,
             )),
             attr::SWITCH_INFO_RECORD => {
-                let recs = select(&db.switch_records, swr::COMPONENTS, mask, data, all);
+                let recs = select(&db.switch_records, swr::COMPONENTS, mask, data, seen);
                 reply(answer_records(&req, swr::PADDED_LEN, recs, max))
             }
             attr::LFT_RECORD => {
                 let recs = db.lft_records(mask, data);
-                reply(answer_records(&req, lftr::PADDED_LEN, select(&recs, lftr::COMPONENTS, mask, data, all), max))
+                reply(answer_records(&req, lftr::PADDED_LEN, select(&recs, lftr::COMPONENTS, mask, data, seen), max))
             }
             attr::MFT_RECORD => reply(answer_records(
                 &req,
                 mftr::PADDED_LEN,
-                select(&mft_records, mftr::COMPONENTS, mask, data, all),
+                select(&mft_records, mftr::COMPONENTS, mask, data, seen),
                 max,
             )),
             attr::GUID_INFO_RECORD => {
@@ -514,7 +598,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     gir::PADDED_LEN,
-                    select(&db.guid_records, gir::COMPONENTS, mask, &t, all),
+                    select(&db.guid_records, gir::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -540,7 +624,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     slr::PADDED_LEN,
-                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, all),
+                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -550,7 +634,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     var::PADDED_LEN,
-                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, all),
+                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -568,7 +652,7 @@ impl Sa {
             attr::PATH_RECORD
                 if mask & sm_mad::sa_path_record::component::DGID != 0 && data[8] == 0xFF =>
             {
-                match self.multicast_path(&db, slid, data, mask) {
+                match self.multicast_path(&db, slid, data, mask, &sight) {
                     Ok(rec) => {
                         if m == method::GET {
                             reply(single(&req, &rec))
@@ -584,9 +668,10 @@ impl Sa {
                 // too long to send (refused) from one that just fits.
                 let max = max.min(path::MAX_RECORDS);
                 let limit = if m == method::GET { 2 } else { max + 1 };
-                match path::query(&db, data, mask, limit, &self.config.path) {
+                // The partition filter goes first: a table cut before it
+                // would lack paths the requester may see.
+                match path::query(&db, data, mask, limit, &self.config.path, |g| sight.guid(g)) {
                     Ok(records) => {
-                        let records = if trusted { records } else { requester_paths(&db, slid, records) };
                         let recs: Vec<&[u8]> = records.chunks(64).collect();
                         if m == method::GET && recs.len() > 1 {
                             // A Get asks for one path (NumbPath 1): the first.
@@ -598,9 +683,8 @@ impl Sa {
                     Err(code) => reply(error(&req, code)),
                 }
             }
-            attr::MULTI_PATH_RECORD => match self.multi_path(&db, data, mask) {
+            attr::MULTI_PATH_RECORD => match self.multi_path(&db, data, mask, &sight) {
                 Ok(records) => {
-                    let records = if trusted { records } else { requester_paths(&db, slid, records) };
                     reply(table_with(&req, method::GET_MULTI_RESP, 64, &records))
                 }
                 Err(code) => reply(error(&req, code)),
@@ -654,7 +738,7 @@ impl Sa {
 
     /// SubnAdmGetMulti(MultiPathRecord): PathRecords between every source
     /// and destination GID named, NumbPath of them at most in all.
-    fn multi_path(&self, db: &SaDb, data: &[u8], mask: u64) -> Result<Vec<u8>, u16> {
+    fn multi_path(&self, db: &SaDb, data: &[u8], mask: u64, sight: &Sight) -> Result<Vec<u8>, u16> {
         use mpr::component as c;
         if mask & (c::SGID_COUNT | c::DGID_COUNT) != (c::SGID_COUNT | c::DGID_COUNT) {
             return Err(status::INSUFFICIENT_COMPONENTS);
@@ -693,7 +777,7 @@ impl Sa {
                 }
                 template[24..40].copy_from_slice(&s.to_be_bytes());
                 template[8..24].copy_from_slice(&d.to_be_bytes());
-                match path::query(db, &template, pr_mask, left.min(1), &self.config.path) {
+                match path::query(db, &template, pr_mask, left.min(1), &self.config.path, |g| sight.guid(g)) {
                     Ok(recs) => out.extend_from_slice(&recs),
                     Err(status::NO_RECORDS) => {}
                     Err(code) => return Err(code),
@@ -708,13 +792,15 @@ impl Sa {
 
     /// A PathRecord to a multicast group (DGID = its MGID): addressed to
     /// its MLID, with the group's SL, MTU, rate, lifetime and P_Key; from
-    /// the SGID or SLID given, else from the requester.
+    /// the SGID or SLID given, else from the requester. A group of a
+    /// partition an untrusted requester is not in is not there for it.
     fn multicast_path(
         &self,
         db: &SaDb,
         slid: u16,
         data: &[u8],
         mask: u64,
+        sight: &Sight,
     ) -> Result<[u8; 64], u16> {
         use sm_mad::sa_path_record::{component as pc, selector, Packet, Repr};
         let q = Repr::parse(&Packet::new_checked(data).map_err(|_| status::REQ_INVALID)?)
@@ -731,6 +817,9 @@ impl Sa {
             .get(&q.dgid.to_be_bytes())
             .ok_or(status::NO_RECORDS)?;
         let p = &group.params;
+        if !sight.in_partition(p.pkey) {
+            return Err(status::NO_RECORDS);
+        }
         if (mask & pc::SL != 0 && q.sl != p.sl) || (mask & pc::PKEY != 0 && q.pkey != p.pkey) {
             return Err(status::NO_RECORDS);
         }
@@ -819,7 +908,8 @@ impl Sa {
             method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, data, mask),
             method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
-                let recs = mcmember::query(&groups, data, mask, trusted);
+                let sight = Sight::new(db, slid, trusted);
+                let recs = mcmember::query(&groups, data, mask, trusted, |pkey| sight.in_partition(pkey));
                 drop(groups);
                 let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
                 return Answer {
@@ -843,12 +933,15 @@ impl Sa {
                 };
                 if let Some(number) = trap {
                     let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
+                    // Only subscribers in the group's partition learn of it.
+                    let pkey = change.record.pkey;
                     reports = Arc::make_mut(&mut locked(&self.subs)).reports(
                         number,
                         change.record.mgid,
                         0xFFFF,
                         db.sm_lid,
                         sa_gid,
+                        |s| crate::partition::has_pkey(db, s.subscriber_gid as u64, pkey),
                     );
                 }
                 Answer {
@@ -909,23 +1002,6 @@ fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
         }
     }
     t
-}
-
-/// The paths of `records` (64-byte PathRecords) an untrusted requester at
-/// `slid` may see, by OpenSM's rule: the requester shares a partition with
-/// the source and with the destination (not necessarily the path's). A
-/// host must not map the paths of ports it cannot talk to.
-fn requester_paths(db: &SaDb, slid: u16, records: Vec<u8>) -> Vec<u8> {
-    let Some(requester) = db.end_by_lid(slid) else { return Vec::new() };
-    let table = db.pkey_table(requester.guid);
-    let shares = |guid: u64| crate::partition::common_pkey(table, db.pkey_table(guid), None).is_some();
-    use sm_mad::sa_path_record::{Packet, LEN};
-    // A GID's low half is the port GUID.
-    let visible = |r: &[u8]| {
-        let p = Packet::new_unchecked(r);
-        shares(p.sgid() as u64) && shares(p.dgid() as u64)
-    };
-    records.chunks_exact(LEN).filter(|r| visible(r)).flatten().copied().collect()
 }
 
 #[cfg(test)]

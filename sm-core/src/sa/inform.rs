@@ -1,7 +1,10 @@
 //! InformInfo subscriptions (IBA 13.4.11, 15.2.5.12) and the Reports the
 //! SA sends for them: traps 64/65 (a GID went in or out of service, found
 //! by comparing one sweep's end ports with the next) and 66/67 (a
-//! multicast group was created or deleted).
+//! multicast group was created or deleted). A subscriber gets a Report
+//! only when it may know of the event (IBA o13-17.1.1, as OpenSM): for
+//! 64/65 it shares a partition with the port in question, for 66/67 it
+//! is in the group's partition; the caller decides that per subscription.
 
 use sm_mad::mad::{attr, method};
 use sm_mad::notice::{
@@ -151,7 +154,8 @@ impl Subscriptions {
     }
 
     /// Reports of generic trap `number` about `gid` (at `lid`), one per
-    /// subscription that covers it; the SA at `sa_lid` issues them.
+    /// subscription that covers it and that `permitted` lets know of it
+    /// (o13-17.1.1); the SA at `sa_lid` issues them.
     pub fn reports(
         &mut self,
         number: u16,
@@ -159,6 +163,7 @@ impl Subscriptions {
         lid: u16,
         sa_lid: u16,
         sa_gid: u128,
+        permitted: impl Fn(&Subscription) -> bool,
     ) -> Vec<Report> {
         let notice = NoticeRepr {
             notice_type: notice_type::INFO,
@@ -179,6 +184,7 @@ impl Subscriptions {
             if !s
                 .info
                 .covers(number, notice_type::INFO, producer::CLASS_MANAGER, lid, gid)
+                || !permitted(s)
             {
                 continue;
             }

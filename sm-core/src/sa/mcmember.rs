@@ -9,17 +9,21 @@
 //! parameter it names (with MTU/rate/lifetime selectors) or it is
 //! ERR_REQ_INVALID; the PortGID must be a port of this subnet
 //! (ERR_REQ_INVALID_GID for another prefix, ERR_REQ_INVALID for an unknown
-//! GUID). A port may join on behalf of another (proxy join): with one
-//! partition every port shares it.
+//! GUID). The joined port must be in the group's partition (a limited
+//! member may join). A port may join on behalf of another (proxy join)
+//! only when it is in the group's partition too and the two may talk on
+//! it ([`crate::partition::check_proxy`]); else a host could put a port
+//! of another partition into that partition's groups.
 //!
 //! Who may change a membership that exists (IBA o15-0.2.1, o15-0.1.14):
 //! the member port itself (the request's source LID is one of its LIDs),
-//! any port of the subnet when the member was joined by proxy (every port
-//! shares the one partition), or a trusted request (the SA's SM_Key).
-//! Anything else is ERR_REQ_INVALID and changes nothing, so no host can
-//! take another out of a group (say, IPoIB's broadcast group). Queries
-//! from untrusted requesters show groups, not members: PortGID, JoinState
-//! and ProxyJoin are zero (IBA 15.2.5.17, as OpenSM answers).
+//! a port that passes the proxy check for it when the member was joined
+//! by proxy, or a trusted request (the SA's SM_Key). Anything else is
+//! ERR_REQ_INVALID and changes nothing, so no host can take another out
+//! of a group (say, IPoIB's broadcast group). Queries from untrusted
+//! requesters show groups, not members: PortGID, JoinState and ProxyJoin
+//! are zero (IBA 15.2.5.17, as OpenSM answers), and only the groups of
+//! partitions the requester is in (OpenSM: `osm_physp_has_pkey`).
 //!
 //! The groups the SM creates itself ([`crate::mcast::precreate`], the
 //! IPoIB broadcast group) have no member until hosts join them with
@@ -173,12 +177,16 @@ pub struct Requester {
     pub trusted: bool,
 }
 
-/// IBA o15-0.2.1: whether `by` may change the existing membership `member`.
-fn may_modify(member: &McMember, by: Requester) -> bool {
+/// IBA o15-0.2.1: whether `by` may change the existing membership
+/// `member` of the group of `group_pkey`: a membership joined by proxy
+/// by a port that passes the proxy check for it, any other by the member
+/// port itself.
+fn may_modify(db: &SaDb, member: &McMember, group_pkey: u16, by: Requester) -> bool {
     by.trusted
-        || by
-            .guid
-            .is_some_and(|guid| member.proxy || guid == member.port_guid)
+        || by.guid.is_some_and(|guid| {
+            guid == member.port_guid
+                || (member.proxy && crate::partition::check_proxy(db, guid, member.port_guid, group_pkey).is_ok())
+        })
 }
 
 /// Whether a create may name `mgid` (IBA 15.2.5.17.1, as OpenSM checks
@@ -241,14 +249,18 @@ pub fn join(
         proxy: by.guid != Some(port.guid),
     };
     let mgid = q.mgid.to_be_bytes();
-    crate::partition::check_join(db, port.guid, groups.get(&mgid).map_or(q.pkey, |g| g.params.pkey))?;
+    let group_pkey = groups.get(&mgid).map_or(q.pkey, |g| g.params.pkey);
+    crate::partition::check_join(db, port.guid, group_pkey)?;
+    if member.proxy && !by.trusted {
+        crate::partition::check_proxy(db, creator, port.guid, group_pkey)?;
+    }
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {
             if !agrees(group, &q, mask) {
                 return Err(status::REQ_INVALID);
             }
             if let Some(have) = group.members.get(&member.port_gid) {
-                if !may_modify(have, by) {
+                if !may_modify(db, have, group.params.pkey, by) {
                     return Err(status::REQ_INVALID);
                 }
             }
@@ -384,7 +396,7 @@ pub fn leave(
         .get(&port_gid)
         .copied()
         .ok_or(status::REQ_INVALID)?;
-    if !may_modify(&before, by) {
+    if !may_modify(db, &before, group.params.pkey, by) {
         return Err(status::REQ_INVALID);
     }
     // IBA o15-0.1.14: a leave names bits the member holds, only those.
@@ -416,10 +428,20 @@ pub fn leave(
 /// trusted requester one record per membership that matches; for others
 /// one record per group with a matching membership, its PortGID,
 /// JoinState and ProxyJoin zero (IBA 15.2.5.17: members are not shown to
-/// untrusted requesters).
-pub fn query(groups: &McGroups, data: &[u8], mask: u64, trusted: bool) -> Vec<[u8; PADDED_LEN]> {
+/// untrusted requesters), and only groups whose P_Key `sees` (the
+/// partitions the requester is in).
+pub fn query(
+    groups: &McGroups,
+    data: &[u8],
+    mask: u64,
+    trusted: bool,
+    sees: impl Fn(u16) -> bool,
+) -> Vec<[u8; PADDED_LEN]> {
     let mut out = Vec::new();
     for g in groups.iter() {
+        if !trusted && !sees(g.params.pkey) {
+            continue;
+        }
         // A well-known group without members is still a group: untrusted
         // requesters (IPoIB looking for its broadcast group, `saquery -g`)
         // see it as OpenSM shows it, as if its creator were a full member.

@@ -105,13 +105,17 @@ impl Default for PathDefaults {
 pub const MAX_RECORDS: usize = 1 << 18;
 
 /// PathRecords matching `query` under `mask`, each 64 bytes; at most
-/// `limit` of them. Errors are SA status codes.
+/// `limit` of them, counted among the paths between ports `visible`
+/// passes (by port GUID): the requester's partition filter, applied
+/// before the limit so a table is never cut short of paths it may show.
+/// Errors are SA status codes.
 pub fn query(
     db: &SaDb,
     query: &[u8],
     mask: u64,
     limit: usize,
     defaults: &PathDefaults,
+    visible: impl Fn(u64) -> bool,
 ) -> Result<Vec<u8>, u16> {
     let q = PrPacket::new_checked(query).map_err(|_| status::REQ_INVALID)?;
     let q = PrRepr::parse(&q).map_err(|_| status::REQ_INVALID)?;
@@ -148,14 +152,18 @@ pub fn query(
     // One more than an answer carries, so the caller can tell a table
     // that would be too long.
     let limit = limit.min(MAX_RECORDS + 1);
+    // A requester sees the paths between ports it shares a partition
+    // with (OpenSM's rule; not necessarily the path's partition).
     let sources: Vec<EndPort> = match src {
         Some(s) => vec![s],
         None => db.ends.clone(),
     };
+    let sources: Vec<EndPort> = sources.into_iter().filter(|e| visible(e.guid)).collect();
     let dests: Vec<EndPort> = match dst {
         Some(d) => vec![d],
         None => db.ends.clone(),
     };
+    let dests: Vec<EndPort> = dests.into_iter().filter(|e| visible(e.guid)).collect();
     let mut out = Vec::new();
     let mut count = 0usize;
     for s in &sources {

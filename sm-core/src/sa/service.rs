@@ -5,10 +5,12 @@
 //! Set with the RID of a record replaces it. ServiceLease is in seconds,
 //! 0xFFFFFFFF (or no lease in the ComponentMask) never expires; an
 //! expired record is gone for every query from the moment it expires,
-//! answers carry the seconds left. The port that registered a record (or
-//! a trusted requester) is the only one that may replace or delete it,
-//! and a port holds at most [`ServiceLimits::per_port`] records, so no
-//! host can fill the SA's memory.
+//! answers carry the seconds left. A record for a ServiceGID may be set,
+//! replaced or deleted only by the port of that GID or by a trusted
+//! requester: no host can register a service on another port's GID (and
+//! with it keep the real owner from registering or withdrawing its own).
+//! A port holds at most [`ServiceLimits::per_port`] records, so no host
+//! can fill the SA's memory.
 //!
 //! Time is passed in (`now`) so that leases are tested without waiting.
 
@@ -123,6 +125,9 @@ impl Services {
         if db.end_by_guid(r.service_gid as u64).is_none() {
             return Err(status::INVALID_GID);
         }
+        if !by.trusted && r.service_gid as u64 != owner {
+            return Err(status::DENIED);
+        }
         if r.service_pkey & 0x7FFF != DEFAULT_PKEY & 0x7FFF {
             return Err(status::REQ_INVALID);
         }
@@ -131,7 +136,6 @@ impl Services {
         }
         let rid = r.rid();
         match self.entries.get(&rid) {
-            Some(e) if e.owner != owner && !by.trusted => return Err(status::DENIED),
             Some(_) => {}
             None => {
                 let held = self.entries.values().filter(|e| e.owner == owner).count();
@@ -155,12 +159,13 @@ impl Services {
     }
 
     /// SubnAdmDelete(ServiceRecord): removes the record with the RID of
-    /// `data` (whatever else the mask names, as OpenSM). Returns it.
+    /// `data` (whatever else the mask names, as OpenSM), when `by` is the
+    /// port of its ServiceGID or trusted. Returns it.
     pub fn delete(&mut self, by: Requester, data: &[u8], mask: u64, now: Instant) -> Result<[u8; LEN], u16> {
         self.expire(now);
         let rid = parse(data, mask)?.rid();
         let e = self.entries.get(&rid).ok_or(status::NO_RECORDS)?;
-        if !by.trusted && by.guid != Some(e.owner) {
+        if !by.trusted && by.guid != Some(e.record.service_gid as u64) {
             return Err(status::DENIED);
         }
         let e = self.entries.remove(&rid).ok_or(status::NO_RECORDS)?;

@@ -561,11 +561,12 @@ impl Sinks {
         let slid = u16::from_be_bytes([msg[28], msg[29]]);
         let header = Header::new_unchecked(&msg[HDR_LEN..]);
         let (class, m) = (header.mgmt_class(), header.method());
-        // An SA request may be a reassembled RMPP transfer and is passed
-        // whole; everything else is one MAD.
+        // One MAD of each message is kept: the SA answers from the first
+        // MAD of a request (its header and record), so the rest of a
+        // reassembled RMPP transfer (up to MAX_READ) is not queued, and
+        // a full request queue holds REQUEST_QUEUE MADs, not gigabytes.
         let body = &msg[HDR_LEN..];
-        let keep = if class == CLASS_SA { body.len() } else { body.len().min(MAD_LEN) };
-        let mut mad = body[..keep].to_vec();
+        let mut mad = body[..body.len().min(MAD_LEN)].to_vec();
         if mad.len() < MAD_LEN {
             mad.resize(MAD_LEN, 0);
         }
@@ -1336,7 +1337,9 @@ mod tests {
         let mut h = start(device);
 
         let long = h.sa.recv_timeout(LIVENESS).expect("the long SA request is delivered");
-        assert_eq!((long.slid, long.mad.len(), long.mad[1023]), (7, 1024, 0xA5));
+        // Its first MAD only: what the SA reads, all that is held queued.
+        assert_eq!((long.slid, long.mad.len()), (7, MAD_LEN));
+        assert_eq!(&long.mad[..4], &[1, CLASS_SA, 2, method::GET]);
         let trap = h.traps.blocking_recv().expect("the trap behind it is delivered");
         assert_eq!(trap.slid, 9);
         assert_eq!(trap.mad.len(), MAD_LEN);
