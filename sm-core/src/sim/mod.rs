@@ -597,6 +597,17 @@ impl SimFabric {
         Ok(())
     }
 
+    /// Sets the NodeDescription `node` answers with, as its host may at any
+    /// time (cut to 64 bytes on a character boundary): anything, control
+    /// characters included, which a topology file cannot hold.
+    pub fn set_description(&mut self, node: usize, text: &str) -> Result<(), SimError> {
+        let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
+        let text = state::truncate_utf8(text, n.description.len());
+        n.description = [0; 64];
+        n.description[..text.len()].copy_from_slice(text.as_bytes());
+        Ok(())
+    }
+
     /// Makes `node` lie about who it is: its NodeInfo answers become those
     /// `as_node` gives through `as_port` (GUIDs, type, port count, the port
     /// entered), whatever port they come in by; everything else it answers

@@ -34,6 +34,7 @@ use sm_topology::{TopoLink, TopoNode, Topology};
 use tracing::{debug, warn};
 
 use super::mkey::MKeys;
+use super::text::Escaped;
 use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// One port as discovered.
@@ -1002,7 +1003,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
             memory.silent.remove(&m.guid);
             continue;
         }
-        warn!(guid = format_args!("{:#018x}", m.guid), desc = %m.description,
+        warn!(guid = format_args!("{:#018x}", m.guid), desc = %Escaped(&m.description),
             "did not answer this sweep; kept as the last sweep knew it");
         final_index[tentative] = Some(fabric.nodes.len());
         let mut node = FabricNode::clone(m);
