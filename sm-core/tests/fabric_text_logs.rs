@@ -41,26 +41,47 @@ fn captured(f: impl FnOnce()) -> String {
 }
 
 fn assert_not_forged(log: &str, what: &str) {
-    assert!(log.contains("\\nERROR smcore: FORGED"), "{what}: the description is logged, escaped:\n{log}");
-    assert!(!log.lines().any(|l| l.starts_with(FORGED)), "{what}: a forged line:\n{log}");
+    assert!(
+        log.contains("\\nERROR smcore: FORGED"),
+        "{what}: the description is logged, escaped:\n{log}"
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with(FORGED)),
+        "{what}: a forged line:\n{log}"
+    );
 }
 
 #[test]
 fn a_silent_nodes_description_cannot_forge_a_log_line() {
     let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let spine = topo.nodes.iter().position(|n| n.desc == "spine-1").expect("spine-1");
+    let spine = topo
+        .nodes
+        .iter()
+        .position(|n| n.desc == "spine-1")
+        .expect("spine-1");
     let mut sim = SimFabric::from_topology(&topo, 0, 1).expect("sim");
-    sim.set_description(spine, &format!("spine-1\n{FORGED}")).expect("spine");
+    sim.set_description(spine, &format!("spine-1\n{FORGED}"))
+        .expect("spine");
     let mut memory = FabricMemory::default();
     let mut g2l = Guid2Lid::default();
-    let options = SweepOptions { retries: 1, ..SweepOptions::default() };
+    let options = SweepOptions {
+        retries: 1,
+        ..SweepOptions::default()
+    };
     let log = captured(|| {
         for silent in [false, true] {
             if silent {
                 sim.set_answer_loss(spine, 1).expect("spine");
             }
             let mut port = SimPort::new(&mut sim);
-            let out = sweep::sweep_with(&mut port, &options, &mut g2l, &mut memory, &options.limits()).expect("sweep");
+            let out = sweep::sweep_with(
+                &mut port,
+                &options,
+                &mut g2l,
+                &mut memory,
+                &options.limits(),
+            )
+            .expect("sweep");
             assert_eq!(out.discovery.kept_nodes, usize::from(silent));
         }
     });
@@ -85,18 +106,35 @@ fn perfmgr_events_and_isolation_show_descriptions_escaped() {
 
     // An isolation refused (the SM leaf's only uplink) names the switch.
     let topo = gen::fat_tree_2level(2, 1, 2, 1).expect("fat tree");
-    let sm = topo.nodes.iter().position(|n| n.kind == NodeKind::Ca).expect("a host");
+    let sm = topo
+        .nodes
+        .iter()
+        .position(|n| n.kind == NodeKind::Ca)
+        .expect("a host");
     let (leaf, _) = topo.peer(sm, 1).expect("the SM's leaf");
     let uplink = (1..=topo.nodes[leaf].num_ports)
-        .find(|&p| topo.peer(leaf, p).is_some_and(|(n, _)| topo.nodes[n].kind == NodeKind::Switch))
+        .find(|&p| {
+            topo.peer(leaf, p)
+                .is_some_and(|(n, _)| topo.nodes[n].kind == NodeKind::Switch)
+        })
         .expect("an uplink");
     let mut sim = SimFabric::from_topology(&topo, sm, 1).expect("sim");
-    sim.set_description(leaf, &format!("leaf\n{FORGED}")).expect("leaf");
+    sim.set_description(leaf, &format!("leaf\n{FORGED}"))
+        .expect("leaf");
     let out = {
         let mut port = SimPort::new(&mut sim);
-        sweep::sweep(&mut port, &SweepOptions::default(), &mut Guid2Lid::default()).expect("sweep")
+        sweep::sweep(
+            &mut port,
+            &SweepOptions::default(),
+            &mut Guid2Lid::default(),
+        )
+        .expect("sweep")
     };
-    let request = Request { switch_guid: topo.nodes[leaf].node_guid, port: uplink, action: Action::Disable };
+    let request = Request {
+        switch_guid: topo.nodes[leaf].node_guid,
+        port: uplink,
+        action: Action::Disable,
+    };
     let log = captured(|| {
         let mut port = SimPort::new(&mut sim);
         let mut client = SmpClient::new(&mut port, 0);

@@ -98,7 +98,10 @@ impl Policy {
     /// [`super::ISOLATING_COUNTERS`] crossed its threshold in the interval.
     pub fn observe(&mut self, target: &Target, above: bool) {
         let Some(key) = link_key(target) else { return };
-        let s = self.links.entry(key).or_insert_with(|| Standing { hold: FIRST_HOLD_INTERVALS, ..Standing::default() });
+        let s = self.links.entry(key).or_insert_with(|| Standing {
+            hold: FIRST_HOLD_INTERVALS,
+            ..Standing::default()
+        });
         s.seen = Some(s.seen.unwrap_or(false) || above);
     }
 
@@ -113,7 +116,11 @@ impl Policy {
                     s.isolated_for = None;
                     s.strikes = 0;
                     s.clean = 0;
-                    out.push(Request { switch_guid, port, action: Action::Enable });
+                    out.push(Request {
+                        switch_guid,
+                        port,
+                        action: Action::Enable,
+                    });
                 } else {
                     s.isolated_for = Some(left - 1);
                 }
@@ -128,7 +135,11 @@ impl Policy {
                         s.strikes = 0;
                         s.isolated_for = Some(s.hold);
                         s.hold = (s.hold * 2).min(MAX_HOLD_INTERVALS);
-                        out.push(Request { switch_guid, port, action: Action::Disable });
+                        out.push(Request {
+                            switch_guid,
+                            port,
+                            action: Action::Disable,
+                        });
                     }
                 }
                 Some(false) => {
@@ -162,7 +173,9 @@ fn reached(fabric: &Fabric, cut: &[(usize, u8)]) -> usize {
     let mut count = 1;
     while let Some(n) = queue.pop_front() {
         for (p, port) in fabric.nodes[n].ports.iter().enumerate() {
-            let Some((far, far_port)) = port.peer else { continue };
+            let Some((far, far_port)) = port.peer else {
+                continue;
+            };
             if cut.contains(&(n, p as u8)) || cut.contains(&(far, far_port)) {
                 continue;
             }
@@ -186,9 +199,15 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
     let mut what = Vec::new();
     let mut cut: Vec<(usize, u8)> = Vec::new();
     for r in requests {
-        let Some(sw) = fabric.find(r.switch_guid) else { continue };
+        let Some(sw) = fabric.find(r.switch_guid) else {
+            continue;
+        };
         let node = &fabric.nodes[sw];
-        let Some(slot) = node.ports.get(usize::from(r.port)).filter(|_| node.is_switch() && r.port != 0) else {
+        let Some(slot) = node
+            .ports
+            .get(usize::from(r.port))
+            .filter(|_| node.is_switch() && r.port != 0)
+        else {
             continue;
         };
         let Some(mut want) = slot.info else { continue };
@@ -213,7 +232,11 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
             }
             Action::Enable => {
                 if want.port_physical_state != PhysState::Disabled {
-                    debug!(guid = format_args!("{:#018x}", r.switch_guid), port = r.port, "isolation over; port not disabled");
+                    debug!(
+                        guid = format_args!("{:#018x}", r.switch_guid),
+                        port = r.port,
+                        "isolation over; port not disabled"
+                    );
                     continue;
                 }
                 want.port_physical_state = PhysState::Polling;
@@ -222,7 +245,12 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
         want.port_state = PortState::NoChange;
         let mut data = [0u8; DATA_LEN];
         want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(r.port), &node.path, data));
+        ops.push(SmpOp::set(
+            attr::PORT_INFO,
+            u32::from(r.port),
+            &node.path,
+            data,
+        ));
         what.push((r, node.description.as_str()));
     }
     if ops.is_empty() {
@@ -230,7 +258,11 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
     }
     let mut changed = false;
     for ((r, desc), answer) in what.into_iter().zip(client.run_many(&ops)) {
-        let (guid, port, desc) = (format_args!("{:#018x}", r.switch_guid), r.port, Escaped(desc));
+        let (guid, port, desc) = (
+            format_args!("{:#018x}", r.switch_guid),
+            r.port,
+            Escaped(desc),
+        );
         match (answer, r.action) {
             (Ok(_), Action::Disable) => {
                 changed = true;
@@ -241,7 +273,9 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
                 warn!(guid = %guid, port, "port isolation over: \"{desc}\" port {port} enabled again");
             }
             (Err(e), Action::Disable) => warn!(guid = %guid, port, "port not isolated: {e}"),
-            (Err(e), Action::Enable) => warn!(guid = %guid, port, "isolated port not enabled again: {e}"),
+            (Err(e), Action::Enable) => {
+                warn!(guid = %guid, port, "isolated port not enabled again: {e}")
+            }
         }
     }
     changed
@@ -252,7 +286,14 @@ mod tests {
     use super::*;
 
     fn host_port(guid: u64, leaf: u64, leaf_port: u8) -> Target {
-        Target { lid: 9, port: 1, node_guid: guid, node_desc: String::new(), switch: false, peer: Some(((leaf, leaf_port), true)) }
+        Target {
+            lid: 9,
+            port: 1,
+            node_guid: guid,
+            node_desc: String::new(),
+            switch: false,
+            peer: Some(((leaf, leaf_port), true)),
+        }
     }
 
     #[test]
@@ -277,7 +318,14 @@ mod tests {
             policy.observe(&t, true);
             got.extend(policy.tick());
         }
-        assert_eq!(got, [Request { switch_guid: 0x20, port: 3, action: Action::Disable }]);
+        assert_eq!(
+            got,
+            [Request {
+                switch_guid: 0x20,
+                port: 3,
+                action: Action::Disable
+            }]
+        );
         // Disabled, the host is no longer read; after the hold it is
         // enabled again.
         let mut ticks = 0;
@@ -290,7 +338,14 @@ mod tests {
             assert!(ticks < 1000);
         };
         assert_eq!(ticks, FIRST_HOLD_INTERVALS);
-        assert_eq!(enabled, [Request { switch_guid: 0x20, port: 3, action: Action::Enable }]);
+        assert_eq!(
+            enabled,
+            [Request {
+                switch_guid: 0x20,
+                port: 3,
+                action: Action::Enable
+            }]
+        );
         // Failing again: out again, for twice as long.
         let mut got = Vec::new();
         for _ in 0..SUSTAINED_INTERVALS {
@@ -311,14 +366,35 @@ mod tests {
     #[test]
     fn both_ends_of_a_switch_link_count_once() {
         let mut policy = Policy::default();
-        let a = Target { lid: 1, port: 5, node_guid: 0x1, node_desc: String::new(), switch: true, peer: Some(((0x2, 7), true)) };
-        let b = Target { lid: 2, port: 7, node_guid: 0x2, node_desc: String::new(), switch: true, peer: Some(((0x1, 5), true)) };
+        let a = Target {
+            lid: 1,
+            port: 5,
+            node_guid: 0x1,
+            node_desc: String::new(),
+            switch: true,
+            peer: Some(((0x2, 7), true)),
+        };
+        let b = Target {
+            lid: 2,
+            port: 7,
+            node_guid: 0x2,
+            node_desc: String::new(),
+            switch: true,
+            peer: Some(((0x1, 5), true)),
+        };
         let mut got = Vec::new();
         for above in [(true, false), (false, true), (true, true)] {
             policy.observe(&a, above.0);
             policy.observe(&b, above.1);
             got.extend(policy.tick());
         }
-        assert_eq!(got, [Request { switch_guid: 0x1, port: 5, action: Action::Disable }]);
+        assert_eq!(
+            got,
+            [Request {
+                switch_guid: 0x1,
+                port: 5,
+                action: Action::Disable
+            }]
+        );
     }
 }

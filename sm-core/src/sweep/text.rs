@@ -23,7 +23,9 @@ impl fmt::Display for Escaped<'_> {
                 '\t' => f.write_str("\\t")?,
                 '\\' => f.write_str("\\\\")?,
                 '"' => f.write_str("\\\"")?,
-                c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => write!(f, "\\u{{{:x}}}", u32::from(c))?,
+                c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                    write!(f, "\\u{{{:x}}}", u32::from(c))?
+                }
                 c => f.write_char(c)?,
             }
         }
