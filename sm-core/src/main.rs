@@ -639,8 +639,8 @@ fn start_perfmgr(
                 Ok(mut client) => {
                     let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
                     let signals = Arc::clone(signals);
-                    let isolate = move |e: &sm_core::perfmgr::Event| {
-                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push((e.node_guid, e.port));
+                    let isolate = move |r: &sm_core::perfmgr::isolation::Request| {
+                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push(r.clone());
                     };
                     std::thread::Builder::new()
                         .name("perfmgr".into())

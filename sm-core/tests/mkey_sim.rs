@@ -314,3 +314,60 @@ fn with_per_port_keys_the_secret_never_goes_on_the_wire() {
         }
     }
 }
+
+/// Issue 32, item 1: a host that answers NodeInfo with its leaf switch's
+/// GUIDs (here: the leaf as seen through the SM's own cable) is refused by
+/// discovery, and must never be sent the leaf's key, nor any other port's:
+/// the key of a path is that of the port the discovered topology puts at
+/// its end, never that of a GUID an answer claimed.
+#[test]
+fn a_host_claiming_its_leafs_guids_is_never_sent_a_key() {
+    let Bed { topo, mut fabric, host, leaf, victim_port } = bed();
+    let victim = topo
+        .links
+        .iter()
+        .find_map(|l| {
+            if l.a == (leaf, victim_port) {
+                Some(l.b.0)
+            } else if l.b == (leaf, victim_port) {
+                Some(l.a.0)
+            } else {
+                None
+            }
+        })
+        .expect("the victim port is cabled");
+    let sm_cable = topo
+        .links
+        .iter()
+        .find_map(|l| {
+            if l.a == (host, 1) {
+                Some(l.b.1)
+            } else if l.b == (host, 1) {
+                Some(l.a.1)
+            } else {
+                None
+            }
+        })
+        .expect("the SM host is cabled");
+    fabric.impersonate(victim, leaf, sm_cable).expect("impersonate");
+    let options = protected(true, 2, None);
+    let mut g2l = Guid2Lid::default();
+    let keys: Vec<u64> = guarded_ports(&topo).iter().map(|&(_, _, guid)| derive_port_key(SECRET, guid)).collect();
+    let leaf_key = derive_port_key(SECRET, topo.nodes[leaf].port_guids[0]);
+    for sweep in 1..=3 {
+        let out = run(&mut fabric, &options, &mut g2l);
+        assert_eq!(out.fabric.nodes.len(), topo.nodes.len() - 1, "sweep {sweep}: the liar is left out");
+        assert_eq!(out.fabric.links().len(), topo.links.len() - 1, "sweep {sweep}: its link too");
+        assert!(out.discovery.rejected_answers >= 1, "sweep {sweep}: its answer refused");
+        assert_eq!(fabric.m_key_state(leaf, 0).map(|m| m.key), Some(leaf_key), "the leaf holds its key");
+        let heard = fabric.heard_keys(victim);
+        assert!(!heard.is_empty(), "sweep {sweep}: the liar is probed");
+        assert!(!heard.contains(&leaf_key), "sweep {sweep}: the leaf's key reached the liar: {heard:x?}");
+        assert!(
+            heard.iter().all(|k| !keys.contains(k) && *k != SECRET),
+            "sweep {sweep}: a key reached the liar: {heard:x?}"
+        );
+    }
+    // The leaf's uplink stays up: what the liar would have disabled.
+    assert!(fabric.port_state(leaf, sm_cable).is_some_and(|s| s != PortState::Down));
+}

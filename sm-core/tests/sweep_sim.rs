@@ -484,9 +484,10 @@ fn held_lids_are_kept_when_valid_and_replaced_when_not() {
             .map(|i| i.lid)
             .expect("LID")
     };
-    // hosts[1] moved to a free aligned block: valid, kept. hosts[2] takes
-    // hosts[3]'s LID: hosts[3] comes first in discovery order and keeps
-    // it. hosts[4] holds a LID not aligned to LMC 2.
+    // hosts[1] moved to a free aligned block: valid, but guid2lid keeps
+    // another LID for it, which wins (OpenSM's `osm_lid_mgr.c`). hosts[3]
+    // takes hosts[2]'s LID: hosts[2] keeps it. hosts[4] holds a LID not
+    // aligned to LMC 2.
     let (moved, thief, victim, crooked) = (hosts[1], hosts[3], hosts[2], hosts[4]);
     assert!(thief > victim);
     force_lid(&mut sim, &first, moved, 1, 0x400);
@@ -494,16 +495,25 @@ fn held_lids_are_kept_when_valid_and_replaced_when_not() {
     force_lid(&mut sim, &first, crooked, 1, 0x401);
     let second = run(&mut sim, &lmc2(), &mut g2l);
     check_sweep("moved", &topo, &sim, &second, 2);
-    assert_eq!(lid_of(&second, moved), 0x400);
+    assert_eq!(lid_of(&second, moved), lid_of(&first, moved));
     assert_eq!(lid_of(&second, victim), lid_of(&first, victim));
     assert_ne!(lid_of(&second, thief), lid_of(&first, victim));
     assert_eq!(lid_of(&second, crooked) % 4, 0);
     assert_eq!(
         second.program_smps.sets(attr::PORT_INFO),
-        2,
-        "thief and crooked only"
+        3,
+        "moved, thief and crooked only"
     );
     let moved_guid = second.fabric.nodes[moved].ports[1].guid;
+    let first_lid = lid_of(&first, moved);
+    assert_eq!(g2l.entries[&moved_guid], (first_lid, first_lid + 3));
+    // Without the file, a valid LID a port holds is kept.
+    let third = run(&mut sim, &lmc2(), &mut g2l);
+    check_sweep("back", &topo, &sim, &third, 2);
+    force_lid(&mut sim, &third, moved, 1, 0x400);
+    g2l.entries.remove(&moved_guid);
+    let fourth = run(&mut sim, &lmc2(), &mut g2l);
+    assert_eq!(lid_of(&fourth, moved), 0x400);
     assert_eq!(g2l.entries[&moved_guid], (0x400, 0x403));
 }
 
@@ -536,4 +546,61 @@ fn lids_remembered_for_absent_ports_stay_free_and_a_switch_can_host_the_sm() {
         "3x3 mesh from a switch: discovery {} SMPs, programming {}",
         out.discovery_smps.sent, out.program_smps.sent
     );
+}
+
+/// The LID the managed port of CA `node` holds in `out`.
+fn ca_lid(out: &SweepOutcome, node: usize) -> (u64, u16) {
+    out.fabric.nodes[node]
+        .ports
+        .iter()
+        .find_map(|p| p.path.as_ref().and(Some((p.guid, p.info?.lid))))
+        .expect("a managed port")
+}
+
+/// The LID the simulated port of GUID `guid` holds.
+fn sim_lid(sim: &SimFabric, topo: &Topology, guid: u64) -> Option<u16> {
+    topo.nodes.iter().enumerate().find_map(|(i, n)| {
+        let port = n.port_guids.iter().position(|&g| g == guid)?;
+        sim.port_lid(i, port as u8)
+    })
+}
+
+/// Issue 32, item 2: a host sets its own PortInfo to the LID of a port
+/// discovered after it. `guid2lid` remembers that LID for its owner: the
+/// owner keeps it, the thief is given back its own, and the file records
+/// no theft (OpenSM's `osm_lid_mgr.c`: the file wins; a LID a port holds is
+/// kept only when it is persistent for no other GUID).
+#[test]
+fn a_host_that_sets_itself_another_ports_lid_does_not_keep_it() {
+    let topo = gen::fat_tree_2level(6, 3, 4, 3).expect("fat tree");
+    let sm = topo.nodes.iter().position(|n| n.kind == NodeKind::Ca).expect("a host");
+    let mut sim = SimFabric::from_topology(&topo, sm, 1).expect("sim");
+    let mut g2l = Guid2Lid::default();
+    let first = run(&mut sim, &SweepOptions::default(), &mut g2l);
+    // Hosts in discovery order, the SM's own (node 0) left out.
+    let hosts: Vec<usize> = (1..first.fabric.nodes.len()).filter(|&i| !first.fabric.nodes[i].is_switch()).collect();
+    let (thief, owner) = (hosts[0], hosts[hosts.len() - 1]);
+    let (thief_guid, thief_lid) = ca_lid(&first, thief);
+    let (owner_guid, owner_lid) = ca_lid(&first, owner);
+    assert_ne!(thief_lid, owner_lid);
+    let file = g2l.clone();
+
+    // What the thief's own tools do: write its own PortInfo with the
+    // owner's LID.
+    let thief_port = first.fabric.nodes[thief].ports.iter().position(|p| p.path.is_some()).expect("managed") as u8;
+    force_lid(&mut sim, &first, thief, thief_port, owner_lid);
+    assert_eq!(sim_lid(&sim, &topo, thief_guid), Some(owner_lid), "the thief holds the owner's LID");
+
+    let second = run(&mut sim, &SweepOptions::default(), &mut g2l);
+    let (_, thief_now) = ca_lid(&second, thief);
+    let (_, owner_now) = ca_lid(&second, owner);
+    assert_eq!(owner_now, owner_lid, "the owner keeps its LID");
+    assert_eq!(thief_now, thief_lid, "the thief gets its own back");
+    assert_eq!(g2l, file, "guid2lid records no theft");
+    assert_eq!(g2l.entries[&owner_guid].0, owner_lid);
+    assert_eq!(g2l.entries[&thief_guid].0, thief_lid);
+    assert_eq!(second.lids.fresh, 0);
+    assert_eq!(second.lids.from_file, 1, "the thief's port, set back: {:?}", second.lids);
+    check_sweep("fat tree after the theft", &topo, &sim, &second, 0);
+    assert_eq!(sim_lid(&sim, &topo, thief_guid), Some(thief_lid), "the thief's port set back");
 }

@@ -185,9 +185,9 @@ pub struct Signals {
     /// A heavy sweep now that routes afresh: the unicast cache is dropped
     /// (the control socket's `reroute`).
     pub reroute: AtomicBool,
-    /// Ports (node GUID, port) whose link the performance manager asks to
-    /// isolate ([`crate::perfmgr::PerfMgrConfig::isolate`]).
-    pub isolate: Mutex<Vec<(u64, u8)>>,
+    /// Switch ports the performance manager's isolation policy asks to
+    /// disable or enable ([`crate::perfmgr::isolation`]).
+    pub isolate: Mutex<Vec<crate::perfmgr::isolation::Request>>,
 }
 
 /// What a wait ended with.
@@ -441,51 +441,19 @@ impl Daemon<'_, '_> {
         self.schedule.due = Some(Cause::Reload);
     }
 
-    /// Disables the switch end of each link the performance manager
-    /// found failing (PortPhysicalState Disabled), then sweeps so the
-    /// routing goes around it. The SM's own link is never disabled: the SM
-    /// would lose the fabric it is protecting.
-    fn isolate(&mut self, ports: &[(u64, u8)]) {
+    /// Applies the isolation policy's requests on the fabric last
+    /// discovered ([`crate::perfmgr::isolation::apply`]: never a link the
+    /// SM needs to reach any node), then sweeps so the routing follows.
+    fn isolate(&mut self, requests: &[crate::perfmgr::isolation::Request]) {
         let span = info_span!("isolate");
         let _enter = span.enter();
         // Ports are about to change: a fabric read before is no longer it.
         self.routing.arbitrated = None;
         let Some(fabric) = self.routing.fabric.as_ref() else { return };
-        let sm_end = (0usize, fabric.sm_port);
-        let sm_peer = fabric.nodes.first().and_then(|n| n.ports.get(usize::from(fabric.sm_port))).and_then(|p| p.peer);
-        let mut ops = Vec::new();
-        let mut what = Vec::new();
-        for &(guid, port) in ports {
-            let Some(node) = fabric.find(guid) else { continue };
-            let Some(peer) = fabric.nodes[node].ports.get(usize::from(port)).and_then(|p| p.peer) else { continue };
-            // The switch end of the link: the switch itself, or the CA's peer.
-            let (sw, sw_port) = if fabric.nodes[node].is_switch() { (node, port) } else { peer };
-            if !fabric.nodes[sw].is_switch() {
-                continue;
-            }
-            if (sw, sw_port) == sm_end || Some((sw, sw_port)) == sm_peer || (node, port) == sm_end || Some((node, port)) == sm_peer {
-                warn!(guid = format_args!("{guid:#018x}"), port, "failing link is the SM's own: not isolated");
-                continue;
-            }
-            let Some(mut want) = fabric.nodes[sw].ports.get(usize::from(sw_port)).and_then(|p| p.info) else { continue };
-            want.port_state = sm_mad::PortState::NoChange;
-            want.port_physical_state = sm_mad::PhysState::Disabled;
-            let mut data = [0u8; sm_mad::smp::DATA_LEN];
-            want.emit(&mut sm_mad::PortInfoPacket::new_unchecked(&mut data[..]));
-            ops.push(crate::sweep::transport::SmpOp::set(sm_mad::mad::attr::PORT_INFO, u32::from(sw_port), &fabric.nodes[sw].path, data));
-            what.push((fabric.nodes[sw].guid, fabric.nodes[sw].description.clone(), sw_port));
-        }
-        if ops.is_empty() {
-            return;
-        }
         let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
-        for ((guid, desc, port), answer) in what.into_iter().zip(client.run_many(&ops)) {
-            match answer {
-                Ok(_) => warn!(guid = format_args!("{guid:#018x}"), port, "port isolated: \"{desc}\" port {port} disabled for its link's errors"),
-                Err(e) => warn!(guid = format_args!("{guid:#018x}"), port, "port not isolated: {e}"),
-            }
+        if crate::perfmgr::isolation::apply(fabric, requests, &mut client) {
+            self.schedule.due = Some(Cause::Change);
         }
-        self.schedule.due = Some(Cause::Change);
     }
 
     /// Re-reads the configuration file, applying what may change at

@@ -12,6 +12,7 @@
 //! next interval's deltas stay exact.
 
 pub mod counters;
+pub mod isolation;
 pub mod query;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use sm_mad::perf::{COUNTERS, COUNTER_NAMES};
 use tracing::{info, info_span, warn};
 
 use crate::config::Config;
+use crate::sweep::Escaped;
 use crate::sweep::discovery::Fabric;
 use counters::{Delta, PortHistory, ERROR_COUNTERS};
 use query::{PmaTransport, QueryStats, Target};
@@ -67,9 +69,9 @@ pub struct PerfMgrConfig {
     pub log_errors: bool,
     /// Threshold per counter ([`COUNTER_NAMES`] order); `None`: no event.
     pub thresholds: [Option<u64>; COUNTERS],
-    /// Ask the SM to disable a port whose link crosses a threshold of
-    /// [`ISOLATING_COUNTERS`] (smcore `perfmgr_isolate_ports`, off by
-    /// default).
+    /// Ask the SM to disable a link whose port stays above a threshold of
+    /// [`ISOLATING_COUNTERS`], and to enable it again later (smcore
+    /// `perfmgr_isolate_ports`, off by default; [`isolation`]).
     pub isolate: bool,
 }
 
@@ -138,12 +140,17 @@ pub fn targets_from_fabric(fabric: &Fabric, ignore_cas: bool) -> Vec<Target> {
             if lid == 0 || lid >= 0xC000 {
                 continue;
             }
+            let peer = port.peer.and_then(|(far, far_port)| {
+                let f = fabric.nodes.get(far)?;
+                Some(((f.guid, far_port), f.is_switch()))
+            });
             out.push(Target {
                 lid,
                 port: p as u8,
                 node_guid: node.guid,
                 node_desc: node.description.clone(),
                 switch: node.is_switch(),
+                peer,
             });
         }
     }
@@ -172,7 +179,12 @@ impl std::fmt::Display for Event {
         write!(
             f,
             "{} +{} in one interval (threshold {}) on {:#018x} \"{}\" port {}",
-            self.counter, self.delta, self.threshold, self.node_guid, self.node_desc, self.port
+            self.counter,
+            self.delta,
+            self.threshold,
+            self.node_guid,
+            Escaped(&self.node_desc),
+            self.port
         )
     }
 }
@@ -206,6 +218,11 @@ pub struct PerfDb {
     pub events: u64,
     /// The last events (at most [`Self::KEEP_EVENTS`]).
     pub recent: Vec<Event>,
+    /// The isolation policy's memory ([`isolation`]).
+    pub isolation: isolation::Policy,
+    /// What the policy asked for at the end of the last read, not taken
+    /// yet ([`Self::take_requests`]).
+    requests: Vec<isolation::Request>,
     next_tid: u64,
 }
 
@@ -271,9 +288,19 @@ impl PerfDb {
             };
             let delta = record.history.record(sample);
             events.extend(crossings(record, &delta, cfg));
+            if cfg.isolate {
+                let above = COUNTER_NAMES.iter().zip(&cfg.thresholds).enumerate().any(|(i, ((name, _), t))| {
+                    ISOLATING_COUNTERS.contains(name) && t.is_some_and(|t| delta.values[i] >= t)
+                });
+                self.isolation.observe(t, above);
+            }
             if sample.needs_clearing() {
                 to_clear.push(t.clone());
             }
+        }
+        if cfg.isolate {
+            let requests = self.isolation.tick();
+            self.requests.extend(requests);
         }
         (events, to_clear)
     }
@@ -299,6 +326,12 @@ impl PerfDb {
         self.recent.extend(events.iter().cloned());
         let excess = self.recent.len().saturating_sub(Self::KEEP_EVENTS);
         self.recent.drain(..excess);
+    }
+
+    /// The isolation policy's requests since the last call
+    /// ([`PerfMgrConfig::isolate`]).
+    pub fn take_requests(&mut self) -> Vec<isolation::Request> {
+        std::mem::take(&mut self.requests)
     }
 
     /// The ports with the most errors in the last interval, then in total:
@@ -338,7 +371,7 @@ impl PerfDb {
                 out,
                 "port {:#018x} \"{}\" {} lid {}: {}",
                 r.target.node_guid,
-                r.target.node_desc,
+                Escaped(&r.target.node_desc),
                 r.target.port,
                 r.target.lid,
                 counters.join(" ")
@@ -390,15 +423,15 @@ fn crossings(record: &mut PortRecord, delta: &Delta, cfg: &PerfMgrConfig) -> Vec
 
 /// Runs the manager until `stop`: reads `targets` (refreshed by the SM
 /// after each heavy sweep) every interval into `db`.
-/// `isolate` is handed each crossing that asks for its port's isolation
-/// when the policy is on.
+/// `isolate` is handed each request of the isolation policy when it is on
+/// ([`isolation`]).
 pub fn run(
     cfg: &PerfMgrConfig,
     transport: &mut dyn PmaTransport,
     targets: &Mutex<Vec<Target>>,
     db: &Mutex<PerfDb>,
     stop: &AtomicBool,
-    isolate: &dyn Fn(&Event),
+    isolate: &dyn Fn(&isolation::Request),
 ) {
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -420,7 +453,8 @@ pub fn run(
             }
         }
         if cfg.isolate {
-            events.iter().filter(|e| e.isolates()).for_each(isolate);
+            let requests = db.lock().unwrap_or_else(PoisonError::into_inner).take_requests();
+            requests.iter().for_each(isolate);
         }
         info!(ports = ports.len(), answered = stats.answered, lost = stats.lost, "perfmgr sweep done");
     }
@@ -449,7 +483,7 @@ mod tests {
     }
 
     fn target(lid: u16, port: u8) -> Target {
-        Target { lid, port, node_guid: 0x100 + u64::from(lid), node_desc: format!("sw{lid}"), switch: true }
+        Target { lid, port, node_guid: 0x100 + u64::from(lid), node_desc: format!("sw{lid}"), switch: true, peer: None }
     }
 
     #[test]

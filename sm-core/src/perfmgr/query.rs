@@ -48,6 +48,9 @@ pub struct Target {
     pub node_desc: String,
     /// Whether the node is a switch.
     pub switch: bool,
+    /// The far end of the port's link (node GUID, port) and whether it is
+    /// a switch: the isolation policy disables a link at its switch end.
+    pub peer: Option<((u64, u8), bool)>,
 }
 
 /// Counts of one query round.
@@ -310,7 +313,7 @@ mod tests {
     use super::*;
 
     fn target(lid: u16, port: u8) -> Target {
-        Target { lid, port, node_guid: u64::from(lid), node_desc: format!("n{lid}"), switch: port > 1 }
+        Target { lid, port, node_guid: u64::from(lid), node_desc: format!("n{lid}"), switch: port > 1, peer: None }
     }
 
     #[test]

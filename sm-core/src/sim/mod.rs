@@ -339,6 +339,11 @@ pub struct SimFabric {
     last_drop: Option<DropReason>,
     /// Per node: lose every n-th answer (0: none), and answers so far.
     answer_loss: Vec<(u32, u32)>,
+    /// Nodes that answer NodeInfo as another node's port would
+    /// ([`Self::impersonate`]): the node and port they claim to be.
+    impostors: std::collections::BTreeMap<usize, (usize, u8)>,
+    /// The M_Keys each impostor received in SMPs, in order.
+    heard_keys: std::collections::BTreeMap<usize, Vec<u64>>,
 }
 
 impl std::fmt::Debug for SimFabric {
@@ -412,6 +417,8 @@ impl SimFabric {
             counters: SimCounters::default(),
             last_drop: None,
             answer_loss: vec![(0, 0); topo.nodes.len()],
+            impostors: std::collections::BTreeMap::new(),
+            heard_keys: std::collections::BTreeMap::new(),
         };
         for index in 0..topo.nodes.len() {
             let node = fabric.power_up(index);
@@ -588,6 +595,41 @@ impl SimFabric {
             .ok_or(SimError::NoSuchNode(node))?;
         *slot = (every, 0);
         Ok(())
+    }
+
+    /// Sets the NodeDescription `node` answers with, as its host may at any
+    /// time (cut to 64 bytes on a character boundary): anything, control
+    /// characters included, which a topology file cannot hold.
+    pub fn set_description(&mut self, node: usize, text: &str) -> Result<(), SimError> {
+        let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
+        let text = state::truncate_utf8(text, n.description.len());
+        n.description = [0; 64];
+        n.description[..text.len()].copy_from_slice(text.as_bytes());
+        Ok(())
+    }
+
+    /// Makes `node` lie about who it is: its NodeInfo answers become those
+    /// `as_node` gives through `as_port` (GUIDs, type, port count, the port
+    /// entered), whatever port they come in by; everything else it answers
+    /// as itself. From then on the M_Key of every SMP reaching its SMA is
+    /// kept ([`Self::heard_keys`]): what a hostile host would read.
+    pub fn impersonate(&mut self, node: usize, as_node: usize, as_port: u8) -> Result<(), SimError> {
+        if node >= self.nodes.len() {
+            return Err(SimError::NoSuchNode(node));
+        }
+        let claimed = self.nodes.get(as_node).ok_or(SimError::NoSuchNode(as_node))?;
+        if as_port > claimed.num_ports {
+            return Err(SimError::NoSuchPort { node: as_node, port: as_port });
+        }
+        self.impostors.insert(node, (as_node, as_port));
+        self.heard_keys.entry(node).or_default();
+        Ok(())
+    }
+
+    /// The M_Keys SMPs carried to `node` since it began to lie
+    /// ([`Self::impersonate`]); empty for an honest node.
+    pub fn heard_keys(&self, node: usize) -> &[u64] {
+        self.heard_keys.get(&node).map_or(&[], Vec::as_slice)
     }
 
     /// The traps that reached the SM since the last call, oldest first.

@@ -65,6 +65,9 @@ impl SimFabric {
         port: u8,
         request: &smp::Repr,
     ) -> Result<Answer, DropReason> {
+        if let Some(heard) = self.heard_keys.get_mut(&node) {
+            heard.push(request.m_key);
+        }
         let hide_m_key = self.check_m_key(node, port, request)?;
         self.counters.handled += 1;
         let outcome = match request.method {
@@ -316,6 +319,7 @@ impl SimFabric {
     }
 
     fn node_info(&self, node: usize, port: u8) -> Data {
+        let (node, port) = self.impostors.get(&node).copied().unwrap_or((node, port));
         let n = &self.nodes[node];
         let (node_type, device_id) = match n.kind {
             NodeKind::Switch => (NodeType::Switch, self.options.switch_device_id),

@@ -145,7 +145,7 @@ impl Node {
 }
 
 /// Cuts `text` to at most `max` bytes without splitting a character.
-fn truncate_utf8(text: &str, max: usize) -> &str {
+pub(super) fn truncate_utf8(text: &str, max: usize) -> &str {
     let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;

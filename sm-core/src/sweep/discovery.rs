@@ -33,6 +33,8 @@ use sm_mad::{
 use sm_topology::{TopoLink, TopoNode, Topology};
 use tracing::{debug, warn};
 
+use super::mkey::MKeys;
+use super::text::Escaped;
 use super::transport::{SmpClient, SmpError, SmpOp};
 
 /// One port as discovered.
@@ -475,11 +477,17 @@ pub fn discover_within(
     client: &mut SmpClient<'_>,
     limits: &SweepLimits,
 ) -> Result<(Fabric, DiscoveryReport), SweepError> {
-    let mut walk = Walk { fabric: Fabric::default(), by_guid: HashMap::new(), report: DiscoveryReport::default() };
+    let mut walk = Walk {
+        fabric: Fabric::default(),
+        by_guid: HashMap::new(),
+        report: DiscoveryReport::default(),
+        m_keys: client.m_keys().clone(),
+    };
     let root = node_info(client, &[])?;
     if let Err(why) = check_node_info(&root, false) {
         return Err(SmpError::Malformed(format!("the SM's own NodeInfo: {why}")).into());
     }
+    walk.m_keys.learn_node(&[], root.node_guid, root.port_guid, root.node_type == NodeType::Switch);
     walk.fabric.sm_port = if root.node_type == NodeType::Switch { 0 } else { root.local_port_num };
     let mut tasks = walk.add_node(&root, Vec::new().into());
     let mut round = 0usize;
@@ -514,6 +522,10 @@ struct Walk {
     fabric: Fabric,
     by_guid: HashMap<u64, usize>,
     report: DiscoveryReport,
+    /// Told of each node and link accepted, and of nothing else: the key
+    /// an SMP along a path carries is that of the port the topology puts
+    /// there.
+    m_keys: MKeys,
 }
 
 impl Walk {
@@ -690,11 +702,16 @@ impl Walk {
             // own CA seen from the fabric): managed through itself.
             let slot = &mut self.fabric.node_mut(far).ports[usize::from(far_port)];
             slot.guid = info.port_guid;
-            slot.path = Some(path);
+            slot.path = Some(path.clone());
             tasks.push(Pending { task: Task::PortInfo { node: far, port: far_port }, retry: false });
         }
         self.fabric.node_mut(node).ports[usize::from(port)].peer = Some((far, far_port));
         self.fabric.node_mut(far).ports[usize::from(far_port)].peer = Some((node, port));
+        // Accepted: from now on an SMP along `path` carries the key of the
+        // port found there, as the topology has it (a switch's is port 0's).
+        let f = &self.fabric.nodes[far];
+        let far_guid = if f.is_switch() { f.ports[0].guid } else { f.ports[usize::from(far_port)].guid };
+        self.m_keys.learn_node(&path, f.guid, far_guid, f.is_switch());
         tasks
     }
 
@@ -986,7 +1003,7 @@ pub fn merge(fabric: &mut Fabric, memory: &mut FabricMemory, report: &mut Discov
             memory.silent.remove(&m.guid);
             continue;
         }
-        warn!(guid = format_args!("{:#018x}", m.guid), desc = %m.description,
+        warn!(guid = format_args!("{:#018x}", m.guid), desc = %Escaped(&m.description),
             "did not answer this sweep; kept as the last sweep knew it");
         final_index[tentative] = Some(fabric.nodes.len());
         let mut node = FabricNode::clone(m);

@@ -522,7 +522,17 @@ fn round(client: &mut SmpClient<'_>, walk: &mut Walk) -> Result<(), Fallback> {
             continue;
         }
         match answer.and_then(|d| parse_node_info(&d)) {
-            Ok(found) => walk.probe(node, port, path, found)?,
+            Ok(found) => {
+                walk.probe(node, port, path.clone(), found)?;
+                // Accepted into the model: an SMP along `path` now carries
+                // the key of the port the model puts there, never that of
+                // a GUID an unchecked answer named.
+                if let Some((far, far_port)) = walk.model.nodes[node].ports[usize::from(port)].peer {
+                    let f = &walk.model.nodes[far];
+                    let far_guid = if f.is_switch() { f.ports[0].guid } else { f.ports[usize::from(far_port)].guid };
+                    client.m_keys().learn_node(&path, f.guid, far_guid, f.is_switch());
+                }
+            }
             Err(e) => {
                 return Err(Fallback::Silent { guid: walk.model.nodes[node].guid, error: format!("NodeInfo through port {port}: {e}") })
             }

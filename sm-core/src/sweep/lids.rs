@@ -1,12 +1,13 @@
 //! LID assignment and its programming by directed-route PortInfo Sets.
 //!
 //! A LID is an address that hosts, caches and path records keep using
-//! after the SM has moved on, so a LID a port already holds is kept
-//! whenever it is valid (unicast, aligned to the port's block, not claimed
-//! by an earlier port). Ports without one get, in order of preference, the
-//! LID the `guid2lid` file remembers for their GUID (so a fabric that
-//! powers up again gets its old addresses), then the lowest free block not
-//! remembered for a port that is absent today. Switches take one LID on
+//! after the SM has moved on. A port gets, in order of preference, the LID
+//! the `guid2lid` file remembers for its GUID (so a fabric that powers up
+//! again gets its old addresses, and a LID stays its owner's whatever
+//! another port claims), then the LID it already holds when that is valid
+//! (unicast, aligned to the port's block, not taken) and the file keeps it
+//! for no other port (as OpenSM's `osm_lid_mgr.c`), then the lowest free
+//! block not remembered for a port that is absent today. Switches take one LID on
 //! port 0; CA and router ports take `2^lmc` LIDs aligned to `2^lmc`.
 //! `reassign` forgets both the held LIDs and the file (OpenSM's
 //! `--reassign_lids`).
@@ -215,26 +216,52 @@ pub fn assign(
     let mut result = LidAssignment::default();
 
     if !reassign {
+        // The file first (OpenSM's `osm_lid_mgr.c`): a LID remembered for
+        // a port is that port's, whatever another port now claims to hold.
+        // A host may set its own PortInfo to any LID; were the LIDs ports
+        // hold taken first, in discovery order, one found before the LID's
+        // owner would keep the owner's LID, the owner would be moved, and
+        // `guid2lid` would record the theft.
         for (k, &(node, port, block)) in holders.iter().enumerate() {
-            let info = fabric.nodes[node].ports[usize::from(port)].info.as_ref();
-            if let Some(lid) = info.map(|i| i.lid).filter(|&l| space.fits(l, block)) {
+            let slot = &fabric.nodes[node].ports[usize::from(port)];
+            let Some(&(lid, _)) = guid2lid.entries.get(&slot.guid) else { continue };
+            if space.fits(lid, block) {
                 space.take(lid, block);
                 chosen[k] = Some(lid);
-                result.kept += 1;
+                if slot.info.is_some_and(|i| i.lid == lid) {
+                    result.kept += 1;
+                } else {
+                    result.from_file += 1;
+                }
             }
+        }
+        // Then a LID a port holds, if valid, free, and remembered for no
+        // other port (present or not).
+        let mut owner = vec![0u64; usize::from(MAX_UNICAST_LID) + 1];
+        for (&guid, &(lid, end)) in &guid2lid.entries {
+            owner[usize::from(lid)..=usize::from(end)].fill(guid);
         }
         for (k, &(node, port, block)) in holders.iter().enumerate() {
             if chosen[k].is_some() {
                 continue;
             }
-            let guid = fabric.nodes[node].ports[usize::from(port)].guid;
-            if let Some(&(lid, _)) = guid2lid.entries.get(&guid) {
-                if space.fits(lid, block) {
-                    space.take(lid, block);
-                    chosen[k] = Some(lid);
-                    result.from_file += 1;
-                }
+            let slot = &fabric.nodes[node].ports[usize::from(port)];
+            let Some(lid) = slot.info.as_ref().map(|i| i.lid).filter(|&l| space.fits(l, block)) else { continue };
+            let first = usize::from(lid);
+            let others = owner[first..first + (1usize << block)].iter().find(|&&g| g != 0 && g != slot.guid);
+            if let Some(&other) = others {
+                warn!(
+                    guid = format_args!("{:#018x}", slot.guid),
+                    port,
+                    lid,
+                    owner = format_args!("{other:#018x}"),
+                    "port holds a LID guid2lid keeps for another port; not kept"
+                );
+                continue;
             }
+            space.take(lid, block);
+            chosen[k] = Some(lid);
+            result.kept += 1;
         }
     }
 

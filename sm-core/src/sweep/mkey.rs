@@ -4,9 +4,13 @@
 //! With `m_key` configured (non-zero), every PortInfo Set the SM sends
 //! writes M_Key, M_KeyProtectBits and M_KeyLeasePeriod ([`MKeys::stamp`]),
 //! and every SMP carries the key the port at the end of its path holds.
-//! The port is known by the GUID its NodeInfo answered with; the client
-//! learns, as answers come back, which port GUID sits at the end of each
-//! directed path and behind each port of each node. That knowledge
+//! The port is the one the topology discovered puts at the end of the
+//! path (as OpenSM's `req_determine_mkey` walks its subnet): discovery
+//! tells, as it accepts each node and link, which port GUID sits at the
+//! end of each directed path and behind each port of each node. A NodeInfo
+//! answer alone is never believed: a host that claims its leaf switch's
+//! GUIDs, and is refused by discovery's checks, is not sent the leaf's
+//! key. That knowledge
 //! (`neighbors`) and the keys the ports were given (`guid2mkey`) are kept
 //! on disk, so that after a restart an SM can still reach ports that a
 //! protection level of 2 or 3 makes deaf to a wrong key.
@@ -308,7 +312,10 @@ impl MKeys {
             && current.m_key_lease_period == s.config.lease_period
     }
 
-    /// Takes note of a NodeInfo answered along `path`.
+    /// Takes note that discovery accepted, at the end of `path`, the node
+    /// `node_guid` reached by its port `port_guid`: a new node found there,
+    /// or a link to a known one. Never called for a NodeInfo answer that
+    /// discovery has not checked against the topology.
     pub(super) fn learn_node(&self, path: &[u8], node_guid: u64, port_guid: u64, switch: bool) {
         let Some(s) = &self.0 else { return };
         let mut s = lock(s);

@@ -22,12 +22,14 @@ pub mod pkey;
 pub mod program;
 pub mod qos;
 pub mod stages;
+pub mod text;
 pub mod transport;
 pub mod umad;
 pub mod vl;
 pub mod window;
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
+pub use text::{escaped, Escaped};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;

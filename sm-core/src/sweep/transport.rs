@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
-use sm_mad::{Mad, NodeInfoPacket, PortInfoPacket};
+use sm_mad::{Mad, PortInfoPacket};
 
 use super::mkey::MKeys;
 
@@ -490,19 +490,17 @@ impl SmpClient<'_> {
     }
 
     /// What a good answer along `path` to `request` tells about M_Keys:
-    /// which port is there (NodeInfo), which key it holds (PortInfo as
-    /// read, or as a Set that succeeded wrote it).
+    /// which key the port there holds (PortInfo as read, or as a Set that
+    /// succeeded wrote it). Which port is there is not taken from a
+    /// NodeInfo answer: whatever answers at the end of a path may claim any
+    /// GUID, and the key of the port it names would be sent to it. Discovery
+    /// tells [`MKeys`] once it has accepted a node or link into the
+    /// topology ([`MKeys::learn_node`]).
     fn learn(&self, path: &[u8], request: &smp::Repr, answer: &smp::Repr) {
         if !self.m_keys.enabled() {
             return;
         }
         match answer.attribute_id {
-            attr::NODE_INFO => {
-                if let Ok(info) = NodeInfoPacket::new_checked(&answer.data[..]) {
-                    let switch = info.node_type() == sm_mad::NodeType::Switch as u8;
-                    self.m_keys.learn_node(path, info.node_guid(), info.port_guid(), switch);
-                }
-            }
             attr::PORT_INFO => {
                 // A Set that succeeded wrote the request's key, whatever
                 // the answer shows (ibsim, for one, keeps no M_Key and
