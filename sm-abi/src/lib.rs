@@ -564,19 +564,11 @@ impl std::fmt::Display for SlTableError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SlTableError::ShortClasses { len, max_lid } => {
-                write!(
-                    f,
-                    "SL table classes cover LIDs 0..{len}, the fabric's go up to {max_lid}"
-                )
+                write!(f, "SL table classes cover LIDs 0..{len}, the fabric's go up to {max_lid}")
             }
-            SlTableError::ClassOutOfRange { lid, class } => {
-                write!(f, "SL table: LID {lid} is in class {class}, past the last")
-            }
+            SlTableError::ClassOutOfRange { lid, class } => write!(f, "SL table: LID {lid} is in class {class}, past the last"),
             SlTableError::WrongSize { len, classes } => {
-                write!(
-                    f,
-                    "SL table holds {len} SLs for {classes} classes (needs {classes}²)"
-                )
+                write!(f, "SL table holds {len} SLs for {classes} classes (needs {classes}²)")
             }
         }
     }
@@ -589,25 +581,14 @@ impl SlTable {
     /// `max_lid` (the SLs themselves are the verifier's to judge).
     pub fn check(&self, max_lid: u16) -> Result<(), SlTableError> {
         if self.class_of.len() <= max_lid as usize {
-            return Err(SlTableError::ShortClasses {
-                len: self.class_of.len(),
-                max_lid,
-            });
+            return Err(SlTableError::ShortClasses { len: self.class_of.len(), max_lid });
         }
-        if let Some((lid, &class)) = self
-            .class_of
-            .iter()
-            .enumerate()
-            .find(|(_, &c)| c >= self.classes)
-        {
+        if let Some((lid, &class)) = self.class_of.iter().enumerate().find(|(_, &c)| c >= self.classes) {
             return Err(SlTableError::ClassOutOfRange { lid, class });
         }
         let need = (self.classes as u64) * (self.classes as u64);
         if self.sl.len() as u64 != need {
-            return Err(SlTableError::WrongSize {
-                len: self.sl.len(),
-                classes: self.classes,
-            });
+            return Err(SlTableError::WrongSize { len: self.sl.len(), classes: self.classes });
         }
         Ok(())
     }
@@ -627,10 +608,7 @@ impl SlTable {
     /// The SL of `slid` → `dlid`.
     #[inline]
     pub fn get(&self, slid: u16, dlid: u16) -> u8 {
-        self.row(self.class(dlid))
-            .get(self.class(slid) as usize)
-            .copied()
-            .unwrap_or(0)
+        self.row(self.class(dlid)).get(self.class(slid) as usize).copied().unwrap_or(0)
     }
 
     /// The SLs of every source class towards destination class `class`.
@@ -793,10 +771,7 @@ impl Routing {
 
     /// Add a diagnostic.
     pub fn diag(&mut self, level: Level, message: impl Into<String>) {
-        self.diagnostics.push(Diagnostic {
-            level,
-            message: RString::from(message.into()),
-        });
+        self.diagnostics.push(Diagnostic { level, message: RString::from(message.into()) });
     }
 }
 
@@ -851,10 +826,7 @@ impl EngineError {
 
     /// An error of kind `kind`.
     pub fn with_kind(kind: ErrorKind, reason: impl Into<String>) -> Self {
-        EngineError {
-            reason: RString::from(reason.into()),
-            kind,
-        }
+        EngineError { reason: RString::from(reason.into()), kind }
     }
 
     /// The engine cannot route this fabric.
@@ -893,11 +865,7 @@ pub trait Engine: Send + Sync {
     /// valid under the engine's own rules and change only what the change
     /// forces. An engine built against an older minor lacks this vtable
     /// entry and the default body runs: it routes from scratch.
-    fn reroute(
-        &self,
-        fabric: &FabricSnapshot,
-        previous: &PreviousRouting,
-    ) -> RResult<Routing, EngineError> {
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> RResult<Routing, EngineError> {
         let _ = previous;
         self.route(fabric)
     }
@@ -929,10 +897,7 @@ pub struct PreviousRouting {
 impl PreviousRouting {
     /// The previous table of the switch with node GUID `guid`.
     pub fn lft(&self, guid: u64) -> Option<&[u8]> {
-        self.lfts
-            .iter()
-            .find(|l| l.guid == guid)
-            .map(|l| &l.ports[..])
+        self.lfts.iter().find(|l| l.guid == guid).map(|l| &l.ports[..])
     }
 }
 
@@ -947,11 +912,7 @@ pub trait RoutingEngine: Send + Sync + 'static {
     /// Route the fabric again after a change, continuing from `previous`
     /// (see [`Engine::reroute`]). The default routes from scratch; the kit's
     /// `continuity` module keeps what is still valid.
-    fn reroute(
-        &self,
-        fabric: &FabricSnapshot,
-        previous: &PreviousRouting,
-    ) -> Result<Routing, EngineError> {
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
         let _ = previous;
         self.route(fabric)
     }
@@ -966,11 +927,7 @@ impl<E: RoutingEngine> Engine for Guarded<E> {
         guard(|| self.0.route(fabric)).into()
     }
 
-    fn reroute(
-        &self,
-        fabric: &FabricSnapshot,
-        previous: &PreviousRouting,
-    ) -> RResult<Routing, EngineError> {
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> RResult<Routing, EngineError> {
         guard(|| self.0.reroute(fabric, previous)).into()
     }
 }
@@ -997,10 +954,7 @@ pub fn guard<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineE
             } else {
                 "unknown panic payload".to_string()
             };
-            Err(EngineError::with_kind(
-                ErrorKind::Panicked,
-                format!("{PANIC_PREFIX}{msg}"),
-            ))
+            Err(EngineError::with_kind(ErrorKind::Panicked, format!("{PANIC_PREFIX}{msg}")))
         }
     }
 }
@@ -1127,15 +1081,8 @@ mod tests {
     fn unknown_enum_values_are_neither_switch_nor_end_node_and_print_their_number() {
         let future = NodeKind(9);
         assert!(!future.is_switch() && !future.is_end_node() && !future.is_known());
-        assert!(
-            NodeKind::Ca.is_end_node()
-                && NodeKind::Router.is_end_node()
-                && NodeKind::Switch.is_switch()
-        );
-        assert_eq!(
-            format!("{future:?} {:?}", NodeKind::Switch),
-            "NodeKind(9) Switch"
-        );
+        assert!(NodeKind::Ca.is_end_node() && NodeKind::Router.is_end_node() && NodeKind::Switch.is_switch());
+        assert_eq!(format!("{future:?} {:?}", NodeKind::Switch), "NodeKind(9) Switch");
         assert!(!PortState(7).is_active() && PortState::Active.is_active());
         assert_eq!(Level(3).name(), None);
     }
@@ -1163,11 +1110,7 @@ mod tests {
 
     /// SLs by switch: LIDs 1..=2 on switch 0, 3..=4 on switch 1.
     fn by_switch() -> SlTable {
-        SlTable {
-            class_of: vec![0, 0, 0, 1, 1].into(),
-            classes: 2,
-            sl: vec![0, 1, 2, 3].into(),
-        }
+        SlTable { class_of: vec![0, 0, 0, 1, 1].into(), classes: 2, sl: vec![0, 1, 2, 3].into() }
     }
 
     #[test]
@@ -1175,46 +1118,26 @@ mod tests {
         let t = by_switch();
         assert_eq!(t.check(4), Ok(()));
         // (src class 1, dst class 0) is sl[0 * 2 + 1].
-        assert_eq!(
-            (t.get(3, 1), t.get(1, 3), t.get(4, 4), t.get(2, 2)),
-            (1, 2, 3, 0)
-        );
+        assert_eq!((t.get(3, 1), t.get(1, 3), t.get(4, 4), t.get(2, 2)), (1, 2, 3, 0));
         assert_eq!(t.row(1), &[2, 3]);
         let oracle = table_sl_box(RArc::new(t.clone()));
         assert_eq!(oracle.path_sl(4, 2), 1);
         assert_eq!(oracle.uniform(), ROption::RNone);
         assert_eq!(oracle.sl_table().map(|x| (*x).clone()), ROption::RSome(t));
-        let flat = SlTable {
-            class_of: vec![0; 3].into(),
-            classes: 1,
-            sl: vec![5].into(),
-        };
+        let flat = SlTable { class_of: vec![0; 3].into(), classes: 1, sl: vec![5].into() };
         assert_eq!(table_sl_box(RArc::new(flat)).uniform(), ROption::RSome(5));
     }
 
     #[test]
     fn a_table_of_the_wrong_shape_is_refused_naming_what_is_wrong() {
-        assert_eq!(
-            by_switch().check(5),
-            Err(SlTableError::ShortClasses { len: 5, max_lid: 5 })
-        );
+        assert_eq!(by_switch().check(5), Err(SlTableError::ShortClasses { len: 5, max_lid: 5 }));
         let mut t = by_switch();
         t.class_of[3] = 2;
-        assert_eq!(
-            t.check(4),
-            Err(SlTableError::ClassOutOfRange { lid: 3, class: 2 })
-        );
+        assert_eq!(t.check(4), Err(SlTableError::ClassOutOfRange { lid: 3, class: 2 }));
         let mut t = by_switch();
         t.sl.pop();
-        assert_eq!(
-            t.check(4),
-            Err(SlTableError::WrongSize { len: 3, classes: 2 })
-        );
-        assert!(t
-            .check(4)
-            .unwrap_err()
-            .to_string()
-            .contains("3 SLs for 2 classes"));
+        assert_eq!(t.check(4), Err(SlTableError::WrongSize { len: 3, classes: 2 }));
+        assert!(t.check(4).unwrap_err().to_string().contains("3 SLs for 2 classes"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use rayon::prelude::*;
 use serde::Deserialize;
-use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NONE, NO_ROUTE};
+use sm_abi::{EngineError, FabricSnapshot, Lft, NodeKind, NO_ROUTE, NONE};
 
 use crate::cache::prefetch_ahead;
 use crate::config::read_guid_list;
@@ -136,14 +136,8 @@ impl BalanceFiles {
                 let node = fabric.nodes.iter().position(|n| n.guid == *guid);
                 match (node, rest.trim().parse::<u8>()) {
                     (Some(n), Ok(port)) => inputs.ignored_ports.push((n as u32, port)),
-                    (None, _) => inputs.warnings.push(format!(
-                        "{}: switch 0x{guid:016x} not in the fabric",
-                        p.display()
-                    )),
-                    (_, Err(_)) => inputs.warnings.push(format!(
-                        "{}: bad port `{rest}` for 0x{guid:016x}",
-                        p.display()
-                    )),
+                    (None, _) => inputs.warnings.push(format!("{}: switch 0x{guid:016x} not in the fabric", p.display())),
+                    (_, Err(_)) => inputs.warnings.push(format!("{}: bad port `{rest}` for 0x{guid:016x}", p.display())),
                 }
             }
         }
@@ -177,12 +171,7 @@ pub fn routing_order(fabric: &FabricSnapshot, graph: &Graph, guid_order: &[u64])
         }
     }
     let mut sws: Vec<Sw> = (0..graph.switch_count() as Sw).collect();
-    let end_links = |s: Sw| {
-        graph.sw_ports[s as usize]
-            .iter()
-            .filter(|l| l.peer_sw == NONE)
-            .count()
-    };
+    let end_links = |s: Sw| graph.sw_ports[s as usize].iter().filter(|l| l.peer_sw == NONE).count();
     sws.sort_by(|&a, &b| {
         let ga = fabric.nodes[graph.switch_nodes[a as usize] as usize].guid;
         let gb = fabric.nodes[graph.switch_nodes[b as usize] as usize].guid;
@@ -228,19 +217,10 @@ pub fn assign_lfts<H: HopTable>(
         .into_par_iter()
         .map(|s| {
             let ports = match &runs {
-                Some(runs) => assign_switch_runs(
-                    fabric,
-                    &SwitchLinks::new(fabric, graph, hops, opts, s),
-                    runs,
-                    opts.dor,
-                    s,
-                ),
+                Some(runs) => assign_switch_runs(fabric, &SwitchLinks::new(fabric, graph, hops, opts, s), runs, opts.dor, s),
                 None => assign_switch(fabric, graph, hops, &targets, opts, s),
             };
-            Lft {
-                node: graph.switch_nodes[s as usize],
-                ports: ports.into(),
-            }
+            Lft { node: graph.switch_nodes[s as usize], ports: ports.into() }
         })
         .collect()
 }
@@ -252,13 +232,7 @@ pub fn assign_lfts<H: HopTable>(
 pub fn min_hop_lfts(fabric: &FabricSnapshot) -> Vec<Lft> {
     let graph = Graph::new(fabric);
     let order = routing_order(fabric, &graph, &[]);
-    assign_lfts(
-        fabric,
-        &graph,
-        &graph.distance_matrix(),
-        &order,
-        &BalanceOptions::default(),
-    )
+    assign_lfts(fabric, &graph, &graph.distance_matrix(), &order, &BalanceOptions::default())
 }
 
 /// A routing target, flattened once so that every switch's pass over the
@@ -290,14 +264,7 @@ fn targets(fabric: &FabricSnapshot, graph: &Graph, order: &[u32]) -> Vec<Target>
                 let peer = &fabric.ports[p.peer as usize];
                 (graph.sw_of_node[peer.node as usize], peer.num)
             };
-            Target {
-                port: pi,
-                base_lid: p.lid,
-                lid_count: p.lid_count().min(u16::MAX as u32) as u16,
-                t,
-                t_port,
-                is_switch,
-            }
+            Target { port: pi, base_lid: p.lid, lid_count: p.lid_count().min(u16::MAX as u32) as u16, t, t_port, is_switch }
         })
         .collect()
 }
@@ -320,13 +287,7 @@ struct SwitchLinks {
 }
 
 impl SwitchLinks {
-    fn new<H: HopTable>(
-        fabric: &FabricSnapshot,
-        graph: &Graph,
-        hops: &H,
-        opts: &BalanceOptions,
-        s: Sw,
-    ) -> SwitchLinks {
+    fn new<H: HopTable>(fabric: &FabricSnapshot, graph: &Graph, hops: &H, opts: &BalanceOptions, s: Sw) -> SwitchLinks {
         let node_idx = graph.switch_nodes[s as usize];
         let node = &fabric.nodes[node_idx as usize];
         let num_ports = node.num_ports as usize + 1;
@@ -335,26 +296,16 @@ impl SwitchLinks {
             by_num[l.port as usize] = Some(*l);
         }
         let search: Vec<u8> = match &opts.search_order {
-            Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => {
-                orders[s as usize].clone()
-            }
+            Some(orders) if orders.get(s as usize).is_some_and(|o| o.len() == num_ports) => orders[s as usize].clone(),
             // Every port but 255, the LFT's "no route" (a port number
             // `as u8` would wrap to an empty range on a 255-port switch).
-            _ => (0..num_ports.min(usize::from(NO_ROUTE)))
-                .map(|p| p as u8)
-                .collect(),
+            _ => (0..num_ports.min(usize::from(NO_ROUTE))).map(|p| p as u8).collect(),
         };
         // OpenSM scans positions 1, 2, ..., then position 0 last.
         let mut links: Vec<(usize, SwPort)> = search
             .iter()
             .enumerate()
-            .filter_map(|(pos, &num)| {
-                by_num
-                    .get(num as usize)
-                    .copied()
-                    .flatten()
-                    .map(|l| (pos, l))
-            })
+            .filter_map(|(pos, &num)| by_num.get(num as usize).copied().flatten().map(|l| (pos, l)))
             .filter(|(_, l)| l.port != 0 && l.peer_sw != NONE)
             .collect();
         links.sort_by_key(|&(pos, _)| (pos + num_ports - 1) % num_ports);
@@ -370,13 +321,7 @@ impl SwitchLinks {
                 ignored[p as usize] = true;
             }
         }
-        SwitchLinks {
-            num_ports,
-            links,
-            planes,
-            n,
-            ignored,
-        }
+        SwitchLinks { num_ports, links, planes, n, ignored }
     }
 }
 
@@ -422,11 +367,7 @@ struct Candidates {
 
 impl Candidates {
     fn new(num_ports: usize) -> Candidates {
-        Candidates {
-            t: NONE,
-            mask: [0; 4],
-            list: Vec::with_capacity(num_ports),
-        }
+        Candidates { t: NONE, mask: [0; 4], list: Vec::with_capacity(num_ports) }
     }
 
     /// Point at destination switch `t`; true when the set changed.
@@ -476,11 +417,7 @@ struct Run {
 
 impl Runs {
     fn new(targets: &[Target], max_lid: u16) -> Runs {
-        let mut r = Runs {
-            runs: Vec::new(),
-            lids: Vec::with_capacity(targets.len()),
-            t_ports: Vec::with_capacity(targets.len()),
-        };
+        let mut r = Runs { runs: Vec::new(), lids: Vec::with_capacity(targets.len()), t_ports: Vec::with_capacity(targets.len()) };
         for tg in targets {
             if tg.t == NONE || tg.base_lid > max_lid || tg.lid_count == 0 {
                 continue;
@@ -490,12 +427,7 @@ impl Runs {
             r.t_ports.push(tg.t_port);
             match r.runs.last_mut() {
                 Some(run) if run.t == tg.t && run.counted == !tg.is_switch => run.end = at + 1,
-                _ => r.runs.push(Run {
-                    t: tg.t,
-                    counted: !tg.is_switch,
-                    start: at,
-                    end: at + 1,
-                }),
+                _ => r.runs.push(Run { t: tg.t, counted: !tg.is_switch, start: at, end: at + 1 }),
             }
         }
         r
@@ -511,13 +443,7 @@ impl Runs {
 /// rebuilt whenever the candidate set changes (counts of its ports change
 /// only through choices made from it: routes to end ports on this switch
 /// use host ports, routes to switches are not counted).
-fn assign_switch_runs(
-    fabric: &FabricSnapshot,
-    sl: &SwitchLinks,
-    runs: &Runs,
-    dor: bool,
-    s: Sw,
-) -> Vec<u8> {
+fn assign_switch_runs(fabric: &FabricSnapshot, sl: &SwitchLinks, runs: &Runs, dor: bool, s: Sw) -> Vec<u8> {
     let mut counts = vec![0u32; sl.num_ports];
     let mut lft = vec![NO_ROUTE; fabric.max_lid as usize + 1];
     let mut cand = Candidates::new(sl.num_ports);
@@ -572,12 +498,7 @@ fn assign_switch_runs(
         if !queue_valid || head >= queue.len() {
             queue.clear();
             head = 0;
-            queue.extend(
-                ports
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &p)| counts[p as usize] << 8 | i as u32),
-            );
+            queue.extend(ports.iter().enumerate().map(|(i, &p)| counts[p as usize] << 8 | i as u32));
             queue.sort_unstable();
             queue_valid = true;
         } else if head > 4 * ports.len() {
@@ -654,24 +575,14 @@ fn assign_switch<H: HopTable>(
             // OpenSM scans from `start_from` round the search order; for
             // a port's later LMC LIDs that is after the previous LID's
             // port, except in DOR mode, where every LID starts at 1.
-            let start_from = if offset > 0 && !opts.dor {
-                lft[lid - 1] as usize + 1
-            } else {
-                1
-            };
+            let start_from = if offset > 0 && !opts.dor { lft[lid - 1] as usize + 1 } else { 1 };
             let rot = start_from % num_ports;
             ordered.clear();
             ordered.extend(cand.list.iter().copied());
             ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
             scan.clear();
             scan.extend(ordered.iter().map(|&(_, l)| l));
-            let Some(choice) = choose(
-                fabric,
-                &scan,
-                &counts,
-                Some(remotes[oi].as_slice()),
-                opts.dor,
-            ) else {
+            let Some(choice) = choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) else {
                 continue;
             };
             lft[lid] = choice.port;
@@ -700,17 +611,10 @@ fn dor_admits(dor: bool, first_remote: &mut u32, link: &SwPort) -> bool {
 
 fn note_remote(list: &mut Vec<Remote>, fabric: &FabricSnapshot, peer_port: u32, dor: bool) {
     let p = &fabric.ports[peer_port as usize];
-    if let Some(r) = list
-        .iter_mut()
-        .find(|r| r.node == p.node && (!dor || r.port == p.num))
-    {
+    if let Some(r) = list.iter_mut().find(|r| r.node == p.node && (!dor || r.port == p.num)) {
         r.forwarded_to += 1;
     } else {
-        list.push(Remote {
-            node: p.node,
-            port: p.num,
-            forwarded_to: 1,
-        });
+        list.push(Remote { node: p.node, port: p.num, forwarded_to: 1 });
     }
 }
 
@@ -740,14 +644,10 @@ fn choose(
         if let Some(rem) = remotes {
             let peer = &fabric.ports[c.peer_port as usize];
             if dor {
-                used = rem
-                    .iter()
-                    .find(|r| r.node == peer.node && r.port == peer.num);
+                used = rem.iter().find(|r| r.node == peer.node && r.port == peer.num);
             } else {
                 let sys = fabric.nodes[peer.node as usize].system_guid;
-                let same_sys = rem
-                    .iter()
-                    .find(|r| fabric.nodes[r.node as usize].system_guid == sys);
+                let same_sys = rem.iter().find(|r| fabric.nodes[r.node as usize].system_guid == sys);
                 match same_sys {
                     None => {
                         if count < least_other_sys {
@@ -817,14 +717,7 @@ pub fn assign_lfts_weighted(
     order: &[u32],
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
-    weighted_with(
-        fabric,
-        graph,
-        dist,
-        order,
-        &LinkView::new(fabric, graph, opts),
-        &sources(fabric, graph),
-    )
+    weighted_with(fabric, graph, dist, order, &LinkView::new(fabric, graph, opts), &sources(fabric, graph))
 }
 
 /// [`assign_lfts_weighted`] with the link view and the sources per switch
@@ -874,11 +767,8 @@ fn weighted_with(
         }
     }
     let mut tables: Vec<Vec<u8>> = vec![vec![NO_ROUTE; fabric.max_lid as usize + 1]; n];
-    let mut loads: Vec<Vec<u64>> = graph
-        .switch_nodes
-        .iter()
-        .map(|&node| vec![0u64; fabric.nodes[node as usize].num_ports as usize + 1])
-        .collect();
+    let mut loads: Vec<Vec<u64>> =
+        graph.switch_nodes.iter().map(|&node| vec![0u64; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
     let mut w: Vec<u64> = Vec::new();
     let mut ord = Vec::new();
     let lmc = fabric.lmc > 0;
@@ -898,11 +788,7 @@ fn weighted_with(
         let mut start = 0;
         while start < ord.len() {
             let level = row[ord[start] as usize];
-            let end = start
-                + ord[start..]
-                    .iter()
-                    .take_while(|&&s| row[s as usize] == level)
-                    .count();
+            let end = start + ord[start..].iter().take_while(|&&s| row[s as usize] == level).count();
             let run = &ord[start..end];
             let decided: Vec<(Sw, Vec<u8>, Vec<u64>, Vec<u64>)> = run
                 .par_iter()
@@ -925,9 +811,7 @@ fn weighted_with(
                     }
                     let cands: Vec<&SwPort> = graph.sw_ports[si]
                         .iter()
-                        .filter(|l| {
-                            l.peer_sw != NONE && row[l.peer_sw as usize].wrapping_add(1) == level
-                        })
+                        .filter(|l| l.peer_sw != NONE && row[l.peer_sw as usize].wrapping_add(1) == level)
                         .collect();
                     let mut load = loads[si].clone();
                     let mut ports = Vec::with_capacity(g);
@@ -972,11 +856,7 @@ fn weighted_with(
                             least = None;
                         }
                         if lmc {
-                            used.push((
-                                fabric.nodes[c.peer_node as usize].system_guid,
-                                c.peer_node,
-                                c.port,
-                            ));
+                            used.push((fabric.nodes[c.peer_node as usize].system_guid, c.peer_node, c.port));
                         }
                         ports.push(c.port);
                     }
@@ -1018,10 +898,7 @@ fn weighted_with(
     tables
         .into_iter()
         .enumerate()
-        .map(|(s, ports)| Lft {
-            node: graph.switch_nodes[s],
-            ports: ports.into(),
-        })
+        .map(|(s, ports)| Lft { node: graph.switch_nodes[s], ports: ports.into() })
         .collect()
 }
 
@@ -1042,11 +919,7 @@ pub fn balanced_lfts(
     // The weighted tables cost about switches × end-port LIDs × links per
     // switch steps; past a bound (a few seconds of CPU) only the greedy
     // goes through the pass, whose cost is bounded on its own.
-    let links: usize = graph
-        .sw_ports
-        .iter()
-        .map(|p| p.iter().filter(|l| l.peer_sw != NONE).count())
-        .sum();
+    let links: usize = graph.sw_ports.iter().map(|p| p.iter().filter(|l| l.peer_sw != NONE).count()).sum();
     let cost = links as u128 * fabric.max_lid as u128;
     let view = LinkView::new(fabric, graph, opts);
     let tr = Traffic::new(fabric, graph, order);
@@ -1104,10 +977,7 @@ impl Traffic {
         let mut dests: Vec<Dest> = Vec::new();
         for &pi in order {
             let p = &fabric.ports[pi as usize];
-            if !fabric.nodes[p.node as usize].kind.is_end_node()
-                || p.lid == 0
-                || !crate::graph::usable(fabric, pi)
-            {
+            if !fabric.nodes[p.node as usize].kind.is_end_node() || p.lid == 0 || !crate::graph::usable(fabric, pi) {
                 continue;
             }
             let t = graph.entry_switch(fabric, pi);
@@ -1118,12 +988,7 @@ impl Traffic {
             for off in 0..count {
                 let lid = p.lid as usize + off as usize;
                 if lid <= fabric.max_lid as usize {
-                    dests.push(Dest {
-                        lid: lid as u16,
-                        t,
-                        base_lid: p.lid,
-                        lid_count: count,
-                    });
+                    dests.push(Dest { lid: lid as u16, t, base_lid: p.lid, lid_count: count });
                 }
             }
         }
@@ -1215,12 +1080,7 @@ impl LinkView {
 
     /// The busiest load on a link counted (not ignored).
     fn counted_max(&self, load: &[u64]) -> u64 {
-        load.iter()
-            .zip(&self.ignored)
-            .filter(|(_, &ig)| !ig)
-            .map(|(&l, _)| l)
-            .max()
-            .unwrap_or(0)
+        load.iter().zip(&self.ignored).filter(|(_, &ig)| !ig).map(|(&l, _)| l).max().unwrap_or(0)
     }
 
     #[inline]
@@ -1275,13 +1135,7 @@ pub fn rebalance(
     opts: &BalanceOptions,
 ) -> Rebalance {
     let n = graph.switch_count();
-    if n == 0
-        || lfts.len() != n
-        || lfts
-            .iter()
-            .zip(&graph.switch_nodes)
-            .any(|(l, &node)| l.node != node)
-    {
+    if n == 0 || lfts.len() != n || lfts.iter().zip(&graph.switch_nodes).any(|(l, &node)| l.node != node) {
         return Rebalance::default();
     }
     let view = LinkView::new(fabric, graph, opts);
@@ -1308,9 +1162,8 @@ fn rebalance_with(
     out.max_before = counted_max(&load);
     out.lower_bound = lower_bound(graph, dist, view, hosts, by_t);
     out.max_after = out.max_before;
-    let mut rank: Vec<(u64, Sw)> = (0..n)
-        .map(|s| (fabric.nodes[graph.switch_nodes[s] as usize].guid, s as Sw))
-        .collect();
+    let mut rank: Vec<(u64, Sw)> =
+        (0..n).map(|s| (fabric.nodes[graph.switch_nodes[s] as usize].guid, s as Sw)).collect();
     rank.sort_unstable();
     let mut sw_rank = vec![0u32; n];
     for (r, &(_, s)) in rank.iter().enumerate() {
@@ -1341,15 +1194,9 @@ fn rebalance_with(
         if m == 0 || m <= out.lower_bound {
             break;
         }
-        let mut hot: Vec<usize> = (0..load.len())
-            .filter(|&i| load[i] == m && !view.ignored[i] && view.peer[i] != NONE)
-            .collect();
-        hot.sort_by_key(|&i| {
-            (
-                sw_rank[view.owner[i] as usize],
-                i - view.base[view.owner[i] as usize] as usize,
-            )
-        });
+        let mut hot: Vec<usize> =
+            (0..load.len()).filter(|&i| load[i] == m && !view.ignored[i] && view.peer[i] != NONE).collect();
+        hot.sort_by_key(|&i| (sw_rank[view.owner[i] as usize], i - view.base[view.owner[i] as usize] as usize));
         let mut relieved_all = true;
         for e in hot {
             if load[e] == m && !pass.relieve(e, m, &mut tables, &mut load) {
@@ -1420,9 +1267,7 @@ fn link_loads(
                     let (peers, load) = (&view.peer[base..end], &mut load[base..end]);
                     for (j, &lid) in lids.iter().enumerate() {
                         let port = row[lid] as usize;
-                        let Some(&next) = peers.get(port) else {
-                            continue;
-                        };
+                        let Some(&next) = peers.get(port) else { continue };
                         if next == NONE {
                             continue;
                         }
@@ -1450,13 +1295,7 @@ fn link_loads(
 /// switch's own end ports send (or its end ports receive) spread at best
 /// evenly over its switch links. 0 when ports are left out of the
 /// counting.
-fn lower_bound(
-    graph: &Graph,
-    dist: &DistanceMatrix,
-    view: &LinkView,
-    hosts: &[u64],
-    by_t: &[Vec<u32>],
-) -> u64 {
+fn lower_bound(graph: &Graph, dist: &DistanceMatrix, view: &LinkView, hosts: &[u64], by_t: &[Vec<u32>]) -> u64 {
     if view.ignored.iter().any(|&i| i) {
         return 0;
     }
@@ -1464,10 +1303,7 @@ fn lower_bound(
     (0..n)
         .into_par_iter()
         .map(|s| {
-            let deg = graph.sw_ports[s]
-                .iter()
-                .filter(|l| l.peer_sw != NONE)
-                .count() as u64;
+            let deg = graph.sw_ports[s].iter().filter(|l| l.peer_sw != NONE).count() as u64;
             if deg == 0 {
                 return 0;
             }
@@ -1548,15 +1384,7 @@ impl Pass<'_> {
         false
     }
 
-    fn best_move(
-        &mut self,
-        d: &Dest,
-        u: Sw,
-        port: u8,
-        m: u64,
-        tables: &[&mut [u8]],
-        load: &[u64],
-    ) -> Option<Move> {
+    fn best_move(&mut self, d: &Dest, u: Sw, port: u8, m: u64, tables: &[&mut [u8]], load: &[u64]) -> Option<Move> {
         let lid = d.lid as usize;
         let row_t = self.dist.to(d.t);
         let mut ord = std::mem::take(&mut self.ord);
@@ -1586,11 +1414,7 @@ impl Pass<'_> {
         for &s in ord[..part].iter().rev() {
             let p = tables[s as usize][lid];
             let next = self.view.next(s, p);
-            self.crosses[s as usize] = if s == u {
-                p == port
-            } else {
-                beyond(next) && self.crosses[next as usize]
-            };
+            self.crosses[s as usize] = if s == u { p == port } else { beyond(next) && self.crosses[next as usize] };
         }
         let mut best: Option<Move> = None;
         for &s in &ord[..part] {
@@ -1602,15 +1426,10 @@ impl Pass<'_> {
             let cur = tables[si][lid];
             let mut old_marked = false;
             for l in &self.graph.sw_ports[si] {
-                if l.peer_sw == NONE
-                    || l.port == cur
-                    || (beyond(l.peer_sw) && self.crosses[l.peer_sw as usize])
-                {
+                if l.peer_sw == NONE || l.port == cur || (beyond(l.peer_sw) && self.crosses[l.peer_sw as usize]) {
                     continue;
                 }
-                if row_t[l.peer_sw as usize].wrapping_add(1) != row_t[si]
-                    || self.view.ignored[self.view.link(s, l.port)]
-                {
+                if row_t[l.peer_sw as usize].wrapping_add(1) != row_t[si] || self.view.ignored[self.view.link(s, l.port)] {
                     continue;
                 }
                 let first = load[self.view.link(s, l.port)] + ws;
@@ -1645,17 +1464,10 @@ impl Pass<'_> {
                 }
                 let better = match best {
                     None => true,
-                    Some(b) => {
-                        (score, self.sw_rank[si], l.port)
-                            < (b.score, self.sw_rank[b.s as usize], b.port)
-                    }
+                    Some(b) => (score, self.sw_rank[si], l.port) < (b.score, self.sw_rank[b.s as usize], b.port),
                 };
                 if better {
-                    best = Some(Move {
-                        s,
-                        port: l.port,
-                        score,
-                    });
+                    best = Some(Move { s, port: l.port, score });
                 }
             }
         }
@@ -1682,24 +1494,13 @@ impl Pass<'_> {
 
     /// With LMC: the move does not lower the number of distinct neighbour
     /// systems, nodes or ports this end port's LIDs leave `s` through.
-    fn lmc_keeps_spread(
-        &self,
-        d: &Dest,
-        s: Sw,
-        cur: u8,
-        to: &SwPort,
-        tables: &[&mut [u8]],
-    ) -> bool {
+    fn lmc_keeps_spread(&self, d: &Dest, s: Sw, cur: u8, to: &SwPort, tables: &[&mut [u8]]) -> bool {
         let row = &tables[s as usize];
         let lids = d.base_lid as usize..d.base_lid as usize + d.lid_count as usize;
         let spread = |replace: u8| {
             let mut ports: Vec<u8> = Vec::new();
             for lid in lids.clone() {
-                let p = if lid == d.lid as usize {
-                    replace
-                } else {
-                    row.get(lid).copied().unwrap_or(NO_ROUTE)
-                };
+                let p = if lid == d.lid as usize { replace } else { row.get(lid).copied().unwrap_or(NO_ROUTE) };
                 if !ports.contains(&p) {
                     ports.push(p);
                 }
@@ -1707,12 +1508,7 @@ impl Pass<'_> {
             let mut nodes: Vec<u32> = Vec::new();
             let mut systems: Vec<u64> = Vec::new();
             for &p in &ports {
-                let node = self
-                    .view
-                    .peer_node
-                    .get(self.view.link(s, p))
-                    .copied()
-                    .unwrap_or(NONE);
+                let node = self.view.peer_node.get(self.view.link(s, p)).copied().unwrap_or(NONE);
                 if node == NONE {
                     continue;
                 }
@@ -1779,27 +1575,18 @@ mod tests {
         let d = g.distance_matrix();
         let order = routing_order(f, &g, &[]);
         let lfts = assign_lfts(f, &g, &d, &order, opts);
-        let a = f
-            .nodes
-            .iter()
-            .position(|n| n.description.as_str() == "a")
-            .unwrap() as u32;
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
         let lft = lfts.into_iter().find(|l| l.node == a).unwrap();
         f.end_ports()
             .map(|p| {
                 let port = &f.ports[p as usize];
-                (0..port.lid_count())
-                    .map(|i| lft.ports[port.lid as usize + i as usize])
-                    .collect()
+                (0..port.lid_count()).map(|i| lft.ports[port.lid as usize + i as usize]).collect()
             })
             .collect()
     }
 
     fn route(f: &FabricSnapshot, opts: &BalanceOptions) -> Vec<u8> {
-        route_lids(f, opts)
-            .into_iter()
-            .map(|lids| lids[0])
-            .collect()
+        route_lids(f, opts).into_iter().map(|lids| lids[0]).collect()
     }
 
     #[test]
@@ -1814,46 +1601,26 @@ mod tests {
         let f = pair();
         let g = Graph::new(&f);
         let mut orders = vec![vec![0u8, 1, 2, 3, 4]; g.switch_count()];
-        let a = f
-            .nodes
-            .iter()
-            .position(|n| n.description.as_str() == "a")
-            .unwrap() as u32;
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
         orders[g.sw_of_node[a as usize] as usize] = vec![2, 1, 0, 3, 4];
-        let opts = BalanceOptions {
-            search_order: Some(orders),
-            ..Default::default()
-        };
+        let opts = BalanceOptions { search_order: Some(orders), ..Default::default() };
         assert_eq!(route(&f, &opts), vec![1, 2]);
         // Position 1 holds port 2 here, so it is the first choice.
         let mut orders = vec![vec![0u8, 1, 2, 3, 4]; g.switch_count()];
         orders[g.sw_of_node[a as usize] as usize] = vec![0, 2, 1, 3, 4];
-        let opts = BalanceOptions {
-            search_order: Some(orders),
-            ..Default::default()
-        };
+        let opts = BalanceOptions { search_order: Some(orders), ..Default::default() };
         assert_eq!(route(&f, &opts), vec![2, 1]);
     }
 
     #[test]
     fn dor_keeps_to_the_first_neighbour_and_ignored_ports_are_not_counted() {
         let f = pair();
-        let a = f
-            .nodes
-            .iter()
-            .position(|n| n.description.as_str() == "a")
-            .unwrap() as u32;
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap() as u32;
         // Port 1 ignored for counting: it never gets busier, so it keeps winning.
-        let opts = BalanceOptions {
-            ignored_ports: vec![(a, 1)],
-            ..Default::default()
-        };
+        let opts = BalanceOptions { ignored_ports: vec![(a, 1)], ..Default::default() };
         assert_eq!(route(&f, &opts), vec![1, 1]);
         // DOR still spreads over parallel links to the same neighbour.
-        let opts = BalanceOptions {
-            dor: true,
-            ..Default::default()
-        };
+        let opts = BalanceOptions { dor: true, ..Default::default() };
         assert_eq!(route(&f, &opts), vec![1, 2]);
     }
 
@@ -1866,10 +1633,7 @@ mod tests {
         // The min-hop LMC rule (start after the previous LID's port, fresh
         // far ends left out of the tie) would send h1's LIDs both to port 1.
         let f = pair_lmc(1);
-        let dor = BalanceOptions {
-            dor: true,
-            ..Default::default()
-        };
+        let dor = BalanceOptions { dor: true, ..Default::default() };
         assert_eq!(route_lids(&f, &dor), vec![vec![1, 2], vec![2, 1]]);
     }
 
@@ -1878,12 +1642,7 @@ mod tests {
     /// order (in DOR mode those towards the first one's neighbour), the
     /// first with the fewest routes; routes to switches and through
     /// ignored ports are not counted.
-    fn reference_lfts<H: HopTable>(
-        f: &FabricSnapshot,
-        g: &Graph,
-        hops: &H,
-        opts: &BalanceOptions,
-    ) -> Vec<Vec<u8>> {
+    fn reference_lfts<H: HopTable>(f: &FabricSnapshot, g: &Graph, hops: &H, opts: &BalanceOptions) -> Vec<Vec<u8>> {
         assert_eq!(f.lmc, 0);
         let order = routing_order(f, g, &[]);
         let targets = targets(f, g, &order);
@@ -1904,23 +1663,15 @@ mod tests {
                         if least == u8::MAX {
                             continue;
                         }
-                        let on_path: Vec<SwPort> = sl
-                            .links
-                            .iter()
-                            .map(|&(_, l)| l)
-                            .filter(|l| hops.via(s, l, tg.t) == least)
-                            .collect();
-                        let Some(first) = on_path.first() else {
-                            continue;
-                        };
+                        let on_path: Vec<SwPort> =
+                            sl.links.iter().map(|&(_, l)| l).filter(|l| hops.via(s, l, tg.t) == least).collect();
+                        let Some(first) = on_path.first() else { continue };
                         let mut best: Option<SwPort> = None;
                         for l in &on_path {
                             if opts.dor && l.peer_node != first.peer_node {
                                 continue;
                             }
-                            if best
-                                .is_none_or(|b| counts[l.port as usize] < counts[b.port as usize])
-                            {
+                            if best.is_none_or(|b| counts[l.port as usize] < counts[b.port as usize]) {
                                 best = Some(*l);
                             }
                         }
@@ -1940,16 +1691,10 @@ mod tests {
         let g = Graph::new(f);
         let d = g.distance_matrix();
         let order = routing_order(f, &g, &[]);
-        let got: Vec<Vec<u8>> = assign_lfts(f, &g, &d, &order, opts)
-            .into_iter()
-            .map(|l| l.ports.to_vec())
-            .collect();
+        let got: Vec<Vec<u8>> = assign_lfts(f, &g, &d, &order, opts).into_iter().map(|l| l.ports.to_vec()).collect();
         let want = reference_lfts(f, &g, &d, opts);
         for (s, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(
-                a, b,
-                "{name}: switch {s} differs from OpenSM's rule ({opts:?})"
-            );
+            assert_eq!(a, b, "{name}: switch {s} differs from OpenSM's rule ({opts:?})");
         }
     }
 
@@ -1976,29 +1721,13 @@ mod tests {
                 fabrics.push((format!("{spec:?}"), f));
             }
         }
-        assert!(
-            fabrics.len() >= 12,
-            "too few random fabrics built: {}",
-            fabrics.len()
-        );
+        assert!(fabrics.len() >= 12, "too few random fabrics built: {}", fabrics.len());
         let gens = [
-            (
-                "4x3x3 torus",
-                sm_topology::gen::torus(&[4, 3, 3], 2, false).unwrap().0,
-            ),
-            (
-                "4-ary 3-tree",
-                sm_topology::gen::kary_ntree(4, 3, 4).unwrap(),
-            ),
+            ("4x3x3 torus", sm_topology::gen::torus(&[4, 3, 3], 2, false).unwrap().0),
+            ("4-ary 3-tree", sm_topology::gen::kary_ntree(4, 3, 4).unwrap()),
             // Leaves with 140 up-links to 2 spines: three mask words.
-            (
-                "fat tree, 140 up-links a leaf",
-                sm_topology::gen::fat_tree_2level(3, 2, 5, 140).unwrap(),
-            ),
-            (
-                "fat tree, 70 up-links a leaf",
-                sm_topology::gen::fat_tree_2level(4, 7, 3, 70).unwrap(),
-            ),
+            ("fat tree, 140 up-links a leaf", sm_topology::gen::fat_tree_2level(3, 2, 5, 140).unwrap()),
+            ("fat tree, 70 up-links a leaf", sm_topology::gen::fat_tree_2level(4, 7, 3, 70).unwrap()),
         ];
         for (name, topo) in gens {
             fabrics.push((name.into(), sm_topology::lids::snapshot(&topo, 0).unwrap()));
@@ -2006,14 +1735,7 @@ mod tests {
         for (name, f) in &fabrics {
             let g = Graph::new(f);
             assert_reference(name, f, &BalanceOptions::default());
-            assert_reference(
-                name,
-                f,
-                &BalanceOptions {
-                    dor: true,
-                    ..Default::default()
-                },
-            );
+            assert_reference(name, f, &BalanceOptions { dor: true, ..Default::default() });
             // Every third switch searches its ports backwards and leaves
             // its lowest linked port out of the counting.
             let mut orders = Vec::new();
@@ -2029,11 +1751,7 @@ mod tests {
                 }
                 orders.push(o);
             }
-            let opts = BalanceOptions {
-                search_order: Some(orders),
-                ignored_ports: ignored,
-                ..Default::default()
-            };
+            let opts = BalanceOptions { search_order: Some(orders), ignored_ports: ignored, ..Default::default() };
             assert_reference(name, f, &opts);
         }
     }
@@ -2051,38 +1769,23 @@ mod tests {
                     Hca 1 \"h0\"\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n\nHca 1 \"h3\"\n";
         let topo = sm_topology::parse_str(text, "down").unwrap();
         let mut f = sm_topology::lids::snapshot(&topo, 0).unwrap();
-        let node = |name: &str| {
-            f.nodes
-                .iter()
-                .position(|n| n.description.as_str() == name)
-                .unwrap() as u32
-        };
+        let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap() as u32;
         let ca_port = |f: &FabricSnapshot, name: &str| f.nodes[node(name) as usize].first_port + 1;
         let h2 = ca_port(&f, "h2");
         f.ports[h2 as usize].state = sm_abi::PortState::Down;
         let g = Graph::new(&f);
         let d = g.distance_matrix();
-        let guids: Vec<u64> = ["h1", "h2", "h3"]
-            .iter()
-            .map(|h| f.ports[ca_port(&f, h) as usize].guid)
-            .collect();
+        let guids: Vec<u64> = ["h1", "h2", "h3"].iter().map(|h| f.ports[ca_port(&f, h) as usize].guid).collect();
         let order = routing_order(&f, &g, &guids);
         let opts = BalanceOptions::default();
         let lfts = assign_lfts_weighted(&f, &g, &d, &order, &opts);
         let view = LinkView::new(&f, &g, &opts);
         let load = Traffic::new(&f, &g, &order).link_loads(&view, &d, &lfts);
         let a = g.sw_of_node[node("a") as usize];
-        assert_eq!(
-            (load[view.link(a, 1)], load[view.link(a, 2)]),
-            (1, 1),
-            "h0's routes to h1 and h3 share a link"
-        );
+        assert_eq!((load[view.link(a, 1)], load[view.link(a, 2)]), (1, 1), "h0's routes to h1 and h3 share a link");
         // The down port's LID is still routed, uncounted.
         let lid = f.ports[h2 as usize].lid as usize;
-        assert!(
-            lfts.iter().all(|l| l.ports[lid] != NO_ROUTE),
-            "h2's LID left unrouted"
-        );
+        assert!(lfts.iter().all(|l| l.ports[lid] != NO_ROUTE), "h2's LID left unrouted");
     }
 
     /// A switch with the most ports NodeInfo can give (255) still has its
@@ -2094,58 +1797,29 @@ mod tests {
                     Hca 1 \"h0\"\n\nHca 1 \"h1\"\n";
         let topo = sm_topology::parse_str(text, "wide").unwrap();
         let f = sm_topology::lids::snapshot(&topo, 0).unwrap();
-        let node = |name: &str| {
-            f.nodes
-                .iter()
-                .position(|n| n.description.as_str() == name)
-                .unwrap() as u32
-        };
+        let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap() as u32;
         let h1 = f.ports[f.nodes[node("h1") as usize].first_port as usize + 1].lid as usize;
         let lfts = min_hop_lfts(&f);
-        let a = lfts
-            .iter()
-            .find(|l| l.node == node("a"))
-            .expect("a's table");
+        let a = lfts.iter().find(|l| l.node == node("a")).expect("a's table");
         assert_eq!(a.ports[h1], 1, "h1 is reached through a's port 1");
     }
 
     #[test]
     fn balance_files_name_ignored_ports_and_skip_bad_lines() {
         let f = pair();
-        let a = f
-            .nodes
-            .iter()
-            .position(|n| n.description.as_str() == "a")
-            .unwrap();
-        let path =
-            std::env::temp_dir().join(format!("smcore-kit-port-prof-{}", std::process::id()));
+        let a = f.nodes.iter().position(|n| n.description.as_str() == "a").unwrap();
+        let path = std::env::temp_dir().join(format!("smcore-kit-port-prof-{}", std::process::id()));
         let guid = f.nodes[a].guid;
-        std::fs::write(
-            &path,
-            format!("0x{guid:x} 1\n0x{guid:x} one\n0xfeedbeef 2\nnot-a-guid\n"),
-        )
-        .unwrap();
-        let files = BalanceFiles {
-            port_prof_ignore_file: Some(path.clone()),
-            ..Default::default()
-        };
+        std::fs::write(&path, format!("0x{guid:x} 1\n0x{guid:x} one\n0xfeedbeef 2\nnot-a-guid\n")).unwrap();
+        let files = BalanceFiles { port_prof_ignore_file: Some(path.clone()), ..Default::default() };
         let inputs = files.load(&f);
         std::fs::remove_file(&path).unwrap();
         let inputs = inputs.unwrap();
         assert_eq!(inputs.ignored_ports, vec![(a as u32, 1)]);
         assert_eq!(inputs.warnings.len(), 3, "{:?}", inputs.warnings);
-        assert!(inputs
-            .warnings
-            .iter()
-            .any(|w| w.contains("0x00000000feedbeef not in the fabric")));
-        let missing = BalanceFiles {
-            guid_routing_order_file: Some(path.clone()),
-            ..Default::default()
-        };
-        assert!(missing
-            .load(&f)
-            .unwrap_err()
-            .reason
-            .contains(&*path.to_string_lossy()));
+        assert!(inputs.warnings.iter().any(|w| w.contains("0x00000000feedbeef not in the fabric")));
+        let missing = BalanceFiles { guid_routing_order_file: Some(path.clone()), ..Default::default() };
+        assert!(missing.load(&f).unwrap_err().reason.contains(&*path.to_string_lossy()));
     }
+
 }

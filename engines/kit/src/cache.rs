@@ -10,11 +10,7 @@ pub(crate) fn prefetch<T>(v: &[T], i: usize) {
         // fault, and the build enables the SSE it needs (every x86-64
         // has it); a plain read here would hold the loop up until the
         // line arrives, which is what the prefetch is for.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                w as *const T as *const i8,
-            )
-        };
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(w as *const T as *const i8) };
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
     let _ = (v, i);
@@ -39,13 +35,7 @@ const ROWS_AHEAD: usize = 24;
 /// thread reads soon), at position `i`: asks for those lines of the switch
 /// [`ROWS_AHEAD`] further on, so that the reads overlap.
 #[inline]
-pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(
-    rows: &[R],
-    order: &[u32],
-    i: usize,
-    first: usize,
-    last: usize,
-) {
+pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(rows: &[R], order: &[u32], i: usize, first: usize, last: usize) {
     if let Some(&a) = order.get(i + ROWS_AHEAD) {
         if let Some(row) = rows.get(a as usize) {
             prefetch_span(row.as_ref(), first, last);

@@ -192,8 +192,7 @@ impl TopoOrder {
         while let Some(w) = self.stack.pop() {
             self.visited += 1;
             self.fwd.push(w);
-            let (ord, mark, parent, stack) =
-                (&self.ord, &mut self.mark, &mut self.parent, &mut self.stack);
+            let (ord, mark, parent, stack) = (&self.ord, &mut self.mark, &mut self.parent, &mut self.stack);
             deps.each_succ(w, |z| {
                 if z == x {
                     closed = true;
@@ -251,12 +250,8 @@ impl TopoOrder {
             let ord = &self.ord;
             self.back.sort_unstable_by_key(|&c| ord[c as usize]);
             self.fwd.sort_unstable_by_key(|&c| ord[c as usize]);
-            self.slots.extend(
-                self.back
-                    .iter()
-                    .chain(self.fwd.iter())
-                    .map(|&c| ord[c as usize]),
-            );
+            self.slots
+                .extend(self.back.iter().chain(self.fwd.iter()).map(|&c| ord[c as usize]));
             self.slots.sort_unstable();
         }
         for (i, &c) in self.back.iter().chain(self.fwd.iter()).enumerate() {

@@ -14,9 +14,7 @@ use sm_abi::EngineError;
 /// with `#[serde(default)]`). Unknown keys are allowed: the table also
 /// carries options meant for other layers.
 pub fn parse<T: DeserializeOwned>(engine: &str, text: &str) -> Result<T, EngineError> {
-    toml::from_str(text).map_err(|e| {
-        EngineError::bad_config(format!("{engine}: bad configuration: {}", e.message()))
-    })
+    toml::from_str(text).map_err(|e| EngineError::bad_config(format!("{engine}: bad configuration: {}", e.message())))
 }
 
 /// A GUID list read from one of OpenSM's node-map style files: one GUID
@@ -68,13 +66,8 @@ pub fn parse_guid_list(text: &str, origin: &str) -> GuidList {
         let mut words = line.splitn(2, char::is_whitespace);
         let first = words.next().unwrap_or("");
         match parse_guid(first) {
-            Some(g) if g != 0 => list
-                .entries
-                .push((g, words.next().unwrap_or("").trim().to_string())),
-            _ => list.warnings.push(format!(
-                "{origin}:{}: `{first}` is not a GUID, line ignored",
-                i + 1
-            )),
+            Some(g) if g != 0 => list.entries.push((g, words.next().unwrap_or("").trim().to_string())),
+            _ => list.warnings.push(format!("{origin}:{}: `{first}` is not a GUID, line ignored", i + 1)),
         }
     }
     list

@@ -44,6 +44,11 @@ pub enum Rule<'a> {
     /// Healthy, and on a least-hop path of the engine's own hop table
     /// (`via == least`): legal up/down paths, dimension order.
     Hops(&'a dyn HopTable),
+    /// Healthy, and to the switch the fresh routing goes to (over another
+    /// of parallel links): engines whose order of dimensions fixes the next
+    /// switch (dor). Broken entries take the fresh routing's port and no
+    /// route is moved to rebalance.
+    SameNext,
     /// Healthy (a usable link to a switch); the engine's VL/SL discipline is
     /// checked on the merged tables by the verifier, with the fresh
     /// routing's SLs. Broken entries take the fresh routing's port and no
@@ -62,15 +67,15 @@ pub struct ContinuityOptions {
     pub rebalance: bool,
     /// At most this many route moves while rebalancing.
     pub max_moves: usize,
+    /// Broken entries take the fresh routing's port rather than the least
+    /// loaded valid one, and nothing is rebalanced: engines whose path SLs
+    /// or layers were computed for their own paths (lash, torus-2QoS).
+    pub take_fresh: bool,
 }
 
 impl Default for ContinuityOptions {
     fn default() -> Self {
-        ContinuityOptions {
-            deadlock_free: false,
-            rebalance: true,
-            max_moves: 100_000,
-        }
+        ContinuityOptions { deadlock_free: false, rebalance: true, max_moves: 100_000, take_fresh: false }
     }
 }
 
@@ -136,45 +141,23 @@ pub fn continue_routing(
     }
     let n = graph.switch_count();
     // Destination switch of every LID (NONE: nobody answers to it).
-    let lid_sw: Vec<Sw> = graph
-        .lid_port
-        .iter()
-        .map(|&pi| {
-            if pi == NONE {
-                NONE
-            } else {
-                graph.entry_switch(fabric, pi)
-            }
-        })
-        .collect();
+    let lid_sw: Vec<Sw> =
+        graph.lid_port.iter().map(|&pi| if pi == NONE { NONE } else { graph.entry_switch(fabric, pi) }).collect();
     let end_lid: Vec<bool> = graph
         .lid_port
         .iter()
-        .map(|&pi| {
-            pi != NONE
-                && fabric.nodes[fabric.ports[pi as usize].node as usize]
-                    .kind
-                    .is_end_node()
-        })
+        .map(|&pi| pi != NONE && fabric.nodes[fabric.ports[pi as usize].node as usize].kind.is_end_node())
         .collect();
     // Fresh LFT of each switch (index into fresh.lfts).
     let mut slot = vec![NONE; n];
     for (i, l) in fresh.lfts.iter().enumerate() {
-        let s = graph
-            .sw_of_node
-            .get(l.node as usize)
-            .copied()
-            .unwrap_or(NONE);
+        let s = graph.sw_of_node.get(l.node as usize).copied().unwrap_or(NONE);
         if s != NONE {
             slot[s as usize] = i as u32;
         }
     }
     let mut merged: Vec<Vec<u8>> = fresh.lfts.iter().map(|l| l.ports.to_vec()).collect();
-    let link_of = |s: Sw, port: u8| {
-        graph.sw_ports[s as usize]
-            .iter()
-            .find(|l| l.port == port && l.peer_sw != NONE)
-    };
+    let link_of = |s: Sw, port: u8| graph.sw_ports[s as usize].iter().find(|l| l.port == port && l.peer_sw != NONE);
     let valid = |s: Sw, link: &SwPort, t: Sw| -> bool {
         match rule {
             Rule::MinHop(dist) => {
@@ -185,17 +168,14 @@ pub fn continue_routing(
                 let least = table.least(s, t);
                 least != u8::MAX && table.via(s, link, t) == least
             }
-            Rule::Healthy => true,
+            Rule::SameNext | Rule::Healthy => true,
         }
     };
-    let hop_rule = !matches!(rule, Rule::Healthy);
+    let hop_rule = matches!(rule, Rule::MinHop(_) | Rule::Hops(_)) && !opts.take_fresh;
     // Per switch and port, the end-port LIDs routed through it (OpenSM's
     // per-port count), kept routes first.
-    let mut counts: Vec<Vec<u32>> = graph
-        .switch_nodes
-        .iter()
-        .map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1])
-        .collect();
+    let mut counts: Vec<Vec<u32>> =
+        graph.switch_nodes.iter().map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
     let mut broken: Vec<(Sw, u16)> = Vec::new();
     let mut prev_of: Vec<Option<&[u8]>> = vec![None; n];
     for s in 0..n {
@@ -214,8 +194,9 @@ pub fn continue_routing(
                 continue;
             }
             let was = old.get(lid).copied().unwrap_or(NO_ROUTE);
+            let same_next = |link: &SwPort| link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw);
             match link_of(s as Sw, was) {
-                Some(link) if valid(s as Sw, link, t) => {
+                Some(link) if valid(s as Sw, link, t) && (!matches!(rule, Rule::SameNext) || same_next(link)) => {
                     lft[lid] = was;
                     report.kept += 1;
                     if end_lid[lid] {
@@ -247,20 +228,10 @@ pub fn continue_routing(
         }
     }
     // Verify the merged tables with the fresh routing's SLs and VLs.
-    let merged_lfts = fresh
-        .lfts
-        .iter()
-        .zip(&merged)
-        .map(|(l, m)| Lft {
-            node: l.node,
-            ports: m.clone().into(),
-        })
-        .collect();
+    let merged_lfts =
+        fresh.lfts.iter().zip(&merged).map(|(l, m)| Lft { node: l.node, ports: m.clone().into() }).collect();
     let fresh_lfts = std::mem::replace(&mut fresh.lfts, merged_lfts);
-    let vopts = VerifyOptions {
-        credit_loops: opts.deadlock_free,
-        ..VerifyOptions::default()
-    };
+    let vopts = VerifyOptions { credit_loops: opts.deadlock_free, ..VerifyOptions::default() };
     let v = verify_with(fabric, graph, &fresh, &vopts);
     let failure = if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 {
         Some(v.failure().unwrap_or_else(|| "verification failed".into()))
@@ -271,7 +242,10 @@ pub fn continue_routing(
     };
     if let Some(why) = failure {
         fresh.lfts = fresh_lfts;
-        fresh.diag(Level::Warn, format!("{name}: the previous routing's kept entries do not verify ({why}); routed from scratch"));
+        fresh.diag(
+            Level::Warn,
+            format!("{name}: the previous routing's kept entries do not verify ({why}); routed from scratch"),
+        );
         report.fell_back = Some(why);
         report.changed = changed(graph, fabric, &prev_of, &fresh.lfts, &slot);
         return (fresh, report);
@@ -281,13 +255,8 @@ pub fn continue_routing(
         let loads = Loads::new(fabric, graph, &slot, &lid_sw, &end_lid);
         report.fresh_max = loads.max(&loads.compute(&fresh_tables));
         let mut tables: Vec<Vec<u8>> = merged;
-        let moves = loads.rebalance(
-            &mut tables,
-            report.fresh_max,
-            &|s, l, t| valid(s, l, t),
-            opts.max_moves,
-            &mut report,
-        );
+        let moves =
+            loads.rebalance(&mut tables, report.fresh_max, &|s, l, t| valid(s, l, t), opts.max_moves, &mut report);
         report.moves = moves
             .into_iter()
             .map(|(s, lid, from, to, (rs, rp), load)| Move {
@@ -295,10 +264,7 @@ pub fn continue_routing(
                 lid,
                 from_port: from,
                 to_port: to,
-                relieved: (
-                    fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid,
-                    rp,
-                ),
+                relieved: (fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid, rp),
                 load_before: load,
             })
             .collect();
@@ -331,26 +297,48 @@ pub fn continue_routing(
         );
     }
     if report.moves.len() > MOVES_LISTED {
-        fresh.diag(
-            Level::Info,
-            format!(
-                "{name}: and {} more moves",
-                report.moves.len() - MOVES_LISTED
-            ),
-        );
+        fresh.diag(Level::Info, format!("{name}: and {} more moves", report.moves.len() - MOVES_LISTED));
     }
     (fresh, report)
 }
 
+/// The rules that need nothing of the engine but the fabric, for
+/// [`continue_fresh`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FabricRule {
+    /// [`Rule::MinHop`] on the fabric's own distances.
+    MinHop,
+    /// [`Rule::SameNext`].
+    SameNext,
+    /// [`Rule::Healthy`].
+    Healthy,
+}
+
+/// An engine's `reroute` in one call: `fresh` (its routing of `fabric` from
+/// scratch) continued from `previous` under `rule` (see
+/// [`continue_routing`]).
+pub fn continue_fresh(
+    fabric: &FabricSnapshot,
+    previous: &PreviousRouting,
+    fresh: Routing,
+    rule: FabricRule,
+    opts: &ContinuityOptions,
+    name: &str,
+) -> Routing {
+    let graph = Graph::new(fabric);
+    match rule {
+        FabricRule::MinHop => {
+            let dist = graph.distance_matrix();
+            continue_routing(fabric, &graph, previous, fresh, &Rule::MinHop(&dist), opts, name).0
+        }
+        FabricRule::SameNext => continue_routing(fabric, &graph, previous, fresh, &Rule::SameNext, opts, name).0,
+        FabricRule::Healthy => continue_routing(fabric, &graph, previous, fresh, &Rule::Healthy, opts, name).0,
+    }
+}
+
 /// Entries of `lfts` that differ from the previous tables (a switch the
 /// previous routing did not have counts every entry it routes).
-fn changed(
-    graph: &Graph,
-    fabric: &FabricSnapshot,
-    prev: &[Option<&[u8]>],
-    lfts: &[Lft],
-    slot: &[u32],
-) -> u64 {
+fn changed(graph: &Graph, fabric: &FabricSnapshot, prev: &[Option<&[u8]>], lfts: &[Lft], slot: &[u32]) -> u64 {
     let _ = fabric;
     let mut n = 0;
     for (s, &i) in slot.iter().enumerate() {
@@ -359,9 +347,7 @@ fn changed(
         }
         let new = &lfts[i as usize].ports;
         for (lid, &p) in new.iter().enumerate().skip(1) {
-            let old = prev[s]
-                .and_then(|o| o.get(lid).copied())
-                .unwrap_or(NO_ROUTE);
+            let old = prev[s].and_then(|o| o.get(lid).copied()).unwrap_or(NO_ROUTE);
             if old != p && graph.lid_port.get(lid).is_some_and(|&pi| pi != NONE) {
                 n += 1;
             }
@@ -386,13 +372,7 @@ struct Loads<'a> {
 }
 
 impl<'a> Loads<'a> {
-    fn new(
-        fabric: &FabricSnapshot,
-        graph: &'a Graph,
-        slot: &'a [u32],
-        lid_sw: &[Sw],
-        end_lid: &[bool],
-    ) -> Loads<'a> {
+    fn new(fabric: &FabricSnapshot, graph: &'a Graph, slot: &'a [u32], lid_sw: &[Sw], end_lid: &[bool]) -> Loads<'a> {
         let n = graph.switch_count();
         let mut hosts = vec![0u64; n];
         for &ep in &graph.end_ports {
@@ -401,24 +381,15 @@ impl<'a> Loads<'a> {
                 hosts[s as usize] += 1;
             }
         }
-        let dests = (0..lid_sw.len())
-            .filter(|&l| end_lid[l] && lid_sw[l] != NONE)
-            .map(|l| (l as u16, lid_sw[l]))
-            .collect();
+        let dests =
+            (0..lid_sw.len()).filter(|&l| end_lid[l] && lid_sw[l] != NONE).map(|l| (l as u16, lid_sw[l])).collect();
         let mut base = Vec::with_capacity(n);
         let mut links = 0;
         for &node in &graph.switch_nodes {
             base.push(links);
             links += fabric.nodes[node as usize].num_ports as usize + 1;
         }
-        Loads {
-            graph,
-            slot,
-            hosts,
-            dests,
-            base,
-            links,
-        }
+        Loads { graph, slot, hosts, dests, base, links }
     }
 
     /// The next switch from `s` towards `lid` in `tables`, NONE when the
@@ -428,15 +399,8 @@ impl<'a> Loads<'a> {
         if i == NONE {
             return (NO_ROUTE, NONE);
         }
-        let port = tables[i as usize]
-            .as_ref()
-            .get(lid as usize)
-            .copied()
-            .unwrap_or(NO_ROUTE);
-        let peer = self.graph.sw_ports[s as usize]
-            .iter()
-            .find(|l| l.port == port)
-            .map_or(NONE, |l| l.peer_sw);
+        let port = tables[i as usize].as_ref().get(lid as usize).copied().unwrap_or(NO_ROUTE);
+        let peer = self.graph.sw_ports[s as usize].iter().find(|l| l.port == port).map_or(NONE, |l| l.peer_sw);
         (port, peer)
     }
 
@@ -544,10 +508,7 @@ impl<'a> Loads<'a> {
                     old_links.push(self.base[s as usize] + port as usize);
                     s = peer;
                 }
-                for l in self.graph.sw_ports[rs as usize]
-                    .iter()
-                    .filter(|l| l.peer_sw != NONE && l.port != rport)
-                {
+                for l in self.graph.sw_ports[rs as usize].iter().filter(|l| l.peer_sw != NONE && l.port != rport) {
                     if !valid(rs, l, t) {
                         continue;
                     }
@@ -603,21 +564,14 @@ mod tests {
             engine: "test".into(),
             lfts: lfts
                 .iter()
-                .map(|l| PreviousLft {
-                    guid: f.nodes[l.node as usize].guid,
-                    ports: l.ports.clone(),
-                })
+                .map(|l| PreviousLft { guid: f.nodes[l.node as usize].guid, ports: l.ports.clone() })
                 .collect::<Vec<_>>()
                 .into(),
         }
     }
 
     fn tree() -> FabricSnapshot {
-        sm_topology::lids::snapshot(
-            &sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"),
-            0,
-        )
-        .expect("LIDs")
+        sm_topology::lids::snapshot(&sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"), 0).expect("LIDs")
     }
 
     /// Take the link of port `num` of node `node` down (both ends).
@@ -654,10 +608,7 @@ mod tests {
             "t",
         );
         assert_eq!(rep.rerouted, 0, "{rep:?}");
-        assert!(
-            rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max,
-            "{rep:?}"
-        );
+        assert!(rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max, "{rep:?}");
         if rep.moves.is_empty() {
             assert_eq!(rep.changed, 0);
             assert_eq!(
@@ -678,11 +629,7 @@ mod tests {
             .sw_ports
             .iter()
             .enumerate()
-            .find_map(|(s, ls)| {
-                ls.iter()
-                    .find(|l| l.peer_sw != NONE)
-                    .map(|l| (g0.switch_nodes[s], l.port))
-            })
+            .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (g0.switch_nodes[s], l.port)))
             .expect("a link");
         link_down(&mut f, link.0, link.1);
         let graph = Graph::new(&f);
@@ -713,14 +660,9 @@ mod tests {
                 }
                 let t = graph.entry_switch(&f, graph.lid_port[lid]);
                 let still = graph.sw_ports[s as usize].iter().any(|p| {
-                    p.port == before[lid]
-                        && p.peer_sw != NONE
-                        && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
+                    p.port == before[lid] && p.peer_sw != NONE && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
                 });
-                let moved = rep
-                    .moves
-                    .iter()
-                    .any(|m| m.switch_guid == guid && m.lid as usize == lid);
+                let moved = rep.moves.iter().any(|m| m.switch_guid == guid && m.lid as usize == lid);
                 assert!(
                     !still || moved || t == s,
                     "switch {s} LID {lid}: {} → {} though still valid",
@@ -730,10 +672,7 @@ mod tests {
             }
         }
         assert!(rep.merged_max.1 <= rep.merged_max.0);
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("continued from the previous routing")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing")));
     }
 
     #[test]
@@ -751,17 +690,10 @@ mod tests {
             .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (s, *l)))
             .expect("a link");
         let b = la.peer_sw as usize;
-        let back = graph.sw_ports[b]
-            .iter()
-            .find(|l| l.peer_sw as usize == a)
-            .expect("the way back")
-            .port;
+        let back = graph.sw_ports[b].iter().find(|l| l.peer_sw as usize == a).expect("the way back").port;
         let mut old = fresh_lfts.clone();
         for (s, port) in [(a, la.port), (b, back)] {
-            let lft = old
-                .iter_mut()
-                .find(|l| l.node == graph.switch_nodes[s])
-                .expect("table");
+            let lft = old.iter_mut().find(|l| l.node == graph.switch_nodes[s]).expect("table");
             for lid in 1..lft.ports.len() {
                 let t = graph.lid_port[lid];
                 if t != NONE && graph.entry_switch(&f, t) != s as Sw {
@@ -778,21 +710,12 @@ mod tests {
             &ContinuityOptions::default(),
             "t",
         );
-        assert!(
-            rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()),
-            "{rep:?}"
-        );
+        assert!(rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()), "{rep:?}");
         assert_eq!(
             r.lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>(),
-            fresh_lfts
-                .iter()
-                .map(|l| l.ports.clone())
-                .collect::<Vec<_>>()
+            fresh_lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>()
         );
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("routed from scratch")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("routed from scratch")));
     }
 
     #[test]
@@ -838,19 +761,12 @@ mod tests {
         assert!(rep.merged_max.1 < rep.merged_max.0, "{rep:?}");
         assert_eq!(
             rep.changed,
-            rep.moves
-                .iter()
-                .map(|m| (m.switch_guid, m.lid))
-                .collect::<std::collections::BTreeSet<_>>()
-                .len() as u64
+            rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect::<std::collections::BTreeSet<_>>().len() as u64
         );
         for m in &rep.moves {
             assert!(m.load_before > rep.fresh_max);
         }
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("relieving link")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("relieving link")));
         let v = crate::verify(&f, &r, &VerifyOptions::default());
         assert_eq!((v.unreachable, v.looping, v.non_minimal), (0, 0, 0));
     }
@@ -861,10 +777,7 @@ mod tests {
         let graph = Graph::new(&f);
         let dist = graph.distance_matrix();
         let fresh_lfts = balanced(&f);
-        let empty = PreviousRouting {
-            engine: "".into(),
-            lfts: RVec::new(),
-        };
+        let empty = PreviousRouting { engine: "".into(), lfts: RVec::new() };
         let (r, rep) = continue_routing(
             &f,
             &graph,

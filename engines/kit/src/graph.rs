@@ -73,9 +73,7 @@ pub fn by_distance(row: &[u8], farthest_first: bool, skip_own: bool, out: &mut V
 /// A port that can carry traffic: linked and not down.
 pub fn usable(fabric: &FabricSnapshot, port_index: u32) -> bool {
     let p = &fabric.ports[port_index as usize];
-    p.peer != NONE
-        && p.state != PortState::Down
-        && fabric.ports[p.peer as usize].state != PortState::Down
+    p.peer != NONE && p.state != PortState::Down && fabric.ports[p.peer as usize].state != PortState::Down
 }
 
 impl Graph {
@@ -103,13 +101,7 @@ impl Graph {
                 let peer = fabric.ports[pi as usize].peer;
                 let peer_node = fabric.ports[peer as usize].node;
                 let peer_sw = sw_of_node[peer_node as usize];
-                ports.push(SwPort {
-                    port: num,
-                    port_index: pi,
-                    peer_port: peer,
-                    peer_node,
-                    peer_sw,
-                });
+                ports.push(SwPort { port: num, port_index: pi, peer_port: peer, peer_node, peer_sw });
                 if peer_sw != NONE && !adj.contains(&peer_sw) {
                     adj.push(peer_sw);
                 }
@@ -125,11 +117,7 @@ impl Graph {
             }
             let node = &fabric.nodes[p.node as usize];
             // A switch answers on port 0 only; an end port only when linked.
-            let live = if node.kind == NodeKind::Switch {
-                p.num == 0
-            } else {
-                p.num != 0 && usable(fabric, i as u32)
-            };
+            let live = if node.kind == NodeKind::Switch { p.num == 0 } else { p.num != 0 && usable(fabric, i as u32) };
             if !live {
                 continue;
             }
@@ -142,14 +130,7 @@ impl Graph {
                 }
             }
         }
-        Graph {
-            switch_nodes,
-            sw_of_node,
-            sw_ports,
-            lid_port,
-            sw_adj,
-            end_ports,
-        }
+        Graph { switch_nodes, sw_of_node, sw_ports, lid_port, sw_adj, end_ports }
     }
 
     /// Number of switches.
@@ -205,48 +186,46 @@ impl Graph {
         // Zeroed pages are mapped as the batches fill them, by every thread.
         let mut d = vec![0u8; n * n];
         if n > 0 {
-            d.par_chunks_mut(64 * n)
-                .enumerate()
-                .for_each(|(batch, rows)| {
-                    rows.fill(u8::MAX);
-                    let first = batch * 64;
-                    let count = rows.len() / n;
-                    let mut visited = vec![0u64; n];
-                    let mut frontier = vec![0u64; n];
-                    let mut next = vec![0u64; n];
-                    for i in 0..count {
-                        visited[first + i] |= 1 << i;
-                        frontier[first + i] |= 1 << i;
-                        rows[i * n + first + i] = 0;
-                    }
-                    let mut level = 0u8;
-                    loop {
-                        level = level.saturating_add(1);
-                        let mut grew = false;
-                        for v in 0..n {
-                            let mut reach = 0u64;
-                            for &u in &self.sw_adj[v] {
-                                reach |= frontier[u as usize];
-                            }
-                            let fresh = reach & !visited[v];
-                            next[v] = fresh;
-                            if fresh != 0 {
-                                grew = true;
-                                visited[v] |= fresh;
-                                let mut bits = fresh;
-                                while bits != 0 {
-                                    let i = bits.trailing_zeros() as usize;
-                                    bits &= bits - 1;
-                                    rows[i * n + v] = level;
-                                }
+            d.par_chunks_mut(64 * n).enumerate().for_each(|(batch, rows)| {
+                rows.fill(u8::MAX);
+                let first = batch * 64;
+                let count = rows.len() / n;
+                let mut visited = vec![0u64; n];
+                let mut frontier = vec![0u64; n];
+                let mut next = vec![0u64; n];
+                for i in 0..count {
+                    visited[first + i] |= 1 << i;
+                    frontier[first + i] |= 1 << i;
+                    rows[i * n + first + i] = 0;
+                }
+                let mut level = 0u8;
+                loop {
+                    level = level.saturating_add(1);
+                    let mut grew = false;
+                    for v in 0..n {
+                        let mut reach = 0u64;
+                        for &u in &self.sw_adj[v] {
+                            reach |= frontier[u as usize];
+                        }
+                        let fresh = reach & !visited[v];
+                        next[v] = fresh;
+                        if fresh != 0 {
+                            grew = true;
+                            visited[v] |= fresh;
+                            let mut bits = fresh;
+                            while bits != 0 {
+                                let i = bits.trailing_zeros() as usize;
+                                bits &= bits - 1;
+                                rows[i * n + v] = level;
                             }
                         }
-                        if !grew || level == u8::MAX - 1 {
-                            break;
-                        }
-                        std::mem::swap(&mut frontier, &mut next);
                     }
-                });
+                    if !grew || level == u8::MAX - 1 {
+                        break;
+                    }
+                    std::mem::swap(&mut frontier, &mut next);
+                }
+            });
         }
         DistanceMatrix { n, d }
     }

@@ -41,9 +41,7 @@ pub fn nodes_reordered(t: &Topology, seed: u64) -> Topology {
 pub fn guids_dealt(t: &Topology, seed: u64) -> Topology {
     let mut out = t.clone();
     for (kind, salt) in [(NodeKind::Switch, 1), (NodeKind::Ca, 2)] {
-        let idx: Vec<usize> = (0..t.nodes.len())
-            .filter(|&i| t.nodes[i].kind == kind)
-            .collect();
+        let idx: Vec<usize> = (0..t.nodes.len()).filter(|&i| t.nodes[i].kind == kind).collect();
         let perm = permutation(idx.len(), seed ^ salt);
         for (k, &i) in idx.iter().enumerate() {
             let from = &t.nodes[idx[perm[k]]];
@@ -75,14 +73,7 @@ mod tests {
             let mut v: Vec<(String, u8, String, u8)> = t
                 .links
                 .iter()
-                .map(|l| {
-                    (
-                        t.nodes[l.a.0].desc.clone(),
-                        l.a.1,
-                        t.nodes[l.b.0].desc.clone(),
-                        l.b.1,
-                    )
-                })
+                .map(|l| (t.nodes[l.a.0].desc.clone(), l.a.1, t.nodes[l.b.0].desc.clone(), l.b.1))
                 .collect();
             v.sort();
             v

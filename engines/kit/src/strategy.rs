@@ -89,11 +89,7 @@ impl Default for Sizes {
 impl Sizes {
     /// The same sizes without faults.
     pub fn healthy(self) -> Sizes {
-        Sizes {
-            dead_links: 0..1,
-            dead_switches: 0..1,
-            ..self
-        }
+        Sizes { dead_links: 0..1, dead_switches: 0..1, ..self }
     }
 }
 
@@ -102,27 +98,11 @@ impl Sizes {
 pub fn random_specs(sizes: Sizes) -> impl Strategy<Value = RandomFabric> {
     (
         (sizes.switches, sizes.radix, sizes.hosts, sizes.extra_links),
-        (
-            any::<u64>(),
-            sizes.dead_links,
-            sizes.dead_switches,
-            sizes.lmc,
-        ),
+        (any::<u64>(), sizes.dead_links, sizes.dead_switches, sizes.lmc),
     )
-        .prop_map(
-            |((switches, radix, hosts, extra_links), (seed, dead_links, dead_switches, lmc))| {
-                RandomFabric {
-                    switches,
-                    radix,
-                    hosts,
-                    extra_links,
-                    seed,
-                    dead_links,
-                    dead_switches,
-                    lmc,
-                }
-            },
-        )
+        .prop_map(|((switches, radix, hosts, extra_links), (seed, dead_links, dead_switches, lmc))| {
+            RandomFabric { switches, radix, hosts, extra_links, seed, dead_links, dead_switches, lmc }
+        })
 }
 
 /// Random irregular fabrics within `sizes`; parameters the generator
@@ -132,21 +112,13 @@ pub fn random_fabrics(sizes: Sizes) -> impl Strategy<Value = Drawn> {
     random_specs(sizes).prop_filter_map("the generator refused these sizes", |spec| {
         let topology = spec.topology()?;
         let fabric = lids::snapshot(&topology, spec.lmc).ok()?;
-        Some(Drawn {
-            spec: format!("random {spec:?}"),
-            topology,
-            fabric,
-        })
+        Some(Drawn { spec: format!("random {spec:?}"), topology, fabric })
     })
 }
 
 fn drawn(spec: String, topology: Topology, lmc: u8) -> Option<Drawn> {
     let fabric = lids::snapshot(&topology, lmc).ok()?;
-    Some(Drawn {
-        spec,
-        topology,
-        fabric,
-    })
+    Some(Drawn { spec, topology, fabric })
 }
 
 /// Open 2D/3D meshes of 1 to 5 switches per dimension (at least 2 in
@@ -167,11 +139,7 @@ pub fn meshes(hosts: Range<usize>, lmc: Range<u8>) -> impl Strategy<Value = Draw
 /// Hypercubes of dimension 1 to 5, each switch with `hosts` CAs.
 pub fn hypercubes(hosts: Range<usize>, lmc: Range<u8>) -> impl Strategy<Value = Drawn> {
     (1usize..6, hosts, lmc).prop_filter_map("the generator refused", |(dim, hosts, lmc)| {
-        drawn(
-            format!("hypercube {dim} hosts {hosts} lmc {lmc}"),
-            gen::hypercube(dim, hosts).ok()?,
-            lmc,
-        )
+        drawn(format!("hypercube {dim} hosts {hosts} lmc {lmc}"), gen::hypercube(dim, hosts).ok()?, lmc)
     })
 }
 
@@ -211,11 +179,7 @@ pub fn fat_trees(lmc: Range<u8>) -> impl Strategy<Value = Drawn> {
 pub fn any_family(sizes: Sizes) -> impl Strategy<Value = Drawn> {
     let hosts = sizes.hosts.clone();
     let lmc = sizes.lmc.clone();
-    let faults = (
-        sizes.dead_links.clone(),
-        sizes.dead_switches.clone(),
-        any::<u64>(),
-    );
+    let faults = (sizes.dead_links.clone(), sizes.dead_switches.clone(), any::<u64>());
     let regular = prop_oneof![
         tori(hosts.clone(), lmc.clone()),
         meshes(hosts.clone(), lmc.clone()),
@@ -224,24 +188,14 @@ pub fn any_family(sizes: Sizes) -> impl Strategy<Value = Drawn> {
     ];
     prop_oneof![
         random_fabrics(sizes),
-        (regular, faults).prop_filter_map(
-            "more faults than the fabric has",
-            |(d, (links, switches, seed))| {
-                let switches = switches.min(d.topology.switches().count().saturating_sub(1));
-                if links == 0 && switches == 0 {
-                    return Some(d);
-                }
-                let (topo, _) = gen::with_faults(&d.topology, links, switches, seed).ok()?;
-                drawn(
-                    format!(
-                        "{} with {links} links and {switches} switches failed (seed {seed})",
-                        d.spec
-                    ),
-                    topo,
-                    d.fabric.lmc,
-                )
+        (regular, faults).prop_filter_map("more faults than the fabric has", |(d, (links, switches, seed))| {
+            let switches = switches.min(d.topology.switches().count().saturating_sub(1));
+            if links == 0 && switches == 0 {
+                return Some(d);
             }
-        ),
+            let (topo, _) = gen::with_faults(&d.topology, links, switches, seed).ok()?;
+            drawn(format!("{} with {links} links and {switches} switches failed (seed {seed})", d.spec), topo, d.fabric.lmc)
+        }),
     ]
 }
 
@@ -259,45 +213,25 @@ mod tests {
         let strategy = any_family(Sizes::default());
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..400 {
-            let d = strategy
-                .new_tree(&mut runner)
-                .expect("a fabric is drawn")
-                .current();
+            let d = strategy.new_tree(&mut runner).expect("a fabric is drawn").current();
             assert!(d.topology.switches().count() >= 1, "{d:?}");
             assert!(d.fabric.ports.iter().any(|p| p.lid != 0), "{d:?}");
-            seen.insert(
-                d.spec
-                    .split([' ', '-'])
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
+            seen.insert(d.spec.split([' ', '-']).next().unwrap_or_default().to_string());
         }
         for family in ["random", "torus", "mesh", "hypercube", "fat"] {
             assert!(seen.contains(family), "{family} never drawn: {seen:?}");
         }
-        assert!(
-            seen.iter().any(|s| s.parse::<usize>().is_ok()),
-            "no k-ary n-tree drawn: {seen:?}"
-        );
+        assert!(seen.iter().any(|s| s.parse::<usize>().is_ok()), "no k-ary n-tree drawn: {seen:?}");
     }
 
     /// Random fabrics stay within their sizes.
     #[test]
     fn random_fabrics_respect_the_sizes() {
         let mut runner = TestRunner::deterministic();
-        let sizes = Sizes {
-            switches: 3..6,
-            hosts: 2..3,
-            ..Sizes::default()
-        }
-        .healthy();
+        let sizes = Sizes { switches: 3..6, hosts: 2..3, ..Sizes::default() }.healthy();
         let strategy = random_fabrics(sizes);
         for _ in 0..100 {
-            let d = strategy
-                .new_tree(&mut runner)
-                .expect("a fabric is drawn")
-                .current();
+            let d = strategy.new_tree(&mut runner).expect("a fabric is drawn").current();
             let n = d.topology.switches().count();
             assert!((3..6).contains(&n), "{d:?}");
             assert_eq!(d.topology.nodes.len(), n * 3, "{d:?}");

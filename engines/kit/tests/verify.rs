@@ -11,10 +11,7 @@ use smcore_kit::verify::{verify, verify_with_mcast, McastRoute, VerifyOptions};
 fn ring(n: usize) -> FabricSnapshot {
     let mut t = String::new();
     for x in 0..n {
-        t.push_str(&format!(
-            "Switch 3 \"s{x}\"\n[1] \"h{x}\"[1]\n[2] \"s{}\"[3]\n\n",
-            (x + 1) % n
-        ));
+        t.push_str(&format!("Switch 3 \"s{x}\"\n[1] \"h{x}\"[1]\n[2] \"s{}\"[3]\n\n", (x + 1) % n));
     }
     for x in 0..n {
         t.push_str(&format!("Hca 1 \"h{x}\"\n[1] \"s{x}\"[1]\n\n"));
@@ -26,14 +23,8 @@ fn ring(n: usize) -> FabricSnapshot {
 /// Ring position of every node index (switch sX and host hX both give X).
 fn position(f: &FabricSnapshot, node: u32) -> usize {
     let d = &f.nodes[node as usize];
-    let name = if d.description.is_empty() {
-        format!("{:x}", d.guid)
-    } else {
-        d.description.to_string()
-    };
-    name.trim_start_matches(|c: char| !c.is_ascii_digit())
-        .parse()
-        .unwrap_or_else(|_| panic!("node {name}"))
+    let name = if d.description.is_empty() { format!("{:x}", d.guid) } else { d.description.to_string() };
+    name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().unwrap_or_else(|_| panic!("node {name}"))
 }
 
 fn host_pos_of_lid(f: &FabricSnapshot) -> Vec<usize> {
@@ -59,10 +50,7 @@ fn clockwise(f: &FabricSnapshot) -> Vec<Lft> {
                     _ => 2,
                 })
                 .collect::<Vec<u8>>();
-            Lft {
-                node: s,
-                ports: ports.into(),
-            }
+            Lft { node: s, ports: ports.into() }
         })
         .collect()
 }
@@ -135,10 +123,7 @@ fn two_layers_break_the_ring() {
     for n in [3, 4] {
         let f = ring(n);
         let mut r = Routing::single_vl(clockwise(&f));
-        r.path_sl = path_sl_box(Layers {
-            host_pos: host_pos_of_lid(&f),
-            n,
-        });
+        r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n });
         r.vls_used = 2;
         let v = verify(&f, &r, &opts());
         assert!(v.credit_loop.is_none(), "ring {n}: {:?}", v.credit_loop);
@@ -151,22 +136,14 @@ fn two_layers_break_the_ring() {
 fn sl2vl_can_merge_layers_back_into_a_loop() {
     let f = ring(4);
     let mut r = Routing::single_vl(clockwise(&f));
-    r.path_sl = path_sl_box(Layers {
-        host_pos: host_pos_of_lid(&f),
-        n: 4,
-    });
+    r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
     // Map SL1 onto VL0 on every switch port pair: the layers collapse.
     for s in f.switches() {
         for i in 0..=3u8 {
             for o in 1..=3u8 {
                 let mut vl = [0u8; 16];
                 vl[1] = 0;
-                r.sl2vl.push(sm_abi::Sl2Vl {
-                    node: s,
-                    in_port: i,
-                    out_port: o,
-                    vl,
-                });
+                r.sl2vl.push(sm_abi::Sl2Vl { node: s, in_port: i, out_port: o, vl });
             }
         }
     }
@@ -191,11 +168,7 @@ fn planted_forwarding_loop_and_dead_end() {
     assert_eq!(v.looping, 2, "{v:?}");
     // h1 and h2 reach s2 on their way to h0 and die; h3 goes s3 -> s0 directly.
     assert_eq!(v.unreachable, 2, "{v:?}");
-    assert!(
-        v.examples.iter().any(|e| e.contains("forwarding loop")),
-        "{:?}",
-        v.examples
-    );
+    assert!(v.examples.iter().any(|e| e.contains("forwarding loop")), "{:?}", v.examples);
     assert!(v.failure().unwrap().contains("unreachable"));
 }
 
@@ -255,13 +228,7 @@ fn panicking_sl_oracle_is_a_verification_failure() {
     r.path_sl = path_sl_box(Panicky);
     let v = verify(&f, &r, &opts());
     assert!(v.vl_violations > 0);
-    assert!(
-        v.examples
-            .iter()
-            .any(|e| e.contains("path SL oracle gave SL 255")),
-        "{:?}",
-        v.examples
-    );
+    assert!(v.examples.iter().any(|e| e.contains("path SL oracle gave SL 255")), "{:?}", v.examples);
     assert!(!v.ok());
 }
 
@@ -269,9 +236,7 @@ fn panicking_sl_oracle_is_a_verification_failure() {
 /// switch linked to the next one in the list; every host is a member.
 fn ring_tree(f: &FabricSnapshot, order: &[usize]) -> McastRoute {
     let node_at = |pos: usize| {
-        f.switches()
-            .find(|&s| position(f, s) == pos)
-            .unwrap_or_else(|| panic!("switch at {pos}"))
+        f.switches().find(|&s| position(f, s) == pos).unwrap_or_else(|| panic!("switch at {pos}"))
     };
     let n = f.switches().count();
     let switches = order
@@ -280,33 +245,20 @@ fn ring_tree(f: &FabricSnapshot, order: &[usize]) -> McastRoute {
         .map(|(k, &pos)| {
             let mut ports = vec![1u8];
             // Port 2 goes to pos+1, port 3 to pos-1 (see `ring`).
-            for &other in [
-                k.checked_sub(1).map(|j| order[j]),
-                order.get(k + 1).copied(),
-            ]
-            .iter()
-            .flatten()
-            {
+            for &other in [k.checked_sub(1).map(|j| order[j]), order.get(k + 1).copied()].iter().flatten() {
                 ports.push(if other == (pos + 1) % n { 2 } else { 3 });
             }
             (node_at(pos), ports)
         })
         .collect();
-    McastRoute {
-        mlid: 0xC000,
-        sl: 0,
-        switches,
-    }
+    McastRoute { mlid: 0xC000, sl: 0, switches }
 }
 
 /// The 4-switch ring routed clockwise on two layers, cut at s0: loop free.
 fn layered_ring() -> (FabricSnapshot, Routing, smcore_kit::graph::Graph) {
     let f = ring(4);
     let mut r = Routing::single_vl(clockwise(&f));
-    r.path_sl = path_sl_box(Layers {
-        host_pos: host_pos_of_lid(&f),
-        n: 4,
-    });
+    r.path_sl = path_sl_box(Layers { host_pos: host_pos_of_lid(&f), n: 4 });
     r.vls_used = 2;
     let graph = smcore_kit::graph::Graph::new(&f);
     (f, r, graph)
@@ -320,17 +272,10 @@ fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
     assert!(alone.ok(), "{:?}", alone.failure());
     // A tree that ends at s0 adds no dependency across s0.
     let ends_at_cut = verify_with_mcast(&f, &graph, &r, &opts(), &[ring_tree(&f, &[0, 1, 2, 3])]);
-    assert!(
-        ends_at_cut.credit_loop.is_none(),
-        "{:?}",
-        ends_at_cut.credit_loop
-    );
+    assert!(ends_at_cut.credit_loop.is_none(), "{:?}", ends_at_cut.credit_loop);
     // One that passes through s0 from s3 to s1 on SL 0 closes the ring.
     let through_cut = verify_with_mcast(&f, &graph, &r, &opts(), &[ring_tree(&f, &[3, 0, 1, 2])]);
-    let cl = through_cut
-        .credit_loop
-        .as_ref()
-        .expect("multicast closes the ring");
+    let cl = through_cut.credit_loop.as_ref().expect("multicast closes the ring");
     assert_eq!(cl.cycle.len(), 4, "{cl:?}");
     // On SL 1 (the other layer) the same tree is harmless: layer 1 holds
     // only the paths through s0, which close nothing with it.
@@ -348,11 +293,7 @@ fn multicast_tree_through_the_cut_closes_the_unicast_ring() {
 #[test]
 fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
     let mut f = ring(4);
-    let sw_at = |f: &FabricSnapshot, pos: usize| {
-        f.switches()
-            .find(|&s| position(f, s) == pos)
-            .expect("switch")
-    };
+    let sw_at = |f: &FabricSnapshot, pos: usize| f.switches().find(|&s| position(f, s) == pos).expect("switch");
     let (s0, s1) = (sw_at(&f, 0), sw_at(&f, 1));
     // s0[2] is cabled to s1[3].
     for (node, port) in [(s0, 2u32), (s1, 3)] {
@@ -361,25 +302,15 @@ fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
     }
     // No unicast route; every pair of ports a route could take maps every
     // SL to VL 0 (the down ports' pairs have no map).
-    let lfts: Vec<Lft> = f
-        .switches()
-        .map(|s| Lft {
-            node: s,
-            ports: vec![NO_ROUTE; f.max_lid as usize + 1].into(),
-        })
-        .collect();
+    let lfts: Vec<Lft> =
+        f.switches().map(|s| Lft { node: s, ports: vec![NO_ROUTE; f.max_lid as usize + 1].into() }).collect();
     let mut r = Routing::single_vl(lfts);
     for s in f.switches().collect::<Vec<_>>() {
         let first = f.nodes[s as usize].first_port;
         let up = |p: u8| f.ports[(first + p as u32) as usize].state != sm_abi::PortState::Down;
         for i in (0..=3u8).filter(|&i| i == 0 || up(i)) {
             for o in (1..=3u8).filter(|&o| up(o)) {
-                r.sl2vl.push(sm_abi::Sl2Vl {
-                    node: s,
-                    in_port: i,
-                    out_port: o,
-                    vl: [0; 16],
-                });
+                r.sl2vl.push(sm_abi::Sl2Vl { node: s, in_port: i, out_port: o, vl: [0; 16] });
             }
         }
     }
@@ -389,10 +320,7 @@ fn multicast_through_a_down_port_keeps_its_sl_as_its_vl() {
         t.sl = 3;
     }
     let v = verify_with_mcast(&f, &graph, &r, &opts(), &trees);
-    let cl = v
-        .credit_loop
-        .as_ref()
-        .expect("the trees close the ring on VL 3 past the down link");
+    let cl = v.credit_loop.as_ref().expect("the trees close the ring on VL 3 past the down link");
     assert!(cl.cycle.iter().any(|&(_, vl)| vl == 3), "{cl:?}");
     // Either tree alone is a tree: nothing closes.
     for t in &trees {

@@ -19,9 +19,7 @@ use sm_abi::abi_stable::std_types::{RArc, ROption};
 use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, SlTable, NONE, NO_ROUTE};
 use smcore_kit::graph::Graph;
 use smcore_kit::strategy::{fat_trees, hypercubes, meshes, random_fabrics, tori, Drawn, Sizes};
-use smcore_kit::verify::{
-    channel_dependencies, verify, verify_unshared, ChannelDep, VerifyOptions,
-};
+use smcore_kit::verify::{channel_dependencies, verify, verify_unshared, ChannelDep, VerifyOptions};
 
 /// An SL per (source LID, destination LID), from a multiplicative hash:
 /// `nsl` distinct values.
@@ -35,9 +33,7 @@ impl PathSl for PairSl {
         ROption::RNone
     }
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
-        let h = (slid as u32).wrapping_mul(0x9E37_79B1)
-            ^ (dlid as u32).wrapping_mul(0x85EB_CA77)
-            ^ self.seed;
+        let h = (slid as u32).wrapping_mul(0x9E37_79B1) ^ (dlid as u32).wrapping_mul(0x85EB_CA77) ^ self.seed;
         (h.rotate_left(13).wrapping_mul(0xC2B2_AE3D) >> 16) as u8 % self.nsl as u8
     }
 }
@@ -59,21 +55,13 @@ fn shortest_lfts_by(f: &FabricSnapshot, g: &Graph, tie: impl Fn(usize, u32) -> u
         .map(|(s, &node)| {
             let mut ports = vec![NO_ROUTE; f.max_lid as usize + 1];
             for (lid, &pi) in g.lid_port.iter().enumerate().skip(1) {
-                let t = if pi == NONE {
-                    NONE
-                } else {
-                    g.entry_switch(f, pi)
-                };
+                let t = if pi == NONE { NONE } else { g.entry_switch(f, pi) };
                 if t == NONE {
                     continue;
                 }
                 let p = &f.ports[pi as usize];
                 if t as usize == s {
-                    ports[lid] = if p.node == node {
-                        0
-                    } else {
-                        f.ports[p.peer as usize].num
-                    };
+                    ports[lid] = if p.node == node { 0 } else { f.ports[p.peer as usize].num };
                     continue;
                 }
                 let d = dm.get(s as u32, t) as u32;
@@ -86,10 +74,7 @@ fn shortest_lfts_by(f: &FabricSnapshot, g: &Graph, tie: impl Fn(usize, u32) -> u
                     ports[lid] = nearer[tie(lid, t) % nearer.len()];
                 }
             }
-            Lft {
-                node,
-                ports: ports.into(),
-            }
+            Lft { node, ports: ports.into() }
         })
         .collect()
 }
@@ -111,18 +96,9 @@ fn dateline_maps(f: &FabricSnapshot, g: &Graph, nvl: u8, seed: usize) -> Vec<Sl2
                 let mut vl = [0u8; 16];
                 for (sl, v) in vl.iter_mut().enumerate() {
                     let base = sl as u8 % half;
-                    *v = if i == dateline || o == dateline {
-                        (base + half).min(nvl - 1)
-                    } else {
-                        base
-                    };
+                    *v = if i == dateline || o == dateline { (base + half).min(nvl - 1) } else { base };
                 }
-                maps.push(Sl2Vl {
-                    node,
-                    in_port: i,
-                    out_port: o,
-                    vl,
-                });
+                maps.push(Sl2Vl { node, in_port: i, out_port: o, vl });
             }
         }
     }
@@ -132,11 +108,7 @@ fn dateline_maps(f: &FabricSnapshot, g: &Graph, nvl: u8, seed: usize) -> Vec<Sl2
 /// Every path on its own: the dependencies between the channels
 /// (transmitting port, VL) it takes, from the first inter-switch or last
 /// link on (an end port's own link depends on nothing before it).
-fn reference_deps(
-    f: &FabricSnapshot,
-    r: &Routing,
-    switch_destinations: bool,
-) -> BTreeSet<ChannelDep> {
+fn reference_deps(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) -> BTreeSet<ChannelDep> {
     let mut deps = BTreeSet::new();
     each_hop(f, r, switch_destinations, |prev, here| {
         if let Some(from) = prev {
@@ -162,39 +134,20 @@ fn reference_vls(f: &FabricSnapshot, r: &Routing, switch_destinations: bool) -> 
 /// Calls `hop` for every hop from a switch of every path from an end port
 /// (with an SL in range) that follows the LFTs, with the channel before
 /// it on the path, if any.
-fn each_hop(
-    f: &FabricSnapshot,
-    r: &Routing,
-    switch_destinations: bool,
-    mut hop: impl FnMut(Option<(u32, u8)>, (u32, u8)),
-) {
+fn each_hop(f: &FabricSnapshot, r: &Routing, switch_destinations: bool, mut hop: impl FnMut(Option<(u32, u8)>, (u32, u8))) {
     let g = Graph::new(f);
-    let lfts: HashMap<u32, &[u8]> = r
-        .lfts
-        .iter()
-        .map(|l| (l.node, l.ports.as_slice()))
-        .collect();
-    let lft = |node: u32, lid: u16| -> Option<u8> {
-        lfts.get(&node).and_then(|l| l.get(lid as usize).copied())
-    };
-    let maps: HashMap<(u32, u8, u8), [u8; 16]> = r
-        .sl2vl
-        .iter()
-        .map(|e| ((e.node, e.in_port, e.out_port), e.vl))
-        .collect();
+    let lfts: HashMap<u32, &[u8]> = r.lfts.iter().map(|l| (l.node, l.ports.as_slice())).collect();
+    let lft = |node: u32, lid: u16| -> Option<u8> { lfts.get(&node).and_then(|l| l.get(lid as usize).copied()) };
+    let maps: HashMap<(u32, u8, u8), [u8; 16]> = r.sl2vl.iter().map(|e| ((e.node, e.in_port, e.out_port), e.vl)).collect();
     // Every VL here is below 15 and below the bound the verifier sizes its
     // matrices to (pairs without a map entry make it 15), so no
     // dependency is left out on either side.
-    let vl_of = |node: u32, i: u8, o: u8, sl: u8| -> u8 {
-        maps.get(&(node, i, o)).map_or(sl, |m| m[sl as usize])
-    };
+    let vl_of = |node: u32, i: u8, o: u8, sl: u8| -> u8 { maps.get(&(node, i, o)).map_or(sl, |m| m[sl as usize]) };
     for (dlid, &dp) in g.lid_port.iter().enumerate().skip(1) {
         if dp == NONE {
             continue;
         }
-        let dest_is_end = f.nodes[f.ports[dp as usize].node as usize]
-            .kind
-            .is_end_node();
+        let dest_is_end = f.nodes[f.ports[dp as usize].node as usize].kind.is_end_node();
         if !dest_is_end && !switch_destinations {
             continue;
         }
@@ -210,10 +163,7 @@ fn each_hop(
                 let mut prev: Option<(u32, u8)> = None;
                 for _ in 0..g.switch_count() {
                     let node = g.switch_nodes[s as usize];
-                    let Some(o) = lft(node, dlid as u16).filter(|&o| o != 0 && o != NO_ROUTE)
-                    else {
-                        break;
-                    };
+                    let Some(o) = lft(node, dlid as u16).filter(|&o| o != 0 && o != NO_ROUTE) else { break };
                     let pi = f.nodes[node as usize].first_port + o as u32;
                     let vl = vl_of(node, in_port, o, sl);
                     hop(prev, (pi, vl));
@@ -235,10 +185,7 @@ fn each_hop(
 fn per_path_routing(d: &Drawn, salt: usize, nsl: u32, nvl: u8) -> Routing {
     let g = Graph::new(&d.fabric);
     let mut r = Routing::single_vl(shortest_lfts(&d.fabric, &g, salt));
-    r.path_sl = path_sl_box(PairSl {
-        seed: salt as u32,
-        nsl,
-    });
+    r.path_sl = path_sl_box(PairSl { seed: salt as u32, nsl });
     r.sl2vl = dateline_maps(&d.fabric, &g, nvl, salt).into();
     r
 }
@@ -291,10 +238,7 @@ fn the_draws_split_paths_over_vls() {
         let deps = channel_dependencies(&d.fabric, &r, &VerifyOptions::default());
         crossing += deps.iter().any(|&((_, a), (_, b))| a != b) as u32;
     }
-    assert!(
-        split >= 10 && crossing >= 10,
-        "split {split} crossing {crossing}"
-    );
+    assert!(split >= 10 && crossing >= 10, "split {split} crossing {crossing}");
 }
 
 /// SLs by the switches the two LIDs hang off, as torus-2QoS gives them
@@ -316,19 +260,10 @@ impl PathSl for SwitchPairSl {
     }
     fn path_sl(&self, slid: u16, dlid: u16) -> u8 {
         let at = |lid: u16| self.entry.get(lid as usize).copied().unwrap_or(NONE);
-        let h = |a: u32, b: u32| {
-            (a.wrapping_mul(0x9E37_79B1) ^ b.wrapping_mul(0x85EB_CA77) ^ self.seed)
-                .rotate_left(13)
-                .wrapping_mul(0xC2B2_AE3D)
-                >> 16
-        };
+        let h = |a: u32, b: u32| (a.wrapping_mul(0x9E37_79B1) ^ b.wrapping_mul(0x85EB_CA77) ^ self.seed).rotate_left(13).wrapping_mul(0xC2B2_AE3D) >> 16;
         let sl = h(at(slid), at(dlid)) % self.nsl;
         if self.odd > 0 && h(slid as u32, dlid as u32 ^ 0x5555) % self.odd == 0 {
-            return if self.invalid {
-                16 + sl as u8
-            } else {
-                ((sl + 1) % self.nsl.max(2)) as u8
-            };
+            return if self.invalid { 16 + sl as u8 } else { ((sl + 1) % self.nsl.max(2)) as u8 };
         }
         sl as u8
     }
@@ -338,28 +273,11 @@ impl PathSl for SwitchPairSl {
 /// (none when 0), SLs by switch pair with `odd` exceptions: what lets the
 /// verifier share walks between the destinations of a switch, and what
 /// must stop it.
-fn per_switch_routing(
-    d: &Drawn,
-    salt: usize,
-    nsl: u32,
-    nvl: u8,
-    odd: u32,
-    odd_trees: usize,
-    invalid: bool,
-) -> Routing {
+fn per_switch_routing(d: &Drawn, salt: usize, nsl: u32, nvl: u8, odd: u32, odd_trees: usize, invalid: bool) -> Routing {
     let f = &d.fabric;
     let g = Graph::new(f);
-    let entry: Vec<u32> = g
-        .lid_port
-        .iter()
-        .map(|&pi| {
-            if pi == NONE {
-                NONE
-            } else {
-                g.entry_switch(f, pi)
-            }
-        })
-        .collect();
+    let entry: Vec<u32> =
+        g.lid_port.iter().map(|&pi| if pi == NONE { NONE } else { g.entry_switch(f, pi) }).collect();
     let lfts = shortest_lfts_by(f, &g, |lid, t| {
         if odd_trees > 0 && lid % odd_trees == 0 {
             lid + salt
@@ -368,13 +286,7 @@ fn per_switch_routing(
         }
     });
     let mut r = Routing::single_vl(lfts);
-    r.path_sl = path_sl_box(SwitchPairSl {
-        entry,
-        seed: salt as u32,
-        nsl,
-        odd,
-        invalid,
-    });
+    r.path_sl = path_sl_box(SwitchPairSl { entry, seed: salt as u32, nsl, odd, invalid });
     r.sl2vl = dateline_maps(f, &g, nvl, salt).into();
     r
 }
@@ -402,23 +314,8 @@ fn narrow_ports(fabric: &mut FabricSnapshot, pick: impl Fn(usize) -> bool) {
 /// race to fill) and the count of walks taken over.
 fn findings(v: &smcore_kit::verify::Verification) -> impl PartialEq + std::fmt::Debug {
     (
-        (
-            v.pairs,
-            v.disconnected,
-            v.unreachable,
-            v.looping,
-            v.non_minimal,
-            v.total_hops,
-            v.total_min_hops,
-            v.max_hops,
-        ),
-        (
-            v.port_load.clone(),
-            v.vl_violations,
-            v.vls_used,
-            v.credit_loop.clone(),
-            v.credit_loops_checked,
-        ),
+        (v.pairs, v.disconnected, v.unreachable, v.looping, v.non_minimal, v.total_hops, v.total_min_hops, v.max_hops),
+        (v.port_load.clone(), v.vl_violations, v.vls_used, v.credit_loop.clone(), v.credit_loops_checked),
     )
 }
 
@@ -490,28 +387,17 @@ fn destinations_of_one_switch_share_their_walk() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     for i in 0..8 {
-        let d = tori(2..4, 0..2)
-            .new_tree(&mut runner)
-            .expect("draw")
-            .current();
+        let d = tori(2..4, 0..2).new_tree(&mut runner).expect("draw").current();
         let r = per_switch_routing(&d, i, 4, 4, 0, 0, false);
         let v = verify(&d.fabric, &r, &VerifyOptions::default());
         // (The dateline maps are no deadlock-free scheme: credit loops
         // are allowed here; what sharing needs is routes that arrive,
         // on VLs the ports operate.)
-        assert_eq!(
-            (v.unreachable, v.looping, v.vl_violations),
-            (0, 0, 0),
-            "{}",
-            d.spec
-        );
+        assert_eq!((v.unreachable, v.looping, v.vl_violations), (0, 0, 0), "{}", d.spec);
         let g = Graph::new(&d.fabric);
         let mut per_switch: HashMap<u32, u64> = HashMap::new();
         for &pi in g.lid_port.iter().skip(1).filter(|&&pi| pi != NONE) {
-            if d.fabric.nodes[d.fabric.ports[pi as usize].node as usize]
-                .kind
-                .is_end_node()
-            {
+            if d.fabric.nodes[d.fabric.ports[pi as usize].node as usize].kind.is_end_node() {
                 *per_switch.entry(g.entry_switch(&d.fabric, pi)).or_default() += 1;
             }
         }
@@ -578,27 +464,22 @@ fn class_table(d: &Drawn, salt: usize, nsl: u32, split: usize, bad: u32) -> SlTa
     let g = Graph::new(f);
     let nsw = g.switch_count() as u32;
     let class_of: Vec<u32> = (0..=f.max_lid as usize)
-        .map(
-            |lid| match g.lid_port.get(lid).copied().filter(|&pi| pi != NONE) {
-                Some(pi) => {
-                    let t = g.entry_switch(f, pi);
-                    if t == NONE {
-                        2 * nsw
-                    } else {
-                        t + nsw * (split > 0 && (lid + salt) % split == 0) as u32
-                    }
+        .map(|lid| match g.lid_port.get(lid).copied().filter(|&pi| pi != NONE) {
+            Some(pi) => {
+                let t = g.entry_switch(f, pi);
+                if t == NONE {
+                    2 * nsw
+                } else {
+                    t + nsw * (split > 0 && (lid + salt) % split == 0) as u32
                 }
-                None => 2 * nsw,
-            },
-        )
+            }
+            None => 2 * nsw,
+        })
         .collect();
     let n = 2 * nsw + 1;
     let sl = (0..n * n)
         .map(|i| {
-            let h = (i.wrapping_mul(0x9E37_79B1) ^ salt as u32)
-                .rotate_left(13)
-                .wrapping_mul(0xC2B2_AE3D)
-                >> 16;
+            let h = (i.wrapping_mul(0x9E37_79B1) ^ salt as u32).rotate_left(13).wrapping_mul(0xC2B2_AE3D) >> 16;
             if bad > 0 && h % bad == 0 {
                 16 + (h % nsl) as u8
             } else {
@@ -606,11 +487,7 @@ fn class_table(d: &Drawn, salt: usize, nsl: u32, split: usize, bad: u32) -> SlTa
             }
         })
         .collect::<Vec<u8>>();
-    SlTable {
-        class_of: class_of.into(),
-        classes: n,
-        sl: sl.into(),
-    }
+    SlTable { class_of: class_of.into(), classes: n, sl: sl.into() }
 }
 
 proptest! {
@@ -686,10 +563,7 @@ fn table_against_pairs(
             let peer = f.ports[pi as usize].peer;
             port > 0 && peer != NONE && g.sw_of_node[f.ports[peer as usize].node as usize] == NONE
         };
-        for m in maps
-            .iter_mut()
-            .filter(|m| end_facing(m.node, m.in_port) && end_facing(m.node, m.out_port))
-        {
+        for m in maps.iter_mut().filter(|m| end_facing(m.node, m.in_port) && end_facing(m.node, m.out_port)) {
             for v in m.vl.iter_mut() {
                 *v = (*v + m.in_port) % nvl;
             }
@@ -697,9 +571,7 @@ fn table_against_pairs(
         let narrow: Vec<bool> = (0..f.ports.len())
             .map(|i| {
                 let p = &f.ports[i];
-                (i + salt) % 3 == 0
-                    && end_facing(p.node, p.num)
-                    && g.sw_of_node[p.node as usize] != NONE
+                (i + salt) % 3 == 0 && end_facing(p.node, p.num) && g.sw_of_node[p.node as usize] != NONE
             })
             .collect();
         narrow_ports(&mut fabric, |i| narrow[i]);
@@ -707,33 +579,19 @@ fn table_against_pairs(
     let f = &fabric;
     let routing = |whole: bool| {
         let mut r = Routing::single_vl(lfts.clone());
-        r.path_sl = path_sl_box(ClassSl {
-            table: table.clone(),
-            whole,
-        });
+        r.path_sl = path_sl_box(ClassSl { table: table.clone(), whole });
         r.sl2vl = maps.clone().into();
         r
     };
     let (by_table, by_pair) = (routing(true), routing(false));
-    let opts = VerifyOptions {
-        switch_destinations,
-        ..Default::default()
-    };
+    let opts = VerifyOptions { switch_destinations, ..Default::default() };
     let v = verify(f, &by_table, &opts);
     prop_assert_eq!(findings(&v), findings(&verify(f, &by_pair, &opts)));
-    prop_assert_eq!(
-        findings(&verify_unshared(f, &by_table, &opts)),
-        findings(&v)
-    );
+    prop_assert_eq!(findings(&verify_unshared(f, &by_table, &opts)), findings(&v));
     if bad == 0 {
-        let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts)
-            .into_iter()
-            .collect();
+        let got: BTreeSet<ChannelDep> = channel_dependencies(f, &by_table, &opts).into_iter().collect();
         prop_assert_eq!(got, reference_deps(f, &by_pair, switch_destinations));
-        prop_assert_eq!(
-            (v.vls_used, v.vl_violations > 0),
-            reference_vls(f, &by_pair, switch_destinations)
-        );
+        prop_assert_eq!((v.vls_used, v.vl_violations > 0), reference_vls(f, &by_pair, switch_destinations));
     }
     Ok(())
 }
@@ -743,25 +601,13 @@ fn table_against_pairs(
 fn a_table_of_the_wrong_shape_fails_verification() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let d = tori(2..4, 0..2)
-        .new_tree(&mut runner)
-        .expect("draw")
-        .current();
+    let d = tori(2..4, 0..2).new_tree(&mut runner).expect("draw").current();
     let g = Graph::new(&d.fabric);
     let mut t = class_table(&d, 7, 4, 0, 0);
     t.class_of.truncate(d.fabric.max_lid as usize);
     let mut r = Routing::single_vl(shortest_lfts_by(&d.fabric, &g, |_, t| t as usize));
-    r.path_sl = path_sl_box(ClassSl {
-        table: RArc::new(t),
-        whole: true,
-    });
+    r.path_sl = path_sl_box(ClassSl { table: RArc::new(t), whole: true });
     let v = verify(&d.fabric, &r, &VerifyOptions::default());
     assert!(!v.ok() && v.vl_violations > 0, "{v:?}");
-    assert!(
-        v.examples
-            .first()
-            .is_some_and(|e| e.contains("unusable table") && e.contains("cover LIDs")),
-        "{:?}",
-        v.examples
-    );
+    assert!(v.examples.first().is_some_and(|e| e.contains("unusable table") && e.contains("cover LIDs")), "{:?}", v.examples);
 }

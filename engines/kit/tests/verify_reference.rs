@@ -14,8 +14,8 @@
 use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
 use sm_abi::abi_stable::std_types::ROption;
+use proptest::strategy::ValueTree;
 use sm_abi::{path_sl_box, FabricSnapshot, Lft, PathSl, Routing, Sl2Vl, NONE, NO_ROUTE};
 use smcore_kit::graph::{usable, Graph};
 use smcore_kit::strategy::{any_family, Drawn, Sizes};
@@ -91,11 +91,7 @@ fn random_lfts(f: &FabricSnapshot, g: &Graph, rng: &mut Rng, breakage: u64) -> V
                 continue;
             }
             if t as usize == s {
-                ports[lid] = if f.ports[pi as usize].node == node {
-                    0
-                } else {
-                    f.ports[f.ports[pi as usize].peer as usize].num
-                };
+                ports[lid] = if f.ports[pi as usize].node == node { 0 } else { f.ports[f.ports[pi as usize].peer as usize].num };
                 continue;
             }
             let d = dm.get(s as u32, t);
@@ -124,10 +120,7 @@ fn random_lfts(f: &FabricSnapshot, g: &Graph, rng: &mut Rng, breakage: u64) -> V
         if rng.chance(breakage / 2) {
             ports.truncate(rng.below(ports.len() as u64) as usize);
         }
-        lfts.push(Lft {
-            node,
-            ports: ports.into(),
-        });
+        lfts.push(Lft { node, ports: ports.into() });
     }
     lfts
 }
@@ -169,22 +162,14 @@ fn reference(f: &FabricSnapshot, r: &Routing, opts: &VerifyOptions) -> Reference
         sl2vl.insert((e.node, e.in_port, e.out_port), e.vl);
     }
     let mapped: HashSet<u32> = r.sl2vl.iter().map(|e| e.node).collect();
-    let vl_of = |node: u32, i: u8, o: u8, sl: u8| -> u8 {
-        sl2vl.get(&(node, i, o)).map_or(sl, |m| m[sl as usize])
-    };
+    let vl_of = |node: u32, i: u8, o: u8, sl: u8| -> u8 { sl2vl.get(&(node, i, o)).map_or(sl, |m| m[sl as usize]) };
     // The dependency matrices hold the VLs below this bound (see
     // `verify_with_mcast`): routings without VL violations stay below it.
     let uniform = r.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
     let vls: u8 = if r.sl2vl.is_empty() {
         match uniform {
             Some(sl) => sl + 1,
-            None => f
-                .ports
-                .iter()
-                .map(|p| p.op_vls)
-                .max()
-                .unwrap_or(1)
-                .clamp(1, 15),
+            None => f.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).clamp(1, 15),
         }
     } else {
         let mut max = 0;
@@ -195,35 +180,21 @@ fn reference(f: &FabricSnapshot, r: &Routing, opts: &VerifyOptions) -> Reference
         for &node in &mapped {
             if (node as usize) < f.nodes.len() {
                 let w = f.nodes[node as usize].num_ports as usize + 1;
-                if r.sl2vl
-                    .iter()
-                    .filter(|e| {
-                        e.node == node && (e.in_port as usize) < w && (e.out_port as usize) < w
-                    })
-                    .map(|e| (e.in_port, e.out_port))
-                    .collect::<HashSet<_>>()
-                    .len()
-                    < w * w
-                {
+                if r.sl2vl.iter().filter(|e| e.node == node && (e.in_port as usize) < w && (e.out_port as usize) < w).map(|e| (e.in_port, e.out_port)).collect::<HashSet<_>>().len() < w * w {
                     max = 14;
                 }
             }
         }
         max + 1
     };
-    let mut out = Reference {
-        port_load: vec![0; f.ports.len()],
-        ..Default::default()
-    };
+    let mut out = Reference { port_load: vec![0; f.ports.len()], ..Default::default() };
     let mut dist = vec![0u8; nsw];
     let mut queue = Vec::new();
     for (lid, &dp) in g.lid_port.iter().enumerate() {
         if dp == NONE || lid == 0 {
             continue;
         }
-        let dest_is_end = f.nodes[f.ports[dp as usize].node as usize]
-            .kind
-            .is_end_node();
+        let dest_is_end = f.nodes[f.ports[dp as usize].node as usize].kind.is_end_node();
         if !dest_is_end && !opts.switch_destinations {
             continue;
         }
@@ -265,15 +236,9 @@ fn reference(f: &FabricSnapshot, r: &Routing, opts: &VerifyOptions) -> Reference
                 }
                 let node = g.switch_nodes[s as usize];
                 let n = &f.nodes[node as usize];
-                let Some(&o) = lft.get(&node).and_then(|l| l.get(lid as usize)) else {
-                    break Fate::Dead;
-                };
+                let Some(&o) = lft.get(&node).and_then(|l| l.get(lid as usize)) else { break Fate::Dead };
                 if o == 0 {
-                    break if n.first_port == dp {
-                        Fate::Delivered
-                    } else {
-                        Fate::Dead
-                    };
+                    break if n.first_port == dp { Fate::Delivered } else { Fate::Dead };
                 }
                 if o > n.num_ports {
                     break Fate::Dead;
@@ -350,11 +315,7 @@ fn has_cycle(deps: &HashSet<((u32, u8), (u32, u8))>) -> bool {
         *indeg.entry(b).or_insert(0) += 1;
         succ.entry(a).or_default().push(b);
     }
-    let mut ready: Vec<(u32, u8)> = indeg
-        .iter()
-        .filter(|(_, &d)| d == 0)
-        .map(|(&c, _)| c)
-        .collect();
+    let mut ready: Vec<(u32, u8)> = indeg.iter().filter(|(_, &d)| d == 0).map(|(&c, _)| c).collect();
     let mut done = 0;
     while let Some(c) = ready.pop() {
         done += 1;
@@ -382,36 +343,11 @@ fn routing_for(d: &Drawn, seed: u64) -> (FabricSnapshot, Routing, VerifyOptions)
     let mut r = Routing::single_vl(lfts);
     let nsl = 1 + rng.below(8) as u8;
     r.path_sl = match rng.below(5) {
-        0 => path_sl_box(HashSl {
-            seed: 0,
-            nsl: 1,
-            invalid: false,
-            declared: Some(0),
-        }),
-        1 => path_sl_box(HashSl {
-            seed: 0,
-            nsl: 1,
-            invalid: false,
-            declared: Some(rng.below(4) as u8),
-        }),
-        2 => path_sl_box(HashSl {
-            seed: rng.next(),
-            nsl: 1,
-            invalid: false,
-            declared: None,
-        }),
-        3 => path_sl_box(HashSl {
-            seed: rng.next(),
-            nsl,
-            invalid: false,
-            declared: None,
-        }),
-        _ => path_sl_box(HashSl {
-            seed: rng.next(),
-            nsl,
-            invalid: true,
-            declared: None,
-        }),
+        0 => path_sl_box(HashSl { seed: 0, nsl: 1, invalid: false, declared: Some(0) }),
+        1 => path_sl_box(HashSl { seed: 0, nsl: 1, invalid: false, declared: Some(rng.below(4) as u8) }),
+        2 => path_sl_box(HashSl { seed: rng.next(), nsl: 1, invalid: false, declared: None }),
+        3 => path_sl_box(HashSl { seed: rng.next(), nsl, invalid: false, declared: None }),
+        _ => path_sl_box(HashSl { seed: rng.next(), nsl, invalid: true, declared: None }),
     };
     if rng.chance(50) {
         let nvl = 1 + rng.below(8);
@@ -428,18 +364,9 @@ fn routing_for(d: &Drawn, seed: u64) -> (FabricSnapshot, Routing, VerifyOptions)
                     }
                     let mut vl = [0u8; 16];
                     for v in vl.iter_mut() {
-                        *v = if rng.chance(2) {
-                            15
-                        } else {
-                            rng.below(nvl) as u8
-                        };
+                        *v = if rng.chance(2) { 15 } else { rng.below(nvl) as u8 };
                     }
-                    r.sl2vl.push(Sl2Vl {
-                        node,
-                        in_port: i,
-                        out_port: o,
-                        vl,
-                    });
+                    r.sl2vl.push(Sl2Vl { node, in_port: i, out_port: o, vl });
                 }
             }
         }
@@ -451,29 +378,16 @@ fn routing_for(d: &Drawn, seed: u64) -> (FabricSnapshot, Routing, VerifyOptions)
             }
         }
     }
-    let opts = VerifyOptions {
-        switch_destinations: rng.chance(30),
-        ..Default::default()
-    };
+    let opts = VerifyOptions { switch_destinations: rng.chance(30), ..Default::default() };
     (f, r, opts)
 }
 
 fn small() -> Sizes {
-    Sizes {
-        switches: 2..14,
-        hosts: 1..3,
-        extra_links: 0..16,
-        ..Sizes::default()
-    }
+    Sizes { switches: 2..14, hosts: 1..3, extra_links: 0..16, ..Sizes::default() }
 }
 
 fn hosts() -> Sizes {
-    Sizes {
-        switches: 2..10,
-        hosts: 2..5,
-        extra_links: 0..8,
-        ..Sizes::default()
-    }
+    Sizes { switches: 2..10, hosts: 2..5, extra_links: 0..8, ..Sizes::default() }
 }
 
 proptest! {
@@ -555,32 +469,16 @@ fn agrees(f: &FabricSnapshot, r: &Routing, opts: &VerifyOptions) -> Result<(), T
     prop_assert_eq!(v.total_min_hops, want.total_min_hops);
     prop_assert_eq!(v.max_hops, want.max_hops);
     prop_assert_eq!(&v.port_load, &want.port_load);
-    prop_assert_eq!(
-        v.vl_violations > 0,
-        want.vl_violations > 0,
-        "violations {} vs {}",
-        v.vl_violations,
-        want.vl_violations
-    );
+    prop_assert_eq!(v.vl_violations > 0, want.vl_violations > 0, "violations {} vs {}", v.vl_violations, want.vl_violations);
     prop_assert_eq!(v.vls_used, want.vls_used);
     prop_assert!(v.credit_loops_checked);
     if want.vl_violations == 0 {
-        prop_assert_eq!(
-            v.credit_loop.is_some(),
-            has_cycle(&want.deps),
-            "{:?}",
-            v.credit_loop
-        );
+        prop_assert_eq!(v.credit_loop.is_some(), has_cycle(&want.deps), "{:?}", v.credit_loop);
         if let Some(cl) = &v.credit_loop {
             prop_assert!(!cl.cycle.is_empty());
             for (i, &a) in cl.cycle.iter().enumerate() {
                 let b = cl.cycle[(i + 1) % cl.cycle.len()];
-                prop_assert!(
-                    want.deps.contains(&(a, b)),
-                    "{:?} -> {:?} is no dependency of the reference",
-                    a,
-                    b
-                );
+                prop_assert!(want.deps.contains(&(a, b)), "{:?} -> {:?} is no dependency of the reference", a, b);
             }
             let distinct: HashSet<_> = cl.cycle.iter().collect();
             prop_assert_eq!(distinct.len(), cl.cycle.len());
@@ -604,8 +502,5 @@ fn the_draws_cover_broken_and_multi_sl_routings() {
         credit += (v.credit_loop.is_some() && v.vl_violations == 0) as u32;
         walked += (r.path_sl.uniform().is_none() && v.vl_violations == 0 && v.vls_used > 1) as u32;
     }
-    assert!(
-        broken > 0 && loops > 0 && credit > 0 && walked > 0,
-        "broken {broken} loops {loops} credit {credit} walked {walked}"
-    );
+    assert!(broken > 0 && loops > 0 && credit > 0 && walked > 0, "broken {broken} loops {loops} credit {credit} walked {walked}");
 }

@@ -62,11 +62,7 @@ pub struct VerifyOptions {
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions {
-            credit_loops: true,
-            switch_destinations: false,
-            max_examples: 8,
-        }
+        VerifyOptions { credit_loops: true, switch_destinations: false, max_examples: 8 }
     }
 }
 
@@ -141,19 +137,13 @@ impl Verification {
     pub fn failure(&self) -> Option<String> {
         let mut why = Vec::new();
         if self.unreachable > 0 {
-            why.push(format!(
-                "{} of {} pairs unreachable",
-                self.unreachable, self.pairs
-            ));
+            why.push(format!("{} of {} pairs unreachable", self.unreachable, self.pairs));
         }
         if self.looping > 0 {
             why.push(format!("{} pairs in forwarding loops", self.looping));
         }
         if self.vl_violations > 0 {
-            why.push(format!(
-                "{} paths use a VL beyond the port's operational VLs",
-                self.vl_violations
-            ));
+            why.push(format!("{} paths use a VL beyond the port's operational VLs", self.vl_violations));
         }
         if let Some(cl) = &self.credit_loop {
             why.push(format!(
@@ -330,13 +320,7 @@ impl<'a> VlMap<'a> {
         // The VLs below 15 the maps give, as bits.
         let mut given = 0u16;
         for e in routing.sl2vl.iter() {
-            let Some(&sw) = graph
-                .sw_of_node
-                .get(e.node as usize)
-                .filter(|&&sw| sw != NONE)
-            else {
-                continue;
-            };
+            let Some(&sw) = graph.sw_of_node.get(e.node as usize).filter(|&&sw| sw != NONE) else { continue };
             let s = sw as usize;
             if !pairs.has(s, e.in_port, e.out_port) {
                 continue;
@@ -353,20 +337,11 @@ impl<'a> VlMap<'a> {
         }
         let identity_linked = (0..n).any(|s| {
             let linked = (pairs.k[s] * pairs.k[s]) as usize;
-            set.get(base[s]..base[s] + linked)
-                .is_none_or(|square| square.iter().any(|&x| !x))
+            set.get(base[s]..base[s] + linked).is_none_or(|square| square.iter().any(|&x| !x))
         });
         let set_max = (given & 0x7FFF != 0).then(|| 15 - (given & 0x7FFF).leading_zeros() as u8);
         let identity = routing.sl2vl.is_empty();
-        VlMap {
-            pairs,
-            sw_of_node: &graph.sw_of_node,
-            base,
-            maps,
-            identity,
-            set_max,
-            identity_linked,
-        }
+        VlMap { pairs, sw_of_node: &graph.sw_of_node, base, maps, identity, set_max, identity_linked }
     }
 
     /// The map word of pair slot `at` of switch `s`.
@@ -383,10 +358,9 @@ impl<'a> VlMap<'a> {
     #[inline]
     fn word(&self, node: u32, in_port: u8, out_port: u8) -> u64 {
         match self.sw_of_node.get(node as usize) {
-            Some(&sw) if sw != NONE && self.pairs.has(sw as usize, in_port, out_port) => self.slot(
-                sw as usize,
-                self.pairs.index(sw as usize, in_port, out_port),
-            ),
+            Some(&sw) if sw != NONE && self.pairs.has(sw as usize, in_port, out_port) => {
+                self.slot(sw as usize, self.pairs.index(sw as usize, in_port, out_port))
+            }
             _ => IDENTITY_NIBBLES,
         }
     }
@@ -402,11 +376,7 @@ impl<'a> VlMap<'a> {
         if self.identity {
             return None;
         }
-        Some(
-            (0..self.pairs.side[s])
-                .map(|o| self.slot(s, self.pairs.index(s, in_port, o as u8)))
-                .collect(),
-        )
+        Some((0..self.pairs.side[s]).map(|o| self.slot(s, self.pairs.index(s, in_port, o as u8))).collect())
     }
 
     /// How many VLs paths can take: the routing's maps' highest VL, and
@@ -432,12 +402,7 @@ struct PairIndex {
 impl PairIndex {
     fn new(fabric: &FabricSnapshot, graph: &Graph) -> PairIndex {
         let n = graph.switch_count();
-        let mut x = PairIndex {
-            k: Vec::with_capacity(n),
-            side: Vec::with_capacity(n),
-            dense_at: Vec::with_capacity(n),
-            dense: Vec::new(),
-        };
+        let mut x = PairIndex { k: Vec::with_capacity(n), side: Vec::with_capacity(n), dense_at: Vec::with_capacity(n), dense: Vec::new() };
         for &node in &graph.switch_nodes {
             let p = Pairs::new(fabric, node);
             x.k.push(p.k);
@@ -463,10 +428,7 @@ impl PairIndex {
     #[inline(always)]
     fn index(&self, s: usize, in_port: u8, out_port: u8) -> usize {
         let d = self.dense_at[s] as usize;
-        let ranks = (
-            self.dense[d + in_port as usize],
-            self.dense[d + out_port as usize],
-        );
+        let ranks = (self.dense[d + in_port as usize], self.dense[d + out_port as usize]);
         pair_slot(self.k[s], self.side[s], ranks, in_port, out_port)
     }
 
@@ -540,11 +502,7 @@ impl Gathered {
 impl<'a> DepBits<'a> {
     /// `maps` (per switch number and pair slot: the map word) asks for
     /// pair records.
-    fn new(
-        pairs: &'a PairIndex,
-        vls: u32,
-        maps: Option<&(dyn Fn(usize, usize) -> u64 + Sync)>,
-    ) -> DepBits<'a> {
+    fn new(pairs: &'a PairIndex, vls: u32, maps: Option<&(dyn Fn(usize, usize) -> u64 + Sync)>) -> DepBits<'a> {
         let stride = vls.next_power_of_two();
         let rec = maps.map_or(0, |_| 1 + ((vls * stride) as usize).div_ceil(64));
         let n = pairs.k.len();
@@ -566,19 +524,8 @@ impl<'a> DepBits<'a> {
             }
         }
         // Zeroed by both threads: the pages are first touched here.
-        let bits: Vec<AtomicU64> = (0..words)
-            .into_par_iter()
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        let deps = DepBits {
-            vls,
-            stride,
-            rec,
-            base,
-            full,
-            pairs,
-            bits,
-        };
+        let bits: Vec<AtomicU64> = (0..words).into_par_iter().map(|_| AtomicU64::new(0)).collect();
+        let deps = DepBits { vls, stride, rec, base, full, pairs, bits };
         if let Some(map) = maps {
             (0..n).into_par_iter().for_each(|s| {
                 for at in 0..pairs.len(s) {
@@ -654,12 +601,7 @@ impl<'a> DepBits<'a> {
         if !self.pairs.has(s, in_port, out_port) {
             return;
         }
-        self.add_mask(
-            sw,
-            self.pairs.index(s, in_port, out_port),
-            out_vl,
-            1 << in_vl,
-        );
+        self.add_mask(sw, self.pairs.index(s, in_port, out_port), out_vl, 1 << in_vl);
     }
 
     /// Dependencies from each input VL of `in_vls` into `out_vl` at pair
@@ -693,10 +635,7 @@ impl<'a> DepBits<'a> {
         let k = self.pairs.k[s] as usize;
         let mut num = vec![0u8; k];
         let d = self.pairs.dense_at[s] as usize;
-        for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize]
-            .iter()
-            .enumerate()
-        {
+        for (port, &r) in self.pairs.dense[d..d + self.pairs.side[s] as usize].iter().enumerate() {
             if (r as usize) < k {
                 num[r as usize] = port as u8;
             }
@@ -877,20 +816,12 @@ fn hop(row: &[u64], out: u8) -> (Next, u8, u8) {
 /// the destination port `dest_port`) if that is one hop nearer by `dist`,
 /// the port it enters by and the VLs the link operates.
 #[inline]
-fn minimal_hop(
-    dist: &[u8],
-    here: u8,
-    row: &[u64],
-    out: u8,
-    dest_port: u32,
-) -> (Option<u32>, u8, u8) {
+fn minimal_hop(dist: &[u8], here: u8, row: &[u64], out: u8, dest_port: u32) -> (Option<u32>, u8, u8) {
     let c = Code::of(row, out);
-    let next = c
-        .nearer(dist, here as u32, PORT_BIT | dest_port)
-        .then(|| match c.target() {
-            t if t & PORT_BIT != 0 => NONE,
-            t => t,
-        });
+    let next = c.nearer(dist, here as u32, PORT_BIT | dest_port).then(|| match c.target() {
+        t if t & PORT_BIT != 0 => NONE,
+        t => t,
+    });
     (next, c.entered(), c.op_vls())
 }
 
@@ -924,23 +855,15 @@ impl LidColumns {
         // threads; a fill of NO_ROUTE here would touch them all first.
         let mut ports = vec![0u8; lids.len() * switches];
         if switches > 0 {
-            ports
-                .par_chunks_mut(COLUMN_BLOCK * switches)
-                .zip(lids.par_chunks(COLUMN_BLOCK))
-                .for_each(|(block, part)| {
-                    for (s, lft) in lfts.iter().enumerate() {
-                        for (i, &lid) in part.iter().enumerate() {
-                            block[i * switches + s] =
-                                lft.get(lid as usize).copied().unwrap_or(NO_ROUTE);
-                        }
+            ports.par_chunks_mut(COLUMN_BLOCK * switches).zip(lids.par_chunks(COLUMN_BLOCK)).for_each(|(block, part)| {
+                for (s, lft) in lfts.iter().enumerate() {
+                    for (i, &lid) in part.iter().enumerate() {
+                        block[i * switches + s] = lft.get(lid as usize).copied().unwrap_or(NO_ROUTE);
                     }
-                });
+                }
+            });
         }
-        LidColumns {
-            switches,
-            row_of,
-            ports,
-        }
+        LidColumns { switches, row_of, ports }
     }
 
     /// Every switch's output port for `lid` (a LID without a row: none).
@@ -971,11 +894,7 @@ impl Sources {
         let n = graph.switch_count();
         let mut start = vec![0u32; n + 1];
         let mut switchless = Vec::new();
-        let entries: Vec<Sw> = graph
-            .end_ports
-            .iter()
-            .map(|&p| graph.entry_switch(fabric, p))
-            .collect();
+        let entries: Vec<Sw> = graph.end_ports.iter().map(|&p| graph.entry_switch(fabric, p)).collect();
         for &e in &entries {
             if e != NONE {
                 start[e as usize + 1] += 1;
@@ -994,11 +913,7 @@ impl Sources {
                 fill[e as usize] += 1;
             }
         }
-        Sources {
-            start,
-            ports,
-            switchless,
-        }
+        Sources { start, ports, switchless }
     }
 
     fn at(&self, s: Sw) -> &[u32] {
@@ -1109,10 +1024,7 @@ impl SeedGroups {
         for (src, &entry) in srcs.iter().zip(far_class) {
             for off in 0..src.lids {
                 let class = table.class(src.lid.wrapping_add(off));
-                match self.groups[from..]
-                    .iter_mut()
-                    .find(|g| g.0 == entry && g.1 == class)
-                {
+                match self.groups[from..].iter_mut().find(|g| g.0 == entry && g.1 == class) {
                     Some(g) => g.2 += 1,
                     None => self.groups.push((entry, class, 1)),
                 }
@@ -1192,12 +1104,7 @@ struct FarCounts {
 
 impl FarCounts {
     fn of(v: &Verification) -> FarCounts {
-        FarCounts {
-            pairs: v.pairs,
-            total_hops: v.total_hops,
-            total_min_hops: v.total_min_hops,
-            non_minimal: v.non_minimal,
-        }
+        FarCounts { pairs: v.pairs, total_hops: v.total_hops, total_min_hops: v.total_min_hops, non_minimal: v.non_minimal }
     }
 
     fn since(self, before: FarCounts) -> FarCounts {
@@ -1217,12 +1124,7 @@ pub fn verify(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) 
 }
 
 /// [`verify`] with a prebuilt [`Graph`].
-pub fn verify_with(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    routing: &Routing,
-    opts: &VerifyOptions,
-) -> Verification {
+pub fn verify_with(fabric: &FabricSnapshot, graph: &Graph, routing: &Routing, opts: &VerifyOptions) -> Verification {
     verify_with_mcast(fabric, graph, routing, opts, &[])
 }
 
@@ -1258,11 +1160,7 @@ fn entry_classes(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, far: boo
         for p in ports.iter().filter(|p| p.peer_sw == NONE) {
             let row = vlmap.row(s, p.port).map(|row| match far {
                 false => row,
-                true => ports
-                    .iter()
-                    .filter(|o| o.peer_sw != NONE)
-                    .map(|o| row[o.port as usize])
-                    .collect(),
+                true => ports.iter().filter(|o| o.peer_sw != NONE).map(|o| row[o.port as usize]).collect(),
             });
             rep[p.port_index as usize] = match row {
                 None => {
@@ -1295,11 +1193,7 @@ pub fn verify_with_mcast(
 /// (none taken over from another destination of its switch): for tests
 /// that hold the sharing to the plain walk.
 #[doc(hidden)]
-pub fn verify_unshared(
-    fabric: &FabricSnapshot,
-    routing: &Routing,
-    opts: &VerifyOptions,
-) -> Verification {
+pub fn verify_unshared(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Verification {
     run(fabric, &Graph::new(fabric), routing, opts, &[], None, false)
 }
 
@@ -1311,21 +1205,9 @@ pub type ChannelDep = ((u32, u8), (u32, u8));
 /// for tests that hold the verifier's sharing of work between paths
 /// against a path-by-path reference.
 #[doc(hidden)]
-pub fn channel_dependencies(
-    fabric: &FabricSnapshot,
-    routing: &Routing,
-    opts: &VerifyOptions,
-) -> Vec<ChannelDep> {
+pub fn channel_dependencies(fabric: &FabricSnapshot, routing: &Routing, opts: &VerifyOptions) -> Vec<ChannelDep> {
     let mut out = Vec::new();
-    run(
-        fabric,
-        &Graph::new(fabric),
-        routing,
-        opts,
-        &[],
-        Some(&mut out),
-        true,
-    );
+    run(fabric, &Graph::new(fabric), routing, opts, &[], Some(&mut out), true);
     out.sort_unstable();
     out
 }
@@ -1344,16 +1226,7 @@ fn run(
     share: bool,
 ) -> Verification {
     if share {
-        if let Some(v) = run_once(
-            fabric,
-            graph,
-            routing,
-            opts,
-            mcast,
-            deps_out.as_deref_mut(),
-            true,
-            true,
-        ) {
+        if let Some(v) = run_once(fabric, graph, routing, opts, mcast, deps_out.as_deref_mut(), true, true) {
             return v;
         }
     }
@@ -1386,11 +1259,7 @@ fn run_once(
     }
     let pairs = PairIndex::new(fabric, graph);
     let vlmap = VlMap::new(graph, routing, &pairs);
-    let uniform = routing
-        .path_sl
-        .uniform()
-        .into_option()
-        .filter(|&sl| sl <= 15);
+    let uniform = routing.path_sl.uniform().into_option().filter(|&sl| sl <= 15);
     // An oracle given whole is read as the table, never pair by pair (the
     // core serves the same table); one of the wrong shape fails the routing.
     let (table, table_error) = match routing.path_sl.sl_table().into_option() {
@@ -1404,23 +1273,14 @@ fn run_once(
     // table of (switches × switches) entries on a torus.
     let table_sls = table.as_ref().map(|t| {
         t.sl.par_iter()
-            .fold(
-                || (0u8, 0u8),
-                |(fit, top), &sl| (if sl <= 15 { fit.max(sl) } else { fit }, top.max(sl)),
-            )
+            .fold(|| (0u8, 0u8), |(fit, top), &sl| (if sl <= 15 { fit.max(sl) } else { fit }, top.max(sl)))
             .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)))
     });
     let mcast_sl = mcast.iter().map(|g| g.sl & 15).max().unwrap_or(0);
     // Channels are (port, VL); size the dependency matrices to the VLs paths can use.
     let vls: u32 = match (uniform, vlmap.identity) {
         (Some(sl), true) => sl.max(mcast_sl) as u32 + 1,
-        (None, true) => fabric
-            .ports
-            .iter()
-            .map(|p| p.op_vls)
-            .max()
-            .unwrap_or(1)
-            .clamp(1, 15) as u32,
+        (None, true) => fabric.ports.iter().map(|p| p.op_vls).max().unwrap_or(1).clamp(1, 15) as u32,
         (_, false) => {
             // The highest SL a path may keep as its VL: an oracle's
             // answers are not known ahead.
@@ -1431,11 +1291,7 @@ fn run_once(
             };
             // A multicast tree may name a port no route takes, whose
             // pairs keep SL → VL: its SL bounds the VLs too.
-            let mcast_vls = if mcast.is_empty() {
-                0
-            } else {
-                mcast_sl as u32 + 1
-            };
+            let mcast_vls = if mcast.is_empty() { 0 } else { mcast_sl as u32 + 1 };
             vlmap.vls(path_sl.max(mcast_sl)).max(mcast_vls)
         }
     }
@@ -1443,9 +1299,7 @@ fn run_once(
     let fast = uniform.is_some() && vlmap.identity;
     // With [`Ctx::rounds`], the table's highest SL; an SL out of range
     // is a violation the walk counts.
-    let rounds = table_sls
-        .map(|(_, top)| top)
-        .filter(|&top| rounds && !fast && top <= 15);
+    let rounds = table_sls.map(|(_, top)| top).filter(|&top| rounds && !fast && top <= 15);
     // The per-path-SL walk reads its SL2VL maps from the pair records, so
     // it has them whether or not credit loops are checked.
     let deps = if fast {
@@ -1483,10 +1337,7 @@ fn run_once(
     // upper switches.
     let group_weight: usize = groups.iter().map(|(_, g)| g.len() * g.len()).sum();
     let columns = use_columns(group_weight, dest_count, lfts.len(), COLUMNS_MAX_BYTES).then(|| {
-        let mut lids: Vec<u16> = groups
-            .iter()
-            .flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid))
-            .collect();
+        let mut lids: Vec<u16> = groups.iter().flat_map(|(_, g)| g.iter().map(|&(lid, _)| lid)).collect();
         lids.sort_unstable();
         lids.dedup();
         LidColumns::new(&lfts, &lids)
@@ -1501,21 +1352,10 @@ fn run_once(
     let attached = sources.ports.len() as u64;
     let examples = Mutex::new(Vec::<String>::new());
     let hops = HopTab::new(fabric, graph);
-    let entry_rep = if fast {
-        Vec::new()
-    } else {
-        entry_classes(fabric, graph, &vlmap, false)
-    };
-    let far_rep = if fast || table.is_none() {
-        Vec::new()
-    } else {
-        entry_classes(fabric, graph, &vlmap, true)
-    };
+    let entry_rep = if fast { Vec::new() } else { entry_classes(fabric, graph, &vlmap, false) };
+    let far_rep = if fast || table.is_none() { Vec::new() } else { entry_classes(fabric, graph, &vlmap, true) };
     let (mut seed_src, mut seed_base, mut seed_maps) = (Vec::new(), vec![0u32; nsw], Vec::new());
-    let mut seed_groups = SeedGroups {
-        start: vec![0; nsw + 1],
-        groups: Vec::new(),
-    };
+    let mut seed_groups = SeedGroups { start: vec![0; nsw + 1], groups: Vec::new() };
     if let Some(deps) = deps.as_ref().filter(|_| !fast) {
         seed_src.reserve(sources.ports.len());
         let (mut reps, mut far, mut far_class) = (Vec::new(), Vec::new(), Vec::new());
@@ -1541,11 +1381,7 @@ fn run_once(
                 let p = &fabric.ports[sp as usize];
                 // An end port without a LID still sends, as LID 0 (the
                 // oracle's answer for it is its own to give).
-                seed_src.push(SeedSrc {
-                    lid: p.lid,
-                    lids: p.lid_count().max(1) as u16,
-                    class: rank as u32,
-                });
+                seed_src.push(SeedSrc { lid: p.lid, lids: p.lid_count().max(1) as u16, class: rank as u32 });
                 if let Some(&f) = far_rep.get(entry) {
                     // The class of the first source of this far class
                     // stands for them all away from their switch.
@@ -1577,11 +1413,7 @@ fn run_once(
         routing,
         deps: deps.as_ref(),
         sources: &sources,
-        first_port: graph
-            .switch_nodes
-            .iter()
-            .map(|&n| fabric.nodes[n as usize].first_port)
-            .collect(),
+        first_port: graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].first_port).collect(),
         seed_src,
         seed_base,
         seed_maps,
@@ -1593,22 +1425,13 @@ fn run_once(
         vls,
         share,
         rounds,
-        min_op_vls: hops
-            .code
-            .iter()
-            .map(|&c| Code(c).op_vls())
-            .min()
-            .unwrap_or(1),
+        min_op_vls: hops.code.iter().map(|&c| Code(c).op_vls()).min().unwrap_or(1),
     };
 
     let make_acc = || Acc {
         v: Verification::default(),
         load_32: vec![0; fabric.ports.len()],
-        sent: if columns.is_some() {
-            vec![0; nsw]
-        } else {
-            Vec::new()
-        },
+        sent: if columns.is_some() { vec![0; nsw] } else { Vec::new() },
         status: vec![UNKNOWN; nsw],
         depth: vec![0; nsw],
         next: vec![NONE; nsw],
@@ -1621,11 +1444,7 @@ fn run_once(
         order: Vec::new(),
         load: vec![0; nsw],
         by_depth: Vec::new(),
-        last_out: if fast {
-            vec![0; fabric.ports.len()]
-        } else {
-            Vec::new()
-        },
+        last_out: if fast { vec![0; fabric.ports.len()] } else { Vec::new() },
         c_ok: 0,
         c_rep: Vec::new(),
         c_last: Vec::new(),
@@ -1638,11 +1457,7 @@ fn run_once(
         st_vl: if fast { Vec::new() } else { vec![[0; 16]; nsw] },
         seeds: Vec::new(),
         pre: [None; PRELOAD],
-        walk_ref: WalkRef {
-            t: NONE,
-            class: NONE,
-            ..WalkRef::default()
-        },
+        walk_ref: WalkRef { t: NONE, class: NONE, ..WalkRef::default() },
         round_dests: Vec::new(),
     };
     // Distances from every group's switch: one bit-parallel all-pairs
@@ -1672,14 +1487,7 @@ fn run_once(
                     }
                     for (j, &(lid, pi)) in chunk.iter().enumerate() {
                         if !(ctx.fast && acc.c_ok & 1 << j != 0) {
-                            ctx.destination(
-                                &mut acc,
-                                *t,
-                                lid,
-                                pi,
-                                Some(j),
-                                c * CHUNK + j + 1 == group.len(),
-                            );
+                            ctx.destination(&mut acc, *t, lid, pi, Some(j), c * CHUNK + j + 1 == group.len());
                         }
                     }
                 }
@@ -1697,15 +1505,7 @@ fn run_once(
             (v, a.round_dests)
         })
         .reduce(
-            || {
-                (
-                    Verification {
-                        port_load: vec![0; fabric.ports.len()],
-                        ..Default::default()
-                    },
-                    Vec::new(),
-                )
-            },
+            || (Verification { port_load: vec![0; fabric.ports.len()], ..Default::default() }, Vec::new()),
             |(mut a, mut ra), (b, rb)| {
                 ra.extend(rb);
                 a.pairs += b.pairs;
@@ -1735,10 +1535,7 @@ fn run_once(
     total.examples = examples.into_inner().unwrap_or_default();
     if let Some(e) = table_error {
         total.vl_violations += 1;
-        total.examples.insert(
-            0,
-            format!("the engine's path SL oracle gave an unusable table: {e}"),
-        );
+        total.examples.insert(0, format!("the engine's path SL oracle gave an unusable table: {e}"));
     }
     if let Some(deps) = deps.as_ref().filter(|_| opts.credit_loops) {
         for group in mcast {
@@ -1746,9 +1543,7 @@ fn run_once(
         }
         total.credit_loops_checked = true;
         if let Some(out) = deps_out {
-            each_channel_dep(fabric, graph, deps, |from, ivl, to, vl| {
-                out.push(((from, ivl), (to, vl)))
-            });
+            each_channel_dep(fabric, graph, deps, |from, ivl, to, vl| out.push(((from, ivl), (to, vl))));
         }
         total.credit_loop = find_credit_loop(fabric, graph, deps);
         if let Some(cl) = &total.credit_loop {
@@ -1855,16 +1650,8 @@ impl Ctx<'_> {
     /// order visits each switch before the one it forwards to.
     fn resolve_minimal(&self, acc: &mut Acc, lid: u16, dest_port: u32) -> bool {
         for &s in &acc.queue {
-            let Some(out) = self.entry(s, lid) else {
-                return false;
-            };
-            let (next, into, ovl) = minimal_hop(
-                &acc.dist,
-                acc.dist[s as usize],
-                self.hops.row(s),
-                out,
-                dest_port,
-            );
+            let Some(out) = self.entry(s, lid) else { return false };
+            let (next, into, ovl) = minimal_hop(&acc.dist, acc.dist[s as usize], self.hops.row(s), out, dest_port);
             acc.out[s as usize] = out;
             acc.into[s as usize] = into;
             acc.ovl[s as usize] = ovl;
@@ -1904,17 +1691,7 @@ impl Ctx<'_> {
                 *col = c.row(lid);
             }
         }
-        let Acc {
-            queue,
-            dist,
-            c_rep,
-            c_last,
-            c_out,
-            c_into,
-            c_ovl,
-            c_next,
-            ..
-        } = acc;
+        let Acc { queue, dist, c_rep, c_last, c_out, c_into, c_ovl, c_next, .. } = acc;
         let queue = &*queue;
         c_rep.clear();
         c_rep.extend(0..chunk.len());
@@ -1961,9 +1738,7 @@ impl Ctx<'_> {
         // resolved at every switch (not a run's later ones, whose tree is
         // their run's), as bits.
         let mut ok: u32 = u32::MAX >> (32 - chunk.len());
-        let reps: u32 = (0..chunk.len())
-            .filter(|&j| c_rep[j] == j)
-            .fold(0, |m, j| m | 1 << j);
+        let reps: u32 = (0..chunk.len()).filter(|&j| c_rep[j] == j).fold(0, |m, j| m | 1 << j);
         for (i, &s) in queue.iter().enumerate() {
             if self.columns.is_none() {
                 prefetch_ahead(self.lfts, queue, i, first, last);
@@ -1993,8 +1768,7 @@ impl Ctx<'_> {
             if s == t {
                 // The later destinations of runs: their last hop.
                 for j in crate::cdg::bits((ok & !reps) as u64).map(|j| j as usize) {
-                    let hop = entry(j, su, row)
-                        .map(|out| (out, minimal_hop(dist, here, codes, out, chunk[j].1)));
+                    let hop = entry(j, su, row).map(|out| (out, minimal_hop(dist, here, codes, out, chunk[j].1)));
                     match hop {
                         Some((out, (Some(_), into, ovl))) => c_last[j] = (out, into, ovl),
                         _ => ok &= !(1 << j),
@@ -2003,9 +1777,7 @@ impl Ctx<'_> {
             }
         }
         // A run's tree is its first destination's, good or not.
-        acc.c_ok = (0..chunk.len())
-            .filter(|&j| ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0)
-            .fold(0, |m, j| m | 1 << j);
+        acc.c_ok = (0..chunk.len()).filter(|&j| ok & 1 << j != 0 && ok & 1 << c_rep[j] != 0).fold(0, |m, j| m | 1 << j);
     }
 
     /// [`Ctx::resolve_chunk`] on the single-SL path, which needs only the
@@ -2030,9 +1802,7 @@ impl Ctx<'_> {
         let (lids, dests, cols) = (&lids[..w], &dests[..w], &cols[..w]);
         let first = lids.iter().copied().min().unwrap_or(0);
         let last = lids.iter().copied().max().unwrap_or(0);
-        let Acc {
-            queue, dist, c_out, ..
-        } = acc;
+        let Acc { queue, dist, c_out, .. } = acc;
         let (queue, dist) = (&*queue, &*dist);
         let mut bad: u32 = 0;
         for (i, &s) in queue.iter().enumerate() {
@@ -2143,29 +1913,14 @@ impl Ctx<'_> {
     /// `chunk`: its place in the chunk [`Ctx::resolve_chunk`] resolved;
     /// `last`: whether it is the last of its group (whose walk no
     /// destination after it can take over, so it is not held).
-    fn destination(
-        &self,
-        acc: &mut Acc,
-        t: Sw,
-        lid: u16,
-        dest_port: u32,
-        chunk: Option<usize>,
-        last: bool,
-    ) {
+    fn destination(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, chunk: Option<usize>, last: bool) {
         let nsw = self.graph.switch_count();
-        let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize]
-            .kind
-            .is_end_node();
+        let dest_is_end = self.fabric.nodes[self.fabric.ports[dest_port as usize].node as usize].kind.is_end_node();
         // Alone on its switch (a switch's hosts share their walks), in the
         // common case: counted here, its dependencies left to [`Ctx::rounds`].
-        if self.rounds.is_some()
-            && chunk.is_none()
-            && t != NONE
-            && self.counts_alone(acc, t, lid, dest_port, dest_is_end)
-        {
+        if self.rounds.is_some() && chunk.is_none() && t != NONE && self.counts_alone(acc, t, lid, dest_port, dest_is_end) {
             self.switchless_pairs(acc, dest_port);
-            acc.v.disconnected +=
-                self.attached - self.comp_sources[self.component[t as usize] as usize];
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
             acc.round_dests.push((lid, dest_port, t));
             return;
         }
@@ -2194,8 +1949,7 @@ impl Ctx<'_> {
             };
         if minimal {
             // Every switch of the component delivers; the others are cut off.
-            acc.v.disconnected +=
-                self.attached - self.comp_sources[self.component[t as usize] as usize];
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
         } else {
             self.resolve_general(acc, lid, dest_port);
             for e in 0..nsw as Sw {
@@ -2225,39 +1979,21 @@ impl Ctx<'_> {
                         self.node_name(src.node),
                         src.num,
                         lid,
-                        if st == LOOPS {
-                            "forwarding loop"
-                        } else {
-                            "no route"
-                        }
+                        if st == LOOPS { "forwarding loop" } else { "no route" }
                     )
                 });
             }
         }
         // Switches that deliver, deepest first: each before the switch it
         // forwards to, so routes (counted per source port) flow down the tree.
-        let order = std::mem::take(if minimal {
-            &mut acc.queue
-        } else {
-            &mut acc.order
-        });
+        let order = std::mem::take(if minimal { &mut acc.queue } else { &mut acc.order });
         let is_end = dest_is_end as u32;
         let sl = self.uniform.unwrap_or(0);
         let walk = !self.fast; // per-path-SL states
-                               // Switches within one hop of `t` lead `order` when it is by distance.
-        let near = if minimal {
-            order
-                .iter()
-                .take_while(|&&s| acc.dist[s as usize] <= 1)
-                .count()
-        } else {
-            0
-        };
+        // Switches within one hop of `t` lead `order` when it is by distance.
+        let near = if minimal { order.iter().take_while(|&&s| acc.dist[s as usize] <= 1).count() } else { 0 };
         let mut held = std::mem::take(&mut acc.walk_ref);
-        let shared = walk
-            && minimal
-            && self.share
-            && self.takes_over(acc, &held, t, lid, dest_port, dest_is_end, &order, near);
+        let shared = walk && minimal && self.share && self.takes_over(acc, &held, t, lid, dest_port, dest_is_end, &order, near);
         // A full walk of the common case is held for the next destinations.
         let mut record = walk && minimal && self.share && !shared && !last;
         // The common case, walked in full, takes [`Ctx::walk_alone`]
@@ -2311,11 +2047,7 @@ impl Ctx<'_> {
                     // last link into an end port (a switch destination ends
                     // on the switch).
                     let min = 1 + acc.dist[s as usize] as u32 + is_end;
-                    let hops = if minimal {
-                        min
-                    } else {
-                        1 + acc.depth[s as usize] + is_end
-                    };
+                    let hops = if minimal { min } else { 1 + acc.depth[s as usize] + is_end };
                     acc.v.pairs += c;
                     acc.v.total_hops += hops as u64 * c;
                     acc.v.total_min_hops += min as u64 * c;
@@ -2369,8 +2101,7 @@ impl Ctx<'_> {
                 if let Some(deps) = self.deps {
                     // Dependency at the next switch: arriving link → its output.
                     let nout = acc.out[n as usize];
-                    let way_in =
-                        (self.first_port[n as usize] + acc.into[s as usize] as u32) as usize;
+                    let way_in = (self.first_port[n as usize] + acc.into[s as usize] as u32) as usize;
                     // The turn this thread set last from this port is set for good.
                     if nout != 0 && acc.last_out[way_in] != nout {
                         acc.last_out[way_in] = nout;
@@ -2415,15 +2146,7 @@ impl Ctx<'_> {
     /// it is not in the common case.
     fn counts_alone(&self, acc: &mut Acc, t: Sw, lid: u16, dest_port: u32, is_end: bool) -> bool {
         let nsw = self.graph.switch_count();
-        let Acc {
-            v,
-            load_32,
-            load,
-            out,
-            dist,
-            queue,
-            ..
-        } = acc;
+        let Acc { v, load_32, load, out, dist, queue, .. } = acc;
         let (load, out, dist) = (&mut load[..nsw], &mut out[..nsw], &dist[..nsw]);
         let end = is_end as u32;
         let (mut pairs, mut hops, mut longest) = (0u64, 0u64, 0u32);
@@ -2493,12 +2216,8 @@ impl Ctx<'_> {
         for j in crate::cdg::bits(ok as u64).map(|j| j as usize) {
             let dp = chunk[j].1;
             self.switchless_pairs(acc, dp);
-            acc.v.disconnected +=
-                self.attached - self.comp_sources[self.component[t as usize] as usize];
-            end |= (self.fabric.nodes[self.fabric.ports[dp as usize].node as usize]
-                .kind
-                .is_end_node() as u32)
-                << j;
+            acc.v.disconnected += self.attached - self.comp_sources[self.component[t as usize] as usize];
+            end |= (self.fabric.nodes[self.fabric.ports[dp as usize].node as usize].kind.is_end_node() as u32) << j;
         }
         let (m, m_end) = (ok.count_ones() as u64, end.count_ones() as u64);
         if m == 0 {
@@ -2510,8 +2229,7 @@ impl Ctx<'_> {
         let (within, mut used) = (sl < self.min_op_vls, false);
         // Routes per (switch, destination) still to pass on; all zero
         // between chunks, each taken as its switch is met.
-        acc.c_load
-            .resize(acc.c_load.len().max(self.graph.switch_count() * w), 0);
+        acc.c_load.resize(acc.c_load.len().max(self.graph.switch_count() * w), 0);
         let order = std::mem::take(&mut acc.queue);
         for &s in order.iter().rev() {
             let su = s as usize;
@@ -2539,10 +2257,7 @@ impl Ctx<'_> {
             let live = if s == t || own > 0 {
                 ok
             } else {
-                ok & ls[..w]
-                    .iter()
-                    .enumerate()
-                    .fold(0, |m, (j, &l)| m | ((l != 0) as u32) << j)
+                ok & ls[..w].iter().enumerate().fold(0, |m, (j, &l)| m | ((l != 0) as u32) << j)
             };
             if s == t {
                 for j in crate::cdg::bits(live as u64).map(|j| j as usize) {
@@ -2648,15 +2363,7 @@ impl Ctx<'_> {
         if vl >= op_vls {
             v.vl_violations += 1;
             let p = &self.fabric.ports[port_index as usize];
-            self.example(|| {
-                format!(
-                    "{} port {} carries VL {} but operates {} VLs",
-                    self.node_name(p.node),
-                    p.num,
-                    vl,
-                    p.op_vls
-                )
-            });
+            self.example(|| format!("{} port {} carries VL {} but operates {} VLs", self.node_name(p.node), p.num, vl, p.op_vls));
         }
     }
 
@@ -2682,8 +2389,7 @@ impl Ctx<'_> {
             if out == 0 {
                 break;
             }
-            let map =
-                self.seed_maps[self.seed_base[su] as usize + class as usize * side + out as usize];
+            let map = self.seed_maps[self.seed_base[su] as usize + class as usize * side + out as usize];
             // Nothing precedes an end port's channel: no arriving VL, so
             // no dependency, and `enter` writes into no record (record 0
             // stands in).
@@ -2731,30 +2437,9 @@ impl Ctx<'_> {
         }
         let mut top = 0u8;
         let nsw = self.graph.switch_count();
-        let Acc {
-            v,
-            load_32,
-            sent,
-            load,
-            st_sl,
-            st_vl,
-            out,
-            next,
-            ovl,
-            into,
-            dist,
-            seeds,
-            pre,
-            ..
-        } = acc;
+        let Acc { v, load_32, sent, load, st_sl, st_vl, out, next, ovl, into, dist, seeds, pre, .. } = acc;
         // Slices of one length, so that one bound covers them all.
-        let (out, next, ovl, into, dist) = (
-            &out[..nsw],
-            &next[..nsw],
-            &ovl[..nsw],
-            &into[..nsw],
-            &dist[..nsw],
-        );
+        let (out, next, ovl, into, dist) = (&out[..nsw], &next[..nsw], &ovl[..nsw], &into[..nsw], &dist[..nsw]);
         let (load, st_sl, st_vl) = (&mut load[..nsw], &mut st_sl[..nsw], &mut st_vl[..nsw]);
         // The record `s`'s states enter the next switch by, asked for ahead.
         let seed_at = &self.seed_base[..nsw];
@@ -2787,13 +2472,9 @@ impl Ctx<'_> {
                 Some((h, near)) if i + 1 == *near => {
                     let near = &order[..*near];
                     h.far = FarCounts::of(v).since(before);
-                    h.near_load
-                        .extend(near.iter().map(|&u| (u, load[u as usize])));
+                    h.near_load.extend(near.iter().map(|&u| (u, load[u as usize])));
                     kept = v.vl_violations == violations;
-                    h.tail.extend(
-                        near.iter()
-                            .map(|&u| (u, st_sl[u as usize], st_vl[u as usize])),
-                    );
+                    h.tail.extend(near.iter().map(|&u| (u, st_sl[u as usize], st_vl[u as usize])));
                     None
                 }
                 Some((h, near)) if i >= *near => Some(h),
@@ -2807,11 +2488,7 @@ impl Ctx<'_> {
             let mut l = std::mem::take(&mut load[su]);
             // The states leaving `s`: those that entered it, and its sources'.
             let mut m = std::mem::take(&mut st_sl[su]);
-            let mut vls = if m == 0 {
-                [0; 16]
-            } else {
-                std::mem::take(&mut st_vl[su])
-            };
+            let mut vls = if m == 0 { [0; 16] } else { std::mem::take(&mut st_vl[su]) };
             let srcs = self.sources.at(s);
             if !srcs.is_empty() {
                 let c = srcs.len() as u64 - (s == t && srcs.contains(&dest_port)) as u64;
@@ -2833,21 +2510,8 @@ impl Ctx<'_> {
                     let side = self.pairs.side[su] as usize;
                     let maps = &self.seed_maps[self.seed_base[su] as usize..];
                     for &(class, sls) in seeds.iter() {
-                        let map = maps
-                            .get(class as usize * side + o as usize)
-                            .copied()
-                            .unwrap_or(IDENTITY_NIBBLES);
-                        self.leave(
-                            v,
-                            deps,
-                            at,
-                            map,
-                            lid,
-                            sls,
-                            None,
-                            (&mut m, &mut vls),
-                            &mut top,
-                        );
+                        let map = maps.get(class as usize * side + o as usize).copied().unwrap_or(IDENTITY_NIBBLES);
+                        self.leave(v, deps, at, map, lid, sls, None, (&mut m, &mut vls), &mut top);
                     }
                 }
             }
@@ -2870,30 +2534,13 @@ impl Ctx<'_> {
                 break;
             }
             load[n] += l;
-            let (Some(rec), true) = (rec, m != 0) else {
-                continue;
-            };
+            let (Some(rec), true) = (rec, m != 0) else { continue };
             // The states enter the next switch by the pair record `rec`,
             // written in place: a copy would be read back whole after
             // narrow writes, which the store buffer cannot forward.
-            let at = (
-                n,
-                self.first_port[n] + out[n] as u32,
-                ovl[n],
-                next[n] != NONE,
-            );
+            let at = (n, self.first_port[n] + out[n] as u32, ovl[n], next[n] != NONE);
             let next_state = (&mut st_sl[n], &mut st_vl[n]);
-            let bits = self.leave(
-                v,
-                deps,
-                at,
-                deps.map(rec),
-                lid,
-                m,
-                Some(&vls),
-                next_state,
-                &mut top,
-            );
+            let bits = self.leave(v, deps, at, deps.map(rec), lid, m, Some(&vls), next_state, &mut top);
             deps.or_gathered(rec, bits);
         }
         v.vls_used = v.vls_used.max(top);
@@ -2904,13 +2551,7 @@ impl Ctx<'_> {
     /// the oracle's table (`row`: the destination's SLs by source class):
     /// the switch's groups of sources.
     #[inline(always)]
-    fn table_seeds(
-        &self,
-        (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification),
-        s: Sw,
-        row: &[u8],
-        lid: u16,
-    ) {
+    fn table_seeds(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), s: Sw, row: &[u8], lid: u16) {
         seeds.clear();
         let groups = self.seed_groups.at(s);
         // One group (a torus's switch with its CAs): its seed, nothing to
@@ -2929,19 +2570,11 @@ impl Ctx<'_> {
     /// Adds `n` sources of entry class `class` whose SL towards `lid` is
     /// `row`'s for their SL class to the seeds.
     #[inline(always)]
-    fn push_seed(
-        &self,
-        (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification),
-        row: &[u8],
-        (class, sl_class, n): (u32, u32, u32),
-        lid: u16,
-    ) {
+    fn push_seed(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), row: &[u8], (class, sl_class, n): (u32, u32, u32), lid: u16) {
         let sl = row.get(sl_class as usize).copied().unwrap_or(0);
         if sl > 15 {
             v.vl_violations += n as u64;
-            self.example(|| {
-                format!("paths to LID {lid}: the engine's path SL table gives SL {sl}")
-            });
+            self.example(|| format!("paths to LID {lid}: the engine's path SL table gives SL {sl}"));
             return;
         }
         match seeds.iter_mut().find(|e| e.0 == class) {
@@ -2955,24 +2588,11 @@ impl Ctx<'_> {
     /// makes, `top` the highest VL out plus one. False when they are
     /// mapped to VL 15 and go no further.
     #[inline(always)]
-    fn vl_out(
-        &self,
-        v: &mut Verification,
-        (su, pi, op_vls): (usize, u32, u8),
-        sl: u8,
-        vl: u8,
-        lid: u16,
-        top: &mut u8,
-    ) -> bool {
+    fn vl_out(&self, v: &mut Verification, (su, pi, op_vls): (usize, u32, u8), sl: u8, vl: u8, lid: u16, top: &mut u8) -> bool {
         if vl >= 15 {
             v.vl_violations += 1;
             let node = self.graph.switch_nodes[su];
-            self.example(|| {
-                format!(
-                    "paths to LID {lid} on SL {sl} are mapped to VL 15 at {}",
-                    self.node_name(node)
-                )
-            });
+            self.example(|| format!("paths to LID {lid} on SL {sl} are mapped to VL 15 at {}", self.node_name(node)));
             return false;
         }
         *top = (*top).max(vl + 1);
@@ -2986,13 +2606,7 @@ impl Ctx<'_> {
     /// entry class, the SLs its sources' paths take (each also pushed to
     /// `sls` when given). An SL the oracle gives out of range is a VL
     /// violation.
-    fn seeds_of(
-        &self,
-        (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification),
-        s: Sw,
-        (t, lid, dest_port): (Sw, u16, u32),
-        mut sls: Option<&mut Vec<u8>>,
-    ) {
+    fn seeds_of(&self, (seeds, v): (&mut Vec<(u32, u16)>, &mut Verification), s: Sw, (t, lid, dest_port): (Sw, u16, u32), mut sls: Option<&mut Vec<u8>>) {
         if let Some(table) = self.table {
             let row = table.row(table.class(lid));
             if s != t {
@@ -3002,31 +2616,16 @@ impl Ctx<'_> {
             }
             seeds.clear();
             let range = self.sources.range(s);
-            for (&sp, src) in self.sources.ports[range.clone()]
-                .iter()
-                .zip(&self.seed_src[range])
-            {
-                for off in (sp != dest_port)
-                    .then_some(0..src.lids)
-                    .into_iter()
-                    .flatten()
-                {
-                    self.push_seed(
-                        (seeds, v),
-                        row,
-                        (src.class, table.class(src.lid.wrapping_add(off)), 1),
-                        lid,
-                    );
+            for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
+                for off in (sp != dest_port).then_some(0..src.lids).into_iter().flatten() {
+                    self.push_seed((seeds, v), row, (src.class, table.class(src.lid.wrapping_add(off)), 1), lid);
                 }
             }
             return;
         }
         seeds.clear();
         let range = self.sources.range(s);
-        for (&sp, src) in self.sources.ports[range.clone()]
-            .iter()
-            .zip(&self.seed_src[range])
-        {
+        for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
             if sp == dest_port {
                 continue;
             }
@@ -3039,9 +2638,7 @@ impl Ctx<'_> {
                 }
                 if sl > 15 {
                     v.vl_violations += 1;
-                    self.example(|| {
-                        format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}")
-                    });
+                    self.example(|| format!("LID {slid} -> LID {lid}: the engine's path SL oracle gave SL {sl}"));
                     continue;
                 }
                 mask |= 1 << sl;
@@ -3061,23 +2658,9 @@ impl Ctx<'_> {
     /// within one hop of `t`) can take over the walk held in `r` (see
     /// [`WalkRef`]).
     #[allow(clippy::too_many_arguments)]
-    fn takes_over(
-        &self,
-        acc: &mut Acc,
-        r: &WalkRef,
-        t: Sw,
-        lid: u16,
-        dest_port: u32,
-        is_end: bool,
-        order: &[Sw],
-        near: usize,
-    ) -> bool {
+    fn takes_over(&self, acc: &mut Acc, r: &WalkRef, t: Sw, lid: u16, dest_port: u32, is_end: bool, order: &[Sw], near: usize) -> bool {
         let tu = t as usize;
-        if r.t != t
-            || r.is_end != is_end
-            || acc.out[..tu] != r.out[..tu]
-            || acc.out[tu + 1..] != r.out[tu + 1..]
-        {
+        if r.t != t || r.is_end != is_end || acc.out[..tu] != r.out[..tu] || acc.out[tu + 1..] != r.out[tu + 1..] {
             return false;
         }
         if let Some(table) = self.table {
@@ -3089,10 +2672,7 @@ impl Ctx<'_> {
         let mut at = 0usize;
         for &s in order[near..].iter().rev() {
             let range = self.sources.range(s);
-            for (&sp, src) in self.sources.ports[range.clone()]
-                .iter()
-                .zip(&self.seed_src[range])
-            {
+            for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
                 if sp == dest_port {
                     continue;
                 }
@@ -3154,28 +2734,11 @@ impl Ctx<'_> {
         arrived: &[u16; 16],
     ) {
         let su = s as usize;
-        let at = (
-            su,
-            self.first_port[su] + acc.out[su] as u32,
-            acc.ovl[su],
-            acc.next[su] != NONE,
-        );
+        let at = (su, self.first_port[su] + acc.out[su] as u32, acc.ovl[su], acc.next[su] != NONE);
         // The highest VL out, for `vls_used` once rather than per SL.
         let mut top = 0u8;
-        let Acc {
-            v, st_sl, st_vl, ..
-        } = acc;
-        let bits = self.leave(
-            v,
-            deps,
-            at,
-            map,
-            lid,
-            sls,
-            ARRIVED.then_some(arrived),
-            (&mut st_sl[su], &mut st_vl[su]),
-            &mut top,
-        );
+        let Acc { v, st_sl, st_vl, .. } = acc;
+        let bits = self.leave(v, deps, at, map, lid, sls, ARRIVED.then_some(arrived), (&mut st_sl[su], &mut st_vl[su]), &mut top);
         v.vls_used = v.vls_used.max(top);
         if ARRIVED {
             deps.or_gathered(rec, bits);
@@ -3223,46 +2786,25 @@ impl Ctx<'_> {
 /// Adds one multicast group's dependencies. The VL traffic arrives on
 /// depends on where it entered the previous switch, so each link's
 /// possible arrival VLs are gathered first.
-fn add_mcast_deps(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    vlmap: &VlMap,
-    deps: &DepBits,
-    group: &McastRoute,
-) {
+fn add_mcast_deps(fabric: &FabricSnapshot, graph: &Graph, vlmap: &VlMap, deps: &DepBits, group: &McastRoute) {
     let sl = group.sl & 15;
-    let ports_of: std::collections::HashMap<u32, &[u8]> = group
-        .switches
-        .iter()
-        .map(|(n, p)| (*n, p.as_slice()))
-        .collect();
+    let ports_of: std::collections::HashMap<u32, &[u8]> =
+        group.switches.iter().map(|(n, p)| (*n, p.as_slice())).collect();
     let vls = deps.vls;
     for (node, ports) in &group.switches {
-        let Some(&s) = graph.sw_of_node.get(*node as usize) else {
-            continue;
-        };
+        let Some(&s) = graph.sw_of_node.get(*node as usize) else { continue };
         if s == NONE {
             continue;
         }
         let n = &fabric.nodes[*node as usize];
         // An entry may name ports the switch lacks: they carry nothing.
         for &i in ports.iter().filter(|&&p| p != 0 && p <= n.num_ports) {
-            let Some(in_port) = fabric.ports.get((n.first_port + i as u32) as usize) else {
-                continue;
-            };
-            let Some(up) = fabric.ports.get(in_port.peer as usize) else {
-                continue;
-            };
+            let Some(in_port) = fabric.ports.get((n.first_port + i as u32) as usize) else { continue };
+            let Some(up) = fabric.ports.get(in_port.peer as usize) else { continue };
             // Traffic from an end port starts its path here: no dependency
             // on the link it came by.
-            let Some(up_ports) = ports_of.get(&up.node) else {
-                continue;
-            };
-            if graph
-                .sw_of_node
-                .get(up.node as usize)
-                .is_none_or(|&x| x == NONE)
-            {
+            let Some(up_ports) = ports_of.get(&up.node) else { continue };
+            if graph.sw_of_node.get(up.node as usize).is_none_or(|&x| x == NONE) {
                 continue;
             }
             let mut arriving = [false; 16];
@@ -3309,25 +2851,14 @@ fn components(graph: &Graph) -> Vec<u32> {
 
 /// Every dependency held, as (transmitting port index, VL) of the channel
 /// it comes from and of the channel it goes to.
-fn each_channel_dep(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    deps: &DepBits,
-    mut f: impl FnMut(u32, u8, u32, u8),
-) {
+fn each_channel_dep(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, mut f: impl FnMut(u32, u8, u32, u8)) {
     for s in 0..graph.switch_count() {
         channel_deps_at(fabric, graph, deps, s, &mut f);
     }
 }
 
 /// The channel dependencies at switch `s`, as [`each_channel_dep`] gives them.
-fn channel_deps_at(
-    fabric: &FabricSnapshot,
-    graph: &Graph,
-    deps: &DepBits,
-    s: usize,
-    f: &mut impl FnMut(u32, u8, u32, u8),
-) {
+fn channel_deps_at(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits, s: usize, f: &mut impl FnMut(u32, u8, u32, u8)) {
     let n = &fabric.nodes[graph.switch_nodes[s] as usize];
     deps.each_at(s, &mut |_, in_port, in_vl, out_port, out_vl| {
         let from_port = fabric.ports[(n.first_port + in_port as u32) as usize].peer;
@@ -3348,10 +2879,7 @@ fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> O
         .map(|s| {
             let mut edges = Vec::new();
             channel_deps_at(fabric, graph, deps, s, &mut |from, in_vl, to, out_vl| {
-                edges.push((
-                    (from as usize * v + in_vl as usize) as u32,
-                    (to as usize * v + out_vl as usize) as u32,
-                ));
+                edges.push(((from as usize * v + in_vl as usize) as u32, (to as usize * v + out_vl as usize) as u32));
             });
             edges
         })
@@ -3456,10 +2984,7 @@ fn find_credit_loop(fabric: &FabricSnapshot, graph: &Graph, deps: &DepBits) -> O
         }
     }
     Some(CreditLoop {
-        cycle: path
-            .iter()
-            .map(|&ch| (ch / v as u32, (ch % v as u32) as u8))
-            .collect(),
+        cycle: path.iter().map(|&ch| (ch / v as u32, (ch % v as u32) as u8)).collect(),
         channels_on_cycles: on_cycles,
         cyclic_components: cyclic.len(),
     })
@@ -3507,19 +3032,12 @@ mod tests {
                 for lid in 0..n + 1 {
                     let row = c.row(lid as u16);
                     if lid % step != 0 || lid >= n {
-                        assert!(
-                            row.is_empty(),
-                            "LID {lid} has no row ({n} LIDs, every {step})"
-                        );
+                        assert!(row.is_empty(), "LID {lid} has no row ({n} LIDs, every {step})");
                         continue;
                     }
                     assert_eq!(row.len(), views.len());
                     for (s, lft) in views.iter().enumerate() {
-                        assert_eq!(
-                            row[s],
-                            lft.get(lid).copied().unwrap_or(NO_ROUTE),
-                            "switch {s}, LID {lid}, {n} LIDs, every {step}"
-                        );
+                        assert_eq!(row[s], lft.get(lid).copied().unwrap_or(NO_ROUTE), "switch {s}, LID {lid}, {n} LIDs, every {step}");
                     }
                 }
             }

@@ -193,9 +193,7 @@ struct Scratch<'a> {
 fn eq_mask(bytes: &[u8; 64], v: u8) -> u64 {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-        };
+        use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
         let mut m = 0u64;
         // SAFETY: the build enables SSE2 (every x86-64 has it), and each
         // unaligned load reads 16 of the array's 64 bytes.
@@ -210,10 +208,7 @@ fn eq_mask(bytes: &[u8; 64], v: u8) -> u64 {
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
-        bytes
-            .iter()
-            .enumerate()
-            .fold(0, |m, (b, &x)| m | ((x == v) as u64) << b)
+        bytes.iter().enumerate().fold(0, |m, (b, &x)| m | ((x == v) as u64) << b)
     }
 }
 
@@ -229,10 +224,7 @@ impl Ctx<'_> {
         // are what `seed_maps` holds of it).
         let classes: Vec<usize> = (0..nsw)
             .map(|n| {
-                let end = self
-                    .seed_base
-                    .get(n + 1)
-                    .map_or(self.seed_maps.len(), |&b| b as usize);
+                let end = self.seed_base.get(n + 1).map_or(self.seed_maps.len(), |&b| b as usize);
                 (end - self.seed_base[n] as usize) / (side[n] as usize).max(1)
             })
             .collect();
@@ -243,12 +235,7 @@ impl Ctx<'_> {
                 out_at.push(words);
                 words += k as usize * WORDS;
             }
-            Scratch {
-                states: States::new(side, &classes),
-                outs: vec![0; words],
-                out_at,
-                live: vec![0; nsw],
-            }
+            Scratch { states: States::new(side, &classes), outs: vec![0; words], out_at, live: vec![0; nsw] }
         };
         dests
             .par_chunks(BLOCK)
@@ -261,18 +248,10 @@ impl Ctx<'_> {
         let nsw = self.graph.switch_count();
         let w = block.len().div_ceil(64);
         let side = &self.pairs.side;
-        let rows: Vec<&[u8]> = block
-            .iter()
-            .map(|&(lid, _, _)| table.row(table.class(lid)))
-            .collect();
+        let rows: Vec<&[u8]> = block.iter().map(|&(lid, _, _)| table.row(table.class(lid))).collect();
         // Per (switch, output port): the destinations its LFT sends there
         // (every word a port's destinations take is written below).
-        let Scratch {
-            states: st,
-            outs,
-            out_at,
-            live,
-        } = sc;
+        let Scratch { states: st, outs, out_at, live } = sc;
         live.fill(0);
         st.reset(w);
         // The block's components, each with its destinations as bits per
@@ -282,12 +261,10 @@ impl Ctx<'_> {
         let mut comp_bits: Vec<(u32, [u64; WORDS])> = Vec::new();
         for (j, &(_, _, t)) in block.iter().enumerate() {
             let c = self.component[t as usize];
-            let at = comp_bits
-                .binary_search_by_key(&c, |e| e.0)
-                .unwrap_or_else(|at| {
-                    comp_bits.insert(at, (c, [0; WORDS]));
-                    at
-                });
+            let at = comp_bits.binary_search_by_key(&c, |e| e.0).unwrap_or_else(|at| {
+                comp_bits.insert(at, (c, [0; WORDS]));
+                at
+            });
             comp_bits[at].1[j / 64] |= 1 << (j % 64);
         }
         let several = comp_bits.len() > 1;
@@ -295,9 +272,7 @@ impl Ctx<'_> {
             if !several {
                 return u64::MAX;
             }
-            comp_bits
-                .binary_search_by_key(&c, |e| e.0)
-                .map_or(0, |at| comp_bits[at].1[word])
+            comp_bits.binary_search_by_key(&c, |e| e.0).map_or(0, |at| comp_bits[at].1[word])
         };
         let mut bytes = [0u8; 64];
         for n in 0..nsw {
@@ -355,18 +330,12 @@ impl Ctx<'_> {
             one[..w].fill(0);
             one[j / 64] = 1 << (j % 64);
             let range = self.sources.range(t);
-            for (&sp, src) in self.sources.ports[range.clone()]
-                .iter()
-                .zip(&self.seed_src[range])
-            {
+            for (&sp, src) in self.sources.ports[range.clone()].iter().zip(&self.seed_src[range]) {
                 if sp == dest_port {
                     continue;
                 }
                 for off in 0..src.lids {
-                    let sl = rows[j]
-                        .get(table.class(src.lid.wrapping_add(off)) as usize)
-                        .copied()
-                        .unwrap_or(0);
+                    let sl = rows[j].get(table.class(src.lid.wrapping_add(off)) as usize).copied().unwrap_or(0);
                     st.add(t, SEED | key(src.class, sl as u32, 0), 0, &one[..w]);
                 }
             }
@@ -400,12 +369,7 @@ impl Ctx<'_> {
                     }
                     st.take_new(slot, &mut new);
                     let n = nu as Sw;
-                    let (seed, pc, sl, vl_in) = (
-                        k & SEED != 0,
-                        (k >> 8 & 0xFF) as u8,
-                        k >> 4 & 15,
-                        (k & 15) as u8,
-                    );
+                    let (seed, pc, sl, vl_in) = (k & SEED != 0, (k >> 8 & 0xFF) as u8, k >> 4 & 15, (k & 15) as u8);
                     let (sd, codes) = (side[nu] as usize, self.hops.row(n));
                     let at = out_at[nu];
                     for q in (1..sd).filter(|&q| live[nu] >> q.min(63) & 1 != 0) {
@@ -420,10 +384,7 @@ impl Ctx<'_> {
                         }
                         let (map, rec) = if seed {
                             let i = self.seed_base[nu] as usize + pc as usize * sd + q;
-                            (
-                                self.seed_maps.get(i).copied().unwrap_or(IDENTITY_NIBBLES),
-                                None,
-                            )
+                            (self.seed_maps.get(i).copied().unwrap_or(IDENTITY_NIBBLES), None)
                         } else {
                             let rec = deps.record_of(nu, pc, q as u8);
                             (deps.map(rec), Some(rec))
@@ -434,18 +395,11 @@ impl Ctx<'_> {
                             return None;
                         }
                         top = top.max(vl + 1);
-                        if let Some(rec) =
-                            rec.filter(|_| (vl_in as u32) < self.vls && (vl as u32) < self.vls)
-                        {
+                        if let Some(rec) = rec.filter(|_| (vl_in as u32) < self.vls && (vl as u32) < self.vls) {
                             deps.or_dep(rec, vl, vl_in);
                         }
                         if code.target() & PORT_BIT == 0 {
-                            st.add(
-                                code.target(),
-                                key(code.entered() as u32, sl, vl as u32),
-                                0,
-                                &sent[..w],
-                            );
+                            st.add(code.target(), key(code.entered() as u32, sl, vl as u32), 0, &sent[..w]);
                         }
                     }
                 }
@@ -474,17 +428,10 @@ mod tests {
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
                 // Few values, so that most draws repeat some; 255 too.
-                *b = if round % 7 == 0 {
-                    255
-                } else {
-                    (seed % 9) as u8
-                };
+                *b = if round % 7 == 0 { 255 } else { (seed % 9) as u8 };
             }
             for v in [0u8, 1, 3, 8, 15, 255] {
-                let want = bytes
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |m, (i, &x)| m | ((x == v) as u64) << i);
+                let want = bytes.iter().enumerate().fold(0u64, |m, (i, &x)| m | ((x == v) as u64) << i);
                 assert_eq!(eq_mask(&bytes, v), want, "round {round}, value {v}");
             }
         }
