@@ -1,6 +1,7 @@
 //! Loader and chain semantics: broken libraries are skipped with a reason,
-//! failing engines fall through to the next one and to minhop unless
-//! `no_fallback` is given, and the verification gate rejects bad results.
+//! failing engines fall through to the next one and to minhop-balanced
+//! unless `no_fallback` is given, the verification gate rejects bad
+//! results, and a re-route hands the engines the routing in force.
 
 mod common;
 
@@ -164,4 +165,30 @@ fn first_directory_wins_for_duplicate_engines() {
     let reg = Registry::scan(&[a.clone(), b]);
     assert_eq!(reg.get("minhop").unwrap().library, a.join("libsmcore_minhop.so"));
     assert!(reg.problems.iter().any(|p| p.reason.contains("already provided")), "{:?}", reg.problems);
+}
+
+#[test]
+fn a_reroute_hands_the_routing_in_force_to_the_engines_and_a_first_route_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::scan(&[bin_dir()]);
+    let fabric = small_fabric(tmp.path());
+    let cfg = Config::default();
+    let spec = ChainSpec::parse("updn,minhop-balanced", &reg).unwrap();
+    let continued = |r: &sm_abi::Routing| r.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing"));
+    let first = chain::run(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default());
+    let first = first.routed.expect("routes");
+    assert!(!continued(&first.routing));
+    let engine = first.engine.clone();
+    let lfts = first.routing.lfts.clone();
+    let accepted = sm_core::routing::AcceptedRouting::new(first, fabric.clone(), fabric.max_lid, false, false, (0, 0));
+    let previous = accepted.previous();
+    assert_eq!(previous.engine.as_str(), engine);
+    assert_eq!(previous.lfts.len(), lfts.len());
+    // Nothing changed: every entry is kept, and the tables are the same.
+    let again = chain::run_after(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default(), Some(&previous));
+    let again = again.routed.expect("routes again");
+    assert_eq!(again.engine, engine);
+    assert!(continued(&again.routing), "{:?}", again.routing.diagnostics);
+    assert!(again.routing.diagnostics.iter().any(|d| d.message.contains(" 0 routed again, 0 changed")), "{:?}", again.routing.diagnostics);
+    assert_eq!(again.routing.lfts, lfts);
 }

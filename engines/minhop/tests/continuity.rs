@@ -33,7 +33,7 @@ fn families() -> impl Strategy<Value = Drawn> {
 /// links of `switches` (node indices) down at both ends.
 fn with_faults(base: &FabricSnapshot, links: &[u32], switches: &[u32]) -> FabricSnapshot {
     let mut f = base.clone();
-    let mut down = |f: &mut FabricSnapshot, pi: u32| {
+    let down = |f: &mut FabricSnapshot, pi: u32| {
         let peer = f.ports[pi as usize].peer;
         f.ports[pi as usize].state = PortState::Down;
         if peer != NONE {
