@@ -22,9 +22,10 @@
 //!    to the fresh routing, with a diagnostic saying why, when they fail;
 //! 4. with a hop rule, rebalances: while a link carries more end-port →
 //!    end-port routes than the fresh routing's busiest link, a route
-//!    crossing it is moved at the switch it leaves to another valid port
-//!    whose new path stays below that load; each move is recorded with the
-//!    link it relieved.
+//!    crossing it is moved, at the link's own switch or at one upstream of
+//!    it, to another valid port whose new path avoids the link and stays
+//!    below its load on every link (the least loaded such move first); each
+//!    move is recorded with the link it relieved.
 //!
 //! Routes to a LID on the switch itself or to an end port hanging off it
 //! have one right answer and are the fresh routing's.
@@ -486,59 +487,83 @@ impl<'a> Loads<'a> {
             // The best move: a destination crossing the link, at a switch on
             // its way there, to another valid port whose new path stays
             // below `heavy` on every link.
-            let mut best: Option<(u64, Sw, u16, u8, u8, u64)> = None;
+            let mut best: Option<(u64, u64, Sw, u16, u8, u8)> = None;
+            let n = self.graph.switch_count();
+            let busiest_link = self.base[rs as usize] + rport as usize;
+            // The links from `u` towards `lid` in the tables (`first`
+            // replacing u's own entry), or None when the walk does not
+            // arrive at `t`.
+            let path = |u: Sw, first: u8, lid: u16, t: Sw| -> Option<Vec<usize>> {
+                let mut links = Vec::new();
+                let (mut s, mut port) = (u, first);
+                while s != t {
+                    let peer = self.graph.sw_ports[s as usize].iter().find(|l| l.port == port).map_or(NONE, |l| l.peer_sw);
+                    if peer == NONE || links.len() > n {
+                        return None;
+                    }
+                    links.push(self.base[s as usize] + port as usize);
+                    s = peer;
+                    port = self.next(tables, s, lid).0;
+                }
+                Some(links)
+            };
             for &(lid, t) in &self.dests {
                 let (p, _) = self.next(tables, rs, lid);
                 if p != rport || rs == t {
                     continue;
                 }
                 let through = self.through(tables, lid);
-                let c = through[rs as usize];
-                if c == 0 {
+                if through[rs as usize] == 0 {
                     continue;
                 }
-                // Old path from rs.
-                let mut old_links = Vec::new();
-                let mut s = rs;
-                while s != t && s != NONE && old_links.len() <= self.graph.switch_count() {
-                    let (port, peer) = self.next(tables, s, lid);
-                    if peer == NONE {
-                        break;
-                    }
-                    old_links.push(self.base[s as usize] + port as usize);
-                    s = peer;
-                }
-                for l in self.graph.sw_ports[rs as usize].iter().filter(|l| l.peer_sw != NONE && l.port != rport) {
-                    if !valid(rs, l, t) {
-                        continue;
-                    }
-                    // New path: this link, then the tables from its peer.
-                    let mut new_links = vec![self.base[rs as usize] + l.port as usize];
-                    let mut s = l.peer_sw;
-                    let mut ok = true;
-                    while s != t {
-                        let (port, peer) = self.next(tables, s, lid);
-                        if peer == NONE || new_links.len() > self.graph.switch_count() {
-                            ok = false;
-                            break;
+                // The switches whose route to `lid` crosses the link: `rs`
+                // and every switch upstream of it. A move at any of them
+                // takes its share off the link.
+                let mut crosses = vec![None::<bool>; n];
+                crosses[rs as usize] = Some(true);
+                crosses[t as usize] = Some(false);
+                for u in 0..n {
+                    let mut chain = Vec::new();
+                    let mut s = u as Sw;
+                    let verdict = loop {
+                        if let Some(v) = crosses[s as usize] {
+                            break v;
                         }
-                        new_links.push(self.base[s as usize] + port as usize);
+                        chain.push(s);
+                        let (_, peer) = self.next(tables, s, lid);
+                        if peer == NONE || chain.len() > n {
+                            break false;
+                        }
                         s = peer;
+                    };
+                    for c in chain {
+                        crosses[c as usize] = Some(verdict);
                     }
-                    if !ok {
-                        continue;
-                    }
-                    let worst = new_links
-                        .iter()
-                        .map(|&k| load[k] + c - if old_links.contains(&k) { c } else { 0 })
-                        .max()
-                        .unwrap_or(0);
-                    if worst < heavy && best.is_none_or(|b| worst < b.0) {
-                        best = Some((worst, rs, lid, rport, l.port, c));
+                }
+                for u in (0..n as Sw).filter(|&u| crosses[u as usize] == Some(true) && through[u as usize] > 0) {
+                    let c = through[u as usize];
+                    let (own, _) = self.next(tables, u, lid);
+                    let Some(old_links) = path(u, own, lid, t) else { continue };
+                    for l in self.graph.sw_ports[u as usize].iter().filter(|l| l.peer_sw != NONE && l.port != own) {
+                        if !valid(u, l, t) {
+                            continue;
+                        }
+                        let Some(new_links) = path(u, l.port, lid, t) else { continue };
+                        if new_links.contains(&busiest_link) {
+                            continue;
+                        }
+                        let worst = new_links
+                            .iter()
+                            .map(|&k| load[k] + c - if old_links.contains(&k) { c } else { 0 })
+                            .max()
+                            .unwrap_or(0);
+                        if worst < heavy && best.is_none_or(|b| (worst, c) < (b.0, b.1)) {
+                            best = Some((worst, c, u, lid, own, l.port));
+                        }
                     }
                 }
             }
-            let Some((_, s, lid, from, to, _)) = best else {
+            let Some((_, _, s, lid, from, to)) = best else {
                 stuck[busiest] = true;
                 continue;
             };

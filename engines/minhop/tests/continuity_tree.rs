@@ -23,10 +23,10 @@ fn down(f: &mut FabricSnapshot, pi: u32) {
     }
 }
 
-fn previous_of(f: &FabricSnapshot, lfts: &[Lft]) -> PreviousRouting {
+fn previous_of(f: &FabricSnapshot, lfts: &[Lft], engine: &str) -> PreviousRouting {
     let lfts: Vec<PreviousLft> =
         lfts.iter().map(|l| PreviousLft { guid: f.nodes[l.node as usize].guid, ports: l.ports.clone() }).collect();
-    PreviousRouting { engine: "minhop-balanced".into(), lfts: lfts.into() }
+    PreviousRouting { engine: engine.into(), lfts: lfts.into() }
 }
 
 /// Entries of live LIDs that differ between two routings of `f`'s switches.
@@ -53,7 +53,7 @@ fn busiest(f: &FabricSnapshot, r: &Routing) -> u64 {
 fn measure(what: &str, healthy: &FabricSnapshot, f: &FabricSnapshot, engine: &MinHop, name: &str) -> (u64, u64, u64, u64) {
     let before = engine.route(healthy).expect("routes the healthy tree");
     let scratch = engine.route(f).expect("routes from scratch");
-    let continued = engine.reroute(f, &previous_of(f, &before.lfts)).expect("re-routes");
+    let continued = engine.reroute(f, &previous_of(f, &before.lfts, name)).expect("re-routes");
     let figures = (
         changed(f, &before.lfts, &scratch.lfts),
         busiest(f, &scratch),
