@@ -411,9 +411,9 @@ impl<'a> Loads<'a> {
         let n = self.graph.switch_count();
         let mut indeg = vec![0u32; n];
         let mut next = vec![NONE; n];
-        for s in 0..n {
+        for (s, next) in next.iter_mut().enumerate() {
             let (_, p) = self.next(tables, s as Sw, lid);
-            next[s] = p;
+            *next = p;
             if p != NONE {
                 indeg[p as usize] += 1;
             }
@@ -679,21 +679,16 @@ mod tests {
             let s = graph.sw_of_node[l.node as usize];
             let guid = f.nodes[l.node as usize].guid;
             let before = prev.lft(guid).expect("previous table");
-            for lid in 1..l.ports.len() {
-                if before[lid] == l.ports[lid] || graph.lid_port[lid] == NONE {
+            for (lid, (&was, &now)) in before.iter().zip(l.ports.iter()).enumerate().skip(1) {
+                if was == now || graph.lid_port[lid] == NONE {
                     continue;
                 }
                 let t = graph.entry_switch(&f, graph.lid_port[lid]);
                 let still = graph.sw_ports[s as usize].iter().any(|p| {
-                    p.port == before[lid] && p.peer_sw != NONE && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
+                    p.port == was && p.peer_sw != NONE && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
                 });
                 let moved = rep.moves.iter().any(|m| m.switch_guid == guid && m.lid as usize == lid);
-                assert!(
-                    !still || moved || t == s,
-                    "switch {s} LID {lid}: {} → {} though still valid",
-                    before[lid],
-                    l.ports[lid]
-                );
+                assert!(!still || moved || t == s, "switch {s} LID {lid}: {was} → {now} though still valid");
             }
         }
         assert!(rep.merged_max.1 <= rep.merged_max.0);
