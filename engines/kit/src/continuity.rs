@@ -436,18 +436,24 @@ impl<'a> Loads<'a> {
     fn compute(&self, tables: &[impl AsRef<[u8]>]) -> Vec<u64> {
         let mut load = vec![0u64; self.links];
         for &(lid, t) in &self.dests {
-            let through = self.through(tables, lid);
-            for (s, &c) in through.iter().enumerate() {
-                if s as Sw == t || c == 0 {
-                    continue;
-                }
-                let (port, peer) = self.next(tables, s as Sw, lid);
-                if peer != NONE {
-                    load[self.base[s] + port as usize] += c;
-                }
-            }
+            self.add_dest(tables, lid, t, &mut load, true);
         }
         load
+    }
+
+    /// Adds (or takes away) the routes to `lid` in `tables` to `load`.
+    fn add_dest(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, load: &mut [u64], add: bool) {
+        let through = self.through(tables, lid);
+        for (s, &c) in through.iter().enumerate() {
+            if s as Sw == t || c == 0 {
+                continue;
+            }
+            let (port, peer) = self.next(tables, s as Sw, lid);
+            if peer != NONE {
+                let k = self.base[s] + port as usize;
+                load[k] = if add { load[k] + c } else { load[k] - c };
+            }
+        }
     }
 
     fn max(&self, load: &[u64]) -> u64 {
@@ -567,8 +573,11 @@ impl<'a> Loads<'a> {
                 stuck[busiest] = true;
                 continue;
             };
+            // Only the routes to this LID move.
+            let t = self.dests.iter().find(|d| d.0 == lid).map_or(NONE, |d| d.1);
+            self.add_dest(tables, lid, t, &mut load, false);
             tables[self.slot[s as usize] as usize][lid as usize] = to;
-            load = self.compute(tables);
+            self.add_dest(tables, lid, t, &mut load, true);
             moves.push((s, lid, from, to, (rs, rport), heavy));
             stuck.iter_mut().for_each(|x| *x = false);
         }

@@ -111,9 +111,9 @@ proptest! {
                 let s = graph.sw_of_node[l.node as usize];
                 let guid = f.nodes[l.node as usize].guid;
                 let Some(before) = previous.lft(guid) else { continue };
-                for lid in 1..l.ports.len().min(before.len()) {
+                for (lid, (&was, &now)) in before.iter().zip(l.ports.iter()).enumerate().skip(1) {
                     let pi = graph.lid_port[lid];
-                    if pi == NONE || before[lid] == l.ports[lid] {
+                    if pi == NONE || was == now {
                         continue;
                     }
                     let t = graph.entry_switch(&f, pi);
@@ -121,10 +121,10 @@ proptest! {
                         continue;
                     }
                     let still_valid = graph.sw_ports[s as usize].iter().any(|p| {
-                        p.port == before[lid] && p.peer_sw != NONE && dist.get(p.peer_sw, t) != u8::MAX && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
+                        p.port == was && p.peer_sw != NONE && dist.get(p.peer_sw, t) != u8::MAX && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
                     });
                     let moved = rep.moves.iter().any(|m| m.switch_guid == guid && usize::from(m.lid) == lid);
-                    prop_assert!(!still_valid || moved, "{}: switch {guid:#x} LID {lid} changed {} → {} though the event left it valid", drawn.spec, before[lid], l.ports[lid]);
+                    prop_assert!(!still_valid || moved, "{}: switch {guid:#x} LID {lid} changed {was} → {now} though the event left it valid", drawn.spec);
                 }
             }
             // The engine's own re-route is this one.
