@@ -859,6 +859,46 @@ pub trait Engine: Send + Sync {
     /// Route the fabric.
     #[sabi(last_prefix_field)]
     fn route(&self, fabric: &FabricSnapshot) -> RResult<Routing, EngineError>;
+
+    /// Since 1.3. Route the fabric again after a change, given the routing
+    /// in force before it ([`PreviousRouting`]): keep every route still
+    /// valid under the engine's own rules and change only what the change
+    /// forces. An engine built against an older minor lacks this vtable
+    /// entry and the default body runs: it routes from scratch.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> RResult<Routing, EngineError> {
+        let _ = previous;
+        self.route(fabric)
+    }
+}
+
+/// One switch's forwarding table in the routing in force before a
+/// re-route. Since 1.3. Switches are named by node GUID, not by index:
+/// node indices change between snapshots.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct PreviousLft {
+    /// NodeInfo:NodeGUID of the switch.
+    pub guid: u64,
+    /// Output port per LID (index = LID), [`NO_ROUTE`] where it had none.
+    pub ports: RVec<u8>,
+}
+
+/// The routing the core accepted and programmed before this re-route
+/// (what [`Engine::reroute`] continues from). Since 1.3.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq, Default)]
+pub struct PreviousRouting {
+    /// The engine that computed it (it may be another engine of the chain).
+    pub engine: RString,
+    /// One table per switch it routed, in no particular order.
+    pub lfts: RVec<PreviousLft>,
+}
+
+impl PreviousRouting {
+    /// The previous table of the switch with node GUID `guid`.
+    pub fn lft(&self, guid: u64) -> Option<&[u8]> {
+        self.lfts.iter().find(|l| l.guid == guid).map(|l| &l.ports[..])
+    }
 }
 
 /// Owned, type-erased engine.
@@ -868,6 +908,14 @@ pub type EngineBox = Engine_TO<'static, RBox<()>>;
 pub trait RoutingEngine: Send + Sync + 'static {
     /// Route the fabric or say why not.
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError>;
+
+    /// Route the fabric again after a change, continuing from `previous`
+    /// (see [`Engine::reroute`]). The default routes from scratch; the kit's
+    /// `continuity` module keeps what is still valid.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        let _ = previous;
+        self.route(fabric)
+    }
 }
 
 /// Adapter from [`RoutingEngine`] to the ABI [`Engine`], turning panics into
@@ -877,6 +925,10 @@ pub struct Guarded<E>(pub E);
 impl<E: RoutingEngine> Engine for Guarded<E> {
     fn route(&self, fabric: &FabricSnapshot) -> RResult<Routing, EngineError> {
         guard(|| self.0.route(fabric)).into()
+    }
+
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> RResult<Routing, EngineError> {
+        guard(|| self.0.reroute(fabric, previous)).into()
     }
 }
 

@@ -39,7 +39,7 @@ struct Sm<'e> {
 
 impl Sm<'_> {
     fn sweep(&mut self, discovered: Option<Discovered>) -> &OnceOutcome {
-        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache) };
+        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache), previous: None };
         let out = stages::once_from(&mut SimPort::new(&mut self.sim), discovered, &self.options, &self.registry, &Config::default(), state)
             .unwrap_or_else(|e| panic!("sweep: {e}"));
         assert!(out.accepted.is_some(), "routed: {:?}", out.describe());

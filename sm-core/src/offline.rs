@@ -48,8 +48,8 @@ pub fn load_fabric(path: &Path, lmc: u8) -> Result<FabricSnapshot, OfflineError>
     Ok(sm_topology::lids::snapshot(&topo, lmc)?)
 }
 
-/// Route a fabric through the chain, filling a report; writes dumps when
-/// `dump_dir` is given and something routed.
+/// Route a fabric through the chain from scratch, filling a report; writes
+/// dumps when `dump_dir` is given and something routed.
 pub fn route_fabric(
     fabric: &FabricSnapshot,
     registry: &Registry,
@@ -58,9 +58,23 @@ pub fn route_fabric(
     dump_dir: Option<&Path>,
     report: &mut RouteReport,
 ) -> Result<ChainOutcome, OfflineError> {
+    route_fabric_after(fabric, registry, engines, config, dump_dir, report, None)
+}
+
+/// [`route_fabric`], continuing from `previous` (the routing in force)
+/// when given: the engines keep the routes the change left valid.
+pub fn route_fabric_after(
+    fabric: &FabricSnapshot,
+    registry: &Registry,
+    engines: &str,
+    config: &Config,
+    dump_dir: Option<&Path>,
+    report: &mut RouteReport,
+    previous: Option<&sm_abi::PreviousRouting>,
+) -> Result<ChainOutcome, OfflineError> {
     let spec = chain::ChainSpec::parse(engines, registry)?;
     let gate = gate_options(config);
-    let outcome = chain::run(registry, &spec, fabric, &|name| config.engine_text(name), &gate);
+    let outcome = chain::run_after(registry, &spec, fabric, &|name| config.engine_text(name), &gate, previous);
     let (mut route, mut verify) = (0.0, 0.0);
     for a in &outcome.attempts {
         route += a.route_time.as_secs_f64();

@@ -9,7 +9,7 @@
 //! tables, so no two of them can disagree about what is in the switches.
 
 use sm_abi::abi_stable::std_types::ROption;
-use sm_abi::{FabricSnapshot, Routing, Sl2Vl, VlArb, NONE};
+use sm_abi::{FabricSnapshot, PreviousLft, PreviousRouting, Routing, Sl2Vl, VlArb, NONE};
 use smcore_kit::Verification;
 
 use crate::engines::chain::Routed;
@@ -80,6 +80,21 @@ impl AcceptedRouting {
             engine_tables,
             lft_index,
         }
+    }
+
+    /// Its LFTs as the previous routing of a re-route (sm-abi 1.3): by
+    /// switch GUID, since node indices change between snapshots.
+    pub fn previous(&self) -> PreviousRouting {
+        let lfts = self
+            .routing
+            .lfts
+            .iter()
+            .filter_map(|l| {
+                let node = self.snapshot.nodes.get(l.node as usize)?;
+                Some(PreviousLft { guid: node.guid, ports: l.ports.clone() })
+            })
+            .collect::<Vec<_>>();
+        PreviousRouting { engine: self.engine.as_str().into(), lfts: lfts.into() }
     }
 
     /// The LFT of node `node` (by LID), if it has one.

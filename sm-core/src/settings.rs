@@ -39,7 +39,7 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// The engine list when neither flag nor key sets it: Min Hop with the
 /// balancing pass, whose busiest link is never busier than OpenSM's rule
 /// gives (`minhop`, still there by name) and does not hang on the LID or
-/// GUID numbering. The chain's fallback stays OpenSM's `minhop`.
+/// GUID numbering. It is the chain's implicit fallback too.
 pub const DEFAULT_ENGINES: &str = "minhop-balanced";
 
 /// OpenSM's default `subnet_timeout` (4.096 µs × 2^18 ≈ 1 s), the packet

@@ -42,7 +42,7 @@ fn our_abi() -> String {
 
 #[test]
 fn the_abi_version_is_sm_abis_own_not_the_products() {
-    assert_eq!(our_abi(), "1.2.0");
+    assert_eq!(our_abi(), "1.3.0");
     let header = lib_header_from_path(&bin_dir().join("libsmcore_minhop.so")).expect("minhop library header");
     assert_eq!(header.version_strings().to_string(), our_abi());
     // The 1.0 fixture engine's own crate is 0.1.0; the library records the
@@ -76,30 +76,64 @@ fn engine_built_against_older_minor_loads_and_routes() {
     // Before routing, the SM asks the chain's libraries that can answer.
     let spec = ChainSpec::parse("updn,abi-minhop", &reg).expect("both engines known");
     let bad = spec.bad_configs(&reg, &|_| "= not toml".to_string());
-    assert_eq!(bad.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["updn", "minhop"], "{bad:?}");
+    assert_eq!(bad.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["updn", "minhop-balanced"], "{bad:?}");
+}
+
+/// A previous routing of `fabric` whose tables route nothing: nothing an
+/// engine could keep.
+fn previous_of(fabric: &sm_abi::FabricSnapshot, engine: &str) -> sm_abi::PreviousRouting {
+    let lfts: Vec<sm_abi::PreviousLft> = fabric
+        .switches()
+        .map(|n| sm_abi::PreviousLft { guid: fabric.nodes[n as usize].guid, ports: vec![sm_abi::NO_ROUTE; fabric.max_lid as usize + 1].into() })
+        .collect();
+    sm_abi::PreviousRouting { engine: engine.into(), lfts: lfts.into() }
+}
+
+#[test]
+fn a_reroute_reaches_engines_of_1_3_and_older_ones_route_from_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = dir_with(tmp.path(), "libsmcore_abi10_engine.so");
+    let reg = Registry::scan(&[dir, bin_dir()]);
+    assert!(reg.problems.is_empty(), "{:?}", reg.problems);
+    let topo = sm_topology::parse_str(SMALL_NET, "small").expect("topology");
+    let fabric = sm_topology::lids::snapshot(&topo, 0).expect("LIDs");
+    let previous = previous_of(&fabric, "minhop");
+    // A 1.0 engine's vtable has no `reroute`: the trait's default body
+    // routes from scratch, and the routing is the one `route` gives.
+    let old = reg.get("abi-minhop").expect("1.0 engine").create("").expect("created");
+    let again = old.reroute(&fabric, &previous).into_result().expect("a 1.0 engine re-routes from scratch");
+    let fresh = old.route(&fabric).into_result().expect("routes");
+    assert_eq!(again.lfts, fresh.lfts);
+    assert!(!again.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing")));
+    // A 1.3 engine continues from it (here every entry is broken and is
+    // routed again), and says so.
+    let new = reg.get("minhop-balanced").expect("minhop-balanced").create("").expect("created");
+    let r = new.reroute(&fabric, &previous).into_result().expect("re-routed");
+    let said: Vec<&str> = r.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert!(said.iter().any(|m| m.contains("continued from the previous routing (minhop)") && m.contains(" 0 entries kept")), "{said:?}");
 }
 
 #[test]
 fn engine_built_against_newer_minor_routes_in_older_and_current_cores() {
     let fx = fixtures_dir();
-    let lib = fx.join("libsmcore_abi13_engine.so");
+    let lib = fx.join("libsmcore_abi14_engine.so");
     // A host built against sm-abi 1.0 routes through it and checks every
     // path against the shortest.
     let out = Command::new(fx.join("smcore-abi10-host")).arg(&lib).output().expect("run the 1.0 host");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("library sm-abi 1.3.0"), "{text}");
-    assert!(text.contains("engine abi13-minhop"), "{text}");
-    // Level::Error is new in 1.3: the old host has no name for it, and
+    assert!(text.contains("library sm-abi 1.4.0"), "{text}");
+    assert!(text.contains("engine abi14-minhop"), "{text}");
+    // Level::Error is new in 1.4: the old host has no name for it, and
     // carries on.
-    assert!(text.contains("diagnostic Level(3): abi13-minhop:"), "{text}");
+    assert!(text.contains("diagnostic Level(3): abi14-minhop:"), "{text}");
     assert!(text.contains("routed 12 pairs on shortest paths"), "{text}");
 
-    // This core (1.2) too, logging the unknown level as a warning.
+    // This core (1.3) too, logging the unknown level as a warning.
     let tmp = tempfile::tempdir().unwrap();
-    let dir = dir_with(tmp.path(), "libsmcore_abi13_engine.so");
-    let err = route_alone(tmp.path(), &dir, "abi13-minhop");
-    assert!(err.lines().any(|l| l.contains("WARN") && l.contains("a level added in sm-abi 1.3")), "{err}");
+    let dir = dir_with(tmp.path(), "libsmcore_abi14_engine.so");
+    let err = route_alone(tmp.path(), &dir, "abi14-minhop");
+    assert!(err.lines().any(|l| l.contains("WARN") && l.contains("a level added in sm-abi 1.4")), "{err}");
 }
 
 #[test]

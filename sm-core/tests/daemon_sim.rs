@@ -404,3 +404,145 @@ fn the_unicast_cache_gives_way_when_a_spine_goes() {
     assert!(route_time > Duration::ZERO, "routed anew");
     assert!(lft_sets > 0);
 }
+
+/// Continuity on the embedded fabric: pseudo-random sequences of switch
+/// links and switches going down and coming back, on a fat tree, a torus
+/// and a random fabric, the SM loop routing with minhop-balanced. After
+/// every re-route every pair is reachable, and a switch's entry the event
+/// left valid (its port healthy and on a least-hop path) is as it was,
+/// unless the engine's rebalancing lists that move with the link it
+/// relieved. `ctl reroute` at the end routes from scratch.
+#[test]
+fn re_routes_keep_every_route_the_fault_left_valid() {
+    let fabrics = [
+        ("fat tree", gen::fat_tree_2level(4, 3, 2, 3).expect("fat tree"), 11u64),
+        ("torus", gen::torus(&[3, 3], 1, false).expect("torus").0, 23),
+        ("random", gen::random_irregular(10, 8, 1, 6, 7).expect("random"), 37),
+    ];
+    for (name, topo, seed) in fabrics {
+        let (sm_node, sm_port) = sm_location(&topo);
+        let links = topo.port_links();
+        let far_of = |(n, p): (usize, u8)| {
+            let l = &topo.links[links[n][usize::from(p)].expect("linked")];
+            if l.a == (n, p) { l.b.0 } else { l.a.0 }
+        };
+        let sm_switch = far_of((sm_node, sm_port));
+        let switch_links: Vec<(usize, u8)> = topo
+            .links
+            .iter()
+            .filter(|l| topo.nodes[l.a.0].is_switch() && topo.nodes[l.b.0].is_switch())
+            .filter(|l| l.a.0 != sm_switch && l.b.0 != sm_switch)
+            .map(|l| l.a)
+            .collect();
+        let switches: Vec<usize> = (0..topo.nodes.len()).filter(|&i| topo.nodes[i].is_switch() && i != sm_switch).collect();
+        // The script: each step toggles one link or one switch, never one
+        // touching a switch that is gone.
+        let mut rng = seed;
+        let mut next = || {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (rng >> 33) as usize
+        };
+        let (mut links_down, mut gone): (Vec<(usize, u8)>, Vec<usize>) = (Vec::new(), Vec::new());
+        let mut script: Vec<Act> = Vec::new();
+        while script.len() < 8 {
+            if next() % 4 == 0 {
+                let s = switches[next() % switches.len()];
+                if let Some(i) = gone.iter().position(|&g| g == s) {
+                    gone.swap_remove(i);
+                    script.push(Act::Restore(s));
+                } else if !links_down.iter().any(|&l| l.0 == s || far_of(l) == s) {
+                    gone.push(s);
+                    script.push(Act::Remove(s));
+                }
+            } else {
+                let l = switch_links[next() % switch_links.len()];
+                if gone.contains(&l.0) || gone.contains(&far_of(l)) {
+                    continue;
+                }
+                if let Some(i) = links_down.iter().position(|&d| d == l) {
+                    links_down.swap_remove(i);
+                    script.push(Act::LinkUp(l.0, l.1));
+                } else {
+                    links_down.push(l);
+                    script.push(Act::LinkDown(l.0, l.1));
+                }
+            }
+        }
+        let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+        let pending = Rc::new(RefCell::new(VecDeque::new()));
+        let signals = Signals::default();
+        let mut registry = Registry::scan(&[bin_dir()]);
+        let mut options = fast_minhop(false);
+        options.once.engines = "minhop-balanced";
+        let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+        let previous: RefCell<BTreeMap<u64, Vec<u8>>> = RefCell::new(BTreeMap::new());
+        let checked = RefCell::new(0u64);
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            let routed = out.accepted.as_ref().expect("every sweep routes");
+            assert_eq!((routed.verification.unreachable, routed.verification.looping), (0, 0), "{name}, sweep {n}");
+            let f = &routed.snapshot;
+            let graph = smcore_kit::Graph::new(f);
+            let dist = graph.distance_matrix();
+            let said: Vec<&str> = routed.routing.diagnostics.iter().map(|d| d.message.as_str()).collect();
+            let listed_all = !said.iter().any(|m| m.contains("more moves"));
+            // The routing in force before this sweep; a switch that was gone
+            // has none (the daemon hands only the last accepted routing).
+            let prev = std::mem::take(&mut *previous.borrow_mut());
+            let mut now = BTreeMap::new();
+            for lft in routed.routing.lfts.iter() {
+                let guid = f.nodes[lft.node as usize].guid;
+                let s = graph.sw_of_node[lft.node as usize];
+                if let Some(before) = prev.get(&guid).filter(|_| cause != Cause::Reroute) {
+                    for lid in 1..lft.ports.len().min(before.len()) {
+                        *checked.borrow_mut() += 1;
+                        let pi = graph.lid_port[lid];
+                        if pi == u32::MAX || before[lid] == lft.ports[lid] {
+                            continue;
+                        }
+                        let t = graph.entry_switch(f, pi);
+                        if t == u32::MAX || t == s {
+                            continue;
+                        }
+                        let valid = graph.sw_ports[s as usize].iter().any(|p| {
+                            p.port == before[lid] && p.peer_sw != u32::MAX && dist.get(p.peer_sw, t).checked_add(1) == Some(dist.get(s, t))
+                        });
+                        if !valid {
+                            continue;
+                        }
+                        let listed = format!("switch {guid:#018x} LID {lid} moved from port {} to {}, relieving link", before[lid], lft.ports[lid]);
+                        assert!(
+                            said.iter().any(|m| m.contains(&listed)) || !listed_all,
+                            "{name}, sweep {n}: switch {guid:#x} LID {lid} changed {} → {} though the event left it valid; {said:?}",
+                            before[lid],
+                            lft.ports[lid]
+                        );
+                    }
+                }
+                // `ctl reroute` routes from scratch; every other re-route
+                // continues.
+                let continued = said.iter().any(|m| m.contains("continued from the previous routing"));
+                assert_eq!(continued, n > 1 && cause != Cause::Reroute, "{name}, sweep {n} ({cause:?}): {said:?}");
+                now.insert(guid, lft.ports.to_vec());
+            }
+            *previous.borrow_mut() = now;
+            match script.get(n as usize - 1) {
+                Some(act) => pending.borrow_mut().push_back(*act),
+                None if cause != Cause::Reroute => signals.reroute.store(true, Ordering::Relaxed),
+                None => signals.stop.store(true, Ordering::Relaxed),
+            }
+        };
+        let context = daemon::DaemonContext {
+            port: &mut port,
+            options: &options,
+            registry: &mut registry,
+            config: &Config::default(),
+            guid2lid: &mut g2l,
+            held: &mut held,
+            signals: &signals,
+        };
+        let summary = daemon::run(context, &mut on_heavy);
+        assert_eq!(summary.heavy_sweeps, script.len() as u64 + 2, "{name}: one heavy sweep per event, the first and the reroute");
+        assert!(checked.into_inner() > 0, "{name}: no entry compared");
+    }
+}

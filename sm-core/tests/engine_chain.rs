@@ -1,6 +1,7 @@
 //! Loader and chain semantics: broken libraries are skipped with a reason,
-//! failing engines fall through to the next one and to minhop unless
-//! `no_fallback` is given, and the verification gate rejects bad results.
+//! failing engines fall through to the next one and to minhop-balanced
+//! unless `no_fallback` is given, the verification gate rejects bad
+//! results, and a re-route hands the engines the routing in force.
 
 mod common;
 
@@ -70,23 +71,25 @@ fn engines_command_lists_engines_and_skipped_files() {
 }
 
 #[test]
-fn panicking_and_declining_engines_fall_back_to_minhop() {
+fn panicking_and_declining_engines_fall_back_to_minhop_balanced() {
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry(tmp.path());
     let fabric = small_fabric(tmp.path());
     let spec = ChainSpec::parse("test-panic,test-decline", &reg).unwrap();
-    assert_eq!(spec.sequence(), vec!["test-panic", "test-decline", "minhop"]);
+    // The implicit fallback is balanced whatever the LID numbering;
+    // OpenSM's `minhop` routes only when named.
+    assert_eq!(spec.sequence(), vec!["test-panic", "test-decline", "minhop-balanced"]);
     let cfg = Config::default();
     let out = chain::run(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default());
-    let routed = out.routed.as_ref().expect("minhop routes");
-    assert_eq!(routed.engine, "minhop");
+    let routed = out.routed.as_ref().expect("minhop-balanced routes");
+    assert_eq!(routed.engine, "minhop-balanced");
     assert_eq!(out.attempts.len(), 3);
     assert_eq!(out.attempts[0].failure, Some(Failure::Panic("deliberate test panic".into())));
     assert!(matches!(&out.attempts[1].failure, Some(Failure::Error(r)) if r.contains("not for me")));
     assert!(out.attempts[2].failure.is_none());
     let lines = out.describe();
     assert!(lines[0].starts_with("test-panic: panicked"), "{lines:?}");
-    assert_eq!(lines[2], "minhop: routed");
+    assert_eq!(lines[2], "minhop-balanced: routed");
 }
 
 #[test]
@@ -94,10 +97,13 @@ fn constructor_failure_falls_through() {
     let tmp = tempfile::tempdir().unwrap();
     let reg = registry(tmp.path());
     let fabric = small_fabric(tmp.path());
-    let spec = ChainSpec::parse("test-refuse,minhop", &reg).unwrap();
-    assert_eq!(spec.sequence(), vec!["test-refuse", "minhop"], "minhop listed explicitly is not added twice");
+    let spec = ChainSpec::parse("test-refuse,minhop-balanced", &reg).unwrap();
+    assert_eq!(spec.sequence(), vec!["test-refuse", "minhop-balanced"], "the fallback listed explicitly is not added twice");
+    // OpenSM's minhop named in the list routes; the fallback comes after it.
+    let named = ChainSpec::parse("test-refuse,minhop", &reg).unwrap();
+    assert_eq!(named.sequence(), vec!["test-refuse", "minhop", "minhop-balanced"]);
     let cfg = Config::default();
-    let out = chain::run(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default());
+    let out = chain::run(&reg, &named, &fabric, &|n| cfg.engine_text(n), &Default::default());
     assert!(matches!(&out.attempts[0].failure, Some(Failure::Create(r)) if r.contains("refusing")));
     assert_eq!(out.routed.map(|r| r.engine), Some("minhop".to_string()));
 }
@@ -129,7 +135,7 @@ fn gate_rejects_bad_result_and_falls_back() {
     let out = chain::run(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default());
     assert!(matches!(out.attempts[0].failure, Some(Failure::Verification(_))));
     let routed = out.routed.expect("fallback routes");
-    assert_eq!(routed.engine, "minhop");
+    assert_eq!(routed.engine, "minhop-balanced");
     assert!(routed.verification.ok());
 }
 
@@ -159,4 +165,30 @@ fn first_directory_wins_for_duplicate_engines() {
     let reg = Registry::scan(&[a.clone(), b]);
     assert_eq!(reg.get("minhop").unwrap().library, a.join("libsmcore_minhop.so"));
     assert!(reg.problems.iter().any(|p| p.reason.contains("already provided")), "{:?}", reg.problems);
+}
+
+#[test]
+fn a_reroute_hands_the_routing_in_force_to_the_engines_and_a_first_route_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = Registry::scan(&[bin_dir()]);
+    let fabric = small_fabric(tmp.path());
+    let cfg = Config::default();
+    let spec = ChainSpec::parse("updn,minhop-balanced", &reg).unwrap();
+    let continued = |r: &sm_abi::Routing| r.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing"));
+    let first = chain::run(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default());
+    let first = first.routed.expect("routes");
+    assert!(!continued(&first.routing));
+    let engine = first.engine.clone();
+    let lfts = first.routing.lfts.clone();
+    let accepted = sm_core::routing::AcceptedRouting::new(first, fabric.clone(), fabric.max_lid, false, false, (0, 0));
+    let previous = accepted.previous();
+    assert_eq!(previous.engine.as_str(), engine);
+    assert_eq!(previous.lfts.len(), lfts.len());
+    // Nothing changed: every entry is kept, and the tables are the same.
+    let again = chain::run_after(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default(), Some(&previous));
+    let again = again.routed.expect("routes again");
+    assert_eq!(again.engine, engine);
+    assert!(continued(&again.routing), "{:?}", again.routing.diagnostics);
+    assert!(again.routing.diagnostics.iter().any(|d| d.message.contains(" 0 routed again, 0 changed")), "{:?}", again.routing.diagnostics);
+    assert_eq!(again.routing.lfts, lfts);
 }

@@ -48,7 +48,7 @@ impl Sm {
 
     /// A heavy sweep, from `discovered` when given.
     fn sweep(&mut self, registry: &Registry, discovered: Option<Discovered>) -> &OnceOutcome {
-        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: None };
+        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: None, previous: None };
         let out = stages::once_from(&mut SimPort::new(&mut self.sim), discovered, &options(), registry, &Config::default(), state)
             .expect("sweep");
         self.last = Some(out);

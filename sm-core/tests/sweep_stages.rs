@@ -61,7 +61,7 @@ fn a_sweep_from_a_discovered_fabric_sends_no_discovery_smp_and_routes_as_a_full_
     let discovery = DISCOVERY_READS.map(|a| gets(&sim, a));
     sim.reset_counters();
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: None };
+    let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: None, previous: None };
     let discovered = Discovered::from_fabric(fabric, report);
     let out = stages::once_from(&mut SimPort::new(&mut sim), Some(discovered), &options, &registry, &config, state)
         .expect("sweep from the discovered fabric");
@@ -129,7 +129,7 @@ impl CachedSm {
 
     /// One heavy sweep, from discovery on.
     fn sweep(&mut self) -> OnceOutcome {
-        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache) };
+        let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache), previous: None };
         stages::once_from(&mut SimPort::new(&mut self.sim), None, &self.options, &self.registry, &self.config, state)
             .expect("sweep")
     }

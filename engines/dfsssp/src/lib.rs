@@ -240,6 +240,16 @@ impl RoutingEngine for Sssp {
         }
         Ok(routing)
     }
+
+    /// Continuity (sm-abi 1.3): SSSP's paths are weighted, not least-hop: an entry
+    /// stays while its port is healthy, broken ones take SSSP's own port;
+    /// merged tables that loop or leave a pair unreachable give way to the
+    /// fresh routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &sm_abi::PreviousRouting) -> Result<Routing, EngineError> {
+        use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::Healthy, &ContinuityOptions { take_fresh: true, ..ContinuityOptions::default() }, "sssp"))
+    }
 }
 
 /// The VLs every path can use: the fewest data VLs any linked port
@@ -343,6 +353,16 @@ impl RoutingEngine for Dfsssp {
             ),
         );
         Ok(routing)
+    }
+
+    /// Continuity (sm-abi 1.3): an entry stays while its port is healthy, broken
+    /// ones take DFSSSP's own port; merged tables that loop, leave a pair
+    /// unreachable or close a credit loop on DFSSSP's layers give way to the
+    /// fresh routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &sm_abi::PreviousRouting) -> Result<Routing, EngineError> {
+        use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::Healthy, &ContinuityOptions { deadlock_free: true, take_fresh: true, ..ContinuityOptions::default() }, "dfsssp"))
     }
 }
 

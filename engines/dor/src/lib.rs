@@ -35,7 +35,8 @@
 //! wins, one not used yet counting as 0), so the tables are OpenSM's for
 //! every LMC.
 
-use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
+use sm_abi::{EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine};
+use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
 use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config;
 use smcore_kit::Graph;
@@ -81,6 +82,14 @@ impl RoutingEngine for Dor {
             routing.diag(Level::Warn, n);
         }
         Ok(routing)
+    }
+
+    /// Continuity (sm-abi 1.3): the order of dimensions fixes every next switch,
+    /// so an entry stays while its port is healthy and leads to the switch the
+    /// fresh routing goes to (one of parallel links keeps its route).
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::SameNext, &ContinuityOptions { take_fresh: true, ..ContinuityOptions::default() }, "dor"))
     }
 }
 

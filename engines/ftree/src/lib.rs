@@ -76,8 +76,10 @@ use rayon::prelude::*;
 use serde::Deserialize;
 use sm_abi::abi_stable::std_types::ROption;
 use sm_abi::{
-    path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, Routing, RoutingEngine, NO_ROUTE,
+    path_sl_box, EngineError, FabricSnapshot, Level, Lft, PathSl, PreviousRouting, Routing, RoutingEngine,
+    NO_ROUTE,
 };
+use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
 
@@ -445,6 +447,16 @@ impl RoutingEngine for Ftree {
             reverse_hop_sl(fabric, &tree, &mut routing);
         }
         Ok(routing)
+    }
+
+    /// Continuity (sm-abi 1.3): on a fat tree the least-hop paths are the
+    /// up/down ones: an entry stays while its port is healthy and on a
+    /// least-hop path, broken ones take the least loaded such port, routes
+    /// move only off links above the fresh routing's busiest; merged tables
+    /// with a credit loop on ftree's SLs give way to ftree's own routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::MinHop, &ContinuityOptions { deadlock_free: true, ..ContinuityOptions::default() }, "ftree"))
     }
 }
 

@@ -18,6 +18,9 @@
 //! * [`cdg`] — channel dependency graphs kept acyclic incrementally (a
 //!   dynamic topological order), for engines that spread routes over
 //!   deadlock-free virtual layers.
+//! * [`continuity`] — a re-route after a change that keeps every previous
+//!   LFT entry still valid under the engine's rule, routes what broke and
+//!   rebalances only where the kept routes overload a link.
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
@@ -31,6 +34,7 @@ mod cache;
 pub mod cdg;
 pub mod config;
 pub mod conformance;
+pub mod continuity;
 
 pub mod graph;
 pub mod lfts_file;

@@ -345,3 +345,25 @@ fn multicast_ports_a_switch_lacks_carry_nothing() {
         assert_eq!(got.credit_loop, want.credit_loop);
     }
 }
+
+#[test]
+fn a_first_switch_with_every_link_down_is_verified_without_sl2vl_maps() {
+    // The VL maps' "identity on linked pairs" check read past its table
+    // for a switch without linked ports when the routing gives no SL2VL.
+    let topo = sm_topology::gen::kary_ntree(2, 2, 2).expect("2-ary 2-tree");
+    let mut f = sm_topology::lids::snapshot(&topo, 0).expect("LIDs");
+    let first = f.switches().next().expect("a switch");
+    let n = f.nodes[first as usize].clone();
+    for num in 1..=n.num_ports {
+        let pi = (n.first_port + u32::from(num)) as usize;
+        let peer = f.ports[pi].peer;
+        f.ports[pi].state = sm_abi::PortState::Down;
+        if peer != sm_abi::NONE {
+            f.ports[peer as usize].state = sm_abi::PortState::Down;
+        }
+    }
+    let routing = Routing::single_vl(smcore_kit::balance::min_hop_lfts(&f));
+    let v = verify(&f, &routing, &opts());
+    assert_eq!((v.unreachable, v.looping), (0, 0), "{:?}", v.examples);
+    assert!(v.pairs > 0);
+}

@@ -895,6 +895,16 @@ impl RoutingEngine for Lash {
         }
         Ok(routing)
     }
+
+    /// Continuity (sm-abi 1.3): LASH routes on least hops: an entry stays while its
+    /// port is healthy and on a least-hop path; broken ones take LASH's own
+    /// port and nothing moves to rebalance (the layers are LASH's); merged
+    /// tables with a credit loop on LASH's SLs give way to the fresh routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &sm_abi::PreviousRouting) -> Result<Routing, EngineError> {
+        use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::MinHop, &ContinuityOptions { deadlock_free: true, take_fresh: true, ..ContinuityOptions::default() }, "lash"))
+    }
 }
 
 sm_abi::export_engines! {

@@ -19,7 +19,8 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine};
+use sm_abi::{EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine};
+use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
 use smcore_kit::balance::{assign_lfts, balanced_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config;
 use smcore_kit::Graph;
@@ -101,6 +102,15 @@ impl RoutingEngine for MinHop {
             routing.diag(Level::Warn, n);
         }
         Ok(routing)
+    }
+
+    /// Continuity (sm-abi 1.3): an entry stays while its port is healthy and on
+    /// a least-hop path (OpenSM's rule on re-sweeps); broken entries take the
+    /// least loaded least-hop port; routes are moved only off links the kept
+    /// ones load above the fresh routing's busiest.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::MinHop, &ContinuityOptions::default(), if self.balanced { "minhop-balanced" } else { "minhop" }))
     }
 }
 

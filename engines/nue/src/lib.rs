@@ -239,6 +239,16 @@ impl RoutingEngine for Nue {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
         self.route_with_stats(fabric).map(|(r, _)| r)
     }
+
+    /// Continuity (sm-abi 1.3): an entry stays while its port is healthy, broken
+    /// ones take Nue's own port; merged tables that loop, leave a pair
+    /// unreachable or close a credit loop on Nue's layers give way to the
+    /// fresh routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &sm_abi::PreviousRouting) -> Result<Routing, EngineError> {
+        use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::Healthy, &ContinuityOptions { deadlock_free: true, take_fresh: true, ..ContinuityOptions::default() }, "nue"))
+    }
 }
 
 /// One destination LID.

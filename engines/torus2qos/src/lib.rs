@@ -57,7 +57,8 @@ pub mod route;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sm_abi::{path_sl_box, EngineError, FabricSnapshot, Level, Routing, RoutingEngine, NONE};
+use sm_abi::{path_sl_box, EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine, NONE};
+use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
 use smcore_kit::graph::Graph;
 
 use crate::config::TorusConf;
@@ -476,6 +477,15 @@ impl RoutingEngine for Torus2Qos {
             routing.diag(Level::Info, c);
         }
         Ok(routing)
+    }
+
+    /// Continuity (sm-abi 1.3): an entry stays while its port is healthy and
+    /// on a least-hop path; broken ones take torus-2QoS's own port and
+    /// nothing moves to rebalance (the path SLs are torus-2QoS's); merged
+    /// tables with a credit loop on those SLs give way to the fresh routing.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        let fresh = self.route(fabric)?;
+        Ok(continue_fresh(fabric, previous, fresh, FabricRule::MinHop, &ContinuityOptions { deadlock_free: true, take_fresh: true, ..ContinuityOptions::default() }, NAME))
     }
 }
 

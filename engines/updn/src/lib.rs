@@ -25,7 +25,8 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sm_abi::{EngineError, FabricSnapshot, Level, Routing, RoutingEngine, NONE};
+use sm_abi::{EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine, NONE};
+use smcore_kit::continuity::{continue_routing, ContinuityOptions, Rule};
 use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
 use smcore_kit::config::{self, read_guid_list};
 use smcore_kit::graph::{Graph, Sw};
@@ -140,6 +141,20 @@ impl UpDn {
 
 impl RoutingEngine for UpDn {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        self.route_after(fabric, None)
+    }
+
+    /// Continuity (sm-abi 1.3): an entry stays while its port is healthy and
+    /// on a least-hop legal up/down path of the ranking as it is now; broken
+    /// ones take the least loaded such port; routes move only off links
+    /// above the fresh routing's busiest.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        self.route_after(fabric, Some(previous))
+    }
+}
+
+impl UpDn {
+    fn route_after(&self, fabric: &FabricSnapshot, previous: Option<&PreviousRouting>) -> Result<Routing, EngineError> {
         let graph = Graph::new(fabric);
         if graph.switch_count() == 0 {
             return Err(EngineError::new("updn: the fabric has no switches"));
@@ -153,7 +168,7 @@ impl RoutingEngine for UpDn {
              connected part of the fabric always works)",
             describe_roots(fabric, &graph, &roots)
         );
-        finish("updn", fabric, &graph, &orient, shared, notes, &hint)
+        finish("updn", fabric, &graph, &orient, shared, notes, &hint, previous)
     }
 }
 
@@ -177,6 +192,18 @@ impl DnUp {
 
 impl RoutingEngine for DnUp {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        self.route_after(fabric, None)
+    }
+
+    /// Continuity (sm-abi 1.3): as updn's, on the ranking from the CA
+    /// switches.
+    fn reroute(&self, fabric: &FabricSnapshot, previous: &PreviousRouting) -> Result<Routing, EngineError> {
+        self.route_after(fabric, Some(previous))
+    }
+}
+
+impl DnUp {
+    fn route_after(&self, fabric: &FabricSnapshot, previous: Option<&PreviousRouting>) -> Result<Routing, EngineError> {
         let graph = Graph::new(fabric);
         if graph.switch_count() == 0 {
             return Err(EngineError::new("dnup: the fabric has no switches"));
@@ -197,7 +224,7 @@ impl RoutingEngine for DnUp {
         ));
         let hint = "the ranking from the CA switches leaves them without a common switch to climb to; \
                     updn with a root_guid_file naming one root reaches every pair";
-        finish("dnup", fabric, &graph, &orient, shared, notes, hint)
+        finish("dnup", fabric, &graph, &orient, shared, notes, hint, previous)
     }
 }
 
@@ -239,7 +266,9 @@ impl Shared {
     }
 }
 
-/// Tables, reachability check, LFTs.
+/// Tables, reachability check, LFTs; continued from `previous` on a
+/// re-route.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     engine: &str,
     fabric: &FabricSnapshot,
@@ -248,6 +277,7 @@ fn finish(
     shared: Shared,
     mut notes: Notes,
     hint: &str,
+    previous: Option<&PreviousRouting>,
 ) -> Result<Routing, EngineError> {
     let (comp, sizes) = rank::components(graph);
     let hops = UpDownHops::build(graph, orient, &comp, &sizes);
@@ -263,6 +293,10 @@ fn finish(
     let mut routing = Routing::single_vl(lfts);
     for (level, m) in shared.notes.0.into_iter().chain(notes.0) {
         routing.diag(level, m);
+    }
+    if let Some(previous) = previous {
+        let opts = ContinuityOptions::default();
+        routing = continue_routing(fabric, graph, previous, routing, &Rule::Hops(&hops), &opts, engine).0;
     }
     Ok(routing)
 }

@@ -559,7 +559,17 @@ impl Daemon<'_, '_> {
         let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
         crate::qos::reload(config);
-        let state = sweep::stages::SweepState { guid2lid: &mut *self.ctx.guid2lid, held: &mut *self.ctx.held, cache: slot };
+        // A re-route continues from the routing in force; `ctl reroute` and
+        // --reassign-lids route from scratch (OpenSM's ignore_existing_lfts).
+        let previous = (cause != Cause::Reroute && !once.sweep.reassign_lids)
+            .then(|| self.routing.accepted.as_ref().map(|a| a.previous()))
+            .flatten();
+        let state = sweep::stages::SweepState {
+            guid2lid: &mut *self.ctx.guid2lid,
+            held: &mut *self.ctx.held,
+            cache: slot,
+            previous: previous.as_ref(),
+        };
         let result = sweep::stages::once_from(&mut *self.ctx.port, read, &once, self.ctx.registry, config, state);
         let outcome = match result {
             Ok(outcome) => outcome,

@@ -3,14 +3,23 @@
 //! `--engines a,b,c` tries each engine in order. An engine has failed when
 //! its constructor or `route` returns an error, when it panics (the ABI
 //! adapter turns the panic into an error), or when its result does not pass
-//! verification. If every listed engine fails, `minhop` routes — unless the
-//! list contains `no_fallback`, in which case nothing is routed and the
-//! caller keeps what the switches already hold (the torus-2QoS rule).
+//! verification. If every listed engine fails, `minhop-balanced` routes
+//! (balanced whatever the LID numbering; OpenSM falls back to its `minhop`,
+//! which stays available by name) — unless the list contains `no_fallback`,
+//! in which case nothing is routed and the caller keeps what the switches
+//! already hold (the torus-2QoS rule).
+//!
+//! On a re-route after a change, the caller hands the chain the routing in
+//! force ([`run_after`]); every engine gets it through `Engine::reroute`
+//! (sm-abi 1.3) and keeps what is still valid. A first sweep,
+//! `--reassign-lids` and `smcore ctl reroute` hand it nothing: the engines
+//! route from scratch (OpenSM's `ignore_existing_lfts`). An engine built
+//! against an older sm-abi routes from scratch either way.
 
 use std::time::{Duration, Instant};
 
 use sm_abi::abi_stable::std_types::ROption;
-use sm_abi::{FabricSnapshot, Routing};
+use sm_abi::{FabricSnapshot, PreviousRouting, Routing};
 use smcore_kit::verify::{verify_with, Verification, VerifyOptions};
 use smcore_kit::Graph;
 use thiserror::Error;
@@ -18,8 +27,8 @@ use tracing::{info, info_span, warn};
 
 use super::loader::Registry;
 
-/// The engine OpenSM falls back to.
-pub const FALLBACK: &str = "minhop";
+/// The engine every chain falls back to (OpenSM's is `minhop`).
+pub const FALLBACK: &str = "minhop-balanced";
 /// The list keyword that disables the fallback.
 pub const NO_FALLBACK: &str = "no_fallback";
 
@@ -41,7 +50,7 @@ pub enum ChainError {
         known: Vec<String>,
     },
     /// The fallback is needed but no library provides it.
-    #[error("the fallback engine `minhop` is not in any engine directory; add `no_fallback` to the list or install it")]
+    #[error("the fallback engine `minhop-balanced` is not in any engine directory; add `no_fallback` to the list or install it")]
     NoFallbackEngine,
 }
 
@@ -198,13 +207,28 @@ pub fn describe_attempts(attempts: &[Attempt]) -> Vec<String> {
         .collect()
 }
 
-/// Run the chain on a fabric. `config_for` gives each engine's config text.
+/// Run the chain on a fabric from scratch. `config_for` gives each
+/// engine's config text.
 pub fn run(
     registry: &Registry,
     spec: &ChainSpec,
     fabric: &FabricSnapshot,
     config_for: &dyn Fn(&str) -> String,
     gate: &GateOptions,
+) -> ChainOutcome {
+    run_after(registry, spec, fabric, config_for, gate, None)
+}
+
+/// Run the chain on a fabric, continuing from `previous` (the routing in
+/// force) when given: each engine re-routes from it (`Engine::reroute`),
+/// keeping the routes the change left valid.
+pub fn run_after(
+    registry: &Registry,
+    spec: &ChainSpec,
+    fabric: &FabricSnapshot,
+    config_for: &dyn Fn(&str) -> String,
+    gate: &GateOptions,
+    previous: Option<&PreviousRouting>,
 ) -> ChainOutcome {
     let graph = Graph::new(fabric);
     let mut attempts = Vec::new();
@@ -227,7 +251,11 @@ pub fn run(
             }
         };
         let t = Instant::now();
-        let result = engine.route(fabric).into_result();
+        let result = match previous {
+            Some(previous) => engine.reroute(fabric, previous),
+            None => engine.route(fabric),
+        }
+        .into_result();
         attempt.route_time = t.elapsed();
         let routing = match result.map_err(|e| classify(e, Failure::Error)).and_then(|r| settle_sl_table(r, fabric)) {
             Ok(r) => r,

@@ -343,6 +343,10 @@ impl Decided {
 /// before the LFTs), and the SMPs they take would otherwise wait for the
 /// engines. Nothing is Active yet, so no data passes before the routing is
 /// in.
+///
+/// `previous`, the routing in force, reaches the engines on a re-route:
+/// they keep what the change left valid.
+#[allow(clippy::too_many_arguments)]
 pub fn route(
     port: &mut dyn SmpPort,
     options: &OnceOptions<'_>,
@@ -351,6 +355,7 @@ pub fn route(
     config: &Config,
     cache: Option<&mut Option<UcastCache>>,
     held: &mut HeldTables,
+    previous: Option<&sm_abi::PreviousRouting>,
 ) -> Result<Decided, OfflineError> {
     let engines = options.engines;
     let options = &options.sweep;
@@ -365,7 +370,7 @@ pub fn route(
         let routing = std::thread::Builder::new().name("route".into()).spawn_scoped(scope, move || {
             let _entered = span.enter();
             let mut report = report;
-            (choose(snap, registry, engines, config, cached, &mut report), report)
+            (choose(snap, registry, engines, config, cached, previous, &mut report), report)
         });
         let t = Instant::now();
         let mut client = SmpClient::new(&mut *port, options.retries).with_m_keys(options.m_keys.clone());
@@ -377,7 +382,7 @@ pub fn route(
             Err(e) => {
                 tracing::debug!("routing thread not started ({e}); routing after the partitions");
                 let mut report = spare;
-                (choose(snap, registry, engines, config, cached, &mut report), report)
+                (choose(snap, registry, engines, config, cached, previous, &mut report), report)
             }
         };
         (chosen, report, partition_time)
@@ -396,6 +401,7 @@ fn choose(
     engines: &str,
     config: &Config,
     cache: Option<&Option<UcastCache>>,
+    previous: Option<&sm_abi::PreviousRouting>,
     report: &mut RouteReport,
 ) -> Result<Chosen, OfflineError> {
     if let Some(Some(c)) = cache {
@@ -403,7 +409,7 @@ fn choose(
             return Ok((chain, top, deadlock_free, true));
         }
     }
-    let chain = offline::route_fabric(snapshot, registry, engines, config, None, report)?;
+    let chain = offline::route_fabric_after(snapshot, registry, engines, config, None, report, previous)?;
     let deadlock_free = chain.routed.as_ref().is_some_and(|r| registry.get(&r.engine).is_some_and(|e| e.deadlock_free));
     Ok((chain, snapshot.max_lid, deadlock_free, false))
 }
@@ -614,6 +620,10 @@ pub struct SweepState<'a> {
     pub held: &'a mut HeldTables,
     /// The unicast routing cache, when it is on.
     pub cache: Option<&'a mut Option<UcastCache>>,
+    /// The routing in force, for a re-route that keeps what still works
+    /// (`None`: route from scratch, as a first sweep, `--reassign-lids` and
+    /// `ctl reroute` do).
+    pub previous: Option<&'a sm_abi::PreviousRouting>,
 }
 
 /// One full sweep: every stage from discovery to dumps.
@@ -628,7 +638,7 @@ pub fn once(
     guid2lid: &mut Guid2Lid,
     held: &mut HeldTables,
 ) -> Result<OnceOutcome, OnceError> {
-    once_from(port, None, options, registry, config, SweepState { guid2lid, held, cache: None })
+    once_from(port, None, options, registry, config, SweepState { guid2lid, held, cache: None, previous: None })
 }
 
 /// [`once`] with the unicast routing cache of `state` (when it holds a
@@ -645,7 +655,7 @@ pub fn once_from(
     config: &Config,
     state: SweepState<'_>,
 ) -> Result<OnceOutcome, OnceError> {
-    let SweepState { guid2lid, held, cache } = state;
+    let SweepState { guid2lid, held, cache, previous } = state;
     let total = Instant::now();
     let mut report = RouteReport::default();
     let limits = options.sweep.limits();
@@ -658,7 +668,7 @@ pub fn once_from(
     report.phase("sweep", t.elapsed());
     limits.check()?;
     let linked = link(port, &options.sweep, addressed, config, held, report);
-    let decided = route(port, options, linked, registry, config, cache, held)?;
+    let decided = route(port, options, linked, registry, config, cache, held, previous)?;
     let mut outcome = program(port, &options.sweep, decided, held, &limits)?;
     if let Some(dir) = options.dump_dir {
         write_dumps(dir, &mut outcome);

@@ -335,9 +335,11 @@ impl<'a> VlMap<'a> {
             maps[at] = word;
             set[at] = true;
         }
+        // A switch without linked ports (all its links down) has no pair.
         let identity_linked = (0..n).any(|s| {
             let linked = (pairs.k[s] * pairs.k[s]) as usize;
-            set.get(base[s]..base[s] + linked).is_none_or(|square| square.iter().any(|&x| !x))
+            linked > 0
+                && base.get(s).and_then(|&b| set.get(b..b + linked)).is_none_or(|square| square.iter().any(|&x| !x))
         });
         let set_max = (given & 0x7FFF != 0).then(|| 15 - (given & 0x7FFF).leading_zeros() as u8);
         let identity = routing.sl2vl.is_empty();
