@@ -8,7 +8,8 @@
 //! 1. keeps every previous LFT entry still valid under the rule: its port
 //!    is still a healthy link to a switch and, for the hop rules, it still
 //!    lies on a least-hop path in the engine's own hop table (plain hops
-//!    for min-hop, legal up/down hops for up/down). This is OpenSM's rule on
+//!    for min-hop, legal up/down hops for up/down), or it is the port the
+//!    fresh routing chose itself. This is OpenSM's rule on
 //!    re-sweeps (`osm_switch_recommend_path` with `ignore_existing_lfts`
 //!    false): an existing entry stays when its port is healthy and on a
 //!    minimum-hop path;
@@ -197,6 +198,16 @@ pub fn continue_routing(
             let was = old.get(lid).copied().unwrap_or(NO_ROUTE);
             let same_next = |link: &SwPort| link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw);
             match link_of(s as Sw, was) {
+                // The fresh routing's own choice (a port, or no route) is
+                // valid under the engine's rules whatever `rule` says: routes
+                // an engine leaves out or makes longer than least-hop on
+                // purpose, such as ftree's to switch LIDs, stay as they were.
+                _ if was == lft[lid] => {
+                    report.kept += 1;
+                    if end_lid[lid] && was != NO_ROUTE {
+                        counts[s][was as usize] += 1;
+                    }
+                }
                 Some(link) if valid(s as Sw, link, t) && (!matches!(rule, Rule::SameNext) || same_next(link)) => {
                     lft[lid] = was;
                     report.kept += 1;

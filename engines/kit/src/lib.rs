@@ -34,6 +34,7 @@ mod cache;
 pub mod cdg;
 pub mod config;
 pub mod conformance;
+pub mod churn;
 pub mod continuity;
 
 pub mod graph;
