@@ -143,3 +143,62 @@ fn perfmgr_events_and_isolation_show_descriptions_escaped() {
     assert!(log.contains("not isolated"), "{log}");
     assert_not_forged(&log, "isolation");
 }
+
+/// Engines put NodeDescriptions in their messages (the `file` engine names
+/// the switches its file leaves out; the verifier names nodes in its
+/// examples), and the chain logs them: escaped too.
+#[test]
+fn an_engines_message_naming_a_description_cannot_forge_a_log_line() {
+    #[allow(dead_code)]
+    #[path = "common.rs"]
+    mod common;
+    use sm_core::engines::chain::{self, ChainSpec};
+    use sm_core::engines::Registry;
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let net = common::write(tmp.path(), "small.net", common::SMALL_NET);
+    let mut fabric = sm_core::offline::load_fabric(&net, 0).expect("small fabric loads");
+    let registry = Registry::scan(&[common::bin_dir()]);
+    // The routing in the file holds the first switch's table only.
+    let routed = chain::run(
+        &registry,
+        &ChainSpec::parse("minhop,no_fallback", &registry).expect("minhop"),
+        &fabric,
+        &|_| String::new(),
+        &Default::default(),
+    );
+    let routing = routed.routed.expect("minhop routes").routing;
+    let first = routing.lfts.iter().next().expect("a switch").clone();
+    let one = sm_abi::Routing::single_vl(vec![first.clone()]);
+    let mut text = Vec::new();
+    sm_core::dump::write_lfts(
+        &mut text,
+        &sm_core::dump::DumpInput {
+            fabric: &fabric,
+            routing: &one,
+        },
+    )
+    .expect("dump");
+    let file = common::write(
+        tmp.path(),
+        "one.lfts",
+        &String::from_utf8(text).expect("utf-8"),
+    );
+    // Every node's description carries a forged line: the verifier's
+    // examples of the pairs the file leaves unreachable name some of them.
+    for node in fabric.nodes.iter_mut() {
+        node.description = format!("node\n{FORGED}").into();
+    }
+    let spec = ChainSpec::parse("file,no_fallback", &registry).expect("file");
+    let config = format!("lfts_file = {:?}", file.display().to_string());
+    let log = captured(|| {
+        chain::run(
+            &registry,
+            &spec,
+            &fabric,
+            &|_| config.clone(),
+            &Default::default(),
+        );
+    });
+    assert_not_forged(&log, "the verifier's examples of the file engine's routing");
+}

@@ -26,6 +26,7 @@ use thiserror::Error;
 use tracing::{info, info_span, warn};
 
 use super::loader::Registry;
+use crate::sweep::Escaped;
 
 /// The engine every chain falls back to (OpenSM's is `minhop`).
 pub const FALLBACK: &str = "minhop-balanced";
@@ -244,7 +245,7 @@ pub fn run_after(
         let engine = match entry.create(&config_for(&name)) {
             Ok(e) => e,
             Err(e) => {
-                warn!(engine = %name, "{}", Failure::Create(e.reason.to_string()));
+                warn!(engine = %Escaped(&name), "{}", Escaped(&Failure::Create(e.reason.to_string()).to_string()));
                 attempt.failure = Some(classify(e, Failure::Create));
                 attempts.push(attempt);
                 continue;
@@ -260,7 +261,7 @@ pub fn run_after(
         let routing = match result.map_err(|e| classify(e, Failure::Error)).and_then(|r| settle_sl_table(r, fabric)) {
             Ok(r) => r,
             Err(f) => {
-                warn!(engine = %name, "{f}");
+                warn!(engine = %Escaped(&name), "{}", Escaped(&f.to_string()));
                 attempt.failure = Some(f);
                 attempts.push(attempt);
                 continue;
@@ -268,9 +269,9 @@ pub fn run_after(
         };
         for d in routing.diagnostics.iter() {
             match d.level {
-                sm_abi::Level::Info => info!(engine = %name, "{}", d.message),
+                sm_abi::Level::Info => info!(engine = %Escaped(&name), "{}", Escaped(&d.message)),
                 // A level from a newer engine is logged loud rather than lost.
-                _ => warn!(engine = %name, "{}", d.message),
+                _ => warn!(engine = %Escaped(&name), "{}", Escaped(&d.message)),
             }
         }
         let t = Instant::now();
@@ -279,7 +280,7 @@ pub fn run_after(
         let verification = match judged {
             Ok(v) => v,
             Err(why) => {
-                warn!(engine = %name, "result rejected: {why}");
+                warn!(engine = %Escaped(&name), "result rejected: {}", Escaped(&why));
                 attempt.failure = Some(Failure::Verification(why));
                 attempts.push(attempt);
                 continue;
