@@ -4,7 +4,9 @@
 # trap 128 is what starts the re-route), one SM per fresh ibsim, on the
 # same fabric, through the same events, in the same run:
 #
-#   OpenSM: opensm -R ENGINE -s 30 -f LOG   (OSM_TMP_DIR, OSM_CACHE_DIR in the run dir)
+#   OpenSM: opensm -R ENGINE -s 30 -d2 -f LOG   (OSM_TMP_DIR, OSM_CACHE_DIR in the
+#           run dir; -d2 flushes its log after each line, which is how this
+#           script sees "SUBNET UP")
 #   smcore: smcore --engines ENGINE --sweep-interval 30
 #
 # Fabrics: a K-ary 3-tree with ftree, a 3D torus (2 CAs per switch) with
@@ -80,7 +82,7 @@ limits() {
 # A diag on the simulated fabric from host $1.
 diag() {
     local host=$1; shift
-    SIM_HOST=$host LD_PRELOAD=$umad2sim "$@" 2>/dev/null
+    SIM_HOST=$host LD_PRELOAD=$umad2sim "$@" 2>> diags.err
 }
 
 # Every switch's LFT, read from the diags' host, into $1.
@@ -107,7 +109,7 @@ judge() {
     awk -v floor="$2" -v need="$quiet_polls" '
         NR > 1 { step = $2 - v; if (step > floor) { last = $1; run = 0 } else run++ }
         { v = $2 }
-        END { if (run >= need) print "quiet", last + 0; else print "busy" }' "$1"
+        END { if (run >= need) printf "quiet %.0f\n", last; else print "busy" }' "$1"
 }
 
 # Waits until the poll file $1 is quiet (floor $2), at most $3 s; prints
@@ -136,7 +138,7 @@ session() {
     if [ "$sm" = opensm ]; then
         mkdir -p osm
         OSM_TMP_DIR=$dir/osm OSM_CACHE_DIR=$dir/osm SIM_HOST=$sm_host LD_PRELOAD=$umad2sim \
-            timeout 7200 opensm -R "$engine" -s 30 -f "$dir/osm/opensm.log" "${osm_extra[@]}" > opensm.out 2>&1 &
+            timeout 7200 opensm -R "$engine" -s 30 -d2 -f "$dir/osm/opensm.log" "${osm_extra[@]}" > opensm.out 2>&1 &
         sm_pid=$!
         up() { grep -q "SUBNET UP" osm/opensm.log 2>/dev/null; }
     else
