@@ -27,8 +27,10 @@
 #   * the SM's port's PortXmitPkts, polled with perfquery every POLL_MS.
 #     Each poll's own answer adds to the counter; that floor is the
 #     smallest step seen over the polls of the idle SM before the first
-#     event. Recovery is the time from the console command to the start of
-#     the last poll whose step exceeded the floor; the SM is quiet once
+#     event. Recovery is the time from the console command to the answer
+#     of the last poll whose step exceeded the floor (the SM's packets
+#     ended between that poll and the one before, so this overstates by at
+#     most one poll period, POLL_MS plus a perfquery); the SM is quiet once
 #     QUIET_POLLS polls in a row stayed at the floor (a poll that fails,
 #     say while routes are being rewritten, counts as neither).
 #
@@ -91,19 +93,20 @@ read_back() {
     grep -q '^Unicast lids' "$1" || { echo "recovery: dump_fts read no LFT (see $1)" >&2; exit 1; }
 }
 
-# Polls the SM port's PortXmitPkts into $1 ("ms value" lines) until killed.
+# Polls the SM port's PortXmitPkts into $1 ("ms value" lines, ms when
+# perfquery answered) until killed.
 poll() {
     local out=$1 t v
     while :; do
-        t=$(now_ms)
         v=$(diag "$diag_host" perfquery -t 200 "$sm_lid" 1 | sed -n 's/^PortXmitPkts:\.*//p')
+        t=$(now_ms)
         [ -n "$v" ] && echo "$t $v" >> "$out"
         sleep "$(awk -v m="$poll_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
     done
 }
 
 # Reads a poll file: "quiet LAST_MS" once the last $quiet_polls steps are
-# at most the floor $2 (LAST_MS: start of the last poll above it, 0 when
+# at most the floor $2 (LAST_MS: answer of the last poll above it, 0 when
 # none), else "busy".
 judge() {
     awk -v floor="$2" -v need="$quiet_polls" '
@@ -133,7 +136,7 @@ session() {
     # shellcheck disable=SC2046
     stdbuf -oL -eL ibsim -s $(limits "$net") "$net" < console > ibsim.log 2>&1 &
     sim=$!; pids+=("$sim")
-    for _ in $(seq 1200); do grep -q "simulator ready" ibsim.log && break; sleep 0.1; done
+    for _ in $(seq 1200); do grep -q "simulator ready" ibsim.log 2>/dev/null && break; sleep 0.1; done
     sleep 0.5
     if [ "$sm" = opensm ]; then
         mkdir -p osm

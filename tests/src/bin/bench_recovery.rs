@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use sm_topology::Topology;
-use smcore_tests::lfts::{parse_lfts_file, quality, LidMap, Lfts};
+use smcore_tests::lfts::{parse_lfts_file, quality, Lfts, LidMap};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,7 +69,8 @@ fn switch_links(t: &Topology, sw: usize) -> Vec<u8> {
 }
 
 fn pick(t: &Topology) -> Result<String, String> {
-    let cas: Vec<usize> = t.end_nodes().filter(|&n| t.peer(n, 1).is_some_and(|(s, _)| t.nodes[s].is_switch())).collect();
+    let cas: Vec<usize> =
+        t.end_nodes().filter(|&n| t.peer(n, 1).is_some_and(|(s, _)| t.nodes[s].is_switch())).collect();
     let (Some(&sm), Some(&diag)) = (cas.first(), cas.last()) else {
         return Err("the fabric has no CA cabled to a switch".to_string());
     };
@@ -138,10 +139,8 @@ fn read_back(path: &str) -> Result<(Lfts, Vec<(u16, u64)>), String> {
     let lfts = parse_lfts_file(path).map_err(|e| e.to_string())?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let detailed = sm_core::dump::lfts_parse::parse_lfts_detailed(&text, path).map_err(|e| e.to_string())?;
-    let named = detailed
-        .iter()
-        .flat_map(|sw| sw.entries.iter().filter_map(|e| e.port_guid.map(|g| (e.lid, g))))
-        .collect();
+    let named =
+        detailed.iter().flat_map(|sw| sw.entries.iter().filter_map(|e| e.port_guid.map(|g| (e.lid, g)))).collect();
     Ok((lfts, named))
 }
 
@@ -203,11 +202,8 @@ Hca 1 "H-2"
     fn changed_counts_other_ports_and_lost_entries() {
         let head = |g: u64| format!("Unicast lids [0x0-0x4] of switch Lid 3 guid 0x{g:016x} (s):\n");
         let before = parse_lfts_str(&format!("{}0x0001 001\n0x0002 003\n0x0004 003\n", head(1)), "b").expect("b");
-        let after = parse_lfts_str(
-            &format!("{}0x0001 001\n0x0002 004\n{}0x0001 003\n", head(1), head(2)),
-            "a",
-        )
-        .expect("a");
+        let after =
+            parse_lfts_str(&format!("{}0x0001 001\n0x0002 004\n{}0x0001 003\n", head(1), head(2)), "a").expect("a");
         // LID 2 moved, LID 4 lost; switch 2 was not read before.
         assert_eq!(changed_entries(&before, &after), (2, 1));
     }
