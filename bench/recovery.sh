@@ -23,7 +23,8 @@
 #     entries changed (switch, LID entries that differ, over the switches
 #     read both times), the busiest directed inter-switch link (CA-to-CA
 #     routes through it) and the CA pairs that reach each other on the
-#     fabric as it is after the event;
+#     fabric as it is after the event, over the CAs the read-back names
+#     (a cabled CA port no entry names is reported as unseen);
 #   * the SM's port's PortXmitPkts, polled with perfquery every POLL_MS.
 #     Each poll's own answer adds to the counter; that floor is the
 #     smallest step seen over the polls of the idle SM before the first
@@ -243,8 +244,9 @@ awk -F'|' '
         key = $1 "|" $2; s = $4 " " $5
         c = field(s, "changed"); b = field(s, "busiest"); m = field(s, "mean")
         r = field(s, "reachable"); p = field(s, "pairs"); t = field(s, "recovery_ms")
+        u = field(s, "unseen"); seen = (u > 0) ? sprintf(" (%d CA ports unseen)", u) : ""
         if ($3 == "opensm") { oc[key] = c; ob[key] = b; ot[key] = t }
         x = ($3 == "smcore" && (key in oc)) ? ratio(c, oc[key]) ", " ratio(b, ob[key]) ", " ratio(t, ot[key]) : ""
-        printf "| %s | %s | %s | %d | %d | %s | %d/%d | %d | %s |\n", $1, $2, ($3 == "opensm" ? "OpenSM" : "smcore"), c, b, m, r, p, t, x
+        printf "| %s | %s | %s | %d | %d | %s | %d/%d%s | %d | %s |\n", $1, $2, ($3 == "opensm" ? "OpenSM" : "smcore"), c, b, m, r, p, seen, t, x
     }' "$results/rows" | tee "$results/table.md"
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$results/log"

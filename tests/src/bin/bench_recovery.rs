@@ -11,7 +11,7 @@
 //!     switch "S-..."                a switch without CAs and with most switch links (a spine)
 //!     host "H-..."[1]               a CA's cable, on neither the SM's nor the diags' switch
 //! bench_recovery analyse NET BEFORE AFTER [DOWN...]
-//!     changed N switches N busiest N mean F reachable R pairs P
+//!     changed N switches N busiest N mean F reachable R pairs P unseen U
 //! ```
 //!
 //! DOWN are the ibsim console targets (`"S-..."[p]` or `"S-..."`) that are
@@ -20,7 +20,9 @@
 //! AFTER (another port, or present in one only) on the switches read back
 //! both times; `busiest` and `mean` are CA-to-CA routes per directed
 //! inter-switch link of AFTER ([`smcore_tests::lfts::quality`]);
-//! `reachable` of `pairs` CA pairs reach each other through AFTER.
+//! `reachable` of `pairs` CA pairs reach each other through AFTER, over the
+//! CAs some entry of AFTER names; `unseen` counts the cabled CA ports that
+//! no entry names (no switch routes to them, or the read-back missed them).
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -144,6 +146,17 @@ fn read_back(path: &str) -> Result<(Lfts, Vec<(u16, u64)>), String> {
     Ok((lfts, named))
 }
 
+/// CA ports cabled to a switch in `t` that no read-back entry names: their
+/// LID is unknown, so the pairs of [`quality`] leave them out.
+fn unseen(t: &Topology, named: &[(u16, u64)]) -> usize {
+    let seen: BTreeSet<u64> = named.iter().map(|&(_, g)| g).collect();
+    t.end_nodes()
+        .flat_map(|n| (1..=t.nodes[n].num_ports).map(move |p| (n, p)))
+        .filter(|&(n, p)| t.peer(n, p).is_some_and(|(s, _)| t.nodes[s].is_switch()))
+        .filter(|&(n, p)| !seen.contains(&t.nodes[n].port_guid(p)))
+        .count()
+}
+
 /// (switch, LID) entries that differ between two read-backs, over the
 /// switches present in both; and how many those are.
 fn changed_entries(before: &Lfts, after: &Lfts) -> (usize, usize) {
@@ -166,8 +179,12 @@ fn analyse(net: &str, before: &str, after: &str, down: &[&str]) -> Result<String
     let (changed, switches) = changed_entries(&b, &a);
     let q = quality(&now, &a, &lids_of(&named)).map_err(|e| e.to_string())?;
     Ok(format!(
-        "changed {changed} switches {switches} busiest {} mean {:.1} reachable {} pairs {}\n",
-        q.max_routes_per_link, q.mean_routes_per_link, q.reachable_pairs, q.pairs
+        "changed {changed} switches {switches} busiest {} mean {:.1} reachable {} pairs {} unseen {}\n",
+        q.max_routes_per_link,
+        q.mean_routes_per_link,
+        q.reachable_pairs,
+        q.pairs,
+        unseen(&now, &named)
     ))
 }
 
@@ -196,6 +213,15 @@ Hca 1 "H-2"
         assert_eq!(degraded(&t, &["\"S-2\""]).expect("ok").links.len(), 1);
         assert!(degraded(&t, &["S-2"]).is_err());
         assert!(degraded(&t, &["\"S-9\""]).is_err());
+    }
+
+    #[test]
+    fn unseen_counts_cabled_cas_no_entry_names() {
+        let t = sm_topology::parse_str(NET, "t.net").expect("parses");
+        let h1 = t.nodes[t.find_node("H-1").expect("H-1")].port_guid(1);
+        assert_eq!(unseen(&t, &[(1, h1)]), 1);
+        // H-2 cabled off: nothing is missing.
+        assert_eq!(unseen(&degraded(&t, &["\"H-2\"[1]"]).expect("ok"), &[(1, h1)]), 0);
     }
 
     #[test]
