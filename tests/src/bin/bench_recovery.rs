@@ -22,7 +22,8 @@
 //! inter-switch link of AFTER ([`smcore_tests::lfts::quality`]);
 //! `reachable` of `pairs` CA pairs reach each other through AFTER, over the
 //! CAs some entry of AFTER names; `unseen` counts the cabled CA ports that
-//! no entry names (no switch routes to them, or the read-back missed them).
+//! no entry names (no switch routes to them, or the read-back missed them)
+//! in the part of the fabric the named ones are in.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -146,11 +147,17 @@ fn read_back(path: &str) -> Result<(Lfts, Vec<(u16, u64)>), String> {
     Ok((lfts, named))
 }
 
-/// CA ports cabled to a switch in `t` that no read-back entry names: their
-/// LID is unknown, so the pairs of [`quality`] leave them out.
+/// CA ports cabled to a switch in `t` that no read-back entry names, in
+/// the part of the fabric the named ports are in (a switch taken down may
+/// cut CAs off from the SM: those are gone, not unseen). Their LID is
+/// unknown, so the pairs of [`quality`] leave them out.
 fn unseen(t: &Topology, named: &[(u16, u64)]) -> usize {
     let seen: BTreeSet<u64> = named.iter().map(|&(_, g)| g).collect();
+    let named_node = |n: usize| (1..=t.nodes[n].num_ports).any(|p| seen.contains(&t.nodes[n].port_guid(p)));
+    let live: BTreeSet<usize> =
+        t.connected_components().into_iter().filter(|c| c.iter().any(|&n| named_node(n))).flatten().collect();
     t.end_nodes()
+        .filter(|n| live.contains(n))
         .flat_map(|n| (1..=t.nodes[n].num_ports).map(move |p| (n, p)))
         .filter(|&(n, p)| t.peer(n, p).is_some_and(|(s, _)| t.nodes[s].is_switch()))
         .filter(|&(n, p)| !seen.contains(&t.nodes[n].port_guid(p)))
@@ -220,8 +227,10 @@ Hca 1 "H-2"
         let t = sm_topology::parse_str(NET, "t.net").expect("parses");
         let h1 = t.nodes[t.find_node("H-1").expect("H-1")].port_guid(1);
         assert_eq!(unseen(&t, &[(1, h1)]), 1);
-        // H-2 cabled off: nothing is missing.
+        // H-2 cabled off, or cut off with its switch: nothing is missing.
         assert_eq!(unseen(&degraded(&t, &["\"H-2\"[1]"]).expect("ok"), &[(1, h1)]), 0);
+        let cut = degraded(&t, &["\"S-1\"[3]", "\"S-1\"[4]"]).expect("ok");
+        assert_eq!(unseen(&cut, &[(1, h1)]), 0);
     }
 
     #[test]
