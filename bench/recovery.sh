@@ -69,8 +69,10 @@ mkdir -p "$results"
 results=$(cd "$results" && pwd)
 
 pids=()
+# The SMs run under `timeout`: their children go first, or an interrupted
+# run leaves an SM behind.
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
