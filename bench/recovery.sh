@@ -60,8 +60,11 @@ done
 [ -f "$umad2sim" ] || { echo "recovery: $umad2sim missing: install ibsim-utils" >&2; exit 2; }
 
 # Release build: the SM, the engines beside it, the analysis.
+# Two builds: `--bin` would also keep the SM's binary and the engines'
+# libraries from being built.
 (cd "$root" && cargo build --release --quiet -p sm-core -p smcore-engine-ftree -p smcore-engine-torus2qos \
-    -p smcore-engine-updn -p smcore-engine-minhop -p smcore-tests --bin bench_recovery)
+    -p smcore-engine-updn -p smcore-engine-minhop \
+    && cargo build --release --quiet -p smcore-tests --bin bench_recovery) || exit 2
 smcore=$root/target/release/smcore
 analysis=$root/target/release/bench_recovery
 results=${RESULTS:-$root/target/recovery/$(date -u +%Y%m%dT%H%M%SZ)}
