@@ -273,7 +273,7 @@ pub fn continue_routing(
             format!("{name}: the previous routing's kept entries do not verify ({why}); routed from scratch"),
         );
         report.fell_back = Some(why);
-        report.changed = changed(graph, fabric, &prev_of, &fresh.lfts, &slot);
+        report.changed = changed(graph, &prev_of, &fresh.lfts, &slot);
         return (fresh, report);
     }
     if hop_rule && opts.rebalance {
@@ -301,7 +301,7 @@ pub fn continue_routing(
             fresh.lfts = fresh_lfts;
             fresh.diag(Level::Warn, format!("{name}: {why}; routed from scratch"));
             report.fell_back = Some(why);
-            report.changed = changed(graph, fabric, &prev_of, &fresh.lfts, &slot);
+            report.changed = changed(graph, &prev_of, &fresh.lfts, &slot);
             return (fresh, report);
         }
         report.moves = moves
@@ -319,7 +319,7 @@ pub fn continue_routing(
             l.ports = m.into();
         }
     }
-    report.changed = changed(graph, fabric, &prev_of, &fresh.lfts, &slot);
+    report.changed = changed(graph, &prev_of, &fresh.lfts, &slot);
     fresh.diag(
         Level::Info,
         format!(
@@ -385,8 +385,7 @@ pub fn continue_fresh(
 
 /// Entries of `lfts` that differ from the previous tables (a switch the
 /// previous routing did not have counts every entry it routes).
-fn changed(graph: &Graph, fabric: &FabricSnapshot, prev: &[Option<&[u8]>], lfts: &[Lft], slot: &[u32]) -> u64 {
-    let _ = fabric;
+fn changed(graph: &Graph, prev: &[Option<&[u8]>], lfts: &[Lft], slot: &[u32]) -> u64 {
     let mut n = 0;
     for (s, &i) in slot.iter().enumerate() {
         if i == NONE {
@@ -642,17 +641,10 @@ mod tests {
     use super::*;
     use crate::balance::{balanced_lfts, min_hop_lfts, routing_order, BalanceOptions};
     use sm_abi::abi_stable::std_types::RVec;
-    use sm_abi::{PortState, PreviousLft};
+    use sm_abi::PortState;
 
     fn previous_of(f: &FabricSnapshot, lfts: &[Lft]) -> PreviousRouting {
-        PreviousRouting {
-            engine: "test".into(),
-            lfts: lfts
-                .iter()
-                .map(|l| PreviousLft { guid: f.nodes[l.node as usize].guid, ports: l.ports.clone() })
-                .collect::<Vec<_>>()
-                .into(),
-        }
+        crate::churn::previous_of(f, lfts, "test")
     }
 
     fn tree() -> FabricSnapshot {
