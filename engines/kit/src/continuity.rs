@@ -26,7 +26,12 @@
 //!    crossing it is moved, at the link's own switch or at one upstream of
 //!    it, to another valid port whose new path avoids the link and stays
 //!    below its load on every link (the least loaded such move first); each
-//!    move is recorded with the link it relieved.
+//!    move is recorded with the link it relieved. When single moves cannot
+//!    bring the busiest link down to the fresh routing's (none helps, or
+//!    their number or time runs out), the fresh routing's routes to whole
+//!    destinations are taken, one destination at a time, those relieving
+//!    the busiest link first, until no link is above it; each entry so
+//!    changed is a move recorded with the link it relieved.
 //!
 //! Routes to a LID on the switch itself or to an end port hanging off it
 //! have one right answer and are the fresh routing's.
@@ -67,14 +72,17 @@ pub struct ContinuityOptions {
     /// Move routes off links loaded above the fresh routing's busiest link
     /// (hop rules only).
     pub rebalance: bool,
-    /// At most this many route moves while rebalancing.
+    /// At most this many single route moves while rebalancing.
     pub max_moves: usize,
-    /// The longest the rebalancing may take. A re-route holds the sweep
-    /// (and every trap behind it), so when moves alone cannot bring the
-    /// busiest link down to the fresh routing's within it, the fresh
-    /// routing is taken instead: on the 12-ary 3-tree with a spine back,
-    /// 3,713 moves took 51 s where the fresh routing is the pristine one.
-    pub rebalance_budget: std::time::Duration,
+    /// The most work the search for single moves may do, in switches
+    /// visited (a destination's routes traced over every switch counts the
+    /// switch count). A re-route holds the sweep (and every trap behind
+    /// it), so when single moves have not brought the busiest link down to
+    /// the fresh routing's within it, whole destinations of the fresh
+    /// routing finish the work: on the 12-ary 3-tree with a spine back,
+    /// 3,713 single moves had taken 51 s. Counted, not timed, so the same
+    /// fabric routes the same way on any machine.
+    pub rebalance_work: u64,
     /// Broken entries take the fresh routing's port rather than the least
     /// loaded valid one, and nothing is rebalanced: engines whose path SLs
     /// or layers were computed for their own paths (lash, torus-2QoS).
@@ -87,7 +95,7 @@ impl Default for ContinuityOptions {
             deadlock_free: false,
             rebalance: true,
             max_moves: 100_000,
-            rebalance_budget: std::time::Duration::from_secs(2),
+            rebalance_work: 4_000_000,
             take_fresh: false,
         }
     }
@@ -130,8 +138,11 @@ pub struct ContinuityReport {
     pub merged_max: (u64, u64),
     /// Why the merged tables were dropped for the fresh routing.
     pub fell_back: Option<String>,
-    /// The rebalancing stopped at its time budget.
+    /// The search for single moves stopped at its work bound.
     pub budget_spent: bool,
+    /// Destinations whose routes were taken whole from the fresh routing
+    /// to finish the rebalancing.
+    pub adopted: usize,
 }
 
 /// At most this many moves are listed one per diagnostic.
@@ -157,23 +168,45 @@ pub fn continue_routing(
     }
     let n = graph.switch_count();
     // Destination switch of every LID (NONE: nobody answers to it).
-    let lid_sw: Vec<Sw> =
-        graph.lid_port.iter().map(|&pi| if pi == NONE { NONE } else { graph.entry_switch(fabric, pi) }).collect();
+    let lid_sw: Vec<Sw> = graph
+        .lid_port
+        .iter()
+        .map(|&pi| {
+            if pi == NONE {
+                NONE
+            } else {
+                graph.entry_switch(fabric, pi)
+            }
+        })
+        .collect();
     let end_lid: Vec<bool> = graph
         .lid_port
         .iter()
-        .map(|&pi| pi != NONE && fabric.nodes[fabric.ports[pi as usize].node as usize].kind.is_end_node())
+        .map(|&pi| {
+            pi != NONE
+                && fabric.nodes[fabric.ports[pi as usize].node as usize]
+                    .kind
+                    .is_end_node()
+        })
         .collect();
     // Fresh LFT of each switch (index into fresh.lfts).
     let mut slot = vec![NONE; n];
     for (i, l) in fresh.lfts.iter().enumerate() {
-        let s = graph.sw_of_node.get(l.node as usize).copied().unwrap_or(NONE);
+        let s = graph
+            .sw_of_node
+            .get(l.node as usize)
+            .copied()
+            .unwrap_or(NONE);
         if s != NONE {
             slot[s as usize] = i as u32;
         }
     }
     let mut merged: Vec<Vec<u8>> = fresh.lfts.iter().map(|l| l.ports.to_vec()).collect();
-    let link_of = |s: Sw, port: u8| graph.sw_ports[s as usize].iter().find(|l| l.port == port && l.peer_sw != NONE);
+    let link_of = |s: Sw, port: u8| {
+        graph.sw_ports[s as usize]
+            .iter()
+            .find(|l| l.port == port && l.peer_sw != NONE)
+    };
     let valid = |s: Sw, link: &SwPort, t: Sw| -> bool {
         match rule {
             Rule::MinHop(dist) => {
@@ -190,8 +223,11 @@ pub fn continue_routing(
     let hop_rule = matches!(rule, Rule::MinHop(_) | Rule::Hops(_)) && !opts.take_fresh;
     // Per switch and port, the end-port LIDs routed through it (OpenSM's
     // per-port count), kept routes first.
-    let mut counts: Vec<Vec<u32>> =
-        graph.switch_nodes.iter().map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
+    let mut counts: Vec<Vec<u32>> = graph
+        .switch_nodes
+        .iter()
+        .map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1])
+        .collect();
     let mut broken: Vec<(Sw, u16)> = Vec::new();
     let mut prev_of: Vec<Option<&[u8]>> = vec![None; n];
     for s in 0..n {
@@ -210,7 +246,9 @@ pub fn continue_routing(
                 continue;
             }
             let was = old.get(lid).copied().unwrap_or(NO_ROUTE);
-            let same_next = |link: &SwPort| link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw);
+            let same_next = |link: &SwPort| {
+                link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw)
+            };
             match link_of(s as Sw, was) {
                 // The fresh routing's own choice (a port, or no route) is
                 // valid under the engine's rules whatever `rule` says: routes
@@ -222,7 +260,10 @@ pub fn continue_routing(
                         counts[s][was as usize] += 1;
                     }
                 }
-                Some(link) if valid(s as Sw, link, t) && (!matches!(rule, Rule::SameNext) || same_next(link)) => {
+                Some(link)
+                    if valid(s as Sw, link, t)
+                        && (!matches!(rule, Rule::SameNext) || same_next(link)) =>
+                {
                     lft[lid] = was;
                     report.kept += 1;
                     if end_lid[lid] {
@@ -254,10 +295,20 @@ pub fn continue_routing(
         }
     }
     // Verify the merged tables with the fresh routing's SLs and VLs.
-    let merged_lfts =
-        fresh.lfts.iter().zip(&merged).map(|(l, m)| Lft { node: l.node, ports: m.clone().into() }).collect();
+    let merged_lfts = fresh
+        .lfts
+        .iter()
+        .zip(&merged)
+        .map(|(l, m)| Lft {
+            node: l.node,
+            ports: m.clone().into(),
+        })
+        .collect();
     let fresh_lfts = std::mem::replace(&mut fresh.lfts, merged_lfts);
-    let vopts = VerifyOptions { credit_loops: opts.deadlock_free, ..VerifyOptions::default() };
+    let vopts = VerifyOptions {
+        credit_loops: opts.deadlock_free,
+        ..VerifyOptions::default()
+    };
     let v = verify_with(fabric, graph, &fresh, &vopts);
     let failure = if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 {
         Some(v.failure().unwrap_or_else(|| "verification failed".into()))
@@ -281,28 +332,54 @@ pub fn continue_routing(
         let loads = Loads::new(fabric, graph, &slot, &lid_sw, &end_lid);
         report.fresh_max = loads.max(&loads.compute(&fresh_tables));
         let mut tables: Vec<Vec<u8>> = merged;
-        let deadline = std::time::Instant::now() + opts.rebalance_budget;
-        let moves = loads.rebalance(
+        let mut moves = loads.rebalance(
             &mut tables,
             report.fresh_max,
             &|s, l, t| valid(s, l, t),
             opts.max_moves,
-            deadline,
+            opts.rebalance_work,
             &mut report,
         );
-        if report.budget_spent && report.merged_max.1 > report.fresh_max {
-            let why = format!(
-                "rebalancing spent its {:?} after {} moves with the busiest link at {} routes, above the fresh routing's {}",
-                opts.rebalance_budget,
-                moves.len(),
-                report.merged_max.1,
-                report.fresh_max
-            );
-            fresh.lfts = fresh_lfts;
-            fresh.diag(Level::Warn, format!("{name}: {why}; routed from scratch"));
-            report.fell_back = Some(why);
-            report.changed = changed(graph, &prev_of, &fresh.lfts, &slot);
-            return (fresh, report);
+        if report.merged_max.1 > report.fresh_max {
+            // Single moves could not bring the busiest link down to the
+            // fresh routing's (stuck, or out of moves or time): whole
+            // destinations of the fresh routing finish it.
+            let before = moves.len();
+            report.merged_max.1 =
+                loads.adopt(&mut tables, &fresh_tables, report.fresh_max, &mut moves);
+            report.adopted = moves[before..]
+                .iter()
+                .map(|m| m.1)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+            if report.adopted > 0 && opts.deadlock_free {
+                let adopted_lfts = fresh_lfts
+                    .iter()
+                    .zip(&tables)
+                    .map(|(l, m)| Lft {
+                        node: l.node,
+                        ports: m.clone().into(),
+                    })
+                    .collect();
+                fresh.lfts = adopted_lfts;
+                let v = verify_with(fabric, graph, &fresh, &vopts);
+                if v.unreachable > 0
+                    || v.looping > 0
+                    || v.vl_violations > 0
+                    || v.credit_loop.is_some()
+                {
+                    let why = format!(
+                        "the kept routes with {} destinations of the fresh routing do not verify ({})",
+                        report.adopted,
+                        v.failure().unwrap_or_else(|| "credit loop with the fresh routing's SLs".into())
+                    );
+                    fresh.lfts = fresh_lfts;
+                    fresh.diag(Level::Warn, format!("{name}: {why}; routed from scratch"));
+                    report.fell_back = Some(why);
+                    report.changed = changed(graph, &prev_of, &fresh.lfts, &slot);
+                    return (fresh, report);
+                }
+            }
         }
         report.moves = moves
             .into_iter()
@@ -311,7 +388,10 @@ pub fn continue_routing(
                 lid,
                 from_port: from,
                 to_port: to,
-                relieved: (fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid, rp),
+                relieved: (
+                    fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid,
+                    rp,
+                ),
                 load_before: load,
             })
             .collect();
@@ -323,12 +403,13 @@ pub fn continue_routing(
     fresh.diag(
         Level::Info,
         format!(
-            "{name}: continued from the previous routing ({}): {} entries kept, {} routed again, {} changed; {} routes moved to rebalance (busiest link {} → {}, fresh routing {})",
+            "{name}: continued from the previous routing ({}): {} entries kept, {} routed again, {} changed; {} routes moved to rebalance, {} destinations of them taken whole from the fresh routing (busiest link {} → {}, fresh routing {})",
             if previous.engine.is_empty() { "unnamed engine" } else { previous.engine.as_str() },
             report.kept,
             report.rerouted,
             report.changed,
             report.moves.len(),
+            report.adopted,
             report.merged_max.0,
             report.merged_max.1,
             report.fresh_max
@@ -344,7 +425,13 @@ pub fn continue_routing(
         );
     }
     if report.moves.len() > MOVES_LISTED {
-        fresh.diag(Level::Info, format!("{name}: and {} more moves", report.moves.len() - MOVES_LISTED));
+        fresh.diag(
+            Level::Info,
+            format!(
+                "{name}: and {} more moves",
+                report.moves.len() - MOVES_LISTED
+            ),
+        );
     }
     (fresh, report)
 }
@@ -376,10 +463,23 @@ pub fn continue_fresh(
     match rule {
         FabricRule::MinHop => {
             let dist = graph.distance_matrix();
-            continue_routing(fabric, &graph, previous, fresh, &Rule::MinHop(&dist), opts, name).0
+            continue_routing(
+                fabric,
+                &graph,
+                previous,
+                fresh,
+                &Rule::MinHop(&dist),
+                opts,
+                name,
+            )
+            .0
         }
-        FabricRule::SameNext => continue_routing(fabric, &graph, previous, fresh, &Rule::SameNext, opts, name).0,
-        FabricRule::Healthy => continue_routing(fabric, &graph, previous, fresh, &Rule::Healthy, opts, name).0,
+        FabricRule::SameNext => {
+            continue_routing(fabric, &graph, previous, fresh, &Rule::SameNext, opts, name).0
+        }
+        FabricRule::Healthy => {
+            continue_routing(fabric, &graph, previous, fresh, &Rule::Healthy, opts, name).0
+        }
     }
 }
 
@@ -393,7 +493,9 @@ fn changed(graph: &Graph, prev: &[Option<&[u8]>], lfts: &[Lft], slot: &[u32]) ->
         }
         let new = &lfts[i as usize].ports;
         for (lid, &p) in new.iter().enumerate().skip(1) {
-            let old = prev[s].and_then(|o| o.get(lid).copied()).unwrap_or(NO_ROUTE);
+            let old = prev[s]
+                .and_then(|o| o.get(lid).copied())
+                .unwrap_or(NO_ROUTE);
             if old != p && graph.lid_port.get(lid).is_some_and(|&pi| pi != NONE) {
                 n += 1;
             }
@@ -415,10 +517,19 @@ struct Loads<'a> {
     /// Link index base per switch.
     base: Vec<usize>,
     links: usize,
+    /// Per switch and port number, the switch at the other end
+    /// ([`NONE`]: an end port, a port down, or no such port).
+    peer_at: Vec<Vec<Sw>>,
 }
 
 impl<'a> Loads<'a> {
-    fn new(fabric: &FabricSnapshot, graph: &'a Graph, slot: &'a [u32], lid_sw: &[Sw], end_lid: &[bool]) -> Loads<'a> {
+    fn new(
+        fabric: &FabricSnapshot,
+        graph: &'a Graph,
+        slot: &'a [u32],
+        lid_sw: &[Sw],
+        end_lid: &[bool],
+    ) -> Loads<'a> {
         let n = graph.switch_count();
         let mut hosts = vec![0u64; n];
         for &ep in &graph.end_ports {
@@ -427,15 +538,47 @@ impl<'a> Loads<'a> {
                 hosts[s as usize] += 1;
             }
         }
-        let dests =
-            (0..lid_sw.len()).filter(|&l| end_lid[l] && lid_sw[l] != NONE).map(|l| (l as u16, lid_sw[l])).collect();
+        let dests = (0..lid_sw.len())
+            .filter(|&l| end_lid[l] && lid_sw[l] != NONE)
+            .map(|l| (l as u16, lid_sw[l]))
+            .collect();
         let mut base = Vec::with_capacity(n);
         let mut links = 0;
         for &node in &graph.switch_nodes {
             base.push(links);
             links += fabric.nodes[node as usize].num_ports as usize + 1;
         }
-        Loads { graph, slot, hosts, dests, base, links }
+        let peer_at = graph
+            .switch_nodes
+            .iter()
+            .zip(&graph.sw_ports)
+            .map(|(&node, ports)| {
+                let mut at = vec![NONE; fabric.nodes[node as usize].num_ports as usize + 1];
+                for l in ports {
+                    if let Some(x) = at.get_mut(l.port as usize) {
+                        *x = l.peer_sw;
+                    }
+                }
+                at
+            })
+            .collect();
+        Loads {
+            graph,
+            slot,
+            hosts,
+            dests,
+            base,
+            links,
+            peer_at,
+        }
+    }
+
+    /// The switch behind port `port` of `s` ([`NONE`] when none).
+    fn peer(&self, s: Sw, port: u8) -> Sw {
+        self.peer_at[s as usize]
+            .get(port as usize)
+            .copied()
+            .unwrap_or(NONE)
     }
 
     /// The next switch from `s` towards `lid` in `tables`, NONE when the
@@ -445,9 +588,12 @@ impl<'a> Loads<'a> {
         if i == NONE {
             return (NO_ROUTE, NONE);
         }
-        let port = tables[i as usize].as_ref().get(lid as usize).copied().unwrap_or(NO_ROUTE);
-        let peer = self.graph.sw_ports[s as usize].iter().find(|l| l.port == port).map_or(NONE, |l| l.peer_sw);
-        (port, peer)
+        let port = tables[i as usize]
+            .as_ref()
+            .get(lid as usize)
+            .copied()
+            .unwrap_or(NO_ROUTE);
+        (port, self.peer(s, port))
     }
 
     /// Per destination and switch, the routes crossing the switch towards
@@ -501,6 +647,146 @@ impl<'a> Loads<'a> {
         }
     }
 
+    /// The routes to `lid` in `tables` per link they cross, pushed onto
+    /// `out` as (link, `sign` × routes).
+    fn column(
+        &self,
+        tables: &[impl AsRef<[u8]>],
+        lid: u16,
+        t: Sw,
+        sign: i64,
+        out: &mut Vec<(u32, i64)>,
+    ) {
+        let through = self.through(tables, lid);
+        for (s, &c) in through.iter().enumerate() {
+            if s as Sw == t || c == 0 {
+                continue;
+            }
+            let (port, peer) = self.next(tables, s as Sw, lid);
+            if peer != NONE {
+                out.push(((self.base[s] + port as usize) as u32, sign * c as i64));
+            }
+        }
+    }
+
+    /// Takes the fresh routing's tables to whole destinations, one
+    /// destination at a time, while a link carries more than `cap`: for the
+    /// busiest link, among the destinations whose fresh routes cross it
+    /// less than the present ones do, the one whose adoption leaves the
+    /// lowest load on the links it adds to (fewest entries changed on a
+    /// tie). Each destination's routes come whole from one verified
+    /// routing, so no column loops; every changed entry is recorded as a
+    /// move relieving the link. It ends at or below `cap`: while a link is
+    /// above the fresh routing's busiest, some destination not yet taken
+    /// crosses it more than in the fresh routing. Returns the busiest link
+    /// after.
+    #[allow(clippy::type_complexity)]
+    fn adopt(
+        &self,
+        tables: &mut [Vec<u8>],
+        fresh: &[&[u8]],
+        cap: u64,
+        moves: &mut Vec<(Sw, u16, u8, u8, (Sw, u8), u64)>,
+    ) -> u64 {
+        let n = self.graph.switch_count();
+        let mut load = self.compute(tables);
+        let entry = |tables: &[Vec<u8>], i: u32, lid: u16| {
+            tables[i as usize]
+                .get(lid as usize)
+                .copied()
+                .unwrap_or(NO_ROUTE)
+        };
+        let fresh_entry = |i: u32, lid: u16| {
+            fresh[i as usize]
+                .get(lid as usize)
+                .copied()
+                .unwrap_or(NO_ROUTE)
+        };
+        // Per destination: the change of every link's load its adoption
+        // makes, and the entries it changes.
+        let mut deltas: Vec<Vec<(u32, i64)>> = vec![Vec::new(); self.dests.len()];
+        let mut entries = vec![0usize; self.dests.len()];
+        let mut relief: Vec<Vec<u32>> = vec![Vec::new(); self.links];
+        let mut sum = vec![0i64; self.links];
+        let mut seen = vec![false; self.links];
+        let mut pushed = Vec::new();
+        for (d, &(lid, t)) in self.dests.iter().enumerate() {
+            entries[d] = self
+                .slot
+                .iter()
+                .filter(|&&i| i != NONE && entry(tables, i, lid) != fresh_entry(i, lid))
+                .count();
+            if entries[d] == 0 {
+                continue;
+            }
+            pushed.clear();
+            self.column(&*tables, lid, t, -1, &mut pushed);
+            self.column(fresh, lid, t, 1, &mut pushed);
+            let mut touched = Vec::new();
+            for &(l, c) in &pushed {
+                if !seen[l as usize] {
+                    seen[l as usize] = true;
+                    touched.push(l);
+                }
+                sum[l as usize] += c;
+            }
+            for l in touched {
+                let c = std::mem::take(&mut sum[l as usize]);
+                seen[l as usize] = false;
+                if c != 0 {
+                    deltas[d].push((l, c));
+                    if c < 0 {
+                        relief[l as usize].push(d as u32);
+                    }
+                }
+            }
+        }
+        let mut adopted = vec![false; self.dests.len()];
+        while let Some(e) = (0..self.links)
+            .filter(|&l| load[l] > cap)
+            .max_by_key(|&l| (load[l], std::cmp::Reverse(l)))
+        {
+            let heavy = load[e];
+            let mut best: Option<(u64, usize, usize)> = None;
+            for &d in &relief[e] {
+                let d = d as usize;
+                if adopted[d] {
+                    continue;
+                }
+                let worst = deltas[d]
+                    .iter()
+                    .filter(|&&(l, c)| c > 0 || l as usize == e)
+                    .map(|&(l, c)| (load[l as usize] as i64 + c).max(0) as u64)
+                    .max()
+                    .unwrap_or(0);
+                if best.is_none_or(|b| (worst, entries[d]) < (b.0, b.1)) {
+                    best = Some((worst, entries[d], d));
+                }
+            }
+            let Some((_, _, d)) = best else { break };
+            adopted[d] = true;
+            for &(l, c) in &deltas[d] {
+                load[l as usize] = (load[l as usize] as i64 + c).max(0) as u64;
+            }
+            let lid = self.dests[d].0;
+            let relieved = self.owner(e);
+            for s in 0..n {
+                let i = self.slot[s];
+                if i == NONE {
+                    continue;
+                }
+                let (from, to) = (entry(tables, i, lid), fresh_entry(i, lid));
+                if from != to {
+                    if let Some(x) = tables[i as usize].get_mut(lid as usize) {
+                        *x = to;
+                    }
+                    moves.push((s as Sw, lid, from, to, relieved, heavy));
+                }
+            }
+        }
+        self.max(&load)
+    }
+
     fn max(&self, load: &[u64]) -> u64 {
         load.iter().copied().max().unwrap_or(0)
     }
@@ -519,7 +805,7 @@ impl<'a> Loads<'a> {
         cap: u64,
         valid: &dyn Fn(Sw, &SwPort, Sw) -> bool,
         max_moves: usize,
-        deadline: std::time::Instant,
+        max_work: u64,
         report: &mut ContinuityReport,
     ) -> Vec<(Sw, u16, u8, u8, (Sw, u8), u64)> {
         let mut load = self.compute(tables);
@@ -527,8 +813,10 @@ impl<'a> Loads<'a> {
         let mut moves = Vec::new();
         // Links that no move could relieve at their present load.
         let mut stuck = vec![false; self.links];
+        // Switches visited by the search so far.
+        let mut work = 0u64;
         while moves.len() < max_moves {
-            if std::time::Instant::now() >= deadline {
+            if work >= max_work {
                 report.budget_spent = true;
                 break;
             }
@@ -553,7 +841,7 @@ impl<'a> Loads<'a> {
                 let mut links = Vec::new();
                 let (mut s, mut port) = (u, first);
                 while s != t {
-                    let peer = self.graph.sw_ports[s as usize].iter().find(|l| l.port == port).map_or(NONE, |l| l.peer_sw);
+                    let peer = self.peer(s, port);
                     if peer == NONE || links.len() > n {
                         return None;
                     }
@@ -563,11 +851,14 @@ impl<'a> Loads<'a> {
                 }
                 Some(links)
             };
+            work += self.dests.len() as u64;
             for &(lid, t) in &self.dests {
                 let (p, _) = self.next(tables, rs, lid);
                 if p != rport || rs == t {
                     continue;
                 }
+                // Tracing the routes and finding who crosses the link.
+                work += 2 * n as u64;
                 let through = self.through(tables, lid);
                 if through[rs as usize] == 0 {
                     continue;
@@ -596,15 +887,26 @@ impl<'a> Loads<'a> {
                         crosses[c as usize] = Some(verdict);
                     }
                 }
-                for u in (0..n as Sw).filter(|&u| crosses[u as usize] == Some(true) && through[u as usize] > 0) {
+                for u in (0..n as Sw)
+                    .filter(|&u| crosses[u as usize] == Some(true) && through[u as usize] > 0)
+                {
                     let c = through[u as usize];
                     let (own, _) = self.next(tables, u, lid);
-                    let Some(old_links) = path(u, own, lid, t) else { continue };
-                    for l in self.graph.sw_ports[u as usize].iter().filter(|l| l.peer_sw != NONE && l.port != own) {
+                    let Some(old_links) = path(u, own, lid, t) else {
+                        continue;
+                    };
+                    work += old_links.len() as u64 + 1;
+                    for l in self.graph.sw_ports[u as usize]
+                        .iter()
+                        .filter(|l| l.peer_sw != NONE && l.port != own)
+                    {
                         if !valid(u, l, t) {
                             continue;
                         }
-                        let Some(new_links) = path(u, l.port, lid, t) else { continue };
+                        let Some(new_links) = path(u, l.port, lid, t) else {
+                            continue;
+                        };
+                        work += new_links.len() as u64 + 1;
                         if new_links.contains(&busiest_link) {
                             continue;
                         }
@@ -648,7 +950,11 @@ mod tests {
     }
 
     fn tree() -> FabricSnapshot {
-        sm_topology::lids::snapshot(&sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"), 0).expect("LIDs")
+        sm_topology::lids::snapshot(
+            &sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"),
+            0,
+        )
+        .expect("LIDs")
     }
 
     /// Take the link of port `num` of node `node` down (both ends).
@@ -685,7 +991,10 @@ mod tests {
             "t",
         );
         assert_eq!(rep.rerouted, 0, "{rep:?}");
-        assert!(rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max, "{rep:?}");
+        assert!(
+            rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max,
+            "{rep:?}"
+        );
         if rep.moves.is_empty() {
             assert_eq!(rep.changed, 0);
             assert_eq!(
@@ -706,7 +1015,11 @@ mod tests {
             .sw_ports
             .iter()
             .enumerate()
-            .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (g0.switch_nodes[s], l.port)))
+            .find_map(|(s, ls)| {
+                ls.iter()
+                    .find(|l| l.peer_sw != NONE)
+                    .map(|l| (g0.switch_nodes[s], l.port))
+            })
             .expect("a link");
         link_down(&mut f, link.0, link.1);
         let graph = Graph::new(&f);
@@ -737,14 +1050,25 @@ mod tests {
                 }
                 let t = graph.entry_switch(&f, graph.lid_port[lid]);
                 let still = graph.sw_ports[s as usize].iter().any(|p| {
-                    p.port == was && p.peer_sw != NONE && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
+                    p.port == was
+                        && p.peer_sw != NONE
+                        && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
                 });
-                let moved = rep.moves.iter().any(|m| m.switch_guid == guid && m.lid as usize == lid);
-                assert!(!still || moved || t == s, "switch {s} LID {lid}: {was} → {now} though still valid");
+                let moved = rep
+                    .moves
+                    .iter()
+                    .any(|m| m.switch_guid == guid && m.lid as usize == lid);
+                assert!(
+                    !still || moved || t == s,
+                    "switch {s} LID {lid}: {was} → {now} though still valid"
+                );
             }
         }
         assert!(rep.merged_max.1 <= rep.merged_max.0);
-        assert!(r.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing")));
+        assert!(r
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("continued from the previous routing")));
     }
 
     #[test]
@@ -762,10 +1086,17 @@ mod tests {
             .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (s, *l)))
             .expect("a link");
         let b = la.peer_sw as usize;
-        let back = graph.sw_ports[b].iter().find(|l| l.peer_sw as usize == a).expect("the way back").port;
+        let back = graph.sw_ports[b]
+            .iter()
+            .find(|l| l.peer_sw as usize == a)
+            .expect("the way back")
+            .port;
         let mut old = fresh_lfts.clone();
         for (s, port) in [(a, la.port), (b, back)] {
-            let lft = old.iter_mut().find(|l| l.node == graph.switch_nodes[s]).expect("table");
+            let lft = old
+                .iter_mut()
+                .find(|l| l.node == graph.switch_nodes[s])
+                .expect("table");
             for lid in 1..lft.ports.len() {
                 let t = graph.lid_port[lid];
                 if t != NONE && graph.entry_switch(&f, t) != s as Sw {
@@ -782,12 +1113,21 @@ mod tests {
             &ContinuityOptions::default(),
             "t",
         );
-        assert!(rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()), "{rep:?}");
+        assert!(
+            rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()),
+            "{rep:?}"
+        );
         assert_eq!(
             r.lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>(),
-            fresh_lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>()
+            fresh_lfts
+                .iter()
+                .map(|l| l.ports.clone())
+                .collect::<Vec<_>>()
         );
-        assert!(r.diagnostics.iter().any(|d| d.message.contains("routed from scratch")));
+        assert!(r
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("routed from scratch")));
     }
 
     /// Previous tables: OpenSM's min-hop greedy after piling every route of
@@ -837,26 +1177,46 @@ mod tests {
         assert!(rep.merged_max.0 > rep.fresh_max, "{rep:?}");
         assert!(!rep.moves.is_empty());
         assert!(rep.merged_max.1 < rep.merged_max.0, "{rep:?}");
-        assert_eq!(
-            rep.changed,
-            rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect::<std::collections::BTreeSet<_>>().len() as u64
-        );
+        // Every entry that differs from the previous routing is named by a
+        // move (an entry moved and then taken back by a whole destination
+        // is named but unchanged).
+        let named: std::collections::BTreeSet<(u64, u16)> =
+            rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect();
+        let mut differing = 0;
+        for (l, o) in r.lfts.iter().zip(&old) {
+            for (lid, (a, b)) in l.ports.iter().zip(o.ports.iter()).enumerate() {
+                if a != b {
+                    differing += 1;
+                    assert!(
+                        named.contains(&(f.nodes[l.node as usize].guid, lid as u16)),
+                        "LID {lid} unnamed"
+                    );
+                }
+            }
+        }
+        assert_eq!(rep.changed, differing);
         for m in &rep.moves {
             assert!(m.load_before > rep.fresh_max);
         }
-        assert!(r.diagnostics.iter().any(|d| d.message.contains("relieving link")));
+        assert!(r
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("relieving link")));
         let v = crate::verify(&f, &r, &VerifyOptions::default());
         assert_eq!((v.unreachable, v.looping, v.non_minimal), (0, 0, 0));
     }
 
     #[test]
-    fn a_rebalancing_over_its_budget_gives_the_fresh_routing() {
+    fn a_rebalancing_out_of_work_is_finished_with_whole_destinations_of_the_fresh_routing() {
         let f = tree();
         let graph = Graph::new(&f);
         let dist = graph.distance_matrix();
         let old = piled(&f, &graph, &dist);
         let fresh_lfts = balanced(&f);
-        let opts = ContinuityOptions { rebalance_budget: std::time::Duration::ZERO, ..ContinuityOptions::default() };
+        let opts = ContinuityOptions {
+            rebalance_work: 0,
+            ..ContinuityOptions::default()
+        };
         let (r, rep) = continue_routing(
             &f,
             &graph,
@@ -866,12 +1226,79 @@ mod tests {
             &opts,
             "t",
         );
-        assert!(rep.budget_spent && rep.fell_back.is_some(), "{rep:?}");
-        assert_eq!(
-            r.lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>(),
-            fresh_lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>()
+        // No single move was searched; whole destinations did the work,
+        // down to the fresh routing's busiest link, each entry named.
+        assert!(rep.budget_spent && rep.fell_back.is_none(), "{rep:?}");
+        assert!(rep.adopted > 0, "{rep:?}");
+        assert!(
+            rep.merged_max.0 > rep.fresh_max && rep.merged_max.1 <= rep.fresh_max,
+            "{rep:?}"
         );
-        assert!(r.diagnostics.iter().any(|d| d.message.contains("spent its")), "{:?}", r.diagnostics);
+        assert_eq!(
+            rep.changed,
+            rep.moves
+                .iter()
+                .map(|m| (m.switch_guid, m.lid))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as u64
+        );
+        for m in &rep.moves {
+            assert!(m.load_before > rep.fresh_max, "{m:?}");
+        }
+        // Fewer entries change than with the fresh routing taken whole.
+        let whole = changed(
+            &graph,
+            &prev_of_lfts(&f, &graph, &old),
+            &fresh_lfts,
+            &slots(&graph, &fresh_lfts),
+        );
+        assert!(
+            rep.changed < whole,
+            "{} changed, {} from scratch",
+            rep.changed,
+            whole
+        );
+        let v = crate::verify(&f, &r, &VerifyOptions::default());
+        assert_eq!((v.unreachable, v.looping, v.non_minimal), (0, 0, 0));
+        assert!(
+            v.port_load.iter().copied().max().unwrap_or(0)
+                <= crate::verify(
+                    &f,
+                    &Routing::single_vl(fresh_lfts),
+                    &VerifyOptions::default()
+                )
+                .port_load
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0)
+        );
+    }
+
+    /// Previous tables by switch, as `continue_routing` sees them.
+    fn prev_of_lfts<'a>(
+        f: &FabricSnapshot,
+        graph: &Graph,
+        old: &'a [Lft],
+    ) -> Vec<Option<&'a [u8]>> {
+        graph
+            .switch_nodes
+            .iter()
+            .map(|&node| {
+                old.iter()
+                    .find(|l| f.nodes[l.node as usize].guid == f.nodes[node as usize].guid)
+                    .map(|l| &l.ports[..])
+            })
+            .collect()
+    }
+
+    /// The index of each switch's table in `lfts`.
+    fn slots(graph: &Graph, lfts: &[Lft]) -> Vec<u32> {
+        let mut slot = vec![NONE; graph.switch_count()];
+        for (i, l) in lfts.iter().enumerate() {
+            slot[graph.sw_of_node[l.node as usize] as usize] = i as u32;
+        }
+        slot
     }
 
     #[test]
@@ -880,7 +1307,10 @@ mod tests {
         let graph = Graph::new(&f);
         let dist = graph.distance_matrix();
         let fresh_lfts = balanced(&f);
-        let empty = PreviousRouting { engine: "".into(), lfts: RVec::new() };
+        let empty = PreviousRouting {
+            engine: "".into(),
+            lfts: RVec::new(),
+        };
         let (r, rep) = continue_routing(
             &f,
             &graph,
