@@ -109,6 +109,57 @@ fn options() -> DaemonOptions<'static> {
     }
 }
 
+/// Runs the SM on `sim` until the script drains (or the watchdog ends it
+/// after a minute: something waited for the settling time); `plan` adds to
+/// the script after heavy sweep `n`. Returns the causes of the heavy
+/// sweeps, the summary and whether the watchdog ended it.
+fn run_scripted(sim: &mut SimFabric, plan: impl Fn(u64, &mut Script)) -> (Vec<Cause>, DaemonSummary, bool) {
+    let script = Rc::new(RefCell::new(Script::default()));
+    let signals = Signals::default();
+    let causes: RefCell<Vec<Cause>> = RefCell::new(Vec::new());
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = options();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let ended_by_watchdog = AtomicBool::new(false);
+    let summary: DaemonSummary = std::thread::scope(|s| {
+        // Without a sweep at once, the trap would wait its hour: the test
+        // ends here and says what it saw.
+        s.spawn(|| {
+            let end = Instant::now() + Duration::from_secs(60);
+            while !signals.stop.load(Ordering::Relaxed) {
+                if Instant::now() >= end {
+                    ended_by_watchdog.store(true, Ordering::Relaxed);
+                    signals.stop.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let mut port =
+            Scripted { port: SimPort::new(sim), script: Rc::clone(&script), signals: &signals, trap_given: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            assert_eq!(out.accepted.as_ref().expect("routed").verification.unreachable, 0, "sweep {n}");
+            causes.borrow_mut().push(cause);
+            let mut sc = script.borrow_mut();
+            plan(n, &mut sc);
+        };
+        let summary = daemon::run(
+            daemon::DaemonContext {
+                port: &mut port,
+                options: &options,
+                registry: &mut registry,
+                config: &Config::default(),
+                guid2lid: &mut g2l,
+                held: &mut held,
+                signals: &signals,
+            },
+            &mut on_heavy,
+        );
+        signals.stop.store(true, Ordering::Relaxed);
+        summary
+    });
+    (causes.into_inner(), summary, ended_by_watchdog.load(Ordering::Relaxed))
+}
+
 #[test]
 fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damped() {
     // Two spines, four leaves with one uplink to each spine.
@@ -134,69 +185,28 @@ fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damp
     let (b, c) = (to_spine1[1], to_spine1[2]);
     assert!(a.0 != b.0 && a.0 != c.0 && b.0 != c.0);
 
-    let script = Rc::new(RefCell::new(Script::default()));
-    let signals = Signals::default();
-    let causes: RefCell<Vec<Cause>> = RefCell::new(Vec::new());
-    let mut registry = Registry::scan(&[bin_dir()]);
-    let options = options();
-    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let ended_by_watchdog = AtomicBool::new(false);
-    let summary: DaemonSummary = std::thread::scope(|s| {
-        // Without a sweep at once, the trap would wait its hour: the test
-        // ends here and says what it saw.
-        s.spawn(|| {
-            let end = Instant::now() + Duration::from_secs(60);
-            while !signals.stop.load(Ordering::Relaxed) {
-                if Instant::now() >= end {
-                    ended_by_watchdog.store(true, Ordering::Relaxed);
-                    signals.stop.store(true, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(20));
+    let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| {
+        match n {
+            // A goes down; B and C go down during the sweep A's traps
+            // cause.
+            1 => {
+                sc.before_wait.push_back(Act::Down(a.0, a.1));
+                sc.during_sweep.extend([Act::Down(b.0, b.1), Act::Down(c.0, c.1)]);
             }
-        });
-        let mut port =
-            Scripted { port: SimPort::new(&mut sim), script: Rc::clone(&script), signals: &signals, trap_given: false };
-        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
-            assert_eq!(out.accepted.as_ref().expect("routed").verification.unreachable, 0, "sweep {n}");
-            causes.borrow_mut().push(cause);
-            let mut sc = script.borrow_mut();
-            match n {
-                // A goes down; B and C go down during the sweep A's traps
-                // cause.
-                1 => {
-                    sc.before_wait.push_back(Act::Down(a.0, a.1));
-                    sc.during_sweep.extend([Act::Down(b.0, b.1), Act::Down(c.0, c.1)]);
+            // B's and C's traps, queued during sweep 2, make one sweep.
+            // Then A comes back: its second change sweeps at once too.
+            3 => sc.before_wait.push_back(Act::Up(a.0, a.1)),
+            // A flaps: ten times down and up.
+            4 => {
+                for _ in 0..10 {
+                    sc.before_wait.extend([Act::Down(a.0, a.1), Act::Up(a.0, a.1)]);
                 }
-                // B's and C's traps, queued during sweep 2, make one sweep.
-                // Then A comes back: its second change sweeps at once too.
-                3 => sc.before_wait.push_back(Act::Up(a.0, a.1)),
-                // A flaps: ten times down and up.
-                4 => {
-                    for _ in 0..10 {
-                        sc.before_wait.extend([Act::Down(a.0, a.1), Act::Up(a.0, a.1)]);
-                    }
-                    sc.stop_when_drained = true;
-                }
-                _ => {}
+                sc.stop_when_drained = true;
             }
-        };
-        let summary = daemon::run(
-            daemon::DaemonContext {
-                port: &mut port,
-                options: &options,
-                registry: &mut registry,
-                config: &Config::default(),
-                guid2lid: &mut g2l,
-                held: &mut held,
-                signals: &signals,
-            },
-            &mut on_heavy,
-        );
-        signals.stop.store(true, Ordering::Relaxed);
-        summary
+            _ => {}
+        }
     });
-    let causes = causes.into_inner();
-    assert!(!ended_by_watchdog.load(Ordering::Relaxed), "the SM waited for the settling time: {causes:?} {summary:?}");
+    assert!(!watchdog, "the SM waited for the settling time: {causes:?} {summary:?}");
     // The first change of A, B and C folded, A back: one sweep each, at
     // once; the flapping produces none.
     assert_eq!(causes, vec![Cause::Start, Cause::Trap, Cause::Trap, Cause::Trap], "{summary:?}");
@@ -206,4 +216,51 @@ fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damp
     assert!(summary.traps_dropped >= 10, "the flapping ports were not suppressed: {summary:?}");
     assert!(summary.traps_accepted < summary.traps, "{summary:?}");
     assert!(sim.counters().traps_generated >= summary.traps);
+}
+
+/// A trap 128 names the switch, not the port: a switch whose one cable
+/// went down and came back, and whose other cable fails next, is not
+/// flapping. That third change re-routes at once (it waited the settling
+/// time when the damping counted the switch's traps).
+#[test]
+fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let spines: Vec<usize> =
+        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
+    // A leaf away from the SM with its uplinks to both spines: A then D.
+    let sm_leaf = topo.peer(sm_node, sm_port).map(|(s, _)| s);
+    let leaf_uplinks = topo
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|&(i, n)| n.is_switch() && !spines.contains(&i) && Some(i) != sm_leaf)
+        .map(|(i, _)| {
+            let ups: Vec<(usize, u8)> = topo
+                .links
+                .iter()
+                .filter_map(|l| {
+                    if l.a.0 == i && spines.contains(&l.b.0) {
+                        Some(l.a)
+                    } else if l.b.0 == i && spines.contains(&l.a.0) {
+                        Some(l.b)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            ups
+        })
+        .find(|ups| ups.len() >= 2)
+        .expect("a leaf with two uplinks");
+    let (a, d) = (leaf_uplinks[0], leaf_uplinks[1]);
+    let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| match n {
+        1 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
+        2 => sc.before_wait.push_back(Act::Up(a.0, a.1)),
+        3 => sc.before_wait.push_back(Act::Down(d.0, d.1)),
+        _ => sc.stop_when_drained = true,
+    });
+    assert!(!watchdog, "the third change of the leaf waited the settling time: {causes:?} {summary:?}");
+    assert_eq!(causes, vec![Cause::Start, Cause::Trap, Cause::Trap, Cause::Trap], "{summary:?}");
 }

@@ -168,45 +168,23 @@ pub fn continue_routing(
     }
     let n = graph.switch_count();
     // Destination switch of every LID (NONE: nobody answers to it).
-    let lid_sw: Vec<Sw> = graph
-        .lid_port
-        .iter()
-        .map(|&pi| {
-            if pi == NONE {
-                NONE
-            } else {
-                graph.entry_switch(fabric, pi)
-            }
-        })
-        .collect();
+    let lid_sw: Vec<Sw> =
+        graph.lid_port.iter().map(|&pi| if pi == NONE { NONE } else { graph.entry_switch(fabric, pi) }).collect();
     let end_lid: Vec<bool> = graph
         .lid_port
         .iter()
-        .map(|&pi| {
-            pi != NONE
-                && fabric.nodes[fabric.ports[pi as usize].node as usize]
-                    .kind
-                    .is_end_node()
-        })
+        .map(|&pi| pi != NONE && fabric.nodes[fabric.ports[pi as usize].node as usize].kind.is_end_node())
         .collect();
     // Fresh LFT of each switch (index into fresh.lfts).
     let mut slot = vec![NONE; n];
     for (i, l) in fresh.lfts.iter().enumerate() {
-        let s = graph
-            .sw_of_node
-            .get(l.node as usize)
-            .copied()
-            .unwrap_or(NONE);
+        let s = graph.sw_of_node.get(l.node as usize).copied().unwrap_or(NONE);
         if s != NONE {
             slot[s as usize] = i as u32;
         }
     }
     let mut merged: Vec<Vec<u8>> = fresh.lfts.iter().map(|l| l.ports.to_vec()).collect();
-    let link_of = |s: Sw, port: u8| {
-        graph.sw_ports[s as usize]
-            .iter()
-            .find(|l| l.port == port && l.peer_sw != NONE)
-    };
+    let link_of = |s: Sw, port: u8| graph.sw_ports[s as usize].iter().find(|l| l.port == port && l.peer_sw != NONE);
     let valid = |s: Sw, link: &SwPort, t: Sw| -> bool {
         match rule {
             Rule::MinHop(dist) => {
@@ -223,11 +201,8 @@ pub fn continue_routing(
     let hop_rule = matches!(rule, Rule::MinHop(_) | Rule::Hops(_)) && !opts.take_fresh;
     // Per switch and port, the end-port LIDs routed through it (OpenSM's
     // per-port count), kept routes first.
-    let mut counts: Vec<Vec<u32>> = graph
-        .switch_nodes
-        .iter()
-        .map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1])
-        .collect();
+    let mut counts: Vec<Vec<u32>> =
+        graph.switch_nodes.iter().map(|&node| vec![0; fabric.nodes[node as usize].num_ports as usize + 1]).collect();
     let mut broken: Vec<(Sw, u16)> = Vec::new();
     let mut prev_of: Vec<Option<&[u8]>> = vec![None; n];
     for s in 0..n {
@@ -246,9 +221,7 @@ pub fn continue_routing(
                 continue;
             }
             let was = old.get(lid).copied().unwrap_or(NO_ROUTE);
-            let same_next = |link: &SwPort| {
-                link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw)
-            };
+            let same_next = |link: &SwPort| link_of(s as Sw, lft[lid]).is_some_and(|f| f.peer_sw == link.peer_sw);
             match link_of(s as Sw, was) {
                 // The fresh routing's own choice (a port, or no route) is
                 // valid under the engine's rules whatever `rule` says: routes
@@ -260,10 +233,7 @@ pub fn continue_routing(
                         counts[s][was as usize] += 1;
                     }
                 }
-                Some(link)
-                    if valid(s as Sw, link, t)
-                        && (!matches!(rule, Rule::SameNext) || same_next(link)) =>
-                {
+                Some(link) if valid(s as Sw, link, t) && (!matches!(rule, Rule::SameNext) || same_next(link)) => {
                     lft[lid] = was;
                     report.kept += 1;
                     if end_lid[lid] {
@@ -295,20 +265,10 @@ pub fn continue_routing(
         }
     }
     // Verify the merged tables with the fresh routing's SLs and VLs.
-    let merged_lfts = fresh
-        .lfts
-        .iter()
-        .zip(&merged)
-        .map(|(l, m)| Lft {
-            node: l.node,
-            ports: m.clone().into(),
-        })
-        .collect();
+    let merged_lfts =
+        fresh.lfts.iter().zip(&merged).map(|(l, m)| Lft { node: l.node, ports: m.clone().into() }).collect();
     let fresh_lfts = std::mem::replace(&mut fresh.lfts, merged_lfts);
-    let vopts = VerifyOptions {
-        credit_loops: opts.deadlock_free,
-        ..VerifyOptions::default()
-    };
+    let vopts = VerifyOptions { credit_loops: opts.deadlock_free, ..VerifyOptions::default() };
     let v = verify_with(fabric, graph, &fresh, &vopts);
     let failure = if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 {
         Some(v.failure().unwrap_or_else(|| "verification failed".into()))
@@ -345,29 +305,17 @@ pub fn continue_routing(
             // fresh routing's (stuck, or out of moves or time): whole
             // destinations of the fresh routing finish it.
             let before = moves.len();
-            report.merged_max.1 =
-                loads.adopt(&mut tables, &fresh_tables, report.fresh_max, &mut moves);
-            report.adopted = moves[before..]
-                .iter()
-                .map(|m| m.1)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len();
+            report.merged_max.1 = loads.adopt(&mut tables, &fresh_tables, report.fresh_max, &mut moves);
+            report.adopted = moves[before..].iter().map(|m| m.1).collect::<std::collections::BTreeSet<_>>().len();
             if report.adopted > 0 && opts.deadlock_free {
                 let adopted_lfts = fresh_lfts
                     .iter()
                     .zip(&tables)
-                    .map(|(l, m)| Lft {
-                        node: l.node,
-                        ports: m.clone().into(),
-                    })
+                    .map(|(l, m)| Lft { node: l.node, ports: m.clone().into() })
                     .collect();
                 fresh.lfts = adopted_lfts;
                 let v = verify_with(fabric, graph, &fresh, &vopts);
-                if v.unreachable > 0
-                    || v.looping > 0
-                    || v.vl_violations > 0
-                    || v.credit_loop.is_some()
-                {
+                if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 || v.credit_loop.is_some() {
                     let why = format!(
                         "the kept routes with {} destinations of the fresh routing do not verify ({})",
                         report.adopted,
@@ -388,10 +336,7 @@ pub fn continue_routing(
                 lid,
                 from_port: from,
                 to_port: to,
-                relieved: (
-                    fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid,
-                    rp,
-                ),
+                relieved: (fabric.nodes[graph.switch_nodes[rs as usize] as usize].guid, rp),
                 load_before: load,
             })
             .collect();
@@ -425,13 +370,7 @@ pub fn continue_routing(
         );
     }
     if report.moves.len() > MOVES_LISTED {
-        fresh.diag(
-            Level::Info,
-            format!(
-                "{name}: and {} more moves",
-                report.moves.len() - MOVES_LISTED
-            ),
-        );
+        fresh.diag(Level::Info, format!("{name}: and {} more moves", report.moves.len() - MOVES_LISTED));
     }
     (fresh, report)
 }
@@ -463,23 +402,10 @@ pub fn continue_fresh(
     match rule {
         FabricRule::MinHop => {
             let dist = graph.distance_matrix();
-            continue_routing(
-                fabric,
-                &graph,
-                previous,
-                fresh,
-                &Rule::MinHop(&dist),
-                opts,
-                name,
-            )
-            .0
+            continue_routing(fabric, &graph, previous, fresh, &Rule::MinHop(&dist), opts, name).0
         }
-        FabricRule::SameNext => {
-            continue_routing(fabric, &graph, previous, fresh, &Rule::SameNext, opts, name).0
-        }
-        FabricRule::Healthy => {
-            continue_routing(fabric, &graph, previous, fresh, &Rule::Healthy, opts, name).0
-        }
+        FabricRule::SameNext => continue_routing(fabric, &graph, previous, fresh, &Rule::SameNext, opts, name).0,
+        FabricRule::Healthy => continue_routing(fabric, &graph, previous, fresh, &Rule::Healthy, opts, name).0,
     }
 }
 
@@ -493,9 +419,7 @@ fn changed(graph: &Graph, prev: &[Option<&[u8]>], lfts: &[Lft], slot: &[u32]) ->
         }
         let new = &lfts[i as usize].ports;
         for (lid, &p) in new.iter().enumerate().skip(1) {
-            let old = prev[s]
-                .and_then(|o| o.get(lid).copied())
-                .unwrap_or(NO_ROUTE);
+            let old = prev[s].and_then(|o| o.get(lid).copied()).unwrap_or(NO_ROUTE);
             if old != p && graph.lid_port.get(lid).is_some_and(|&pi| pi != NONE) {
                 n += 1;
             }
@@ -523,13 +447,7 @@ struct Loads<'a> {
 }
 
 impl<'a> Loads<'a> {
-    fn new(
-        fabric: &FabricSnapshot,
-        graph: &'a Graph,
-        slot: &'a [u32],
-        lid_sw: &[Sw],
-        end_lid: &[bool],
-    ) -> Loads<'a> {
+    fn new(fabric: &FabricSnapshot, graph: &'a Graph, slot: &'a [u32], lid_sw: &[Sw], end_lid: &[bool]) -> Loads<'a> {
         let n = graph.switch_count();
         let mut hosts = vec![0u64; n];
         for &ep in &graph.end_ports {
@@ -538,10 +456,8 @@ impl<'a> Loads<'a> {
                 hosts[s as usize] += 1;
             }
         }
-        let dests = (0..lid_sw.len())
-            .filter(|&l| end_lid[l] && lid_sw[l] != NONE)
-            .map(|l| (l as u16, lid_sw[l]))
-            .collect();
+        let dests =
+            (0..lid_sw.len()).filter(|&l| end_lid[l] && lid_sw[l] != NONE).map(|l| (l as u16, lid_sw[l])).collect();
         let mut base = Vec::with_capacity(n);
         let mut links = 0;
         for &node in &graph.switch_nodes {
@@ -562,23 +478,12 @@ impl<'a> Loads<'a> {
                 at
             })
             .collect();
-        Loads {
-            graph,
-            slot,
-            hosts,
-            dests,
-            base,
-            links,
-            peer_at,
-        }
+        Loads { graph, slot, hosts, dests, base, links, peer_at }
     }
 
     /// The switch behind port `port` of `s` ([`NONE`] when none).
     fn peer(&self, s: Sw, port: u8) -> Sw {
-        self.peer_at[s as usize]
-            .get(port as usize)
-            .copied()
-            .unwrap_or(NONE)
+        self.peer_at[s as usize].get(port as usize).copied().unwrap_or(NONE)
     }
 
     /// The next switch from `s` towards `lid` in `tables`, NONE when the
@@ -588,11 +493,7 @@ impl<'a> Loads<'a> {
         if i == NONE {
             return (NO_ROUTE, NONE);
         }
-        let port = tables[i as usize]
-            .as_ref()
-            .get(lid as usize)
-            .copied()
-            .unwrap_or(NO_ROUTE);
+        let port = tables[i as usize].as_ref().get(lid as usize).copied().unwrap_or(NO_ROUTE);
         (port, self.peer(s, port))
     }
 
@@ -649,14 +550,7 @@ impl<'a> Loads<'a> {
 
     /// The routes to `lid` in `tables` per link they cross, pushed onto
     /// `out` as (link, `sign` × routes).
-    fn column(
-        &self,
-        tables: &[impl AsRef<[u8]>],
-        lid: u16,
-        t: Sw,
-        sign: i64,
-        out: &mut Vec<(u32, i64)>,
-    ) {
+    fn column(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, sign: i64, out: &mut Vec<(u32, i64)>) {
         let through = self.through(tables, lid);
         for (s, &c) in through.iter().enumerate() {
             if s as Sw == t || c == 0 {
@@ -690,18 +584,9 @@ impl<'a> Loads<'a> {
     ) -> u64 {
         let n = self.graph.switch_count();
         let mut load = self.compute(tables);
-        let entry = |tables: &[Vec<u8>], i: u32, lid: u16| {
-            tables[i as usize]
-                .get(lid as usize)
-                .copied()
-                .unwrap_or(NO_ROUTE)
-        };
-        let fresh_entry = |i: u32, lid: u16| {
-            fresh[i as usize]
-                .get(lid as usize)
-                .copied()
-                .unwrap_or(NO_ROUTE)
-        };
+        let entry =
+            |tables: &[Vec<u8>], i: u32, lid: u16| tables[i as usize].get(lid as usize).copied().unwrap_or(NO_ROUTE);
+        let fresh_entry = |i: u32, lid: u16| fresh[i as usize].get(lid as usize).copied().unwrap_or(NO_ROUTE);
         // Per destination: the change of every link's load its adoption
         // makes, and the entries it changes.
         let mut deltas: Vec<Vec<(u32, i64)>> = vec![Vec::new(); self.dests.len()];
@@ -711,11 +596,8 @@ impl<'a> Loads<'a> {
         let mut seen = vec![false; self.links];
         let mut pushed = Vec::new();
         for (d, &(lid, t)) in self.dests.iter().enumerate() {
-            entries[d] = self
-                .slot
-                .iter()
-                .filter(|&&i| i != NONE && entry(tables, i, lid) != fresh_entry(i, lid))
-                .count();
+            entries[d] =
+                self.slot.iter().filter(|&&i| i != NONE && entry(tables, i, lid) != fresh_entry(i, lid)).count();
             if entries[d] == 0 {
                 continue;
             }
@@ -742,9 +624,7 @@ impl<'a> Loads<'a> {
             }
         }
         let mut adopted = vec![false; self.dests.len()];
-        while let Some(e) = (0..self.links)
-            .filter(|&l| load[l] > cap)
-            .max_by_key(|&l| (load[l], std::cmp::Reverse(l)))
+        while let Some(e) = (0..self.links).filter(|&l| load[l] > cap).max_by_key(|&l| (load[l], std::cmp::Reverse(l)))
         {
             let heavy = load[e];
             let mut best: Option<(u64, usize, usize)> = None;
@@ -887,19 +767,14 @@ impl<'a> Loads<'a> {
                         crosses[c as usize] = Some(verdict);
                     }
                 }
-                for u in (0..n as Sw)
-                    .filter(|&u| crosses[u as usize] == Some(true) && through[u as usize] > 0)
-                {
+                for u in (0..n as Sw).filter(|&u| crosses[u as usize] == Some(true) && through[u as usize] > 0) {
                     let c = through[u as usize];
                     let (own, _) = self.next(tables, u, lid);
                     let Some(old_links) = path(u, own, lid, t) else {
                         continue;
                     };
                     work += old_links.len() as u64 + 1;
-                    for l in self.graph.sw_ports[u as usize]
-                        .iter()
-                        .filter(|l| l.peer_sw != NONE && l.port != own)
-                    {
+                    for l in self.graph.sw_ports[u as usize].iter().filter(|l| l.peer_sw != NONE && l.port != own) {
                         if !valid(u, l, t) {
                             continue;
                         }
@@ -950,11 +825,7 @@ mod tests {
     }
 
     fn tree() -> FabricSnapshot {
-        sm_topology::lids::snapshot(
-            &sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"),
-            0,
-        )
-        .expect("LIDs")
+        sm_topology::lids::snapshot(&sm_topology::gen::kary_ntree(4, 3, 2).expect("4-ary 3-tree"), 0).expect("LIDs")
     }
 
     /// Take the link of port `num` of node `node` down (both ends).
@@ -991,10 +862,7 @@ mod tests {
             "t",
         );
         assert_eq!(rep.rerouted, 0, "{rep:?}");
-        assert!(
-            rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max,
-            "{rep:?}"
-        );
+        assert!(rep.moves.is_empty() || rep.merged_max.0 > rep.fresh_max, "{rep:?}");
         if rep.moves.is_empty() {
             assert_eq!(rep.changed, 0);
             assert_eq!(
@@ -1015,11 +883,7 @@ mod tests {
             .sw_ports
             .iter()
             .enumerate()
-            .find_map(|(s, ls)| {
-                ls.iter()
-                    .find(|l| l.peer_sw != NONE)
-                    .map(|l| (g0.switch_nodes[s], l.port))
-            })
+            .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (g0.switch_nodes[s], l.port)))
             .expect("a link");
         link_down(&mut f, link.0, link.1);
         let graph = Graph::new(&f);
@@ -1049,26 +913,15 @@ mod tests {
                     continue;
                 }
                 let t = graph.entry_switch(&f, graph.lid_port[lid]);
-                let still = graph.sw_ports[s as usize].iter().any(|p| {
-                    p.port == was
-                        && p.peer_sw != NONE
-                        && dist.get(p.peer_sw, t) + 1 == dist.get(s, t)
-                });
-                let moved = rep
-                    .moves
+                let still = graph.sw_ports[s as usize]
                     .iter()
-                    .any(|m| m.switch_guid == guid && m.lid as usize == lid);
-                assert!(
-                    !still || moved || t == s,
-                    "switch {s} LID {lid}: {was} → {now} though still valid"
-                );
+                    .any(|p| p.port == was && p.peer_sw != NONE && dist.get(p.peer_sw, t) + 1 == dist.get(s, t));
+                let moved = rep.moves.iter().any(|m| m.switch_guid == guid && m.lid as usize == lid);
+                assert!(!still || moved || t == s, "switch {s} LID {lid}: {was} → {now} though still valid");
             }
         }
         assert!(rep.merged_max.1 <= rep.merged_max.0);
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("continued from the previous routing")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("continued from the previous routing")));
     }
 
     #[test]
@@ -1086,17 +939,10 @@ mod tests {
             .find_map(|(s, ls)| ls.iter().find(|l| l.peer_sw != NONE).map(|l| (s, *l)))
             .expect("a link");
         let b = la.peer_sw as usize;
-        let back = graph.sw_ports[b]
-            .iter()
-            .find(|l| l.peer_sw as usize == a)
-            .expect("the way back")
-            .port;
+        let back = graph.sw_ports[b].iter().find(|l| l.peer_sw as usize == a).expect("the way back").port;
         let mut old = fresh_lfts.clone();
         for (s, port) in [(a, la.port), (b, back)] {
-            let lft = old
-                .iter_mut()
-                .find(|l| l.node == graph.switch_nodes[s])
-                .expect("table");
+            let lft = old.iter_mut().find(|l| l.node == graph.switch_nodes[s]).expect("table");
             for lid in 1..lft.ports.len() {
                 let t = graph.lid_port[lid];
                 if t != NONE && graph.entry_switch(&f, t) != s as Sw {
@@ -1113,21 +959,12 @@ mod tests {
             &ContinuityOptions::default(),
             "t",
         );
-        assert!(
-            rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()),
-            "{rep:?}"
-        );
+        assert!(rep.fell_back.as_deref().is_some_and(|w| !w.is_empty()), "{rep:?}");
         assert_eq!(
             r.lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>(),
-            fresh_lfts
-                .iter()
-                .map(|l| l.ports.clone())
-                .collect::<Vec<_>>()
+            fresh_lfts.iter().map(|l| l.ports.clone()).collect::<Vec<_>>()
         );
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("routed from scratch")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("routed from scratch")));
     }
 
     /// Previous tables: OpenSM's min-hop greedy after piling every route of
@@ -1180,17 +1017,13 @@ mod tests {
         // Every entry that differs from the previous routing is named by a
         // move (an entry moved and then taken back by a whole destination
         // is named but unchanged).
-        let named: std::collections::BTreeSet<(u64, u16)> =
-            rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect();
+        let named: std::collections::BTreeSet<(u64, u16)> = rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect();
         let mut differing = 0;
         for (l, o) in r.lfts.iter().zip(&old) {
             for (lid, (a, b)) in l.ports.iter().zip(o.ports.iter()).enumerate() {
                 if a != b {
                     differing += 1;
-                    assert!(
-                        named.contains(&(f.nodes[l.node as usize].guid, lid as u16)),
-                        "LID {lid} unnamed"
-                    );
+                    assert!(named.contains(&(f.nodes[l.node as usize].guid, lid as u16)), "LID {lid} unnamed");
                 }
             }
         }
@@ -1198,10 +1031,7 @@ mod tests {
         for m in &rep.moves {
             assert!(m.load_before > rep.fresh_max);
         }
-        assert!(r
-            .diagnostics
-            .iter()
-            .any(|d| d.message.contains("relieving link")));
+        assert!(r.diagnostics.iter().any(|d| d.message.contains("relieving link")));
         let v = crate::verify(&f, &r, &VerifyOptions::default());
         assert_eq!((v.unreachable, v.looping, v.non_minimal), (0, 0, 0));
     }
@@ -1213,10 +1043,7 @@ mod tests {
         let dist = graph.distance_matrix();
         let old = piled(&f, &graph, &dist);
         let fresh_lfts = balanced(&f);
-        let opts = ContinuityOptions {
-            rebalance_work: 0,
-            ..ContinuityOptions::default()
-        };
+        let opts = ContinuityOptions { rebalance_work: 0, ..ContinuityOptions::default() };
         let (r, rep) = continue_routing(
             &f,
             &graph,
@@ -1230,64 +1057,37 @@ mod tests {
         // down to the fresh routing's busiest link, each entry named.
         assert!(rep.budget_spent && rep.fell_back.is_none(), "{rep:?}");
         assert!(rep.adopted > 0, "{rep:?}");
-        assert!(
-            rep.merged_max.0 > rep.fresh_max && rep.merged_max.1 <= rep.fresh_max,
-            "{rep:?}"
-        );
+        assert!(rep.merged_max.0 > rep.fresh_max && rep.merged_max.1 <= rep.fresh_max, "{rep:?}");
         assert_eq!(
             rep.changed,
-            rep.moves
-                .iter()
-                .map(|m| (m.switch_guid, m.lid))
-                .collect::<std::collections::BTreeSet<_>>()
-                .len() as u64
+            rep.moves.iter().map(|m| (m.switch_guid, m.lid)).collect::<std::collections::BTreeSet<_>>().len() as u64
         );
         for m in &rep.moves {
             assert!(m.load_before > rep.fresh_max, "{m:?}");
         }
         // Fewer entries change than with the fresh routing taken whole.
-        let whole = changed(
-            &graph,
-            &prev_of_lfts(&f, &graph, &old),
-            &fresh_lfts,
-            &slots(&graph, &fresh_lfts),
-        );
-        assert!(
-            rep.changed < whole,
-            "{} changed, {} from scratch",
-            rep.changed,
-            whole
-        );
+        let whole = changed(&graph, &prev_of_lfts(&f, &graph, &old), &fresh_lfts, &slots(&graph, &fresh_lfts));
+        assert!(rep.changed < whole, "{} changed, {} from scratch", rep.changed, whole);
         let v = crate::verify(&f, &r, &VerifyOptions::default());
         assert_eq!((v.unreachable, v.looping, v.non_minimal), (0, 0, 0));
         assert!(
             v.port_load.iter().copied().max().unwrap_or(0)
-                <= crate::verify(
-                    &f,
-                    &Routing::single_vl(fresh_lfts),
-                    &VerifyOptions::default()
-                )
-                .port_load
-                .iter()
-                .copied()
-                .max()
-                .unwrap_or(0)
+                <= crate::verify(&f, &Routing::single_vl(fresh_lfts), &VerifyOptions::default())
+                    .port_load
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
         );
     }
 
     /// Previous tables by switch, as `continue_routing` sees them.
-    fn prev_of_lfts<'a>(
-        f: &FabricSnapshot,
-        graph: &Graph,
-        old: &'a [Lft],
-    ) -> Vec<Option<&'a [u8]>> {
+    fn prev_of_lfts<'a>(f: &FabricSnapshot, graph: &Graph, old: &'a [Lft]) -> Vec<Option<&'a [u8]>> {
         graph
             .switch_nodes
             .iter()
             .map(|&node| {
-                old.iter()
-                    .find(|l| f.nodes[l.node as usize].guid == f.nodes[node as usize].guid)
-                    .map(|l| &l.ports[..])
+                old.iter().find(|l| f.nodes[l.node as usize].guid == f.nodes[node as usize].guid).map(|l| &l.ports[..])
             })
             .collect()
     }
@@ -1307,10 +1107,7 @@ mod tests {
         let graph = Graph::new(&f);
         let dist = graph.distance_matrix();
         let fresh_lfts = balanced(&f);
-        let empty = PreviousRouting {
-            engine: "".into(),
-            lfts: RVec::new(),
-        };
+        let empty = PreviousRouting { engine: "".into(), lfts: RVec::new() };
         let (r, rep) = continue_routing(
             &f,
             &graph,

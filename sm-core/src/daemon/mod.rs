@@ -303,8 +303,12 @@ struct McastState {
 /// The trap intake.
 struct TrapState {
     filter: TrapFilter,
-    /// A trap-caused sweep deferred by the trap budget.
+    /// A trap-caused sweep deferred by the trap budget or settling.
     pending: bool,
+    /// A sweep whose re-read found a flapping port waits until then, to
+    /// gather the port's next changes; the sweep after it goes on
+    /// whatever it finds.
+    settle_until: Option<Instant>,
 }
 
 /// The configuration as re-read on SIGHUP.
@@ -354,7 +358,7 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         schedule: Schedule { due: None, interval: options.interval, check_peers: false, reregister: true },
         routing: RoutingState::default(),
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
-        traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false },
+        traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
         settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None },
     };
     d.publish_config();
@@ -537,6 +541,7 @@ impl Daemon<'_, '_> {
             info!(nodes = d.fabric().nodes.len(), age = ?d.age(), "sweeping the fabric the arbitration read");
         }
         let changes = std::mem::take(&mut self.routing.changes);
+        let kept_changes = changes.clone();
         let (read, incremental_read) = match read {
             Some(d) => (Some(d), false),
             None => {
@@ -545,6 +550,26 @@ impl Daemon<'_, '_> {
                 (read, incremental)
             }
         };
+        // The ports the re-read found changed: a flapping one makes the
+        // sweep wait the settling time (once) and read again.
+        if let (Some(d), Some(old)) = (read.as_ref().filter(|_| incremental_read), &self.routing.fabric) {
+            let changed = changed_ports(old, d.fabric());
+            let now = Instant::now();
+            let settled = self.traps.settle_until.take().is_some();
+            if !settled && cause == Cause::Trap && self.traps.filter.port_flapping(&changed, now) {
+                info!(
+                    ports = changed.len(),
+                    settle = ?self.ctx.options.trap_settle,
+                    "a port that changed flaps: the sweep waits the settling time and reads again"
+                );
+                self.routing.changes = kept_changes;
+                self.traps.settle_until = Some(now + self.ctx.options.trap_settle);
+                self.traps.pending = true;
+                self.summary.heavy_sweeps -= 1;
+                return;
+            }
+            self.traps.filter.ports_changed(&changed, now);
+        }
         if !incremental_read {
             // A full read (a fresh discovery, or the arbitration's).
             self.routing.since_full = 0;
@@ -803,7 +828,8 @@ impl Daemon<'_, '_> {
         let end = Instant::now() + self.schedule.interval;
         let mut sweep_at: Option<Instant> = None;
         if self.traps.pending {
-            sweep_at = Some(self.traps.filter.next_allowed(Instant::now()));
+            let allowed = self.traps.filter.next_allowed(Instant::now());
+            sweep_at = Some(self.traps.settle_until.map_or(allowed, |u| u.max(allowed)));
         }
         loop {
             let now = Instant::now();
@@ -852,10 +878,12 @@ impl Daemon<'_, '_> {
                     gathered = gathered.saturating_add(1);
                     let at = Instant::now();
                     match self.traps.filter.judge(&trap, at) {
-                        TrapVerdict::Sweep { number, issuer, settle } => {
-                            info!(number, issuer, settle, "trap received");
+                        TrapVerdict::Sweep { number, issuer } => {
+                            info!(number, issuer, "trap received");
                             self.routing.changes.add_trap(number, issuer, self.routing.fabric.as_ref());
-                            let due = if settle { at + self.ctx.options.trap_settle } else { at };
+                            // At once, unless a flapping port's sweep is
+                            // settling: the trap joins it.
+                            let due = self.traps.settle_until.filter(|&u| u > at).unwrap_or(at);
                             sweep_at = Some(sweep_at.map_or(due, |s| s.min(due)));
                         }
                         TrapVerdict::Note { number, issuer } => {
@@ -884,6 +912,28 @@ fn transport_gone(e: &sweep::OnceError) -> Option<String> {
         sweep::OnceError::Sweep(sweep::SmpError::Transport(TransportError::Closed(why))) => Some(why.clone()),
         _ => None,
     }
+}
+
+/// Ports (node GUID, port number) of `new` whose state or peer differs
+/// from `old`'s, for the flap damping of the trap intake. A node `old`
+/// did not have counts none: the ports it was found by changed.
+fn changed_ports(old: &Fabric, new: &Fabric) -> Vec<(u64, u8)> {
+    let index = old.index_by_guid();
+    let peer = |f: &Fabric, p: &crate::sweep::FabricPort| p.peer.and_then(|(n, q)| f.nodes.get(n).map(|x| (x.guid, q)));
+    let mut changed = Vec::new();
+    for node in &new.nodes {
+        let Some(was) = index.get(&node.guid).and_then(|&i| old.nodes.get(i)) else {
+            continue;
+        };
+        for (num, port) in node.ports.iter().enumerate().skip(1) {
+            let before = was.ports.get(num);
+            let state = |p: &crate::sweep::FabricPort| p.info.map(|i| i.port_state);
+            if before.map(state) != Some(state(port)) || before.map(|b| peer(old, b)) != Some(peer(new, port)) {
+                changed.push((node.guid, num as u8));
+            }
+        }
+    }
+    changed
 }
 
 /// Every LID of the swept fabric, for the trap intake.

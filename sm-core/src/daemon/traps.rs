@@ -13,17 +13,24 @@
 //! * come from an issuer that is not suppressed for flapping. Each
 //!   sweep-causing trap adds one to its issuer's penalty, which decays
 //!   exponentially ([`Damping::half_life`]), as BGP's route-flap
-//!   dampening (RFC 2439) does. The first trap of a quiet issuer sweeps at
-//!   once; an issuer whose penalty shows it flapping
-//!   ([`Damping::settle_above`]) has its sweep wait the settling time, to
-//!   gather its next traps; above [`Damping::suppress`] its traps cause no
-//!   sweep until the penalty decays below [`Damping::reuse`], and never
-//!   for longer than [`Damping::max_suppress`] after its last trap (the
-//!   penalty is capped). Traps during suppression still add to the
+//!   dampening (RFC 2439) does. Above [`Damping::suppress`] its traps
+//!   cause no sweep until the penalty decays below [`Damping::reuse`], and
+//!   never for longer than [`Damping::max_suppress`] after its last trap
+//!   (the penalty is capped). Traps during suppression still add to the
 //!   penalty, so a port that never stops flapping stays suppressed.
 //!   OpenSM disables such ports; we keep the port and let the light sweep,
 //!   which reads every switch at every interval, find its real changes at
 //!   the interval's pace;
+//! * sweep at once, unless the port that changed flaps. A trap 128 names
+//!   its switch, not the port, so the settling is decided on the ports:
+//!   every port a heavy sweep finds changed (state or peer) adds one to
+//!   that port's own penalty ([`TrapFilter::ports_changed`]), and a
+//!   sweep whose re-read finds a changed port whose penalty shows it
+//!   flapping ([`Damping::settle_above`], [`TrapFilter::port_flapping`])
+//!   waits the settling time and reads again, gathering the port's next
+//!   changes. So a switch with one port going down and back and another
+//!   port changing next reacts at once every time; only the port that
+//!   keeps changing waits;
 //! * fit the global budget: at most [`TrapLimits::burst`] trap-caused heavy
 //!   sweeps back to back, then one per [`TrapLimits::refill`]. A trap over
 //!   budget is not lost: the sweep it asks for is deferred until the budget
@@ -68,10 +75,10 @@ impl Default for TrapLimits {
 pub struct Damping {
     /// The time the penalty takes to halve.
     pub half_life: Duration,
-    /// A trap of an issuer whose penalty (before it) is at least this
-    /// waits the settling time before its sweep; below it, the sweep
-    /// starts at once. 1.5: a link that goes down and comes back reacts
-    /// at once both times; a third change soon after waits.
+    /// A change of a port whose penalty (before it) is at least this
+    /// waits the settling time before its sweep goes on; below it, the
+    /// sweep goes on at once. 1.5: a link that goes down and comes back
+    /// reacts at once both times; a third change soon after waits.
     pub settle_above: f64,
     /// A penalty above this suppresses the issuer's sweeps.
     pub suppress: f64,
@@ -182,9 +189,6 @@ pub enum TrapVerdict {
         number: u16,
         /// The issuer.
         issuer: u16,
-        /// The issuer flaps: the sweep waits the settling time to gather
-        /// its next traps. Otherwise it starts at once.
-        settle: bool,
     },
     /// Worth a log line, not a sweep (port errors, key violations).
     Note {
@@ -218,6 +222,9 @@ pub struct TrapFilter {
     /// LIDs of the last published fabric; `None` before the first sweep.
     known: Option<HashSet<u16>>,
     issuers: HashMap<u16, FlapState>,
+    /// Flap penalty of every port (node GUID, port number) a heavy sweep
+    /// found changed, while it lasts.
+    ports: HashMap<(u64, u8), FlapState>,
     /// Budget of trap-caused sweeps (fractional refill).
     tokens: f64,
     refilled: Instant,
@@ -232,6 +239,7 @@ impl TrapFilter {
             limits,
             known: None,
             issuers: HashMap::new(),
+            ports: HashMap::new(),
             tokens: f64::from(limits.burst),
             refilled: Instant::now(),
             counts: TrapCounts::default(),
@@ -279,8 +287,7 @@ impl TrapFilter {
             _ => return TrapVerdict::Drop("trap number the SM does not act on"),
         }
         match self.damp(issuer, now) {
-            Damped::Now => TrapVerdict::Sweep { number, issuer, settle: false },
-            Damped::Settle => TrapVerdict::Sweep { number, issuer, settle: true },
+            Damped::Now | Damped::Settle => TrapVerdict::Sweep { number, issuer },
             Damped::Suppressed => TrapVerdict::Drop(SILENCED),
         }
     }
@@ -300,6 +307,25 @@ impl TrapFilter {
             );
         }
         damped
+    }
+
+    /// Whether one of `changed` (ports a sweep's re-read found changed:
+    /// node GUID, port number) flaps at `now`: its penalty before this
+    /// change is at least [`Damping::settle_above`].
+    pub fn port_flapping(&self, changed: &[(u64, u8)], now: Instant) -> bool {
+        let damping = &self.limits.damping;
+        changed.iter().any(|k| self.ports.get(k).is_some_and(|s| s.penalty(damping, now) >= damping.settle_above))
+    }
+
+    /// Adds one change of each of `changed` to its port's penalty; ports
+    /// whose penalty has decayed to nothing are forgotten (this bounds the
+    /// state to ports that changed lately).
+    pub fn ports_changed(&mut self, changed: &[(u64, u8)], now: Instant) {
+        let damping = self.limits.damping;
+        self.ports.retain(|_, s| s.penalty(&damping, now) >= FORGOTTEN);
+        for &k in changed {
+            self.ports.entry(k).or_insert_with(|| FlapState::new(now)).flap(&damping, now);
+        }
     }
 
     /// Whether a trap-caused heavy sweep may run at `now`; takes one unit
@@ -335,6 +361,9 @@ impl TrapFilter {
 }
 
 const SILENCED: &str = "issuer suppressed for flapping";
+
+/// A port penalty below this is forgotten.
+const FORGOTTEN: f64 = 0.01;
 
 /// The SubnTrap(Notice) a port sends: generic trap `number` claiming
 /// IssuerLID `issuer`, arriving from LID `slid`. For simulated fabrics and
@@ -385,10 +414,8 @@ fn parse(trap: &TrapMad) -> Result<(u16, u16), &'static str> {
     }
     const { assert!(HEADER_LEN <= SMP_DATA_OFFSET) };
     let data = &mad[SMP_DATA_OFFSET..SMP_DATA_OFFSET + sm_mad::notice::LEN];
-    let notice = NoticePacket::new_checked(data)
-        .ok()
-        .and_then(|p| NoticeRepr::parse(&p).ok())
-        .ok_or("unreadable Notice")?;
+    let notice =
+        NoticePacket::new_checked(data).ok().and_then(|p| NoticeRepr::parse(&p).ok()).ok_or("unreadable Notice")?;
     match notice.source {
         Source::Generic { trap_number, .. } => Ok((trap_number, notice.issuer_lid)),
         Source::Vendor { .. } => Err("vendor notice"),
@@ -412,7 +439,7 @@ mod tests {
     #[test]
     fn a_link_state_change_from_a_known_switch_sweeps() {
         let mut f = filter_knowing(&[1, 2, 3]);
-        assert_eq!(f.judge(&trap_from(2, 2, 128), Instant::now()), TrapVerdict::Sweep { number: 128, issuer: 2, settle: false });
+        assert_eq!(f.judge(&trap_from(2, 2, 128), Instant::now()), TrapVerdict::Sweep { number: 128, issuer: 2 });
     }
 
     #[test]
@@ -451,21 +478,36 @@ mod tests {
     }
 
     fn sweeps_now(v: &TrapVerdict) -> bool {
-        matches!(v, TrapVerdict::Sweep { settle: false, .. })
-    }
-
-    fn settles(v: &TrapVerdict) -> bool {
-        matches!(v, TrapVerdict::Sweep { settle: true, .. })
+        matches!(v, TrapVerdict::Sweep { .. })
     }
 
     #[test]
-    fn a_link_that_goes_down_and_comes_back_sweeps_at_once_both_times() {
+    fn a_port_that_goes_down_and_comes_back_sweeps_at_once_both_times_then_settles() {
         let mut f = filter_knowing(&[7]);
         let t0 = Instant::now();
+        let port = [(0x77, 3)];
+        // Down: the trap sweeps, the re-read finds the port changed.
         assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t0)));
-        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t0 + Duration::from_millis(500))));
-        // A third flap soon after: the issuer flaps, its sweep settles.
-        assert!(settles(&f.judge(&trap_from(7, 7, 128), t0 + Duration::from_secs(1))));
+        assert!(!f.port_flapping(&port, t0));
+        f.ports_changed(&port, t0);
+        // Back: once more at once.
+        let t1 = t0 + Duration::from_millis(500);
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t1)));
+        assert!(!f.port_flapping(&port, t1));
+        f.ports_changed(&port, t1);
+        // A third change of the same port soon after: it flaps, its sweep
+        // settles.
+        let t2 = t0 + Duration::from_secs(1);
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), t2)));
+        assert!(f.port_flapping(&port, t2));
+        // Another port of the same switch changing then is not held back.
+        assert!(!f.port_flapping(&[(0x77, 4)], t2));
+        // Quiet for long: forgotten.
+        let d = Damping::default();
+        let later = t2 + 10 * d.half_life;
+        assert!(!f.port_flapping(&port, later));
+        f.ports_changed(&[(0x77, 4)], later);
+        assert!(!f.ports.contains_key(&(0x77, 3)), "decayed penalties are forgotten");
     }
 
     #[test]
@@ -475,10 +517,8 @@ mod tests {
         let t0 = Instant::now();
         let verdicts: Vec<TrapVerdict> =
             (0..10u64).map(|i| f.judge(&trap_from(7, 7, 128), t0 + Duration::from_millis(i * 10))).collect();
-        // Penalties 1 and 2 sweep at once, 3 to 6 settle, beyond 6 the
-        // issuer is suppressed.
-        assert!(verdicts[..2].iter().all(sweeps_now), "{verdicts:?}");
-        assert!(verdicts[2..6].iter().all(settles), "{verdicts:?}");
+        // Penalties 1 to 6 sweep, beyond 6 the issuer is suppressed.
+        assert!(verdicts[..6].iter().all(sweeps_now), "{verdicts:?}");
         assert!(verdicts[6..].iter().all(|v| *v == TrapVerdict::Drop(SILENCED)), "{verdicts:?}");
         assert_eq!(f.counts.suppressed, 4);
         // Others are not affected.
@@ -493,8 +533,8 @@ mod tests {
         assert!(f.issuers[&7].is_suppressed(&d, before));
         let after = last + free_after + Duration::from_secs(1);
         assert!(!f.issuers[&7].is_suppressed(&d, after));
-        // Heard again, but with a penalty near reuse: it still settles.
-        assert!(settles(&f.judge(&trap_from(7, 7, 128), after)));
+        // Heard again.
+        assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), after)));
         // Quiet for long: forgiven, the next trap sweeps at once.
         assert!(sweeps_now(&f.judge(&trap_from(7, 7, 128), after + 10 * d.half_life)));
     }
