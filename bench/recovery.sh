@@ -25,15 +25,17 @@
 #     routes through it) and the CA pairs that reach each other on the
 #     fabric as it is after the event, over the CAs the read-back names
 #     (a cabled CA port no entry names is reported as unseen);
-#   * the SM's port's PortXmitPkts, polled with perfquery every POLL_MS.
-#     Each poll's own answer adds to the counter; that floor is the
-#     smallest step seen over the polls of the idle SM before the first
-#     event. Recovery is the time from the console command to the answer
-#     of the last poll whose step exceeded the floor (the SM's packets
-#     ended between that poll and the one before, so this overstates by at
-#     most one poll period, POLL_MS plus a perfquery); the SM is quiet once
-#     QUIET_POLLS polls in a row stayed at the floor (a poll that fails,
-#     say while routes are being rewritten, counts as neither).
+#   * the SM's port's PortXmitPkts, polled every POLL_MS by
+#     `bench_recovery poll` (a PMA PortCounters Get, as perfquery sends,
+#     through one umad agent kept open on the diags' host). Each poll's own
+#     answer adds to the counter; that floor is the smallest step seen over
+#     the polls of the idle SM before the first event. Recovery is the time
+#     from the console command to the answer of the last poll whose step
+#     exceeded the floor (the SM's packets ended between that poll and the
+#     one before, so this overstates by at most one poll period plus its
+#     round trip); the SM is quiet once its counter stayed at the floor for
+#     QUIET_MS (a poll that gets no answer, say while routes are being
+#     rewritten, counts as neither).
 #
 # Prints one row per (fabric, event, SM) and smcore/OpenSM per row, as a
 # markdown table; the raw data (read-backs, polls, logs, rows) stays in
@@ -42,8 +44,9 @@
 # usage: bench/recovery.sh [K] [TORUS_DIMS] [RANDOM_SWITCHES]
 #   defaults 12 6x6x4 60 (the issue's fabrics); quick: bench/recovery.sh 4 3x3x3 12
 #   FABRICS=tree,torus,random picks fabrics; SMS=opensm,smcore picks SMs;
-#   RESULTS=dir (default target/recovery/<UTC time>); POLL_MS (50),
-#   QUIET_POLLS (40).
+#   RESULTS=dir (default target/recovery/<UTC time>); POLL_MS (10),
+#   QUIET_MS (5000: the SM is quiet once its counter stayed at the floor
+#   that long).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 k=${1:-12}
@@ -51,10 +54,10 @@ torus=${2:-6x6x4}
 random_switches=${3:-60}
 fabric_list=${FABRICS:-tree,torus,random}
 sm_list=${SMS:-opensm,smcore}
-poll_ms=${POLL_MS:-50}
-quiet_polls=${QUIET_POLLS:-40}
+poll_ms=${POLL_MS:-10}
+quiet_ms=${QUIET_MS:-5000}
 umad2sim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-for tool in ibsim opensm perfquery dump_fts ibaddr; do
+for tool in ibsim opensm dump_fts ibaddr; do
     command -v "$tool" >/dev/null || { echo "recovery: $tool missing: install ibsim-utils, infiniband-diags and opensm" >&2; exit 2; }
 done
 [ -f "$umad2sim" ] || { echo "recovery: $umad2sim missing: install ibsim-utils" >&2; exit 2; }
@@ -100,25 +103,22 @@ read_back() {
 }
 
 # Polls the SM port's PortXmitPkts into $1 ("ms value" lines, ms when
-# perfquery answered) until killed.
+# the answer arrived) until killed: `bench_recovery poll`, one PMA
+# PortCounters Get every $poll_ms ms through one umad agent on the diags'
+# host (what perfquery sends, without a process start per poll).
 poll() {
-    local out=$1 t v
-    while :; do
-        v=$(diag "$diag_host" perfquery -t 200 "$sm_lid" 1 | sed -n 's/^PortXmitPkts:\.*//p')
-        t=$(now_ms)
-        [ -n "$v" ] && echo "$t $v" >> "$out"
-        sleep "$(awk -v m="$poll_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
-    done
+    SIM_HOST=$diag_host LD_PRELOAD=$umad2sim exec "$analysis" poll "$sm_lid" 1 "$1" "$poll_ms" 2>> diags.err
 }
 
-# Reads a poll file: "quiet LAST_MS" once the last $quiet_polls steps are
-# at most the floor $2 (LAST_MS: answer of the last poll above it, 0 when
-# none), else "busy".
+# Reads a poll file: "quiet LAST_MS" once the polls after the last step
+# above the floor $2 span $quiet_ms (LAST_MS: answer of the last poll above
+# it, 0 when none), else "busy".
 judge() {
-    awk -v floor="$2" -v need="$quiet_polls" '
-        NR > 1 { step = $2 - v; if (step > floor) { last = $1; run = 0 } else run++ }
-        { v = $2 }
-        END { if (run >= need) printf "quiet %.0f\n", last; else print "busy" }' "$1"
+    awk -v floor="$2" -v need="$quiet_ms" '
+        NR == 1 { first = $1 }
+        NR > 1 { step = $2 - v; if (step > floor) last = $1 }
+        { v = $2; t = $1 }
+        END { from = (last > 0 ? last : first); if (NR > 1 && t - from >= need) printf "quiet %.0f\n", last; else print "busy" }' "$1"
 }
 
 # Waits until the poll file $1 is quiet (floor $2), at most $3 s; prints
@@ -206,7 +206,7 @@ session() {
 {
     echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$root" rev-parse --short HEAD); nproc $(nproc); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
     echo "# $( { opensm --version 2>&1 || true; } | grep -m1 -i opensm); load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# poll every $poll_ms ms, quiet after $quiet_polls polls at the floor; results in $results"
+    echo "# poll every $poll_ms ms, quiet after $quiet_ms ms at the floor; results in $results"
 } | tee "$results/log"
 : > "$results/rows"
 IFS=',' read -r -a fabrics <<< "$fabric_list"

@@ -12,7 +12,16 @@
 //!     host "H-..."[1]               a CA's cable, on neither the SM's nor the diags' switch
 //! bench_recovery analyse NET BEFORE AFTER [DOWN...]
 //!     changed N switches N busiest N mean F reachable R pairs P unseen U
+//! bench_recovery poll LID PORT OUT MS
+//!     appends "ms value" to OUT: PortXmitPkts of LID's PORT, read every MS
 //! ```
+//!
+//! `poll` runs on a host of the fabric (under umad2sim: `SIM_HOST`) until
+//! it is killed: one PMA PortCounters Get (what `perfquery` sends) every MS
+//! milliseconds through one umad agent kept open, so a poll costs the
+//! round trip and not a process start (`perfquery` in a shell loop polled
+//! every 70–135 ms, coarser than the small fabrics' re-routes). Each line
+//! is the time the answer arrived (ms since the epoch) and the counter.
 //!
 //! DOWN are the ibsim console targets (`"S-..."[p]` or `"S-..."`) that are
 //! unlinked when AFTER was read: the fabric the routes are judged on.
@@ -36,7 +45,8 @@ fn main() -> ExitCode {
     let out = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["pick", net] => load(net).and_then(|t| pick(&t)),
         ["analyse", net, before, after, down @ ..] => analyse(net, before, after, down),
-        _ => Err("usage: bench_recovery pick NET | analyse NET BEFORE AFTER [DOWN...]".to_string()),
+        ["poll", lid, port, out, ms] => poll(lid, port, out, ms),
+        _ => Err("usage: bench_recovery pick NET | analyse NET BEFORE AFTER [DOWN...] | poll LID PORT OUT MS".to_string()),
     };
     match out {
         Ok(text) => {
@@ -48,6 +58,50 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Polls PortXmitPkts of `port` at LID `lid` into `out` every `ms` (see
+/// the module comment); returns only on an error.
+fn poll(lid: &str, port: &str, out: &str, ms: &str) -> Result<String, String> {
+    use std::io::Write;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use sm_core::perfmgr::query::request;
+    use sm_core::sweep::umad::GsiClient;
+    use sm_mad::perf::{attr, Counters, CountersRepr, CLASS_VERSION, DATA_OFFSET, MGMT_CLASS};
+
+    let number = |s: &str, what: &str| -> Result<u64, String> {
+        let (digits, radix) = match s.strip_prefix("0x") {
+            Some(hex) => (hex, 16),
+            None => (s, 10),
+        };
+        u64::from_str_radix(digits, radix).map_err(|e| format!("{what} {s:?}: {e}"))
+    };
+    let lid = u16::try_from(number(lid, "LID")?).map_err(|_| format!("LID {lid} out of range"))?;
+    let port = u8::try_from(number(port, "port")?).map_err(|_| format!("port {port} out of range"))?;
+    let every = Duration::from_millis(number(ms, "interval")?);
+    let mut file =
+        std::fs::OpenOptions::new().create(true).append(true).open(out).map_err(|e| format!("{out}: {e}"))?;
+    let mut client = GsiClient::open(None, None, MGMT_CLASS, CLASS_VERSION, 0).map_err(|e| format!("umad: {e}"))?;
+    // PortXmitPkts in the order of CountersRepr::values.
+    let xmit_pkts = sm_mad::perf::COUNTER_NAMES.iter().position(|&(n, _)| n == "PortXmitPkts").ok_or("no PortXmitPkts")?;
+    for tid in 1u64.. {
+        let started = Instant::now();
+        let mad = request(attr::PORT_COUNTERS, port, tid, None);
+        if let Some(answer) = client.request(lid, &mad, Duration::from_millis(200)).map_err(|e| format!("umad: {e}"))? {
+            let value = answer
+                .get(DATA_OFFSET..)
+                .and_then(|d| Counters::new_checked(d).ok())
+                .and_then(|c| CountersRepr::parse(&c).ok())
+                .map(|c| c.values[xmit_pkts]);
+            if let Some(v) = value {
+                let at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+                writeln!(file, "{at} {v}").map_err(|e| format!("{out}: {e}"))?;
+            }
+        }
+        std::thread::sleep(every.saturating_sub(started.elapsed()));
+    }
+    Ok(String::new())
 }
 
 fn load(net: &str) -> Result<Topology, String> {
