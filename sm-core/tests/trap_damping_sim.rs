@@ -218,20 +218,13 @@ fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damp
     assert!(sim.counters().traps_generated >= summary.traps);
 }
 
-/// A trap 128 names the switch, not the port: a switch whose one cable
-/// went down and came back, and whose other cable fails next, is not
-/// flapping. That third change re-routes at once (it waited the settling
-/// time when the damping counted the switch's traps).
-#[test]
-fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
-    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let (sm_node, sm_port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+/// The uplinks (leaf end) of a leaf away from the SM's, to both spines.
+fn uplinks_of_a_leaf(topo: &sm_topology::Topology, sm_node: usize, sm_port: u8) -> Vec<(usize, u8)> {
     let spines: Vec<usize> =
         topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
     // A leaf away from the SM with its uplinks to both spines: A then D.
     let sm_leaf = topo.peer(sm_node, sm_port).map(|(s, _)| s);
-    let leaf_uplinks = topo
+    topo
         .nodes
         .iter()
         .enumerate()
@@ -253,7 +246,19 @@ fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
             ups
         })
         .find(|ups| ups.len() >= 2)
-        .expect("a leaf with two uplinks");
+        .expect("a leaf with two uplinks")
+}
+
+/// A trap 128 names the switch, not the port: a switch whose one cable
+/// went down and came back, and whose other cable fails next, is not
+/// flapping. That third change re-routes at once (it waited the settling
+/// time when the damping counted the switch's traps).
+#[test]
+fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let leaf_uplinks = uplinks_of_a_leaf(&topo, sm_node, sm_port);
     let (a, d) = (leaf_uplinks[0], leaf_uplinks[1]);
     let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| match n {
         1 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
@@ -262,5 +267,24 @@ fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
         _ => sc.stop_when_drained = true,
     });
     assert!(!watchdog, "the third change of the leaf waited the settling time: {causes:?} {summary:?}");
+    assert_eq!(causes, vec![Cause::Start, Cause::Trap, Cause::Trap, Cause::Trap], "{summary:?}");
+}
+
+/// A link lost is routed around at once, however often its port changed
+/// before: only a flapping port's return may wait (it waited the settling
+/// time when every change of a flapping port settled).
+#[test]
+fn a_link_lost_is_routed_around_at_once_even_when_its_port_flaps() {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let a = uplinks_of_a_leaf(&topo, sm_node, sm_port)[0];
+    let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| match n {
+        1 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
+        2 => sc.before_wait.push_back(Act::Up(a.0, a.1)),
+        3 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
+        _ => sc.stop_when_drained = true,
+    });
+    assert!(!watchdog, "the third change, a link lost, waited the settling time: {causes:?} {summary:?}");
     assert_eq!(causes, vec![Cause::Start, Cause::Trap, Cause::Trap, Cause::Trap], "{summary:?}");
 }

@@ -95,7 +95,7 @@ impl Default for ContinuityOptions {
             deadlock_free: false,
             rebalance: true,
             max_moves: 100_000,
-            rebalance_work: 4_000_000,
+            rebalance_work: 1_000_000,
             take_fresh: false,
         }
     }

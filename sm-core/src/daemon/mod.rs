@@ -556,9 +556,14 @@ impl Daemon<'_, '_> {
             let changed = changed_ports(old, d.fabric());
             let now = Instant::now();
             let settled = self.traps.settle_until.take().is_some();
-            if !settled && cause == Cause::Trap && self.traps.filter.port_flapping(&changed, now) {
+            // A lost link is routed around at once, whatever its past (as
+            // BGP's damping never holds a withdrawal back); a flapping
+            // port's return can wait.
+            let lost = changed.iter().any(|c| c.2);
+            let ports: Vec<(u64, u8)> = changed.iter().map(|&(g, p, _)| (g, p)).collect();
+            if !settled && !lost && cause == Cause::Trap && self.traps.filter.port_flapping(&ports, now) {
                 info!(
-                    ports = changed.len(),
+                    ports = ports.len(),
                     settle = ?self.ctx.options.trap_settle,
                     "a port that changed flaps: the sweep waits the settling time and reads again"
                 );
@@ -568,7 +573,7 @@ impl Daemon<'_, '_> {
                 self.summary.heavy_sweeps -= 1;
                 return;
             }
-            self.traps.filter.ports_changed(&changed, now);
+            self.traps.filter.ports_changed(&ports, now);
         }
         if !incremental_read {
             // A full read (a fresh discovery, or the arbitration's).
@@ -576,6 +581,10 @@ impl Daemon<'_, '_> {
         }
         let slot = if self.ctx.options.ucast_cache { Some(&mut self.routing.cache) } else { None };
         let mut once = self.ctx.options.once.clone();
+        // Dumps are written once the SA and the multicast tables have the
+        // new routing (see below), not inside the sweep.
+        let dump_dir = self.ctx.options.once.dump_dir;
+        once.dump_dir = None;
         once.sweep.client_reregister = self.schedule.reregister;
         once.sweep.stop = Some(Arc::clone(&self.ctx.signals.stop));
         if let Some(engines) = &self.settings.engines {
@@ -614,13 +623,19 @@ impl Daemon<'_, '_> {
             }
         };
         self.schedule.reregister = false;
+        // What hosts and switches wait for first: the SA's answers and the
+        // multicast tables on the new routing; then the files.
+        self.publish_sa(&outcome);
+        self.keep(&outcome);
+        let mut outcome = outcome;
+        if let Some(dir) = dump_dir {
+            sweep::stages::write_dumps(dir, &mut outcome);
+        }
         self.publish(&outcome, n, cause, on_heavy);
-        self.keep(outcome);
     }
 
-    /// The publish stage: the SA, the trap intake, `guid2lid`, the caller,
-    /// the console learn of a heavy sweep.
-    fn publish(&mut self, outcome: &OnceOutcome, n: u64, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
+    /// The trap intake and the SA learn of a heavy sweep.
+    fn publish_sa(&mut self, outcome: &OnceOutcome) {
         self.traps.filter.set_fabric(fabric_lids(outcome));
         if let Some(sa) = &self.ctx.options.sa {
             // The SA holds the accepted routing itself and asks its own
@@ -629,6 +644,11 @@ impl Daemon<'_, '_> {
             let previous = sa.sa().db();
             sa.publish(crate::sa::db::SaDb::build_after(outcome, previous.as_deref()));
         }
+    }
+
+    /// The publish stage: the log, `guid2lid`, the caller, the console
+    /// learn of a heavy sweep (after [`Self::publish_sa`] and the dumps).
+    fn publish(&mut self, outcome: &OnceOutcome, n: u64, cause: Cause, on_heavy: &mut dyn FnMut(&OnceOutcome, u64, Cause)) {
         match &outcome.accepted {
             Some(r) => info!(engine = %r.engine, nodes = outcome.sweep.fabric.nodes.len(), "heavy sweep done"),
             None => warn!(
@@ -658,18 +678,19 @@ impl Daemon<'_, '_> {
     }
 
     /// Keeps what the loop needs of a heavy sweep from here on (the fabric
-    /// as programmed and the routing in force; the rest went to
-    /// `on_heavy`), and programs the multicast groups on a new routing.
-    fn keep(&mut self, outcome: OnceOutcome) {
+    /// as programmed and the routing in force), and programs the multicast
+    /// groups on a new routing.
+    fn keep(&mut self, outcome: &OnceOutcome) {
         // Switches that left may come back with other tables.
         let fabric = &outcome.sweep.fabric;
         let index = fabric.index_by_guid();
         self.mcast.mfts.retain(|g| index.contains_key(&g));
-        self.routing.accepted = outcome.accepted;
+        self.routing.accepted = outcome.accepted.clone();
         // Switches this sweep gave new LIDs: their ports are read again at
         // the next incremental sweep.
         self.routing.changes.add_relabelled(&outcome.sweep.relabelled);
-        self.routing.fabric = Some(outcome.sweep.fabric);
+        // Nodes are shared: the copy is of pointers.
+        self.routing.fabric = Some(outcome.sweep.fabric.clone());
         if self.routing.accepted.is_some() {
             // A heavy sweep programs the groups whatever the back-off says:
             // switches may have come back.
@@ -915,21 +936,21 @@ fn transport_gone(e: &sweep::OnceError) -> Option<String> {
 }
 
 /// Ports (node GUID, port number) of `new` whose state or peer differs
-/// from `old`'s, for the flap damping of the trap intake. A node `old`
-/// did not have counts none: the ports it was found by changed.
-fn changed_ports(old: &Fabric, new: &Fabric) -> Vec<(u64, u8)> {
+/// from `old`'s, for the flap damping of the trap intake, each with whether
+/// the change lost a link (a port that had a peer and has none now, or
+/// another). A node `old` did not have counts none: the ports it was found
+/// by changed.
+fn changed_ports(old: &Fabric, new: &Fabric) -> Vec<(u64, u8, bool)> {
     let index = old.index_by_guid();
     let peer = |f: &Fabric, p: &crate::sweep::FabricPort| p.peer.and_then(|(n, q)| f.nodes.get(n).map(|x| (x.guid, q)));
+    let state = |p: &crate::sweep::FabricPort| p.info.map(|i| i.port_state);
     let mut changed = Vec::new();
     for node in &new.nodes {
-        let Some(was) = index.get(&node.guid).and_then(|&i| old.nodes.get(i)) else {
-            continue;
-        };
+        let Some(was) = index.get(&node.guid).and_then(|&i| old.nodes.get(i)) else { continue };
         for (num, port) in node.ports.iter().enumerate().skip(1) {
-            let before = was.ports.get(num);
-            let state = |p: &crate::sweep::FabricPort| p.info.map(|i| i.port_state);
-            if before.map(state) != Some(state(port)) || before.map(|b| peer(old, b)) != Some(peer(new, port)) {
-                changed.push((node.guid, num as u8));
+            let (before, after) = (was.ports.get(num).and_then(|b| peer(old, b)), peer(new, port));
+            if was.ports.get(num).map(state) != Some(state(port)) || before != after {
+                changed.push((node.guid, num as u8, before.is_some() && before != after));
             }
         }
     }

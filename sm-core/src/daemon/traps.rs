@@ -28,9 +28,11 @@
 //!   sweep whose re-read finds a changed port whose penalty shows it
 //!   flapping ([`Damping::settle_above`], [`TrapFilter::port_flapping`])
 //!   waits the settling time and reads again, gathering the port's next
-//!   changes. So a switch with one port going down and back and another
-//!   port changing next reacts at once every time; only the port that
-//!   keeps changing waits;
+//!   changes — unless the re-read found a link lost: a link that went
+//!   away is routed around at once whatever its past, as BGP's dampening
+//!   never holds a withdrawal back; only a flapping port's return waits.
+//!   So a switch with one port going down and back and another port
+//!   changing next reacts at once every time;
 //! * fit the global budget: at most [`TrapLimits::burst`] trap-caused heavy
 //!   sweeps back to back, then one per [`TrapLimits::refill`]. A trap over
 //!   budget is not lost: the sweep it asks for is deferred until the budget

@@ -8,7 +8,8 @@
 //!     sm_host H-...                 the SM's CA (first CA)
 //!     diag_host H-...               the CA the diags run from (last CA)
 //!     link "S-..."[p]               a leaf's first switch link (a leaf uplink on a tree)
-//!     switch "S-..."                a switch without CAs and with most switch links (a spine)
+//!     switch "S-..."                a switch without CAs and with most switch links (a spine),
+//!                                   neither end of the link nor the host's switch
 //!     host "H-..."[1]               a CA's cable, on neither the SM's nor the diags' switch
 //! bench_recovery analyse NET BEFORE AFTER [DOWN...]
 //!     changed N switches N busiest N mean F reachable R pairs P unseen U
@@ -140,8 +141,13 @@ fn pick(t: &Topology) -> Result<String, String> {
     // The link: that CA's switch's first switch link.
     let link_port = *switch_links(t, host_leaf).first().ok_or("the picked CA's switch has no switch link")?;
     // The switch: no CAs and most switch links (a spine), else the
-    // middle switch with most switch links away from the SM and diags.
-    let switches: Vec<usize> = t.switches().filter(|s| !busy.contains(s)).collect();
+    // middle switch with most switch links away from the SM and diags;
+    // neither end of the link nor the host's switch, so that each event
+    // changes ports the others left alone (a port changed again and again
+    // is a flapping port to an SM that damps flapping).
+    let far_end = t.peer(host_leaf, link_port).map(|(s, _)| s);
+    let switches: Vec<usize> =
+        t.switches().filter(|&s| !busy.contains(&s) && s != host_leaf && Some(s) != far_end).collect();
     let bare: Vec<usize> = switches.iter().copied().filter(|&s| ca_count(t, s) == 0).collect();
     let pool = if bare.is_empty() { &switches } else { &bare };
     let most = pool.iter().map(|&s| switch_links(t, s).len()).max().ok_or("no switch to take down")?;
