@@ -67,6 +67,22 @@ struct Flow {
     order: Vec<Sw>,
 }
 
+/// What [`State::trace`] finds of one destination that only a move of
+/// its own routes changes: kept per destination while the rebalancing
+/// runs, so that a destination traced again costs a copy rather than a
+/// walk of its column of every switch's table.
+#[derive(Clone)]
+struct Traced {
+    next: Vec<u32>,
+    hops: Vec<u8>,
+    weight: Vec<u64>,
+    order: Vec<Sw>,
+}
+
+/// Destinations × switches above which traced destinations are not kept
+/// (about 17 bytes each: 128 MiB at most).
+const TRACED_KEPT: usize = 8 << 20;
+
 struct State<'a> {
     tree: &'a Tree,
     links: Vec<Link>,
@@ -80,6 +96,9 @@ struct State<'a> {
     /// Destination switch and LID of every CA port of the tree.
     dests: Vec<(Sw, u16)>,
     flow: Flow,
+    /// By LID, the destination as last traced (when the fabric is small
+    /// enough to keep them all, see [`TRACED_KEPT`]).
+    traced: Vec<Option<Traced>>,
 }
 
 impl<'a> State<'a> {
@@ -123,6 +142,7 @@ impl<'a> State<'a> {
             link_at,
             out,
             cas,
+            traced: Vec::new(),
             dests,
             flow: Flow {
                 next: vec![NONE; nsw],
@@ -138,6 +158,31 @@ impl<'a> State<'a> {
     /// Fill [`State::flow`] for destination `(dsw, lid)`; `hot` is the
     /// switch whose route marks [`Flow::via`] ([`NONE`]: none).
     fn trace(&mut self, tables: &Tables, dsw: Sw, lid: u16, hot: Sw) {
+        if let Some(t) = self.traced.get(lid as usize).and_then(Option::as_ref) {
+            let f = &mut self.flow;
+            f.next.copy_from_slice(&t.next);
+            f.hops.copy_from_slice(&t.hops);
+            f.weight.copy_from_slice(&t.weight);
+            f.order.clear();
+            f.order.extend_from_slice(&t.order);
+        } else {
+            self.walk(tables, dsw, lid);
+            if let Some(slot) = self.traced.get_mut(lid as usize) {
+                let f = &self.flow;
+                *slot = Some(Traced {
+                    next: f.next.clone(),
+                    hops: f.hops.clone(),
+                    weight: f.weight.clone(),
+                    order: f.order.clone(),
+                });
+            }
+        }
+        self.mark(hot);
+    }
+
+    /// Routes, hops, order and weights of destination `(dsw, lid)` from the
+    /// tables.
+    fn walk(&mut self, tables: &Tables, dsw: Sw, lid: u16) {
         let nsw = self.tree.switches.len();
         let f = &mut self.flow;
         f.hops.fill(u8::MAX);
@@ -223,6 +268,12 @@ impl<'a> State<'a> {
                 f.weight[to] += f.weight[s as usize];
             }
         }
+    }
+
+    /// The busiest link on the way and the hot mark of the traced
+    /// destination, near to far, with the loads as they are.
+    fn mark(&mut self, hot: Sw) {
+        let f = &mut self.flow;
         for &s in &f.order {
             let l = f.next[s as usize];
             if l == NONE {
@@ -261,6 +312,29 @@ impl<'a> State<'a> {
                 l = self.flow.next[self.links[l as usize].to as usize];
                 guard += 1;
             }
+        }
+    }
+
+    /// The traced destination's routes after its flow `w` at `x` moved
+    /// from link `old` to `new` (the hops stay, so does the order): the
+    /// weights along both paths, and the kept copy.
+    fn moved(&mut self, x: Sw, old: u32, new: u32, w: u64, lid: u16) {
+        let nsw = self.tree.switches.len();
+        let f = &mut self.flow;
+        for (first, add) in [(old, false), (new, true)] {
+            let mut l = first;
+            let mut guard = 0;
+            while l != NONE && guard <= nsw {
+                let to = self.links[l as usize].to as usize;
+                f.weight[to] = if add { f.weight[to] + w } else { f.weight[to].saturating_sub(w) };
+                l = f.next[to];
+                guard += 1;
+            }
+        }
+        f.next[x as usize] = new;
+        if let Some(Some(t)) = self.traced.get_mut(lid as usize) {
+            t.next.copy_from_slice(&f.next);
+            t.weight.copy_from_slice(&f.weight);
         }
     }
 
@@ -325,6 +399,9 @@ pub fn rebalance(tree: &Tree, tables: &mut Tables, max_moves: u64) -> Rebalanced
         return Rebalanced::default();
     }
     let dests = std::mem::take(&mut st.dests);
+    if dests.len().saturating_mul(tree.switches.len()) <= TRACED_KEPT {
+        st.traced = vec![None; stride];
+    }
     for &(dsw, lid) in &dests {
         st.trace(tables, dsw, lid, NONE);
         st.count_traced(dsw);
@@ -352,6 +429,7 @@ pub fn rebalance(tree: &Tree, tables: &mut Tables, max_moves: u64) -> Rebalanced
                 let old = st.flow.next[x as usize];
                 let w = st.flow.weight[x as usize];
                 st.shift(old, b, w);
+                st.moved(x, old, b, w, lid);
                 tables.rows[x as usize][lid as usize] = st.links[b as usize].port;
                 moves += 1;
                 moved = true;
