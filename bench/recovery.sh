@@ -45,13 +45,14 @@
 #   defaults 12 6x6x4 60 (the issue's fabrics); quick: bench/recovery.sh 4 3x3x3 12
 #   FABRICS=tree,torus,random picks fabrics; SMS=opensm,smcore picks SMs;
 #   RESULTS=dir (default target/recovery/<UTC time>); POLL_MS (10),
-#   QUIET_MS (5000: the SM is quiet once its counter stayed at the floor
-#   that long).
+#   RANDOM_SEED (1: the random fabric's seed); QUIET_MS (5000: the SM is
+#   quiet once its counter stayed at the floor that long).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 k=${1:-12}
 torus=${2:-6x6x4}
 random_switches=${3:-60}
+random_seed=${RANDOM_SEED:-1}
 fabric_list=${FABRICS:-tree,torus,random}
 sm_list=${SMS:-opensm,smcore}
 poll_ms=${POLL_MS:-10}
@@ -223,7 +224,7 @@ for f in "${fabrics[@]}"; do
             osm_extra=(-Q --torus_config "$run_dir/torus-2QoS.conf"); sm_extra=(--torus-config "$run_dir/torus-2QoS.conf") ;;
         random) fabric="random, $random_switches switches, $((2 * random_switches)) CAs"; engine=updn
             "$smcore" gen random --switches "$random_switches" --ports 8 --hosts 2 \
-                --extra-links $((random_switches / 2)) --seed 1 -o "$net" ;;
+                --extra-links $((random_switches / 2)) --seed "$random_seed" -o "$net" ;;
         *) echo "recovery: unknown fabric $f (tree, torus, random)" >&2; exit 2 ;;
     esac
     "$analysis" pick "$net" > picks

@@ -88,6 +88,19 @@ pub fn sm_location(topo: &sm_topology::Topology) -> (usize, u8) {
         .expect("a CA with a cable")
 }
 
+/// Two spines, four leaves with one uplink to each spine, two hosts per
+/// leaf (any single spine or uplink can fail and every host stays
+/// reachable): the fabric, the SM's CA and port, the spines.
+#[allow(dead_code)]
+pub fn two_spine_tree() -> (sm_topology::Topology, (usize, u8), Vec<usize>) {
+    let topo = sm_topology::gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let sm = sm_location(&topo);
+    let spines: Vec<usize> =
+        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
+    assert_eq!(spines.len(), 2);
+    (topo, sm, spines)
+}
+
 /// An IPv4-style multicast GID ending in `n`.
 pub fn mc_mgid(n: u8) -> [u8; 16] {
     let mut g = [0u8; 16];

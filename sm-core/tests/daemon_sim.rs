@@ -110,14 +110,8 @@ struct Seen {
 }
 
 fn scenario(deaf: bool) {
-    // Two spines, four leaves with two uplinks each (one per spine): any
-    // single spine or uplink can fail and every host stays reachable.
-    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let (sm_node, sm_port) = sm_location(&topo);
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
-    let spines: Vec<usize> =
-        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
-    assert_eq!(spines.len(), 2);
     // A leaf–spine cable: the first link of spine 0.
     let link = topo.links.iter().find(|l| l.a.0 == spines[0] || l.b.0 == spines[0]).expect("a spine link");
     let (cut_node, cut_port) = if link.a.0 == spines[0] { link.b } else { link.a };

@@ -12,13 +12,12 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{bin_dir, sm_location};
+use common::bin_dir;
 use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions, DaemonSummary, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimPort};
 use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpPort, SweepOptions, TransportError, TrapMad};
-use sm_topology::gen;
 
 /// A cable to pull or plug back, by one of its ends.
 #[derive(Debug, Clone, Copy)]
@@ -162,13 +161,8 @@ fn run_scripted(sim: &mut SimFabric, plan: impl Fn(u64, &mut Script)) -> (Vec<Ca
 
 #[test]
 fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damped() {
-    // Two spines, four leaves with one uplink to each spine.
-    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let (sm_node, sm_port) = sm_location(&topo);
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
-    let spines: Vec<usize> =
-        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
-    assert_eq!(spines.len(), 2);
     // Leaf ends of the uplinks of each spine, in cable order.
     let uplinks = |spine: usize| -> Vec<(usize, u8)> {
         topo.links
@@ -219,10 +213,7 @@ fn a_change_sweeps_at_once_traps_during_a_sweep_fold_and_a_flapping_port_is_damp
 }
 
 /// The uplinks (leaf end) of a leaf away from the SM's, to both spines.
-fn uplinks_of_a_leaf(topo: &sm_topology::Topology, sm_node: usize, sm_port: u8) -> Vec<(usize, u8)> {
-    let spines: Vec<usize> =
-        topo.nodes.iter().enumerate().filter(|(_, n)| n.desc.contains("spine")).map(|(i, _)| i).collect();
-    // A leaf away from the SM with its uplinks to both spines: A then D.
+fn uplinks_of_a_leaf(topo: &sm_topology::Topology, (sm_node, sm_port): (usize, u8), spines: &[usize]) -> Vec<(usize, u8)> {
     let sm_leaf = topo.peer(sm_node, sm_port).map(|(s, _)| s);
     topo
         .nodes
@@ -255,10 +246,9 @@ fn uplinks_of_a_leaf(topo: &sm_topology::Topology, sm_node: usize, sm_port: u8) 
 /// time when the damping counted the switch's traps).
 #[test]
 fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
-    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let (sm_node, sm_port) = sm_location(&topo);
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
-    let leaf_uplinks = uplinks_of_a_leaf(&topo, sm_node, sm_port);
+    let leaf_uplinks = uplinks_of_a_leaf(&topo, (sm_node, sm_port), &spines);
     let (a, d) = (leaf_uplinks[0], leaf_uplinks[1]);
     let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| match n {
         1 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
@@ -275,10 +265,9 @@ fn another_port_of_a_switch_whose_cable_came_back_sweeps_at_once() {
 /// time when every change of a flapping port settled).
 #[test]
 fn a_link_lost_is_routed_around_at_once_even_when_its_port_flaps() {
-    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
-    let (sm_node, sm_port) = sm_location(&topo);
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
-    let a = uplinks_of_a_leaf(&topo, sm_node, sm_port)[0];
+    let a = uplinks_of_a_leaf(&topo, (sm_node, sm_port), &spines)[0];
     let (causes, summary, watchdog) = run_scripted(&mut sim, |n, sc| match n {
         1 => sc.before_wait.push_back(Act::Down(a.0, a.1)),
         2 => sc.before_wait.push_back(Act::Up(a.0, a.1)),

@@ -535,16 +535,10 @@ impl<'a> Loads<'a> {
 
     /// Adds (or takes away) the routes to `lid` in `tables` to `load`.
     fn add_dest(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, load: &mut [u64], add: bool) {
-        let through = self.through(tables, lid);
-        for (s, &c) in through.iter().enumerate() {
-            if s as Sw == t || c == 0 {
-                continue;
-            }
-            let (port, peer) = self.next(tables, s as Sw, lid);
-            if peer != NONE {
-                let k = self.base[s] + port as usize;
-                load[k] = if add { load[k] + c } else { load[k] - c };
-            }
+        let mut crossed = Vec::new();
+        self.column(tables, lid, t, if add { 1 } else { -1 }, &mut crossed);
+        for (k, c) in crossed {
+            load[k as usize] = (load[k as usize] as i64 + c).max(0) as u64;
         }
     }
 
@@ -1006,7 +1000,7 @@ mod tests {
             &previous_of(&f, &old),
             fresh,
             &Rule::MinHop(&dist),
-            &ContinuityOptions::default(),
+            &ContinuityOptions { rebalance_work: u64::MAX, ..ContinuityOptions::default() },
             "t",
         );
         assert!(!rep.budget_spent, "{rep:?}");
