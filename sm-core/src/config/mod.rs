@@ -58,8 +58,8 @@ impl Default for VerifyConfig {
     }
 }
 
-/// SMPs in flight when neither flag nor file says (see the README's
-/// window measurement).
+/// SMPs in flight when neither flag nor file says (see docs/measurements.md,
+/// the SMP window).
 pub const DEFAULT_MAX_WIRE_SMPS: usize = 64;
 /// Answer timeout in milliseconds when neither flag nor file says.
 pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;

@@ -513,9 +513,9 @@ pub fn keys_markdown() -> String {
     out
 }
 
-/// The keys smcore honours, as the table README.md's "Moving from OpenSM"
-/// section carries between its `opensm-keys` markers (a test keeps the two
-/// the same; `SMCORE_BLESS=1` rewrites the README's copy).
+/// The keys smcore honours, as the table docs/moving-from-opensm.md
+/// carries between its `opensm-keys` markers (a test keeps the two the
+/// same; `SMCORE_BLESS=1` rewrites the document's copy).
 pub fn supported_keys_markdown() -> String {
     let honoured = KEYS.iter().filter(|k| !matches!(k.support, NotSupported(_))).count();
     let mut out = format!(
@@ -602,13 +602,13 @@ mod tests {
     }
 
     #[test]
-    fn readme_lists_the_keys_the_table_honours() {
+    fn the_moving_from_opensm_document_lists_the_keys_the_table_honours() {
         const BEGIN: &str = "<!-- opensm-keys:begin (generated: SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm) -->\n";
         const END: &str = "<!-- opensm-keys:end -->";
-        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/moving-from-opensm.md");
         let text = std::fs::read_to_string(&readme).unwrap_or_default();
         let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
-            panic!("{} has no opensm-keys markers in its Moving from OpenSM section", readme.display());
+            panic!("{} has no opensm-keys markers", readme.display());
         };
         let want = supported_keys_markdown();
         if std::env::var_os("SMCORE_BLESS").is_some() && text[b + BEGIN.len()..e] != want {
@@ -618,7 +618,7 @@ mod tests {
         }
         assert!(
             text[b + BEGIN.len()..e] == want,
-            "README's opensm.conf key table is out of date: run `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm`"
+            "docs/moving-from-opensm.md's opensm.conf key table is out of date: run `SMCORE_BLESS=1 cargo test -p sm-core --lib config::opensm`"
         );
     }
 }
