@@ -92,3 +92,41 @@ fn sm_intervals_and_lmc_out_of_range_are_refused_not_panics() {
         assert!(lines[0].contains(says), "{args:?}: {err}");
     }
 }
+
+/// A host whose only RDMA device is in Ethernet mode (RoCE): the SM refuses
+/// to start, saying why, rather than binding it; named, the same port is
+/// refused as not InfiniBand (OpenSM binds such a port).
+#[test]
+fn the_sm_refuses_a_roce_port_and_says_so() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let umad = root.path().join("class/infiniband_mad/umad0");
+    let port = root.path().join("class/infiniband/mlx5_0/ports/1");
+    std::fs::create_dir_all(&umad).expect("mkdir");
+    std::fs::create_dir_all(port.join("gids")).expect("mkdir");
+    for (file, text) in [
+        (umad.join("ibdev"), "mlx5_0\n"),
+        (umad.join("port"), "1\n"),
+        (port.join("state"), "4: ACTIVE\n"),
+        (port.join("link_layer"), "Ethernet\n"),
+        (port.join("gids/0"), "fe80:0000:0000:0000:0002:c903:0000:0001\n"),
+    ] {
+        std::fs::write(file, text).expect("write");
+    }
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_smcore"))
+            .args(args)
+            .env("SMCORE_SYSFS_ROOT", root.path())
+            .output()
+            .expect("run smcore");
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--once"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no InfiniBand port") && err.contains("mlx5_0 port 1 Ethernet (RoCE)"), "{err}");
+    let (code, err) = run(&["--once", "--device", "mlx5_0", "--port", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("mlx5_0 port 1 is an Ethernet (RoCE) port, not InfiniBand"), "{err}");
+    let (code, err) = run(&["--once", "--guid", "0x0002c90300000001"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not InfiniBand"), "{err}");
+}

@@ -107,6 +107,85 @@ pub struct UmadDevice {
     /// `ibstat -p` lists and OpenSM's `--guid` (and its `opensm@.service`
     /// instances) name a port by.
     pub port_guid: u64,
+    /// The port's link layer (sysfs `link_layer`).
+    pub link_layer: LinkLayer,
+}
+
+/// What a port carries, as sysfs `link_layer` says: an RDMA device in
+/// Ethernet mode (RoCE) has umad devices too, and an SM must never bind
+/// one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkLayer {
+    /// `InfiniBand`, or no `link_layer` file (kernels before it existed,
+    /// and umad2sim, knew InfiniBand only; rdma-core reads it the same way).
+    InfiniBand,
+    /// `Ethernet`: RoCE.
+    Ethernet,
+    /// Anything else, as read.
+    Other(String),
+}
+
+impl LinkLayer {
+    fn parse(text: Option<&str>) -> Self {
+        match text.map(str::trim) {
+            None | Some("InfiniBand") => LinkLayer::InfiniBand,
+            Some("Ethernet") => LinkLayer::Ethernet,
+            Some(other) => LinkLayer::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkLayer::InfiniBand => f.write_str("InfiniBand"),
+            LinkLayer::Ethernet => f.write_str("Ethernet (RoCE)"),
+            LinkLayer::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Why no port was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPort {
+    /// No umad device at all.
+    #[error("no umad device under {root}/class/infiniband_mad (no InfiniBand HCA, or ib_umad not loaded)")]
+    NoDevice {
+        /// The sysfs root read.
+        root: String,
+    },
+    /// None matches the CA and port asked for.
+    #[error("no umad device matches CA {ca:?} port {port:?}; devices: {have}")]
+    NoMatch {
+        /// The CA asked for.
+        ca: Option<String>,
+        /// The port asked for.
+        port: Option<u8>,
+        /// What there is.
+        have: String,
+    },
+    /// The port asked for is not InfiniBand.
+    #[error("{ca} port {port} is an {layer} port, not InfiniBand: a subnet manager binds InfiniBand ports only")]
+    NotInfiniBand {
+        /// The HCA.
+        ca: String,
+        /// Its port.
+        port: u8,
+        /// Its link layer.
+        layer: LinkLayer,
+    },
+    /// Every port there is is on another link layer.
+    #[error("no InfiniBand port: every umad device serves another link layer ({have})")]
+    NoInfiniBand {
+        /// What there is.
+        have: String,
+    },
+}
+
+/// Where sysfs is: `SMCORE_SYSFS_ROOT` (tests point it at a tree of their
+/// own), else `/sys`.
+pub fn sysfs_root() -> String {
+    std::env::var("SMCORE_SYSFS_ROOT").ok().filter(|r| !r.is_empty()).unwrap_or_else(|| "/sys".to_string())
 }
 
 /// The port GUID in a sysfs GID (`fe80:0000:0000:0000:0002:c903:0000:0001`).
@@ -135,41 +214,71 @@ fn read_sysfs(path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..len]).trim().to_string())
 }
 
-/// The umad devices the system (or umad2sim) lists, in index order. Probes
+/// The umad devices the system (or umad2sim) lists under [`sysfs_root`],
+/// in index order.
+pub fn devices() -> Vec<UmadDevice> {
+    devices_in(&sysfs_root())
+}
+
+/// The umad devices listed under sysfs root `root`, in index order. Probes
 /// indices rather than reading the directory: `readdir` is not among the
 /// calls umad2sim interposes reliably for Rust, `open` is.
-pub fn devices() -> Vec<UmadDevice> {
+pub fn devices_in(root: &str) -> Vec<UmadDevice> {
     let mut found = Vec::new();
     // Indices may have gaps (unplugged HCAs), so probe a fixed range.
     for index in 0..64u32 {
-        let base = format!("/sys/class/infiniband_mad/umad{index}");
+        let base = format!("{root}/class/infiniband_mad/umad{index}");
         let Some(ca) = read_sysfs(&format!("{base}/ibdev")) else { continue };
         let Some(port) = read_sysfs(&format!("{base}/port")).and_then(|p| p.parse::<u8>().ok()) else {
             continue;
         };
+        let ports = format!("{root}/class/infiniband/{ca}/ports/{port}");
         // "4: ACTIVE"
-        let state = read_sysfs(&format!("/sys/class/infiniband/{ca}/ports/{port}/state"))
+        let state = read_sysfs(&format!("{ports}/state"))
             .and_then(|s| s.split(':').next().and_then(|n| n.trim().parse::<u8>().ok()))
             .unwrap_or(0);
-        let port_guid =
-            read_sysfs(&format!("/sys/class/infiniband/{ca}/ports/{port}/gids/0")).and_then(|g| gid_port_guid(&g)).unwrap_or(0);
-        found.push(UmadDevice { index, ca, port, state, port_guid });
+        let port_guid = read_sysfs(&format!("{ports}/gids/0")).and_then(|g| gid_port_guid(&g)).unwrap_or(0);
+        let link_layer = LinkLayer::parse(read_sysfs(&format!("{ports}/link_layer")).as_deref());
+        found.push(UmadDevice { index, ca, port, state, port_guid, link_layer });
     }
     found
 }
 
-/// Which device to bind: the one asked for, else the first Active port,
-/// else the first port with a link (an SM's own port is only Init until the
-/// SM brings it up), else the first device at all.
-pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>) -> Option<UmadDevice> {
+/// Which device to bind, of `devices` (read under sysfs root `root`, for
+/// the messages): InfiniBand ports only; of those the one asked for, else
+/// the first Active port, else the first port with a link (an SM's own port
+/// is only Init until the SM brings it up), else the first. A port asked for
+/// by name that is not InfiniBand is refused, not passed over.
+pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>, root: &str) -> Result<UmadDevice, NoPort> {
+    let list = |ds: &[&UmadDevice]| {
+        ds.iter().map(|d| format!("umad{} {} port {} {}", d.index, d.ca, d.port, d.link_layer)).collect::<Vec<_>>().join(", ")
+    };
+    if devices.is_empty() {
+        return Err(NoPort::NoDevice { root: root.to_string() });
+    }
     let wanted: Vec<&UmadDevice> =
         devices.iter().filter(|d| ca.is_none_or(|c| d.ca == c) && port.is_none_or(|p| d.port == p)).collect();
-    wanted
+    if wanted.is_empty() {
+        let all: Vec<&UmadDevice> = devices.iter().collect();
+        return Err(NoPort::NoMatch { ca: ca.map(str::to_string), port, have: list(&all) });
+    }
+    let ib: Vec<&UmadDevice> = wanted.iter().copied().filter(|d| d.link_layer == LinkLayer::InfiniBand).collect();
+    if ib.is_empty() {
+        let named = ca.is_some() || port.is_some();
+        return Err(match wanted.as_slice() {
+            [only] if named => {
+                NoPort::NotInfiniBand { ca: only.ca.clone(), port: only.port, layer: only.link_layer.clone() }
+            }
+            _ => NoPort::NoInfiniBand { have: list(&wanted) },
+        });
+    }
+    Ok(ib
         .iter()
         .find(|d| d.state == 4)
-        .or_else(|| wanted.iter().find(|d| d.state >= 2))
-        .or_else(|| wanted.first())
+        .or_else(|| ib.iter().find(|d| d.state >= 2))
+        .or_else(|| ib.first())
         .map(|d| (*d).clone())
+        .expect("not empty"))
 }
 
 /// The device serving the port of GUID `guid`.
@@ -735,14 +844,8 @@ impl UmadPort {
     /// Binds to `ca`/`port` (or the default choice, see [`choose`]) with a
     /// per-SMP answer timeout.
     pub fn open(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize) -> Result<Self, TransportError> {
-        let all = devices();
-        let Some(device) = choose(&all, ca, port) else {
-            return Err(TransportError::Closed(if all.is_empty() {
-                "no umad device (is ib_umad loaded?)".to_string()
-            } else {
-                format!("no umad device matches CA {ca:?} port {port:?}")
-            }));
-        };
+        let root = sysfs_root();
+        let device = choose(&devices_in(&root), ca, port, &root).map_err(|e| TransportError::Closed(e.to_string()))?;
         let path = format!("/dev/infiniband/umad{}", device.index);
         // Non-blocking: the sweep and the poll thread may both be woken
         // for one message, and the one that does not get it must not
@@ -1072,9 +1175,8 @@ impl GsiClient {
         class_version: u8,
         methods: u128,
     ) -> Result<Self, TransportError> {
-        let all = devices();
-        let device = choose(&all, ca, port)
-            .ok_or_else(|| TransportError::Closed(format!("no umad device matches CA {ca:?} port {port:?}")))?;
+        let root = sysfs_root();
+        let device = choose(&devices_in(&root), ca, port, &root).map_err(|e| TransportError::Closed(e.to_string()))?;
         let path = format!("/dev/infiniband/umad{}", device.index);
         let fd = UmadFd::open(&path, OFlag::O_RDWR).map_err(|e| io(&path, e))?;
         let agent = register_on(&fd, 1, mgmt_class, class_version, methods, 0)?;
@@ -1211,7 +1313,7 @@ mod tests {
     use super::*;
 
     fn dev(index: u32, ca: &str, port: u8, state: u8) -> UmadDevice {
-        UmadDevice { index, ca: ca.into(), port, state, port_guid: 0x100 + u64::from(index) }
+        UmadDevice { index, ca: ca.into(), port, state, port_guid: 0x100 + u64::from(index), link_layer: LinkLayer::InfiniBand }
     }
 
     #[test]
@@ -1229,11 +1331,79 @@ mod tests {
     #[test]
     fn choice_prefers_active_then_linked_then_first() {
         let all = [dev(0, "a", 1, 1), dev(1, "a", 2, 2), dev(2, "b", 1, 4)];
-        assert_eq!(choose(&all, None, None).map(|d| d.index), Some(2));
-        assert_eq!(choose(&all[..2], None, None).map(|d| d.index), Some(1));
-        assert_eq!(choose(&all[..1], None, None).map(|d| d.index), Some(0));
-        assert_eq!(choose(&all, Some("a"), Some(1)).map(|d| d.index), Some(0));
-        assert_eq!(choose(&all, Some("c"), None), None);
+        let pick = |ds: &[UmadDevice], ca, port| choose(ds, ca, port, "/sys").map(|d| d.index);
+        assert_eq!(pick(&all, None, None), Ok(2));
+        assert_eq!(pick(&all[..2], None, None), Ok(1));
+        assert_eq!(pick(&all[..1], None, None), Ok(0));
+        assert_eq!(pick(&all, Some("a"), Some(1)), Ok(0));
+        assert!(matches!(pick(&all, Some("c"), None), Err(NoPort::NoMatch { .. })));
+    }
+
+    /// A sysfs tree of umad devices: (HCA, port, state, link layer or
+    /// none) per umad index.
+    fn fake_sysfs(ports: &[(&str, u8, &str, Option<&str>)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().expect("temp dir");
+        for (i, (ca, port, state, layer)) in ports.iter().enumerate() {
+            let umad = root.path().join(format!("class/infiniband_mad/umad{i}"));
+            std::fs::create_dir_all(&umad).expect("mkdir");
+            std::fs::write(umad.join("ibdev"), format!("{ca}\n")).expect("write");
+            std::fs::write(umad.join("port"), format!("{port}\n")).expect("write");
+            let p = root.path().join(format!("class/infiniband/{ca}/ports/{port}"));
+            std::fs::create_dir_all(p.join("gids")).expect("mkdir");
+            std::fs::write(p.join("state"), format!("{state}\n")).expect("write");
+            std::fs::write(p.join("gids/0"), format!("fe80:0000:0000:0000:0002:c903:0000:{:04x}\n", i + 1)).expect("write");
+            if let Some(l) = layer {
+                std::fs::write(p.join("link_layer"), format!("{l}\n")).expect("write");
+            }
+        }
+        root
+    }
+
+    fn choose_in(root: &tempfile::TempDir, ca: Option<&str>, port: Option<u8>) -> Result<(String, u8), NoPort> {
+        let root = root.path().to_str().expect("utf-8 path");
+        choose(&devices_in(root), ca, port, root).map(|d| (d.ca, d.port))
+    }
+
+    #[test]
+    fn a_roce_port_beside_an_infiniband_hca_is_never_chosen() {
+        // The RoCE device comes first and is Active; the IB port is only
+        // Init (its SM has not brought it up yet).
+        let root = fake_sysfs(&[("mlx5_0", 1, "4: ACTIVE", Some("Ethernet")), ("mlx5_1", 1, "2: INIT", Some("InfiniBand"))]);
+        let all = devices_in(root.path().to_str().expect("utf-8"));
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].link_layer, LinkLayer::Ethernet);
+        assert_eq!(all[1].port_guid, 0x0002_c903_0000_0002);
+        assert_eq!(choose_in(&root, None, None), Ok(("mlx5_1".to_string(), 1)));
+        // Named, it is refused with the reason.
+        let refused = choose_in(&root, Some("mlx5_0"), None).expect_err("a RoCE port");
+        assert!(matches!(refused, NoPort::NotInfiniBand { .. }), "{refused:?}");
+        assert!(refused.to_string().contains("mlx5_0 port 1 is an Ethernet (RoCE) port, not InfiniBand"), "{refused}");
+    }
+
+    #[test]
+    fn of_two_infiniband_hcas_the_active_port_is_chosen_and_a_missing_link_layer_is_infiniband() {
+        let root = fake_sysfs(&[("mlx4_0", 1, "1: DOWN", None), ("mlx5_0", 1, "4: ACTIVE", Some("InfiniBand"))]);
+        assert_eq!(choose_in(&root, None, None), Ok(("mlx5_0".to_string(), 1)));
+        assert_eq!(choose_in(&root, Some("mlx4_0"), Some(1)), Ok(("mlx4_0".to_string(), 1)));
+        assert!(matches!(choose_in(&root, Some("mlx4_0"), Some(2)), Err(NoPort::NoMatch { .. })));
+    }
+
+    #[test]
+    fn none_active_takes_the_linked_port_then_the_first() {
+        let root = fake_sysfs(&[("a", 1, "1: DOWN", None), ("a", 2, "2: INIT", None)]);
+        assert_eq!(choose_in(&root, None, None), Ok(("a".to_string(), 2)));
+        let root = fake_sysfs(&[("a", 1, "1: DOWN", None), ("b", 1, "1: DOWN", None)]);
+        assert_eq!(choose_in(&root, None, None), Ok(("a".to_string(), 1)));
+    }
+
+    #[test]
+    fn no_device_and_only_roce_say_why() {
+        let root = fake_sysfs(&[]);
+        let e = choose_in(&root, None, None).expect_err("nothing");
+        assert!(matches!(e, NoPort::NoDevice { .. }) && e.to_string().contains("no umad device"), "{e}");
+        let root = fake_sysfs(&[("mlx5_0", 1, "4: ACTIVE", Some("Ethernet")), ("mlx5_0", 2, "4: ACTIVE", Some("Ethernet"))]);
+        let e = choose_in(&root, None, None).expect_err("only RoCE");
+        assert!(matches!(e, NoPort::NoInfiniBand { .. }) && e.to_string().contains("no InfiniBand port"), "{e}");
     }
 
     /// A stand-in for the umad device that behaves as `ib_umad_read` does:
