@@ -972,7 +972,7 @@ mod tests {
                 if pi == NONE {
                     continue;
                 }
-                let t = graph.entry_switch(&f, pi);
+                let t = graph.entry_switch(f, pi);
                 if t == s {
                     continue;
                 }
