@@ -398,7 +398,6 @@ impl Daemon<'_, '_> {
             }
             if let Some(cause) = self.schedule.due.take() {
                 self.heavy_sweep(cause, on_heavy);
-                self.refresh_relabelled();
                 self.schedule.check_peers = true;
             }
             // After every sweep, heavy or light: a higher SM that came up
@@ -697,45 +696,6 @@ impl Daemon<'_, '_> {
             // switches may have come back.
             self.mcast.backoff.succeeded();
             self.program_groups();
-        }
-    }
-
-    /// Reads again, right after the heavy sweep that relabelled them, the
-    /// switches it gave another LID or MasterSMLID (their ports may report
-    /// the new values, see `SweepOutcome::relabelled`), so that the first
-    /// trap after it reads only what the trap names rather than every
-    /// switch (the first sweep relabels them all: 11,336 SMPs on the 12-ary
-    /// 3-tree before the re-route of the first fault). A port found changed
-    /// meanwhile makes a heavy sweep route it; a read that fails leaves the
-    /// switches to the next heavy sweep, as before.
-    fn refresh_relabelled(&mut self) {
-        if self.routing.changes.is_empty() || self.traps.pending || self.traps.settle_until.is_some() {
-            return;
-        }
-        if self.ctx.options.incremental.is_none() {
-            return;
-        }
-        let Some(fabric) = &self.routing.fabric else { return };
-        let changes = std::mem::take(&mut self.routing.changes);
-        let mut options = self.ctx.options.once.sweep.clone();
-        options.stop = Some(Arc::clone(&self.ctx.signals.stop));
-        let t = Instant::now();
-        let mut client = SmpClient::new(&mut *self.ctx.port, options.retries).with_m_keys(options.m_keys.clone());
-        match sweep::incremental::rediscover(&mut client, fabric, &changes, &options.limits()) {
-            Ok((fresh, _, _)) => {
-                let moved = changed_ports(fabric, &fresh);
-                info!(switches = changes.switches.len(), smps = client.stats().sent, took = ?t.elapsed(), changed = moved.len(), "relabelled switches read again");
-                if moved.is_empty() {
-                    self.routing.fabric = Some(fresh);
-                } else {
-                    self.routing.changes = changes;
-                    self.schedule.due.get_or_insert(Cause::Change);
-                }
-            }
-            Err(why) => {
-                debug!("relabelled switches left to the next sweep: {why}");
-                self.routing.changes = changes;
-            }
         }
     }
 
