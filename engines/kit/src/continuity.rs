@@ -269,15 +269,18 @@ pub fn continue_routing(
         fresh.lfts.iter().zip(&merged).map(|(l, m)| Lft { node: l.node, ports: m.clone().into() }).collect();
     let fresh_lfts = std::mem::replace(&mut fresh.lfts, merged_lfts);
     let vopts = VerifyOptions { credit_loops: opts.deadlock_free, ..VerifyOptions::default() };
-    let v = verify_with(fabric, graph, &fresh, &vopts);
-    let failure = if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 {
-        Some(v.failure().unwrap_or_else(|| "verification failed".into()))
-    } else if opts.deadlock_free && v.credit_loop.is_some() {
-        Some("credit loop with the fresh routing's SLs".to_string())
-    } else {
-        None
+    // Why tables fail the gate the engine's promises set, if they do.
+    let judge = |r: &Routing| {
+        let v = verify_with(fabric, graph, r, &vopts);
+        if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 {
+            Some(v.failure().unwrap_or_else(|| "verification failed".into()))
+        } else if opts.deadlock_free && v.credit_loop.is_some() {
+            Some("credit loop with the fresh routing's SLs".to_string())
+        } else {
+            None
+        }
     };
-    if let Some(why) = failure {
+    if let Some(why) = judge(&fresh) {
         fresh.lfts = fresh_lfts;
         fresh.diag(
             Level::Warn,
@@ -314,12 +317,10 @@ pub fn continue_routing(
                     .map(|(l, m)| Lft { node: l.node, ports: m.clone().into() })
                     .collect();
                 fresh.lfts = adopted_lfts;
-                let v = verify_with(fabric, graph, &fresh, &vopts);
-                if v.unreachable > 0 || v.looping > 0 || v.vl_violations > 0 || v.credit_loop.is_some() {
+                if let Some(failure) = judge(&fresh) {
                     let why = format!(
-                        "the kept routes with {} destinations of the fresh routing do not verify ({})",
-                        report.adopted,
-                        v.failure().unwrap_or_else(|| "credit loop with the fresh routing's SLs".into())
+                        "the kept routes with {} destinations of the fresh routing do not verify ({failure})",
+                        report.adopted
                     );
                     fresh.lfts = fresh_lfts;
                     fresh.diag(Level::Warn, format!("{name}: {why}; routed from scratch"));
