@@ -156,16 +156,18 @@ pub fn serve(
     signals: Arc<Signals>,
     status: Arc<Mutex<Status>>,
 ) -> Result<ControlSocket, ControlError> {
-    serve_with(path, signals, status, None)
+    serve_with(path, signals, status, None, None)
 }
 
 /// [`serve`], also answering `perfmgr` from the performance manager's
-/// database when it runs.
+/// database when it runs, and `loglevel` with the filter of the log
+/// smcore installed.
 pub fn serve_with(
     path: &Path,
     signals: Arc<Signals>,
     status: Arc<Mutex<Status>>,
     perf: Option<Arc<Mutex<crate::perfmgr::PerfDb>>>,
+    log: Option<crate::logging::LogFilter>,
 ) -> Result<ControlSocket, ControlError> {
     let io = |source| ControlError::Io {
         path: path.to_path_buf(),
@@ -189,7 +191,7 @@ pub fn serve_with(
     let served = crate::listener::serve(
         "control socket",
         move || listener.accept().map(|(stream, _)| stream),
-        move |stream| handle(stream, &signals, &status, perf.as_deref()),
+        move |stream| handle(stream, &signals, &status, perf.as_deref(), log.as_ref()),
         move || {
             let _ = UnixStream::connect(&wake_path);
         },
@@ -223,7 +225,13 @@ fn ok(message: &str) -> Answer {
 /// The commands, for the error that names them.
 const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel";
 
-fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: Option<&Mutex<crate::perfmgr::PerfDb>>) {
+fn handle(
+    stream: UnixStream,
+    signals: &Signals,
+    status: &Mutex<Status>,
+    perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
+    log: Option<&crate::logging::LogFilter>,
+) {
     let allowed = peer_allowed(&stream);
     // A client that never writes must not hold the SM's only control
     // thread.
@@ -242,7 +250,7 @@ fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, perf: O
             warn!("control socket: refused: {why}");
             Err(why)
         }
-        Ok(_) => answer(verb, &args, signals, status, perf),
+        Ok(_) => answer(verb, &args, signals, status, perf, log),
     };
     info!(command = line.trim(), "control command");
     let text = match (answer, as_json) {
@@ -261,6 +269,7 @@ fn answer(
     signals: &Signals,
     status: &Mutex<Status>,
     perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
+    log: Option<&crate::logging::LogFilter>,
 ) -> Answer {
     let takes_arg = verb == "loglevel";
     if !takes_arg && !args.is_empty() {
@@ -307,13 +316,14 @@ fn answer(
             let view = SweepView { conf: conf.to_vec(), ..Default::default() };
             Ok((view.render_conf(), view.conf_json()))
         }
-        "loglevel" => match args {
-            [] => {
-                let current = crate::logging::current_filter().ok_or("logging was not set up by smcore")?;
+        "loglevel" => match (args, log) {
+            (_, None) => Err("logging was not set up by smcore; its filter cannot change".to_string()),
+            ([], Some(log)) => {
+                let current = log.current();
                 Ok((format!("{current}\n"), json!({ "filter": current })))
             }
-            [filter] => {
-                let previous = crate::logging::set_filter(filter).map_err(|e| e.to_string())?;
+            ([filter], Some(log)) => {
+                let previous = log.set(filter).map_err(|e| e.to_string())?;
                 info!(filter, previous = %previous, "log filter changed from the control socket");
                 let text = format!("ok: log filter {filter} (was {previous})\n");
                 Ok((text, json!({ "ok": "log filter changed", "filter": filter, "previous": previous })))

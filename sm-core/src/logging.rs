@@ -112,9 +112,6 @@ pub enum LogError {
     /// A global subscriber was installed already.
     #[error("logging was set up twice")]
     Twice,
-    /// The filter cannot change: smcore did not install the subscriber.
-    #[error("logging was not set up by smcore; its filter cannot change")]
-    NotInstalled,
 }
 
 /// The tracing filter for OpenSM's `log_flags` (`-D`): the bits OpenSM
@@ -374,29 +371,48 @@ impl Sink {
 /// Swaps the installed subscriber's filter (the console's `loglevel`).
 type SwapFilter = Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<(), String> + Send + Sync>;
 
-/// The running filter and how to change it; set once by [`init`]. Global
-/// as the subscriber it steers is.
+/// The running filter and how to change it.
 struct FilterControl {
     swap: SwapFilter,
     current: Mutex<String>,
 }
 
-static FILTER: std::sync::OnceLock<FilterControl> = std::sync::OnceLock::new();
+/// The log filter of the subscriber [`init`] installed: what the control
+/// socket's `loglevel` reads and changes. Clones steer the same filter.
+#[derive(Clone)]
+pub struct LogFilter(Arc<FilterControl>);
 
-/// The log filter in force, when [`init`] installed the subscriber.
-pub fn current_filter() -> Option<String> {
-    FILTER.get().map(|f| f.current.lock().unwrap_or_else(PoisonError::into_inner).clone())
+impl std::fmt::Debug for LogFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LogFilter").field(&self.current()).finish()
+    }
 }
 
-/// Replaces the log filter of the running process; returns the one it
-/// replaced. A filter that does not parse is refused and the old one
-/// stays.
-pub fn set_filter(filter: &str) -> Result<String, LogError> {
-    let control = FILTER.get().ok_or(LogError::NotInstalled)?;
-    let parsed = parse_strict(filter)?;
-    let mut current = control.current.lock().unwrap_or_else(PoisonError::into_inner);
-    (control.swap)(parsed).map_err(|message| LogError::Filter { filter: filter.to_string(), message })?;
-    Ok(std::mem::replace(&mut *current, filter.to_string()))
+/// What [`init`] hands back: the log's reopen flag (SIGUSR1) and its
+/// filter.
+#[derive(Debug, Clone)]
+pub struct Logging {
+    /// Asks the log file to be reopened.
+    pub reopen: Reopen,
+    /// The filter in force.
+    pub filter: LogFilter,
+}
+
+impl LogFilter {
+    /// The log filter in force.
+    pub fn current(&self) -> String {
+        self.0.current.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the log filter of the running process; returns the one it
+    /// replaced. A filter that does not parse is refused and the old one
+    /// stays.
+    pub fn set(&self, filter: &str) -> Result<String, LogError> {
+        let parsed = parse_strict(filter)?;
+        let mut current = self.0.current.lock().unwrap_or_else(PoisonError::into_inner);
+        (self.0.swap)(parsed).map_err(|message| LogError::Filter { filter: filter.to_string(), message })?;
+        Ok(std::mem::replace(&mut *current, filter.to_string()))
+    }
 }
 
 /// [`parse_filter`], refusing what is most likely a typo: an admin
@@ -421,10 +437,10 @@ fn parse_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter, LogError>
         .map_err(|e| LogError::Filter { filter: filter.to_string(), message: e.to_string() })
 }
 
-/// Installs the process's log subscriber. The returned [`Reopen`] is what
-/// `SIGUSR1` should trigger; the filter can be changed later with
-/// [`set_filter`].
-pub fn init(settings: &LogSettings) -> Result<Reopen, LogError> {
+/// Installs the process's log subscriber (tracing's global one). In the
+/// returned [`Logging`], `reopen` is what `SIGUSR1` should trigger and
+/// `filter` changes the filter later ([`LogFilter::set`]).
+pub fn init(settings: &LogSettings) -> Result<Logging, LogError> {
     let filter = parse_filter(&settings.filter)?;
     let reopen = Reopen::default();
     let sink = Sink::open(settings, &reopen)?;
@@ -447,8 +463,8 @@ pub fn init(settings: &LogSettings) -> Result<Reopen, LogError> {
         (Format::Text, Destination::Syslog(_)) => install!(builder.without_time()),
         (Format::Text, _) => install!(builder),
     };
-    let _ = FILTER.set(FilterControl { swap, current: Mutex::new(settings.filter.clone()) });
-    Ok(reopen)
+    let filter = LogFilter(Arc::new(FilterControl { swap, current: Mutex::new(settings.filter.clone()) }));
+    Ok(Logging { reopen, filter })
 }
 
 #[cfg(test)]

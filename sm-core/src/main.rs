@@ -311,7 +311,7 @@ fn main() -> ExitCode {
         },
         None => Config::default(),
     };
-    let reopen = match log_settings(&cli, &config).and_then(|s| sm_core::logging::init(&s).map_err(|e| e.to_string())) {
+    let logging = match log_settings(&cli, &config).and_then(|s| sm_core::logging::init(&s).map_err(|e| e.to_string())) {
         Ok(r) => r,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -322,7 +322,7 @@ fn main() -> ExitCode {
         return fail(EXIT_BAD_INPUT, e);
     }
     let Some(command) = &cli.command else {
-        return run_sm(&cli, config, &reopen);
+        return run_sm(&cli, config, &logging);
     };
     if cli.sm.fabric.is_some() || cli.sm.once {
         // Otherwise `smcore --fabric X route Y` would quietly route Y only.
@@ -568,6 +568,7 @@ impl Endpoints {
         status: &Arc<std::sync::Mutex<sm_core::control::Status>>,
         perf: Option<Arc<std::sync::Mutex<sm_core::perfmgr::PerfDb>>>,
         signals: &Arc<sm_core::daemon::Signals>,
+        log: &sm_core::logging::LogFilter,
     ) -> Result<Endpoints, String> {
         let served = match settings.metrics_listen {
             Some(addr) => {
@@ -582,7 +583,7 @@ impl Endpoints {
         };
         let control = match &settings.control_socket {
             Some(path) => Some(
-                sm_core::control::serve_with(path, Arc::clone(signals), Arc::clone(status), perf)
+                sm_core::control::serve_with(path, Arc::clone(signals), Arc::clone(status), perf, Some(log.clone()))
                     .map_err(|e| e.to_string())?,
             ),
             None => None,
@@ -674,7 +675,7 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// `smcore [--fabric TOPOLOGY] [--once] ...`: the SM, on the embedded
 /// fabric or a umad port; one full sweep with `--once`, else the loop of
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
-fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> ExitCode {
+fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) -> ExitCode {
     use sm_core::settings::{DaemonSettings, SmSettings};
     use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
 
@@ -802,7 +803,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
         None => None,
     };
     let signals = Arc::new(sm_core::daemon::Signals::default());
-    if let Err(e) = handle_signals(&signals, reopen) {
+    if let Err(e) = handle_signals(&signals, &logging.reopen) {
         return fail(EXIT_BAD_INPUT, e);
     }
     let groups = Arc::new(std::sync::Mutex::new(sm_core::mcast::McGroups::new()));
@@ -836,7 +837,7 @@ fn run_sm(cli: &Cli, mut config: Config, reopen: &sm_core::logging::Reopen) -> E
     let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
     let metrics = Arc::new(sm_core::metrics::Metrics::new(sa.as_ref().map(|s| s.requests_handled())));
     // Served until run_sm returns.
-    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals) {
+    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals, &logging.filter) {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };

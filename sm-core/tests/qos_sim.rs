@@ -27,10 +27,6 @@ use sm_mad::smp::{self, DATA_LEN, PERMISSIVE_LID};
 use sm_mad::{sa_path_record as pr, sa_sl2vl_record as slr, sa_vlarb_record as var, Mad, PortInfoRepr};
 use sm_topology::Topology;
 
-/// Held by the tests that sweep with `qos` on: which engine last routed
-/// (and the active policy) is process-wide state of the SA.
-static QOS_STATE: Mutex<()> = Mutex::new(());
-
 /// One heavy sweep of `sim` with `engines` and `config`.
 fn sweep_once(sim: &mut SimFabric, engines: &str, config: &Config, held: &mut HeldTables) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
@@ -87,9 +83,9 @@ fn qos_config() -> Config {
 }
 
 /// An SA holding `out`.
-fn sa_of(out: &mut OnceOutcome) -> Sa {
+fn sa_of(out: &mut OnceOutcome, policy: Option<&Arc<QosPolicy>>) -> Sa {
     let sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig::default());
-    sa.publish(SaDb::build_shared(out));
+    sa.publish(SaDb::build_shared(out).with_qos_policy(policy.cloned()));
     sa
 }
 
@@ -116,7 +112,6 @@ fn records(answer: &[u8]) -> Vec<&[u8]> {
 
 #[test]
 fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
-    let _state = QOS_STATE.lock().unwrap_or_else(|e| e.into_inner());
     let topo = small();
     let (sm_node, sm_port) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
@@ -127,7 +122,7 @@ fn minhop_with_qos_gets_the_qos_tables_on_every_port() {
     let (swe, ca) = (qos::parse_sl2vl(SWE_SL2VL).unwrap(), qos::parse_sl2vl(CA_SL2VL).unwrap());
     let low = qos::parse_vlarb("0:8,1:16,2:32,3:64").unwrap();
     let ca_high = qos::parse_vlarb("1:2,0:1").unwrap();
-    let sa = sa_of(&mut out);
+    let sa = sa_of(&mut out, None);
     let fabric = &out.sweep.fabric;
     let (mut switch_maps, mut ca_maps, mut arbs) = (0, 0, 0);
     for node in &fabric.nodes {
@@ -226,19 +221,17 @@ fn ca_lids(out: &OnceOutcome) -> Vec<u16> {
     f.nodes.iter().filter(|n| !n.is_switch()).flat_map(|n| n.ports.iter().skip(1)).filter_map(|p| p.info.as_ref()).map(|i| i.lid).filter(|&l| l != 0).collect()
 }
 
-// One test: the active policy is process-wide.
 #[test]
 fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
-    let _state = QOS_STATE.lock().unwrap_or_else(|e| e.into_inner());
     let policy = QosPolicy::parse("qos-ulps\n default : 1\n any, service-id 0x10 : 5\nend-qos-ulps\n", std::path::Path::new("qos-policy.conf")).unwrap();
-    qos::set_active_policy(Some(Arc::new(policy)));
+    let policy = Some(Arc::new(policy));
 
     // minhop: every path on SL 0 of its own; the policy decides.
     let topo = small();
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
     let mut out = sweep_once(&mut sim, "minhop", &qos_config(), &mut HeldTables::default());
-    let sa = sa_of(&mut out);
+    let sa = sa_of(&mut out, policy.as_ref());
     let lids = ca_lids(&out);
     for &s in &lids {
         for &d in &lids {
@@ -252,7 +245,7 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
     let mut out = sweep_once(&mut sim, "lash", &qos_config(), &mut HeldTables::default());
-    let sa = sa_of(&mut out);
+    let sa = sa_of(&mut out, policy.as_ref());
     let routing = &out.accepted.as_ref().expect("routed").routing;
     assert!(!routing.sl2vl.is_empty(), "lash gives SL2VL maps");
     let lids = ca_lids(&out);
@@ -269,7 +262,7 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let (n, p) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, n, p).expect("sim");
     let mut out = sweep_once(&mut sim, "torus-2QoS,no_fallback", &config, &mut HeldTables::default());
-    let sa = sa_of(&mut out);
+    let sa = sa_of(&mut out, policy.as_ref());
     let routing = &out.accepted.as_ref().expect("routed").routing;
     let lids = ca_lids(&out);
     let mut differ = 0;
@@ -289,14 +282,13 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = common::write(tmp.path(), "qos-policy.conf", "qos-ulps\n default : 2\nend-qos-ulps\n");
     let config = Config { qos: true, qos_policy_file: Some(file.clone()), ..Config::default() };
-    qos::reload(&config);
-    let sl_of = |q: &qos::PathQuery| qos::active_policy().and_then(|p| p.sl_for(q));
-    assert_eq!(sl_of(&qos::PathQuery::default()), Some(2));
+    let policy = qos::reload(&config, None);
+    let sl_of = |p: &Option<Arc<QosPolicy>>| p.as_ref().and_then(|p| p.sl_for(&qos::PathQuery::default()));
+    assert_eq!(sl_of(&policy), Some(2));
     std::fs::write(&file, "qos-ulps\n default : 3\n any, pkey 0x10 : 99\nend-qos-ulps\n").expect("write");
-    qos::reload(&config);
-    assert_eq!(sl_of(&qos::PathQuery::default()), Some(2), "the last good policy is kept");
-    qos::reload(&Config { qos: false, ..config });
-    assert!(qos::active_policy().is_none(), "qos off: no policy");
+    let policy = qos::reload(&config, policy);
+    assert_eq!(sl_of(&policy), Some(2), "the last good policy is kept");
+    assert!(qos::reload(&Config { qos: false, ..config }, policy).is_none(), "qos off: no policy");
 }
 
 #[test]

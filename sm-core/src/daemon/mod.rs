@@ -320,6 +320,9 @@ struct Settings {
     source: Option<reload::ConfigSource>,
     /// The engine list a re-read set.
     engines: Option<String>,
+    /// The QoS policy PathRecords follow (read at every heavy sweep, as
+    /// OpenSM does; the last good one stays when the file has errors).
+    qos_policy: Option<Arc<crate::qos::QosPolicy>>,
 }
 
 /// The SM loop: what it borrows from its caller, and its state by concern.
@@ -359,7 +362,7 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         routing: RoutingState::default(),
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
         traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
-        settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None },
+        settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None, qos_policy: None },
     };
     d.publish_config();
     d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.schedule.interval)));
@@ -592,7 +595,7 @@ impl Daemon<'_, '_> {
         }
         let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
-        crate::qos::reload(config);
+        self.settings.qos_policy = crate::qos::reload(config, self.settings.qos_policy.take());
         // A re-route continues from the routing in force; `ctl reroute` and
         // --reassign-lids route from scratch (OpenSM's ignore_existing_lfts).
         let previous = (cause != Cause::Reroute && !once.sweep.reassign_lids)
@@ -642,7 +645,8 @@ impl Daemon<'_, '_> {
             // SL oracle, whatever the fabric's size. The records of nodes
             // this sweep left alone are the database's in force.
             let previous = sa.sa().db();
-            sa.publish(crate::sa::db::SaDb::build_after(outcome, previous.as_deref()));
+            let db = crate::sa::db::SaDb::build_after(outcome, previous.as_deref());
+            sa.publish(db.with_qos_policy(self.settings.qos_policy.clone()));
         }
     }
 

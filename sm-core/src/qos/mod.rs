@@ -10,10 +10,8 @@
 //! then reads what it can, a malformed value is an error: a table silently
 //! different from the file is what a move between SMs must not have.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use thiserror::Error;
 use tracing::warn;
@@ -203,51 +201,40 @@ impl QosSettings {
     }
 }
 
-/// The policy the SA applies to PathRecords; `None` until one is loaded
-/// (and whenever `qos` is off).
-static ACTIVE: RwLock<Option<Arc<QosPolicy>>> = RwLock::new(None);
-
-/// Makes `policy` the one PathRecords follow (`None`: engine SLs only).
-pub fn set_active_policy(policy: Option<Arc<QosPolicy>>) {
-    if let Ok(mut slot) = ACTIVE.write() {
-        *slot = policy;
-    }
-}
-
-/// The policy PathRecords follow now.
-pub fn active_policy() -> Option<Arc<QosPolicy>> {
-    ACTIVE.read().ok().and_then(|p| p.clone())
-}
-
-/// Reads `settings.policy_file` when QoS is on and makes it the active
-/// policy. A file that does not exist is no policy (as OpenSM); a file
-/// with errors is logged (file:line) and the last good policy is kept.
-pub fn load_policy(settings: &QosSettings) {
+/// Reads `settings.policy_file` when QoS is on: the policy PathRecords
+/// follow from now on, which the caller keeps (the daemon's SA database
+/// carries it; see `sa::db::SaDb::with_qos_policy`). A file that does not
+/// exist is no policy (as OpenSM); a file with errors is logged
+/// (file:line) and `current`, the last good policy, stays.
+pub fn load_policy(settings: &QosSettings, current: Option<Arc<QosPolicy>>) -> Option<Arc<QosPolicy>> {
     if !settings.enabled {
-        set_active_policy(None);
-        return;
+        return None;
     }
     match load_policy_file(&settings.policy_file) {
         Ok(Some(p)) => {
             for w in &p.warnings {
                 warn!("{w}");
             }
-            set_active_policy(Some(Arc::new(p)));
+            Some(Arc::new(p))
         }
-        Ok(None) => set_active_policy(None),
+        Ok(None) => None,
         Err(e) => {
-            let kept = if active_policy().is_some() { "the last good policy is kept" } else { "no policy applies" };
+            let kept = if current.is_some() { "the last good policy is kept" } else { "no policy applies" };
             warn!("QoS policy not loaded: {e}; {kept}");
+            current
         }
     }
 }
 
 /// [`load_policy`] with the settings of `config` (a malformed `qos_*`
-/// value is logged; [`check`] refuses it at startup).
-pub fn reload(config: &Config) {
+/// value is logged and `current` stays; [`check`] refuses it at startup).
+pub fn reload(config: &Config, current: Option<Arc<QosPolicy>>) -> Option<Arc<QosPolicy>> {
     match QosSettings::from_config(config) {
-        Ok(s) => load_policy(&s),
-        Err(e) => warn!("QoS settings not used: {e}"),
+        Ok(s) => load_policy(&s, current),
+        Err(e) => {
+            warn!("QoS settings not used: {e}");
+            current
+        }
     }
 }
 
@@ -288,61 +275,18 @@ pub struct PathQuery {
 /// The SL of a path: the policy's choice for `query`, unless the engine's
 /// SLs are what keeps its routing deadlock free (`engine_binds`: a routing
 /// whose path SLs are not uniform, such as torus-2QoS's, lash's, dfsssp's
-/// or nue's layers) and the policy asks for another SL; then the engine's
-/// SL is used, and the log says so once per distinct (policy SL, engine
-/// SL) case. (`engine_binds` is also set for an engine whose SLs are
-/// uniform but which brought its own SL2VL maps: [`note_engine_maps`].)
-pub fn decide_sl(policy: Option<&QosPolicy>, query: &PathQuery, engine_sl: u8, engine_binds: bool) -> u8 {
+/// or nue's layers, or one whose engine brought its own SL2VL maps) and
+/// the policy asks for another SL; then the engine's SL is used. The
+/// second value is the SL the policy asked for in that case, for the
+/// caller to log (the SA does, once per distinct pair of SLs).
+pub fn decide_sl(policy: Option<&QosPolicy>, query: &PathQuery, engine_sl: u8, engine_binds: bool) -> (u8, Option<u8>) {
     let Some(want) = policy.and_then(|p| p.sl_for(query)) else {
-        return engine_sl;
+        return (engine_sl, None);
     };
     if want == engine_sl || !engine_binds {
-        return want;
+        return (want, None);
     }
-    static SEEN: Mutex<Option<HashSet<(u8, u8)>>> = Mutex::new(None);
-    if let Ok(mut seen) = SEEN.lock() {
-        if seen.get_or_insert_with(HashSet::new).insert((want, engine_sl)) {
-            warn!(
-                policy_sl = want,
-                engine_sl,
-                "QoS policy asks for SL {want} where the routing engine's deadlock-free SL is {engine_sl}: the engine's SL is used"
-            );
-        }
-    }
-    engine_sl
-}
-
-/// Whether the routing last programmed with `qos` on came with SL2VL maps
-/// of its engine's own (see [`note_engine_maps`]).
-static ENGINE_MAPS: AtomicBool = AtomicBool::new(false);
-
-/// Records whether the routing being programmed has its engine's own SL2VL
-/// maps. An engine with maps (lash, dfsssp, nue, torus-2QoS) proved its
-/// routing deadlock free with its SLs and those maps, even when every path
-/// has the same SL: another SL may land on a VL the engine did not check
-/// (or that is not operational). Its SLs then bind as non-uniform ones do.
-pub fn note_engine_maps(engine_maps: bool) {
-    ENGINE_MAPS.store(engine_maps, Ordering::Relaxed);
-}
-
-/// [`decide_sl`] for the SA: a PathRecord query (`q` under `mask`) for the
-/// path `slid` → `dlid`, with the active policy.
-pub fn sa_path_sl(db: &crate::sa::db::SaDb, q: &sm_mad::sa_path_record::Repr, mask: u64, slid: u16, dlid: u16) -> u8 {
-    use sm_mad::sa_path_record::component as pc;
-    let engine_sl = db.path_sl(slid, dlid);
-    let Some(policy) = active_policy() else {
-        return engine_sl;
-    };
-    let guid = |lid| db.end_by_lid(lid).map_or(0, |e| e.guid);
-    let query = PathQuery {
-        service_id: (mask & pc::SERVICE_ID != 0).then_some(q.service_id),
-        pkey: (mask & pc::PKEY != 0).then_some(q.pkey),
-        qos_class: (mask & pc::QOS_CLASS != 0).then_some(q.qos_class),
-        source_guid: guid(slid),
-        destination_guid: guid(dlid),
-    };
-    let engine_binds = !db.uniform_sl() || ENGINE_MAPS.load(Ordering::Relaxed);
-    decide_sl(Some(&policy), &query, engine_sl, engine_binds)
+    (engine_sl, Some(want))
 }
 
 #[cfg(test)]
@@ -418,10 +362,10 @@ mod tests {
     fn the_engine_wins_only_where_its_sls_matter() {
         let p = QosPolicy::parse("qos-ulps\n default : 3\n any, service-id 0x10 : 5\nend-qos-ulps\n", Path::new("q")).unwrap();
         let q = PathQuery { service_id: Some(0x10), ..PathQuery::default() };
-        assert_eq!(decide_sl(Some(&p), &q, 0, false), 5, "uniform engine SL: the policy decides");
-        assert_eq!(decide_sl(Some(&p), &q, 2, true), 2, "layered engine: its SL");
-        assert_eq!(decide_sl(Some(&p), &q, 5, true), 5);
-        assert_eq!(decide_sl(Some(&p), &PathQuery::default(), 0, false), 3, "default");
-        assert_eq!(decide_sl(None, &q, 1, false), 1, "no policy: the engine's SL");
+        assert_eq!(decide_sl(Some(&p), &q, 0, false), (5, None), "uniform engine SL: the policy decides");
+        assert_eq!(decide_sl(Some(&p), &q, 2, true), (2, Some(5)), "layered engine: its SL");
+        assert_eq!(decide_sl(Some(&p), &q, 5, true), (5, None));
+        assert_eq!(decide_sl(Some(&p), &PathQuery::default(), 0, false), (3, None), "default");
+        assert_eq!(decide_sl(None, &q, 1, false), (1, None), "no policy: the engine's SL");
     }
 }

@@ -13,8 +13,8 @@
 //! and its own path-SL oracle; LFT records are cut from its LFTs per
 //! query. Nothing is precomputed per pair.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use sm_abi::{NodeKind, NO_ROUTE};
 use sm_mad::forwarding::LFT_BLOCK_LEN;
@@ -24,6 +24,7 @@ use sm_mad::{
     sa_switch_info_record as swr, sa_vlarb_record as var, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
+use crate::qos::QosPolicy;
 use crate::routing::AcceptedRouting;
 use crate::sweep::discovery::FabricNode;
 use crate::sweep::{Fabric, OnceOutcome};
@@ -113,6 +114,11 @@ pub struct SaDb {
     /// Nodes whose records were made for this database (the others'
     /// were taken from the previous one).
     rebuilt: usize,
+    /// The QoS policy PathRecords follow (`None`: the engine's SLs).
+    pub(crate) qos_policy: Option<Arc<QosPolicy>>,
+    /// (policy SL, engine SL) cases already logged: the engine's SL won
+    /// where the policy asked for another (see [`crate::qos::decide_sl`]).
+    pub(crate) sl_overruled: Mutex<HashSet<(u8, u8)>>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -217,6 +223,14 @@ impl SaDb {
             db.set_partitions(&outcome.sweep.fabric, p.clone());
         }
         db
+    }
+
+    /// The database with `policy` choosing PathRecord SLs, as far as the
+    /// engine's own SLs allow (the daemon reads the policy file at each
+    /// heavy sweep and hands it here).
+    pub fn with_qos_policy(mut self, policy: Option<Arc<QosPolicy>>) -> Self {
+        self.qos_policy = policy;
+        self
     }
 
     /// The P_Key table of the end port with GUID `guid`, entries with the
@@ -498,6 +512,8 @@ impl SaDb {
             node_lid: Vec::new(),
             keys_unique: true,
             rebuilt: 0,
+            qos_policy: None,
+            sl_overruled: Mutex::new(HashSet::new()),
         };
         if let Some(prefix) = fabric
             .nodes

@@ -26,6 +26,40 @@ pub struct Walk {
 const MAX_HOPS: u8 = 64;
 
 impl SaDb {
+    /// The SL of the path `slid` → `dlid` for the query `q` under `mask`:
+    /// the QoS policy's, as far as the engine's SLs allow
+    /// ([`crate::qos::decide_sl`]). The engine's SLs bind when they are not
+    /// uniform or the engine brought its own SL2VL maps (lash, dfsssp, nue,
+    /// torus-2QoS proved deadlock freedom with those maps: another SL may
+    /// land on a VL the engine did not check).
+    fn policy_sl(&self, q: &PrRepr, mask: u64, slid: u16, dlid: u16) -> u8 {
+        let engine_sl = self.path_sl(slid, dlid);
+        let Some(policy) = self.qos_policy.as_deref() else {
+            return engine_sl;
+        };
+        let guid = |lid| self.end_by_lid(lid).map_or(0, |e| e.guid);
+        let query = crate::qos::PathQuery {
+            service_id: (mask & pc::SERVICE_ID != 0).then_some(q.service_id),
+            pkey: (mask & pc::PKEY != 0).then_some(q.pkey),
+            qos_class: (mask & pc::QOS_CLASS != 0).then_some(q.qos_class),
+            source_guid: guid(slid),
+            destination_guid: guid(dlid),
+        };
+        let engine_maps = self.routing.as_ref().is_some_and(|r| !r.engine_sl2vl().is_empty());
+        let (sl, overruled) = crate::qos::decide_sl(Some(policy), &query, engine_sl, !self.uniform_sl() || engine_maps);
+        if let Some(want) = overruled {
+            let mut seen = self.sl_overruled.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.insert((want, engine_sl)) {
+                tracing::warn!(
+                    policy_sl = want,
+                    engine_sl,
+                    "QoS policy asks for SL {want} where the routing engine's deadlock-free SL is {engine_sl}: the engine's SL is used"
+                );
+            }
+        }
+        sl
+    }
+
     /// Follows the LFTs from the port holding `slid` to the one holding
     /// `dlid`; `None` when there is no such port or the tables do not
     /// lead there.
@@ -233,7 +267,7 @@ fn record(
         (mask & pc::PKEY != 0).then_some(q.pkey),
     )?;
     let walk = db.walk(slid, dlid)?;
-    let sl = crate::qos::sa_path_sl(db, q, mask, slid, dlid);
+    let sl = db.policy_sl(q, mask, slid, dlid);
     if sl > 15 || (mask & pc::SL != 0 && q.sl != sl) {
         return None;
     }

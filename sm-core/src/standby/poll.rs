@@ -2,7 +2,7 @@
 //! `poll_interval`, the controls the responder queued, the master's
 //! heartbeat (ActCount), and trap 144 to a master that ranks below us.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sm_mad::mad::{attr, method};
@@ -231,8 +231,7 @@ fn send_trap_144(port: &mut dyn SmpPort, target: &Peer, lid: u16, capability_mas
     };
     let mut data = [0u8; DATA_LEN];
     notice.emit(&mut notice::Packet::new_unchecked(&mut data[..]));
-    static NEXT_TID: AtomicU32 = AtomicU32::new(1);
-    let tid = 0x7144_0000_0000 | u64::from(NEXT_TID.fetch_add(1, Ordering::Relaxed).max(1));
+    let tid = 0x7144_0000_0000 | crate::sweep::transport::fresh_tid();
     let mut request = smp::Repr::lid_set(tid, attr::NOTICE, 0, 0, data);
     request.method = method::TRAP;
     let mut mad = Mad::zeroed();

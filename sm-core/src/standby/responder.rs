@@ -2,7 +2,6 @@
 //! other SMs on a thread of its own, and the SM_Key proofs that let SMs
 //! of one key recognise each other without showing the key.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -150,17 +149,15 @@ fn key_proof(sm_key: u64, challenge: u64, guid: u64) -> u64 {
 /// A fresh challenge for a SubnGet(SMInfo): unpredictable, non-zero and
 /// never our own key (a peer would then show the key in clear).
 pub(super) fn challenge(sm_key: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    // RandomState is seeded from the OS once per process; the counter and
-    // the clock make every value differ.
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    h.write_u128(nanos);
-    let c = h.finish();
+    let c = getrandom::u64().unwrap_or_else(|_| {
+        // No OS randomness (a broken sandbox): RandomState's per-process
+        // seed and the clock still make every value differ.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        h.write_u128(nanos);
+        h.finish()
+    });
     if c == 0 || c == sm_key {
         c.wrapping_add(1) | 1
     } else {

@@ -53,7 +53,6 @@ pub fn with_qos_tables(mut chain: ChainOutcome, fabric: &Fabric, config: &Config
         }
     };
     if let Some(routed) = chain.routed.as_mut() {
-        crate::qos::note_engine_maps(!routed.routing.sl2vl.is_empty());
         let (sl2vl, vlarb) = qos_tables(fabric, &routed.routing.sl2vl, &routed.routing.vlarb, &settings);
         routed.routing.sl2vl.extend(sl2vl);
         routed.routing.vlarb.extend(vlarb);

@@ -13,7 +13,6 @@
 //! a first-class figure (design.md, "Performance principles").
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sm_mad::mad::{attr, method};
@@ -129,20 +128,28 @@ pub struct TrapMad {
     pub mad: Vec<u8>,
 }
 
-/// Transaction IDs are unique across every client of the process: sweeps
-/// follow one another on the same port, and a late answer to a request of
-/// an earlier sweep must never match a request of this one.
-static NEXT_TID: AtomicU64 = AtomicU64::new(1);
+/// Where a new client's transaction IDs start: a random point of the 32
+/// bits the kernel keeps, so that a late answer to a request of an earlier
+/// client (sweeps follow one another on the same port) matches no request
+/// of this one: a client sends tens of thousands of SMPs at most, so two
+/// clients' ranges overlap with odds of about 1 in 40,000, and even then an
+/// answer is taken only for the same attribute and modifier (`check`).
+/// 0, what a zeroed buffer carries, is never handed out.
+pub(crate) fn fresh_tid() -> u64 {
+    let start = getrandom::u32().unwrap_or_else(|_| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish() as u32
+    });
+    u64::from(start.max(1))
+}
 
-fn fresh_tid() -> u64 {
-    loop {
-        let t = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-        // The kernel keeps only the lower 32 bits; 0 is what a zeroed
-        // buffer carries, so never hand it out.
-        if t as u32 != 0 {
-            return t;
-        }
-    }
+/// The transaction ID after `tid`: the next one of the kernel's 32 bits,
+/// never 0.
+fn following_tid(tid: u64) -> u64 {
+    let t = (tid as u32).wrapping_add(1);
+    u64::from(t.max(1))
 }
 
 /// SMPs sent, by attribute and method, and how they ended. Retries count
@@ -367,7 +374,7 @@ impl<'p> SmpClient<'p> {
                 // A retry may be lost to a wrong key, not to the fabric:
                 // each try takes the next candidate key.
                 request.m_key = self.m_keys.key_for(&ops[i].path, tries - 1);
-                self.next_tid = fresh_tid();
+                self.next_tid = following_tid(self.next_tid);
                 let mut mad = Mad::zeroed();
                 request.emit(&mut mad.smp_mut());
                 self.stats.sent += 1;
@@ -410,7 +417,7 @@ impl<'p> SmpClient<'p> {
             // A fresh TID per try, so that a late answer to an earlier try
             // is never taken for this one's.
             request.transaction_id = self.next_tid;
-            self.next_tid = fresh_tid();
+            self.next_tid = following_tid(self.next_tid);
             request.m_key = self.m_keys.key_for(path, tries);
             let mut mad = Mad::zeroed();
             request.emit(&mut mad.smp_mut());
@@ -580,5 +587,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), 4, "TIDs {used:?}");
         assert!(used.iter().all(|&t| t as u32 != 0));
+        assert_eq!(following_tid(0xFFFF_FFFF), 1, "0 is never handed out");
+        assert_eq!(following_tid(0x1_0000_0005), 6, "the kernel keeps 32 bits");
     }
 }
