@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=(ibsim-utils infiniband-diags ibutils opensm systemd logrotate prometheus)
+need=(ibsim-utils infiniband-diags ibutils opensm systemd logrotate prometheus man-db groff-base)
 missing=()
 for p in "${need[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -19,6 +19,8 @@ fi
 
 # Engine cdylibs land beside target/debug/smcore, where the SM finds them.
 cargo build --workspace
+# The manual pages: `man ./target/man/smcore.8`.
+target/debug/smcore manpages target/man >/dev/null
 # Deliberately broken engines for the loader tests live in their own
 # workspace so they never sit beside the real binary.
 cargo build --manifest-path tests/fixtures/Cargo.toml --target-dir target/fixtures

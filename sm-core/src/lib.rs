@@ -12,6 +12,7 @@ pub mod dump;
 pub mod engines;
 pub(crate) mod listener;
 pub mod logging;
+pub mod manpages;
 pub mod mcast;
 pub mod metrics;
 pub mod offline;

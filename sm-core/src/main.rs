@@ -11,7 +11,7 @@ use tracing::warn;
 
 mod gen_cmd;
 
-/// smcore: an InfiniBand subnet manager with dynamically loaded routing engines.
+/// An InfiniBand subnet manager with routing engines loaded at run time.
 #[derive(Parser, Debug)]
 #[command(name = "smcore", version, about, long_about = None)]
 struct Cli {
@@ -154,6 +154,14 @@ enum Command {
     /// `portstatus`, `lidbalance`, `route`, `perfmgr`, `dump_conf`,
     /// `loglevel [FILTER]`.
     Ctl(CtlArgs),
+    /// Write the manual pages (smcore.8, smcore-<subcommand>.8,
+    /// smcore.toml.5) into DIR: what packaging/install.sh installs.
+    #[command(hide = true)]
+    Manpages {
+        /// Where to write them (created if missing).
+        #[arg(value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -331,6 +339,18 @@ fn main() -> ExitCode {
     if let Command::Gen(args) = command {
         return gen_cmd::run(args);
     }
+    if let Command::Manpages { out } = command {
+        use clap::CommandFactory;
+        return match sm_core::manpages::write_all(Cli::command(), out) {
+            Ok(files) => {
+                for f in files {
+                    println!("{}", f.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_BAD_INPUT, format!("{}: {e}", out.display())),
+        };
+    }
     if let Command::Ctl(args) = command {
         let mut line = args.command.join(" ");
         if args.json {
@@ -395,7 +415,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) | Command::Ctl(_) => ExitCode::SUCCESS,
+        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } => ExitCode::SUCCESS,
     }
 }
 

@@ -100,3 +100,77 @@ fn logrotate_rotates_the_log_of_an_sm_started_as_the_template_starts_it() {
     assert!(out.status.success(), "{:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(!pid_file.exists(), "the pid file goes with the SM");
 }
+
+/// What `man` prints for `page` (80 columns, no pager).
+fn render(page: &Path) -> String {
+    let out = Command::new(require_tool("man"))
+        .arg("-l")
+        .arg(page)
+        .env("MANWIDTH", "80")
+        .env("MANPAGER", "cat")
+        .output()
+        .expect("run man");
+    assert!(out.status.success(), "man -l {}: {}", page.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_install_script_stages_everything_and_the_manual_pages_render() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let stage = tmp.path().join("stage");
+    let build = Path::new(env!("CARGO_BIN_EXE_smcore")).parent().expect("build dir");
+    let install = |what: &str| {
+        let out = Command::new("bash")
+            .arg(workspace().join("packaging/install.sh"))
+            .env("DESTDIR", &stage)
+            .env("BUILD", build)
+            .output()
+            .expect("run install.sh");
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    install("first install");
+    for file in [
+        "usr/sbin/smcore",
+        "usr/lib/smcore/engines/libsmcore_minhop.so",
+        "usr/lib/smcore/engines/libsmcore_torus2qos.so",
+        "lib/systemd/system/smcore.service",
+        "lib/systemd/system/smcore@.service",
+        "etc/logrotate.d/smcore",
+        "etc/default/smcore",
+        "etc/smcore/smcore.toml",
+        "usr/share/doc/smcore/README.md",
+        "usr/share/doc/smcore/docs/configuration.md",
+    ] {
+        assert!(stage.join(file).is_file(), "{file} not installed");
+    }
+    // The pages render, name what they document, and groff finds nothing
+    // to warn about.
+    let man8 = stage.join("usr/share/man/man8");
+    let sm = render(&man8.join("smcore.8.gz"));
+    for want in ["NAME", "SYNOPSIS", "--engines", "--fabric", "EXIT STATUS", "SIGHUP", "smcore.toml(5)"] {
+        assert!(sm.contains(want), "smcore(8) lacks {want}:\n{sm}");
+    }
+    let toml = render(&stage.join("usr/share/man/man5/smcore.toml.5.gz"));
+    for want in ["routing_engine", "sweep_interval", "[verify]", "credit_loops", "OPENSM.CONF", "root_guid_file"] {
+        assert!(toml.contains(want), "smcore.toml(5) lacks {want}:\n{toml}");
+    }
+    let subs: Vec<_> = std::fs::read_dir(&man8).expect("man8").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    for sub in ["smcore-route.8.gz", "smcore-ctl.8.gz", "smcore-gen.8.gz", "smcore-engines.8.gz"] {
+        assert!(subs.iter().any(|s| s == sub), "{sub} not in {subs:?}");
+    }
+    assert!(!subs.iter().any(|s| s.contains("manpages")), "the hidden subcommand has no page: {subs:?}");
+    for page in std::fs::read_dir(&man8).expect("man8").flatten().chain(std::fs::read_dir(stage.join("usr/share/man/man5")).expect("man5").flatten()) {
+        let text = Command::new("zcat").arg(page.path()).output().expect("zcat").stdout;
+        let check = tmp.path().join("page");
+        std::fs::write(&check, text).expect("write page");
+        let out = Command::new(require_tool("groff")).args(["-man", "-Tutf8", "-ww", "-z"]).arg(&check).output().expect("groff");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.trim().is_empty(), "{}: {err}", page.path().display());
+    }
+    // A second install keeps what the admin edited.
+    std::fs::write(stage.join("etc/smcore/smcore.toml"), "sweep_interval = 5\n").expect("edit");
+    let said = install("second install");
+    assert!(said.contains("kept"), "{said}");
+    assert_eq!(std::fs::read_to_string(stage.join("etc/smcore/smcore.toml")).expect("read"), "sweep_interval = 5\n");
+}

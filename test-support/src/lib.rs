@@ -30,6 +30,8 @@ const PACKAGES: &[(&str, &str)] = &[
     ("systemd-analyze", "systemd"),
     ("logrotate", "logrotate"),
     ("prometheus", "prometheus"),
+    ("man", "man-db"),
+    ("groff", "groff-base"),
 ];
 
 /// A program or library a test needs and did not find.
