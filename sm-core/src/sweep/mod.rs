@@ -17,16 +17,18 @@ pub mod discovery;
 pub mod incremental;
 pub mod light;
 pub mod lids;
-pub mod mkey;
 pub mod pkey;
 pub mod program;
 pub mod qos;
 pub mod stages;
 pub mod text;
-pub mod transport;
 pub mod umad;
 pub mod vl;
-pub mod window;
+
+// The transport layer lives in its own crate (sm-transport); its modules
+// keep their old paths here for the sweep's callers.
+pub use sm_transport::port as transport;
+pub use sm_transport::{mkey, window};
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use text::{escaped, Escaped};

@@ -19,7 +19,7 @@ use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Direction, DATA_LEN, PERMISSIVE_LID};
 use sm_mad::{Mad, PortInfoPacket};
 
-use super::mkey::MKeys;
+use crate::mkey::MKeys;
 
 /// Why a transport could not carry an SMP at all (as opposed to the fabric
 /// not answering, which is `Ok(None)`).
@@ -65,9 +65,9 @@ pub trait SmpPort {
             .collect()
     }
 
-    /// What the transport's SMP window did ([`super::window`]); `None`
+    /// What the transport's SMP window did ([`crate::window`]); `None`
     /// for a transport without one.
-    fn window_stats(&self) -> Option<super::window::WindowStats> {
+    fn window_stats(&self) -> Option<crate::window::WindowStats> {
         None
     }
 
@@ -135,7 +135,7 @@ pub struct TrapMad {
 /// clients' ranges overlap with odds of about 1 in 40,000, and even then an
 /// answer is taken only for the same attribute and modifier (`check`).
 /// 0, what a zeroed buffer carries, is never handed out.
-pub(crate) fn fresh_tid() -> u64 {
+pub fn fresh_tid() -> u64 {
     let start = getrandom::u32().unwrap_or_else(|_| {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -235,7 +235,7 @@ pub enum SmpError {
 /// The sweep's side of a transport: builds directed-route SMPs, matches
 /// answers, retries and counts. With [`MKeys`] on, each SMP carries the
 /// M_Key of the port at the end of its path and each PortInfo Set writes
-/// the M_Key fields (see [`super::mkey`]).
+/// the M_Key fields (see [`crate::mkey`]).
 pub struct SmpClient<'p> {
     port: &'p mut dyn SmpPort,
     next_tid: u64,

@@ -156,7 +156,7 @@ struct State {
 }
 
 /// M_Key settings and what is known of the ports' keys, shared by every
-/// [`SmpClient`](super::SmpClient) of the SM (clone it freely). The default
+/// [`SmpClient`](crate::SmpClient) of the SM (clone it freely). The default
 /// is M_Key off: SMPs carry 0 and PortInfo Sets are sent as built.
 #[derive(Clone, Default)]
 pub struct MKeys(Option<Arc<Mutex<State>>>);
@@ -316,7 +316,7 @@ impl MKeys {
     /// `node_guid` reached by its port `port_guid`: a new node found there,
     /// or a link to a known one. Never called for a NodeInfo answer that
     /// discovery has not checked against the topology.
-    pub(super) fn learn_node(&self, path: &[u8], node_guid: u64, port_guid: u64, switch: bool) {
+    pub fn learn_node(&self, path: &[u8], node_guid: u64, port_guid: u64, switch: bool) {
         let Some(s) = &self.0 else { return };
         let mut s = lock(s);
         let end = PathEnd { node_guid, port_guid, switch };
@@ -339,7 +339,7 @@ impl MKeys {
     /// Set of it that succeeded. Only the port whose key the SMA checks
     /// counts (port 0 of a switch, the CA port itself); a zero may be a
     /// key hidden by the protection level and tells nothing.
-    pub(super) fn learn_key(&self, path: &[u8], modifier: u32, key: u64) {
+    pub fn learn_key(&self, path: &[u8], modifier: u32, key: u64) {
         let Some(s) = &self.0 else { return };
         if key == 0 {
             return;
