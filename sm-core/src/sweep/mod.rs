@@ -22,13 +22,14 @@ pub mod program;
 pub mod qos;
 pub mod stages;
 pub mod text;
-pub mod umad;
 pub mod vl;
 
 // The transport layer lives in its own crate (sm-transport); its modules
 // keep their old paths here for the sweep's callers.
 pub use sm_transport::port as transport;
 pub use sm_transport::{mkey, window};
+// The umad transport, a peer of the embedded fabric behind the same trait.
+pub use sm_umad as umad;
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use text::{escaped, Escaped};

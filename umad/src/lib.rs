@@ -1,4 +1,4 @@
-//! [`SmpPort`] over the Linux user MAD interface (`/dev/infiniband/umadN`).
+//! # sm-umad — [`SmpPort`] over the Linux user MAD interface (`/dev/infiniband/umadN`).
 //!
 //! Every libc call here goes to the plain `open`/`read`/`write`/`ioctl`/
 //! `poll` symbols on purpose: ibsim's `libumad2sim.so` interposes exactly
@@ -38,8 +38,8 @@ use nix::fcntl::{self, OFlag};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
-use super::transport::{Outgoing, SmpPort, TransportError, TrapMad};
-use super::window::{SmpWindow, WindowStats};
+use sm_transport::port::{Outgoing, SmpPort, TransportError, TrapMad};
+use sm_transport::window::{SmpWindow, WindowStats};
 use answers::{Answer, Answers, Taken};
 use gather::Gather;
 use turn::{ReadTurn, Turn};

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::super::transport::TransportError;
+use sm_transport::port::TransportError;
 use super::Received;
 
 /// What the poll thread hands over: an answer, or the reason the
