@@ -25,7 +25,9 @@ pub mod routing;
 pub mod safe_fs;
 pub mod sa;
 pub mod settings;
-pub mod sim;
+/// The embedded simulated fabric (crate sm-sim), a peer of the umad
+/// transport behind the same trait.
+pub use sm_sim as sim;
 pub mod standby;
 pub mod sweep;
 pub mod ucast_cache;

@@ -1,4 +1,4 @@
-//! # The embedded simulated fabric
+//! # sm-sim — the embedded simulated fabric
 //!
 //! An in-process fabric built from a [`Topology`] whose switches and CAs
 //! answer SMPs as real ones do, so that the SM runs with no hardware and
@@ -54,7 +54,7 @@
 //! anything but end nodes, and buffer or credit limits.
 //!
 //! ```
-//! use sm_core::sim::SimFabric;
+//! use sm_sim::SimFabric;
 //! use sm_mad::{mad::attr, smp, Mad, NodeInfoPacket};
 //!
 //! let topo = sm_topology::gen::fat_tree_2level(2, 1, 2, 1)?;

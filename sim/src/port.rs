@@ -1,12 +1,12 @@
 //! [`SimPort`]: the SM's [`SmpPort`] onto the embedded fabric. It lives
 //! with the simulator so that the production transport
-//! ([`crate::sweep::transport`]) knows nothing of it.
+//! ([`sm_transport::port`]) knows nothing of it.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::SimFabric;
-use crate::sweep::{SmpPort, TransportError, TrapMad};
+use sm_transport::port::{SmpPort, TransportError, TrapMad};
 
 /// [`SmpPort`] over the embedded simulated fabric. It borrows the fabric so
 /// that tests can inspect and perturb it between sweeps.
