@@ -76,7 +76,7 @@ pub struct RouteReport {
     pub peak_rss_mib: Option<f64>,
     /// The SMP window of the SM's port since it was opened (None offline
     /// and on the embedded fabric, which answers at once).
-    pub smp_window: Option<crate::sweep::window::WindowStats>,
+    pub smp_window: Option<sm_transport::window::WindowStats>,
     /// Dump files written.
     pub dumps: Vec<String>,
 }

@@ -398,7 +398,7 @@ impl SmSettings {
         Ok(SmSettings {
             engines: engines(o.engines.as_deref(), config),
             guid2lid: crate::sweep::program::guid2lid_path(o.guid2lid.as_deref(), dump_dir.as_deref()),
-            guid2mkey: crate::sweep::guid2mkey_path(config.guid2mkey.as_deref(), dump_dir.as_deref()),
+            guid2mkey: sm_transport::guid2mkey_path(config.guid2mkey.as_deref(), dump_dir.as_deref()),
             dump_dir,
             reassign_lids: o.reassign_lids,
             lmc,
@@ -504,7 +504,7 @@ impl DaemonSettings {
 
     /// The election's options: these settings' polling, with the sweeps'
     /// SMP retries and M_Key state.
-    pub fn standby_options(&self, sm: &SmSettings, m_keys: crate::sweep::MKeys) -> StandbyOptions {
+    pub fn standby_options(&self, sm: &SmSettings, m_keys: sm_transport::MKeys) -> StandbyOptions {
         StandbyOptions {
             poll_interval: sm.poll_interval,
             poll_retries: self.poll_retries,
@@ -738,7 +738,7 @@ mod tests {
         );
         let d = daemon(&Overrides::default(), &c).unwrap();
         assert_eq!((d.priority, d.sm_key, d.poll_retries, d.packet_life, d.ucast_cache), (3, 7, 6, 17, true));
-        let options = d.standby_options(&s, crate::sweep::MKeys::off());
+        let options = d.standby_options(&s, sm_transport::MKeys::off());
         assert_eq!((options.poll_interval, options.poll_retries, options.smp_retries), (s.poll_interval, 6, s.retries));
         assert_eq!(options.stuck_polls, StandbyOptions::default().stuck_polls);
     }

@@ -337,8 +337,8 @@ impl Config {
     }
 
     /// The M_Key settings (`m_key` and the three options beside it).
-    pub fn m_key_config(&self) -> crate::sweep::MKeyConfig {
-        crate::sweep::MKeyConfig {
+    pub fn m_key_config(&self) -> sm_transport::MKeyConfig {
+        sm_transport::MKeyConfig {
             m_key: self.m_key.unwrap_or(0),
             protect_bits: self.m_key_protection_level.unwrap_or(0),
             lease_period: self.m_key_lease_period.unwrap_or(0),

@@ -15,7 +15,7 @@ use sm_mad::port_info::{link_width, PhysState, PortState};
 use sm_mad::PortInfoRepr;
 
 use crate::config::Config;
-use crate::sweep::discovery::Fabric;
+use sm_model::Fabric;
 use crate::sweep::OnceOutcome;
 
 /// Ports listed per category of `portstatus` (the counts are complete).

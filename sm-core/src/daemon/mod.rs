@@ -75,7 +75,9 @@ use crate::mcast::McGroups;
 use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions};
 use crate::routing::AcceptedRouting;
 use crate::sweep::incremental::Changes;
-use crate::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, TransportError};
+use sm_model::{Fabric, FabricPort};
+use crate::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome};
+use sm_transport::{SmpClient, SmpPort, TransportError};
 use crate::ucast_cache::UcastCache;
 use traps::{TrapFilter, TrapLimits, TrapVerdict};
 
@@ -946,8 +948,8 @@ fn transport_gone(e: &sweep::OnceError) -> Option<String> {
 /// by changed.
 fn changed_ports(old: &Fabric, new: &Fabric) -> Vec<(u64, u8, bool)> {
     let index = old.index_by_guid();
-    let peer = |f: &Fabric, p: &crate::sweep::FabricPort| p.peer.and_then(|(n, q)| f.nodes.get(n).map(|x| (x.guid, q)));
-    let state = |p: &crate::sweep::FabricPort| p.info.map(|i| i.port_state);
+    let peer = |f: &Fabric, p: &FabricPort| p.peer.and_then(|(n, q)| f.nodes.get(n).map(|x| (x.guid, q)));
+    let state = |p: &FabricPort| p.info.map(|i| i.port_state);
     let mut changed = Vec::new();
     for node in &new.nodes {
         let Some(was) = index.get(&node.guid).and_then(|&i| old.nodes.get(i)) else { continue };

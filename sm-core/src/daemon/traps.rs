@@ -48,7 +48,7 @@ use sm_mad::mad::{attr, class, class_version, method, Header, BASE_VERSION, HEAD
 use sm_mad::notice::{trap, Source};
 use sm_mad::{NoticePacket, NoticeRepr};
 
-use crate::sweep::TrapMad;
+use sm_transport::TrapMad;
 
 /// Where the Notice starts in a LID-routed SMP: header, M_Key, reserved.
 const SMP_DATA_OFFSET: usize = 64;

@@ -23,7 +23,7 @@ pub(crate) fn write(_w: &mut dyn Write, _ctx: &Ctx<'_>) -> io::Result<()> {
 
 /// `opensm.mcfdbs` for the MFTs `plan` programs on `fabric`, switches in
 /// discovery order, MLIDs ascending, ports ascending.
-pub fn write_plan(w: &mut impl Write, fabric: &crate::sweep::Fabric, plan: &crate::mcast::tree::McastPlan) -> io::Result<()> {
+pub fn write_plan(w: &mut impl Write, fabric: &sm_model::Fabric, plan: &crate::mcast::tree::McastPlan) -> io::Result<()> {
     let mut per_switch: std::collections::BTreeMap<u32, Vec<(u16, &[u8])>> = std::collections::BTreeMap::new();
     for t in &plan.trees {
         for (node, ports) in &t.switches {

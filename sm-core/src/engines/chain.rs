@@ -26,7 +26,7 @@ use thiserror::Error;
 use tracing::{info, info_span, warn};
 
 use super::loader::Registry;
-use crate::sweep::Escaped;
+use sm_model::Escaped;
 
 /// The engine every chain falls back to (OpenSM's is `minhop`).
 pub const FALLBACK: &str = "minhop-balanced";

@@ -21,7 +21,8 @@ use sm_mad::{SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
 use super::tree::McastPlan;
-use crate::sweep::{Fabric, SmpClient, SmpOp};
+use sm_transport::{SmpClient, SmpOp};
+use sm_model::Fabric;
 
 /// First multicast LID.
 const MLID_BASE: u16 = 0xC000;

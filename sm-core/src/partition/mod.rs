@@ -23,7 +23,7 @@ pub use conf::{
 };
 
 use crate::config::Config;
-use crate::sweep::Fabric;
+use sm_model::Fabric;
 
 /// OpenSM's default partitions.conf.
 pub const DEFAULT_PARTITION_CONFIG_FILE: &str = "/etc/opensm/partitions.conf";

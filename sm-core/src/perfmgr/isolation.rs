@@ -28,9 +28,9 @@ use sm_mad::{PhysState, PortInfoPacket, PortState};
 use tracing::{debug, warn};
 
 use super::query::Target;
-use crate::sweep::discovery::Fabric;
-use crate::sweep::transport::{SmpClient, SmpOp};
-use crate::sweep::Escaped;
+use sm_model::Fabric;
+use sm_transport::port::{SmpClient, SmpOp};
+use sm_model::Escaped;
 
 /// Reads in a row above an isolating threshold before a port is isolated.
 pub const SUSTAINED_INTERVALS: u32 = 3;

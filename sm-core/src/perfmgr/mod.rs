@@ -24,8 +24,8 @@ use sm_mad::perf::{COUNTERS, COUNTER_NAMES};
 use tracing::{info, info_span, warn};
 
 use crate::config::Config;
-use crate::sweep::Escaped;
-use crate::sweep::discovery::Fabric;
+use sm_model::Escaped;
+use sm_model::Fabric;
 use counters::{Delta, PortHistory, ERROR_COUNTERS};
 use query::{PmaTransport, QueryStats, Target};
 

@@ -12,7 +12,7 @@ use sm_mad::perf::{
 };
 
 use super::counters::{idx, Sample};
-use crate::sweep::GsiClient;
+use sm_umad::GsiClient;
 
 /// Where PMA requests go and answers come from.
 pub trait PmaTransport {

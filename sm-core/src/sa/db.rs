@@ -26,8 +26,9 @@ use sm_mad::{
 
 use crate::qos::QosPolicy;
 use crate::routing::AcceptedRouting;
-use crate::sweep::discovery::FabricNode;
-use crate::sweep::{Fabric, OnceOutcome};
+use sm_model::FabricNode;
+use crate::sweep::OnceOutcome;
+use sm_model::Fabric;
 
 /// The subnet prefix used when no port reports one (IBA default).
 pub const DEFAULT_GID_PREFIX: u64 = 0xfe80_0000_0000_0000;
@@ -854,7 +855,7 @@ mod tests {
         let ca = topo.nodes.iter().position(|n| n.kind == NodeKind::Ca).expect("a host");
         let mut sim = crate::sim::SimFabric::from_topology(&topo, ca, 1).expect("sim");
         let mut port = crate::sim::SimPort::new(&mut sim);
-        let mut client = crate::sweep::SmpClient::new(&mut port, 0);
+        let mut client = sm_transport::SmpClient::new(&mut port, 0);
         let (mut fabric, _) = crate::sweep::discovery::discover(&mut client).expect("discovered");
         let mut lid = 0;
         for i in 0..fabric.nodes.len() {

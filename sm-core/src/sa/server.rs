@@ -20,7 +20,7 @@ use super::db::SaDb;
 use super::handler::{Sa, SaConfig};
 use super::inform::Report;
 use crate::mcast::McGroups;
-use crate::sweep::umad::{IncomingMad, MadSender};
+use sm_umad::{IncomingMad, MadSender};
 
 /// Where the SA's answers and Reports go.
 pub trait Responder: Send + 'static {

@@ -9,7 +9,8 @@ use tracing::{info, warn};
 use super::election::{electors, without_hung};
 use super::poll::{handle_controls, poll, sleep_watching, PollEnd};
 use super::{elect, read_peers, Control, Decision, SmInfoState, StandbyOptions, SLICE};
-use crate::sweep::{discover, Discovered, SmpClient, SmpPort};
+use crate::sweep::{discover, Discovered};
+use sm_transport::{SmpClient, SmpPort};
 
 /// How this SM came to be master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,8 @@ use tracing::{debug, info, warn};
 
 use super::responder::{challenge, challenge_payload, shows_our_key};
 use super::{Control, SmInfoState};
-use crate::sweep::{Fabric, SmpClient, SmpError};
+use sm_transport::{SmpClient, SmpError};
+use sm_model::Fabric;
 
 /// A port of the fabric behind which another SM runs (PortInfo IsSM).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,7 +332,8 @@ mod tests {
     use super::*;
     use crate::standby::testkit::*;
     use crate::standby::*;
-    use crate::sweep::{discover, SmpClient};
+    use crate::sweep::discover;
+    use sm_transport::SmpClient;
 
     fn peer(guid: u64, priority: u8, state: SmState) -> Peer {
         Peer {

@@ -177,7 +177,7 @@ pub struct StandbyOptions {
     pub stuck_polls: u32,
     /// M_Key state shared with the sweeps: ports keyed at protection level
     /// 2 or 3 drop SMPs without their key, polls included.
-    pub m_keys: crate::sweep::MKeys,
+    pub m_keys: sm_transport::MKeys,
 }
 
 /// Default [`StandbyOptions::stuck_polls`]: 30 s at the default interval.
@@ -190,7 +190,7 @@ impl Default for StandbyOptions {
             poll_retries: DEFAULT_POLL_RETRIES,
             smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             stuck_polls: DEFAULT_STUCK_POLLS,
-            m_keys: crate::sweep::MKeys::off(),
+            m_keys: sm_transport::MKeys::off(),
         }
     }
 }

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::election::challenged_get;
 use super::{is_higher, Control, Peer, SmInfoState, StandbyOptions, SLICE};
-use crate::sweep::{SmpClient, SmpError, SmpPort};
+use sm_transport::{SmpClient, SmpError, SmpPort};
 
 /// Why a standby stopped polling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,7 +231,7 @@ fn send_trap_144(port: &mut dyn SmpPort, target: &Peer, lid: u16, capability_mas
     };
     let mut data = [0u8; DATA_LEN];
     notice.emit(&mut notice::Packet::new_unchecked(&mut data[..]));
-    let tid = 0x7144_0000_0000 | crate::sweep::transport::fresh_tid();
+    let tid = 0x7144_0000_0000 | sm_transport::port::fresh_tid();
     let mut request = smp::Repr::lid_set(tid, attr::NOTICE, 0, 0, data);
     request.method = method::TRAP;
     let mut mad = Mad::zeroed();
@@ -260,7 +260,7 @@ mod tests {
     use super::*;
     use crate::standby::testkit::*;
     use crate::standby::*;
-    use crate::sweep::{SmpPort, TransportError};
+    use sm_transport::{SmpPort, TransportError};
 
     #[test]
     fn a_poll_answered_again_in_time_resets_the_count() {

@@ -13,7 +13,8 @@ use sm_mad::{Mad, SmInfoPacket, SmInfoRepr};
 use tracing::{debug, warn};
 
 use super::SmInfoState;
-use crate::sweep::{IncomingMad, MadSender, TransportError};
+use sm_transport::TransportError;
+use sm_umad::{IncomingMad, MadSender};
 
 /// The response to one SMP another SM sent us, as a 256-byte MAD, or
 /// `None` when there is nothing to answer (not a well-formed SMP, a
@@ -225,7 +226,8 @@ mod tests {
     use super::*;
     use crate::standby::testkit::*;
     use crate::standby::*;
-    use crate::sweep::{IncomingMad, TransportError};
+    use sm_transport::TransportError;
+    use sm_umad::IncomingMad;
 
     /// A DR request as it reaches the SM at the end of a 2-hop path: hop
     /// pointer and return path filled in on the way.

@@ -12,7 +12,7 @@ use sm_mad::SmInfoRepr;
 use tracing::info;
 
 use super::MAX_PRIORITY;
-use crate::sweep::{SmpPort, TransportError};
+use sm_transport::{SmpPort, TransportError};
 
 /// A control another SM sent us in SubnSet(SMInfo), once the responder
 /// accepted it, with the sender's port GUID.
@@ -282,21 +282,21 @@ impl SmpPort for ActivityPort<'_> {
 
     fn exchange_many(
         &mut self,
-        batch: &[crate::sweep::transport::Outgoing],
+        batch: &[sm_transport::port::Outgoing],
     ) -> Result<Vec<Option<Vec<u8>>>, TransportError> {
         let r = self.port.exchange_many(batch);
         self.state.bump_activity();
         r
     }
 
-    fn window_stats(&self) -> Option<crate::sweep::window::WindowStats> {
+    fn window_stats(&self) -> Option<sm_transport::window::WindowStats> {
         self.port.window_stats()
     }
 
     fn wait_trap(
         &mut self,
         timeout: Duration,
-    ) -> Result<Option<crate::sweep::transport::TrapMad>, TransportError> {
+    ) -> Result<Option<sm_transport::port::TrapMad>, TransportError> {
         let r = self.port.wait_trap(timeout);
         self.state.bump_activity();
         r
@@ -309,7 +309,8 @@ mod tests {
 
     use super::*;
     use crate::standby::testkit::*;
-    use crate::sweep::{discover, SmpClient, SmpPort};
+    use crate::sweep::discover;
+    use sm_transport::{SmpClient, SmpPort};
 
     #[test]
     fn the_sm_loop_moves_act_count_through_its_port() {

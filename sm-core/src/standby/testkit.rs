@@ -13,7 +13,7 @@ use sm_topology::gen;
 
 use super::{answer, Arbitration, SmInfoState, StandbyOptions, TakenFrom};
 use crate::sim::SimFabric;
-use crate::sweep::{SmpClient, SmpPort, TransportError};
+use sm_transport::{SmpClient, SmpPort, TransportError};
 
 pub(super) fn mad_of(repr: &smp::Repr) -> Vec<u8> {
     let mut mad = Mad::zeroed();
@@ -118,7 +118,7 @@ pub(super) fn fast() -> StandbyOptions {
         // The fixture's masters keep one ActCount; the tests of a hung
         // master set their own limit.
         stuck_polls: 1000,
-        m_keys: crate::sweep::MKeys::off(),
+        m_keys: sm_transport::MKeys::off(),
     }
 }
 

@@ -21,7 +21,6 @@ pub mod pkey;
 pub mod program;
 pub mod qos;
 pub mod stages;
-pub mod text;
 pub mod vl;
 
 // The transport layer lives in its own crate (sm-transport); its modules
@@ -32,7 +31,8 @@ pub use sm_transport::{mkey, window};
 pub use sm_umad as umad;
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
-pub use text::{escaped, Escaped};
+pub use sm_model::text;
+pub use sm_model::{escaped, Escaped};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
