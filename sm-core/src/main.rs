@@ -326,7 +326,7 @@ fn main() -> ExitCode {
     if let Some(warning) = cli.config.as_deref().and_then(|p| config.startup_warning(p)) {
         tracing::warn!("{warning}");
     }
-    if let Err(e) = sm_core::qos::check(&config) {
+    if let Err(e) = config.check_qos() {
         return fail(EXIT_BAD_INPUT, e);
     }
     let Some(command) = &cli.command else {
@@ -398,7 +398,7 @@ fn main() -> ExitCode {
                 Err(code) => return code,
             };
             let (report, outcome) =
-                match sm_core::offline::route_file(&args.topology, &registry, &engines, &config, dump_dir.as_deref()) {
+                match sm_core::offline::route_file(&args.topology, &registry, &engines, &config.route_settings(), dump_dir.as_deref()) {
                     Ok(r) => r,
                     Err(e) => return fail(EXIT_BAD_INPUT, e),
                 };
@@ -735,7 +735,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         Ok(p) => p,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    let partitions = match sm_core::partition::check_config(&config) {
+    let partitions = match config.check_partitions() {
         Ok(p) => p,
         Err(e) => return fail(EXIT_BAD_INPUT, format!("partitions: {e}")),
     };

@@ -10,7 +10,6 @@ use sm_abi::FabricSnapshot;
 use thiserror::Error;
 use tracing::info_span;
 
-use crate::config::Config;
 use crate::dump::{self, DumpError};
 use crate::engines::chain::{self, ChainError, ChainOutcome, GateOptions};
 use crate::engines::Registry;
@@ -30,22 +29,21 @@ pub enum OfflineError {
     Dump(#[from] DumpError),
 }
 
-/// The verifier and gate settings from the configuration.
-pub fn gate_options(config: &Config) -> GateOptions {
-    GateOptions {
-        verify: smcore_kit::VerifyOptions {
-            credit_loops: config.verify.check_credit_loops,
-            switch_destinations: config.verify.switch_destinations,
-            ..Default::default()
-        },
-        credit_loops: config.verify.credit_loops,
-    }
-}
-
 /// Load a topology file and assign LIDs.
 pub fn load_fabric(path: &Path, lmc: u8) -> Result<FabricSnapshot, OfflineError> {
     let topo = sm_topology::parse_file(path)?;
     Ok(sm_topology::lids::snapshot(&topo, lmc)?)
+}
+
+/// What routing takes of the configuration: the verifier's gate, the
+/// options text of each engine (by name), the subnet's LMC.
+pub struct RouteSettings<'a> {
+    /// The gate every routing passes before it is accepted.
+    pub gate: GateOptions,
+    /// The subnet's LMC (for a topology file read offline).
+    pub lmc: u8,
+    /// The options given to the engine of this name.
+    pub engine_text: Box<dyn Fn(&str) -> String + 'a>,
 }
 
 /// Route a fabric through the chain from scratch, filling a report; writes
@@ -54,11 +52,11 @@ pub fn route_fabric(
     fabric: &FabricSnapshot,
     registry: &Registry,
     engines: &str,
-    config: &Config,
+    settings: &RouteSettings<'_>,
     dump_dir: Option<&Path>,
     report: &mut RouteReport,
 ) -> Result<ChainOutcome, OfflineError> {
-    route_fabric_after(fabric, registry, engines, config, dump_dir, report, None)
+    route_fabric_after(fabric, registry, engines, settings, dump_dir, report, None)
 }
 
 /// [`route_fabric`], continuing from `previous` (the routing in force)
@@ -67,14 +65,13 @@ pub fn route_fabric_after(
     fabric: &FabricSnapshot,
     registry: &Registry,
     engines: &str,
-    config: &Config,
+    settings: &RouteSettings<'_>,
     dump_dir: Option<&Path>,
     report: &mut RouteReport,
     previous: Option<&sm_abi::PreviousRouting>,
 ) -> Result<ChainOutcome, OfflineError> {
     let spec = chain::ChainSpec::parse(engines, registry)?;
-    let gate = gate_options(config);
-    let outcome = chain::run_after(registry, &spec, fabric, &|name| config.engine_text(name), &gate, previous);
+    let outcome = chain::run_after(registry, &spec, fabric, &|name| (settings.engine_text)(name), &settings.gate, previous);
     let (mut route, mut verify) = (0.0, 0.0);
     for a in &outcome.attempts {
         route += a.route_time.as_secs_f64();
@@ -97,7 +94,7 @@ pub fn route_file(
     topology: &Path,
     registry: &Registry,
     engines: &str,
-    config: &Config,
+    settings: &RouteSettings<'_>,
     dump_dir: Option<&Path>,
 ) -> Result<(RouteReport, ChainOutcome), OfflineError> {
     let span = info_span!("route", topology = %topology.display());
@@ -108,10 +105,10 @@ pub fn route_file(
     let topo = sm_topology::parse_file(topology)?;
     report.phase("parse", t.elapsed());
     let t = Instant::now();
-    let fabric = sm_topology::lids::snapshot(&topo, config.lmc)?;
+    let fabric = sm_topology::lids::snapshot(&topo, settings.lmc)?;
     drop(topo);
     report.phase("lids", t.elapsed());
-    let outcome = route_fabric(&fabric, registry, engines, config, dump_dir, &mut report)?;
+    let outcome = route_fabric(&fabric, registry, engines, settings, dump_dir, &mut report)?;
     report.phase("total", total.elapsed());
     report.peak_rss_mib = peak_rss_mib();
     Ok((report, outcome))

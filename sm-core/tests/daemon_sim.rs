@@ -224,7 +224,7 @@ fn the_last_sweep_is_what_the_switches_hold() {
     assert_eq!(last.nodes.len(), topo.nodes.len() - 1);
     // Route the last snapshot again with the same engine: the switches
     // must hold exactly that (minhop is deterministic).
-    let outcome = sm_core::offline::route_fabric(&last, &registry, "minhop", &Config::default(), None, &mut Default::default())
+    let outcome = sm_core::offline::route_fabric(&last, &registry, "minhop", &Config::default().route_settings(), None, &mut Default::default())
         .expect("route");
     let routed = outcome.routed.expect("routed");
     assert_programmed(&sim, &index, &last, &routed.routing);

@@ -94,7 +94,7 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert!(!c.not_supported.iter().any(|k| k.starts_with("qos")), "{:?}", c.not_supported);
     assert!(!c.qos);
     assert_eq!((c.qos_max_vls, c.qos_high_limit, c.qos_ca_sl2vl.as_deref()), (Some(0), None, None));
-    let q = sm_core::qos::QosSettings::from_config(&c).unwrap_or_else(|e| panic!("{e}"));
+    let q = c.qos_settings().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(q.swe.sl2vl, sm_core::qos::parse_sl2vl(sm_core::qos::DEFAULT_SL2VL).unwrap());
     assert!(c.not_supported.iter().any(|k| k == "packet_life_time"));
     assert_eq!(c.subnet_prefix, Some(0xfe80_0000_0000_0000));

@@ -270,17 +270,17 @@ fn opensm_keys_reach_the_partition_settings() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = common::write(dir.path(), "opensm.conf", "part_enforce out\nno_partition_enforcement FALSE\nallow_both_pkeys TRUE\n");
     let config = Config::load(&cfg).expect("opensm.conf");
-    let s = sm_core::partition::PartitionSettings::from_config(&config);
+    let s = config.partition_settings();
     assert_eq!((s.enforce, s.allow_both, s.explicit), (sm_core::partition::PartEnforce::Out, true, false));
     assert_eq!(s.file, PathBuf::from("/etc/opensm/partitions.conf"));
     let cfg = common::write(dir.path(), "opensm.conf", "part_enforce out\nno_partition_enforcement TRUE\n");
-    let s = sm_core::partition::PartitionSettings::from_config(&Config::load(&cfg).expect("opensm.conf"));
+    let s = Config::load(&cfg).expect("opensm.conf").partition_settings();
     assert_eq!(s.enforce, sm_core::partition::PartEnforce::Off, "no_partition_enforcement wins");
     let cfg = common::write(dir.path(), "opensm.conf", "part_enforce sideways\n");
     let e = Config::load(&cfg).expect_err("bad value").to_string();
     assert!(e.contains(":1:"), "{e}");
     let cfg = common::write(dir.path(), "smcore.toml", "part_enforce = \"in\"\nallow_both_pkeys = true\n");
-    let s = sm_core::partition::PartitionSettings::from_config(&Config::load(&cfg).expect("toml"));
+    let s = Config::load(&cfg).expect("toml").partition_settings();
     assert_eq!((s.enforce, s.allow_both), (sm_core::partition::PartEnforce::In, true));
 }
 

@@ -15,9 +15,8 @@ use common::{bin_dir, sm_location, workspace, Spy};
 use sm_abi::NodeKind;
 use sm_core::config::Config;
 use sm_core::engines::Registry;
-use sm_core::partition::{resolve, EndPortKind, PartitionSettings};
+use sm_core::partition::{resolve, EndPortKind};
 use sm_core::sim::{SimFabric, SimOptions, SimPort};
-use sm_core::sweep::program::LinkConfig;
 use sm_core::sweep::{
     self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions, DEFAULT_SUBNET_PREFIX,
 };
@@ -178,11 +177,11 @@ fn a_first_sweep_sets_each_port_once_before_activation_and_the_ports_hold_what_t
 
     // What the SM wants, computed here from the configuration and the
     // topology, not read from the sweep.
-    let link = LinkConfig::from_config(&bed.config);
+    let link = bed.config.link_config();
     let caps = SimOptions::default();
     let sm = out.sweep.fabric.nodes[0].ports[usize::from(out.sweep.fabric.sm_port)].info.expect("SM port").lid;
     let lmc = bed.options.sweep.lmc;
-    let settings = PartitionSettings::from_config(&bed.config);
+    let settings = bed.config.partition_settings();
     let partitions = std::sync::Arc::new(settings.load().expect("partitions.conf"));
     let end_ports: Vec<EndPortKind> = bed
         .topo

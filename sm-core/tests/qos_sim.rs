@@ -282,13 +282,13 @@ fn path_sl_follows_the_policy_unless_the_engine_sls_bind() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let file = common::write(tmp.path(), "qos-policy.conf", "qos-ulps\n default : 2\nend-qos-ulps\n");
     let config = Config { qos: true, qos_policy_file: Some(file.clone()), ..Config::default() };
-    let policy = qos::reload(&config, None);
+    let policy = config.reload_qos_policy(None);
     let sl_of = |p: &Option<Arc<QosPolicy>>| p.as_ref().and_then(|p| p.sl_for(&qos::PathQuery::default()));
     assert_eq!(sl_of(&policy), Some(2));
     std::fs::write(&file, "qos-ulps\n default : 3\n any, pkey 0x10 : 99\nend-qos-ulps\n").expect("write");
-    let policy = qos::reload(&config, policy);
+    let policy = config.reload_qos_policy(policy);
     assert_eq!(sl_of(&policy), Some(2), "the last good policy is kept");
-    assert!(qos::reload(&Config { qos: false, ..config }, policy).is_none(), "qos off: no policy");
+    assert!(Config { qos: false, ..config }.reload_qos_policy(policy).is_none(), "qos off: no policy");
 }
 
 #[test]

@@ -192,7 +192,7 @@ fn a_host_back_where_it_was_keeps_the_cached_verdict_and_anything_else_is_judged
 
     // The rule itself, on the snapshot the cache judged.
     let cache = sm.cache.expect("cache kept");
-    let gate = sm_core::offline::gate_options(&sm.config);
+    let gate = sm.config.gate_options();
     let judged = cache.routing().snapshot.clone();
     assert!(cache.verification_for(&judged, &gate).is_some());
     let end = judged.end_ports().next().expect("an end port") as usize;

@@ -128,6 +128,13 @@ pub struct TrapMad {
     pub mad: Vec<u8>,
 }
 
+/// Retries of an unanswered SMP when nobody says otherwise (OpenSM's
+/// `transaction_retries`).
+pub const DEFAULT_TRANSACTION_RETRIES: u32 = 3;
+/// Answer timeout in milliseconds when nobody says otherwise (OpenSM's
+/// `transaction_timeout`).
+pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
+
 /// Where a new client's transaction IDs start: a random point of the 32
 /// bits the kernel keeps, so that a late answer to a request of an earlier
 /// client (sweeps follow one another on the same port) matches no request

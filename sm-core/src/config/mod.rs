@@ -16,6 +16,7 @@ use thiserror::Error;
 use crate::engines::CreditLoopPolicy;
 
 pub mod opensm;
+pub mod typed;
 
 /// A configuration file that cannot be used.
 #[derive(Debug, Error)]
@@ -61,13 +62,12 @@ impl Default for VerifyConfig {
 /// SMPs in flight when neither flag nor file says (see docs/measurements.md,
 /// the SMP window).
 pub const DEFAULT_MAX_WIRE_SMPS: usize = 64;
-/// Answer timeout in milliseconds when neither flag nor file says.
-pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
 /// SM_Key when the file does not say: OpenSM's default, so that an OpenSM
 /// and an smcore of a site that never set one see each other.
 pub const DEFAULT_SM_KEY: u64 = 1;
-/// Retries of an unanswered SMP when neither flag nor file says.
-pub const DEFAULT_TRANSACTION_RETRIES: u32 = 3;
+/// Answer timeout (ms) and retries of an SMP when neither flag nor file
+/// says: the transport's.
+pub use sm_transport::port::{DEFAULT_TRANSACTION_RETRIES, DEFAULT_TRANSACTION_TIMEOUT_MS};
 
 /// The whole configuration (serialized for the console's `dump_conf`).
 #[derive(Debug, Clone, Deserialize, serde::Serialize, Default, PartialEq)]

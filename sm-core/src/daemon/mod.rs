@@ -597,7 +597,7 @@ impl Daemon<'_, '_> {
         }
         let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
         // As OpenSM: the QoS policy file is read again at every heavy sweep.
-        self.settings.qos_policy = crate::qos::reload(config, self.settings.qos_policy.take());
+        self.settings.qos_policy = config.reload_qos_policy(self.settings.qos_policy.take());
         // A re-route continues from the routing in force; `ctl reroute` and
         // --reassign-lids route from scratch (OpenSM's ignore_existing_lfts).
         let previous = (cause != Cause::Reroute && !once.sweep.reassign_lids)

@@ -22,7 +22,6 @@ pub use conf::{
     DEFAULT_PKEY,
 };
 
-use crate::config::Config;
 use sm_model::Fabric;
 
 /// OpenSM's default partitions.conf.
@@ -85,30 +84,6 @@ pub struct PartitionSettings {
 }
 
 impl PartitionSettings {
-    /// From the configuration (`no_partition_enforcement` wins over
-    /// `part_enforce`, as in OpenSM).
-    pub fn from_config(config: &Config) -> Self {
-        let enforce = if config.no_partition_enforcement {
-            PartEnforce::Off
-        } else {
-            config.part_enforce.unwrap_or_default()
-        };
-        Self {
-            file: config
-                .partition_config_file
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_PARTITION_CONFIG_FILE)),
-            // The default path named (as `opensm -c` writes it) is still
-            // the default: missing, it means the default partition only.
-            explicit: config
-                .partition_config_file
-                .as_ref()
-                .is_some_and(|p| p.as_path() != std::path::Path::new(DEFAULT_PARTITION_CONFIG_FILE)),
-            enforce,
-            allow_both: config.allow_both_pkeys,
-        }
-    }
-
     /// Reads the partitions: OpenSM's default when the default file is
     /// missing.
     pub fn load(&self) -> Result<PartitionConfig, PartitionError> {
@@ -117,12 +92,6 @@ impl PartitionSettings {
         }
         PartitionConfig::load(&self.file)
     }
-}
-
-/// Checks the partition file of `config` at startup (an explicitly given
-/// file that is missing or wrong stops the SM before it starts).
-pub fn check_config(config: &Config) -> Result<PartitionConfig, PartitionError> {
-    PartitionSettings::from_config(config).load()
 }
 
 /// The partitions in force from one sweep to the next.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use thiserror::Error;
 use tracing::warn;
 
-use crate::config::Config;
+
 
 pub mod policy;
 
@@ -108,35 +108,50 @@ pub struct QosClass {
     pub sl2vl: [u8; 16],
 }
 
-/// The five `qos*` key sets of a [`Config`]: one class's own keys and the
-/// shared `qos_*` ones they fall back on.
-struct Keys<'a> {
-    prefix: &'static str,
-    max_vls: Option<u8>,
-    high_limit: Option<u8>,
-    vlarb_high: Option<&'a str>,
-    vlarb_low: Option<&'a str>,
-    sl2vl: Option<&'a str>,
+/// One of the five `qos*` key sets of the configuration, as written
+/// (OpenSM's syntax, not parsed yet): one class's own keys, or the shared
+/// `qos_*` ones they fall back on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QosKeys<'a> {
+    /// The keys' prefix (`qos`, `qos_ca`, ...), for error messages.
+    pub prefix: &'static str,
+    /// `*_max_vls`.
+    pub max_vls: Option<u8>,
+    /// `*_high_limit`.
+    pub high_limit: Option<u8>,
+    /// `*_vlarb_high`.
+    pub vlarb_high: Option<&'a str>,
+    /// `*_vlarb_low`.
+    pub vlarb_low: Option<&'a str>,
+    /// `*_sl2vl`.
+    pub sl2vl: Option<&'a str>,
 }
 
-macro_rules! keys {
-    ($c:expr, $prefix:literal, $m:ident, $h:ident, $vh:ident, $vl:ident, $s:ident) => {
-        Keys {
-            prefix: $prefix,
-            max_vls: $c.$m,
-            high_limit: $c.$h,
-            vlarb_high: $c.$vh.as_deref(),
-            vlarb_low: $c.$vl.as_deref(),
-            sl2vl: $c.$s.as_deref(),
-        }
-    };
+/// What the configuration says of QoS, as written: [`QosSettings::build`]
+/// parses and checks it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QosKeySets<'a> {
+    /// `qos`.
+    pub enabled: bool,
+    /// `qos_policy_file`.
+    pub policy_file: Option<&'a Path>,
+    /// `qos_*`, what every class falls back on.
+    pub shared: QosKeys<'a>,
+    /// `qos_ca_*`.
+    pub ca: QosKeys<'a>,
+    /// `qos_sw0_*`.
+    pub sw0: QosKeys<'a>,
+    /// `qos_swe_*`.
+    pub swe: QosKeys<'a>,
+    /// `qos_rtr_*`.
+    pub rtr: QosKeys<'a>,
 }
 
 impl QosClass {
     /// OpenSM's `qos_build_config`: each value from the class's key, else
     /// the shared `qos_*` key, else OpenSM's default. `max_vls` 0 means
     /// unset, as in OpenSM.
-    fn build(own: &Keys<'_>, shared: &Keys<'_>) -> Result<Self, QosError> {
+    fn build(own: &QosKeys<'_>, shared: &QosKeys<'_>) -> Result<Self, QosError> {
         let pick = |field: &'static str, o: Option<&str>, s: Option<&str>, dflt: &'static str| -> (String, String) {
             match (o, s) {
                 (Some(v), _) => (format!("{}_{field}", own.prefix), v.to_string()),
@@ -163,7 +178,7 @@ impl QosClass {
     }
 }
 
-/// Everything `qos*` in a [`Config`], checked.
+/// Everything `qos*` of the configuration, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QosSettings {
     /// `qos`: whether tables are programmed and the policy applies.
@@ -181,22 +196,17 @@ pub struct QosSettings {
 }
 
 impl QosSettings {
-    /// The settings `config` gives; an error names the key whose value is
+    /// The settings `keys` give; an error names the key whose value is
     /// malformed. Values are checked whether or not `qos` is on, so a file
     /// that will fail once QoS is turned on fails at once.
-    pub fn from_config(c: &Config) -> Result<Self, QosError> {
-        let shared = keys!(c, "qos", qos_max_vls, qos_high_limit, qos_vlarb_high, qos_vlarb_low, qos_sl2vl);
-        let ca = keys!(c, "qos_ca", qos_ca_max_vls, qos_ca_high_limit, qos_ca_vlarb_high, qos_ca_vlarb_low, qos_ca_sl2vl);
-        let sw0 = keys!(c, "qos_sw0", qos_sw0_max_vls, qos_sw0_high_limit, qos_sw0_vlarb_high, qos_sw0_vlarb_low, qos_sw0_sl2vl);
-        let swe = keys!(c, "qos_swe", qos_swe_max_vls, qos_swe_high_limit, qos_swe_vlarb_high, qos_swe_vlarb_low, qos_swe_sl2vl);
-        let rtr = keys!(c, "qos_rtr", qos_rtr_max_vls, qos_rtr_high_limit, qos_rtr_vlarb_high, qos_rtr_vlarb_low, qos_rtr_sl2vl);
+    pub fn build(keys: &QosKeySets<'_>) -> Result<Self, QosError> {
         Ok(QosSettings {
-            enabled: c.qos,
-            policy_file: c.qos_policy_file.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_POLICY_FILE)),
-            ca: QosClass::build(&ca, &shared)?,
-            sw0: QosClass::build(&sw0, &shared)?,
-            swe: QosClass::build(&swe, &shared)?,
-            rtr: QosClass::build(&rtr, &shared)?,
+            enabled: keys.enabled,
+            policy_file: keys.policy_file.map_or_else(|| PathBuf::from(DEFAULT_POLICY_FILE), Path::to_path_buf),
+            ca: QosClass::build(&keys.ca, &keys.shared)?,
+            sw0: QosClass::build(&keys.sw0, &keys.shared)?,
+            swe: QosClass::build(&keys.swe, &keys.shared)?,
+            rtr: QosClass::build(&keys.rtr, &keys.shared)?,
         })
     }
 }
@@ -224,28 +234,6 @@ pub fn load_policy(settings: &QosSettings, current: Option<Arc<QosPolicy>>) -> O
             current
         }
     }
-}
-
-/// [`load_policy`] with the settings of `config` (a malformed `qos_*`
-/// value is logged and `current` stays; [`check`] refuses it at startup).
-pub fn reload(config: &Config, current: Option<Arc<QosPolicy>>) -> Option<Arc<QosPolicy>> {
-    match QosSettings::from_config(config) {
-        Ok(s) => load_policy(&s, current),
-        Err(e) => {
-            warn!("QoS settings not used: {e}");
-            current
-        }
-    }
-}
-
-/// Startup check: the `qos_*` values and, with `qos` on, the policy file
-/// (a missing file is no policy, as in OpenSM).
-pub fn check(config: &Config) -> Result<(), String> {
-    let settings = QosSettings::from_config(config).map_err(|e| e.to_string())?;
-    if settings.enabled {
-        load_policy_file(&settings.policy_file).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 /// The policy in `path`; `Ok(None)` if there is no such file.
@@ -295,7 +283,8 @@ mod tests {
 
     #[test]
     fn opensm_defaults_parse() {
-        let s = QosSettings::from_config(&Config::default()).unwrap();
+        let keys = QosKeySets { shared: QosKeys { prefix: "qos", ..QosKeys::default() }, ..QosKeySets::default() };
+        let s = QosSettings::build(&keys).unwrap();
         assert!(!s.enabled);
         assert_eq!(s.policy_file, PathBuf::from(DEFAULT_POLICY_FILE));
         assert_eq!(s.ca.sl2vl, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 7]);
@@ -308,49 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn toml_keys_are_opensm_names() {
-        let c = Config::parse(
-            "qos = true\nqos_policy_file = \"/q\"\nqos_swe_sl2vl = \"0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1\"\nqos_high_limit = 4\n",
-            Path::new("smcore.toml"),
-        )
-        .unwrap();
-        assert!(c.options.keys().all(|k| !k.starts_with("qos")), "not engine options: {:?}", c.options);
-        let s = QosSettings::from_config(&c).unwrap();
-        assert!(s.enabled);
-        assert_eq!(s.policy_file, PathBuf::from("/q"));
-        assert_eq!((s.swe.sl2vl[8], s.ca.sl2vl[8], s.rtr.high_limit), (1, 8, 4));
-    }
-
-    #[test]
-    fn class_keys_override_shared_ones() {
-        let c = Config {
-            qos: true,
-            qos_sl2vl: Some("0,1,2,3,0,1,2,3,0,1,2,3,0,1,2,3".into()),
-            qos_ca_sl2vl: Some("0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,15".into()),
-            qos_high_limit: Some(10),
-            qos_swe_high_limit: Some(255),
-            qos_vlarb_low: Some("0:32,1:0x20,2:010".into()),
-            qos_max_vls: Some(0),
-            qos_rtr_max_vls: Some(4),
-            ..Config::default()
-        };
-        let s = QosSettings::from_config(&c).unwrap();
-        assert_eq!(s.ca.sl2vl[15], 15);
-        assert_eq!(s.swe.sl2vl[4], 0);
-        assert_eq!((s.ca.high_limit, s.swe.high_limit), (10, 255));
-        assert_eq!(&s.sw0.vlarb_low[..4], &[(0, 32), (1, 32), (2, 8), (0, 0)]);
-        assert_eq!((s.ca.max_vls, s.rtr.max_vls), (DEFAULT_MAX_VLS, 4), "0 is unset");
-    }
-
-    #[test]
-    fn malformed_values_name_their_key() {
-        let bad = |c: Config| QosSettings::from_config(&c).unwrap_err().to_string();
-        let e = bad(Config { qos_swe_sl2vl: Some("0,1,2".into()), ..Config::default() });
-        assert!(e.starts_with("qos_swe_sl2vl: 3 VLs"), "{e}");
-        let e = bad(Config { qos_vlarb_high: Some("0:4,15:1".into()), ..Config::default() });
-        assert!(e.starts_with("qos_vlarb_high: entry 2: VL `15`"), "{e}");
-        let e = bad(Config { qos_ca_vlarb_low: Some("0:256".into()), ..Config::default() });
-        assert!(e.contains("weight `256`"), "{e}");
+    fn malformed_tables_are_refused() {
         assert!(parse_vlarb("0-4").is_err());
         assert!(parse_vlarb(&vec!["1:1"; 65].join(",")).is_err());
         assert_eq!(parse_vlarb(&vec!["1:1"; 64].join(",")).unwrap().len(), 64);

@@ -121,7 +121,7 @@ impl Default for SweepOptions {
         Self {
             lmc: 0,
             reassign_lids: false,
-            retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
+            retries: sm_transport::port::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
             client_reregister: false,
             subnet_prefix: DEFAULT_SUBNET_PREFIX,

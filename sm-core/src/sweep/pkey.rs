@@ -32,7 +32,6 @@ use tracing::{debug, warn};
 use super::discovery::{parse_port_info, DrPath, Fabric};
 use super::program::{HeldTables, PhaseReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
-use crate::config::Config;
 use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, Resolved, SaPartitions};
 
 /// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
@@ -141,11 +140,10 @@ pub struct Partitions {
 }
 
 impl Partitions {
-    /// Reads the partition file of `config` again and resolves it against
-    /// `fabric`; `held` keeps the last good set.
-    pub fn resolve(fabric: &Fabric, config: &Config, held: &mut HeldPkeys) -> Self {
-        let settings = PartitionSettings::from_config(config);
-        let partitions = held.state.refresh(&settings);
+    /// Reads the partition file of `settings` again and resolves it
+    /// against `fabric`; `held` keeps the last good set.
+    pub fn resolve(fabric: &Fabric, settings: &PartitionSettings, held: &mut HeldPkeys) -> Self {
+        let partitions = held.state.refresh(settings);
         let resolved = resolve_fabric(partitions, fabric, settings.allow_both);
         let enforcing = settings.enforce != PartEnforce::Off;
         let switch_ports = fabric

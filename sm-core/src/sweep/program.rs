@@ -39,7 +39,6 @@ use super::discovery::{parse_port_info, Fabric, FabricMemory};
 use super::lids::{LidSet, LidSets, ProgramReport};
 use super::pkey::Partitions;
 use super::transport::{SmpClient, SmpError, SmpOp, SmpStats};
-use crate::config::Config;
 
 /// The tables earlier sweeps wrote: LFTs by switch node GUID, SL2VL and
 /// VLArb by (node GUID, ports).
@@ -505,26 +504,6 @@ impl Default for LinkConfig {
     }
 }
 
-impl LinkConfig {
-    /// The configuration's keys over OpenSM's defaults. Out-of-range
-    /// values are brought into the field's range (HOQLife and
-    /// VLStallCount are 5 and 3 bits wide, OperationalVLs 1..=5).
-    pub fn from_config(config: &Config) -> Self {
-        let d = Self::default();
-        Self {
-            max_op_vls: config.max_op_vls.unwrap_or(d.max_op_vls).clamp(1, 5),
-            hoq_life: config.head_of_queue_lifetime.unwrap_or(d.hoq_life).min(0x1f),
-            leaf_hoq_life: config.leaf_head_of_queue_lifetime.unwrap_or(d.leaf_hoq_life).min(0x1f),
-            vl_stall_count: config.vl_stall_count.unwrap_or(d.vl_stall_count).min(7),
-            leaf_vl_stall_count: config.leaf_vl_stall_count.unwrap_or(d.leaf_vl_stall_count).min(7),
-            subnet_timeout: config.subnet_timeout.unwrap_or(d.subnet_timeout).min(0x1f),
-            force_link_speed: config.force_link_speed.unwrap_or(d.force_link_speed) & 0xf,
-            force_link_width: config.force_link_width.unwrap_or(d.force_link_width),
-            force_link_speed_ext: config.force_link_speed_ext.unwrap_or(d.force_link_speed_ext) & 0x1f,
-        }
-    }
-}
-
 /// What `port` of `fabric` should hold by `config`, from what it holds
 /// now (`current`). OperationalVLs and NeighborMTU are the lower of the
 /// two ends' VLCap and MTUCap (OperationalVLs capped by `max_op_vls`),
@@ -836,13 +815,9 @@ mod tests {
 
     #[test]
     fn link_defaults_are_opensms() {
-        let c = LinkConfig::from_config(&Config::default());
-        assert_eq!(c, LinkConfig::default());
+        let c = LinkConfig::default();
         assert_eq!((c.max_op_vls, c.hoq_life, c.leaf_hoq_life, c.vl_stall_count, c.leaf_vl_stall_count), (5, 0x12, 0x10, 7, 7));
         assert_eq!((c.subnet_timeout, c.force_link_speed, c.force_link_width, c.force_link_speed_ext), (18, 15, 255, 31));
-        let wild = Config { max_op_vls: Some(9), head_of_queue_lifetime: Some(0x40), vl_stall_count: Some(9), ..Config::default() };
-        let c = LinkConfig::from_config(&wild);
-        assert_eq!((c.max_op_vls, c.hoq_life, c.vl_stall_count), (5, 0x1f, 7));
     }
 
     #[test]

@@ -30,30 +30,19 @@
 use sm_abi::{NodeKind, Sl2Vl, VlArb, VlWeight};
 use sm_mad::port_info::capability;
 use sm_mad::{PortInfoRepr, PortState};
-use tracing::warn;
 
 use super::discovery::Fabric;
-use crate::config::Config;
 use crate::engines::chain::ChainOutcome;
 use crate::qos::{QosClass, QosSettings};
 
-/// `chain` with the QoS tables of `config` added to its routing (see the
-/// module doc); unchanged when `qos` is off or nothing routed.
-pub fn with_qos_tables(mut chain: ChainOutcome, fabric: &Fabric, config: &Config) -> ChainOutcome {
-    if !config.qos {
+/// `chain` with the QoS tables of `settings` added to its routing (see
+/// the module doc); unchanged when QoS is off (`None`) or nothing routed.
+pub fn with_qos_tables(mut chain: ChainOutcome, fabric: &Fabric, settings: Option<&QosSettings>) -> ChainOutcome {
+    let Some(settings) = settings else {
         return chain;
-    }
-    let settings = match QosSettings::from_config(config) {
-        Ok(s) => s,
-        Err(e) => {
-            // The daemon refuses such a file at startup; a caller that
-            // did not is told here.
-            warn!("QoS tables not programmed: {e}");
-            return chain;
-        }
     };
     if let Some(routed) = chain.routed.as_mut() {
-        let (sl2vl, vlarb) = qos_tables(fabric, &routed.routing.sl2vl, &routed.routing.vlarb, &settings);
+        let (sl2vl, vlarb) = qos_tables(fabric, &routed.routing.sl2vl, &routed.routing.vlarb, settings);
         routed.routing.sl2vl.extend(sl2vl);
         routed.routing.vlarb.extend(vlarb);
     }

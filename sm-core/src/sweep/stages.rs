@@ -29,7 +29,7 @@ use sm_abi::FabricSnapshot;
 use super::discovery::{self, discover_within, DiscoveryReport, Fabric, FabricMemory, SweepError, SweepLimits};
 use super::lids::{assign, Guid2Lid, LidSets, ProgramReport};
 use super::pkey::Partitions;
-use super::program::{activate_ports, program_links, program_routing, HeldTables, LinkConfig, Riders, RoutingProgramReport};
+use super::program::{activate_ports, program_links, program_routing, HeldTables, Riders, RoutingProgramReport};
 use super::transport::{SmpClient, SmpError, SmpPort, SmpStats};
 use super::{light, SweepOptions, SweepOutcome};
 use crate::config::Config;
@@ -255,13 +255,13 @@ pub fn link(
     // (a fabric coming up) save a Set each, not for the one port of a
     // host that rebooted.
     let mut partitions =
-        fold_enforcement(&sweep.fabric).then(|| Partitions::resolve(&sweep.fabric, config, &mut held.pkeys));
+        fold_enforcement(&sweep.fabric).then(|| Partitions::resolve(&sweep.fabric, &config.partition_settings(), &mut held.pkeys));
     let lid_sets = std::mem::take(&mut sweep.lid_sets);
     let riders = Riders { lids: Some((&lid_sets, &mut sweep.program)), partitions: partitions.as_mut() };
     let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
     // Failures are logged and not retried at once: a port that does not
     // implement a field would refuse at every sweep.
-    program_links(&mut client, &mut sweep.fabric, &LinkConfig::from_config(config), held, riders, &mut program);
+    program_links(&mut client, &mut sweep.fabric, &config.link_config(), held, riders, &mut program);
     if !lid_sets.ports.is_empty() {
         if sweep.program.failed != 0 {
             sweep.fabric.incomplete = true;
@@ -374,7 +374,7 @@ pub fn route(
         });
         let t = Instant::now();
         let mut client = SmpClient::new(&mut *port, options.retries).with_m_keys(options.m_keys.clone());
-        let partitions = partitions.unwrap_or_else(|| Partitions::resolve(&sweep.fabric, config, &mut held.pkeys));
+        let partitions = partitions.unwrap_or_else(|| Partitions::resolve(&sweep.fabric, &config.partition_settings(), &mut held.pkeys));
         super::pkey::program_partitions(&mut client, &mut sweep.fabric, partitions, held, &mut program.pkey);
         let partition_time = t.elapsed();
         let (chosen, report) = match routing {
@@ -409,7 +409,7 @@ fn choose(
             return Ok((chain, top, deadlock_free, true));
         }
     }
-    let chain = offline::route_fabric_after(snapshot, registry, engines, config, None, report, previous)?;
+    let chain = offline::route_fabric_after(snapshot, registry, engines, &config.route_settings(), None, report, previous)?;
     let deadlock_free = chain.routed.as_ref().is_some_and(|r| registry.get(&r.engine).is_some_and(|e| e.deadlock_free));
     Ok((chain, snapshot.max_lid, deadlock_free, false))
 }
@@ -428,13 +428,13 @@ fn accept(
     let (chain, top, deadlock_free, from_cache) = chosen;
     // The engine's own tables come first; QoS appends its own after them.
     let engine_tables = chain.routed.as_ref().map_or((0, 0), |r| (r.routing.sl2vl.len(), r.routing.vlarb.len()));
-    let ChainOutcome { attempts, routed } = super::qos::with_qos_tables(chain, &sweep.fabric, config);
+    let ChainOutcome { attempts, routed } = super::qos::with_qos_tables(chain, &sweep.fabric, config.qos_tables_settings().as_ref());
     let accepted = routed.map(|routed| {
         Arc::new(AcceptedRouting::new(routed, snapshot, top, deadlock_free, from_cache, engine_tables))
     });
     if let (Some(slot), Some(accepted)) = (cache, &accepted) {
         if !accepted.from_cache {
-            *slot = Some(UcastCache::keep(Arc::clone(accepted), offline::gate_options(config)));
+            *slot = Some(UcastCache::keep(Arc::clone(accepted), config.gate_options()));
         }
     }
     Decided { sweep, attempts, accepted, program, report }
@@ -455,7 +455,7 @@ fn cached_routing(
     }
     let routing = cache.routing_for(snapshot);
     let t = Instant::now();
-    let gate = offline::gate_options(config);
+    let gate = config.gate_options();
     let judged = match cache.verification_for(snapshot, &gate) {
         Some(verification) => {
             tracing::debug!("fabric as the cached routing was judged on: its verification stands");
