@@ -19,8 +19,10 @@ use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimPort};
 use sm_core::sweep::incremental::{self, Changes};
 use sm_core::sweep::light::light_sweep;
-use sm_core::sweep::stages::{self, Discovered, SweepState};
-use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SweepOptions};
+use sm_core::pipeline::SweepState;
+use sm_core::sweep::stages::Discovered;
+use sm_core::sweep::{Guid2Lid, HeldTables, SmpClient, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::attr;
 
 struct Sm<'e> {
@@ -40,7 +42,7 @@ struct Sm<'e> {
 impl Sm<'_> {
     fn sweep(&mut self, discovered: Option<Discovered>) -> &OnceOutcome {
         let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache), previous: None };
-        let out = stages::once_from(&mut SimPort::new(&mut self.sim), discovered, &self.options, &self.registry, &Config::default(), state)
+        let out = sm_core::pipeline::once_from(&mut SimPort::new(&mut self.sim), discovered, &self.options, &self.registry, &Config::default(), state)
             .unwrap_or_else(|e| panic!("sweep: {e}"));
         assert!(out.accepted.is_some(), "routed: {:?}", out.describe());
         self.last = Some(out);

@@ -78,7 +78,7 @@ pub struct Status {
 /// Publishes a heavy sweep's outcome to the console. The view is built
 /// before the lock is taken: readers of `status` (the console, the metrics
 /// endpoint) never wait for it.
-pub fn publish(status: &Mutex<Status>, outcome: &crate::sweep::OnceOutcome) {
+pub fn publish(status: &Mutex<Status>, outcome: &crate::pipeline::OnceOutcome) {
     let view = Arc::new(SweepView::of(outcome));
     status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).view = Some(view);
 }

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod offline;
 pub mod partition;
 pub mod perfmgr;
+pub mod pipeline;
 pub mod pidfile;
 pub mod qos;
 pub mod report;

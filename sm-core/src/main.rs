@@ -697,7 +697,8 @@ fn registry(cli: &Cli, config: &Config) -> Registry {
 /// [`sm_core::daemon`] until SIGINT or SIGTERM.
 fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) -> ExitCode {
     use sm_core::settings::{DaemonSettings, SmSettings};
-    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
+    use sm_core::sweep::{self, Guid2Lid, HeldTables, SweepOptions};
+    use sm_core::pipeline::OnceOptions;
 
     let args = &cli.sm;
     // Recorded once: laid over the file now and over each file a SIGHUP
@@ -792,7 +793,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     };
     let mut held = HeldTables::default();
     if args.once {
-        let mut outcome = match sweep::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
+        let mut outcome = match sm_core::pipeline::once(port, &options, &registry, &config, &mut guid2lid, &mut held) {
             Ok(o) => o,
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         };
@@ -888,7 +889,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     let qos = config.qos;
     let ignore_cas = perf_config.as_ref().is_some_and(|c| c.ignore_cas);
     let perf_targets = perf_thread.as_ref().map(|_| Arc::clone(&perf.targets));
-    let mut on_heavy = |outcome: &sm_core::sweep::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
+    let mut on_heavy = |outcome: &sm_core::pipeline::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
         metrics.record_heavy(outcome);
         if let Some(targets) = &perf_targets {
             let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
@@ -936,14 +937,14 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     ExitCode::SUCCESS
 }
 
-fn show_sweep(outcome: &sm_core::sweep::OnceOutcome, n: Option<u64>, report: Option<&std::path::Path>) -> Result<(), ExitCode> {
+fn show_sweep(outcome: &sm_core::pipeline::OnceOutcome, n: Option<u64>, report: Option<&std::path::Path>) -> Result<(), ExitCode> {
     show_sweep_report(outcome, &outcome.report, n, report)
 }
 
 /// Prints a heavy sweep's routing report and SMP figures; writes them as
 /// JSON to `report` (replaced atomically, so a reader never sees half).
 fn show_sweep_report(
-    outcome: &sm_core::sweep::OnceOutcome,
+    outcome: &sm_core::pipeline::OnceOutcome,
     route_report: &sm_core::report::RouteReport,
     n: Option<u64>,
     report: Option<&std::path::Path>,

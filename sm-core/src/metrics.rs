@@ -29,7 +29,7 @@ use tracing::info;
 
 use crate::control::Status;
 use crate::perfmgr::PerfDb;
-use crate::sweep::OnceOutcome;
+use crate::pipeline::OnceOutcome;
 
 /// What the SM loop records after each heavy sweep.
 #[derive(Debug, Default)]

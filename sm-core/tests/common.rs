@@ -184,8 +184,9 @@ where
 
 /// One minhop sweep of [`SMALL_NET`] on the embedded fabric, the SM where
 /// `smcore --fabric` puts it; it must route.
-pub fn small_sweep() -> sm_core::sweep::OnceOutcome {
-    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
+pub fn small_sweep() -> sm_core::pipeline::OnceOutcome {
+    use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+    use sm_core::pipeline::OnceOptions;
     let topo = sm_topology::parse_str(SMALL_NET, "small").expect("topology");
     let (node, port) = sm_location(&topo);
     let mut sim = sm_core::sim::SimFabric::from_topology(&topo, node, port).expect("sim");
@@ -193,7 +194,7 @@ pub fn small_sweep() -> sm_core::sweep::OnceOutcome {
     let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let config = sm_core::config::Config::default();
-    let out = sweep::once(&mut sm_core::sim::SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held).expect("sweep");
+    let out = sm_core::pipeline::once(&mut sm_core::sim::SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held).expect("sweep");
     assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }

@@ -17,7 +17,8 @@ use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::sweep::{Guid2Lid, HeldTables, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_topology::gen;
 
 /// What to do to the fabric before the next wait.

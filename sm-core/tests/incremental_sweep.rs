@@ -19,8 +19,10 @@ use sm_core::sa::db::SaDb;
 use sm_core::sim::{SimFabric, SimPort};
 use sm_core::sweep::incremental::{self, Changes};
 use sm_core::sweep::light::light_sweep;
-use sm_core::sweep::stages::{self, Discovered, SweepState};
-use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SweepOptions};
+use sm_core::pipeline::SweepState;
+use sm_core::sweep::stages::Discovered;
+use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, SmpClient, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_topology::Topology;
 
 /// One SM on its own copy of the fabric.
@@ -49,7 +51,7 @@ impl Sm {
     /// A heavy sweep, from `discovered` when given.
     fn sweep(&mut self, registry: &Registry, discovered: Option<Discovered>) -> &OnceOutcome {
         let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: None, previous: None };
-        let out = stages::once_from(&mut SimPort::new(&mut self.sim), discovered, &options(), registry, &Config::default(), state)
+        let out = sm_core::pipeline::once_from(&mut SimPort::new(&mut self.sim), discovered, &options(), registry, &Config::default(), state)
             .expect("sweep");
         self.last = Some(out);
         self.last.as_ref().expect("just set")

@@ -14,7 +14,8 @@ use sm_core::config::Config;
 use sm_core::engines::chain::{judge, GateOptions};
 use sm_core::engines::Registry;
 use sm_core::sim::{PortCaps, SimFabric, SimOptions, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
+use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::attr;
 use sm_mad::smp::{self, DATA_LEN, PERMISSIVE_LID};
 use sm_mad::{Mad, PhysState, PortInfoPacket, PortInfoRepr, PortState};
@@ -23,7 +24,7 @@ use sm_topology::Topology;
 fn run_once(sim: &mut SimFabric, engines: &str, config: &Config, g2l: &mut Guid2Lid, held: &mut HeldTables) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None };
-    sweep::once(&mut SimPort::new(sim), &options, &registry, config, g2l, held).expect("sweep")
+    sm_core::pipeline::once(&mut SimPort::new(sim), &options, &registry, config, g2l, held).expect("sweep")
 }
 
 /// Every linked port of the fabric, with its peer.

@@ -17,7 +17,8 @@ use sm_core::mcast::program::{program_mfts, HeldMfts};
 use sm_core::mcast::tree::{plan, McastPlan, TreeSource};
 use sm_core::mcast::McGroups;
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions};
+use sm_core::sweep::{self, Fabric, Guid2Lid, HeldTables, SmpClient, SmpOp, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::forwarding::MftModifier;
 use sm_mad::mad::attr;
 
@@ -30,7 +31,7 @@ fn routed(file: &str, engines: &str, config: &Config) -> (SimFabric, OnceOutcome
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = {
         let mut p = SimPort::new(&mut sim);
-        sweep::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep")
+        sm_core::pipeline::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep")
     };
     assert!(out.accepted.is_some(), "{file}: {:?}", out.describe());
     (sim, out)

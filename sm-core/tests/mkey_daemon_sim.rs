@@ -18,9 +18,8 @@ use sm_core::daemon::{self, DaemonOptions, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimOptions, SimPort, TrapDelivery};
 use sm_core::sweep::mkey::derive_port_key;
-use sm_core::sweep::{
-    Guid2Lid, HeldTables, MKeyConfig, MKeys, OnceOptions, SmpPort, SweepOptions, TransportError, TrapMad,
-};
+use sm_core::sweep::{Guid2Lid, HeldTables, MKeyConfig, MKeys, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::pipeline::OnceOptions;
 use sm_mad::PortState;
 use sm_topology::gen;
 

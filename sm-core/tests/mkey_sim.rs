@@ -256,7 +256,8 @@ fn engine_dir() -> std::path::PathBuf {
 fn a_whole_sweep_at_level_3_routes_and_activates_every_port() {
     use sm_core::config::Config;
     use sm_core::engines::Registry;
-    use sm_core::sweep::{HeldTables, OnceOptions};
+    use sm_core::sweep::HeldTables;
+    use sm_core::pipeline::OnceOptions;
 
     let Bed { topo, mut fabric, .. } = bed();
     let registry = Registry::scan(&[engine_dir()]);
@@ -264,7 +265,7 @@ fn a_whole_sweep_at_level_3_routes_and_activates_every_port() {
     let options = OnceOptions { sweep: protected(true, 3, None), engines: "minhop", dump_dir: None };
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     for round in ["first", "second"] {
-        let out = sweep::once(&mut SimPort::new(&mut fabric), &options, &registry, &Config::default(), &mut g2l, &mut held)
+        let out = sm_core::pipeline::once(&mut SimPort::new(&mut fabric), &options, &registry, &Config::default(), &mut g2l, &mut held)
             .expect("sweep");
         assert!(out.accepted.is_some(), "{round}: routed");
         assert_same_fabric(&out.sweep, &topo, round);

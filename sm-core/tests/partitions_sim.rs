@@ -14,7 +14,8 @@ use sm_core::engines::Registry;
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Sa, SaConfig, SaDb};
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions};
+use sm_core::sweep::{Guid2Lid, HeldTables, SmpClient, SmpOp, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{attr as smp_attr, method};
 use sm_mad::pkey_table;
 use sm_mad::sa::{self, attr, status};
@@ -32,7 +33,7 @@ fn once(run: &mut Run) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
     let mut p = SimPort::new(&mut run.sim);
-    let out = sweep::once(&mut p, &options, &registry, &run.config, &mut run.g2l, &mut run.held).expect("sweep");
+    let out = sm_core::pipeline::once(&mut p, &options, &registry, &run.config, &mut run.g2l, &mut run.held).expect("sweep");
     assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }

@@ -17,9 +17,8 @@ use sm_core::config::Config;
 use sm_core::engines::Registry;
 use sm_core::partition::{resolve, EndPortKind};
 use sm_core::sim::{SimFabric, SimOptions, SimPort};
-use sm_core::sweep::{
-    self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpOp, SweepOptions, DEFAULT_SUBNET_PREFIX,
-};
+use sm_core::sweep::{self, Guid2Lid, HeldTables, SmpClient, SmpOp, SweepOptions, DEFAULT_SUBNET_PREFIX};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{attr, method};
 use sm_mad::smp::{self, Routing, DATA_LEN};
 use sm_mad::{PortInfoPacket, PortInfoRepr, PortState};
@@ -84,7 +83,7 @@ impl Bed {
         let mut sets = Vec::new();
         let note = |mad: &[u8]| sets.extend(port_info_set(mad));
         let mut spy = Spy { inner: SimPort::new(&mut self.sim), note };
-        let out = sweep::once(&mut spy, &self.options, &self.registry, &self.config, &mut self.g2l, &mut self.held)
+        let out = sm_core::pipeline::once(&mut spy, &self.options, &self.registry, &self.config, &mut self.g2l, &mut self.held)
             .expect("sweep");
         assert!(out.accepted.is_some(), "{:?}", out.describe());
         (out, sets)

@@ -20,7 +20,8 @@ use sm_core::mcast::McGroups;
 use sm_core::qos::{self, QosPolicy};
 use sm_core::sa::{Sa, SaConfig, SaDb};
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
+use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{attr, method};
 use sm_mad::sa::{self, attr as sa_attr};
 use sm_mad::smp::{self, DATA_LEN, PERMISSIVE_LID};
@@ -32,7 +33,7 @@ fn sweep_once(sim: &mut SimFabric, engines: &str, config: &Config, held: &mut He
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions { sweep: SweepOptions::default(), engines, dump_dir: None };
     let mut g2l = Guid2Lid::default();
-    let out = sweep::once(&mut SimPort::new(sim), &options, &registry, config, &mut g2l, held).expect("sweep");
+    let out = sm_core::pipeline::once(&mut SimPort::new(sim), &options, &registry, config, &mut g2l, held).expect("sweep");
     assert!(out.accepted.is_some(), "{engines} routes: {:?}", out.describe());
     out
 }

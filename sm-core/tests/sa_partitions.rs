@@ -26,7 +26,8 @@ use sm_core::mcast::tree::{GroupTree, McastPlan, TreeSource};
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Sa, SaConfig, SaDb};
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
+use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::method;
 use sm_mad::sa::{self, attr, status};
 use sm_mad::{
@@ -54,7 +55,7 @@ fn once(run: &mut Run) -> OnceOutcome {
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
     let mut p = SimPort::new(&mut run.sim);
-    let out = sweep::once(&mut p, &options, &registry, &run.config, &mut run.g2l, &mut run.held).expect("sweep");
+    let out = sm_core::pipeline::once(&mut p, &options, &registry, &run.config, &mut run.g2l, &mut run.held).expect("sweep");
     assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Report, Responder, Sa, SaConfig, SaDb};
 use sm_core::sweep::umad::IncomingMad;
-use sm_core::sweep::OnceOutcome;
+use sm_core::pipeline::OnceOutcome;
 use sm_mad::mad::method;
 use sm_mad::sa::{self, attr, status};
 use sm_mad::{

@@ -16,7 +16,8 @@ use sm_core::engines::Registry;
 use sm_core::mcast::McGroups;
 use sm_core::sa::{Sa, SaConfig, SaDb};
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
+use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{method, status as mad_status};
 use sm_mad::sa::{self, attr, rmpp, status};
 use sm_mad::{
@@ -42,7 +43,7 @@ fn routed_topo(topo: &sm_topology::Topology, engines: &str, config: &Config) -> 
     };
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let mut p = SimPort::new(&mut sim);
-    let out = sweep::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep");
+    let out = sm_core::pipeline::once(&mut p, &options, &registry, config, &mut g2l, &mut held).expect("sweep");
     assert!(out.accepted.is_some(), "{:?}", out.describe());
     out
 }

@@ -21,7 +21,8 @@ use sm_core::mcast::program::{program_mfts, HeldMfts};
 use sm_core::mcast::tree::{GroupTree, McastPlan, TreeSource};
 use sm_core::mcast::McGroups;
 use sm_core::sim::{SimFabric, SimOptions, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::sweep::{Guid2Lid, HeldTables, SmpClient, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{attr, method};
 use sm_mad::notice::trap;
 use sm_topology::gen;
@@ -182,7 +183,7 @@ fn a_flapping_switch_causes_a_bounded_number_of_heavy_sweeps() {
         let registry = Registry::scan(&[bin_dir()]);
         let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
         let mut port = SimPort::new(&mut probe);
-        let out = sweep::once(&mut port, &options(None).once, &registry, &Config::default(), &mut g2l, &mut held)
+        let out = sm_core::pipeline::once(&mut port, &options(None).once, &registry, &Config::default(), &mut g2l, &mut held)
             .expect("sweep");
         let sw = out.snapshot().nodes.iter().position(|n| n.kind == sm_abi::NodeKind::Switch).expect("a switch");
         out.snapshot().ports.iter().find(|p| p.node as usize == sw && p.num == 0).expect("port 0").lid
@@ -214,7 +215,7 @@ fn mft_programming_respects_the_cap_and_the_last_block() {
         let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
         let out = {
             let mut port = SimPort::new(&mut sim);
-            sweep::once(&mut port, &options(None).once, &registry, &Config::default(), &mut g2l, &mut held)
+            sm_core::pipeline::once(&mut port, &options(None).once, &registry, &Config::default(), &mut g2l, &mut held)
                 .expect("sweep")
         };
         let fabric = &out.sweep.fabric;
@@ -257,7 +258,7 @@ fn an_unwritable_dump_does_not_keep_routing_from_the_fabric() {
     let once = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: Some(dir.path()) };
     let out = {
         let mut port = SimPort::new(&mut sim);
-        sweep::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held)
+        sm_core::pipeline::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held)
             .expect("the sweep must not fail because of a dump")
     };
     assert!(out.accepted.is_some());
@@ -282,7 +283,7 @@ fn the_sweeps_dumps_leave_guid2lid_to_the_sm() {
     let once = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: Some(dir.path()) };
     let out = {
         let mut port = SimPort::new(&mut sim);
-        sweep::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held).expect("sweep")
+        sm_core::pipeline::once(&mut port, &once, &registry, &Config::default(), &mut g2l, &mut held).expect("sweep")
     };
     assert!(dir.path().join("opensm-lfts.dump").exists(), "{:?}", out.report.dumps);
     assert!(!dir.path().join("guid2lid").exists(), "the dumps wrote guid2lid: {:?}", out.report.dumps);

@@ -15,7 +15,8 @@ use sm_core::config::Config;
 use sm_core::dump::lfts_parse::parse_lfts_file_detailed;
 use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SweepOptions};
+use sm_core::sweep::{self, Guid2Lid, HeldTables, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_mad::mad::{attr, method};
 use sm_mad::{smp, Mad, NodeInfoPacket, NodeInfoRepr, PortState};
 use sm_topology::Topology;
@@ -188,7 +189,7 @@ fn run_once(
         dump_dir: None,
     };
     let mut port = SimPort::new(sim);
-    sweep::once(
+    sm_core::pipeline::once(
         &mut port,
         &options,
         &registry,
@@ -363,7 +364,7 @@ fn no_fallback_and_a_failing_engine_program_nothing() {
         dump_dir: None,
     };
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let out = sweep::once(
+    let out = sm_core::pipeline::once(
         &mut SimPort::new(&mut sim),
         &options,
         &registry,

@@ -11,8 +11,10 @@ use common::{bin_dir, sm_location, workspace};
 use sm_core::config::Config;
 use sm_core::engines::Registry;
 use sm_core::sim::SimFabric;
-use sm_core::sweep::stages::{self, Discovered, SweepState};
-use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpClient, SweepOptions};
+use sm_core::pipeline::SweepState;
+use sm_core::sweep::stages::Discovered;
+use sm_core::sweep::{self, Guid2Lid, HeldTables, SmpClient, SweepOptions};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 use sm_core::sim::SimPort;
 use sm_mad::mad::attr;
 
@@ -43,7 +45,7 @@ fn a_sweep_from_a_discovered_fabric_sends_no_discovery_smp_and_routes_as_a_full_
     // A full sweep on one copy of the fabric.
     let mut full_sim = SimFabric::from_topology(&topo, node, port).expect("sim");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let full = sweep::once(&mut SimPort::new(&mut full_sim), &options, &registry, &config, &mut g2l, &mut held)
+    let full = sm_core::pipeline::once(&mut SimPort::new(&mut full_sim), &options, &registry, &config, &mut g2l, &mut held)
         .expect("full sweep");
     for a in DISCOVERY_READS {
         assert!(gets(&full_sim, a) > 0, "a full sweep reads attribute {a:#x}");
@@ -63,7 +65,7 @@ fn a_sweep_from_a_discovered_fabric_sends_no_discovery_smp_and_routes_as_a_full_
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let state = SweepState { guid2lid: &mut g2l, held: &mut held, cache: None, previous: None };
     let discovered = Discovered::from_fabric(fabric, report);
-    let out = stages::once_from(&mut SimPort::new(&mut sim), Some(discovered), &options, &registry, &config, state)
+    let out = sm_core::pipeline::once_from(&mut SimPort::new(&mut sim), Some(discovered), &options, &registry, &config, state)
         .expect("sweep from the discovered fabric");
     // What the full sweep read is discovery's reads plus the later
     // stages' (P_Key programming reads NodeInfo for PartitionCap): the
@@ -130,7 +132,7 @@ impl CachedSm {
     /// One heavy sweep, from discovery on.
     fn sweep(&mut self) -> OnceOutcome {
         let state = SweepState { guid2lid: &mut self.g2l, held: &mut self.held, cache: Some(&mut self.cache), previous: None };
-        stages::once_from(&mut SimPort::new(&mut self.sim), None, &self.options, &self.registry, &self.config, state)
+        sm_core::pipeline::once_from(&mut SimPort::new(&mut self.sim), None, &self.options, &self.registry, &self.config, state)
             .expect("sweep")
     }
 }

@@ -17,7 +17,8 @@ use sm_core::config::Config;
 use sm_core::daemon::{self, Cause, DaemonOptions, DaemonSummary, Signals};
 use sm_core::engines::Registry;
 use sm_core::sim::{SimFabric, SimPort};
-use sm_core::sweep::{Guid2Lid, HeldTables, OnceOptions, OnceOutcome, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::sweep::{Guid2Lid, HeldTables, SmpPort, SweepOptions, TransportError, TrapMad};
+use sm_core::pipeline::{OnceOptions, OnceOutcome};
 
 /// A cable to pull or plug back, by one of its ends.
 #[derive(Debug, Clone, Copy)]

@@ -16,7 +16,7 @@ use sm_mad::PortInfoRepr;
 
 use crate::config::Config;
 use sm_model::Fabric;
-use crate::sweep::OnceOutcome;
+use crate::pipeline::OnceOutcome;
 
 /// Ports listed per category of `portstatus` (the counts are complete).
 pub const MAX_LISTED_PORTS: usize = 64;

@@ -2,7 +2,7 @@
 //!
 //! What `smcore` does when it is not told `--once`:
 //!
-//! 1. A heavy sweep ([`sweep::once`]): discovery, LIDs, the engine chain
+//! 1. A heavy sweep ([`crate::pipeline::once`]): discovery, LIDs, the engine chain
 //!    and its verify gate, dumps, programming of what differs.
 //! 2. Then it waits, one sweep interval at a time. A trap (a switch
 //!    reporting a port state change) ends the wait at once and causes a
@@ -76,7 +76,8 @@ use crate::standby::{self, Arbitration, PeerAction, SmInfoState, StandbyOptions}
 use crate::routing::AcceptedRouting;
 use crate::sweep::incremental::Changes;
 use sm_model::{Fabric, FabricPort};
-use crate::sweep::{self, Guid2Lid, HeldTables, OnceOptions, OnceOutcome};
+use crate::sweep::{self, Guid2Lid, HeldTables};
+use crate::pipeline::{OnceOptions, OnceOutcome};
 use sm_transport::{SmpClient, SmpPort, TransportError};
 use crate::ucast_cache::UcastCache;
 use traps::{TrapFilter, TrapLimits, TrapVerdict};
@@ -603,16 +604,16 @@ impl Daemon<'_, '_> {
         let previous = (cause != Cause::Reroute && !once.sweep.reassign_lids)
             .then(|| self.routing.accepted.as_ref().map(|a| a.previous()))
             .flatten();
-        let state = sweep::stages::SweepState {
+        let state = crate::pipeline::SweepState {
             guid2lid: &mut *self.ctx.guid2lid,
             held: &mut *self.ctx.held,
             cache: slot,
             previous: previous.as_ref(),
         };
-        let result = sweep::stages::once_from(&mut *self.ctx.port, read, &once, self.ctx.registry, config, state);
+        let result = crate::pipeline::once_from(&mut *self.ctx.port, read, &once, self.ctx.registry, config, state);
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(sweep::OnceError::Stopped) => {
+            Err(crate::pipeline::OnceError::Stopped) => {
                 info!("heavy sweep stopped before programming");
                 return;
             }
@@ -634,7 +635,7 @@ impl Daemon<'_, '_> {
         self.keep(&outcome);
         let mut outcome = outcome;
         if let Some(dir) = dump_dir {
-            sweep::stages::write_dumps(dir, &mut outcome);
+            crate::pipeline::write_dumps(dir, &mut outcome);
         }
         self.publish(&outcome, n, cause, on_heavy);
     }
@@ -934,9 +935,9 @@ impl Daemon<'_, '_> {
 }
 
 /// The transport failure behind a sweep error, when the port is gone.
-fn transport_gone(e: &sweep::OnceError) -> Option<String> {
+fn transport_gone(e: &crate::pipeline::OnceError) -> Option<String> {
     match e {
-        sweep::OnceError::Sweep(sweep::SmpError::Transport(TransportError::Closed(why))) => Some(why.clone()),
+        crate::pipeline::OnceError::Sweep(sweep::SmpError::Transport(TransportError::Closed(why))) => Some(why.clone()),
         _ => None,
     }
 }

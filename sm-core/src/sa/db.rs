@@ -27,7 +27,7 @@ use sm_mad::{
 use crate::qos::QosPolicy;
 use crate::routing::AcceptedRouting;
 use sm_model::FabricNode;
-use crate::sweep::OnceOutcome;
+use crate::pipeline::OnceOutcome;
 use sm_model::Fabric;
 
 /// The subnet prefix used when no port reports one (IBA default).

@@ -42,7 +42,7 @@ pub use discovery::{
 };
 pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, LidSet, LidSets, ProgramReport};
 pub use program::{activate_ports, program_routing, HeldTables, PhaseReport, RoutingProgramReport};
-pub use stages::{once, Discovered, OnceError, OnceOptions, OnceOutcome};
+pub use stages::Discovered;
 pub use transport::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
 pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 

@@ -433,7 +433,8 @@ fn inform(args: &Args) -> Result<(), String> {
 }
 
 fn handler_bench(args: &Args) -> Result<(), String> {
-    use sm_core::sweep::{self, Guid2Lid, HeldTables, OnceOptions, SweepOptions};
+    use sm_core::sweep::{Guid2Lid, HeldTables, SweepOptions};
+    use sm_core::pipeline::OnceOptions;
     let file = args.value("--fabric").ok_or("--fabric FILE is required")?;
     let engines = args.value("--engines").unwrap_or("minhop");
     let seconds = args.num("--seconds", 5)?;
@@ -468,7 +469,7 @@ fn handler_bench(args: &Args) -> Result<(), String> {
     };
     let config = sm_core::config::Config::default();
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
-    let out = sweep::once(
+    let out = sm_core::pipeline::once(
         &mut sm_core::sim::SimPort::new(&mut sim),
         &options,
         &registry,
