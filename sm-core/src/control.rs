@@ -38,14 +38,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use crate::daemon::Signals;
 use view::SweepView;
 
 /// Why the control socket could not be used.
@@ -62,6 +61,25 @@ pub enum ControlError {
         /// The OS's words.
         source: std::io::Error,
     },
+}
+
+/// The signals the loop watches: set by the caller's handlers.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// Stop (SIGINT, SIGTERM): a sweep still discovering ends at its next
+    /// round; one that is programming finishes first. Shared with the
+    /// sweep itself ([`crate::sweep::SweepOptions::stop`]).
+    pub stop: Arc<AtomicBool>,
+    /// Rescan the engine directories before the next sweep (SIGHUP).
+    pub reload: AtomicBool,
+    /// A heavy sweep now (the control socket's `sweep`).
+    pub sweep: AtomicBool,
+    /// A heavy sweep now that routes afresh: the unicast cache is dropped
+    /// (the control socket's `reroute`).
+    pub reroute: AtomicBool,
+    /// Switch ports the performance manager's isolation policy asks to
+    /// disable or enable ([`crate::perfmgr::isolation`]).
+    pub isolate: Mutex<Vec<crate::perfmgr::isolation::Request>>,
 }
 
 /// What `status` reports; the SM loop updates it after every heavy sweep.
@@ -88,29 +106,6 @@ pub fn publish(status: &Mutex<Status>, outcome: &crate::pipeline::OnceOutcome) {
 pub fn publish_config(status: &Mutex<Status>, config: &crate::config::Config) {
     let conf = Arc::new(view::config_lines(config));
     status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).conf = Some(conf);
-}
-
-/// `config` with what the SM loop actually runs with written over it: the
-/// command line may have overridden the file, and a re-read file may have
-/// changed the sweep interval and the engines.
-pub fn config_in_force(
-    config: &crate::config::Config,
-    options: &crate::daemon::DaemonOptions<'_>,
-    interval: Duration,
-    engines: &str,
-) -> crate::config::Config {
-    let mut shown = config.clone();
-    let sweep = &options.once.sweep;
-    shown.sweep_interval = Some(interval.as_secs_f64());
-    shown.use_ucast_cache = options.ucast_cache;
-    shown.incremental_sweep = Some(options.incremental.is_some());
-    shown.full_sweep_every = options.incremental;
-    shown.lmc = sweep.lmc;
-    shown.transaction_retries = Some(sweep.retries);
-    shown.subnet_prefix = Some(sweep.subnet_prefix);
-    shown.routing_engine = Some(engines.to_string());
-    shown.dump_dir = options.once.dump_dir.map(Path::to_path_buf);
-    shown
 }
 
 impl Status {

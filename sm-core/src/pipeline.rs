@@ -259,7 +259,7 @@ fn accept(
     let (chain, top, deadlock_free, from_cache) = chosen;
     // The engine's own tables come first; QoS appends its own after them.
     let engine_tables = chain.routed.as_ref().map_or((0, 0), |r| (r.routing.sl2vl.len(), r.routing.vlarb.len()));
-    let ChainOutcome { attempts, routed } = crate::sweep::qos::with_qos_tables(chain, &sweep.fabric, config.qos_tables_settings().as_ref());
+    let ChainOutcome { attempts, routed } = crate::qos::tables::with_qos_tables(chain, &sweep.fabric, config.qos_tables_settings().as_ref());
     let accepted = routed.map(|routed| {
         Arc::new(AcceptedRouting::new(routed, snapshot, top, deadlock_free, from_cache, engine_tables))
     });
@@ -331,6 +331,23 @@ pub struct OnceOutcome {
     /// Partitions and P_Key tables as programmed, for the SA (`None` when
     /// nothing was programmed).
     pub partitions: Option<Arc<crate::partition::SaPartitions>>,
+}
+
+impl<'a> From<&'a mut OnceOutcome> for crate::sa::db::SaSource<'a> {
+    fn from(o: &'a mut OnceOutcome) -> Self {
+        (&*o).into()
+    }
+}
+
+impl<'a> From<&'a OnceOutcome> for crate::sa::db::SaSource<'a> {
+    fn from(o: &'a OnceOutcome) -> Self {
+        crate::sa::db::SaSource {
+            fabric: &o.sweep.fabric,
+            lmc: o.sweep.lmc,
+            accepted: o.accepted.as_ref(),
+            partitions: o.partitions.as_ref(),
+        }
+    }
 }
 
 impl OnceOutcome {

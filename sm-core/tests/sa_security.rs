@@ -65,7 +65,7 @@ fn db_and_hosts() -> (SaDb, Vec<Host>) {
     use std::sync::OnceLock;
     static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
     let out = OUT.get_or_init(|| Mutex::new(small()));
-    let db = SaDb::build_shared(&out.lock().expect("fabric"));
+    let db = SaDb::build_shared(&*out.lock().expect("fabric"));
     let prefix = u128::from(db.gid_prefix()) << 64;
     let hosts: Vec<Host> = db
         .end_ports()

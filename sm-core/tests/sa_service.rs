@@ -324,8 +324,8 @@ fn node_port_link_switch_and_lft_records_mirror_the_sweep() {
 /// Every CA pair's PathRecord: it exists iff the LFTs lead from one to the
 /// other, and carries the engine's SL.
 fn check_all_paths(out: &mut OnceOutcome) -> BTreeSet<u8> {
-    let db = SaDb::build_shared(out);
-    let mut sa = sa_with(SaDb::build_shared(out));
+    let db = SaDb::build_shared(&*out);
+    let mut sa = sa_with(SaDb::build_shared(&*out));
     let routing = &out.accepted.as_ref().unwrap().routing;
     let cas: Vec<_> = end_lids(out).into_iter().filter(|e| !e.2).collect();
     let mut sls = BTreeSet::new();
@@ -788,7 +788,7 @@ fn sa_fixture() -> Sa {
     use std::sync::OnceLock;
     static OUT: OnceLock<Mutex<OnceOutcome>> = OnceLock::new();
     let out = OUT.get_or_init(|| Mutex::new(small()));
-    sa_with(SaDb::build_shared(&out.lock().unwrap()))
+    sa_with(SaDb::build_shared(&*out.lock().unwrap()))
 }
 
 #[test]

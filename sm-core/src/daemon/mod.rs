@@ -62,7 +62,7 @@ pub mod reload;
 pub mod traps;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -174,24 +174,9 @@ pub struct DaemonSummary {
     pub fatal: Option<String>,
 }
 
-/// The signals the loop watches: set by the caller's handlers.
-#[derive(Debug, Default)]
-pub struct Signals {
-    /// Stop (SIGINT, SIGTERM): a sweep still discovering ends at its next
-    /// round; one that is programming finishes first. Shared with the
-    /// sweep itself ([`sweep::SweepOptions::stop`]).
-    pub stop: Arc<AtomicBool>,
-    /// Rescan the engine directories before the next sweep (SIGHUP).
-    pub reload: AtomicBool,
-    /// A heavy sweep now (the control socket's `sweep`).
-    pub sweep: AtomicBool,
-    /// A heavy sweep now that routes afresh: the unicast cache is dropped
-    /// (the control socket's `reroute`).
-    pub reroute: AtomicBool,
-    /// Switch ports the performance manager's isolation policy asks to
-    /// disable or enable ([`crate::perfmgr::isolation`]).
-    pub isolate: Mutex<Vec<crate::perfmgr::isolation::Request>>,
-}
+/// The signals the loop watches (the control socket's and the signal
+/// handlers' requests; defined beside the control socket).
+pub use crate::control::Signals;
 
 /// What a wait ended with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -531,7 +516,7 @@ impl Daemon<'_, '_> {
         let Some(status) = &self.ctx.options.status else { return };
         let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
         let engines = self.settings.engines.as_deref().unwrap_or(self.ctx.options.once.engines);
-        let shown = crate::control::config_in_force(config, self.ctx.options, self.schedule.interval, engines);
+        let shown = config_in_force(config, self.ctx.options, self.schedule.interval, engines);
         crate::control::publish_config(status, &shown);
     }
 
@@ -1052,4 +1037,27 @@ fn program_groups(
         "multicast forwarding programmed"
     );
     GroupsProgrammed { generation, complete: report.failed == 0 }
+}
+
+/// `config` with what the SM loop actually runs with written over it: the
+/// command line may have overridden the file, and a re-read file may have
+/// changed the sweep interval and the engines.
+fn config_in_force(
+    config: &crate::config::Config,
+    options: &DaemonOptions<'_>,
+    interval: Duration,
+    engines: &str,
+) -> crate::config::Config {
+    let mut shown = config.clone();
+    let sweep = &options.once.sweep;
+    shown.sweep_interval = Some(interval.as_secs_f64());
+    shown.use_ucast_cache = options.ucast_cache;
+    shown.incremental_sweep = Some(options.incremental.is_some());
+    shown.full_sweep_every = options.incremental;
+    shown.lmc = sweep.lmc;
+    shown.transaction_retries = Some(sweep.retries);
+    shown.subnet_prefix = Some(sweep.subnet_prefix);
+    shown.routing_engine = Some(engines.to_string());
+    shown.dump_dir = options.once.dump_dir.map(std::path::Path::to_path_buf);
+    shown
 }

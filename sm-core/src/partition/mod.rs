@@ -94,6 +94,9 @@ impl PartitionSettings {
     }
 }
 
+/// P_Key tables held, by (node GUID, port).
+pub type HeldTablesByPort = std::collections::HashMap<(u64, u8), Arc<[u16]>>;
+
 /// The partitions in force from one sweep to the next.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionState {
@@ -262,7 +265,7 @@ pub struct SaPartitions {
     pub resolved: Resolved,
     /// Tables the ports hold as programmed (or read), by (node GUID, port):
     /// the sweep's own record, shared.
-    pub held: Arc<crate::sweep::pkey::HeldTablesByPort>,
+    pub held: Arc<HeldTablesByPort>,
 }
 
 impl SaPartitions {
@@ -275,52 +278,6 @@ impl SaPartitions {
 /// The P_Key table the SA assumes for a port when no partition
 /// information is there (a database built without a sweep).
 pub const DEFAULT_TABLE: &[u16] = &[0xFFFF];
-
-/// MCMember join check: the port must be in the group's partition (a
-/// limited member may join; OpenSM: `osm_physp_has_pkey`). SA status on
-/// refusal. A P_Key of 0 (a create without one) is left to the create
-/// checks, which refuse it.
-pub fn check_join(db: &crate::sa::db::SaDb, port_guid: u64, group_pkey: u16) -> Result<(), u16> {
-    let base = group_pkey & 0x7FFF;
-    if base == 0 || has_pkey(db, port_guid, group_pkey) {
-        Ok(())
-    } else {
-        Err(sm_mad::sa::status::REQ_INVALID)
-    }
-}
-
-/// Whether the end port `guid` is in the partition of `pkey`, as a full
-/// or a limited member (OpenSM: `osm_physp_has_pkey`). The invalid
-/// P_Key (0) is nobody's.
-pub fn has_pkey(db: &crate::sa::db::SaDb, guid: u64, pkey: u16) -> bool {
-    let base = pkey & 0x7FFF;
-    base != 0 && db.pkey_table(guid).iter().any(|&e| e & 0x7FFF == base)
-}
-
-/// Whether two end ports share a partition they may talk on, at least
-/// one of them a full member (OpenSM: `osm_physp_share_pkey`); a port
-/// shares with itself, even one in no partition. What the SA lets an
-/// untrusted requester see of another port.
-pub fn share(db: &crate::sa::db::SaDb, a: u64, b: u64) -> bool {
-    a == b || common_pkey(db.pkey_table(a), db.pkey_table(b), None).is_some()
-}
-
-/// MCMember proxy check (a request from `requester` about the membership
-/// of another port, `port`, in the group of `group_pkey`): the requester
-/// must be in the group's partition too, and the two must be able to
-/// talk on it (at least one a full member). Without it a host could join
-/// a port of another partition into that partition's groups, or end such
-/// a membership. SA status on refusal.
-pub fn check_proxy(db: &crate::sa::db::SaDb, requester: u64, port: u64, group_pkey: u16) -> Result<(), u16> {
-    let ok = requester == port
-        || (has_pkey(db, requester, group_pkey)
-            && common_pkey(db.pkey_table(requester), db.pkey_table(port), Some(group_pkey)).is_some());
-    if ok {
-        Ok(())
-    } else {
-        Err(sm_mad::sa::status::REQ_INVALID)
-    }
-}
 
 /// The multicast groups OpenSM's partition code creates: for each
 /// partition with members (all of them when `members` is `None`, before a

@@ -1,7 +1,7 @@
 //! Quality of service as OpenSM configures it: the `qos_*` keys of
 //! opensm.conf give, per port class (CAs, switch port 0, switch external
 //! ports, routers), the SL2VL map and the VL arbitration tables written
-//! where the routing engine supplies none (`sweep::qos`); `qos-policy.conf`
+//! where the routing engine supplies none ([`tables`]); `qos-policy.conf`
 //! ([`policy`]) chooses the SL of a PathRecord, as far as the engine's own
 //! SLs allow ([`decide_sl`]).
 //!
@@ -19,6 +19,7 @@ use tracing::warn;
 
 
 pub mod policy;
+pub mod tables;
 
 pub use policy::{PolicyError, QosPolicy};
 

@@ -1,5 +1,5 @@
 //! The SA's queryable snapshot of the fabric: every record the SA serves,
-//! built once per heavy sweep from the sweep's [`OnceOutcome`], so that a
+//! built once per heavy sweep from the sweep's outcome (`pipeline::OnceOutcome`), so that a
 //! query never touches the sweep's state and never waits for it. The
 //! records of nodes the sweep left alone (the same shared fabric node, the
 //! same LID) are taken from the database in force
@@ -24,10 +24,10 @@ use sm_mad::{
     sa_switch_info_record as swr, sa_vlarb_record as var, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
+use crate::partition::SaPartitions;
 use crate::qos::QosPolicy;
 use crate::routing::AcceptedRouting;
 use sm_model::FabricNode;
-use crate::pipeline::OnceOutcome;
 use sm_model::Fabric;
 
 /// The subnet prefix used when no port reports one (IBA default).
@@ -103,7 +103,7 @@ pub struct SaDb {
     /// Partition membership and programmed P_Key tables; `None` for a
     /// database built without a sweep (every port then a full member of
     /// the default partition).
-    pub(crate) partitions: Option<Arc<crate::partition::SaPartitions>>,
+    pub(crate) partitions: Option<Arc<SaPartitions>>,
     /// The fabric's nodes the records were made from, and the LID each
     /// node's records are keyed by: the next database takes the records
     /// of the nodes that are still these ([`SaDb::build_after`]).
@@ -201,27 +201,43 @@ pub fn rate_of(code: u8) -> u32 {
         .map_or(0, |&(_, r)| r)
 }
 
+/// What an SA database is made of: one heavy sweep's fabric and LMC, the
+/// routing it accepted and the partitions it programmed. A sweep's
+/// outcome gives one (`From<&pipeline::OnceOutcome>`).
+#[derive(Debug, Clone, Copy)]
+pub struct SaSource<'a> {
+    /// The fabric as the sweep left it.
+    pub fabric: &'a Fabric,
+    /// The subnet's LMC.
+    pub lmc: u8,
+    /// The routing in force (`None`: nothing routed, no paths).
+    pub accepted: Option<&'a Arc<AcceptedRouting>>,
+    /// Partition membership and programmed P_Key tables.
+    pub partitions: Option<&'a Arc<SaPartitions>>,
+}
+
 impl SaDb {
-    /// The SA's view of `outcome`: records, VL tables, partitions, and the
+    /// The SA's view of one sweep: records, VL tables, partitions, and the
     /// accepted routing itself (shared, not copied), whose LFTs the path
     /// walks follow and whose own oracle gives PathRecords the engine's
     /// SLs whatever the fabric's size. The one way an SA database is made,
     /// in the SM and in the tests.
-    pub fn build_shared(outcome: &OnceOutcome) -> Self {
-        Self::build_after(outcome, None)
+    pub fn build_shared<'a>(source: impl Into<SaSource<'a>>) -> Self {
+        Self::build_after(source, None)
     }
 
     /// [`SaDb::build_shared`], taking from `previous` (the database of an
     /// earlier sweep) the records of every node this sweep left as it
     /// was: after a host reboot, all but a few. The result is the same.
-    pub fn build_after(outcome: &OnceOutcome, previous: Option<&SaDb>) -> Self {
-        let mut db = Self::records(&outcome.sweep.fabric, outcome.sweep.lmc, previous);
-        if let Some(accepted) = &outcome.accepted {
+    pub fn build_after<'a>(source: impl Into<SaSource<'a>>, previous: Option<&SaDb>) -> Self {
+        let source = source.into();
+        let mut db = Self::records(source.fabric, source.lmc, previous);
+        if let Some(accepted) = source.accepted {
             db.set_vl_tables(&accepted.routing);
             db.routing = Some(Arc::clone(accepted));
         }
-        if let Some(p) = &outcome.partitions {
-            db.set_partitions(&outcome.sweep.fabric, p.clone());
+        if let Some(p) = source.partitions {
+            db.set_partitions(source.fabric, Arc::clone(p));
         }
         db
     }
@@ -246,7 +262,7 @@ impl SaDb {
     /// Takes the partitions of a sweep: membership for the SA's checks,
     /// and P_KeyTableRecords of the tables the ports hold as programmed
     /// (ports whose table is unknown have none).
-    pub fn set_partitions(&mut self, fabric: &Fabric, partitions: Arc<crate::partition::SaPartitions>) {
+    pub fn set_partitions(&mut self, fabric: &Fabric, partitions: Arc<SaPartitions>) {
         self.pkey_records.clear();
         for e in &self.ends {
             let Some(node) = fabric.nodes.get(e.node as usize) else { continue };

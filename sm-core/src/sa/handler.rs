@@ -241,7 +241,7 @@ fn answer_records(req: &[u8], record_len: usize, records: Vec<&[u8]>, max: usize
 }
 
 /// What a requester may see of the fabric: everything when trusted, else
-/// the ports it shares a partition with ([`crate::partition::share`],
+/// the ports it shares a partition with ([`SaDb::share`](super::db::SaDb::share),
 /// OpenSM's `osm_physp_share_pkey`). A request from a LID no port of the
 /// subnet holds sees nothing. A switch's records (its ports, tables and
 /// links) are its port 0's, by which its LID is held.
@@ -265,7 +265,7 @@ impl<'a> Sight<'a> {
         self.trusted
             || self
                 .requester
-                .is_some_and(|r| crate::partition::share(self.db, r, guid))
+                .is_some_and(|r| self.db.share(r, guid))
     }
 
     /// Whether the end port holding `lid` is visible (a LID nobody holds
@@ -285,7 +285,7 @@ impl<'a> Sight<'a> {
         self.trusted
             || self
                 .requester
-                .is_some_and(|r| crate::partition::has_pkey(self.db, r, pkey))
+                .is_some_and(|r| self.db.has_pkey(r, pkey))
     }
 
     /// Whether a LinkRecord is visible: both of its ends are. A switch
@@ -433,7 +433,7 @@ impl Sa {
                         e.lid,
                         db.sm_lid,
                         sa_gid,
-                        |s| crate::partition::share(&db, s.subscriber_gid as u64, e.guid),
+                        |s| db.share(s.subscriber_gid as u64, e.guid),
                     ));
                 }
             }
@@ -447,7 +447,7 @@ impl Sa {
                         e.lid,
                         db.sm_lid,
                         sa_gid,
-                        |s| crate::partition::share(old, s.subscriber_gid as u64, e.guid),
+                        |s| old.share(s.subscriber_gid as u64, e.guid),
                     ));
                 }
             }
@@ -941,7 +941,7 @@ impl Sa {
                         0xFFFF,
                         db.sm_lid,
                         sa_gid,
-                        |s| crate::partition::has_pkey(db, s.subscriber_gid as u64, pkey),
+                        |s| db.has_pkey(s.subscriber_gid as u64, pkey),
                     );
                 }
                 Answer {

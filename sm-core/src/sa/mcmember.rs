@@ -12,7 +12,7 @@
 //! GUID). The joined port must be in the group's partition (a limited
 //! member may join). A port may join on behalf of another (proxy join)
 //! only when it is in the group's partition too and the two may talk on
-//! it ([`crate::partition::check_proxy`]); else a host could put a port
+//! it ([`SaDb::check_proxy`](super::db::SaDb::check_proxy)); else a host could put a port
 //! of another partition into that partition's groups.
 //!
 //! Who may change a membership that exists (IBA o15-0.2.1, o15-0.1.14):
@@ -185,7 +185,7 @@ fn may_modify(db: &SaDb, member: &McMember, group_pkey: u16, by: Requester) -> b
     by.trusted
         || by.guid.is_some_and(|guid| {
             guid == member.port_guid
-                || (member.proxy && crate::partition::check_proxy(db, guid, member.port_guid, group_pkey).is_ok())
+                || (member.proxy && db.check_proxy(guid, member.port_guid, group_pkey).is_ok())
         })
 }
 
@@ -250,9 +250,9 @@ pub fn join(
     };
     let mgid = q.mgid.to_be_bytes();
     let group_pkey = groups.get(&mgid).map_or(q.pkey, |g| g.params.pkey);
-    crate::partition::check_join(db, port.guid, group_pkey)?;
+    db.check_join(port.guid, group_pkey)?;
     if member.proxy && !by.trusted {
-        crate::partition::check_proxy(db, creator, port.guid, group_pkey)?;
+        db.check_proxy(creator, port.guid, group_pkey)?;
     }
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {

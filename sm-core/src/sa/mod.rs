@@ -23,6 +23,7 @@
 //! length); the kernel's RMPP agent segments it (umad2sim passes only the
 //! first 256 bytes).
 
+mod access;
 pub mod db;
 pub mod handler;
 pub mod inform;

@@ -19,7 +19,6 @@ pub mod light;
 pub mod lids;
 pub mod pkey;
 pub mod program;
-pub mod qos;
 pub mod stages;
 pub mod vl;
 

@@ -37,8 +37,7 @@ use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, Partition
 /// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
 type Enforcement = (bool, bool);
 
-/// P_Key tables held, by (node GUID, port).
-pub type HeldTablesByPort = HashMap<(u64, u8), Arc<[u16]>>;
+pub use crate::partition::HeldTablesByPort;
 
 /// What earlier sweeps left in the ports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //!
 //! With `qos` off nothing is added, as OpenSM writes no table then. With
 //! it on, the tables are added to the accepted routing before it is
-//! programmed, so [`super::vl`] writes them (only what differs from what
+//! programmed, so [`crate::sweep::vl`] writes them (only what differs from what
 //! the ports are known to hold) and the SA's SL2VL/VLArb records, built
 //! from the routing, show them:
 //!
@@ -31,9 +31,9 @@ use sm_abi::{NodeKind, Sl2Vl, VlArb, VlWeight};
 use sm_mad::port_info::capability;
 use sm_mad::{PortInfoRepr, PortState};
 
-use super::discovery::Fabric;
+use sm_model::Fabric;
 use crate::engines::chain::ChainOutcome;
-use crate::qos::{QosClass, QosSettings};
+use super::{QosClass, QosSettings};
 
 /// `chain` with the QoS tables of `settings` added to its routing (see
 /// the module doc); unchanged when QoS is off (`None`) or nothing routed.
@@ -68,7 +68,7 @@ fn masked_arb(table: &[(u8, u8)], cap: u8, out: &PortInfoRepr) -> Vec<VlWeight> 
     }
     // Entries beyond the capacity are zero, as in OpenSM. A second block
     // that the port does not have (capacity up to 32) is not written
-    // (`super::vl`), and the SA shows it empty, as OpenSM's does.
+    // (`crate::sweep::vl`), and the SA shows it empty, as OpenSM's does.
     (0..crate::qos::VLARB_ENTRIES)
         .map(|i| match table.get(i) {
             Some(&(vl, weight)) if i < usize::from(cap) => VlWeight { vl: vl & mask, weight },
@@ -110,7 +110,7 @@ pub fn qos_tables(fabric: &Fabric, sl2vl: &[Sl2Vl], vlarb: &[VlArb], q: &QosSett
                     arb(0, &q.sw0, p0);
                 } else if !engine_arb(0) {
                     // Base port 0 has no VLArb table: empty blocks, which
-                    // `super::vl` does not write and the SA shows empty.
+                    // `crate::sweep::vl` does not write and the SA shows empty.
                     let empty = vec![VlWeight { vl: 0, weight: 0 }; crate::qos::VLARB_ENTRIES];
                     arbs.push(VlArb { node: index, port: 0, high_limit: 0, high: empty.clone().into(), low: empty.into() });
                 }
