@@ -143,13 +143,19 @@ pub const DEFAULT_TRANSACTION_TIMEOUT_MS: u64 = 200;
 /// answer is taken only for the same attribute and modifier (`check`).
 /// 0, what a zeroed buffer carries, is never handed out.
 pub fn fresh_tid() -> u64 {
-    let start = getrandom::u32().unwrap_or_else(|_| {
+    u64::from((random_u64() as u32).max(1))
+}
+
+/// 64 random bits from the OS; without OS randomness (a broken sandbox),
+/// RandomState's per-process seed and the clock still make every value
+/// differ. TID starts and SMInfo challenges come from here.
+pub fn random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-        h.finish() as u32
-    });
-    u64::from(start.max(1))
+        h.finish()
+    })
 }
 
 /// The transaction ID after `tid`: the next one of the kernel's 32 bits,

@@ -150,15 +150,7 @@ fn key_proof(sm_key: u64, challenge: u64, guid: u64) -> u64 {
 /// A fresh challenge for a SubnGet(SMInfo): unpredictable, non-zero and
 /// never our own key (a peer would then show the key in clear).
 pub(super) fn challenge(sm_key: u64) -> u64 {
-    let c = getrandom::u64().unwrap_or_else(|_| {
-        // No OS randomness (a broken sandbox): RandomState's per-process
-        // seed and the clock still make every value differ.
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        h.write_u128(nanos);
-        h.finish()
-    });
+    let c = sm_transport::port::random_u64();
     if c == 0 || c == sm_key {
         c.wrapping_add(1) | 1
     } else {
