@@ -41,6 +41,9 @@ pub enum DropReason {
     NoLid,
     /// Lost on purpose by [`super::SimFabric::set_answer_loss`].
     Injected,
+    /// A general MAD arrived where the receive queue (an agent's, or the
+    /// port's inbox) was full.
+    QueueFull,
 }
 
 /// Requests one attribute received at an SMA, by method.
@@ -84,6 +87,8 @@ pub struct SimCounters {
     pub client_reregistrations: u64,
     /// Of those, lost on the way (no LID, no route).
     pub traps_lost: u64,
+    /// General MADs (SA, PMA) the ports sent.
+    pub gmps: super::gsi::GmpCounters,
 }
 
 impl SimCounters {

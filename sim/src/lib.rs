@@ -74,6 +74,7 @@
 mod caps;
 mod counters;
 mod events;
+mod gsi;
 mod port;
 mod route;
 mod sma;
@@ -88,7 +89,8 @@ use sm_topology::{Topology, TopologyError};
 
 pub use caps::{CapsSpec, CapsSpecError};
 pub use counters::{AttributeCounters, DropReason, SimCounters};
-pub use port::SimPort;
+pub use gsi::{GmpCounters, PmaCounters, INBOX_LEN};
+pub use port::{SharedFabric, SharedSimPort, SimGmpAgent, SimGmpSender, SimPort};
 
 use state::Node;
 
@@ -344,6 +346,8 @@ pub struct SimFabric {
     impostors: std::collections::BTreeMap<usize, (usize, u8)>,
     /// The M_Keys each impostor received in SMPs, in order.
     heard_keys: std::collections::BTreeMap<usize, Vec<u64>>,
+    /// Every port's QP1: inboxes and the agents listening.
+    gsi: gsi::Gsi,
 }
 
 impl std::fmt::Debug for SimFabric {
@@ -419,6 +423,7 @@ impl SimFabric {
             answer_loss: vec![(0, 0); topo.nodes.len()],
             impostors: std::collections::BTreeMap::new(),
             heard_keys: std::collections::BTreeMap::new(),
+            gsi: gsi::Gsi::default(),
         };
         for index in 0..topo.nodes.len() {
             let node = fabric.power_up(index);
@@ -661,6 +666,12 @@ impl SimFabric {
     /// The SM's node and port.
     pub fn sm_location(&self) -> (usize, u8) {
         (self.sm_node, self.sm_port)
+    }
+
+    /// The topology the fabric was built from: node indices, names and
+    /// cables as the fabric's.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
     }
 
     /// Whether `node` is in the fabric (not removed).

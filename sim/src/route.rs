@@ -28,6 +28,10 @@ use super::{DropReason, SimFabric, Target};
 /// any loop-free route in a fabric of 255-port switches can take.
 const MAX_LID_HOPS: usize = 1024;
 
+/// One hop of a LID-routed packet: the (node, port) it left by and the
+/// (node, port) it entered by.
+pub(super) type Hop = ((usize, u8), (usize, u8));
+
 impl SimFabric {
     /// Whether the cable at `link` carries packets: plugged in, both nodes
     /// present, neither port disabled.
@@ -81,6 +85,17 @@ impl SimFabric {
         from: (usize, u8),
         dlid: u16,
     ) -> Result<(usize, u8), DropReason> {
+        self.route_lid_via(from, dlid, None)
+    }
+
+    /// [`Self::route_lid`], recording each hop (the port sent from, the
+    /// port entered by) in `hops` when given.
+    pub(super) fn route_lid_via(
+        &self,
+        from: (usize, u8),
+        dlid: u16,
+        mut hops: Option<&mut Vec<Hop>>,
+    ) -> Result<(usize, u8), DropReason> {
         let (mut node, mut port) = from;
         let mut origin = true;
         for _ in 0..MAX_LID_HOPS {
@@ -109,7 +124,11 @@ impl SimFabric {
                 None if origin => port,
                 None => return Err(DropReason::LidNotHere),
             };
-            (node, port) = self.transmit(node, exit, true)?;
+            let entered = self.transmit(node, exit, true)?;
+            if let Some(hops) = hops.as_deref_mut() {
+                hops.push(((node, exit), entered));
+            }
+            (node, port) = entered;
             origin = false;
         }
         Err(DropReason::HopLimit)

@@ -186,6 +186,8 @@ pub(super) struct Port {
     /// SMInfo of an SM behind this port; `None` where no SM runs, and the
     /// SMA then refuses the attribute as real CAs without an SM do.
     pub sm_info: Option<SmInfoRepr>,
+    /// What the port's PMA counts (see `gsi`).
+    pub pma: super::gsi::PmaCounters,
 }
 
 impl Port {
@@ -259,6 +261,7 @@ impl Port {
                 PortRole::SwitchExternal => default_pkeys(options.partition_enforcement_cap),
             },
             sm_info: None,
+            pma: super::gsi::PmaCounters::default(),
         }
     }
 }

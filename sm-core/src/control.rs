@@ -151,18 +151,30 @@ pub fn serve(
     signals: Arc<Signals>,
     status: Arc<Mutex<Status>>,
 ) -> Result<ControlSocket, ControlError> {
-    serve_with(path, signals, status, None, None)
+    serve_with(path, signals, status, Extras::default())
 }
 
-/// [`serve`], also answering `perfmgr` from the performance manager's
-/// database when it runs, and `loglevel` with the filter of the log
-/// smcore installed.
+/// Asks the SA from a host of the embedded fabric: the words after
+/// `saquery`, the answer's text and JSON.
+pub type SaQuery = Arc<dyn Fn(&[&str]) -> Result<(String, Value), String> + Send + Sync>;
+
+/// What the control socket answers beyond the SM's flags and status.
+#[derive(Default, Clone)]
+pub struct Extras {
+    /// `perfmgr`: the performance manager's database, when it runs.
+    pub perf: Option<Arc<Mutex<crate::perfmgr::PerfDb>>>,
+    /// `loglevel`: the filter of the log smcore installed.
+    pub log: Option<crate::logging::LogFilter>,
+    /// `saquery`: SA queries from the embedded fabric's hosts.
+    pub saquery: Option<SaQuery>,
+}
+
+/// [`serve`], also answering what `extras` holds.
 pub fn serve_with(
     path: &Path,
     signals: Arc<Signals>,
     status: Arc<Mutex<Status>>,
-    perf: Option<Arc<Mutex<crate::perfmgr::PerfDb>>>,
-    log: Option<crate::logging::LogFilter>,
+    extras: Extras,
 ) -> Result<ControlSocket, ControlError> {
     let io = |source| ControlError::Io {
         path: path.to_path_buf(),
@@ -186,7 +198,7 @@ pub fn serve_with(
     let served = crate::listener::serve(
         "control socket",
         move || listener.accept().map(|(stream, _)| stream),
-        move |stream| handle(stream, &signals, &status, perf.as_deref(), log.as_ref()),
+        move |stream| handle(stream, &signals, &status, &extras),
         move || {
             let _ = UnixStream::connect(&wake_path);
         },
@@ -218,15 +230,9 @@ fn ok(message: &str) -> Answer {
 }
 
 /// The commands, for the error that names them.
-const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel";
+const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel, saquery";
 
-fn handle(
-    stream: UnixStream,
-    signals: &Signals,
-    status: &Mutex<Status>,
-    perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
-    log: Option<&crate::logging::LogFilter>,
-) {
+fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, extras: &Extras) {
     let allowed = peer_allowed(&stream);
     // A client that never writes must not hold the SM's only control
     // thread.
@@ -245,7 +251,7 @@ fn handle(
             warn!("control socket: refused: {why}");
             Err(why)
         }
-        Ok(_) => answer(verb, &args, signals, status, perf, log),
+        Ok(_) => answer(verb, &args, signals, status, extras),
     };
     info!(command = line.trim(), "control command");
     let text = match (answer, as_json) {
@@ -263,10 +269,10 @@ fn answer(
     args: &[&str],
     signals: &Signals,
     status: &Mutex<Status>,
-    perf: Option<&Mutex<crate::perfmgr::PerfDb>>,
-    log: Option<&crate::logging::LogFilter>,
+    extras: &Extras,
 ) -> Answer {
-    let takes_arg = verb == "loglevel";
+    let (perf, log) = (extras.perf.as_deref(), extras.log.as_ref());
+    let takes_arg = verb == "loglevel" || verb == "saquery";
     if !takes_arg && !args.is_empty() {
         return Err(format!("{verb} takes no argument"));
     }
@@ -333,6 +339,10 @@ fn answer(
                 Ok((d.report(PERFMGR_TOP), perfmgr_json(&d)))
             }
             None => Err("the performance manager is off (opensm.conf `perfmgr TRUE`, or a umad port)".to_string()),
+        },
+        "saquery" => match &extras.saquery {
+            Some(ask) => ask(args),
+            None => Err("saquery asks from a host of the embedded fabric (`--fabric`); on a real fabric use saquery(8)".to_string()),
         },
         other => Err(format!("unknown command {other:?} ({COMMANDS})")),
     }

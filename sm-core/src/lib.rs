@@ -9,6 +9,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod dump;
+pub mod embedded;
 pub mod engines;
 pub(crate) mod listener;
 pub mod logging;

@@ -173,8 +173,10 @@ struct CtlArgs {
     #[arg(long)]
     json: bool,
     /// reload | sweep | reroute | status | portstatus | lidbalance | route |
-    /// perfmgr | dump_conf | loglevel [FILTER]
-    #[arg(required = true, num_args = 1..=2)]
+    /// perfmgr | dump_conf | loglevel [FILTER] | saquery [--from HOST] path
+    /// DEST (on the embedded fabric: a PathRecord asked of the SA by a
+    /// simulated host; hosts by NodeDescription, node GUID or LID)
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
 }
 
@@ -479,7 +481,7 @@ type Responders = (
 
 /// The port the SM runs on, as opened.
 enum Opened {
-    Sim(sm_core::sim::SimFabric),
+    Sim(sm_core::sim::SharedFabric),
     Umad(sm_core::sweep::UmadPort),
 }
 
@@ -505,7 +507,7 @@ impl OpenedPort {
         use sm_core::sweep::umad;
         match transport {
             Transport::Sim { topology } => Ok(OpenedPort {
-                port: Opened::Sim(sim_fabric(topology, caps)?),
+                port: Opened::Sim(sm_core::sim::SharedFabric::new(sim_fabric(topology, caps)?)),
                 source: topology.display().to_string(),
                 responders: None,
                 trap_drops: None,
@@ -542,12 +544,14 @@ impl OpenedPort {
     }
 }
 
-/// The SA and SMInfo responders of a umad port: the SA's handle, and the
-/// SM's SMInfo state with the election's options. Another SM may run on a
-/// real (or ibsim) fabric: the SM elects, and answers its SMInfo queries
-/// from the first moment. The embedded fabric has only us: neither.
+/// The SA and SMInfo responders: the SA's handle, and the SM's SMInfo
+/// state with the election's options. Another SM may run on a real (or
+/// ibsim) fabric: the SM elects, and answers its SMInfo queries from the
+/// first moment. On the embedded fabric the SA answers its simulated
+/// hosts; no other SM runs there.
 #[allow(clippy::type_complexity)]
 fn start_responders(
+    sim: Option<&sm_core::sim::SharedFabric>,
     responders: Option<Responders>,
     groups: &Arc<std::sync::Mutex<sm_core::mcast::McGroups>>,
     settings: &sm_core::settings::DaemonSettings,
@@ -556,16 +560,16 @@ fn start_responders(
     (Option<Arc<sm_core::sa::server::SaHandle>>, Option<(Arc<sm_core::standby::SmInfoState>, sm_core::standby::StandbyOptions)>),
     String,
 > {
-    let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
     let (priority, sm_key) = (settings.priority, settings.sm_key);
-    let sa = sa_requests.map(|requests| {
-        Arc::new(sm_core::sa::server::spawn_umad(
-            sender.clone(),
-            requests,
-            Arc::clone(groups),
-            sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() },
-        ))
-    });
+    let sa_config = sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, ..Default::default() };
+    if let Some(fabric) = sim {
+        let requests = fabric.sa_requests(SIM_SA_QUEUE);
+        let sa = sm_core::sa::server::spawn(fabric.sender(), requests, Arc::clone(groups), sa_config);
+        return Ok((Some(Arc::new(sa)), None));
+    }
+    let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
+    let sa = sa_requests
+        .map(|requests| Arc::new(sm_core::sa::server::spawn(sender.clone(), requests, Arc::clone(groups), sa_config)));
     let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
     if let Some(requests) = smp_requests {
         sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone())
@@ -589,6 +593,7 @@ impl Endpoints {
         perf: Option<Arc<std::sync::Mutex<sm_core::perfmgr::PerfDb>>>,
         signals: &Arc<sm_core::daemon::Signals>,
         log: &sm_core::logging::LogFilter,
+        sim: Option<&sm_core::sim::SharedFabric>,
     ) -> Result<Endpoints, String> {
         let served = match settings.metrics_listen {
             Some(addr) => {
@@ -603,7 +608,12 @@ impl Endpoints {
         };
         let control = match &settings.control_socket {
             Some(path) => Some(
-                sm_core::control::serve_with(path, Arc::clone(signals), Arc::clone(status), perf, Some(log.clone()))
+                sm_core::control::serve_with(
+                    path,
+                    Arc::clone(signals),
+                    Arc::clone(status),
+                    sm_core::control::Extras { perf, log: Some(log.clone()), saquery: sim.map(|f| sm_core::embedded::saquery(f.clone())) },
+                )
                     .map_err(|e| e.to_string())?,
             ),
             None => None,
@@ -639,48 +649,64 @@ fn handle_signals(signals: &Arc<sm_core::daemon::Signals>, reopen: &sm_core::log
         .map_err(|e| format!("cannot handle SIGUSR1: {e}"))
 }
 
-/// Starts the performance manager's thread when it is configured and the
-/// SM runs on a umad port (it reads the PMAs through a GSI agent of its
-/// own; the embedded fabric has no PMA).
+/// SA requests the embedded fabric queues for the SA thread, as the umad
+/// port's SA queue does.
+const SIM_SA_QUEUE: usize = 1024;
+
+/// Starts the performance manager's thread when it is configured: it
+/// reads the PMAs through a GSI agent of its own on the SM's port (a umad
+/// agent, or one on the embedded fabric).
 fn start_perfmgr(
     config: Option<&sm_core::perfmgr::PerfMgrConfig>,
+    sim: Option<&sm_core::sim::SharedFabric>,
     device: Option<&sm_core::sweep::UmadDevice>,
     perf: &sm_core::perfmgr::Shared,
     signals: &Arc<sm_core::daemon::Signals>,
 ) -> Option<std::thread::JoinHandle<()>> {
-    match (config, device) {
-        (Some(cfg), Some(device)) => {
-            match sm_core::sweep::GsiClient::open(
+    let cfg = config?;
+    match (sim, device) {
+        (Some(fabric), _) => {
+            let at = fabric.lock().sm_location();
+            spawn_perfmgr(cfg, Ok(fabric.agent(at)), perf, signals)
+        }
+        (None, Some(device)) => {
+            let agent = sm_core::sweep::GsiClient::open(
                 Some(&device.ca),
                 Some(device.port),
                 sm_mad::perf::MGMT_CLASS,
                 sm_mad::perf::CLASS_VERSION,
                 0,
-            ) {
-                Ok(mut client) => {
-                    let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
-                    let signals = Arc::clone(signals);
-                    let isolate = move |r: &sm_core::perfmgr::isolation::Request| {
-                        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push(r.clone());
-                    };
-                    std::thread::Builder::new()
-                        .name("perfmgr".into())
-                        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
-                        .map_err(|e| warn!("performance manager not started: {e}"))
-                        .ok()
-                }
-                Err(e) => {
-                    warn!("performance manager not started: no PMA agent: {e}");
-                    None
-                }
-            }
+            );
+            spawn_perfmgr(cfg, agent.map_err(|e| e.to_string()), perf, signals)
         }
-        (Some(_), None) => {
-            warn!("performance manager not started: the embedded fabric has no PMA");
-            None
-        }
-        (None, _) => None,
+        (None, None) => None,
     }
+}
+
+/// The performance manager's thread on `agent`.
+fn spawn_perfmgr<A: sm_transport::gmp::GmpAgent + 'static>(
+    cfg: &sm_core::perfmgr::PerfMgrConfig,
+    agent: Result<A, String>,
+    perf: &sm_core::perfmgr::Shared,
+    signals: &Arc<sm_core::daemon::Signals>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let mut client = match agent {
+        Ok(a) => a,
+        Err(e) => {
+            warn!("performance manager not started: no PMA agent: {e}");
+            return None;
+        }
+    };
+    let (cfg, shared, stop) = (cfg.clone(), perf.clone(), Arc::clone(&signals.stop));
+    let signals = Arc::clone(signals);
+    let isolate = move |r: &sm_core::perfmgr::isolation::Request| {
+        signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push(r.clone());
+    };
+    std::thread::Builder::new()
+        .name("perfmgr".into())
+        .spawn(move || sm_core::perfmgr::run(&cfg, &mut client, &shared.targets, &shared.db, &stop, &isolate))
+        .map_err(|e| warn!("performance manager not started: {e}"))
+        .ok()
 }
 
 fn registry(cli: &Cli, config: &Config) -> Registry {
@@ -763,9 +789,14 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     let responders = opened.responders.take();
     let trap_drops = opened.trap_drops.clone();
     let umad_device = opened.umad_device.clone();
+    // The embedded fabric, shared with the SA and the performance manager.
+    let sim = match &opened.port {
+        Opened::Sim(fabric) => Some(fabric.clone()),
+        Opened::Umad(_) => None,
+    };
     let mut sim_port = None;
     let port: &mut dyn sweep::SmpPort = match &mut opened.port {
-        Opened::Sim(fabric) => sim_port.insert(sm_core::sim::SimPort::new(fabric)),
+        Opened::Sim(fabric) => sim_port.insert(fabric.smp_port()),
         Opened::Umad(umad) => umad,
     };
     let mut guid2lid = match &settings.guid2lid {
@@ -845,20 +876,20 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
     let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
-    let (sa, standby) = match start_responders(responders, &groups, &daemon_settings, standby_options) {
+    let (sa, standby) = match start_responders(sim.as_ref(), responders, &groups, &daemon_settings, standby_options) {
         Ok(started) => started,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
     // The performance manager reads the PMAs on a thread and GSI agent of
-    // its own; it needs a umad port (the embedded fabric has no PMA).
+    // its own, on a umad port or on the embedded fabric.
     let perf = sm_core::perfmgr::Shared::default();
-    let perf_thread = start_perfmgr(perf_config.as_ref(), umad_device.as_ref(), &perf, &signals);
+    let perf_thread = start_perfmgr(perf_config.as_ref(), sim.as_ref(), umad_device.as_ref(), &perf, &signals);
     let perf_db = perf_thread.as_ref().map(|_| Arc::clone(&perf.db));
     let metrics = Arc::new(sm_core::metrics::Metrics::new(sa.as_ref().map(|s| s.requests_handled())));
     // Served until run_sm returns.
-    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals, &logging.filter) {
+    let _endpoints = match Endpoints::serve(&daemon_settings, &metrics, &status, perf_db, &signals, &logging.filter, sim.as_ref()) {
         Ok(e) => e,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };

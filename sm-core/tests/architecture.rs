@@ -41,6 +41,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("perfmgr", 7),
     ("control", 7),
     ("metrics", 8),
+    ("embedded", 8),
     ("daemon", 9),
 ];
 

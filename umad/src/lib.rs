@@ -43,7 +43,7 @@ use sm_transport::window::{SmpWindow, WindowStats};
 use answers::{Answer, Answers, Taken};
 use gather::Gather;
 use turn::{ReadTurn, Turn};
-use sm_mad::mad::{class, method, Header, HEADER_LEN, MAD_LEN};
+use sm_mad::mad::{class, method, Header, MAD_LEN};
 use sm_mad::sa;
 use sm_mad::smp::PERMISSIVE_LID;
 
@@ -712,17 +712,8 @@ fn offer(queue: &std::sync::mpsc::SyncSender<IncomingMad>, request: IncomingMad,
     true
 }
 
-/// A MAD that arrived unasked: a query from an SA client, or an SMP
-/// (SubnGet/SubnSet) from another SM.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncomingMad {
-    /// LRH SLID of the requester.
-    pub slid: u16,
-    /// The requester's QP (1 for GSI clients, 0 for SMPs).
-    pub sqpn: u32,
-    /// The 256-byte MAD.
-    pub mad: Vec<u8>,
-}
+pub use sm_transport::gmp::IncomingMad;
+use sm_transport::gmp::{GmpAgent, GmpSender};
 
 /// The descriptor and the agents registered on it. Every write goes
 /// through [`Writer::write`], under one lock, so the sweep and the
@@ -1204,22 +1195,7 @@ impl GsiClient {
     /// Sends `mad` to `dlid` QP1 and waits up to `timeout` for the answer
     /// with the same TID (lower 32 bits: the kernel owns the upper half).
     pub fn request(&mut self, dlid: u16, mad: &[u8], timeout: Duration) -> Result<Option<Vec<u8>>, TransportError> {
-        if mad.len() < HEADER_LEN || mad.len() > MAD_LEN {
-            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
-        }
-        self.send(dlid, 1, mad, u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1))?;
-        let tid = Header::new_unchecked(mad).transaction_id();
-        let deadline = Instant::now() + timeout + Duration::from_millis(50);
-        while let Some((_, answer)) = self.receive(deadline)? {
-            let header = Header::new_unchecked(&answer[..]);
-            // Only the lower half of the TID is ours (see the SMP window).
-            if header.is_response() && header.transaction_id() as u32 == tid as u32 {
-                let mut answer = answer;
-                Header::new_unchecked(&mut answer[..]).set_transaction_id(tid);
-                return Ok(Some(answer));
-            }
-        }
-        Ok(None)
+        GmpAgent::request(self, dlid, mad, timeout)
     }
 
     /// Sends one MAD; `timeout_ms` 0 waits for no answer, otherwise the
@@ -1264,6 +1240,26 @@ impl GsiClient {
             mad[..n - HDR_LEN].copy_from_slice(&rbuf[HDR_LEN..n]);
             return Ok(Some((slid, mad)));
         }
+    }
+}
+
+impl GmpAgent for GsiClient {
+    fn send(&mut self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
+        GsiClient::send(self, dlid, dqpn, mad, timeout_ms)
+    }
+
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, TransportError> {
+        GsiClient::receive(self, deadline)
+    }
+}
+
+impl GmpSender for MadSender {
+    fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), TransportError> {
+        MadSender::reply(self, to, mad)
+    }
+
+    fn send_gsi(&self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), TransportError> {
+        MadSender::send_gsi(self, dlid, dqpn, mad, timeout_ms)
     }
 }
 

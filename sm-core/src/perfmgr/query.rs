@@ -12,7 +12,7 @@ use sm_mad::perf::{
 };
 
 use super::counters::{idx, Sample};
-use sm_umad::GsiClient;
+use sm_transport::gmp::GmpAgent;
 
 /// Where PMA requests go and answers come from.
 pub trait PmaTransport {
@@ -24,14 +24,15 @@ pub trait PmaTransport {
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String>;
 }
 
-impl PmaTransport for GsiClient {
+/// Any GSI agent of the PMA class: a umad one, one on the embedded fabric.
+impl<A: GmpAgent + ?Sized> PmaTransport for A {
     fn send(&mut self, dlid: u16, mad: &[u8], timeout: Duration) -> Result<(), String> {
         let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1);
-        GsiClient::send(self, dlid, 1, mad, ms).map_err(|e| e.to_string())
+        GmpAgent::send(self, dlid, 1, mad, ms).map_err(|e| e.to_string())
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
-        GsiClient::receive(self, deadline).map_err(|e| e.to_string())
+        GmpAgent::receive(self, deadline).map_err(|e| e.to_string())
     }
 }
 

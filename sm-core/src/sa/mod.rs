@@ -16,7 +16,8 @@
 //! - [`inform`]: InformInfo subscriptions and the Reports for traps 64–67;
 //! - [`handler`]: [`Sa::handle`], one MAD in, one answer out, with IBA's
 //!   statuses for everything it does not serve;
-//! - [`server`]: the thread that serves a umad port's SA queue.
+//! - [`server`]: the thread that serves the SM port's SA queue;
+//! - [`client`]: the host's side, the queries a client sends.
 //!
 //! GetTable answers are one long MAD with an RMPP header for a single
 //! transfer, exactly as long as its records (clients count records by
@@ -24,6 +25,7 @@
 //! first 256 bytes).
 
 mod access;
+pub mod client;
 pub mod db;
 pub mod handler;
 pub mod inform;
@@ -36,5 +38,5 @@ pub use db::{EndPort, SaDb};
 pub use handler::{Answer, Sa, SaConfig};
 pub use inform::{Report, Subscription, Subscriptions};
 pub use path::PathDefaults;
-pub use server::{spawn, spawn_umad, Responder, SaHandle};
+pub use server::{spawn, Responder, SaHandle};
 pub use service::{ServiceLimits, Services};

@@ -1,5 +1,6 @@
-//! The SA's thread: takes requests from the umad port's SA queue, answers
-//! each through a [`Responder`] (the port's [`MadSender`] in the SM), and
+//! The SA's thread: takes requests from the SM port's SA queue (a umad
+//! port's, or the embedded fabric's), answers each through a [`Responder`]
+//! (the port's [`GmpSender`] in the SM), and
 //! takes new snapshots from the SM loop through [`SaHandle::publish`].
 //!
 //! The SM loop learns of membership changes from
@@ -20,7 +21,7 @@ use super::db::SaDb;
 use super::handler::{Sa, SaConfig};
 use super::inform::Report;
 use crate::mcast::McGroups;
-use sm_umad::{IncomingMad, MadSender};
+use sm_transport::gmp::{GmpSender, IncomingMad};
 
 /// Where the SA's answers and Reports go.
 pub trait Responder: Send + 'static {
@@ -30,9 +31,10 @@ pub trait Responder: Send + 'static {
     fn report(&self, report: &Report) -> Result<(), String>;
 }
 
-impl Responder for MadSender {
+/// Any sending end of an SM port: the umad port's, the embedded fabric's.
+impl<S: GmpSender> Responder for S {
     fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), String> {
-        MadSender::reply(self, to, mad).map_err(|e| e.to_string())
+        GmpSender::reply(self, to, mad).map_err(|e| e.to_string())
     }
     fn report(&self, report: &Report) -> Result<(), String> {
         self.send_gsi(report.dlid, report.dqpn, &report.mad, 0)
@@ -129,16 +131,6 @@ pub fn spawn<R: Responder + Sync>(
         stop,
         thread: Some(thread),
     }
-}
-
-/// [`spawn`] on the umad port's sender (the SM's wiring).
-pub fn spawn_umad(
-    sender: MadSender,
-    requests: Receiver<IncomingMad>,
-    groups: Arc<Mutex<McGroups>>,
-    config: SaConfig,
-) -> SaHandle {
-    spawn(sender, requests, groups, config)
 }
 
 impl SaHandle {

@@ -1,0 +1,91 @@
+//! What the embedded fabric (`smcore --fabric`) offers beyond the SM's own
+//! port: its hosts ask the running SM's SA through the fabric, as a real
+//! host's `saquery` would (`smcore ctl saquery`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::control::SaQuery;
+use crate::sa::client::{self, PathAnswer};
+use sm_sim::SharedFabric;
+
+/// How long a simulated host waits for the SA.
+const SA_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A host of the fabric named by its NodeDescription, node GUID (hex) or
+/// one of its LIDs: the node and its first cabled port.
+pub fn find_host(fabric: &SharedFabric, name: &str) -> Result<(usize, u8), String> {
+    let f = fabric.lock();
+    let topo = f.topology();
+    let links = topo.port_links();
+    let first_cabled = |i: usize| {
+        (1..=topo.nodes[i].num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some))
+    };
+    let guid = name.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+    let lid: Option<u16> = name.parse().ok();
+    for (i, node) in topo.nodes.iter().enumerate() {
+        if node.kind != sm_abi::NodeKind::Ca {
+            continue;
+        }
+        let Some(port) = first_cabled(i) else { continue };
+        let by_lid = lid.is_some_and(|l| f.port_lid(i, port) == Some(l) && l != 0);
+        if node.desc == name || guid == Some(node.node_guid) || by_lid {
+            return Ok((i, port));
+        }
+    }
+    Err(format!("no host called {name:?} on the embedded fabric (a NodeDescription, node GUID or LID)"))
+}
+
+/// `saquery [--from HOST] path DEST`: a PathRecord Get from HOST (the
+/// SM's own host when not given) to DEST, sent to the SA at the SM LID
+/// HOST's port was given, through the fabric's LFTs.
+pub fn saquery(fabric: SharedFabric) -> SaQuery {
+    let tid = AtomicU64::new(u64::from(sm_transport::port::random_u64() as u32));
+    Arc::new(move |args: &[&str]| {
+        let (from, rest) = match args {
+            ["--from", host, rest @ ..] => (find_host(&fabric, host)?, rest),
+            rest => (fabric.lock().sm_location(), rest),
+        };
+        let dest = match rest {
+            ["path", dest] => find_host(&fabric, dest)?,
+            _ => return Err("usage: saquery [--from HOST] path DEST (hosts by NodeDescription, GUID or LID)".into()),
+        };
+        let (slid, dlid, sa_lid) = {
+            let f = fabric.lock();
+            let info = f.held_port_info(from.0, from.1).ok_or("no such port")?;
+            (info.lid, f.port_lid(dest.0, dest.1).unwrap_or(0), info.master_sm_lid)
+        };
+        if slid == 0 || sa_lid == 0 {
+            return Err("the host has no LID or no SM LID yet: no heavy sweep has programmed it".into());
+        }
+        let mut agent = fabric.agent(from);
+        let started = Instant::now();
+        let n = tid.fetch_add(1, Ordering::Relaxed) & 0xFFFF_FFFF;
+        let answer = client::path_record(&mut agent, sa_lid, slid, dlid, n, SA_TIMEOUT).map_err(|e| e.to_string())?;
+        Ok(render(&answer, slid, dlid, sa_lid, started.elapsed()))
+    })
+}
+
+fn render(answer: &PathAnswer, slid: u16, dlid: u16, sa_lid: u16, took: Duration) -> (String, Value) {
+    let head = format!("PathRecord {slid} -> {dlid}, asked of the SA at LID {sa_lid} ({} µs)", took.as_micros());
+    match &answer.record {
+        None => (
+            format!("{head}: status {:#06x}\n", answer.status),
+            json!({ "slid": slid, "dlid": dlid, "sa_lid": sa_lid, "status": answer.status }),
+        ),
+        Some(r) => (
+            format!(
+                "{head}\n  slid {}  dlid {}  sl {}  mtu {}  rate {}  pkey {:#06x}  packet_life {}  reversible {}\n",
+                r.slid, r.dlid, r.sl, r.mtu, r.rate, r.pkey, r.packet_life_time, r.reversible
+            ),
+            json!({
+                "slid": r.slid, "dlid": r.dlid, "sa_lid": sa_lid, "status": 0, "sl": r.sl,
+                "mtu": r.mtu, "rate": r.rate, "pkey": r.pkey, "packet_life": r.packet_life_time,
+                "reversible": r.reversible,
+            }),
+        ),
+    }
+}
