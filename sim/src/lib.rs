@@ -41,14 +41,24 @@
 //!   ([`SimFabric::take_traps`]).
 //! * **Counters** of everything the SM sent, by attribute, and of every
 //!   loss by reason ([`SimFabric::counters`]).
+//! * **General MADs** (the `gsi` module): every port's QP1 sends and
+//!   receives LID-routed MADs through the LFTs ([`SimFabric::send_gmp`]),
+//!   an agent may take a class's requests at a port (the SM's SA:
+//!   [`SimFabric::listen_gmp`]), and every port's PMA answers
+//!   PortCounters and PortCountersExtended from counters that move with
+//!   each packet carried ([`SimFabric::send_data`] adds data traffic,
+//!   [`SimFabric::add_port_errors`] errors). [`SharedFabric`] puts the
+//!   fabric behind a lock for an SM whose SA and performance manager run
+//!   on threads of their own.
 //!
 //! A malformed MAD never panics the fabric: it is dropped, as a real
 //! device drops what it cannot parse.
 //!
 //! Not modelled: time (packet lifetimes, M_Key leases — the lease period
 //! is stored but protection never lapses —, traps repeated
-//! until the SM represses them — each trap is sent once), data and
-//! multicast traffic (the MFT is stored, never used), partition
+//! until the SM represses them — each trap is sent once), multicast
+//! traffic (the MFT is stored, never used), data traffic beyond what
+//! [`SimFabric::send_data`] counts, partition
 //! enforcement (P_Key tables are stored only), GUIDInfo and vendor
 //! attributes, LMC on switch port 0 (base port 0 only), routers as
 //! anything but end nodes, and buffer or credit limits.
