@@ -17,7 +17,6 @@ pub mod manpages;
 pub mod mcast;
 pub mod metrics;
 pub mod offline;
-pub mod partition;
 pub mod perfmgr;
 pub mod pipeline;
 pub mod pidfile;
@@ -33,3 +32,7 @@ pub use sm_sim as sim;
 pub mod standby;
 pub mod sweep;
 pub mod ucast_cache;
+
+// Partitions (partitions.conf, resolved into P_Key tables) are a crate of
+// their own below the core; the old path stays for callers.
+pub use sm_partition as partition;

@@ -872,7 +872,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             warn!("multicast group not created: {e}");
         }
     };
-    let mut groups_made = sm_core::partition::multicast_groups(&partitions, None, config.qos);
+    let mut groups_made = sm_core::mcast::precreate::partition_groups(&partitions, None, config.qos);
     precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
     let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
@@ -927,7 +927,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;
         }
         if let Some(p) = &outcome.partitions {
-            let wanted = sm_core::partition::multicast_groups(&p.resolved.config, Some(&p.resolved.members), qos);
+            let wanted = sm_core::mcast::precreate::partition_groups(&p.resolved.config, Some(&p.resolved.members), qos);
             if wanted != groups_made {
                 precreate(&heavy_groups, &wanted);
                 groups_made = wanted;

@@ -330,7 +330,7 @@ pub struct OnceOutcome {
     pub program: RoutingProgramReport,
     /// Partitions and P_Key tables as programmed, for the SA (`None` when
     /// nothing was programmed).
-    pub partitions: Option<Arc<crate::partition::SaPartitions>>,
+    pub partitions: Option<Arc<sm_partition::SaPartitions>>,
 }
 
 impl<'a> From<&'a mut OnceOutcome> for crate::sa::db::SaSource<'a> {

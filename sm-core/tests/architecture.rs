@@ -23,7 +23,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("ucast_cache", 2),
     // Policies and the outputs of routing.
     ("mcast", 3),
-    ("partition", 3),
     ("qos", 3),
     ("dump", 3),
     ("offline", 3),
@@ -48,12 +47,7 @@ const LAYERS: &[(&str, u8)] = &[
 /// Imports up the data flow that are still there, each with why: the
 /// test fails on any other, and on one of these once it is gone (then it
 /// leaves this list).
-const KNOWN_UPWARD: &[(&str, &str, &str)] = &[(
-    "sweep::pkey",
-    "partition",
-    "the P_Key manager resolves the partition file against the fabric itself and keeps the partition state \
-     and the SA's view in the core's held tables; it is to take resolved tables instead",
-)];
+const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -232,7 +232,7 @@ pub struct Config {
     pub partition_config_file: Option<PathBuf>,
     /// Partition enforcement on switch ports facing end nodes: `both` (the
     /// default), `in`, `out` or `off` (OpenSM `part_enforce`).
-    pub part_enforce: Option<crate::partition::PartEnforce>,
+    pub part_enforce: Option<sm_partition::PartEnforce>,
     /// No partition enforcement on switches; wins over `part_enforce`
     /// (OpenSM `no_partition_enforcement`).
     pub no_partition_enforcement: bool,

@@ -407,7 +407,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "partition_config_file" => c.partition_config_file = text(v)?.map(PathBuf::from),
         "part_enforce" => {
             c.part_enforce = Some(
-                crate::partition::PartEnforce::parse(v).ok_or_else(|| format!("{v:?}: both, in, out or off"))?,
+                sm_partition::PartEnforce::parse(v).ok_or_else(|| format!("{v:?}: both, in, out or off"))?,
             )
         }
         "no_partition_enforcement" => c.no_partition_enforcement = boolean(v)?,

@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::Config;
 use crate::engines::chain::GateOptions;
-use crate::partition::{PartEnforce, PartitionConfig, PartitionError, PartitionSettings, DEFAULT_PARTITION_CONFIG_FILE};
+use sm_partition::{PartEnforce, PartitionConfig, PartitionError, PartitionSettings, DEFAULT_PARTITION_CONFIG_FILE};
 use crate::qos::{QosError, QosKeySets, QosKeys, QosPolicy, QosSettings};
 use crate::sweep::program::LinkConfig;
 

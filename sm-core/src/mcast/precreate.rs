@@ -25,6 +25,8 @@
 //! when their last member leaves ([`super::McGroups::set_well_known`]).
 
 use super::groups::{McError, McGroupParams, McGroups};
+use sm_partition::{GroupFlags, PartitionConfig, PortMembership};
+use std::collections::BTreeMap;
 
 /// Q_Key of IPoIB groups (OpenSM's `OSM_IPOIB_BROADCAST_MGRP_QKEY`).
 pub const IPOIB_QKEY: u32 = 0x0B1B;
@@ -253,6 +255,38 @@ fn push_scopes(
             scope,
         });
     }
+}
+
+/// The multicast groups OpenSM's partition code creates: for each
+/// partition with members (all of them when `members` is `None`, before a
+/// sweep has resolved any), its IPoIB broadcast group when it has `ipoib`,
+/// and its `mgid=` groups. OpenSM gives groups their partition's SL only
+/// with QoS on, SL 0 otherwise; so does this.
+pub fn partition_groups(
+    config: &PartitionConfig,
+    members: Option<&BTreeMap<u16, BTreeMap<u64, PortMembership>>>,
+    qos: bool,
+) -> Vec<PartitionGroups> {
+    let options = |f: &GroupFlags| GroupOptions {
+        mtu: Some(f.mtu),
+        rate: Some(f.rate),
+        sl: qos.then_some(f.sl),
+        scopes: f.scopes(),
+        qkey: (f.qkey != 0).then_some(f.qkey),
+        tclass: Some(f.tclass),
+        flow_label: Some(f.flow_label),
+    };
+    config
+        .partitions
+        .iter()
+        .filter(|p| members.is_none_or(|m| m.contains_key(&(p.pkey & 0x7FFF))))
+        .map(|p| PartitionGroups {
+            pkey: p.pkey,
+            ipoib: p.ipoib,
+            options: options(&p.flags),
+            groups: p.groups.iter().map(|g| GroupDecl { mgid: g.mgid.to_be_bytes(), options: options(&g.flags) }).collect(),
+        })
+        .collect()
 }
 
 /// Makes the groups `partitions` declare exist, as well-known groups (see

@@ -31,7 +31,7 @@ impl SaDb {
     /// shares with itself, even one in no partition. What the SA lets an
     /// untrusted requester see of another port.
     pub fn share(&self, a: u64, b: u64) -> bool {
-        a == b || crate::partition::common_pkey(self.pkey_table(a), self.pkey_table(b), None).is_some()
+        a == b || sm_partition::common_pkey(self.pkey_table(a), self.pkey_table(b), None).is_some()
     }
 
     /// MCMember proxy check (a request from `requester` about the membership
@@ -43,7 +43,7 @@ impl SaDb {
     pub fn check_proxy(&self, requester: u64, port: u64, group_pkey: u16) -> Result<(), u16> {
         let ok = requester == port
             || (self.has_pkey(requester, group_pkey)
-                && crate::partition::common_pkey(self.pkey_table(requester), self.pkey_table(port), Some(group_pkey)).is_some());
+                && sm_partition::common_pkey(self.pkey_table(requester), self.pkey_table(port), Some(group_pkey)).is_some());
         if ok {
             Ok(())
         } else {

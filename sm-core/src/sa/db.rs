@@ -24,7 +24,7 @@ use sm_mad::{
     sa_switch_info_record as swr, sa_vlarb_record as var, NodeDescriptionRepr, NodeInfoRepr, NodeType, PortInfoRepr,
 };
 
-use crate::partition::SaPartitions;
+use sm_partition::SaPartitions;
 use crate::qos::QosPolicy;
 use crate::routing::AcceptedRouting;
 use sm_model::FabricNode;
@@ -255,7 +255,7 @@ impl SaDb {
     pub fn pkey_table(&self, guid: u64) -> &[u16] {
         match &self.partitions {
             Some(p) => p.table(guid),
-            None => crate::partition::DEFAULT_TABLE,
+            None => sm_partition::DEFAULT_TABLE,
         }
     }
 

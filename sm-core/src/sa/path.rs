@@ -3,7 +3,7 @@
 //! LFTs. A pair the LFTs do not connect has no PathRecord; the SL is the
 //! routing engine's `path_sl` for the pair (for torus-2QoS, the SL its
 //! deadlock-freedom depends on), never one the SA picks. Ports sharing
-//! no partition have no path (see [`crate::partition::common_pkey`]).
+//! no partition have no path (see [`sm_partition::common_pkey`]).
 
 use sm_mad::sa::status;
 use sm_mad::sa_path_record::{component as pc, selector, Packet as PrPacket, Repr as PrRepr};
@@ -122,7 +122,7 @@ pub struct PathDefaults {
     /// PacketLifeTime code of every path (OpenSM: subnet_timeout... 0x12).
     pub packet_life: u8,
     /// P_Key of the default partition (paths take the P_Key their ports
-    /// share; see [`crate::partition::common_pkey`]).
+    /// share; see [`sm_partition::common_pkey`]).
     pub pkey: u16,
 }
 
@@ -261,7 +261,7 @@ fn record(
 ) -> Option<PrRepr> {
     // Ports that share no partition (or only as limited members both)
     // have no path; the query's P_Key only if both are in it.
-    let pkey = crate::partition::common_pkey(
+    let pkey = sm_partition::common_pkey(
         db.pkey_table(s.guid),
         db.pkey_table(d.guid),
         (mask & pc::PKEY != 0).then_some(q.pkey),

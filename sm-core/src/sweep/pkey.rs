@@ -32,12 +32,12 @@ use tracing::{debug, warn};
 use super::discovery::{parse_port_info, DrPath, Fabric};
 use super::program::{HeldTables, PhaseReport};
 use super::transport::{SmpClient, SmpError, SmpOp};
-use crate::partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, Resolved, SaPartitions};
+use sm_partition::{resolve_fabric, PartEnforce, PartitionSettings, PartitionState, Resolved, SaPartitions};
 
 /// (PartitionEnforcementInbound, PartitionEnforcementOutbound).
 type Enforcement = (bool, bool);
 
-pub use crate::partition::HeldTablesByPort;
+pub use sm_partition::HeldTablesByPort;
 
 /// What earlier sweeps left in the ports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

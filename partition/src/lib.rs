@@ -279,39 +279,6 @@ impl SaPartitions {
 /// information is there (a database built without a sweep).
 pub const DEFAULT_TABLE: &[u16] = &[0xFFFF];
 
-/// The multicast groups OpenSM's partition code creates: for each
-/// partition with members (all of them when `members` is `None`, before a
-/// sweep has resolved any), its IPoIB broadcast group when it has `ipoib`,
-/// and its `mgid=` groups. OpenSM gives groups their partition's SL only
-/// with QoS on, SL 0 otherwise; so does this.
-pub fn multicast_groups(
-    config: &PartitionConfig,
-    members: Option<&BTreeMap<u16, BTreeMap<u64, PortMembership>>>,
-    qos: bool,
-) -> Vec<crate::mcast::precreate::PartitionGroups> {
-    use crate::mcast::precreate::{GroupDecl, GroupOptions, PartitionGroups};
-    let options = |f: &conf::GroupFlags| GroupOptions {
-        mtu: Some(f.mtu),
-        rate: Some(f.rate),
-        sl: qos.then_some(f.sl),
-        scopes: f.scopes(),
-        qkey: (f.qkey != 0).then_some(f.qkey),
-        tclass: Some(f.tclass),
-        flow_label: Some(f.flow_label),
-    };
-    config
-        .partitions
-        .iter()
-        .filter(|p| members.is_none_or(|m| m.contains_key(&(p.pkey & 0x7FFF))))
-        .map(|p| PartitionGroups {
-            pkey: p.pkey,
-            ipoib: p.ipoib,
-            options: options(&p.flags),
-            groups: p.groups.iter().map(|g| GroupDecl { mgid: g.mgid.to_be_bytes(), options: options(&g.flags) }).collect(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
