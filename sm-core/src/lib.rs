@@ -23,7 +23,6 @@ pub mod pidfile;
 pub mod qos;
 pub mod report;
 pub mod routing;
-pub mod safe_fs;
 pub mod sa;
 pub mod settings;
 /// The embedded simulated fabric (crate sm-sim), a peer of the umad
@@ -36,3 +35,6 @@ pub mod ucast_cache;
 // Partitions (partitions.conf, resolved into P_Key tables) are a crate of
 // their own below the core; the old path stays for callers.
 pub use sm_partition as partition;
+
+// Safe file replacement, a crate of its own at the bottom.
+pub use sm_fs as safe_fs;

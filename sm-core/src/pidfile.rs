@@ -57,7 +57,7 @@ impl PidFile {
         // Through a temporary of an unpredictable name: a link or file
         // planted in /run's neighbourhood is neither followed nor a way to
         // keep the SM from starting.
-        crate::safe_fs::replace_bytes(path, crate::safe_fs::PUBLIC, format!("{pid}\n").as_bytes()).map_err(err)?;
+        sm_fs::replace_bytes(path, sm_fs::PUBLIC, format!("{pid}\n").as_bytes()).map_err(err)?;
         Ok(Self { path: path.to_path_buf(), pid })
     }
 }

@@ -1021,7 +1021,7 @@ fn program_groups(
     }
     if let Some(dir) = options.once.dump_dir {
         let path = dir.join("opensm.mcfdbs");
-        let written = crate::safe_fs::replace(&path, crate::safe_fs::PUBLIC, |mut w| {
+        let written = sm_fs::replace(&path, sm_fs::PUBLIC, |mut w| {
             crate::dump::mcfdbs::write_plan(&mut w, fabric, &plan)
         });
         if let Err(e) = written {

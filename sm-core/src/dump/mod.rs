@@ -106,7 +106,7 @@ pub enum DumpError {
     },
     /// The dump directory is one another local user could write to.
     #[error("dump directory not used: {0}")]
-    Untrusted(#[from] crate::safe_fs::UntrustedDir),
+    Untrusted(#[from] sm_fs::UntrustedDir),
 }
 
 /// Write every dump file into `dir` (created if missing) and return their
@@ -148,7 +148,7 @@ fn write_files(
     }
     // Checked at every write: the directory may be changed while the SM
     // runs.
-    crate::safe_fs::check_trusted_dir(dir)?;
+    sm_fs::check_trusted_dir(dir)?;
     let input = DumpInput { fabric, routing };
     // Validation errors are reported against the first file so the caller
     // still learns which dump was not written.
@@ -186,7 +186,7 @@ fn write_atomically(
     path: &Path,
     f: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    crate::safe_fs::replace(path, crate::safe_fs::PUBLIC, |w| f(w))
+    sm_fs::replace(path, sm_fs::PUBLIC, |w| f(w))
 }
 
 fn invalid(msg: String) -> io::Error {

@@ -133,7 +133,7 @@ impl Guid2Lid {
         // the file is the old map or the new one, never empty, so hosts
         // keep their LIDs across an SM restart. The temporary's name is
         // unpredictable and created O_EXCL: never a link planted there.
-        crate::safe_fs::replace_bytes(path, crate::safe_fs::PUBLIC, self.to_text().as_bytes()).map_err(io)?;
+        sm_fs::replace_bytes(path, sm_fs::PUBLIC, self.to_text().as_bytes()).map_err(io)?;
         Ok(())
     }
 }

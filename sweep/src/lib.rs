@@ -26,8 +26,6 @@ pub mod vl;
 // keep their old paths here for the sweep's callers.
 pub use sm_transport::port as transport;
 pub use sm_transport::{mkey, window};
-// The umad transport, a peer of the embedded fabric behind the same trait.
-pub use sm_umad as umad;
 
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use sm_model::text;
@@ -43,7 +41,6 @@ pub use lids::{assign, program, Guid2Lid, Guid2LidError, LidAssignment, LidSet, 
 pub use program::{activate_ports, program_routing, HeldTables, PhaseReport, RoutingProgramReport};
 pub use stages::Discovered;
 pub use transport::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
-pub use umad::{GsiClient, IncomingMad, MadSender, UmadDevice, UmadPort};
 
 /// Settings of one sweep.
 #[derive(Debug, Clone)]
