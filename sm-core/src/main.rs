@@ -60,6 +60,11 @@ struct SmArgs {
     /// and 256 bytes, as hardware does.
     #[arg(long, value_name = "SPEC", requires = "fabric")]
     sim_caps: Vec<sm_core::sim::CapsSpec>,
+    /// Lose and corrupt the SM's own SMPs on purpose, to see it cope (for
+    /// tests and trials, on any transport): `drop=P,lose-answer=P,
+    /// corrupt=P,seed=N`, chances as `2%` or `0.02`. Reported at exit.
+    #[arg(long, value_name = "SPEC")]
+    inject_faults: Option<sm_transport::Faults>,
     /// Engine list, e.g. `updn,minhop` or `torus-2QoS,no_fallback`.
     #[arg(long, value_name = "LIST")]
     engines: Option<String>,
@@ -795,9 +800,15 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         Opened::Umad(_) => None,
     };
     let mut sim_port = None;
-    let port: &mut dyn sweep::SmpPort = match &mut opened.port {
+    let base: &mut dyn sweep::SmpPort = match &mut opened.port {
         Opened::Sim(fabric) => sim_port.insert(fabric.smp_port()),
         Opened::Umad(umad) => umad,
+    };
+    // Faults on purpose, between the SM and whichever port it has.
+    let mut faulty = None;
+    let port: &mut dyn sweep::SmpPort = match args.inject_faults {
+        Some(f) => faulty.insert(sm_transport::FaultInjector::new(base, f)),
+        None => base,
     };
     let mut guid2lid = match &settings.guid2lid {
         Some(p) => match Guid2Lid::read(p) {
@@ -839,6 +850,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         if let Err(code) = show_sweep(&outcome, None, args.report.as_deref()) {
             return code;
         }
+        report_faults(faulty.as_ref().map(|f| f.stats()));
         return if outcome.accepted.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 
@@ -957,6 +969,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         summary.traps_dropped,
         trap_drops.map_or(0, |d: Arc<std::sync::atomic::AtomicU64>| d.load(std::sync::atomic::Ordering::Relaxed))
     );
+    report_faults(faulty.as_ref().map(|f| f.stats()));
     // The performance manager ends with the SM (after its current read).
     signals.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = perf_thread {
@@ -1053,6 +1066,16 @@ fn sim_fabric(topology: &std::path::Path, caps: &[sm_core::sim::CapsSpec]) -> Re
     }
     sm_core::sim::SimFabric::with_options(&topo, sm_node, sm_port, options)
         .map_err(|e| fail(EXIT_BAD_INPUT, format!("{}: {e}", topology.display())))
+}
+
+/// What `--inject-faults` did, on stdout with the sweep reports.
+fn report_faults(stats: Option<sm_transport::FaultStats>) {
+    if let Some(s) = stats {
+        println!(
+            "faults injected: {} SMPs dropped, {} answers lost, {} answers corrupted ({} SMPs passed)",
+            s.dropped, s.answers_lost, s.corrupted, s.passed
+        );
+    }
 }
 
 fn phase_line(p: &sm_core::sweep::PhaseReport, what: &str) -> String {

@@ -9,16 +9,19 @@
 //! [`mkey`] gives each SMP the M_Key of the port it reaches; [`window`] is
 //! the adaptive window of SMPs a transport keeps in flight; [`gmp`] carries
 //! the general MADs (SA, PMA, Reports) through a [`gmp::GmpAgent`] and the
-//! SM's [`gmp::GmpSender`].
+//! SM's [`gmp::GmpSender`]; [`fault::FaultInjector`] wraps any of them to
+//! lose and corrupt MADs.
 //!
 //! Nothing here knows the fabric model, the routing or the configuration
 //! file: those sit above and depend on this crate, never the other way.
 
+pub mod fault;
 pub mod gmp;
 pub mod mkey;
 pub mod port;
 pub mod window;
 
+pub use fault::{FaultInjector, FaultStats, Faults};
 pub use gmp::{GmpAgent, GmpSender, IncomingMad};
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
 pub use port::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
