@@ -130,3 +130,10 @@ fn the_sm_refuses_a_roce_port_and_says_so() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not InfiniBand"), "{err}");
 }
+
+#[test]
+fn a_bad_fault_spec_is_refused_naming_the_field() {
+    let (code, _, err) = smcore(&["--fabric", "config/topologies/fat-tree-64.net", "--once", "--inject-faults", "drop=200%"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("drop: `200%` is not a chance"), "{err}");
+}
