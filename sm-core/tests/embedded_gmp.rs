@@ -144,3 +144,75 @@ fn the_performance_manager_reads_pma_counters_that_move_and_show_injected_errors
     let third = read(&mut agent, &mut tid, &mut stats);
     assert_eq!(sample(&third, at_leaf)[name("SymbolErrorCounter")], 0);
 }
+
+/// A host's agent asks the SA at its SM LID: the answer's status and data.
+fn ask(fabric: &SharedFabric, at: (usize, u8), method: u8, attribute: u16, mask: u64, data: &[u8], tid: u64) -> (u16, Vec<u8>) {
+    use sm_transport::gmp::GmpAgent;
+    let sa_lid = fabric.lock().held_port_info(at.0, at.1).expect("port").master_sm_lid;
+    let mad = client::request(method, attribute, tid, mask, data);
+    let answer = fabric.agent(at).request(sa_lid, &mad, Duration::from_secs(2)).expect("send").expect("an answer");
+    let p = sm_mad::sa::Packet::new_checked(&answer[..]).expect("an SA MAD");
+    (p.status(), p.data().to_vec())
+}
+
+#[test]
+fn a_multicast_join_and_an_inform_info_report_travel_the_fabric() {
+    use sm_mad::mad::{attr as mad_attr, method};
+    use sm_mad::sa::attr;
+    use sm_mad::{sa_inform_info as ii, sa_mc_member_record as mcr};
+    use sm_transport::gmp::GmpAgent;
+
+    let (fabric, out) = routed("ftree");
+    let groups = Arc::new(Mutex::new(sm_core::mcast::McGroups::new()));
+    let sa = sm_core::sa::spawn(fabric.sender(), fabric.sa_requests(64), Arc::clone(&groups), SaConfig::default());
+    sa.publish(SaDb::build_shared(&out));
+    let hosts = hosts(&fabric);
+
+    // host 7 joins (creates) a group.
+    let joiner = hosts[7];
+    let guid = fabric.lock().topology().nodes[joiner.0].port_guid(joiner.1);
+    let mgid = 0xff12_601b_ffff_0000_0000_0000_0000_1234u128;
+    let mut t = [0u8; mcr::LEN];
+    mcr::Repr { mgid, port_gid: (0xfe80u128 << 112) | u128::from(guid), qkey: 0xB1B, pkey: 0xFFFF, scope: 2, join_state: 1, ..Default::default() }
+        .emit(&mut mcr::Packet::new_unchecked(&mut t[..]));
+    use mcr::component::{FLOW_LABEL, JOIN_STATE, MGID, PKEY, PORT_GID, QKEY, SL, TCLASS};
+    let mask = MGID | PORT_GID | QKEY | TCLASS | PKEY | SL | FLOW_LABEL | JOIN_STATE;
+    let (status, data) = ask(&fabric, joiner, method::SET, attr::MC_MEMBER_RECORD, mask, &t, 11);
+    assert_eq!(status, 0);
+    let joined = mcr::Repr::parse(&mcr::Packet::new_checked(&data[..]).expect("a record")).expect("parse");
+    assert_eq!(joined.mgid, mgid);
+    assert!(joined.mlid >= 0xC000, "a multicast LID: {:#x}", joined.mlid);
+    assert!(groups.lock().expect("groups").generation() > 0, "the SM's groups hold the join");
+
+    // host 20 subscribes to trap 65 (GID out of service)...
+    let listener = hosts[20];
+    let mut t = [0u8; ii::LEN];
+    ii::Repr { lid_range_begin: 0xFFFF, is_generic: 1, subscribe: 1, trap_type: 0xFFFF, trap_number: 65, qpn: 1, producer_type: 0xFF_FFFF, ..Default::default() }
+        .emit(&mut ii::Packet::new_unchecked(&mut t[..]));
+    let (status, _) = ask(&fabric, listener, method::SET, attr::INFORM_INFO, 0, &t, 12);
+    assert_eq!(status, 0);
+    // ...then host 30 leaves the fabric; the next sweep's SA database
+    // takes its GID out of service and the Report crosses the fabric.
+    let gone = hosts[30];
+    fabric.lock().remove_node(gone.0).expect("remove");
+    let registry = sm_core::engines::Registry::scan(&[bin_dir()]);
+    let options = OnceOptions { sweep: SweepOptions::default(), engines: "ftree", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let again = sm_core::pipeline::once(&mut fabric.smp_port(), &options, &registry, &sm_core::config::Config::default(), &mut g2l, &mut held)
+        .expect("sweep");
+    sa.publish(SaDb::build_shared(&again));
+    let gone_guid = fabric.lock().topology().nodes[gone.0].port_guid(gone.1);
+    let mut agent = fabric.agent(listener);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut reported = false;
+    while let Some((_, m)) = agent.receive(deadline).expect("receive") {
+        let p = sm_mad::sa::Packet::new_checked(&m[..]).expect("an SA MAD");
+        if p.method() == method::REPORT && p.attribute_id() == mad_attr::NOTICE {
+            let n = sm_mad::notice::Packet::new_checked(p.data()).expect("a notice");
+            let gid = n.data_details().get(6..22).and_then(|g| g.try_into().ok()).map_or(0, u128::from_be_bytes);
+            assert_eq!(n.trap_number_or_device_id(), 65);
+            reported |= gid as u64 == gone_guid;
+        }
+    }
+    assert!(reported, "the Report of host 30's GID reached host 20");
+}
