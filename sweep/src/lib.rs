@@ -18,6 +18,7 @@ pub mod incremental;
 pub mod light;
 pub mod lids;
 pub mod pkey;
+pub mod port_info;
 pub mod program;
 pub mod stages;
 pub mod vl;

@@ -24,13 +24,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use sm_abi::MAX_UNICAST_LID;
-use sm_mad::mad::attr;
-use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
+use sm_mad::PortInfoRepr;
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric};
-use super::transport::{SmpClient, SmpError, SmpOp};
+use super::transport::{SmpClient, SmpError};
 
 /// Highest LMC IBA allows.
 pub const MAX_LMC: u8 = 7;
@@ -521,11 +519,7 @@ pub fn program(
             continue;
         };
         sets.apply(set, &mut want);
-        want.port_state = PortState::NoChange;
-        want.port_physical_state = PhysState::NoChange;
-        let mut data = [0u8; DATA_LEN];
-        want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(set.port), path, data));
+        ops.push(crate::port_info::addresses(want, set.port, path));
         sent.push(set);
     }
     let answers = client.run_many(&ops);

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use sm_mad::mad::attr;
 use sm_mad::pkey_table::{self, Packet as PkeyPacket, Repr as PkeyRepr, PKEYS};
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
+use sm_mad::{PortInfoRepr, PortState};
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, DrPath, Fabric};
@@ -428,15 +428,8 @@ pub fn program_partitions(
     let mut sets = Vec::new();
     for (node, port, (inbound, outbound)) in enforce {
         let n = &fabric.nodes[node];
-        let Some(mut set) = n.ports[usize::from(port)].info else { continue };
-        set.partition_enforcement_inbound = inbound;
-        set.partition_enforcement_outbound = outbound;
-        set.port_state = PortState::NoChange;
-        set.port_physical_state = PhysState::NoChange;
-        set.client_reregister = false;
-        let mut data = [0u8; DATA_LEN];
-        set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(port), &n.path, data));
+        let Some(current) = n.ports[usize::from(port)].info else { continue };
+        ops.push(crate::port_info::enforcement(current, inbound, outbound, port, &n.path));
         sets.push((node, port, (inbound, outbound)));
     }
     let mut unkept = Unkept::default();

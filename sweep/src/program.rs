@@ -32,7 +32,7 @@ use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
 use sm_abi::NodeKind;
 use sm_mad::port_info::{link_speed, link_width};
-use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState, SwitchInfoPacket, SwitchInfoRepr};
+use sm_mad::{PortInfoRepr, PortState, SwitchInfoPacket, SwitchInfoRepr};
 use tracing::{debug, warn};
 
 use super::discovery::{parse_port_info, Fabric, FabricMemory};
@@ -392,12 +392,7 @@ fn move_ports(
                 // Down: the link is not up, nothing to bring up.
                 continue;
             }
-            let mut want = current;
-            want.port_state = to;
-            want.port_physical_state = PhysState::NoChange;
-            let mut data = [0u8; DATA_LEN];
-            want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-            ops.push(SmpOp::set(attr::PORT_INFO, port as u32, path, data));
+            ops.push(crate::port_info::port_state(current, to, port as u8, path));
             targets.push((node, port));
         }
     }
@@ -720,25 +715,19 @@ pub fn program_links(
             if holds && !arming && lid_set.is_none() && enforce.is_none() {
                 continue;
             }
-            let mut set = want;
-            set.port_state = if arming { PortState::Armed } else { PortState::NoChange };
-            set.port_physical_state = PhysState::NoChange;
-            // A client reregistration already asked for is not asked again
-            // (the LID fields ask for it when stage 2 decided so).
-            set.client_reregister = false;
-            if let (Some(s), Some((sets, _))) = (lid_set, lids.as_ref()) {
-                sets.apply(s, &mut set);
-            }
-            if let Some((inbound, outbound)) = enforce {
-                set.partition_enforcement_inbound = inbound;
-                set.partition_enforcement_outbound = outbound;
-            }
-            let mut data = [0u8; DATA_LEN];
-            set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-            // SMSupportExtendedSpeeds: without it a port ignores the
-            // extended speed fields.
-            let ext = if has_ext_speeds(fabric, node, port) { 1 << 31 } else { 0 };
-            ops.push(SmpOp::set(attr::PORT_INFO, port as u32 | ext, path, data));
+            // The LIDs a port still lacks and its enforcement bits ride on
+            // the link parameters' Set.
+            let riders = |set: &mut PortInfoRepr| {
+                if let (Some(s), Some((sets, _))) = (lid_set, lids.as_ref()) {
+                    sets.apply(s, set);
+                }
+                if let Some((inbound, outbound)) = enforce {
+                    set.partition_enforcement_inbound = inbound;
+                    set.partition_enforcement_outbound = outbound;
+                }
+            };
+            let ext = has_ext_speeds(fabric, node, port);
+            ops.push(crate::port_info::link(want, arming, port as u8, path, ext, riders));
             targets.push(PortSet { node, port, want, holds, arming, lids: lid_set, enforce });
         }
     }

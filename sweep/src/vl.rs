@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sm_abi::Routing;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
+use sm_mad::{PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
 use tracing::warn;
 
 use super::discovery::Fabric;
@@ -202,14 +202,7 @@ fn program_high_limits(client: &mut SmpClient<'_>, fabric: &mut Fabric, routing:
         if current.vl_high_limit == arb.high_limit {
             continue;
         }
-        let mut set = current;
-        set.vl_high_limit = arb.high_limit;
-        set.port_state = PortState::NoChange;
-        set.port_physical_state = PhysState::NoChange;
-        set.client_reregister = false;
-        let mut data = [0u8; DATA_LEN];
-        set.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::PORT_INFO, u32::from(arb.port), path, data));
+        ops.push(crate::port_info::vl_high_limit(current, arb.high_limit, arb.port, path));
         targets.push((arb.node as usize, node.guid, arb.port, arb.high_limit));
     }
     let answers = client.run_many(&ops);

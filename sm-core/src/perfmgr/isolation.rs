@@ -22,14 +22,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use sm_mad::mad::attr;
-use sm_mad::smp::DATA_LEN;
-use sm_mad::{PhysState, PortInfoPacket, PortState};
+use sm_mad::PhysState;
 use tracing::{debug, warn};
 
 use super::query::Target;
 use sm_model::Fabric;
-use sm_transport::port::{SmpClient, SmpOp};
+use sm_transport::port::SmpClient;
 use sm_model::Escaped;
 
 /// Reads in a row above an isolating threshold before a port is isolated.
@@ -242,15 +240,7 @@ pub fn apply(fabric: &Fabric, requests: &[Request], client: &mut SmpClient<'_>) 
                 want.port_physical_state = PhysState::Polling;
             }
         }
-        want.port_state = PortState::NoChange;
-        let mut data = [0u8; DATA_LEN];
-        want.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(
-            attr::PORT_INFO,
-            u32::from(r.port),
-            &node.path,
-            data,
-        ));
+        ops.push(sm_sweep::port_info::physical_state(want, want.port_physical_state, r.port, &node.path));
         what.push((r, node.description.as_str()));
     }
     if ops.is_empty() {

@@ -1,0 +1,154 @@
+//! Every PortInfo Set the SM sends, one builder per purpose, so that "the
+//! Set that carries the link parameters" is found by its name (OpenSM
+//! says it by file: `osm_lid_mgr.c`, `osm_link_mgr.c`, `osm_pkey_mgr.c`).
+//!
+//! Each builder starts from what the port holds (or what the caller wants
+//! of it), changes only the fields of its purpose, and leaves the rest as
+//! read: PortState and PortPhysicalState are NoChange unless the purpose
+//! is to change them, and ClientReregister is never asked again by a Set
+//! whose purpose is not the port's addresses.
+//!
+//! | builder | purpose | sent by |
+//! |---|---|---|
+//! | [`addresses`] | LID, LMC, MasterSMLID/SL, GID prefix, ClientReregister | [`crate::lids`] |
+//! | [`link`] | link parameters (MTU, VLs, widths, speeds, timers), arming; LIDs and P_Key enforcement riding along | [`crate::program`] |
+//! | [`port_state`] | Arm, Activate | [`crate::program`] |
+//! | [`enforcement`] | P_Key enforcement bits | [`crate::pkey`] |
+//! | [`vl_high_limit`] | VLHighLimit | [`crate::vl`] |
+//! | [`physical_state`] | Disabled / Polling (isolating a failing link) | the performance manager |
+
+use sm_mad::mad::attr;
+use sm_mad::smp::DATA_LEN;
+use sm_mad::{PhysState, PortInfoPacket, PortInfoRepr, PortState};
+
+use crate::transport::SmpOp;
+
+/// AttributeModifier bit 31 of a PortInfo Set: SMSupportExtendedSpeeds
+/// (without it a port ignores the extended speed fields).
+const SM_SUPPORTS_EXTENDED_SPEEDS: u32 = 1 << 31;
+
+fn set(info: &PortInfoRepr, port: u8, path: &[u8], modifier_bits: u32) -> SmpOp {
+    let mut data = [0u8; DATA_LEN];
+    info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
+    SmpOp::set(attr::PORT_INFO, u32::from(port) | modifier_bits, path, data)
+}
+
+/// The LID manager's Set: the addresses `want` holds (LID, LMC,
+/// MasterSMLID and SL, GID prefix, ClientReregister when asked); the
+/// port's state is left as it is.
+pub fn addresses(mut want: PortInfoRepr, port: u8, path: &[u8]) -> SmpOp {
+    want.port_state = PortState::NoChange;
+    want.port_physical_state = PhysState::NoChange;
+    set(&want, port, path, 0)
+}
+
+/// The link manager's Set: the link parameters `want` holds, arming the
+/// port when `arm` (an Init port with its parameters set goes to Armed in
+/// the same Set). `riders` then adds what travels on the same Set (the
+/// LIDs a port still lacks, its P_Key enforcement bits). With
+/// `extended_speeds`, the Set says the SM supports them.
+pub fn link(
+    mut want: PortInfoRepr,
+    arm: bool,
+    port: u8,
+    path: &[u8],
+    extended_speeds: bool,
+    riders: impl FnOnce(&mut PortInfoRepr),
+) -> SmpOp {
+    want.port_state = if arm { PortState::Armed } else { PortState::NoChange };
+    want.port_physical_state = PhysState::NoChange;
+    // A reregistration already asked for is not asked again; the LID
+    // riders ask for it when the LID manager decided so.
+    want.client_reregister = false;
+    riders(&mut want);
+    set(&want, port, path, if extended_speeds { SM_SUPPORTS_EXTENDED_SPEEDS } else { 0 })
+}
+
+/// Brings a port from `current` to `to` (Armed or Active), nothing else.
+pub fn port_state(mut current: PortInfoRepr, to: PortState, port: u8, path: &[u8]) -> SmpOp {
+    current.port_state = to;
+    current.port_physical_state = PhysState::NoChange;
+    set(&current, port, path, 0)
+}
+
+/// The P_Key manager's Set: the partition enforcement bits on `current`.
+pub fn enforcement(mut current: PortInfoRepr, inbound: bool, outbound: bool, port: u8, path: &[u8]) -> SmpOp {
+    current.partition_enforcement_inbound = inbound;
+    current.partition_enforcement_outbound = outbound;
+    current.port_state = PortState::NoChange;
+    current.port_physical_state = PhysState::NoChange;
+    current.client_reregister = false;
+    set(&current, port, path, 0)
+}
+
+/// VL arbitration's Set: VLHighLimit on `current`.
+pub fn vl_high_limit(mut current: PortInfoRepr, limit: u8, port: u8, path: &[u8]) -> SmpOp {
+    current.vl_high_limit = limit;
+    current.port_state = PortState::NoChange;
+    current.port_physical_state = PhysState::NoChange;
+    current.client_reregister = false;
+    set(&current, port, path, 0)
+}
+
+/// Disables a port's link, or lets it train again (Polling): the
+/// isolation of a failing link and its end.
+pub fn physical_state(mut current: PortInfoRepr, phys: PhysState, port: u8, path: &[u8]) -> SmpOp {
+    current.port_physical_state = phys;
+    current.port_state = PortState::NoChange;
+    set(&current, port, path, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(op: &SmpOp) -> PortInfoRepr {
+        let data = op.data.expect("a Set");
+        PortInfoRepr::parse(&PortInfoPacket::new_checked(&data[..]).expect("PortInfo")).expect("parse")
+    }
+
+    fn active() -> PortInfoRepr {
+        PortInfoRepr {
+            lid: 7,
+            port_state: PortState::Active,
+            port_physical_state: PhysState::LinkUp,
+            client_reregister: true,
+            vl_high_limit: 4,
+            ..PortInfoRepr::default()
+        }
+    }
+
+    #[test]
+    fn each_builder_changes_only_its_purpose() {
+        let path = [0u8, 1, 2];
+        let s = sent(&vl_high_limit(active(), 9, 3, &path));
+        assert_eq!((s.vl_high_limit, s.lid), (9, 7));
+        assert_eq!((s.port_state, s.port_physical_state, s.client_reregister), (PortState::NoChange, PhysState::NoChange, false));
+
+        let s = sent(&enforcement(active(), true, false, 3, &path));
+        assert!(s.partition_enforcement_inbound && !s.partition_enforcement_outbound);
+        assert_eq!((s.port_state, s.client_reregister, s.vl_high_limit), (PortState::NoChange, false, 4));
+
+        let s = sent(&port_state(active(), PortState::Armed, 3, &path));
+        assert_eq!((s.port_state, s.port_physical_state), (PortState::Armed, PhysState::NoChange));
+
+        let s = sent(&physical_state(active(), PhysState::Disabled, 3, &path));
+        assert_eq!((s.port_state, s.port_physical_state), (PortState::NoChange, PhysState::Disabled));
+
+        // Addresses keep the reregistration the LID manager asked for.
+        let s = sent(&addresses(active(), 3, &path));
+        assert_eq!((s.port_state, s.client_reregister, s.lid), (PortState::NoChange, true, 7));
+    }
+
+    #[test]
+    fn the_link_set_arms_carries_its_riders_and_says_extended_speeds() {
+        let op = link(active(), true, 5, &[0u8, 1], true, |p| p.lid = 42);
+        assert_eq!(op.modifier, 5 | SM_SUPPORTS_EXTENDED_SPEEDS);
+        let s = sent(&op);
+        assert_eq!((s.port_state, s.lid, s.client_reregister), (PortState::Armed, 42, false));
+        let op = link(active(), false, 5, &[0u8, 1], false, |p| p.client_reregister = true);
+        assert_eq!(op.modifier, 5);
+        let s = sent(&op);
+        assert_eq!((s.port_state, s.client_reregister), (PortState::NoChange, true));
+    }
+}
