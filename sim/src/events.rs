@@ -147,17 +147,17 @@ impl SimFabric {
         };
         let (lid, sm_lid) = (from.info.lid, from.info.master_sm_lid);
         let delivered = match self.options.trap_delivery {
-            TrapDelivery::Always => true,
-            TrapDelivery::Routed if lid == 0 || sm_lid == 0 => false,
+            TrapDelivery::Always => Some((self.sm_node, self.sm_port)),
+            TrapDelivery::Routed if lid == 0 || sm_lid == 0 => None,
             TrapDelivery::Routed => self
                 .route_lid((node, port), sm_lid)
                 .and_then(|(to, by)| self.deliver_to_sm(to, by))
-                .is_ok(),
+                .ok(),
         };
-        if !delivered {
+        let Some(to) = delivered else {
             self.counters.traps_lost += 1;
             return;
-        }
+        };
         self.counters.traps_delivered += 1;
         let mut data = [0; smp::DATA_LEN];
         notice.emit(&mut NoticePacket::new_unchecked(&mut data[..]));
@@ -178,6 +178,7 @@ impl SimFabric {
             node,
             slid: lid,
             mad: mad.0.to_vec(),
+            to,
         });
     }
 

@@ -288,7 +288,15 @@ pub struct SimTrap {
     pub slid: u16,
     /// The 256-byte SubnTrap(Notice) MAD.
     pub mad: Vec<u8>,
+    /// The SM port (node, port) it was delivered to.
+    pub to: (usize, u8),
 }
+
+/// An SM's own answers to SubnGet/SubnSet(SMInfo) at its port, for an SM
+/// that runs beside the fabric's first one ([`SimFabric::add_sm`]): the
+/// request as it arrived, the status and attribute data to answer with
+/// (`None`: no answer).
+pub type SmInfoAgent = std::sync::Arc<dyn Fn(&smp::Repr) -> Option<(u16, [u8; smp::DATA_LEN])> + Send + Sync>;
 
 /// What a port holds of M_Key (IBA 14.2.4), for tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,6 +366,8 @@ pub struct SimFabric {
     heard_keys: std::collections::BTreeMap<usize, Vec<u64>>,
     /// Every port's QP1: inboxes and the agents listening.
     gsi: gsi::Gsi,
+    /// SMs other than the first, by port, answering SMInfo themselves.
+    other_sms: std::collections::BTreeMap<(usize, u8), SmInfoAgent>,
 }
 
 impl std::fmt::Debug for SimFabric {
@@ -434,6 +444,7 @@ impl SimFabric {
             impostors: std::collections::BTreeMap::new(),
             heard_keys: std::collections::BTreeMap::new(),
             gsi: gsi::Gsi::default(),
+            other_sms: std::collections::BTreeMap::new(),
         };
         for index in 0..topo.nodes.len() {
             let node = fabric.power_up(index);
@@ -471,8 +482,14 @@ impl SimFabric {
     /// a LID-routed SMP, or the first node of a directed route whose
     /// DrSLID is not permissive.
     pub fn handle_to(&mut self, dlid: u16, mad: &[u8]) -> Option<SimResponse> {
+        self.handle_from((self.sm_node, self.sm_port), dlid, mad)
+    }
+
+    /// [`Self::handle_to`] from the SM at `origin` (the first SM's port,
+    /// or one of [`Self::add_sm`]).
+    pub fn handle_from(&mut self, origin: (usize, u8), dlid: u16, mad: &[u8]) -> Option<SimResponse> {
         self.counters.sent += 1;
-        match self.exchange(dlid, mad) {
+        match self.exchange(origin, dlid, mad) {
             Ok(Some(response)) => {
                 self.counters.answered += 1;
                 let status = smp::Packet::new_unchecked(&response.mad[..]).smp_status();
@@ -492,7 +509,7 @@ impl SimFabric {
 
     /// One request and its response; `Ok(None)` for MADs that rightly get
     /// none (TrapRepress).
-    fn exchange(&mut self, dlid: u16, bytes: &[u8]) -> Result<Option<SimResponse>, DropReason> {
+    fn exchange(&mut self, origin: (usize, u8), dlid: u16, bytes: &[u8]) -> Result<Option<SimResponse>, DropReason> {
         let mut mad = Mad::from_slice(bytes).map_err(|_| DropReason::Malformed)?;
         let request = {
             let packet = smp::Packet::new_checked(&mad.0[..]).map_err(|_| DropReason::Malformed)?;
@@ -513,19 +530,19 @@ impl SimFabric {
         {
             return Err(DropReason::NotARequest);
         }
-        if !self.nodes[self.sm_node].present {
+        if !self.nodes.get(origin.0).is_some_and(|n| n.present) {
             return Err(DropReason::NoLink);
         }
         let target = match request.routing {
             smp::Routing::Lid => {
-                let (node, port) = self.route_lid((self.sm_node, self.sm_port), dlid)?;
+                let (node, port) = self.route_lid(origin, dlid)?;
                 Target {
                     node,
                     port,
                     dr_end: None,
                 }
             }
-            smp::Routing::Directed(_) => self.dr_outbound(&mut mad, dlid)?,
+            smp::Routing::Directed(_) => self.dr_outbound(&mut mad, dlid, origin)?,
         };
         let answer = self.sma(target.node, target.port, &request)?;
         if self.lose_answer(target.node) {
@@ -546,16 +563,16 @@ impl SimFabric {
             smp::Routing::Lid => {
                 // The response goes to the request's LRH SLID: the SM
                 // port's LID, which must have been assigned by now.
-                let sm_lid = self.responder_lid(self.sm_node, self.sm_port);
+                let sm_lid = self.responder_lid(origin.0, origin.1);
                 if sm_lid == 0 {
                     return Err(DropReason::NoLid);
                 }
                 let (node, port) = self.route_lid((target.node, target.port), sm_lid)?;
-                self.deliver_to_sm(node, port)?;
+                Self::arrived_at(origin, node, port, self.nodes[node].is_switch())?;
                 self.responder_lid(target.node, target.port)
             }
             smp::Routing::Directed(dr) => {
-                self.dr_inbound(&mut mad, target)?;
+                self.dr_inbound(&mut mad, target, origin)?;
                 // The last leg of a response with a real DrSLID is
                 // LID-routed from the node the request's LRH named.
                 if dr.dr_slid == PERMISSIVE_LID {
@@ -578,10 +595,19 @@ impl SimFabric {
             .map_or(0, |p| p.info.lid)
     }
 
-    /// Accepts a packet that arrived at (`node`, `port`) if the SM listens
-    /// there.
-    fn deliver_to_sm(&self, node: usize, port: u8) -> Result<(), DropReason> {
-        if node == self.sm_node && (self.nodes[node].is_switch() || port == self.sm_port) {
+    /// Where a packet that arrived at (`node`, `port`) is taken by an SM:
+    /// the SM port it reached, if any SM listens there.
+    fn deliver_to_sm(&self, node: usize, port: u8) -> Result<(usize, u8), DropReason> {
+        let is_switch = self.nodes[node].is_switch();
+        std::iter::once((self.sm_node, self.sm_port))
+            .chain(self.other_sms.keys().copied())
+            .find(|&sm| Self::arrived_at(sm, node, port, is_switch).is_ok())
+            .ok_or(DropReason::NotForSm)
+    }
+
+    /// Whether a packet at (`node`, `port`) has reached the SM at `sm`.
+    fn arrived_at(sm: (usize, u8), node: usize, port: u8, is_switch: bool) -> Result<(), DropReason> {
+        if node == sm.0 && (is_switch || port == sm.1) {
             Ok(())
         } else {
             Err(DropReason::NotForSm)
@@ -649,7 +675,37 @@ impl SimFabric {
 
     /// The traps that reached the SM since the last call, oldest first.
     pub fn take_traps(&mut self) -> Vec<SimTrap> {
-        std::mem::take(&mut self.traps)
+        let first = (self.sm_node, self.sm_port);
+        self.take_traps_at(first)
+    }
+
+    /// The traps delivered to the SM at `at` since the last call.
+    pub fn take_traps_at(&mut self, at: (usize, u8)) -> Vec<SimTrap> {
+        let (mine, others) = std::mem::take(&mut self.traps).into_iter().partition(|t| t.to == at);
+        self.traps = others;
+        mine
+    }
+
+    /// Runs a second (third, ...) SM on `port` of CA `node`: the port
+    /// reports IsSM, SMPs sent with [`Self::handle_from`] start there,
+    /// traps addressed to its LID are kept for it
+    /// ([`Self::take_traps_at`]), and `agent` answers the SMInfo of its
+    /// port, as that SM's own responder does.
+    pub fn add_sm(&mut self, node: usize, port: u8, agent: SmInfoAgent) -> Result<(), SimError> {
+        let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
+        if n.is_switch() || port == 0 {
+            return Err(SimError::BadSmPort { node, port, why: "a second SM runs on a CA port here" });
+        }
+        let p = n.port_mut(port).ok_or(SimError::NoSuchPort { node, port })?;
+        p.info.capability_mask |= sm_mad::port_info::capability::IS_SM;
+        p.sm_info = Some(SmInfoRepr { guid: p.guid, ..SmInfoRepr::default() });
+        self.other_sms.insert((node, port), agent);
+        Ok(())
+    }
+
+    /// The SMInfo agent of an SM added with [`Self::add_sm`] at `at`.
+    pub(crate) fn sm_agent(&self, at: (usize, u8)) -> Option<&SmInfoAgent> {
+        self.other_sms.get(&at)
     }
 
     /// Totals since the fabric was built or [`Self::reset_counters`].

@@ -97,7 +97,14 @@ impl SharedFabric {
 
     /// The SM's port: SMPs and traps.
     pub fn smp_port(&self) -> SharedSimPort {
-        SharedSimPort { fabric: self.clone(), traps: VecDeque::new() }
+        let at = self.lock().sm_location();
+        self.smp_port_at(at)
+    }
+
+    /// The port of the SM at `at` (the first SM's, or one added with
+    /// [`SimFabric::add_sm`]).
+    pub fn smp_port_at(&self, at: (usize, u8)) -> SharedSimPort {
+        SharedSimPort { fabric: self.clone(), at, traps: VecDeque::new() }
     }
 
     /// A GSI agent on `at` (node, port).
@@ -126,21 +133,22 @@ impl SharedFabric {
 /// time.
 pub struct SharedSimPort {
     fabric: SharedFabric,
+    at: (usize, u8),
     traps: VecDeque<TrapMad>,
 }
 
 impl SmpPort for SharedSimPort {
     fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        Ok(self.fabric.lock().handle(mad))
+        self.send_to(sm_mad::smp::PERMISSIVE_LID, mad)
     }
 
     fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
-        Ok(self.fabric.lock().handle_to(dlid, mad).map(|r| r.mad))
+        Ok(self.fabric.lock().handle_from(self.at, dlid, mad).map(|r| r.mad))
     }
 
     fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
-        let fabric = &self.fabric;
-        Ok(wait_trap(&mut self.traps, timeout, || fabric.lock().take_traps()))
+        let (fabric, at) = (&self.fabric, self.at);
+        Ok(wait_trap(&mut self.traps, timeout, || fabric.lock().take_traps_at(at)))
     }
 }
 

@@ -137,10 +137,10 @@ impl SimFabric {
     /// Carries a directed-route request from the SM to its target,
     /// updating the hop pointer and ReturnPath in `mad` as the nodes on the
     /// way do. `dlid` is the LRH DLID, used when DrSLID is not permissive.
-    pub(super) fn dr_outbound(&self, mad: &mut Mad, dlid: u16) -> Result<Target, DropReason> {
+    pub(super) fn dr_outbound(&self, mad: &mut Mad, dlid: u16, origin: (usize, u8)) -> Result<Target, DropReason> {
         let mut smp = mad.smp_mut();
         let hop_count = smp.hop_count();
-        let (mut node, mut port) = (self.sm_node, self.sm_port);
+        let (mut node, mut port) = origin;
         if smp.dr_slid() != PERMISSIVE_LID {
             (node, port) = self.route_lid((node, port), dlid)?;
         }
@@ -199,7 +199,7 @@ impl SimFabric {
 
     /// Carries a directed-route response from the target back to the SM
     /// along ReturnPath.
-    pub(super) fn dr_inbound(&self, mad: &mut Mad, target: Target) -> Result<(), DropReason> {
+    pub(super) fn dr_inbound(&self, mad: &mut Mad, target: Target, origin: (usize, u8)) -> Result<(), DropReason> {
         let mut smp = mad.smp_mut();
         let hop_count = smp.hop_count();
         let (mut node, mut port) = (target.node, target.port);
@@ -235,15 +235,16 @@ impl SimFabric {
                 smp.set_hop_pointer(0);
                 let dr_slid = smp.dr_slid();
                 if dr_slid == PERMISSIVE_LID {
-                    return self.deliver_to_sm(node, port);
+                    return Self::arrived_at(origin, node, port, is_switch);
                 }
                 if !is_switch {
                     return Err(DropReason::NotASwitch);
                 }
                 let (to, by) = self.route_lid((node, port), dr_slid)?;
-                return self.deliver_to_sm(to, by);
+                let switch = self.nodes[to].is_switch();
+                return Self::arrived_at(origin, to, by, switch);
             } else if hp == 0 {
-                return self.deliver_to_sm(node, port);
+                return Self::arrived_at(origin, node, port, is_switch);
             } else {
                 return Err(DropReason::BadHopPointer);
             }
@@ -461,7 +462,7 @@ mod tests {
         let request = smp::Repr::directed_get(1, attr::NODE_INFO, 0, 0, &[1, 3]).unwrap();
         let mut mad = Mad::zeroed();
         request.emit(&mut mad.smp_mut());
-        let target = f.dr_outbound(&mut mad, PERMISSIVE_LID).unwrap();
+        let target = f.dr_outbound(&mut mad, PERMISSIVE_LID, f.sm_location()).unwrap();
         let leaf = topo.find_node_by_desc("leaf-0").unwrap();
         let (spine, spine_port) = topo.peer(leaf, 3).unwrap();
         assert_eq!(
@@ -476,7 +477,7 @@ mod tests {
         );
         let mut back = mad.clone();
         back.smp_mut().set_direction_bit(true);
-        f.dr_inbound(&mut back, target).unwrap();
+        f.dr_inbound(&mut back, target, f.sm_location()).unwrap();
         assert_eq!(back.smp().hop_pointer(), 0);
     }
 
@@ -488,7 +489,7 @@ mod tests {
         request.emit(&mut mad.smp_mut());
         mad.smp_mut().set_hop_pointer(9);
         assert_eq!(
-            f.dr_outbound(&mut mad, PERMISSIVE_LID).err(),
+            f.dr_outbound(&mut mad, PERMISSIVE_LID, f.sm_location()).err(),
             Some(DropReason::BadHopPointer)
         );
         let target = Target {
@@ -497,7 +498,7 @@ mod tests {
             dr_end: None,
         };
         assert_eq!(
-            f.dr_inbound(&mut mad, target),
+            f.dr_inbound(&mut mad, target, f.sm_location()),
             Err(DropReason::BadHopPointer)
         );
         // A response that ends at hop 0 somewhere other than the SM.
@@ -507,6 +508,6 @@ mod tests {
             port: 1,
             dr_end: None,
         };
-        assert_eq!(f.dr_inbound(&mut mad, elsewhere), Err(DropReason::NotForSm));
+        assert_eq!(f.dr_inbound(&mut mad, elsewhere, f.sm_location()), Err(DropReason::NotForSm));
     }
 }

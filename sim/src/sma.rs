@@ -70,6 +70,15 @@ impl SimFabric {
         }
         let hide_m_key = self.check_m_key(node, port, request)?;
         self.counters.handled += 1;
+        if request.attribute_id == attr::SM_INFO {
+            // An SM added beside the first answers its SMInfo itself.
+            let at = (node, if self.nodes[node].is_switch() { 0 } else { port });
+            if let Some(agent) = self.sm_agent(at).cloned() {
+                self.counters.attribute(attr::SM_INFO).get += u64::from(request.method == method::GET);
+                let (status, data) = agent(request).ok_or(DropReason::NotARequest)?;
+                return Ok(Answer { status, data });
+            }
+        }
         let outcome = match request.method {
             method::GET => self.get(node, port, request.attribute_id, request.attribute_modifier),
             method::SET => self.set(node, port, request),

@@ -141,7 +141,7 @@ mod testkit;
 
 pub use arbitration::{arbitrate, Arbitration, TakenFrom};
 pub use election::{check_peers, elect, is_higher, read_peers, sm_ports, Decision, Peer, PeerAction, SmPort};
-pub use responder::{answer, serve, spawn_responder};
+pub use responder::{answer, answer_data, serve, spawn_responder};
 pub use state::{ActivityPort, Control, SmInfoState};
 
 /// Highest SM priority (4 bits).

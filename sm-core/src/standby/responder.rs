@@ -28,6 +28,23 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
             return None;
         }
     };
+    let (status, data) = answer_data(state, &request)?;
+    // Same TID, attribute, modifier and route; D bit set; hop pointer and
+    // return path as they arrived (the SMI moves the pointer on the way
+    // back, IBA 14.2.2); the LID-routed ends of a directed route swap.
+    let mut response = request.response(status, data);
+    if let Routing::Directed(dr) = &mut response.routing {
+        std::mem::swap(&mut dr.dr_slid, &mut dr.dr_dlid);
+    }
+    let mut mad = Mad::zeroed();
+    response.emit(&mut mad.smp_mut());
+    Some(mad.0.to_vec())
+}
+
+/// The status and SMInfo data answering `request` (a request that arrived
+/// at our port), `None` for what gets no answer: the part of [`answer`]
+/// an embedded fabric's SMA asks of an SM running on it.
+pub fn answer_data(state: &SmInfoState, request: &smp::Repr) -> Option<(u16, [u8; DATA_LEN])> {
     if request.is_response()
         || matches!(
             request.method,
@@ -98,16 +115,7 @@ pub fn answer(state: &SmInfoState, request: &[u8]) -> Option<Vec<u8>> {
             (status::UNSUPPORTED_METHOD, [0; DATA_LEN])
         }
     };
-    // Same TID, attribute, modifier and route; D bit set; hop pointer and
-    // return path as they arrived (the SMI moves the pointer on the way
-    // back, IBA 14.2.2); the LID-routed ends of a directed route swap.
-    let mut response = request.response(status, data);
-    if let Routing::Directed(dr) = &mut response.routing {
-        std::mem::swap(&mut dr.dr_slid, &mut dr.dr_dlid);
-    }
-    let mut mad = Mad::zeroed();
-    response.emit(&mut mad.smp_mut());
-    Some(mad.0.to_vec())
+    Some((status, data))
 }
 
 /// The SM_Key field of our answer to a SubnGet(SMInfo) whose payload is
