@@ -50,6 +50,12 @@
 //!   [`SimFabric::add_port_errors`] errors). [`SharedFabric`] puts the
 //!   fabric behind a lock for an SM whose SA and performance manager run
 //!   on threads of their own.
+//! * **More than one SM**: [`SimFabric::add_sm`] puts another SM on a CA
+//!   port; its SMPs start there ([`SimFabric::handle_from`],
+//!   [`SharedFabric::smp_port_at`]), the traps addressed to its LID wait
+//!   for it ([`SimFabric::take_traps_at`]), and its port's SMInfo is
+//!   answered by the SM itself ([`SmInfoAgent`]), so two SM loops elect,
+//!   poll and fail over on one fabric.
 //!
 //! A malformed MAD never panics the fabric: it is dropped, as a real
 //! device drops what it cannot parse.
