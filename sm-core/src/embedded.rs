@@ -89,3 +89,83 @@ fn render(answer: &PathAnswer, slid: u16, dlid: u16, sa_lid: u16, took: Duration
         ),
     }
 }
+
+/// What `smcore --fabric … --once` shows of the fabric's general MADs
+/// after its sweep: a host's PathRecord query answered by the SA through
+/// the fabric, and that host port's PMA counters read by the SM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfCheck {
+    /// The host that asked, by NodeDescription.
+    pub host: String,
+    /// Its LID, the SM's LID it asked, the SA's answer.
+    pub slid: u16,
+    /// The SA's LID (the SM's).
+    pub sa_lid: u16,
+    /// What the SA answered.
+    pub answer: PathAnswer,
+    /// How long the round trip took.
+    pub took: Duration,
+    /// PortXmitPkts and PortRcvPkts of the host's port as its PMA answered
+    /// (`None`: no answer).
+    pub packets: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for SelfCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.answer.record {
+            Some(r) => write!(
+                f,
+                "SA            {}'s PathRecord to the SM (LID {} -> {}: SL {}, MTU code {}, rate code {}) answered through the fabric in {} µs",
+                self.host, r.slid, r.dlid, r.sl, r.mtu, r.rate, self.took.as_micros()
+            )?,
+            None => write!(f, "SA            {}'s PathRecord to the SM answered status {:#06x}", self.host, self.answer.status)?,
+        }
+        match self.packets {
+            Some((xmit, rcv)) => write!(f, "\nPMA           {}: {xmit} packets sent, {rcv} received", self.host),
+            None => write!(f, "\nPMA           {}: no answer", self.host),
+        }
+    }
+}
+
+/// Runs the SA for one query from the fabric's last host to the SM, then
+/// reads that host port's PMA: what `--once` on the embedded fabric
+/// reports after its sweep.
+pub fn self_check(fabric: &SharedFabric, outcome: &crate::pipeline::OnceOutcome) -> Result<SelfCheck, String> {
+    let sm = fabric.lock().sm_location();
+    let host = {
+        let f = fabric.lock();
+        let topo = f.topology();
+        (0..topo.nodes.len())
+            .rev()
+            .filter(|&i| topo.nodes[i].kind == sm_abi::NodeKind::Ca && i != sm.0)
+            .find_map(|i| f.port_lid(i, 1).filter(|&l| l != 0).map(|_| (i, 1u8)))
+            .ok_or("no host with a LID")?
+    };
+    let (name, slid, sa_lid) = {
+        let f = fabric.lock();
+        let info = f.held_port_info(host.0, host.1).ok_or("no such port")?;
+        (f.topology().nodes[host.0].desc.clone(), info.lid, info.master_sm_lid)
+    };
+    let groups = Arc::new(std::sync::Mutex::new(crate::mcast::McGroups::new()));
+    let sa = crate::sa::spawn(fabric.sender(), fabric.sa_requests(16), groups, crate::sa::SaConfig::default());
+    sa.publish(crate::sa::SaDb::build_shared(outcome));
+    let started = Instant::now();
+    let mut agent = fabric.agent(host);
+    let answer = client::path_record(&mut agent, sa_lid, slid, sa_lid, 1, SA_TIMEOUT);
+    let took = started.elapsed();
+    sa.stop();
+    let answer = answer.map_err(|e| e.to_string())?;
+    let target = crate::perfmgr::targets_from_fabric(&outcome.sweep.fabric, false)
+        .into_iter()
+        .find(|t| t.lid == slid && t.port == host.1)
+        .ok_or("the host's port is no target of the performance manager")?;
+    let mut pma = fabric.agent(sm);
+    let (mut tid, mut stats) = (1u64, crate::perfmgr::query::QueryStats::default());
+    let samples = crate::perfmgr::query::read_all(&mut pma, &[target], 1, SA_TIMEOUT, &mut tid, &mut stats);
+    let name_of = |n: &str| sm_mad::perf::COUNTER_NAMES.iter().position(|(c, _)| *c == n).unwrap_or(0);
+    let packets = samples
+        .first()
+        .and_then(Option::as_ref)
+        .map(|s| (s.values[name_of("PortXmitPkts")], s.values[name_of("PortRcvPkts")]));
+    Ok(SelfCheck { host: name, slid, sa_lid, answer, took, packets })
+}

@@ -851,6 +851,14 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             return code;
         }
         report_faults(faulty.as_ref().map(|f| f.stats()));
+        // The embedded fabric's hosts and PMAs answer too: one SA query
+        // and one PMA read show it.
+        if let (Some(fabric), Some(_)) = (&sim, &outcome.accepted) {
+            match sm_core::embedded::self_check(fabric, &outcome) {
+                Ok(check) => println!("{check}"),
+                Err(e) => warn!("embedded fabric: no SA or PMA check: {e}"),
+            }
+        }
         return if outcome.accepted.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_ROUTED) };
     }
 

@@ -84,3 +84,24 @@ fn a_simulated_host_asks_the_running_sa_and_the_metrics_show_port_counters() {
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_main_job_on_the_embedded_fabric_reports_its_sa_and_pma_working() {
+    let net = common::workspace().join("config/topologies/fat-tree-64.net");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_smcore"))
+        .args(["--fabric", net.to_str().expect("utf-8"), "--once", "--engines", "ftree"])
+        .env("SMCORE_ENGINE_PATH", common::bin_dir())
+        .output()
+        .expect("run smcore");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let sa = stdout.lines().find(|l| l.starts_with("SA ")).unwrap_or_else(|| panic!("no SA line:\n{stdout}"));
+    assert!(sa.contains("host-63's PathRecord to the SM") && sa.contains("answered through the fabric"), "{sa}");
+    let pma = stdout.lines().find(|l| l.starts_with("PMA ")).unwrap_or_else(|| panic!("no PMA line:\n{stdout}"));
+    // The query and its answer crossed host-63's port.
+    let count = |word: &str| -> u64 {
+        let before = pma.split(word).next().unwrap_or_default();
+        before.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    assert!(count(" packets sent") >= 1 && count(" received") >= 1, "{pma}");
+}
