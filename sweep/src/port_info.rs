@@ -71,23 +71,28 @@ pub fn port_state(mut current: PortInfoRepr, to: PortState, port: u8, path: &[u8
     set(&current, port, path, 0)
 }
 
-/// The P_Key manager's Set: the partition enforcement bits on `current`.
-pub fn enforcement(mut current: PortInfoRepr, inbound: bool, outbound: bool, port: u8, path: &[u8]) -> SmpOp {
-    current.partition_enforcement_inbound = inbound;
-    current.partition_enforcement_outbound = outbound;
+/// A Set of one setting on `current`, leaving the port's states and
+/// asking no reregistration.
+fn setting(mut current: PortInfoRepr, change: impl FnOnce(&mut PortInfoRepr), port: u8, path: &[u8]) -> SmpOp {
+    change(&mut current);
     current.port_state = PortState::NoChange;
     current.port_physical_state = PhysState::NoChange;
     current.client_reregister = false;
     set(&current, port, path, 0)
 }
 
+/// The P_Key manager's Set: the partition enforcement bits on `current`.
+pub fn enforcement(current: PortInfoRepr, inbound: bool, outbound: bool, port: u8, path: &[u8]) -> SmpOp {
+    let change = |p: &mut PortInfoRepr| {
+        p.partition_enforcement_inbound = inbound;
+        p.partition_enforcement_outbound = outbound;
+    };
+    setting(current, change, port, path)
+}
+
 /// VL arbitration's Set: VLHighLimit on `current`.
-pub fn vl_high_limit(mut current: PortInfoRepr, limit: u8, port: u8, path: &[u8]) -> SmpOp {
-    current.vl_high_limit = limit;
-    current.port_state = PortState::NoChange;
-    current.port_physical_state = PhysState::NoChange;
-    current.client_reregister = false;
-    set(&current, port, path, 0)
+pub fn vl_high_limit(current: PortInfoRepr, limit: u8, port: u8, path: &[u8]) -> SmpOp {
+    setting(current, |p| p.vl_high_limit = limit, port, path)
 }
 
 /// Disables a port's link, or lets it train again (Polling): the
