@@ -8,6 +8,7 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod doctor;
 pub mod dump;
 pub mod embedded;
 pub mod engines;

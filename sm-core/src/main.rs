@@ -159,6 +159,12 @@ enum Command {
     /// `portstatus`, `lidbalance`, `route`, `perfmgr`, `dump_conf`,
     /// `loglevel [FILTER]`.
     Ctl(CtlArgs),
+    /// Check this host before starting the SM: umad devices and link
+    /// layers, the port the SM would bind and why, device permissions,
+    /// the kernel registering the SM's agents, another SM already running
+    /// the subnet, the configuration and the engines. Exit 0 only when the
+    /// SM can start.
+    Doctor(DoctorArgs),
     /// Write the manual pages (smcore.8, smcore-<subcommand>.8,
     /// smcore.toml.5) into DIR: what packaging/install.sh installs.
     #[command(hide = true)]
@@ -183,6 +189,51 @@ struct CtlArgs {
     /// simulated host; hosts by NodeDescription, node GUID or LID)
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct DoctorArgs {
+    /// The checks as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// The HCA the SM would be started on (`--device`).
+    #[arg(long = "device", value_name = "CA")]
+    ca: Option<String>,
+    /// Its port (`--port`).
+    #[arg(long, value_name = "N")]
+    port: Option<u8>,
+    /// The port by GUID (`--guid`).
+    #[arg(long, value_name = "GUID", value_parser = parse_guid)]
+    guid: Option<u64>,
+    /// The engine list the SM would be started with (`--engines`).
+    #[arg(long, value_name = "LIST")]
+    engines: Option<String>,
+}
+
+/// `smcore doctor`: the checks, printed; exit 0 when the SM can start, 1
+/// when it cannot.
+fn doctor(cli: &Cli, args: &DoctorArgs) -> ExitCode {
+    let question = sm_core::doctor::Question {
+        ca: args.ca.clone(),
+        port: args.port,
+        guid: args.guid,
+        config: cli.config.clone(),
+        engine_dirs: cli.engine_dirs.clone(),
+        engine_path: std::env::var("SMCORE_ENGINE_PATH").ok(),
+        engines: args.engines.clone(),
+    };
+    let checks = sm_core::doctor::examine(&question);
+    let can = sm_core::doctor::can_start(&checks);
+    if args.json {
+        println!("{}", serde_json::json!({ "can_start": can, "checks": checks }));
+    } else {
+        print!("{}", sm_core::doctor::render(&checks));
+    }
+    if can {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Where `smcore ctl` looks when not told.
@@ -317,6 +368,11 @@ const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The doctor reports a configuration that does not load; it does not
+    // stop at it.
+    if let Some(Command::Doctor(args)) = &cli.command {
+        return doctor(&cli, args);
+    }
     // The config says where the log goes, so it is read first; its errors
     // go to stderr.
     let mut config = match &cli.config {
@@ -422,7 +478,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } => ExitCode::SUCCESS,
+        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) => ExitCode::SUCCESS,
     }
 }
 

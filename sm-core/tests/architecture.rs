@@ -38,6 +38,7 @@ const LAYERS: &[(&str, u8)] = &[
     // What runs the SM and shows it.
     ("perfmgr", 7),
     ("control", 7),
+    ("doctor", 7),
     ("metrics", 8),
     ("embedded", 8),
     ("daemon", 9),

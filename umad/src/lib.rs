@@ -244,6 +244,19 @@ pub fn devices_in(root: &str) -> Vec<UmadDevice> {
     found
 }
 
+/// The LID of `d`'s port and the LID of the SM that configured it, as
+/// sysfs under `root` tells them (`None` when unreadable).
+pub fn port_lids_in(root: &str, d: &UmadDevice) -> (Option<u16>, Option<u16>) {
+    let base = format!("{root}/class/infiniband/{}/ports/{}", d.ca, d.port);
+    let read = |name: &str| {
+        read_sysfs(&format!("{base}/{name}")).and_then(|v| {
+            let v = v.trim();
+            u16::from_str_radix(v.strip_prefix("0x").unwrap_or(v), 16).ok()
+        })
+    };
+    (read("lid"), read("sm_lid"))
+}
+
 /// Which device to bind, of `devices` (read under sysfs root `root`, for
 /// the messages): InfiniBand ports only; of those the one asked for, else
 /// the first Active port, else the first port with a link (an SM's own port
@@ -1181,15 +1194,7 @@ impl GsiClient {
 
     /// The port's LID and its SM's LID, as sysfs (or umad2sim) reports them.
     pub fn lids(&self) -> (Option<u16>, Option<u16>) {
-        let base = format!("/sys/class/infiniband/{}/ports/{}", self.device.ca, self.device.port);
-        let read = |name: &str| {
-            read_sysfs(&format!("{base}/{name}")).and_then(|v| {
-                let v = v.trim();
-                let hex = v.strip_prefix("0x").unwrap_or(v);
-                u16::from_str_radix(hex, 16).ok()
-            })
-        };
-        (read("lid"), read("sm_lid"))
+        port_lids_in(&sysfs_root(), &self.device)
     }
 
     /// Sends `mad` to `dlid` QP1 and waits up to `timeout` for the answer
