@@ -156,7 +156,7 @@ fn the_install_script_stages_everything_and_the_manual_pages_render() {
         assert!(toml.contains(want), "smcore.toml(5) lacks {want}:\n{toml}");
     }
     let subs: Vec<_> = std::fs::read_dir(&man8).expect("man8").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    for sub in ["smcore-route.8.gz", "smcore-ctl.8.gz", "smcore-gen.8.gz", "smcore-engines.8.gz"] {
+    for sub in ["smcore-route.8.gz", "smcore-ctl.8.gz", "smcore-gen.8.gz", "smcore-engines.8.gz", "smcore-doctor.8.gz"] {
         assert!(subs.iter().any(|s| s == sub), "{sub} not in {subs:?}");
     }
     assert!(!subs.iter().any(|s| s.contains("manpages")), "the hidden subcommand has no page: {subs:?}");
