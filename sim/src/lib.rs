@@ -148,6 +148,11 @@ pub struct SimOptions {
     /// switch external port, and the enforcement bits stored (never
     /// applied). 0 (the default): switches do not enforce partitions.
     pub partition_enforcement_cap: u16,
+    /// Nodes (by GUID) whose PortInfo leaves the extended speed fields
+    /// (LinkSpeedExtActive/Supported/Enabled) out unless the Get carries
+    /// SMSupportExtendedSpeeds (AttributeModifier bit 31), as some
+    /// switches do (what OpenSM's fix for NDR fabrics answers).
+    pub ext_speeds_on_request: std::collections::BTreeSet<u64>,
 }
 
 impl Default for SimOptions {
@@ -166,6 +171,7 @@ impl Default for SimOptions {
             switch_device_id: 0xcb20,
             ca_device_id: 0x1017,
             partition_enforcement_cap: 0,
+            ext_speeds_on_request: std::collections::BTreeSet::new(),
         }
     }
 }

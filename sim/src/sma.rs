@@ -155,7 +155,15 @@ impl SimFabric {
             }
             attr::PORT_INFO => {
                 let target = self.port_info_target(node, port, modifier)?;
-                Ok(self.port_info(node, target, port))
+                let mut data = self.port_info(node, target, port);
+                let asked_extended = modifier & (1 << 31) != 0;
+                if !asked_extended && self.options.ext_speeds_on_request.contains(&self.nodes[node].node_guid) {
+                    let mut p = PortInfoPacket::new_unchecked(&mut data[..]);
+                    p.set_link_speed_ext_active(0);
+                    p.set_link_speed_ext_supported(0);
+                    p.set_link_speed_ext_enabled(0);
+                }
+                Ok(data)
             }
             attr::SWITCH_INFO => {
                 zero_modifier(modifier)?;

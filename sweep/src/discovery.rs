@@ -170,8 +170,10 @@ enum Task {
     Description { node: usize },
     /// SwitchInfo of `node`.
     SwitchInfo { node: usize },
-    /// PortInfo of `port` of `node`, along the port's own path.
-    PortInfo { node: usize, port: u8 },
+    /// PortInfo of `port` of `node`, along the port's own path; with
+    /// SMSupportExtendedSpeeds when `extended` (a second read, see
+    /// [`crate::port_info::needs_extended_read`]).
+    PortInfo { node: usize, port: u8, extended: bool },
 }
 
 /// A request of a round and whether it is a second try.
@@ -263,7 +265,7 @@ impl Walk {
                 Some(extended(to_node, port))
             }
             Task::Description { node } | Task::SwitchInfo { node } => Some(self.fabric.nodes.get(node)?.path.clone()),
-            Task::PortInfo { node, port } => self.fabric.nodes.get(node)?.ports.get(usize::from(port))?.path.clone(),
+            Task::PortInfo { node, port, .. } => self.fabric.nodes.get(node)?.ports.get(usize::from(port))?.path.clone(),
         }
     }
 
@@ -278,7 +280,7 @@ impl Walk {
                 Task::Probe { .. } => SmpOp::get(attr::NODE_INFO, 0, &path),
                 Task::Description { .. } => SmpOp::get(attr::NODE_DESCRIPTION, 0, &path),
                 Task::SwitchInfo { .. } => SmpOp::get(attr::SWITCH_INFO, 0, &path),
-                Task::PortInfo { port, .. } => SmpOp::get(attr::PORT_INFO, u32::from(port), &path),
+                Task::PortInfo { port, extended, .. } => crate::port_info::get(port, &path, extended),
             };
             ops.push(op);
             sent.push((pending, path));
@@ -327,13 +329,21 @@ impl Walk {
                         }
                     }
                 }
-                Task::PortInfo { node, port } => {
+                Task::PortInfo { node, port, extended } => {
                     let guid = self.fabric.nodes[node].guid;
                     let info = port_info_or_log(answer, &mut self.report, port, guid);
                     let n = self.fabric.node_mut(node);
+                    if extended && info.is_none() {
+                        // The first read stands.
+                        continue;
+                    }
+                    let port0 = if n.is_switch() && port != 0 { n.ports[0].info } else { None };
+                    if !extended && info.as_ref().is_some_and(|i| crate::port_info::needs_extended_read(i, port0.as_ref())) {
+                        next.push(Pending { task: Task::PortInfo { node, port, extended: true }, retry: false });
+                    }
                     n.ports[usize::from(port)].info = info;
                     // A switch port found up leads further.
-                    if n.is_switch() && port != 0 && self.expandable(node, port) {
+                    if !extended && n.is_switch() && port != 0 && self.expandable(node, port) {
                         next.push(Pending { task: Task::Probe { node, port }, retry: false });
                     }
                 }
@@ -420,7 +430,7 @@ impl Walk {
             let slot = &mut self.fabric.node_mut(far).ports[usize::from(far_port)];
             slot.guid = info.port_guid;
             slot.path = Some(path.clone());
-            tasks.push(Pending { task: Task::PortInfo { node: far, port: far_port }, retry: false });
+            tasks.push(Pending { task: Task::PortInfo { node: far, port: far_port, extended: false }, retry: false });
         }
         self.fabric.node_mut(node).ports[usize::from(port)].peer = Some((far, far_port));
         self.fabric.node_mut(far).ports[usize::from(far_port)].peer = Some((node, port));
@@ -445,7 +455,7 @@ impl Walk {
         if kind == NodeKind::Switch {
             tasks.push(Pending { task: Task::SwitchInfo { node }, retry: false });
         }
-        tasks.extend(port_nums.into_iter().map(|port| Pending { task: Task::PortInfo { node, port }, retry: false }));
+        tasks.extend(port_nums.into_iter().map(|port| Pending { task: Task::PortInfo { node, port, extended: false }, retry: false }));
         tasks
     }
 }

@@ -378,13 +378,20 @@ fn read_ops(node: &FabricNode, read: Read, path: &[u8]) -> Vec<SmpOp> {
     if let Read::Whole(_) = read {
         ops.push(SmpOp::get(attr::NODE_DESCRIPTION, 0, path));
     }
+    // A port known to support extended speeds is read with
+    // SMSupportExtendedSpeeds.
+    let port0 = node.ports.first().and_then(|p| p.info);
+    let extended = |p: u8| {
+        let info = node.ports.get(usize::from(p)).and_then(|s| s.info);
+        info.is_some_and(|i| crate::port_info::has_extended_speeds(&i, if node.is_switch() { port0.as_ref() } else { None }))
+    };
     if node.is_switch() {
         ops.push(SmpOp::get(attr::SWITCH_INFO, 0, path));
         if read != Read::Verify {
-            ops.extend((0..=node.num_ports).map(|p| SmpOp::get(attr::PORT_INFO, u32::from(p), path)));
+            ops.extend((0..=node.num_ports).map(|p| crate::port_info::get(p, path, extended(p))));
         }
     } else if let Read::Whole(port) = read {
-        ops.push(SmpOp::get(attr::PORT_INFO, u32::from(port), path));
+        ops.push(crate::port_info::get(port, path, extended(port)));
     }
     ops
 }

@@ -27,7 +27,35 @@ use crate::transport::SmpOp;
 /// (without it a port ignores the extended speed fields).
 const SM_SUPPORTS_EXTENDED_SPEEDS: u32 = 1 << 31;
 
-fn set(info: &PortInfoRepr, port: u8, path: &[u8], modifier_bits: u32) -> SmpOp {
+/// Whether a port whose PortInfo is `info` — and, on a switch, whose port
+/// 0 says `switch_port0` — supports extended speeds (CapabilityMask
+/// IsExtendedSpeedsSupported; a switch says it on port 0).
+pub fn has_extended_speeds(info: &PortInfoRepr, switch_port0: Option<&PortInfoRepr>) -> bool {
+    let holder = switch_port0.unwrap_or(info);
+    holder.capability_mask & sm_mad::port_info::capability::IS_EXTENDED_SPEEDS_SUPPORTED != 0
+}
+
+/// A PortInfo Get of `port`, with SMSupportExtendedSpeeds when the port is
+/// known to support them.
+pub fn get(port: u8, path: &[u8], extended_speeds: bool) -> SmpOp {
+    SmpOp::get(attr::PORT_INFO, u32::from(port) | if extended_speeds { SM_SUPPORTS_EXTENDED_SPEEDS } else { 0 }, path)
+}
+
+/// Whether `answer`, read without SMSupportExtendedSpeeds, is to be read
+/// again with it: the port supports extended speeds but left their fields
+/// out, as switches do that only fill them for an SM that says it knows
+/// them (OpenSM reads such ports twice the same way).
+pub fn needs_extended_read(answer: &PortInfoRepr, switch_port0: Option<&PortInfoRepr>) -> bool {
+    has_extended_speeds(answer, switch_port0) && answer.link_speed_ext_supported == 0
+}
+
+/// Every Set to a port that reported extended speeds says the SM knows
+/// them: without it the port ignores their fields, and its answer leaves
+/// them out.
+fn set(info: &PortInfoRepr, port: u8, path: &[u8], mut modifier_bits: u32) -> SmpOp {
+    if info.link_speed_ext_supported != 0 {
+        modifier_bits |= SM_SUPPORTS_EXTENDED_SPEEDS;
+    }
     let mut data = [0u8; DATA_LEN];
     info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
     SmpOp::set(attr::PORT_INFO, u32::from(port) | modifier_bits, path, data)
@@ -143,6 +171,27 @@ mod tests {
         // Addresses keep the reregistration the LID manager asked for.
         let s = sent(&addresses(active(), 3, &path));
         assert_eq!((s.port_state, s.client_reregister, s.lid), (PortState::NoChange, true, 7));
+    }
+
+    #[test]
+    fn every_set_to_a_port_that_reported_extended_speeds_says_the_sm_knows_them() {
+        let ndr = PortInfoRepr { link_speed_ext_supported: 0xF, ..active() };
+        for op in [
+            addresses(ndr, 2, &[0]),
+            port_state(ndr, PortState::Armed, 2, &[0]),
+            enforcement(ndr, true, true, 2, &[0]),
+            vl_high_limit(ndr, 1, 2, &[0]),
+            physical_state(ndr, PhysState::Disabled, 2, &[0]),
+        ] {
+            assert_eq!(op.modifier, 2 | SM_SUPPORTS_EXTENDED_SPEEDS);
+        }
+        assert_eq!(get(2, &[0], true).modifier, 2 | SM_SUPPORTS_EXTENDED_SPEEDS);
+        assert_eq!(get(2, &[0], false).modifier, 2);
+        let sw_port = PortInfoRepr { capability_mask: 0, ..ndr };
+        let port0 = PortInfoRepr { capability_mask: sm_mad::port_info::capability::IS_EXTENDED_SPEEDS_SUPPORTED, ..active() };
+        assert!(has_extended_speeds(&sw_port, Some(&port0)));
+        assert!(!needs_extended_read(&sw_port, Some(&port0)), "its fields are there");
+        assert!(needs_extended_read(&PortInfoRepr { link_speed_ext_supported: 0, ..sw_port }, Some(&port0)));
     }
 
     #[test]

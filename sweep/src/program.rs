@@ -476,11 +476,8 @@ const SPEED_EXT_SET_TO_SUPPORTED: u8 = 31;
 /// reports it on port 0 for all its ports).
 fn has_ext_speeds(fabric: &Fabric, node: usize, port: usize) -> bool {
     let n = &fabric.nodes[node];
-    let p = if n.is_switch() { 0 } else { port };
-    n.ports
-        .get(p)
-        .and_then(|p| p.info)
-        .is_some_and(|i| i.capability_mask & sm_mad::port_info::capability::IS_EXTENDED_SPEEDS_SUPPORTED != 0)
+    let port0 = if n.is_switch() { n.ports.first().and_then(|p| p.info) } else { None };
+    n.ports.get(port).and_then(|p| p.info).is_some_and(|i| crate::port_info::has_extended_speeds(&i, port0.as_ref()))
 }
 
 impl Default for LinkConfig {
