@@ -54,6 +54,7 @@ pub mod pkey_table;
 pub mod notice;
 pub mod perf;
 pub mod port_info;
+pub mod rate;
 pub mod sa;
 pub mod sa_class_port_info;
 pub mod sa_guid_info_record;

@@ -333,13 +333,16 @@ fn group_flag(flags: &mut GroupFlags, flag: &str, val: Option<&str>, line: usize
     let num = |max: u64| -> Option<u64> { val.and_then(c_number).filter(|&v| v <= max) };
     let skip = |name: &str| warn!(line, flag = name, value = val.unwrap_or(""), "partitions.conf: flag requires a valid value; skipped");
     if abbreviates(flag, "mtu") {
-        match num(0xFF).filter(|&v| v != 0) {
-            Some(v) => flags.mtu = v as u8,
+        // OpenSM's code (1-5), or the MTU in bytes.
+        let bytes = num(0xFFFF).and_then(|b| (1..=5u8).find(|&c| sm_mad::port_info::mtu::bytes(c) == Some(b as u16)));
+        match bytes.or_else(|| num(0xFF).filter(|&v| v != 0).map(|v| v as u8)) {
+            Some(v) => flags.mtu = v,
             None => skip("mtu"),
         }
     } else if abbreviates(flag, "rate") {
-        match num(0xFF).filter(|&v| v != 0) {
-            Some(v) => flags.rate = v as u8,
+        // OpenSM's code, or the rate as `400G`/`800Gb/s`.
+        match val.and_then(sm_mad::rate::code_of_name).or_else(|| num(0xFF).filter(|&v| v != 0).map(|v| v as u8)) {
+            Some(v) => flags.rate = v,
             None => skip("rate"),
         }
     } else if abbreviates(flag, "scope") {
@@ -690,6 +693,16 @@ mod tests {
         use Membership::{Full as F, Limited as L};
         assert_eq!(m, vec![F, F, L, L, F, L, L, F, F, F, F, L, F]);
         assert_eq!(c.partitions[2].rules.len(), 2, "the two YetAnotherOne lines merge");
+    }
+
+    #[test]
+    fn rates_and_mtus_as_admins_write_them() {
+        let c = parse("ndr=0x10, ipoib, rate=400G, mtu=4096 : ALL=full;\nxdr=0x11, rate=800Gb/s, mtu=2048 : ALL=full;\nodd=0x12, rate=123G, mtu=1500 : ALL=full;\n");
+        let flags = |i: usize| (c.partitions[i].flags.rate, c.partitions[i].flags.mtu);
+        assert_eq!(flags(1), (21, 5));
+        assert_eq!(flags(2), (23, 4));
+        // No code for either: skipped with a warning, the defaults stay.
+        assert_eq!(flags(3), (DEFAULT_MGRP_RATE, GroupFlags::default().mtu));
     }
 
     #[test]

@@ -156,50 +156,8 @@ pub(crate) fn port_rate(info: &PortInfoRepr) -> u32 {
     lanes * lane
 }
 
-/// The IBA rate codes (PathRecord/MCMemberRecord Rate) with their data
-/// rate in 0.1 Gb/s.
-pub const RATES: &[(u8, u32)] = &[
-    (2, 25),
-    (5, 50),
-    (3, 100),
-    (11, 140),
-    (6, 200),
-    (15, 250),
-    (19, 280),
-    (4, 300),
-    (7, 400),
-    (20, 500),
-    (12, 560),
-    (8, 600),
-    (9, 800),
-    (16, 1000),
-    (13, 1120),
-    (10, 1200),
-    (14, 1680),
-    (17, 2000),
-    (18, 3000),
-    (21, 4000),
-    (22, 6000),
-];
-
-/// The highest rate code not above `rate` (0.1 Gb/s), at least 2.5 Gb/s.
-pub fn rate_code(rate: u32) -> u8 {
-    // RATES is in rate order.
-    RATES
-        .iter()
-        .rev()
-        .find(|&&(_, r)| r <= rate)
-        .map(|&(c, _)| c)
-        .unwrap_or(2)
-}
-
-/// Data rate (0.1 Gb/s) of a rate code; 0 for a reserved code.
-pub fn rate_of(code: u8) -> u32 {
-    RATES
-        .iter()
-        .find(|&&(c, _)| c == code)
-        .map_or(0, |&(_, r)| r)
-}
+// The IBA rate codes live with the wire formats.
+pub use sm_mad::rate::{rate_code, rate_of, RATES};
 
 /// What an SA database is made of: one heavy sweep's fabric and LMC, the
 /// routing it accepted and the partitions it programmed. A sweep's
