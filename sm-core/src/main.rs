@@ -884,6 +884,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             retries: settings.retries,
             m_keys,
             subnet_prefix: settings.subnet_prefix,
+            sm_sl: settings.sm_sl,
             ..SweepOptions::default()
         },
         engines: &settings.engines,

@@ -244,6 +244,12 @@ pub enum SettingsError {
         /// Flag or key.
         origin: Origin,
     },
+    /// `sm_sl` above 15.
+    #[error("sm_sl {value}: an SL is 0..15")]
+    SmSl {
+        /// The value given.
+        value: u8,
+    },
     /// LMC above 7.
     #[error("lmc {value} ({origin}): LMC is 0..7 (IBA PortInfo.LMC has 3 bits)")]
     Lmc {
@@ -368,6 +374,8 @@ pub struct SmSettings {
     pub retries: u32,
     /// GID prefix written to every port (`subnet_prefix`).
     pub subnet_prefix: u64,
+    /// MasterSMSL written to every port (`sm_sl`).
+    pub sm_sl: u8,
     /// Where the SMPs go.
     pub transport: Transport,
 }
@@ -390,6 +398,10 @@ impl SmSettings {
         if lmc > 7 {
             return Err(SettingsError::Lmc { value: lmc, origin: lmc_origin });
         }
+        let sm_sl = config.sm_sl.unwrap_or(0);
+        if sm_sl > 15 {
+            return Err(SettingsError::SmSl { value: sm_sl });
+        }
         let transport = match &o.fabric {
             Some(topology) => Transport::Sim { topology: topology.clone() },
             None => umad(o, config)?,
@@ -406,6 +418,7 @@ impl SmSettings {
             poll_interval,
             retries: config.transaction_retries.unwrap_or(DEFAULT_TRANSACTION_RETRIES),
             subnet_prefix: config.subnet_prefix.unwrap_or(DEFAULT_SUBNET_PREFIX),
+            sm_sl,
             transport,
         })
     }
@@ -594,6 +607,7 @@ mod tests {
             sminfo_polling_timeout = 500
             transaction_retries = 1
             subnet_prefix = "0xfe80000000000001"
+            sm_sl = 3
             max_wire_smps = 16
             transaction_timeout = 50
             guid2mkey = "/etc/keys"
@@ -616,7 +630,8 @@ mod tests {
         assert_eq!(s.lmc, 2);
         assert_eq!(s.interval, Duration::from_millis(2500));
         assert_eq!(s.poll_interval, Duration::from_millis(500));
-        assert_eq!((s.retries, s.subnet_prefix), (1, 0xfe80_0000_0000_0001));
+        assert_eq!((s.retries, s.subnet_prefix, s.sm_sl), (1, 0xfe80_0000_0000_0001, 3));
+        assert_eq!(sm(&o, &toml("sm_sl = 16")).unwrap_err(), SettingsError::SmSl { value: 16 });
         assert_eq!(
             s.transport,
             Transport::Umad {

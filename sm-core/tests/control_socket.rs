@@ -295,13 +295,14 @@ fn dump_conf_shows_the_configuration_a_sighup_applied() {
     let tmp = tempfile::tempdir().expect("tmp");
     let conf = tmp.path().join("opensm.conf");
     let socket = tmp.path().join("smcore.sock");
-    std::fs::write(&conf, "sweep_interval 60\nlmc 0\n").expect("write conf");
+    std::fs::write(&conf, "sweep_interval 60\nlmc 0\nsm_sl 3\n").expect("write conf");
     let mut child =
         common::spawn_sm(["--config".as_ref(), conf.as_os_str(), "--control-socket".as_ref(), socket.as_os_str()]);
     let dump = |socket: &Path| ctl(socket, "dump_conf").1;
     wait_for(&mut child, "the first heavy sweep", || ctl(&socket, "status").1.contains("heavy_sweeps: 1"));
     let before = dump(&socket);
     assert!(before.contains("sweep_interval 60.0\n") && before.contains("routing_engine minhop-balanced\n"), "{before}");
+    assert!(before.contains("sm_sl 3\n"), "the SL every port is given as MasterSMSL: {before}");
     std::fs::write(&conf, "sweep_interval 30\nlmc 1\nrouting_engine updn\n").expect("rewrite conf");
     common::signal(&child, libc::SIGHUP);
     wait_for(&mut child, "the re-read configuration", || dump(&socket).contains("sweep_interval 30.0\n"));

@@ -117,6 +117,9 @@ pub struct Config {
     /// string for values above 2^63.
     #[serde(default, deserialize_with = "de_key")]
     pub subnet_prefix: Option<u64>,
+    /// SL of the SM's own traffic, written to every port as MasterSMSL
+    /// (OpenSM `sm_sl`; default 0).
+    pub sm_sl: Option<u8>,
     /// Unanswered polls after which a standby takes over (OpenSM
     /// `polling_retry_number`).
     pub polling_retry_number: Option<u32>,
@@ -423,6 +426,7 @@ mod tests {
             polling_retry_number: Some(crate::standby::DEFAULT_POLL_RETRIES),
             sm_key: Some(DEFAULT_SM_KEY),
             subnet_prefix: Some(crate::sweep::DEFAULT_SUBNET_PREFIX),
+            sm_sl: Some(0),
             m_key: Some(0),
             m_key_protection_level: Some(0),
             m_key_lease_period: Some(0),

@@ -64,7 +64,7 @@ pub const KEYS: &[Key] = &[
     k("subnet_prefix", Core("subnet_prefix")),
     k("lmc", Core("lmc")),
     k("lmc_esp0", UNUSED),
-    k("sm_sl", NotSupported("ports get MasterSMSL 0, OpenSM's default")),
+    k("sm_sl", Core("sm_sl")),
     k("packet_life_time", NotSupported("PathRecords carry OpenSM's default 0x12")),
     k("vl_stall_count", Core("vl_stall_count")),
     k("leaf_vl_stall_count", Core("leaf_vl_stall_count")),
@@ -374,6 +374,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "polling_retry_number" => c.polling_retry_number = Some(ranged(v, 1, U32, "")? as u32),
         "sm_key" => c.sm_key = Some(number(v, u64::MAX)?),
         "subnet_prefix" => c.subnet_prefix = Some(number(v, u64::MAX)?),
+        "sm_sl" => c.sm_sl = Some(number(v, 15)? as u8),
         "m_key" => c.m_key = Some(number(v, u64::MAX)?),
         "m_key_protection_level" => c.m_key_protection_level = Some(number(v, 3)? as u8),
         "m_key_lease_period" => c.m_key_lease_period = Some(number(v, u16::MAX as u64)? as u16),
@@ -581,6 +582,8 @@ mod tests {
             .unwrap();
         assert_eq!(c.routing_engine.as_deref(), Some("updn,minhop"));
         assert_eq!((c.lmc, c.sm_key), (2, Some(u64::MAX)));
+        assert_eq!(parse("sm_sl 3\n", Path::new("o")).unwrap().sm_sl, Some(3));
+        assert!(parse("sm_sl 16\n", Path::new("o")).is_err(), "an SL is 0..15");
         let c = parse("root_guid_file /r\nroot_guid_file (null)\nmax_reverse_hops 3\n", Path::new("o")).unwrap();
         assert!(!c.options.contains_key("root_guid_file"), "the later (null) unsets it");
         assert_eq!(c.options["max_reverse_hops"].as_integer(), Some(3));

@@ -1057,6 +1057,7 @@ fn config_in_force(
     shown.lmc = sweep.lmc;
     shown.transaction_retries = Some(sweep.retries);
     shown.subnet_prefix = Some(sweep.subnet_prefix);
+    shown.sm_sl = Some(sweep.sm_sl);
     shown.routing_engine = Some(engines.to_string());
     shown.dump_dir = options.once.dump_dir.map(std::path::Path::to_path_buf);
     shown

@@ -36,6 +36,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "sminfo_polling_timeout",
     "polling_retry_number",
     "subnet_prefix",
+    "sm_sl",
     "max_wire_smps",
     "transaction_timeout",
     "transaction_retries",
