@@ -244,6 +244,12 @@ pub enum SettingsError {
         /// Flag or key.
         origin: Origin,
     },
+    /// `packet_life_time` above 0x3F.
+    #[error("packet_life_time {value:#x}: PacketLifeTime has 6 bits (0..0x3f)")]
+    PacketLife {
+        /// The value given.
+        value: u8,
+    },
     /// `sm_sl` above 15.
     #[error("sm_sl {value}: an SL is 0..15")]
     SmSl {
@@ -471,6 +477,9 @@ pub struct DaemonSettings {
     /// The packet lifetime of the multicast groups the SM creates:
     /// `subnet_timeout`, else [`DEFAULT_SUBNET_TIMEOUT`].
     pub packet_life: u8,
+    /// PacketLifeTime of the SA's PathRecords: `packet_life_time`, else
+    /// 0x12.
+    pub path_packet_life: u8,
     /// `--metrics-listen`, else `metrics_listen`.
     pub metrics_listen: Option<SocketAddr>,
     /// `--control-socket`, else `control_socket`.
@@ -509,6 +518,11 @@ impl DaemonSettings {
             }),
             trap_settle: TRAP_SETTLE.min(interval),
             packet_life: config.subnet_timeout.unwrap_or(DEFAULT_SUBNET_TIMEOUT),
+            path_packet_life: match config.packet_life_time {
+                Some(value) if value > 0x3F => return Err(SettingsError::PacketLife { value }),
+                Some(value) => value,
+                None => crate::sa::PathDefaults::default().packet_life,
+            },
             metrics_listen,
             control_socket: o.control_socket.clone().or_else(|| config.control_socket.clone()),
             pid_file: o.pid_file.clone().or_else(|| config.pid_file.clone()),

@@ -38,7 +38,7 @@ fn most(page: &str, counter: &str) -> u64 {
 fn a_simulated_host_asks_the_running_sa_and_the_metrics_show_port_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path().join("smcore.toml");
-    std::fs::write(&conf, "perfmgr = true\nperfmgr_sweep_time_s = 1\n").expect("config");
+    std::fs::write(&conf, "perfmgr = true\nperfmgr_sweep_time_s = 1\npacket_life_time = 20\n").expect("config");
     let socket = dir.path().join("smcore.sock");
     let metrics = format!("127.0.0.1:{}", free_port());
     let mut child = spawn_sm([
@@ -66,6 +66,7 @@ fn a_simulated_host_asks_the_running_sa_and_the_metrics_show_port_counters() {
     let v: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
     assert_eq!(v["status"], 0, "{json}");
     assert_ne!(v["slid"], v["dlid"], "{json}");
+    assert_eq!(v["packet_life"], 20, "packet_life_time from the config: {json}");
     // A name that is no host is refused, and says so.
     let (_, wrong) = ctl(&socket, &["saquery", "--from", "no-such-host", "path", "host-40"]);
     assert!(wrong.contains("no host called"), "{wrong}");

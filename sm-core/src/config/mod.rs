@@ -158,6 +158,9 @@ pub struct Config {
     /// PortInfo:SubnetTimeOut of CA ports and switch port 0 (OpenSM
     /// `subnet_timeout`, default 18).
     pub subnet_timeout: Option<u8>,
+    /// PacketLifeTime of the PathRecords the SA answers (OpenSM
+    /// `packet_life_time`, default 0x12: 4.096 µs × 2^18 ≈ 1 s).
+    pub packet_life_time: Option<u8>,
     /// LinkSpeedEnabled written to every linked port; 0 leaves ports as
     /// they are, 15 (the default) sets every supported speed (OpenSM
     /// `force_link_speed`).

@@ -37,6 +37,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "polling_retry_number",
     "subnet_prefix",
     "sm_sl",
+    "packet_life_time",
     "max_wire_smps",
     "transaction_timeout",
     "transaction_retries",
