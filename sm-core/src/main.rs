@@ -886,6 +886,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             m_keys,
             subnet_prefix: settings.subnet_prefix,
             sm_sl: settings.sm_sl,
+            no_clients_rereg: config.no_clients_rereg,
             ..SweepOptions::default()
         },
         engines: &settings.engines,

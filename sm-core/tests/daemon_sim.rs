@@ -541,3 +541,37 @@ fn re_routes_keep_every_route_the_fault_left_valid() {
         assert!(checked.into_inner() > 0, "{name}: no entry compared");
     }
 }
+
+/// `no_clients_rereg`: the master's first sweep asks no host to register
+/// with the SA again (the scenario above shows it asks every host when the
+/// key is off).
+#[test]
+fn no_clients_rereg_asks_no_host_to_register_again() {
+    let (topo, (sm_node, sm_port), _) = common::two_spine_tree();
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let mut options = fast_minhop(false);
+    options.once.sweep.no_clients_rereg = true;
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let mut port = SimPort::new(&mut sim);
+    let mut on_heavy = |out: &OnceOutcome, _: u64, _: Cause| {
+        assert!(out.accepted.is_some());
+        signals.stop.store(true, Ordering::Relaxed);
+    };
+    let context = daemon::DaemonContext {
+        port: &mut port,
+        options: &options,
+        registry: &mut registry,
+        config: &Config::default(),
+        guid2lid: &mut g2l,
+        held: &mut held,
+        signals: &signals,
+    };
+    let summary = daemon::run(context, &mut on_heavy);
+    assert_eq!(summary.heavy_sweeps, 1);
+    assert_eq!(sim.counters().client_reregistrations, 0);
+    let hosts = topo.nodes.iter().filter(|n| !n.is_switch()).count();
+    let lids = (0..sim.node_count()).filter(|&n| sim.port_lid(n, 1).is_some_and(|l| l != 0)).count();
+    assert!(lids >= hosts, "the sweep addressed the hosts all the same");
+}

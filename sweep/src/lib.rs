@@ -58,6 +58,9 @@ pub struct SweepOptions {
     /// sweep of an SM that just became master, whose SA knows none of the
     /// clients' multicast joins and subscriptions (IBA 14.4.11).
     pub client_reregister: bool,
+    /// Never set ClientReregister, whatever `client_reregister` says
+    /// (OpenSM `no_clients_rereg`).
+    pub no_clients_rereg: bool,
     /// GID prefix written to every port (OpenSM `subnet_prefix`): ports
     /// that reset to another (ibsim's 0) would have GIDs no SA client can
     /// use.
@@ -99,6 +102,7 @@ impl PartialEq for SweepOptions {
             && self.retries == other.retries
             && self.sm_sl == other.sm_sl
             && self.client_reregister == other.client_reregister
+            && self.no_clients_rereg == other.no_clients_rereg
             && self.subnet_prefix == other.subnet_prefix
             && self.budget == other.budget
     }
@@ -121,6 +125,7 @@ impl Default for SweepOptions {
             retries: sm_transport::port::DEFAULT_TRANSACTION_RETRIES,
             sm_sl: 0,
             client_reregister: false,
+            no_clients_rereg: false,
             subnet_prefix: DEFAULT_SUBNET_PREFIX,
             m_keys: MKeys::off(),
             stop: None,

@@ -93,6 +93,10 @@ pub struct Config {
     /// Keep the last routing when only end ports come and go (OpenSM
     /// `use_ucast_cache`).
     pub use_ucast_cache: bool,
+    /// Never ask hosts to register with the SA again (PortInfo
+    /// ClientReregister) when this SM becomes master (OpenSM
+    /// `no_clients_rereg`).
+    pub no_clients_rereg: bool,
     /// Rediscover only behind the ports a trap or a light sweep names
     /// (smcore's own, in the TOML format; default true,
     /// `--no-incremental-sweep`).

@@ -162,7 +162,7 @@ pub const KEYS: &[Key] = &[
     k("per_module_logging_file", LOG),
     k("dump_files_dir", NotSupported("dumps go to --dump-dir (written every sweep, not only at OpenSM's log levels)")),
     k("enable_quirks", UNUSED),
-    k("no_clients_rereg", UNUSED),
+    k("no_clients_rereg", Core("no_clients_rereg")),
     k("disable_multicast", UNUSED),
     k("exit_on_fatal", UNUSED),
     k("console", NotSupported("use `smcore ctl` on the control socket")),
@@ -369,6 +369,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "transaction_timeout" => c.transaction_timeout = Some(ranged(v, 1, U32, " ms")?),
         "transaction_retries" => c.transaction_retries = Some(number(v, U32)? as u32),
         "use_ucast_cache" => c.use_ucast_cache = boolean(v)?,
+        "no_clients_rereg" => c.no_clients_rereg = boolean(v)?,
         "sm_priority" => c.sm_priority = Some(number(v, 15)? as u8),
         "sminfo_polling_timeout" => c.sminfo_polling_timeout = Some(ranged(v, 1, U32, " ms")?),
         "polling_retry_number" => c.polling_retry_number = Some(ranged(v, 1, U32, "")? as u32),
@@ -585,6 +586,9 @@ mod tests {
         assert_eq!((c.lmc, c.sm_key), (2, Some(u64::MAX)));
         assert_eq!(parse("sm_sl 3\n", Path::new("o")).unwrap().sm_sl, Some(3));
         assert!(parse("sm_sl 16\n", Path::new("o")).is_err(), "an SL is 0..15");
+        assert!(parse("no_clients_rereg TRUE\n", Path::new("o")).unwrap().no_clients_rereg);
+        assert_eq!(parse("packet_life_time 0x14\n", Path::new("o")).unwrap().packet_life_time, Some(0x14));
+        assert!(parse("packet_life_time 0x40\n", Path::new("o")).is_err(), "6 bits");
         let c = parse("root_guid_file /r\nroot_guid_file (null)\nmax_reverse_hops 3\n", Path::new("o")).unwrap();
         assert!(!c.options.contains_key("root_guid_file"), "the later (null) unsets it");
         assert_eq!(c.options["max_reverse_hops"].as_integer(), Some(3));

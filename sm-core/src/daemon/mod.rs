@@ -576,7 +576,7 @@ impl Daemon<'_, '_> {
         // new routing (see below), not inside the sweep.
         let dump_dir = self.ctx.options.once.dump_dir;
         once.dump_dir = None;
-        once.sweep.client_reregister = self.schedule.reregister;
+        once.sweep.client_reregister = self.schedule.reregister && !once.sweep.no_clients_rereg;
         once.sweep.stop = Some(Arc::clone(&self.ctx.signals.stop));
         if let Some(engines) = &self.settings.engines {
             once.engines = engines;

@@ -38,6 +38,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "subnet_prefix",
     "sm_sl",
     "packet_life_time",
+    "no_clients_rereg",
     "max_wire_smps",
     "transaction_timeout",
     "transaction_retries",
