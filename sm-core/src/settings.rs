@@ -418,7 +418,7 @@ impl SmSettings {
             guid2lid: crate::sweep::program::guid2lid_path(o.guid2lid.as_deref(), dump_dir.as_deref()),
             guid2mkey: sm_transport::guid2mkey_path(config.guid2mkey.as_deref(), dump_dir.as_deref()),
             dump_dir,
-            reassign_lids: o.reassign_lids,
+            reassign_lids: o.reassign_lids || config.reassign_lids,
             lmc,
             interval,
             poll_interval,
@@ -645,6 +645,7 @@ mod tests {
         assert_eq!(s.interval, Duration::from_millis(2500));
         assert_eq!(s.poll_interval, Duration::from_millis(500));
         assert_eq!((s.retries, s.subnet_prefix, s.sm_sl), (1, 0xfe80_0000_0000_0001, 3));
+        assert!(sm(&o, &toml("reassign_lids = true")).unwrap().reassign_lids, "the key, as --reassign-lids");
         assert_eq!(sm(&o, &toml("sm_sl = 16")).unwrap_err(), SettingsError::SmSl { value: 16 });
         assert_eq!(
             s.transport,

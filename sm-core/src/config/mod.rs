@@ -93,6 +93,9 @@ pub struct Config {
     /// Keep the last routing when only end ports come and go (OpenSM
     /// `use_ucast_cache`).
     pub use_ucast_cache: bool,
+    /// Forget held LIDs and guid2lid at start and number the fabric afresh
+    /// (OpenSM `reassign_lids`; `--reassign-lids`).
+    pub reassign_lids: bool,
     /// Never ask hosts to register with the SA again (PortInfo
     /// ClientReregister) when this SM becomes master (OpenSM
     /// `no_clients_rereg`).

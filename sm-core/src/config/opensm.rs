@@ -86,7 +86,7 @@ pub const KEYS: &[Key] = &[
     k("keep_pkey_indexes", PART),
     k("sm_assigned_guid", UNUSED),
     k("sweep_interval", Core("sweep_interval")),
-    k("reassign_lids", NotSupported("give --reassign-lids")),
+    k("reassign_lids", Core("reassign_lids")),
     k("force_heavy_sweep", NotSupported("light sweeps decide when to sweep heavily")),
     k("sweep_on_trap", NotSupported("traps always start a sweep")),
     k("port_profile_switch_nodes", UNUSED),
@@ -370,6 +370,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "transaction_retries" => c.transaction_retries = Some(number(v, U32)? as u32),
         "use_ucast_cache" => c.use_ucast_cache = boolean(v)?,
         "no_clients_rereg" => c.no_clients_rereg = boolean(v)?,
+        "reassign_lids" => c.reassign_lids = boolean(v)?,
         "sm_priority" => c.sm_priority = Some(number(v, 15)? as u8),
         "sminfo_polling_timeout" => c.sminfo_polling_timeout = Some(ranged(v, 1, U32, " ms")?),
         "polling_retry_number" => c.polling_retry_number = Some(ranged(v, 1, U32, "")? as u32),
@@ -587,6 +588,7 @@ mod tests {
         assert_eq!(parse("sm_sl 3\n", Path::new("o")).unwrap().sm_sl, Some(3));
         assert!(parse("sm_sl 16\n", Path::new("o")).is_err(), "an SL is 0..15");
         assert!(parse("no_clients_rereg TRUE\n", Path::new("o")).unwrap().no_clients_rereg);
+        assert!(parse("reassign_lids TRUE\n", Path::new("o")).unwrap().reassign_lids);
         assert_eq!(parse("packet_life_time 0x14\n", Path::new("o")).unwrap().packet_life_time, Some(0x14));
         assert!(parse("packet_life_time 0x40\n", Path::new("o")).is_err(), "6 bits");
         let c = parse("root_guid_file /r\nroot_guid_file (null)\nmax_reverse_hops 3\n", Path::new("o")).unwrap();

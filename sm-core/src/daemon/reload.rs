@@ -39,6 +39,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "sm_sl",
     "packet_life_time",
     "no_clients_rereg",
+    "reassign_lids",
     "max_wire_smps",
     "transaction_timeout",
     "transaction_retries",
