@@ -96,7 +96,12 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!((c.qos_max_vls, c.qos_high_limit, c.qos_ca_sl2vl.as_deref()), (Some(0), None, None));
     let q = c.qos_settings().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(q.swe.sl2vl, sm_core::qos::parse_sl2vl(sm_core::qos::DEFAULT_SL2VL).unwrap());
-    assert!(c.not_supported.iter().any(|k| k == "packet_life_time"));
+    // The keys honoured since, as OpenSM writes them: its defaults.
+    for key in ["packet_life_time", "sm_sl", "no_clients_rereg", "reassign_lids"] {
+        assert!(!c.not_supported.iter().any(|k| k == key), "{key}: {:?}", c.not_supported);
+    }
+    assert_eq!((c.packet_life_time, c.sm_sl), (Some(0x12), Some(0)));
+    assert!(!c.no_clients_rereg && !c.reassign_lids);
     assert_eq!(c.subnet_prefix, Some(0xfe80_0000_0000_0000));
     // The link manager's keys arrive as OpenSM writes them.
     assert!(!c.not_supported.iter().any(|k| k == "max_op_vls"));
