@@ -118,6 +118,17 @@ impl SharedFabric {
         SimGmpSender { fabric: self.clone(), at }
     }
 
+    /// Sends a general MAD from `at` to `dlid`. What the fabric loses is
+    /// not an error: the requester times out, as on a real fabric; a MAD
+    /// too short for its header cannot be sent at all.
+    fn post(&self, at: (usize, u8), dlid: u16, mad: &[u8]) -> Result<(), TransportError> {
+        if Header::new_checked(mad).is_err() {
+            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
+        }
+        let _ = self.lock().send_gmp(at, dlid, mad);
+        Ok(())
+    }
+
     /// The SA requests that reach the SM's port, in a queue of `depth`
     /// (what the SM's SA thread reads).
     pub fn sa_requests(&self, depth: usize) -> std::sync::mpsc::Receiver<IncomingMad> {
@@ -168,12 +179,7 @@ impl SimGmpAgent {
 
 impl GmpAgent for SimGmpAgent {
     fn send(&mut self, dlid: u16, _dqpn: u32, mad: &[u8], _timeout_ms: u32) -> Result<(), TransportError> {
-        if mad.len() < sm_mad::mad::HEADER_LEN {
-            return Err(TransportError::Unsendable(format!("MAD of {} bytes", mad.len())));
-        }
-        // Lost on the way: the answer never comes.
-        let _ = self.fabric.lock().send_gmp(self.at, dlid, mad);
-        Ok(())
+        self.fabric.post(self.at, dlid, mad)
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, TransportError> {
@@ -199,14 +205,10 @@ pub struct SimGmpSender {
 
 impl GmpSender for SimGmpSender {
     fn reply(&self, to: &IncomingMad, mad: &[u8]) -> Result<(), TransportError> {
-        let _ = Header::new_checked(mad).map_err(|_| TransportError::Unsendable(format!("MAD of {} bytes", mad.len())))?;
-        let _ = self.fabric.lock().send_gmp(self.at, to.slid, mad);
-        Ok(())
+        self.fabric.post(self.at, to.slid, mad)
     }
 
     fn send_gsi(&self, dlid: u16, _dqpn: u32, mad: &[u8], _timeout_ms: u32) -> Result<(), TransportError> {
-        let _ = Header::new_checked(mad).map_err(|_| TransportError::Unsendable(format!("MAD of {} bytes", mad.len())))?;
-        let _ = self.fabric.lock().send_gmp(self.at, dlid, mad);
-        Ok(())
+        self.fabric.post(self.at, dlid, mad)
     }
 }

@@ -39,6 +39,16 @@ pub fn find_host(fabric: &SharedFabric, name: &str) -> Result<(usize, u8), Strin
     Err(format!("no host called {name:?} on the embedded fabric (a NodeDescription, node GUID or LID)"))
 }
 
+/// A host port's LID and the SM LID it was given (where it finds the
+/// SA), both set by a heavy sweep.
+fn addresses(fabric: &SharedFabric, at: (usize, u8)) -> Result<(u16, u16), String> {
+    let info = fabric.lock().held_port_info(at.0, at.1).ok_or("no such port")?;
+    if info.lid == 0 || info.master_sm_lid == 0 {
+        return Err("the host has no LID or no SM LID yet: no heavy sweep has programmed it".into());
+    }
+    Ok((info.lid, info.master_sm_lid))
+}
+
 /// `saquery [--from HOST] path DEST`: a PathRecord Get from HOST (the
 /// SM's own host when not given) to DEST, sent to the SA at the SM LID
 /// HOST's port was given, through the fabric's LFTs.
@@ -53,14 +63,8 @@ pub fn saquery(fabric: SharedFabric) -> SaQuery {
             ["path", dest] => find_host(&fabric, dest)?,
             _ => return Err("usage: saquery [--from HOST] path DEST (hosts by NodeDescription, GUID or LID)".into()),
         };
-        let (slid, dlid, sa_lid) = {
-            let f = fabric.lock();
-            let info = f.held_port_info(from.0, from.1).ok_or("no such port")?;
-            (info.lid, f.port_lid(dest.0, dest.1).unwrap_or(0), info.master_sm_lid)
-        };
-        if slid == 0 || sa_lid == 0 {
-            return Err("the host has no LID or no SM LID yet: no heavy sweep has programmed it".into());
-        }
+        let (slid, sa_lid) = addresses(&fabric, from)?;
+        let dlid = fabric.lock().port_lid(dest.0, dest.1).unwrap_or(0);
         let mut agent = fabric.agent(from);
         let started = Instant::now();
         let n = tid.fetch_add(1, Ordering::Relaxed) & 0xFFFF_FFFF;
@@ -141,11 +145,8 @@ pub fn self_check(fabric: &SharedFabric, outcome: &crate::pipeline::OnceOutcome)
             .find_map(|i| f.port_lid(i, 1).filter(|&l| l != 0).map(|_| (i, 1u8)))
             .ok_or("no host with a LID")?
     };
-    let (name, slid, sa_lid) = {
-        let f = fabric.lock();
-        let info = f.held_port_info(host.0, host.1).ok_or("no such port")?;
-        (f.topology().nodes[host.0].desc.clone(), info.lid, info.master_sm_lid)
-    };
+    let (slid, sa_lid) = addresses(fabric, host)?;
+    let name = fabric.lock().topology().nodes[host.0].desc.clone();
     let groups = Arc::new(std::sync::Mutex::new(crate::mcast::McGroups::new()));
     let sa = crate::sa::spawn(fabric.sender(), fabric.sa_requests(16), groups, crate::sa::SaConfig::default());
     sa.publish(crate::sa::SaDb::build_shared(outcome));

@@ -180,13 +180,12 @@ impl<P: SmpPort> SmpPort for FaultInjector<P> {
         let kept: Vec<bool> = batch.iter().map(|_| !self.drops()).collect();
         let out: Vec<Outgoing> = batch.iter().zip(&kept).filter(|(_, k)| **k).map(|(o, _)| o.clone()).collect();
         let mut answers = self.inner.exchange_many(&out)?.into_iter();
-        Ok(kept
-            .into_iter()
-            .map(|k| if k { answers.next().flatten() } else { None })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|a| self.arrives(a))
-            .collect())
+        let mut arrived = Vec::with_capacity(kept.len());
+        for k in kept {
+            let answer = if k { answers.next().flatten() } else { None };
+            arrived.push(self.arrives(answer));
+        }
+        Ok(arrived)
     }
 
     fn window_stats(&self) -> Option<crate::window::WindowStats> {
