@@ -10,7 +10,8 @@
 //! the adaptive window of SMPs a transport keeps in flight; [`gmp`] carries
 //! the general MADs (SA, PMA, Reports) through a [`gmp::GmpAgent`] and the
 //! SM's [`gmp::GmpSender`]; [`fault::FaultInjector`] wraps any of them to
-//! lose and corrupt MADs.
+//! lose and corrupt MADs; [`readonly::ReadOnly`] wraps an SMP port so
+//! that only SubnGets reach the fabric (shadow mode, cabling checks).
 //!
 //! Nothing here knows the fabric model, the routing or the configuration
 //! file: those sit above and depend on this crate, never the other way.
@@ -19,9 +20,11 @@ pub mod fault;
 pub mod gmp;
 pub mod mkey;
 pub mod port;
+pub mod readonly;
 pub mod window;
 
 pub use fault::{FaultInjector, FaultStats, Faults};
 pub use gmp::{GmpAgent, GmpSender, IncomingMad};
 pub use mkey::{guid2mkey_path, MKeyConfig, MKeyError, MKeys};
+pub use readonly::{ReadOnly, ReadOnlyStats};
 pub use port::{Outgoing, SmpClient, SmpError, SmpOp, SmpPort, SmpStats, TransportError, TrapMad};
