@@ -848,6 +848,19 @@ impl UmadPort {
     /// Binds to `ca`/`port` (or the default choice, see [`choose`]) with a
     /// per-SMP answer timeout.
     pub fn open(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize) -> Result<Self, TransportError> {
+        Self::open_as(ca, port, timeout, window, Role::Sm)
+    }
+
+    /// Binds as an observer (`smcore shadow`, `smcore check`): the agents
+    /// claim no unsolicited method, so no other SM's SMInfo request, no
+    /// trap and no SA request is delivered here, and issm is not opened,
+    /// so the port never advertises IsSM and takes no part in the
+    /// election. Wrap it in [`sm_transport::ReadOnly`] to send Gets only.
+    pub fn open_observer(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize) -> Result<Self, TransportError> {
+        Self::open_as(ca, port, timeout, window, Role::Observer)
+    }
+
+    fn open_as(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize, role: Role) -> Result<Self, TransportError> {
         let root = sysfs_root();
         let device = choose(&devices_in(&root), ca, port, &root).map_err(|e| TransportError::Closed(e.to_string()))?;
         let path = format!("/dev/infiniband/umad{}", device.index);
@@ -855,13 +868,15 @@ impl UmadPort {
         // for one message, and the one that does not get it must not
         // block in read().
         let fd = UmadFd::open(&path, OFlag::O_RDWR | OFlag::O_NONBLOCK).map_err(|e| io(&path, e))?;
-        let get_set = (1 << method::GET) | (1 << method::SET);
+        let sm = role == Role::Sm;
+        let get_set = if sm { (1 << method::GET) | (1 << method::SET) } else { 0 };
         // Get/Set are claimed so that another SM's SMInfo requests reach
         // us (the HCA answers every other attribute itself).
         let dr_agent = Self::register(&fd, CLASS_DR, 1, get_set, 0)?;
         // The LID-routed agent also claims SubnTrap, so that the traps
         // switches send to the SM's LID reach us.
-        let lid_agent = Self::register(&fd, CLASS_LID, 1, get_set | (1 << method::TRAP), 0)?;
+        let traps = if sm { 1 << method::TRAP } else { 0 };
+        let lid_agent = Self::register(&fd, CLASS_LID, 1, get_set | traps, 0)?;
         // The SA on QP1, with kernel RMPP for long GetTable answers.
         let sa_methods = (1 << method::GET)
             | (1 << method::SET)
@@ -869,14 +884,18 @@ impl UmadPort {
             | (1 << method::GET_TRACE_TABLE)
             | (1 << method::GET_MULTI)
             | (1 << method::DELETE);
-        let sa_agent = Self::register_gsi(&fd, CLASS_SA, 2, sa_methods, 1)?;
+        let sa_agent = Self::register_gsi(&fd, CLASS_SA, 2, if sm { sa_methods } else { 0 }, 1)?;
         // Non-blocking: another SM holding issm must not hang us.
         let issm_path = format!("/dev/infiniband/issm{}", device.index);
-        let issm = match UmadFd::open(&issm_path, OFlag::O_RDWR | OFlag::O_NONBLOCK) {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                tracing::warn!("{issm_path}: {e}; the port will not advertise IsSM");
-                None
+        let issm = if !sm {
+            None
+        } else {
+            match UmadFd::open(&issm_path, OFlag::O_RDWR | OFlag::O_NONBLOCK) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    tracing::warn!("{issm_path}: {e}; the port will not advertise IsSM");
+                    None
+                }
             }
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -896,7 +915,7 @@ impl UmadPort {
                 move || reader_loop(FdSource(raw), stop, sinks, turn)
             })
             .map_err(|e| io("umad poll thread", e))?;
-        tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, "umad transport bound");
+        tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, observer = !sm, "umad transport bound");
         Ok(Self {
             device,
             _issm: issm,
@@ -1156,6 +1175,16 @@ impl UmadPort {
         }
         Ok(answers)
     }
+}
+
+/// What a [`UmadPort`] is bound as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The SM: SMInfo requests, traps and SA requests are delivered, issm
+    /// is held.
+    Sm,
+    /// A port that only asks ([`UmadPort::open_observer`]).
+    Observer,
 }
 
 /// A plain GSI client for tools and tests (an SA load generator, a host
