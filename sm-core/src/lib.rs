@@ -26,6 +26,7 @@ pub mod report;
 pub mod routing;
 pub mod sa;
 pub mod settings;
+pub mod shadow;
 /// The embedded simulated fabric (crate sm-sim), a peer of the umad
 /// transport behind the same trait.
 pub use sm_sim as sim;

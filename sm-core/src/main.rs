@@ -165,6 +165,15 @@ enum Command {
     /// the subnet, the configuration and the engines. Exit 0 only when the
     /// SM can start.
     Doctor(DoctorArgs),
+    /// Run beside the SM in charge (OpenSM or another smcore) and never
+    /// write to the fabric: read what the master programmed (LIDs, LFTs,
+    /// SL2VL, VLArb, P_Keys, MFTs, path SLs from its SA), judge that live
+    /// routing with smcore's verifier, route the same fabric with
+    /// smcore's own chain on the master's LIDs, and report the
+    /// difference. Only SubnGets leave the port; it takes no part in the
+    /// SM election and serves no SA. Exit status with --once: 0 when the
+    /// live routing is sound, 1 when it is not.
+    Shadow(ShadowArgs),
     /// Write the manual pages (smcore.8, smcore-<subcommand>.8,
     /// smcore.toml.5) into DIR: what packaging/install.sh installs.
     #[command(hide = true)]
@@ -189,6 +198,67 @@ struct CtlArgs {
     /// simulated host; hosts by NodeDescription, node GUID or LID)
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ShadowArgs {
+    /// One round, print the report, exit.
+    #[arg(long)]
+    once: bool,
+    /// Seconds between rounds (default 60).
+    #[arg(long, value_name = "SECONDS")]
+    sweep_interval: Option<f64>,
+    /// smcore's engine chain to compare with, e.g. `ftree` (default: the
+    /// config's `routing_engine`, else minhop-balanced).
+    #[arg(long, value_name = "LIST")]
+    engines: Option<String>,
+    /// Write the report as JSON here (replaced after every round).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// The path SLs from this file (`<source node GUID> <destination LID>
+    /// <SL>` per line, ibdiagnet's .psl format, as smcore's
+    /// smcore-path-sl.psl dump) instead of the master's SA.
+    #[arg(long, value_name = "FILE")]
+    path_sl: Option<PathBuf>,
+    /// Ask the master's SA for no PathRecord: path SLs from --path-sl, else
+    /// SL 0 for every path.
+    #[arg(long)]
+    no_sa: bool,
+    /// PathRecords asked of the master's SA at most per round (the
+    /// remaining pairs are taken as SL 0, and the report says so).
+    #[arg(long, value_name = "N", default_value_t = 250_000)]
+    sa_path_limit: usize,
+    /// The umad CA to look from (default: the first CA with an active port).
+    #[arg(long, value_name = "CA")]
+    device: Option<String>,
+    /// Its port.
+    #[arg(long, value_name = "PORT")]
+    port: Option<u8>,
+    /// The port by GUID, instead of --device/--port.
+    #[arg(long, value_name = "GUID", value_parser = parse_guid, conflicts_with_all = ["device", "port"])]
+    guid: Option<u64>,
+    /// Look at the embedded simulated fabric of this topology file instead
+    /// of a umad port: an SM on its first CA programs it first (with
+    /// --master-engines) and serves its SA; the shadow looks from --from.
+    #[arg(long, value_name = "TOPOLOGY")]
+    fabric: Option<PathBuf>,
+    /// With --fabric: the engines of the SM that programs the fabric
+    /// (default minhop; `file` with --lfts-file loads a dump).
+    #[arg(long, value_name = "LIST", requires = "fabric")]
+    master_engines: Option<String>,
+    /// With --fabric: the host the shadow looks from (NodeDescription,
+    /// GUID or LID; default the last CA with a cable).
+    #[arg(long, value_name = "HOST", requires = "fabric")]
+    from: Option<String>,
+    /// Answer `smcore ctl status` / `sweep` on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
+    /// Serve the shadow's series (smcore_shadow_*) on this loopback
+    /// address.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    options: EngineOptions,
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +303,82 @@ fn doctor(cli: &Cli, args: &DoctorArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// `smcore shadow`: rounds beside the SM in charge, never writing.
+fn shadow(args: &ShadowArgs, mut config: Config, registry: &Registry) -> ExitCode {
+    use sm_core::shadow::run::{self, RunError, RunOptions, Vantage};
+    for p in &registry.problems {
+        warn!("engine library skipped: {p}");
+    }
+    args.options.apply(&mut config);
+    let engines = sm_core::settings::engines(args.engines.as_deref(), &config);
+    let vantage = match &args.fabric {
+        Some(topology) => {
+            let master_engines = args.master_engines.as_deref().unwrap_or("minhop");
+            let master = match run::embedded_master(topology, master_engines, registry, &config) {
+                Ok(m) => m,
+                Err(e) => return fail(EXIT_BAD_INPUT, e),
+            };
+            let at = match run::embedded_host(&master.fabric, args.from.as_deref()) {
+                Ok(at) => at,
+                Err(e) => return fail(EXIT_BAD_INPUT, e),
+            };
+            println!("master      an SM on the embedded fabric, routed by {}; the shadow looks from node {} port {}", master.engine, at.0, at.1);
+            // The master's SA answers while `master` lives: to the end.
+            let fabric = master.fabric.clone();
+            std::mem::forget(master);
+            Vantage::Embedded { fabric, at }
+        }
+        None => {
+            let (ca, port) = match args.guid {
+                Some(guid) => match sm_core::sweep::umad::find_guid(&sm_core::sweep::umad::devices(), guid) {
+                    Some(d) => (Some(d.ca), Some(d.port)),
+                    None => return fail(EXIT_BAD_INPUT, format!("no local port has GUID {guid:#018x}")),
+                },
+                None => (args.device.clone(), args.port),
+            };
+            Vantage::Umad {
+                ca,
+                port,
+                timeout: std::time::Duration::from_millis(
+                    config.transaction_timeout.unwrap_or(sm_core::sweep::transport::DEFAULT_TRANSACTION_TIMEOUT_MS).max(1),
+                ),
+                window: config.max_wire_smps.unwrap_or(sm_core::config::DEFAULT_MAX_WIRE_SMPS).max(1),
+            }
+        }
+    };
+    let options = RunOptions {
+        once: args.once,
+        interval: std::time::Duration::from_secs_f64(args.sweep_interval.unwrap_or(60.0).max(0.1)),
+        report: args.report.clone(),
+        path_sl: args.path_sl.clone(),
+        no_sa: args.no_sa,
+        sa_limit: args.sa_path_limit,
+        engines,
+        retries: sm_core::sweep::transport::DEFAULT_TRANSACTION_RETRIES,
+        metrics_listen: args.metrics_listen,
+        control_socket: args.control_socket.clone(),
+    };
+    let signals = Arc::new(sm_core::daemon::Signals::default());
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, Arc::clone(&signals.stop)) {
+            return fail(EXIT_BAD_INPUT, format!("signal handler: {e}"));
+        }
+    }
+    match run::run(vantage, registry, &config, &options, signals) {
+        Ok(Some(finished)) => {
+            print!("{}", finished.report.render());
+            if finished.report.live.sound() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(RunError::Input(e)) => fail(EXIT_BAD_INPUT, e),
+        Err(RunError::Transport(e)) => fail(EXIT_TRANSPORT_LOST, e),
     }
 }
 
@@ -437,6 +583,9 @@ fn main() -> ExitCode {
     }
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
     let registry = Registry::scan(&search_path_with_config(&cli.engine_dirs, &config.engine_dirs, env.as_deref()));
+    if let Command::Shadow(args) = command {
+        return shadow(args, config, &registry);
+    }
 
     match command {
         Command::Engines => {
@@ -478,7 +627,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) => ExitCode::SUCCESS,
+        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) | Command::Shadow(_) => ExitCode::SUCCESS,
     }
 }
 
@@ -663,6 +812,7 @@ impl Endpoints {
                     metrics: Arc::clone(metrics),
                     status: Some(Arc::clone(status)),
                     perf: perf.clone(),
+                    extra: None,
                 };
                 Some(sm_core::metrics::serve(addr, sources).map_err(|e| e.to_string())?)
             }

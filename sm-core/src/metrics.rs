@@ -225,6 +225,8 @@ pub struct Sources {
     pub status: Option<Arc<Mutex<Status>>>,
     /// The performance manager's database, when it runs.
     pub perf: Option<Arc<Mutex<PerfDb>>>,
+    /// Series rendered elsewhere (`smcore shadow`'s), appended as they are.
+    pub extra: Option<Arc<Mutex<String>>>,
 }
 
 /// Listens on `addr` (loopback only) and serves `/metrics`.
@@ -371,7 +373,13 @@ fn answer(stream: TcpStream, sources: &Sources, slot: &Slot) {
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (code, body) = if method == "GET" && (path == "/metrics" || path.starts_with("/metrics?")) {
-        ("200 OK", sources.metrics.render(sources.status.as_deref(), sources.perf.as_deref()))
+        ("200 OK", {
+            let mut body = sources.metrics.render(sources.status.as_deref(), sources.perf.as_deref());
+            if let Some(extra) = &sources.extra {
+                body.push_str(&extra.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            }
+            body
+        })
     } else {
         ("404 Not Found", "only /metrics here\n".to_string())
     };
@@ -397,7 +405,7 @@ mod tests {
 
     #[test]
     fn metrics_are_served_on_loopback_and_other_paths_are_404() {
-        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None, extra: None };
         sources.metrics.sa_requests.fetch_add(7, Ordering::Relaxed);
         let server = serve("127.0.0.1:0".parse().expect("addr"), sources).expect("serve");
         let text = get(server.local_addr(), "/metrics");
@@ -408,7 +416,7 @@ mod tests {
     }
 
     fn endpoint() -> MetricsServer {
-        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None, extra: None };
         serve("127.0.0.1:0".parse().expect("addr"), sources).expect("serve")
     }
 
@@ -487,7 +495,7 @@ mod tests {
 
     #[test]
     fn a_non_loopback_address_is_refused() {
-        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None };
+        let sources = Sources { metrics: Arc::new(Metrics::default()), status: None, perf: None, extra: None };
         assert!(matches!(serve("0.0.0.0:0".parse().expect("addr"), sources), Err(MetricsError::NotLoopback(_))));
     }
 
