@@ -215,6 +215,10 @@ struct ShadowArgs {
     /// Write the report as JSON here (replaced after every round).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Write both routings as OpenSM-format dumps after every round:
+    /// DIR/live (the master's, as read) and DIR/smcore.
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
     /// The path SLs from this file (`<source node GUID> <destination LID>
     /// <SL>` per line, ibdiagnet's .psl format, as smcore's
     /// smcore-path-sl.psl dump) instead of the master's SA.
@@ -353,6 +357,7 @@ fn shadow(args: &ShadowArgs, mut config: Config, registry: &Registry) -> ExitCod
         once: args.once,
         interval: std::time::Duration::from_secs_f64(args.sweep_interval.unwrap_or(60.0).max(0.1)),
         report: args.report.clone(),
+        dump_dir: args.dump_dir.clone(),
         path_sl: args.path_sl.clone(),
         no_sa: args.no_sa,
         sa_limit: args.sa_path_limit,

@@ -354,3 +354,94 @@ Nov 22 03:15:29 100000 [5F60C6C0] 0x02 -> SUBNET UP
         assert!(s.no_engine_routed && s.routed_by.is_none() && s.route_window.is_none());
     }
 }
+
+/// OpenSM running as the subnet's master (no `-o`): for tests that look at
+/// a fabric it keeps, as `smcore shadow` does. Dropping it kills it.
+pub struct OpenSmDaemon {
+    child: std::process::Child,
+    _tmp: Option<tempfile::TempDir>,
+    /// Its dumps, log and `guid2lid`.
+    pub dir: PathBuf,
+    /// Its log file.
+    pub log_file: PathBuf,
+    out: Option<std::thread::JoinHandle<Vec<u8>>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+impl OpenSmDaemon {
+    /// `opensm -R ENGINES -s 0` (no periodic sweep: the tables stay as the
+    /// first sweep left them) on `sim`, attached to `host` when given;
+    /// returns once its log says `SUBNET UP`.
+    pub fn start(sim: &Ibsim, host: Option<&str>, opts: &OpenSmOptions) -> Result<OpenSmDaemon> {
+        let (tmp, dir) = match &opts.dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+                let d = std::path::absolute(d).map_err(|e| Error::io(format!("resolving {}", d.display()), e))?;
+                (None, d)
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("opensm-daemon-")
+                    .tempdir()
+                    .map_err(|e| Error::io("creating a temporary directory for OpenSM", e))?;
+                let p = t.path().to_path_buf();
+                (Some(t), p)
+            }
+        };
+        let log_file = dir.join("opensm.log");
+        let mut cmd = sim.client_command("opensm")?;
+        if let Some(h) = host {
+            cmd.env("SIM_HOST", h);
+        }
+        // -d2: the log is flushed after every line, so SUBNET UP is seen
+        // when it happens.
+        cmd.arg("-R")
+            .arg(&opts.engines)
+            .arg("-d2")
+            .arg("-s")
+            .arg("0")
+            .arg("-f")
+            .arg(&log_file)
+            .arg("-D")
+            .arg(format!("0x{:02X}", opts.log.level()))
+            .args(&opts.extra_args)
+            .env("OSM_TMP_DIR", &dir)
+            .env("OSM_CACHE_DIR", &dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| Error::io("starting opensm (Debian package opensm)", e))?;
+        let out = child.stdout.take().map(proc::drain);
+        let err = child.stderr.take().map(proc::drain);
+        let mut daemon = OpenSmDaemon { child, _tmp: tmp, dir, log_file, out, err };
+        let deadline = Instant::now() + opts.timeout;
+        loop {
+            let log = std::fs::read(&daemon.log_file).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            if log.contains("SUBNET UP") {
+                return Ok(daemon);
+            }
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                let mut output = proc::collect(daemon.out.take());
+                output.push_str(&proc::collect(daemon.err.take()));
+                return Err(Error::Failed(format!("opensm exited ({status}) before SUBNET UP:\n{output}\n{log}")));
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Failed(format!("opensm: no SUBNET UP within {:?}; log {}", opts.timeout, daemon.log_file.display())));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// What its log says about routing.
+    pub fn log(&self) -> LogSummary {
+        let text = std::fs::read(&self.log_file).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        parse_log(&text, "minhop")
+    }
+}
+
+impl Drop for OpenSmDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

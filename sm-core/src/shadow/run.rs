@@ -54,6 +54,9 @@ pub struct RunOptions {
     pub interval: Duration,
     /// Where the report goes as JSON (replaced after every round).
     pub report: Option<PathBuf>,
+    /// OpenSM-format dumps of both routings after every round:
+    /// `DIR/live/` the master's as read, `DIR/smcore/` smcore's.
+    pub dump_dir: Option<PathBuf>,
     /// Path SLs from this `.psl` file instead of the SA.
     pub path_sl: Option<PathBuf>,
     /// Ask no SA (path SLs from the file, or SL 0).
@@ -141,6 +144,9 @@ pub fn run(
                 if let Some(path) = &options.report {
                     write_report(path, &report)?;
                 }
+                if let Some(dir) = &options.dump_dir {
+                    write_dumps(dir, &live)?;
+                }
                 info!(
                     round = rounds,
                     live_sound = report.live.sound(),
@@ -214,6 +220,21 @@ fn publish(status: &Mutex<crate::control::Status>, series: &Mutex<String>, repor
     }
     drop(s);
     *series.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = report.prometheus(rounds);
+}
+
+/// The live routing and smcore's as OpenSM's dump files, for `ibdmchk`
+/// and for comparing with a read-back.
+fn write_dumps(dir: &Path, live: &Live) -> Result<(), RunError> {
+    let mut routings = vec![("live", &live.routing)];
+    if let Some((_, routing, _)) = &live.smcore {
+        routings.push(("smcore", routing));
+    }
+    for (name, routing) in routings {
+        let sub = dir.join(name);
+        std::fs::create_dir_all(&sub).map_err(|e| RunError::Input(format!("{}: {e}", sub.display())))?;
+        crate::dump::write_all(&sub, &live.snapshot, routing).map_err(|e| RunError::Input(format!("{}: {e}", sub.display())))?;
+    }
+    Ok(())
 }
 
 fn write_report(path: &Path, report: &ShadowReport) -> Result<(), RunError> {
