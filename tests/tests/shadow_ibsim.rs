@@ -204,3 +204,37 @@ fn beside_opensm_minhop_the_differences_and_both_busiest_links() {
     let (live, ours) = (n(&r["live"]["busiest_link"]), n(&r["smcore"]["busiest_link"]));
     assert!(live > ours && ours > 0, "OpenSM minhop's busiest link {live}, smcore ftree's {ours}");
 }
+
+/// The shadow's verdict on OpenSM's live routing and `ibdmchk`'s on
+/// OpenSM's own dumps of it.
+fn loops_beside_opensm(name: &str, gen: &[&str], engine: &str) -> (bool, bool) {
+    let fabric = generate(name, gen);
+    let hosts = hosts(&fabric.topo);
+    let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = OpenSmOptions::new(engine);
+    opts.timeout = Duration::from_secs(60);
+    opts.dir = Some(fabric.dir.join("opensm"));
+    let master = OpenSmDaemon::start(&sim, Some(&hosts[0]), &opts).unwrap_or_else(|e| panic!("{e}"));
+    let run = shadow(&sim, &hosts[hosts.len() - 1], "minhop", &fabric.dir.join("shadow"));
+    let ours = run.report["live"]["credit_loops"].as_bool().unwrap_or_else(|| panic!("not checked:\n{}", run.text));
+    let theirs = smcore_tests::ibdmchk::check_dump_dir(&master.dir, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(theirs.connected(), "{name}: ibdmchk finds OpenSM's routing disconnected: {}", theirs.summary());
+    assert_eq!(run.report["live"]["unreachable"], 0, "{}", run.text);
+    // The exit status says whether the live routing is sound.
+    assert_eq!(run.code, Some(if ours { 1 } else { 0 }), "{}", run.text);
+    println!("{name} ({engine}): shadow says credit loops {ours}, ibdmchk {}", !theirs.loop_free());
+    (ours, !theirs.loop_free())
+}
+
+#[test]
+fn the_live_verdict_agrees_with_ibdmchk_on_opensms_dumps() {
+    let tree = loops_beside_opensm("tree3", &["kary-ntree", "--k", "3", "--n", "3"], "ftree");
+    assert_eq!(tree, (false, false), "a fat tree routed by OpenSM's ftree");
+    let torus = loops_beside_opensm("torus4x4", &["torus", "--dims", "4x4", "--hosts", "1"], "minhop");
+    assert_eq!(torus, (true, true), "a torus routed by OpenSM's minhop");
+    for seed in ["3", "8"] {
+        let gen = ["random", "--switches", "12", "--ports", "8", "--hosts", "2", "--extra-links", "8", "--seed", seed];
+        let (ours, theirs) = loops_beside_opensm(&format!("random{seed}"), &gen, "minhop");
+        assert_eq!(ours, theirs, "random seed {seed}: the shadow and ibdmchk disagree");
+    }
+}
