@@ -17,19 +17,9 @@ fn fat_tree() -> PathBuf {
 }
 
 /// The embedded fabric of `topo`, with the SM where `smcore --fabric` puts
-/// it: the first CA with a cable, on its first cabled port.
+/// it.
 fn sim(topo: &Topology) -> SimFabric {
-    let links = topo.port_links();
-    let (node, port) = topo
-        .nodes
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| {
-            (n.kind == sm_abi::NodeKind::Ca)
-                .then(|| (1..=n.num_ports).find(|&p| links[i][usize::from(p)].is_some()).map(|p| (i, p)))
-                .flatten()
-        })
-        .expect("a CA with a cable");
+    let (node, port) = common::sm_location(topo);
     SimFabric::from_topology(topo, node, port).expect("fabric builds")
 }
 
@@ -183,4 +173,67 @@ fn the_command_exits_0_on_a_pristine_fabric_1_on_another_2_on_bad_input() {
     let bad = common::write(dir.path(), "bad.net", "Switch 2 \"sw\"\n[3] \"h\"[1]\n");
     let (code, _) = smcore(&["check", "--expect", path(&bad), "--fabric", path(&tree)]);
     assert_eq!(code, 2);
+}
+
+/// A free loopback port (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// The metrics page, or an empty string while the endpoint is not up.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return String::new() };
+    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut page = String::new();
+    let _ = s.read_to_string(&mut page);
+    page
+}
+
+#[test]
+fn the_running_sm_compares_after_each_heavy_sweep_and_warns_once() {
+    // The file the SM is told to expect lacks a link between two
+    // switches that the fabric has: an extra link.
+    let topo = sm_topology::parse_file(fat_tree()).expect("parses");
+    let (a, b) = switch_link(&topo);
+    let mut fewer = topo.clone();
+    fewer.links.retain(|l| (l.a, l.b) != (a, b));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let expected = common::write(dir.path(), "expected.net", &sm_topology::emit::to_net_string(&fewer).expect("emits"));
+    let conf = common::write(dir.path(), "smcore.toml", &format!("expect_topology = {:?}\n", path(&expected)));
+    let socket = dir.path().join("smcore.sock");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut child = common::spawn_sm([
+        "--config",
+        path(&conf),
+        "--control-socket",
+        path(&socket),
+        "--metrics-listen",
+        metrics.as_str(),
+        "--sweep-interval",
+        "30",
+    ]);
+    common::wait_for(&mut child, "the cabling gauge", || scrape(&metrics).contains("smcore_cabling_differences{kind=\"extra_link\"} 1"));
+    let page = scrape(&metrics);
+    for kind in cabling::KINDS.iter().filter(|&&k| k != "extra_link") {
+        assert!(page.contains(&format!("smcore_cabling_differences{{kind=\"{kind}\"}} 0")), "{kind}:\n{page}");
+    }
+    let (_, status) = common::ctl(&socket, &["status"]);
+    assert!(status.contains("cabling: 1 difference"), "{status}");
+    // Two more heavy sweeps find the same difference: it is not logged again.
+    for n in [2, 3] {
+        assert!(common::ctl(&socket, &["sweep"]).0);
+        common::wait_for(&mut child, "another heavy sweep", || common::ctl(&socket, &["status"]).1.contains(&format!("heavy_sweeps: {n}")));
+    }
+    assert!(scrape(&metrics).contains("smcore_cabling_differences{kind=\"extra_link\"} 1"));
+    common::signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("cabling: extra link")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    for (node, port) in [a, b] {
+        let named = format!("{:#018x} {:?} port {port}", topo.nodes[node].node_guid, topo.nodes[node].desc);
+        assert!(warnings[0].contains(&named), "{named} not in {}", warnings[0]);
+    }
 }
