@@ -451,19 +451,14 @@ impl CablingReport {
         for l in &self.extra_links {
             out.push(("extra_link", format!("{} -- {}", l.a, l.b)));
         }
-        let expected = |e: &Option<PortRef>| e.as_ref().map_or("nothing".to_string(), ToString::to_string);
+        // "leaf-0" port 2 -- 0x... "host-1" port 1: where an end was expected to go.
+        let expected = |end: &PortRef, e: &Option<PortRef>| {
+            format!("{:?} port {} -- {}", end.description, end.port, e.as_ref().map_or("nothing".to_string(), ToString::to_string))
+        };
         for m in &self.miswired_links {
             out.push((
                 "miswired_link",
-                format!(
-                    "{} -- {} (expected: port {} to {}; port {} to {})",
-                    m.a,
-                    m.b,
-                    m.a.port,
-                    expected(&m.a_expected),
-                    m.b.port,
-                    expected(&m.b_expected)
-                ),
+                format!("{} -- {} (expected {}; {})", m.a, m.b, expected(&m.a, &m.a_expected), expected(&m.b, &m.b_expected)),
             ));
         }
         for d in &self.degraded_links {
@@ -739,7 +734,13 @@ mod tests {
         assert_eq!(((m.a.guid, m.a.port), (m.b.guid, m.b.port)), ((0x10, 2), (0x20, 5)));
         assert_eq!(m.a_expected.as_ref().map(|p| (p.guid, p.port)), Some((0x20, 2)));
         assert_eq!(m.b_expected, None);
-        assert!(r.render().contains("expected: port 2 to 0x0000000000000020 \"leaf-b\" port 2; port 5 to nothing"), "{}", r.render());
+        assert!(
+            r.render().contains(
+                "(expected \"leaf-a\" port 2 -- 0x0000000000000020 \"leaf-b\" port 2; \"leaf-b\" port 5 -- nothing)"
+            ),
+            "{}",
+            r.render()
+        );
         // Two cables swapped: two miswired cables, nothing missing.
         let mut f = found();
         remove(&mut f, (0x10, 1));
