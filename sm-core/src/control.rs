@@ -91,6 +91,9 @@ pub struct Status {
     pub view: Option<Arc<SweepView>>,
     /// The configuration in force, for `dump_conf`.
     pub conf: Option<Arc<Vec<(String, Value)>>>,
+    /// Differences from `expect_topology` by kind, as the last heavy sweep
+    /// found them (`None`: no expected cabling).
+    pub cabling: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 /// Publishes a heavy sweep's outcome to the console. The view is built

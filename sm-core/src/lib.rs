@@ -5,6 +5,7 @@
 //! the result and programs (or, offline, dumps) it. It never computes routes
 //! itself: every routing engine is a shared library loaded through `sm-abi`.
 
+pub mod cabling;
 pub mod config;
 pub mod control;
 pub mod daemon;

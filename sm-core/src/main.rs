@@ -174,6 +174,11 @@ enum Command {
     /// SM election and serves no SA. Exit status with --once: 0 when the
     /// live routing is sound, 1 when it is not.
     Shadow(ShadowArgs),
+    /// Compare the fabric with the intended cabling (a topology file):
+    /// missing, extra and miswired links, missing and unexpected nodes,
+    /// links below their width or speed. Reads with SubnGets only; exit 0
+    /// when the fabric matches, 1 when it differs, 2 on bad input.
+    Check(CheckArgs),
     /// Write the manual pages (smcore.8, smcore-<subcommand>.8,
     /// smcore.toml.5) into DIR: what packaging/install.sh installs.
     #[command(hide = true)]
@@ -387,6 +392,90 @@ fn shadow(args: &ShadowArgs, mut config: Config, registry: &Registry) -> ExitCod
     }
 }
 
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The intended cabling (ibnetdiscover / ibsim net format).
+    #[arg(long, value_name = "TOPOLOGY")]
+    expect: PathBuf,
+    /// The differences as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// The HCA to read the fabric through.
+    #[arg(long = "device", value_name = "CA")]
+    ca: Option<String>,
+    /// Its port.
+    #[arg(long, value_name = "N")]
+    port: Option<u8>,
+    /// The local port by GUID.
+    #[arg(long, value_name = "GUID", value_parser = parse_guid, conflicts_with_all = ["ca", "port"])]
+    guid: Option<u64>,
+    /// Check the embedded simulated fabric built from this topology file
+    /// instead of a umad port.
+    #[arg(long, value_name = "TOPOLOGY", conflicts_with_all = ["ca", "port", "guid"])]
+    fabric: Option<PathBuf>,
+}
+
+/// `smcore check`: the fabric read through a port that sends SubnGets
+/// only, compared with `--expect`; exit 0 when it matches, 1 when it
+/// differs, 2 on bad input or a fabric that cannot be read.
+fn check(config: &Config, args: &CheckArgs) -> ExitCode {
+    let expected = match sm_core::cabling::load_expected(&args.expect) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let options = sm_core::sweep::SweepOptions {
+        retries: config.transaction_retries.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_RETRIES),
+        ..Default::default()
+    };
+    let (observed, source) = if let Some(topology) = &args.fabric {
+        let mut fabric = match sim_fabric(topology, &[]) {
+            Ok(f) => f,
+            Err(code) => return code,
+        };
+        let mut port = sm_core::sim::SimPort::new(&mut fabric);
+        (sm_core::cabling::observe(&mut port, &options), topology.display().to_string())
+    } else {
+        let (ca, port_number) = match args.guid {
+            Some(guid) => match sm_core::sweep::umad::find_guid(&sm_core::sweep::umad::devices(), guid) {
+                Some(d) => (Some(d.ca), Some(d.port)),
+                None => return fail(EXIT_BAD_INPUT, format!("no local port has GUID {guid:#018x}")),
+            },
+            None => (args.ca.clone(), args.port),
+        };
+        let timeout = std::time::Duration::from_millis(
+            config.transaction_timeout.unwrap_or(sm_core::config::DEFAULT_TRANSACTION_TIMEOUT_MS),
+        );
+        let window = config.max_wire_smps.unwrap_or(sm_core::config::DEFAULT_MAX_WIRE_SMPS);
+        let mut port = match sm_core::sweep::UmadPort::open_observer(ca.as_deref(), port_number, timeout, window) {
+            Ok(p) => p,
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        };
+        let source = format!("umad:{}/{}", port.device().ca, port.device().port);
+        (sm_core::cabling::observe(&mut port, &options), source)
+    };
+    let observed = match observed {
+        Ok(o) => o,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let report = sm_core::cabling::check_fabric(&expected, &observed.fabric);
+    if args.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("expected".into(), args.expect.display().to_string().into());
+            o.insert("fabric".into(), source.into());
+            o.insert("smps".into(), serde_json::json!({ "gets": observed.port.gets, "refused": observed.port.refused }));
+        }
+        println!("{v}");
+    } else {
+        print!("{}", report.render());
+    }
+    if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 /// Where `smcore ctl` looks when not told.
 const DEFAULT_CONTROL_SOCKET: &str = "/run/smcore.sock";
 
@@ -553,6 +642,9 @@ fn main() -> ExitCode {
     if let Command::Gen(args) = command {
         return gen_cmd::run(args);
     }
+    if let Command::Check(args) = command {
+        return check(&config, args);
+    }
     if let Command::Manpages { out } = command {
         use clap::CommandFactory;
         return match sm_core::manpages::write_all(Cli::command(), out) {
@@ -632,7 +724,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) | Command::Shadow(_) => ExitCode::SUCCESS,
+        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) | Command::Shadow(_) | Command::Check(_) => ExitCode::SUCCESS,
     }
 }
 

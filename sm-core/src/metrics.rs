@@ -129,6 +129,17 @@ impl Metrics {
             metric_family(&mut out, "smcore_smps_retried_total", "counter", "SMPs sent again after no answer.");
             let _ = writeln!(out, "smcore_smps_retried_total {}", m.smps_retried);
         }
+        if let Some(cabling) = status.and_then(|s| lock(s).cabling.clone()) {
+            metric_family(
+                &mut out,
+                "smcore_cabling_differences",
+                "gauge",
+                "Differences between the fabric and expect_topology at the last comparison, by kind.",
+            );
+            for (kind, n) in cabling {
+                let _ = writeln!(out, "smcore_cabling_differences{{kind=\"{}\"}} {n}", escape(&kind));
+            }
+        }
         metric_family(&mut out, "smcore_sa_requests_total", "counter", "SA requests handled.");
         let _ = writeln!(out, "smcore_sa_requests_total {}", self.sa_requests.load(Ordering::Relaxed));
         if let Some(perf) = perf {

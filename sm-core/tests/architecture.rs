@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("perfmgr", 7),
     ("control", 7),
     ("doctor", 7),
+    ("cabling", 7),
     ("metrics", 8),
     ("embedded", 8),
     ("daemon", 9),

@@ -29,4 +29,4 @@ pub mod parse;
 pub use builder::TopologyBuilder;
 pub use error::TopologyError;
 pub use model::{connected_components, TopoLink, TopoNode, Topology};
-pub use parse::{parse_file, parse_str};
+pub use parse::{parse_file, parse_file_stated, parse_str, parse_str_stated, StatedRates};

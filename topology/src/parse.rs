@@ -56,17 +56,34 @@ use crate::model::{
 
 /// Read a topology file. Errors name the path as given.
 pub fn parse_file(path: impl AsRef<Path>) -> Result<Topology, TopologyError> {
+    Ok(parse_file_stated(path)?.0)
+}
+
+/// Read a topology from text; `origin` names it in error messages.
+pub fn parse_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
+    Ok(parse_str_stated(text, origin)?.0)
+}
+
+/// The links of a topology whose rate its file states (an ibnetdiscover
+/// `lid N 4xQDR` comment, ibsim's `w=`/`s=`/`e=` port options, or
+/// `width=`/`speed=`/`extspeed=` lines before one of its nodes), by their
+/// two ends as (node, port), lower end first. The other links carry the
+/// default rate, which says nothing of the cable.
+pub type StatedRates = std::collections::BTreeSet<((usize, u8), (usize, u8))>;
+
+/// [`parse_file`], with the links whose rate the file states.
+pub fn parse_file_stated(path: impl AsRef<Path>) -> Result<(Topology, StatedRates), TopologyError> {
     let path = path.as_ref();
     let bytes = std::fs::read(path)
         .map_err(|source| TopologyError::Io { path: path.to_path_buf(), source })?;
     // Node descriptions come from hardware and are not always UTF-8; a
     // replacement character in a description beats refusing the fabric.
     let text = String::from_utf8_lossy(&bytes);
-    parse_str(&text, &path.display().to_string())
+    parse_str_stated(&text, &path.display().to_string())
 }
 
-/// Read a topology from text; `origin` names it in error messages.
-pub fn parse_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
+/// [`parse_str`], with the links whose rate the text states.
+pub fn parse_str_stated(text: &str, origin: &str) -> Result<(Topology, StatedRates), TopologyError> {
     let mut p = Parser::new(origin);
     for (i, raw) in text.lines().enumerate() {
         p.line(raw, i + 1)?;
@@ -534,8 +551,9 @@ impl<'o> Parser<'o> {
         }
     }
 
-    fn finish(mut self) -> Result<Topology, TopologyError> {
+    fn finish(mut self) -> Result<(Topology, StatedRates), TopologyError> {
         let mut links = Vec::new();
+        let mut stated = StatedRates::new();
         // A port nobody declared but a one-sided link points at.
         let mut claimed: HashMap<(usize, u8), usize> = HashMap::new();
         for h in 0..self.halves.len() {
@@ -581,6 +599,9 @@ impl<'o> Parser<'o> {
                         // Already made when the other end was read.
                         continue;
                     }
+                    if other.rate.is_some() {
+                        stated.insert(ordered((a, p), (b, q)));
+                    }
                     self.combine_rates(half.rate, other.rate, a, b, line, other.line)?
                 }
                 None => {
@@ -601,6 +622,10 @@ impl<'o> Parser<'o> {
                     self.combine_rates(half.rate, None, a, b, line, line)?
                 }
             };
+            let half = &self.halves[h];
+            if half.rate.is_some() || self.drafts[a].default_rate.is_some() || self.drafts[b].default_rate.is_some() {
+                stated.insert(ordered((a, p), (b, q)));
+            }
             links.push(TopoLink { a: (a, p), b: (b, q), width: rate.0, speed: rate.1 });
         }
         for h in 0..self.halves.len() {
@@ -647,7 +672,7 @@ impl<'o> Parser<'o> {
             TopologyError::Invalid(m) => TopologyError::Invalid(format!("{}: {m}", self.origin)),
             other => other,
         })?;
-        Ok(topo)
+        Ok((topo, stated))
     }
 
     fn combine_rates(
@@ -683,6 +708,15 @@ impl<'o> Parser<'o> {
                 Ok((ra.0.min(rb.0), ra.1.min(rb.1)))
             }
         }
+    }
+}
+
+/// A link's two ends, lower first (as [`Topology::canonicalize`] puts them).
+fn ordered(x: (usize, u8), y: (usize, u8)) -> ((usize, u8), (usize, u8)) {
+    if y < x {
+        (y, x)
+    } else {
+        (x, y)
     }
 }
 
@@ -880,6 +914,25 @@ mod tests {
         assert_eq!(header_desc(" # MF0;sw base port 0 lid 4"), Some("MF0;sw"));
         assert_eq!(header_desc(" # plain"), Some("plain"));
         assert_eq!(header_desc(" no comment"), None);
+    }
+
+    #[test]
+    fn the_links_whose_rate_the_file_states_are_told_apart() {
+        let text = "Switch 3 \"S-0000000000000001\" # \"sw\"\n\
+                    [1] \"H-0000000000000002\"[1] # \"a\" lid 2 1xSDR\n\
+                    [2] \"H-0000000000000003\"[1]\n\n\
+                    Ca 1 \"H-0000000000000002\" # \"a\"\n\
+                    [1] \"S-0000000000000001\"[1]\n\n\
+                    Ca 1 \"H-0000000000000003\" # \"b\"\n\
+                    [1] \"S-0000000000000001\"[2]\n";
+        let (topo, stated) = parse_str_stated(text, "t").expect("parses");
+        assert_eq!(topo.links.len(), 2);
+        let a = topo.find_node_by_desc("a").expect("a");
+        let b = topo.find_node_by_desc("b").expect("b");
+        let sw = topo.find_node_by_desc("sw").expect("sw");
+        assert_eq!(stated.into_iter().collect::<Vec<_>>(), vec![ordered((sw, 1), (a, 1))]);
+        let unstated = topo.links.iter().find(|l| l.touches(b)).expect("b's link");
+        assert_eq!((unstated.width, unstated.speed), (DEFAULT_WIDTH, DEFAULT_SPEED));
     }
 
     #[test]

@@ -239,6 +239,10 @@ pub struct Config {
     /// Serve Prometheus metrics on this loopback address
     /// (`127.0.0.1:9464`; also --metrics-listen).
     pub metrics_listen: Option<String>,
+    /// The intended cabling, a topology file (ibnetdiscover / ibsim net
+    /// format): compared with the fabric after every heavy sweep, each
+    /// difference logged once ([`crate::cabling`]; `smcore check`).
+    pub expect_topology: Option<PathBuf>,
     /// OpenSM's partitions.conf (OpenSM `partition_config_file`; default
     /// /etc/opensm/partitions.conf, whose absence means the default
     /// partition only; a file given here must exist).

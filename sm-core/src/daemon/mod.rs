@@ -322,6 +322,8 @@ struct Daemon<'r, 'o> {
     mcast: McastState,
     traps: TrapState,
     settings: Settings,
+    /// The fabric compared with `expect_topology` after each heavy sweep.
+    cabling: crate::cabling::CablingWatch,
 }
 
 /// Runs the SM on `ctx.port` until `ctx.signals.stop` is set. `on_heavy`
@@ -351,6 +353,7 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
         traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
         settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None, qos_policy: None },
+        cabling: crate::cabling::CablingWatch::default(),
     };
     d.publish_config();
     d.show_status(|s| s.set("sweep_interval", format!("{:?}", d.schedule.interval)));
@@ -623,6 +626,25 @@ impl Daemon<'_, '_> {
             crate::pipeline::write_dumps(dir, &mut outcome);
         }
         self.publish(&outcome, n, cause, on_heavy);
+        self.check_cabling(&outcome.sweep.fabric);
+    }
+
+    /// Compares the fabric with `expect_topology`, when set: differences
+    /// go to the log once each, their count by kind to the console's
+    /// status and the metrics.
+    fn check_cabling(&mut self, fabric: &Fabric) {
+        let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
+        let file = config.expect_topology.clone();
+        match self.cabling.after_sweep(file.as_deref(), fabric) {
+            Some(report) => self.show_status(|s| {
+                let n = report.differences();
+                s.set("cabling", match n { 0 => "as expected".to_string(), 1 => "1 difference".to_string(), n => format!("{n} differences") });
+                s.cabling = Some(report.counts().into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+            }),
+            None if file.is_none() => self.show_status(|s| s.cabling = None),
+            // Not compared this sweep: the last comparison stands.
+            None => {}
+        }
     }
 
     /// The trap intake and the SA learn of a heavy sweep.
