@@ -251,6 +251,10 @@ struct ShadowArgs {
     /// --master-engines) and serves its SA; the shadow looks from --from.
     #[arg(long, value_name = "TOPOLOGY")]
     fabric: Option<PathBuf>,
+    /// Also compare the fabric with this intended cabling (as `smcore check
+    /// --expect`) every round.
+    #[arg(long, value_name = "TOPOLOGY")]
+    expect: Option<PathBuf>,
     /// With --fabric: the engines of the SM that programs the fabric
     /// (default minhop; `file` with --lfts-file loads a dump).
     #[arg(long, value_name = "LIST", requires = "fabric")]
@@ -368,6 +372,7 @@ fn shadow(args: &ShadowArgs, mut config: Config, registry: &Registry) -> ExitCod
         sa_limit: args.sa_path_limit,
         engines,
         retries: sm_core::sweep::transport::DEFAULT_TRANSACTION_RETRIES,
+        expect: args.expect.clone(),
         metrics_listen: args.metrics_listen,
         control_socket: args.control_socket.clone(),
     };

@@ -78,6 +78,8 @@ pub struct ShadowOptions<'a> {
     pub settings: &'a RouteSettings<'a>,
     /// Retries of an unanswered Get.
     pub retries: u32,
+    /// The intended cabling to compare the fabric with (`--expect`).
+    pub expect: Option<&'a crate::cabling::Cabling>,
 }
 
 /// A routing judged by the verifier.
@@ -246,6 +248,8 @@ pub struct ShadowReport {
     pub smcore: Option<Verdict>,
     /// What smcore would change.
     pub diff: Option<Diff>,
+    /// The fabric against the intended cabling, when one was given.
+    pub cabling: Option<crate::cabling::CablingReport>,
     /// The round's time.
     pub elapsed_ms: f64,
 }
@@ -267,6 +271,7 @@ pub fn round(
     let discovered = crate::sweep::stages::read_fabric(&mut guarded, &sweep, &SweepLimits::default())
         .map_err(|e| ShadowError::Discovery(e.to_string()))?;
     let fabric = discovered.fabric().clone();
+    let cabling = options.expect.map(|expected| crate::cabling::check_fabric(expected, &fabric));
     let lmc = end_port_lmc(&fabric);
     let snapshot = fabric.snapshot(lmc);
     let tables = {
@@ -328,6 +333,7 @@ pub fn round(
         smcore_attempts,
         smcore,
         diff,
+        cabling,
         elapsed_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
     };
     Ok((report, Live { snapshot, routing: live_routing, verification, smcore: outcome.routed.map(|r| (r.engine, r.routing, r.verification)) }))
@@ -815,6 +821,11 @@ impl ShadowReport {
                 let _ = writeln!(o, "smcore      no engine routed: {}", self.smcore_attempts.join("; "));
             }
         }
+        if let Some(c) = &self.cabling {
+            for line in c.render().lines() {
+                let _ = writeln!(o, "cabling     {line}");
+            }
+        }
         if let Some(d) = &self.diff {
             let _ = writeln!(
                 o,
@@ -867,6 +878,11 @@ impl ShadowReport {
         if let Some(d) = &self.diff {
             gauge("smcore_shadow_lft_entries_differ", "LFT entries smcore would program otherwise.", &[("", d.entries_differ as f64)]);
             gauge("smcore_shadow_switches_differ", "Switches whose LFT smcore would change.", &[("", d.switches_differ as f64)]);
+        }
+        if let Some(c) = &self.cabling {
+            let rows: Vec<(String, f64)> = c.counts().into_iter().map(|(k, n)| (format!("{{kind=\"{k}\"}}"), n as f64)).collect();
+            let rows: Vec<(&str, f64)> = rows.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+            gauge("smcore_cabling_differences", "Differences from the intended cabling, by kind.", &rows);
         }
         gauge("smcore_shadow_read_gets", "SubnGets of the last round.", &[("", self.read.gets as f64)]);
         gauge("smcore_shadow_refused_mads", "MADs the read-only port refused (0 unless smcore has a bug).", &[("", self.read.refused as f64)]);

@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub engines: String,
     /// Retries of an unanswered Get.
     pub retries: u32,
+    /// Compare the fabric with this intended cabling every round.
+    pub expect: Option<PathBuf>,
     /// Serve the shadow's series here (loopback).
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Answer `smcore ctl` here.
@@ -126,7 +128,12 @@ pub fn run(
         None => None,
     };
     let settings = config.route_settings();
-    let shadow = ShadowOptions { engines: &options.engines, settings: &settings, retries: options.retries };
+    let expected = match &options.expect {
+        Some(path) => Some(crate::cabling::load_expected(path).map_err(|e| RunError::Input(e.to_string()))?),
+        None => None,
+    };
+    let shadow =
+        ShadowOptions { engines: &options.engines, settings: &settings, retries: options.retries, expect: expected.as_ref() };
     let mut opened = Opened::open(vantage)?;
     let mut rounds = 0u64;
     loop {
@@ -211,6 +218,9 @@ fn publish(status: &Mutex<crate::control::Status>, series: &Mutex<String>, repor
     match (&report.smcore_engine, &report.smcore) {
         (Some(e), Some(v)) => s.set("smcore routing", format!("{e}, {}", verdict(v))),
         _ => s.set("smcore routing", format!("none: {}", report.smcore_attempts.join("; "))),
+    }
+    if let Some(c) = &report.cabling {
+        s.set("cabling", format!("{} differences from the intended cabling", c.differences()));
     }
     if let Some(d) = &report.diff {
         s.set(
