@@ -786,3 +786,271 @@ pub fn fabric_of(s: &FabricSnapshot) -> Fabric {
         .collect();
     Fabric { nodes, sm_port: 0, incomplete: false }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sm_abi::abi_stable::std_types::ROption;
+    use sm_abi::{path_sl_box, PathSl, Routing, Sl2Vl, NO_ROUTE};
+
+    /// Path SLs that differ by destination: SL = DLID mod 4.
+    struct ByDlid;
+
+    impl PathSl for ByDlid {
+        fn uniform(&self) -> ROption<u8> {
+            ROption::RNone
+        }
+        fn path_sl(&self, _slid: u16, dlid: u16) -> u8 {
+            (dlid % 4) as u8
+        }
+    }
+
+    /// The map every port pair gets: SL n on VL n mod 2 (VL 15 for SL 15).
+    fn map() -> [u8; 16] {
+        std::array::from_fn(|sl| if sl == 15 { 15 } else { (sl % 2) as u8 })
+    }
+
+    /// A 2-ary 3-tree with two hosts per leaf (12 switches, 8 hosts),
+    /// LIDs assigned, after `alter` changed its snapshot.
+    fn snapshot(alter: impl FnOnce(&mut FabricSnapshot)) -> FabricSnapshot {
+        let topo = sm_topology::gen::kary_ntree(2, 3, 2).expect("tree");
+        let mut snap = sm_topology::lids::snapshot(&topo, 0).expect("LIDs");
+        alter(&mut snap);
+        snap
+    }
+
+    /// Min-hop LFTs, [`ByDlid`] SLs and the SL2VL map on every port pair
+    /// of every switch and every CA port.
+    fn routed(snap: FabricSnapshot) -> Arc<AcceptedRouting> {
+        let lfts = smcore_kit::balance::min_hop_lfts(&snap);
+        let mut sl2vl = Vec::new();
+        for (i, n) in snap.nodes.iter().enumerate() {
+            let node = i as u32;
+            if n.kind == NodeKind::Switch {
+                for in_port in 0..=n.num_ports {
+                    for out_port in 1..=n.num_ports {
+                        sl2vl.push(Sl2Vl { node, in_port, out_port, vl: map() });
+                    }
+                }
+            } else {
+                for out_port in 1..=n.num_ports {
+                    sl2vl.push(Sl2Vl { node, in_port: 0, out_port, vl: map() });
+                }
+            }
+        }
+        let routing = Routing {
+            path_sl: path_sl_box(ByDlid),
+            sl2vl: sl2vl.into(),
+            vls_used: 2,
+            ..Routing::single_vl(lfts)
+        };
+        let routed = Routed { engine: "test".into(), routing, verification: Default::default() };
+        accepted_offline(snap, routed, true)
+    }
+
+    fn hosts(snap: &FabricSnapshot) -> Vec<usize> {
+        (0..snap.nodes.len()).filter(|&i| snap.nodes[i].kind == NodeKind::Ca).collect()
+    }
+
+    fn lid_of(snap: &FabricSnapshot, node: usize) -> u16 {
+        snap.port_of(node as u32, 1).expect("port 1").lid
+    }
+
+    /// (node, in port, out port) of each node the LFTs send `dlid`
+    /// through from the CA `src`, read from the snapshot and the LFTs
+    /// directly.
+    fn lft_walk(accepted: &AcceptedRouting, src: usize, dlid: u16) -> Vec<(u32, Option<u8>, u8)> {
+        let snap = &accepted.snapshot;
+        let mut out = vec![(src as u32, None, 1)];
+        let mut at = snap.port_of(src as u32, 1).expect("port").peer;
+        loop {
+            let port = &snap.ports[at as usize];
+            let node = &snap.nodes[port.node as usize];
+            if node.kind != NodeKind::Switch {
+                assert_eq!(port.lid, dlid, "the walk arrives at the destination");
+                return out;
+            }
+            let lft = accepted.lft(port.node).expect("an LFT");
+            let exit = lft[usize::from(dlid)];
+            assert_ne!(exit, NO_ROUTE);
+            out.push((port.node, Some(port.num), exit));
+            at = snap.port_of(port.node, exit).expect("exit port").peer;
+            assert!(out.len() < 16, "no loop");
+        }
+    }
+
+    #[test]
+    fn hops_are_the_lfts_and_the_sl_the_engines_whatever_names_the_ends() {
+        let accepted = routed(snapshot(|_| {}));
+        let snap = &accepted.snapshot;
+        let hs = hosts(snap);
+        let (a, b) = (hs[0], hs[hs.len() - 1]);
+        let (slid, dlid) = (lid_of(snap, a), lid_of(snap, b));
+        let by_lid = explain(&accepted, None, &slid.to_string(), &dlid.to_string()).expect("by LID");
+        let port_guid = format!("{:#x}", snap.port_of(b as u32, 1).expect("port").guid);
+        let by_guid = explain(&accepted, None, &format!("{:#x}", snap.nodes[a].guid), &port_guid).expect("by GUID");
+        let by_desc = explain(&accepted, None, snap.nodes[a].description.as_str(), snap.nodes[b].description.as_str())
+            .expect("by description");
+        assert_eq!(by_lid, by_guid);
+        assert_eq!(by_lid, by_desc);
+        let e = by_lid;
+        assert!(e.arrives, "{}", e.render());
+        assert_eq!((e.source.lid, e.destination.lid), (slid, dlid));
+        let walked: Vec<(u32, Option<u8>, u8)> = lft_walk(&accepted, a, dlid);
+        let shown: Vec<(String, Option<u8>, u8)> = e.hops.iter().map(|h| (h.node_guid.clone(), h.in_port, h.out_port)).collect();
+        let expected: Vec<(String, Option<u8>, u8)> =
+            walked.iter().map(|&(n, i, o)| (guid(snap.nodes[n as usize].guid), i, o)).collect();
+        assert_eq!(shown, expected);
+        assert_eq!(e.hops.len(), 6, "host, leaf, agg, spine, agg, leaf");
+        assert_eq!(e.hops[0].kind, "CA");
+        assert!(e.hops[1..].iter().all(|h| h.kind == "switch"));
+        // The engine's SL, the SA's SL, and the VL each hop's map gives it.
+        assert_eq!(e.sl, accepted.path_sl(slid, dlid));
+        assert_eq!(e.sl, (dlid % 4) as u8);
+        let record = e.path_record.as_ref().expect("a PathRecord");
+        assert_eq!((record.slid, record.dlid, record.sl), (slid, dlid, e.sl));
+        assert_eq!(record.hops, 6);
+        assert_eq!(record.mtu, 4096);
+        assert!(record.reversible);
+        assert!(e.hops.iter().all(|h| h.vl == Some(e.sl % 2) && h.vl_map == "engine"), "{}", e.render());
+        assert_eq!(e.partitions.len(), 1);
+        assert_eq!((e.partitions[0].pkey.as_str(), e.partitions[0].usable), ("0x7fff", true));
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+        let text = e.render();
+        assert!(text.contains(&format!("path SL {}", e.sl)) && text.contains(&format!("PathRecord {slid} -> {dlid}: SL {}", e.sl)), "{text}");
+        // A destination whose SL is odd rides VL 1.
+        let odd = hs.iter().map(|&h| lid_of(snap, h)).find(|l| l % 2 == 1 && *l != slid).expect("an odd LID");
+        let e = explain(&accepted, None, &slid.to_string(), &odd.to_string()).expect("odd");
+        assert!(e.hops.iter().all(|h| h.vl == Some(1)), "{}", e.render());
+    }
+
+    /// The inter-switch link the path `a` → `b` crosses second (leaf → agg),
+    /// as (node, port) at both ends.
+    fn second_link(accepted: &AcceptedRouting, a: usize, dlid: u16) -> ((u32, u8), (u32, u8)) {
+        let walk = lft_walk(accepted, a, dlid);
+        let (node, _, out) = walk[1];
+        let peer = accepted.snapshot.port_of(node, out).expect("port").peer;
+        let p = &accepted.snapshot.ports[peer as usize];
+        ((node, out), (p.node, p.num))
+    }
+
+    #[test]
+    fn a_narrower_slower_or_smaller_link_is_named() {
+        let plain = routed(snapshot(|_| {}));
+        let hs = hosts(&plain.snapshot);
+        let (a, b) = (hs[0], hs[hs.len() - 1]);
+        let dlid = lid_of(&plain.snapshot, b);
+        let ((n1, p1), (n2, p2)) = second_link(&plain, a, dlid);
+        // That link at 1x on both ends: the same LFTs, the same path.
+        let narrow = routed(snapshot(|s| {
+            for (n, p) in [(n1, p1), (n2, p2)] {
+                let i = s.port_index(n, p) as usize;
+                s.ports[i].width = 1;
+            }
+        }));
+        let e = explain(&narrow, None, &lid_of(&narrow.snapshot, a).to_string(), &dlid.to_string()).expect("narrow");
+        assert!(e.arrives);
+        assert_eq!(e.hops[1].link.width, "1x");
+        assert_eq!(e.hops[1].link.rate_gbps, 10.0);
+        assert_eq!(e.path_record.as_ref().expect("record").rate_gbps, 10.0, "the SA's rate is the narrow link's");
+        let rate: Vec<&String> = e.warnings.iter().filter(|w| w.contains("Gb/s) is below")).collect();
+        assert_eq!(rate.len(), 1, "{:?}", e.warnings);
+        assert!(rate[0].starts_with("hop 2 ") && rate[0].contains("1xQDR (10 Gb/s)"), "{}", rate[0]);
+        // An MTU of 1024 on the far end of that link: the SA's database
+        // built from a fabric whose port says so.
+        let mut fabric = fabric_of(&plain.snapshot);
+        fabric.node_mut(n2 as usize).ports[usize::from(p2)].info.as_mut().expect("PortInfo").mtu_cap = mtu::MTU_1024;
+        let db = SaDb::build_shared(SaSource { fabric: &fabric, lmc: 0, accepted: Some(&plain), partitions: None });
+        let e = explain_in(&db, &PathDefaults::default(), &lid_of(&plain.snapshot, a).to_string(), &dlid.to_string())
+            .expect("small MTU");
+        assert_eq!(e.hops[1].link.mtu, 1024);
+        assert!(e.hops.iter().enumerate().all(|(i, h)| i == 1 || h.link.mtu == 4096));
+        assert_eq!(e.path_record.as_ref().expect("record").mtu, 1024);
+        let small: Vec<&String> = e.warnings.iter().filter(|w| w.contains("MTU")).collect();
+        assert_eq!(small.len(), 1, "{:?}", e.warnings);
+        assert!(small[0].starts_with("hop 2 ") && small[0].contains("MTU 1024 is below"), "{}", small[0]);
+    }
+
+    #[test]
+    fn a_vl_beyond_the_ports_operational_vls_is_named() {
+        let plain = routed(snapshot(|_| {}));
+        let hs = hosts(&plain.snapshot);
+        let a = hs[0];
+        // A destination whose SL rides VL 1.
+        let b = *hs.iter().rev().find(|&&h| lid_of(&plain.snapshot, h) % 2 == 1).expect("odd LID");
+        let dlid = lid_of(&plain.snapshot, b);
+        let ((n1, p1), _) = second_link(&plain, a, dlid);
+        let one_vl = routed(snapshot(|s| {
+            let i = s.port_index(n1, p1) as usize;
+            s.ports[i].op_vls = 1;
+        }));
+        let e = explain(&one_vl, None, &lid_of(&one_vl.snapshot, a).to_string(), &dlid.to_string()).expect("explained");
+        assert_eq!(e.hops[1].vl, Some(1));
+        let vl: Vec<&String> = e.warnings.iter().filter(|w| w.contains("not operational")).collect();
+        assert_eq!(vl.len(), 1, "{:?}", e.warnings);
+        assert!(vl[0].starts_with(&format!("hop 2 (switch {:?} port {p1})", e.hops[1].description)), "{}", vl[0]);
+        // An even SL rides VL 0: nothing to say.
+        let c = *hs.iter().rev().find(|&&h| lid_of(&plain.snapshot, h) % 2 == 0).expect("even LID");
+        let e = explain(&one_vl, None, &lid_of(&one_vl.snapshot, a).to_string(), &lid_of(&one_vl.snapshot, c).to_string())
+            .expect("explained");
+        assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    }
+
+    #[test]
+    fn a_walk_that_stops_or_loops_is_named_and_has_no_path_record() {
+        let mut accepted = routed(snapshot(|_| {}));
+        let hs = hosts(&accepted.snapshot);
+        let (a, b) = (hs[0], hs[hs.len() - 1]);
+        let dlid = lid_of(&accepted.snapshot, b);
+        let walk = lft_walk(&accepted, a, dlid);
+        let (spine, _, _) = walk[3];
+        fn lfts(acc: &mut Arc<AcceptedRouting>) -> &mut sm_abi::abi_stable::std_types::RVec<sm_abi::Lft> {
+            &mut Arc::get_mut(acc).expect("not shared").routing.lfts
+        }
+        // The spine has no entry for the destination.
+        for lft in lfts(&mut accepted).iter_mut().filter(|l| l.node == spine) {
+            lft.ports[usize::from(dlid)] = NO_ROUTE;
+        }
+        let e = explain(&accepted, None, &lid_of(&accepted.snapshot, a).to_string(), &dlid.to_string()).expect("explained");
+        assert!(!e.arrives);
+        assert_eq!(e.hops.len(), 3, "up to the spine: {}", e.render());
+        assert!(e.path_record.is_none());
+        let spine_guid = guid(accepted.snapshot.nodes[spine as usize].guid);
+        assert!(e.warnings.iter().any(|w| w.contains(&spine_guid) && w.contains("no LFT entry")), "{:?}", e.warnings);
+        assert!(e.warnings.iter().any(|w| w.contains("no PathRecord")), "{:?}", e.warnings);
+        // The spine sends it back down where it came from: a loop.
+        let back = walk[3].1.expect("the spine's in port");
+        for lft in lfts(&mut accepted).iter_mut().filter(|l| l.node == spine) {
+            lft.ports[usize::from(dlid)] = back;
+        }
+        let e = explain(&accepted, None, &lid_of(&accepted.snapshot, a).to_string(), &dlid.to_string()).expect("explained");
+        assert!(!e.arrives);
+        assert!(e.warnings.iter().any(|w| w.contains("the LFTs loop")), "{:?}", e.warnings);
+        assert!(e.hops.len() <= 6, "the loop is cut where it closes: {}", e.render());
+        assert!(e.path_record.is_none());
+    }
+
+    #[test]
+    fn unknown_and_ambiguous_ports_are_errors_and_descriptions_may_hold_spaces() {
+        let accepted = routed(snapshot(|s| {
+            let hs: Vec<usize> = (0..s.nodes.len()).filter(|&i| s.nodes[i].kind == NodeKind::Ca).collect();
+            s.nodes[hs[0]].description = "node a HCA-1".into();
+            s.nodes[hs[1]].description = "node b HCA-1".into();
+            s.nodes[hs[2]].description = "twin".into();
+            s.nodes[hs[3]].description = "twin".into();
+        }));
+        assert_eq!(explain(&accepted, None, "nosuchhost", "1").err(), Some(ExplainError::Unknown("nosuchhost".into())));
+        assert!(matches!(explain(&accepted, None, "1", "60000"), Err(ExplainError::Unknown(_))));
+        assert!(matches!(explain(&accepted, None, "0xdeadbeef", "1"), Err(ExplainError::Unknown(_))));
+        let twin = explain(&accepted, None, "twin", "1").err().expect("ambiguous");
+        assert!(matches!(twin, ExplainError::Ambiguous { count: 2, .. }), "{twin:?}");
+        assert!(twin.to_string().contains("give a LID or a GUID"), "{twin}");
+        let fabric = fabric_of(&accepted.snapshot);
+        let db = SaDb::build_shared(SaSource { fabric: &fabric, lmc: 0, accepted: Some(&accepted), partitions: None });
+        let d = PathDefaults::default();
+        let e = explain_words(&db, &d, &["node", "a", "HCA-1", "node", "b", "HCA-1"]).expect("split at the one place");
+        assert_eq!((e.source.description.as_str(), e.destination.description.as_str()), ("node a HCA-1", "node b HCA-1"));
+        assert!(matches!(explain_words(&db, &d, &["node"]), Err(ExplainError::Usage(_))));
+        assert!(matches!(explain_words(&db, &d, &["node", "c", "x"]), Err(ExplainError::Usage(_))));
+    }
+}
