@@ -157,7 +157,7 @@ enum Command {
     /// `reload` (rescan the engine directories, as SIGHUP), `sweep` (a heavy
     /// sweep now), `reroute` (a heavy sweep that routes afresh), `status`,
     /// `portstatus`, `lidbalance`, `route`, `perfmgr`, `dump_conf`,
-    /// `loglevel [FILTER]`.
+    /// `loglevel [FILTER]`, `explain SRC DST`.
     Ctl(CtlArgs),
     /// The path between two ports of the running SM's fabric, hop by hop:
     /// switches, ports, links, the SL and the VL at each hop, the
@@ -192,7 +192,8 @@ struct CtlArgs {
     /// reload | sweep | reroute | status | portstatus | lidbalance | route |
     /// perfmgr | dump_conf | loglevel [FILTER] | saquery [--from HOST] path
     /// DEST (on the embedded fabric: a PathRecord asked of the SA by a
-    /// simulated host; hosts by NodeDescription, node GUID or LID)
+    /// simulated host; hosts by NodeDescription, node GUID or LID) |
+    /// explain SRC DST (the path between two ports, hop by hop)
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
 }
