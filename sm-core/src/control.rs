@@ -19,7 +19,10 @@
 //! * `dump_conf` — the configuration in force, secrets masked;
 //! * `loglevel [FILTER]` — show or change the log filter (`debug`,
 //!   `sm_core::sweep=trace,info`); a bad filter is refused and the old one
-//!   kept.
+//!   kept;
+//! * `explain SRC DST` — the path between two ports hop by hop, with its
+//!   SL, the VL at each hop and the PathRecord the SA answers
+//!   ([`crate::explain`]); ports by LID, GUID or NodeDescription.
 //!
 //! A line starting with `--json` gets the answer as one JSON object
 //! (errors as `{"error": "..."}`).
@@ -94,6 +97,8 @@ pub struct Status {
     /// Differences from `expect_topology` by kind, as the last heavy sweep
     /// found them (`None`: no expected cabling).
     pub cabling: Option<std::collections::BTreeMap<String, usize>>,
+    /// The SA's database in force, for `explain`.
+    pub paths: Option<crate::explain::PathView>,
 }
 
 /// Publishes a heavy sweep's outcome to the console. The view is built
@@ -233,7 +238,7 @@ fn ok(message: &str) -> Answer {
 }
 
 /// The commands, for the error that names them.
-const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel, saquery";
+const COMMANDS: &str = "reload, sweep, reroute, status, portstatus, lidbalance, route, perfmgr, dump_conf, loglevel, saquery, explain";
 
 fn handle(stream: UnixStream, signals: &Signals, status: &Mutex<Status>, extras: &Extras) {
     let allowed = peer_allowed(&stream);
@@ -275,14 +280,14 @@ fn answer(
     extras: &Extras,
 ) -> Answer {
     let (perf, log) = (extras.perf.as_deref(), extras.log.as_ref());
-    let takes_arg = verb == "loglevel" || verb == "saquery";
+    let takes_arg = matches!(verb, "loglevel" | "saquery" | "explain");
     if !takes_arg && !args.is_empty() {
         return Err(format!("{verb} takes no argument"));
     }
     // Clones of the Arcs: the lock is held for no longer than that.
-    let (view, conf) = {
+    let (view, conf, paths) = {
         let s = status.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        (s.view.clone(), s.conf.clone())
+        (s.view.clone(), s.conf.clone(), s.paths.clone())
     };
     let need_view = || view.clone().ok_or_else(|| "no heavy sweep has finished yet".to_string());
     match verb {
@@ -347,6 +352,11 @@ fn answer(
             Some(ask) => ask(args),
             None => Err("saquery asks from a host of the embedded fabric (`--fabric`); on a real fabric use saquery(8)".to_string()),
         },
+        "explain" => {
+            let paths = paths.ok_or_else(|| "no heavy sweep has finished yet".to_string())?;
+            let e = crate::explain::explain_words(&paths.db, &paths.defaults, args).map_err(|e| e.to_string())?;
+            Ok((e.render(), serde_json::to_value(&e).unwrap_or(Value::Null)))
+        }
         other => Err(format!("unknown command {other:?} ({COMMANDS})")),
     }
 }

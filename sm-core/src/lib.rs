@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod dump;
 pub mod embedded;
 pub mod engines;
+pub mod explain;
 pub(crate) mod listener;
 pub mod logging;
 pub mod manpages;

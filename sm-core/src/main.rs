@@ -157,8 +157,14 @@ enum Command {
     /// `reload` (rescan the engine directories, as SIGHUP), `sweep` (a heavy
     /// sweep now), `reroute` (a heavy sweep that routes afresh), `status`,
     /// `portstatus`, `lidbalance`, `route`, `perfmgr`, `dump_conf`,
-    /// `loglevel [FILTER]`.
+    /// `loglevel [FILTER]`, `explain SRC DST`.
     Ctl(CtlArgs),
+    /// The path between two ports of the running SM's fabric, hop by hop:
+    /// switches, ports, links, the SL and the VL at each hop, the
+    /// partitions both ends share, the PathRecord the SA answers, and
+    /// warnings. Ports by LID, GUID (0x...) or NodeDescription. The same
+    /// as `smcore ctl explain SRC DST`.
+    Explain(ExplainArgs),
     /// Check this host before starting the SM: umad devices and link
     /// layers, the port the SM would bind and why, device permissions,
     /// the kernel registering the SM's agents, another SM already running
@@ -200,7 +206,8 @@ struct CtlArgs {
     /// reload | sweep | reroute | status | portstatus | lidbalance | route |
     /// perfmgr | dump_conf | loglevel [FILTER] | saquery [--from HOST] path
     /// DEST (on the embedded fabric: a PathRecord asked of the SA by a
-    /// simulated host; hosts by NodeDescription, node GUID or LID)
+    /// simulated host; hosts by NodeDescription, node GUID or LID) |
+    /// explain SRC DST (the path between two ports, hop by hop)
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
 }
@@ -272,6 +279,61 @@ struct ShadowArgs {
     metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     options: EngineOptions,
+}
+
+#[derive(Args, Debug)]
+struct ExplainArgs {
+    /// Where the path starts: a LID, a port or node GUID, or a NodeDescription.
+    src: String,
+    /// Where it goes.
+    dst: String,
+    /// The SM's control socket (its `--control-socket`).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL_SOCKET)]
+    socket: PathBuf,
+    /// The answer as one JSON object (errors as {"error": "..."}).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `smcore explain SRC DST`: `smcore ctl explain SRC DST`, the answer
+/// printed; exit 2 on an error.
+fn explain_cmd(args: &ExplainArgs) -> ExitCode {
+    let line = format!("{}explain {} {}", if args.json { "--json " } else { "" }, args.src, args.dst);
+    match sm_core::control::request(&args.socket, &line) {
+        Ok(answer) => {
+            print!("{answer}");
+            if answer.starts_with("error") || answer.starts_with("{\"error\"") {
+                ExitCode::from(EXIT_BAD_INPUT)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) if args.json => {
+            println!("{}", serde_json::json!({ "error": e.to_string() }));
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+        Err(e) => fail(EXIT_BAD_INPUT, e),
+    }
+}
+
+/// `smcore route TOPO --explain SRC DST ...`: each path explained on the
+/// routing just computed (the topology file read again for its snapshot).
+fn route_explain(args: &RouteArgs, registry: &Registry, config: &Config, outcome: sm_core::engines::chain::ChainOutcome) -> ExitCode {
+    let Some(routed) = outcome.routed else { return ExitCode::from(EXIT_NOT_ROUTED) };
+    let snapshot = match sm_core::offline::load_fabric(&args.topology, config.route_settings().lmc) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
+    let accepted = sm_core::explain::accepted_offline(snapshot, routed, deadlock_free);
+    for pair in args.explain.chunks(2) {
+        let [src, dst] = pair else { continue };
+        match sm_core::explain::explain(&accepted, None, src, dst) {
+            Ok(e) => print!("\n{}", e.render()),
+            Err(e) => return fail(EXIT_BAD_INPUT, e),
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 #[derive(Args, Debug)]
@@ -599,6 +661,10 @@ struct RouteArgs {
     /// Write the report as JSON here.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Explain the path SRC -> DST on the routing computed (ports by LID,
+    /// GUID or NodeDescription); may be given more than once.
+    #[arg(long, num_args = 2, value_names = ["SRC", "DST"], action = clap::ArgAction::Append)]
+    explain: Vec<String>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -662,6 +728,9 @@ fn main() -> ExitCode {
             Err(e) => fail(EXIT_BAD_INPUT, format!("{}: {e}", out.display())),
         };
     }
+    if let Command::Explain(args) = command {
+        return explain_cmd(args);
+    }
     if let Command::Ctl(args) = command {
         let mut line = args.command.join(" ");
         if args.json {
@@ -723,13 +792,22 @@ fn main() -> ExitCode {
                     return fail(EXIT_BAD_INPUT, format!("{}: {e}", path.display()));
                 }
             }
+            if !args.explain.is_empty() {
+                return route_explain(args, &registry, &config, outcome);
+            }
             if outcome.routed.is_some() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_NOT_ROUTED)
             }
         }
-        Command::Gen(_) | Command::Ctl(_) | Command::Manpages { .. } | Command::Doctor(_) | Command::Shadow(_) | Command::Check(_) => ExitCode::SUCCESS,
+        Command::Gen(_)
+        | Command::Ctl(_)
+        | Command::Manpages { .. }
+        | Command::Doctor(_)
+        | Command::Shadow(_)
+        | Command::Check(_)
+        | Command::Explain(_) => ExitCode::SUCCESS,
     }
 }
 

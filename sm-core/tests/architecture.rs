@@ -27,6 +27,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("offline", 3),
     // The SA, on the model, the routing and the policies.
     ("sa", 4),
+    // A path explained: the routing, walked as the SA walks it.
+    ("explain", 4),
     // The standby's arbitration, on the core.
     ("standby", 5),
     // The configuration, made into each part's settings, and the heavy

@@ -650,14 +650,23 @@ impl Daemon<'_, '_> {
     /// The trap intake and the SA learn of a heavy sweep.
     fn publish_sa(&mut self, outcome: &OnceOutcome) {
         self.traps.filter.set_fabric(fabric_lids(outcome));
-        if let Some(sa) = &self.ctx.options.sa {
+        let paths = if let Some(sa) = &self.ctx.options.sa {
             // The SA holds the accepted routing itself and asks its own
             // SL oracle, whatever the fabric's size. The records of nodes
             // this sweep left alone are the database's in force.
             let previous = sa.sa().db();
             let db = crate::sa::db::SaDb::build_after(outcome, previous.as_deref());
             sa.publish(db.with_qos_policy(self.settings.qos_policy.clone()));
-        }
+            let defaults = sa.sa().config().path;
+            sa.sa().db().map(|db| crate::explain::PathView { db, defaults })
+        } else if self.ctx.options.status.is_some() {
+            // No SA: the console's `explain` gets a database of its own.
+            let db = crate::sa::db::SaDb::build_shared(outcome).with_qos_policy(self.settings.qos_policy.clone());
+            Some(crate::explain::PathView { db: Arc::new(db), defaults: Default::default() })
+        } else {
+            None
+        };
+        self.show_status(|s| s.paths = paths);
     }
 
     /// The publish stage: the log, `guid2lid`, the caller, the console

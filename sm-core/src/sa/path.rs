@@ -64,56 +64,119 @@ impl SaDb {
     /// `dlid`; `None` when there is no such port or the tables do not
     /// lead there.
     pub fn walk(&self, slid: u16, dlid: u16) -> Option<Walk> {
-        let src = *self.end_by_lid(slid)?;
-        let dst = *self.end_by_lid(dlid)?;
-        let routing = self.routing.as_ref()?;
-        let start = self.wire(src.node, src.port)?;
+        self.trace(slid, dlid, |_| {}).ok()
+    }
+
+    /// [`Self::walk`], showing each link crossed to `step` as it goes, and
+    /// saying where a walk that does not arrive stopped.
+    pub fn trace(&self, slid: u16, dlid: u16, mut step: impl FnMut(&Step)) -> Result<Walk, WalkStop> {
+        let src = *self.end_by_lid(slid).ok_or(WalkStop::NoPort(slid))?;
+        let dst = *self.end_by_lid(dlid).ok_or(WalkStop::NoPort(dlid))?;
+        let routing = self.routing.as_ref().ok_or(WalkStop::NotRouted)?;
+        let start = self.wire(src.node, src.port).ok_or(WalkStop::Unlinked { node: src.node, port: src.port })?;
         let mut walk = Walk {
             hops: 0,
             mtu: start.mtu.max(1),
             rate: start.rate,
         };
         if src == dst {
-            return Some(walk);
+            return Ok(walk);
         }
-        let (mut node, mut port) = (src.node, src.port);
+        let (mut node, mut in_port) = (src.node, None);
         if !src.switch {
-            let w = self.wire(node, port)?;
-            let (n2, p2) = w.peer?;
+            let unlinked = WalkStop::Unlinked { node, port: src.port };
+            let w = self.wire(node, src.port).ok_or(unlinked)?;
+            let (n2, p2) = w.peer.ok_or(unlinked)?;
             walk.hops += 1;
             walk.mtu = walk.mtu.min(w.mtu.max(1));
             walk.rate = walk.rate.min(w.rate);
-            (node, port) = (n2, p2);
-            if node == dst.node && (dst.switch || port == dst.port) {
-                return Some(walk);
+            step(&Step { node, in_port: None, out_port: src.port, peer: (n2, p2), mtu: w.mtu.max(1), rate: w.rate });
+            (node, in_port) = (n2, Some(p2));
+            if node == dst.node && (dst.switch || p2 == dst.port) {
+                return Ok(walk);
             }
         }
-        let _ = port;
         loop {
             if self.node_kind[node as usize] != sm_abi::NodeKind::Switch {
-                return None;
+                return Err(WalkStop::NotASwitch { node, port: in_port.unwrap_or(0) });
             }
             if dst.switch && dst.node == node {
-                return Some(walk);
+                return Ok(walk);
             }
-            let out = *routing.lft(node)?.get(usize::from(dlid))?;
+            let out = routing
+                .lft(node)
+                .and_then(|lft| lft.get(usize::from(dlid)))
+                .copied()
+                .unwrap_or(sm_abi::NO_ROUTE);
             if out == 0 || out == sm_abi::NO_ROUTE {
-                return None;
+                return Err(WalkStop::NoLftEntry { node, entry: out });
             }
-            let w = self.wire(node, out)?;
-            let (n2, p2) = w.peer?;
+            let unlinked = WalkStop::Unlinked { node, port: out };
+            let w = self.wire(node, out).ok_or(unlinked)?;
+            let (n2, p2) = w.peer.ok_or(unlinked)?;
             walk.hops += 1;
             if walk.hops > MAX_HOPS {
-                return None;
+                return Err(WalkStop::TooLong);
             }
             walk.mtu = walk.mtu.min(w.mtu.max(1));
             walk.rate = walk.rate.min(w.rate);
+            step(&Step { node, in_port, out_port: out, peer: (n2, p2), mtu: w.mtu.max(1), rate: w.rate });
             if n2 == dst.node && (dst.switch || p2 == dst.port) {
-                return Some(walk);
+                return Ok(walk);
             }
-            node = n2;
+            (node, in_port) = (n2, Some(p2));
         }
     }
+}
+
+/// One link a walk crosses: out of `node` by `out_port`, into `peer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// The node sending (index in the fabric and the snapshot).
+    pub node: u32,
+    /// The port the walk entered it by (`None` at the source port).
+    pub in_port: Option<u8>,
+    /// The port it leaves by.
+    pub out_port: u8,
+    /// Node and port at the other end of the link.
+    pub peer: (u32, u8),
+    /// MTU code of the link (both ends).
+    pub mtu: u8,
+    /// Data rate of the link (0.1 Gb/s).
+    pub rate: u32,
+}
+
+/// Where a walk that does not arrive stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkStop {
+    /// No end port holds this LID.
+    NoPort(u16),
+    /// Nothing is routed.
+    NotRouted,
+    /// The port the path leaves by has no link.
+    Unlinked {
+        /// Node index.
+        node: u32,
+        /// Port number.
+        port: u8,
+    },
+    /// The path entered a CA or router that is not the destination.
+    NotASwitch {
+        /// Node index.
+        node: u32,
+        /// The port it entered by.
+        port: u8,
+    },
+    /// The switch's LFT has no port for the destination LID (no LFT, too
+    /// short, unrouted, or port 0).
+    NoLftEntry {
+        /// Node index.
+        node: u32,
+        /// The entry found (255 for none).
+        entry: u8,
+    },
+    /// Longer than any path may be: the LFTs loop.
+    TooLong,
 }
 
 /// Settings of PathRecords the routing does not decide.
