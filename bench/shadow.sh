@@ -87,7 +87,9 @@ def differ(a, b):
     return sum(1 for g in b for l in set(a.get(g, {})) | set(b[g]) if a.get(g, {}).get(l) != b[g].get(l))
 print(f"read-back vs the shadow's smcore dump: {differ(held, ours)} entries differ; vs its live dump: {differ(held, live)}")
 EOF
-    kill "$osm" "$sim" 2>/dev/null || true
+    # OpenSM looks at SIGTERM only every few seconds: it is killed.
+    pkill -KILL -P "$osm" 2>/dev/null || true
+    kill "$sim" 2>/dev/null || true
     wait "$osm" "$sim" 2>/dev/null || true
     exec {console}>&-
 done

@@ -183,6 +183,10 @@ impl GmpAgent for SimGmpAgent {
     }
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, TransportError> {
+        // An answer from a responder thread comes within microseconds: the
+        // pause between looks starts short and grows to POLL, so that a
+        // host asking thousands of queries is not held 2 ms by each.
+        let mut pause = Duration::from_micros(10);
         loop {
             if let Some(m) = self.fabric.lock().take_gmp(self.at) {
                 return Ok(Some(m));
@@ -191,7 +195,8 @@ impl GmpAgent for SimGmpAgent {
             if left.is_zero() {
                 return Ok(None);
             }
-            std::thread::sleep(left.min(POLL));
+            std::thread::sleep(left.min(pause));
+            pause = (pause * 2).min(POLL);
         }
     }
 }

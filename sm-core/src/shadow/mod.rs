@@ -19,6 +19,7 @@ pub mod run;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -29,7 +30,9 @@ use sm_transport::{ReadOnly, SmpClient, SmpPort};
 use smcore_kit::{Graph, Verification};
 use thiserror::Error;
 
+use crate::engines::chain::Routed;
 use crate::engines::Registry;
+use crate::routing::AcceptedRouting;
 use crate::offline::RouteSettings;
 use crate::report::RouteReport;
 use crate::sweep::{SweepLimits, SweepOptions};
@@ -336,20 +339,47 @@ pub fn round(
         cabling,
         elapsed_ms: (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
     };
-    Ok((report, Live { snapshot, routing: live_routing, verification, smcore: outcome.routed.map(|r| (r.engine, r.routing, r.verification)) }))
+    let accept = |routed: Routed, deadlock_free: bool| {
+        let tables = (routed.routing.sl2vl.len(), routed.routing.vlarb.len());
+        let top = snapshot.max_lid;
+        Arc::new(AcceptedRouting::new(routed, snapshot.clone(), top, deadlock_free, false, tables))
+    };
+    let smcore = outcome.routed.map(|r| {
+        let deadlock_free = registry.get(&r.engine).is_some_and(|e| e.deadlock_free);
+        accept(r, deadlock_free)
+    });
+    let live = accept(Routed { engine: LIVE.into(), routing: live_routing, verification }, false);
+    Ok((report, Live { fabric, live, smcore }))
 }
+
+/// The engine name the live routing goes by (in dumps and explanations).
+pub const LIVE: &str = "live (the master's, as read)";
 
 /// The live routing of a round and smcore's, for callers that look
 /// further (explaining a path, dumps).
 pub struct Live {
-    /// The fabric as found, with the master's LIDs.
-    pub snapshot: FabricSnapshot,
-    /// The master's routing as read (LFTs, SL2VL, VLArb, path SLs).
-    pub routing: Routing,
-    /// Its verification.
-    pub verification: Verification,
-    /// smcore's routing of the same fabric: engine, routing, verification.
-    pub smcore: Option<(String, Routing, Verification)>,
+    /// The fabric as found, with the master's LIDs (node `i` is node `i`
+    /// of both routings' snapshot).
+    pub fabric: crate::sweep::Fabric,
+    /// The master's routing as read (LFTs, SL2VL, VLArb, path SLs), with
+    /// its verification.
+    pub live: Arc<AcceptedRouting>,
+    /// smcore's routing of the same fabric.
+    pub smcore: Option<Arc<AcceptedRouting>>,
+}
+
+impl Live {
+    /// What `explain` answers from: the live routing in an SA database
+    /// built on the fabric as read (its ports' real MTUs and rates).
+    pub fn path_view(&self) -> crate::explain::PathView {
+        let db = crate::sa::SaDb::build_shared(crate::sa::db::SaSource {
+            fabric: &self.fabric,
+            lmc: self.live.snapshot.lmc,
+            accepted: Some(&self.live),
+            partitions: None,
+        });
+        crate::explain::PathView { db: Arc::new(db), defaults: Default::default() }
+    }
 }
 
 /// The LMC the end ports hold (the highest; 0 without end ports).

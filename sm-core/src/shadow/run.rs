@@ -148,6 +148,9 @@ pub fn run(
             Ok((report, live)) => {
                 rounds += 1;
                 publish(&status, &series, &report, rounds);
+                // `smcore ctl explain` answers on the live routing.
+                let paths = live.path_view();
+                status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).paths = Some(paths);
                 if let Some(path) = &options.report {
                     write_report(path, &report)?;
                 }
@@ -235,14 +238,15 @@ fn publish(status: &Mutex<crate::control::Status>, series: &Mutex<String>, repor
 /// The live routing and smcore's as OpenSM's dump files, for `ibdmchk`
 /// and for comparing with a read-back.
 fn write_dumps(dir: &Path, live: &Live) -> Result<(), RunError> {
-    let mut routings = vec![("live", &live.routing)];
-    if let Some((_, routing, _)) = &live.smcore {
-        routings.push(("smcore", routing));
+    let mut routings = vec![("live", &live.live)];
+    if let Some(ours) = &live.smcore {
+        routings.push(("smcore", ours));
     }
-    for (name, routing) in routings {
+    for (name, accepted) in routings {
         let sub = dir.join(name);
         std::fs::create_dir_all(&sub).map_err(|e| RunError::Input(format!("{}: {e}", sub.display())))?;
-        crate::dump::write_all(&sub, &live.snapshot, routing).map_err(|e| RunError::Input(format!("{}: {e}", sub.display())))?;
+        crate::dump::write_all(&sub, &accepted.snapshot, &accepted.routing)
+            .map_err(|e| RunError::Input(format!("{}: {e}", sub.display())))?;
     }
     Ok(())
 }
