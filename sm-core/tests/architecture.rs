@@ -45,6 +45,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("metrics", 8),
     ("embedded", 8),
     ("daemon", 9),
+    // Beside the SM in charge: the core's reading, the verifier, the
+    // chain, the cabling check, explain, the console and the metrics.
+    ("shadow", 9),
 ];
 
 /// Imports up the data flow that are still there, each with why: the
