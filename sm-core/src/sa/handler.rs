@@ -961,7 +961,12 @@ impl Sa {
         let repr = cpi::Repr {
             base_version: mad::BASE_VERSION,
             class_version: mad::class_version::SUBN_ADM,
+            // As OpenSM with multicast on: UD multicast groups are served
+            // (MCMemberRecord joins, MFTs). Not IsMultiPathSupported:
+            // that promises TraceRecord and requests over dual-sided
+            // RMPP, neither of which this SA answers.
             capability_mask: cpi::capability::GET_SET_NOTICE
+                | cpi::capability::UD_MULTICAST
                 | cpi::capability::PORT_INFO_CAPMASK_MATCH,
             capability_mask2: cpi::capability2::FULL_PORT_INFO_RECORD
                 | cpi::capability2::EXTENDED_SPEEDS,
