@@ -185,6 +185,23 @@ enum Command {
     /// links below their width or speed. Reads with SubnGets only; exit 0
     /// when the fabric matches, 1 when it differs, 2 on bad input.
     Check(CheckArgs),
+    /// Host one routing attempt in a process of its own (what the SM
+    /// starts for every isolated engine; not for people).
+    #[command(hide = true, name = "engine-host")]
+    EngineHost {
+        /// The memory file holding the request.
+        #[arg(long)]
+        request_fd: i32,
+        /// The memory file the answer goes to.
+        #[arg(long)]
+        answer_fd: i32,
+        /// Address-space limit in MiB.
+        #[arg(long)]
+        memory_mib: u64,
+        /// CPU-time limit in seconds.
+        #[arg(long)]
+        cpu_seconds: u64,
+    },
     /// Write the manual pages (smcore.8, smcore-<subcommand>.8,
     /// smcore.toml.5) into DIR: what packaging/install.sh installs.
     #[command(hide = true)]
@@ -679,6 +696,11 @@ const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The engine host answers before anything else is set up: no log, no
+    // configuration, only the request in its memory file.
+    if let Some(Command::EngineHost { request_fd, answer_fd, memory_mib, cpu_seconds }) = &cli.command {
+        return sm_core::engines::host::serve(*request_fd, *answer_fd, *memory_mib, *cpu_seconds);
+    }
     // The doctor reports a configuration that does not load; it does not
     // stop at it.
     if let Some(Command::Doctor(args)) = &cli.command {
@@ -804,6 +826,7 @@ fn main() -> ExitCode {
         Command::Gen(_)
         | Command::Ctl(_)
         | Command::Manpages { .. }
+        | Command::EngineHost { .. }
         | Command::Doctor(_)
         | Command::Shadow(_)
         | Command::Check(_)

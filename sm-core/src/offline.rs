@@ -44,6 +44,8 @@ pub struct RouteSettings<'a> {
     pub lmc: u8,
     /// The options given to the engine of this name.
     pub engine_text: Box<dyn Fn(&str) -> String + 'a>,
+    /// Where the engines run (a process of their own by default).
+    pub isolation: crate::engines::host::Isolation,
 }
 
 /// Route a fabric through the chain from scratch, filling a report; writes
@@ -71,7 +73,15 @@ pub fn route_fabric_after(
     previous: Option<&sm_abi::PreviousRouting>,
 ) -> Result<ChainOutcome, OfflineError> {
     let spec = chain::ChainSpec::parse(engines, registry)?;
-    let outcome = chain::run_after(registry, &spec, fabric, &|name| (settings.engine_text)(name), &settings.gate, previous);
+    let outcome = chain::run_after(
+        registry,
+        &spec,
+        fabric,
+        &|name| (settings.engine_text)(name),
+        &settings.gate,
+        previous,
+        &settings.isolation,
+    );
     let (mut route, mut verify) = (0.0, 0.0);
     for a in &outcome.attempts {
         route += a.route_time.as_secs_f64();

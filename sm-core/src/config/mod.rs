@@ -180,6 +180,17 @@ pub struct Config {
     /// extended speeds; 0 leaves them, 30 disables extended speeds, 31 (the
     /// default) sets every supported one (OpenSM `force_link_speed_ext`).
     pub force_link_speed_ext: Option<u8>,
+    /// Where routing engines run: `"process"` (the default: a child
+    /// process per attempt, whose crash, exit, endless loop or runaway
+    /// allocation is the engine's failure, not the SM's) or `"inline"`
+    /// (in the SM's process: trusted builds, benchmarks).
+    pub engine_isolation: Option<crate::engines::host::Mode>,
+    /// Seconds an isolated engine may take before it is killed (default:
+    /// a minute plus 20 ms per node).
+    pub engine_timeout: Option<f64>,
+    /// Address space of an isolated engine in MiB (default: half the
+    /// machine's memory).
+    pub engine_memory_limit: Option<u64>,
     /// Unix socket for `smcore ctl` (also --control-socket).
     pub control_socket: Option<PathBuf>,
     /// Verification.

@@ -124,6 +124,11 @@ impl Config {
             gate: self.gate_options(),
             lmc: self.lmc,
             engine_text: Box::new(move |name| self.engine_text(name)),
+            isolation: crate::engines::host::Isolation {
+                mode: self.engine_isolation.unwrap_or_default(),
+                timeout: self.engine_timeout.filter(|t| t.is_finite() && *t > 0.0).map(std::time::Duration::from_secs_f64),
+                memory_mib: self.engine_memory_limit.filter(|&m| m > 0),
+            },
         }
     }
 

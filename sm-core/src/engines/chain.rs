@@ -25,7 +25,9 @@ use smcore_kit::Graph;
 use thiserror::Error;
 use tracing::{info, info_span, warn};
 
+use super::host::{self, HostFailure, Isolation, Mode};
 use super::loader::Registry;
+use super::wire::Answer;
 use sm_model::Escaped;
 
 /// The engine every chain falls back to (OpenSM's is `minhop`).
@@ -144,6 +146,9 @@ pub enum Failure {
     Panic(String),
     /// The result failed verification.
     Verification(String),
+    /// The engine host process crashed, exited, ran out of time or
+    /// answered nonsense ([`host::HostFailure`]).
+    Host(HostFailure),
 }
 
 impl std::fmt::Display for Failure {
@@ -153,6 +158,7 @@ impl std::fmt::Display for Failure {
             Failure::Error(r) => write!(f, "failed: {r}"),
             Failure::Panic(r) => write!(f, "panicked: {r}"),
             Failure::Verification(r) => write!(f, "result rejected by verification: {r}"),
+            Failure::Host(h) => write!(f, "{h}"),
         }
     }
 }
@@ -217,7 +223,7 @@ pub fn run(
     config_for: &dyn Fn(&str) -> String,
     gate: &GateOptions,
 ) -> ChainOutcome {
-    run_after(registry, spec, fabric, config_for, gate, None)
+    run_after(registry, spec, fabric, config_for, gate, None, &Isolation::default())
 }
 
 /// Run the chain on a fabric, continuing from `previous` (the routing in
@@ -230,6 +236,7 @@ pub fn run_after(
     config_for: &dyn Fn(&str) -> String,
     gate: &GateOptions,
     previous: Option<&PreviousRouting>,
+    isolation: &Isolation,
 ) -> ChainOutcome {
     let graph = Graph::new(fabric);
     let mut attempts = Vec::new();
@@ -242,23 +249,26 @@ pub fn run_after(
             attempts.push(attempt);
             continue;
         };
-        let engine = match entry.create(&config_for(&name)) {
-            Ok(e) => e,
-            Err(e) => {
-                warn!(engine = %Escaped(&name), "{}", Escaped(&Failure::Create(e.reason.to_string()).to_string()));
-                attempt.failure = Some(classify(e, Failure::Create));
-                attempts.push(attempt);
-                continue;
-            }
-        };
         let t = Instant::now();
-        let result = match previous {
-            Some(previous) => engine.reroute(fabric, previous),
-            None => engine.route(fabric),
-        }
-        .into_result();
+        let result = match isolation.mode {
+            Mode::Inline => match entry.create(&config_for(&name)) {
+                Ok(engine) => match previous {
+                    Some(previous) => engine.reroute(fabric, previous),
+                    None => engine.route(fabric),
+                }
+                .into_result()
+                .map_err(|e| classify(e, Failure::Error)),
+                Err(e) => Err(classify(e, Failure::Create)),
+            },
+            Mode::Process => match host::route(entry, &config_for(&name), fabric, previous, isolation) {
+                Ok(Answer::Routed(r)) => Ok(r),
+                Ok(Answer::Create(e)) => Err(classify(e, Failure::Create)),
+                Ok(Answer::Error(e)) => Err(classify(e, Failure::Error)),
+                Err(f) => Err(Failure::Host(f)),
+            },
+        };
         attempt.route_time = t.elapsed();
-        let routing = match result.map_err(|e| classify(e, Failure::Error)).and_then(|r| settle_sl_table(r, fabric)) {
+        let routing = match result.and_then(|r| settle_sl_table(r, fabric)) {
             Ok(r) => r,
             Err(f) => {
                 warn!(engine = %Escaped(&name), "{}", Escaped(&f.to_string()));

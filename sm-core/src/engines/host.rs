@@ -1,0 +1,290 @@
+//! Engines in a process of their own: a crash, an abort, an `exit`, an
+//! endless loop or an allocation without end in an engine ends that
+//! attempt, never the SM.
+//!
+//! [`route`] runs one attempt in a child process (`smcore engine-host`,
+//! the SM's own binary): the request (engine, configuration, snapshot,
+//! previous routing; [`super::wire`]) goes in a memory file the child
+//! reads, the answer comes back in another one, never through a pipe. The
+//! child limits itself before it loads the library (address space, CPU
+//! time, no core file) and the SM kills it when the wall-clock limit
+//! passes. Whatever happens to it is a [`HostFailure`] of its own kind,
+//! which the chain treats as the engine's failure and falls through.
+//!
+//! With `engine_isolation = "inline"` engines run in the SM's process as
+//! before (trusted builds, benchmarks).
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use sm_abi::{FabricSnapshot, PreviousRouting};
+use thiserror::Error;
+
+use super::loader::EngineEntry;
+use super::wire::{self, Answer, Request};
+
+/// Where engines run (config `engine_isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// In a child process per attempt (the default).
+    #[default]
+    Process,
+    /// In the SM's own process.
+    Inline,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "process" => Ok(Mode::Process),
+            "inline" => Ok(Mode::Inline),
+            other => Err(format!("`{other}`: engine_isolation is \"process\" or \"inline\"")),
+        }
+    }
+}
+
+/// How engines are run and held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Isolation {
+    /// Process or inline.
+    pub mode: Mode,
+    /// Wall-clock limit of one attempt (`None`: sized from the fabric,
+    /// [`default_timeout`]).
+    pub timeout: Option<Duration>,
+    /// Address-space limit of the engine host in MiB (`None`: half the
+    /// machine's memory).
+    pub memory_mib: Option<u64>,
+}
+
+impl Isolation {
+    /// Engines in the SM's process.
+    pub const INLINE: Isolation = Isolation { mode: Mode::Inline, timeout: None, memory_mib: None };
+}
+
+/// The wall-clock limit when none is configured: generous, and more for a
+/// larger fabric (a minute, plus 20 ms per node).
+pub fn default_timeout(fabric: &FabricSnapshot) -> Duration {
+    Duration::from_secs(60) + Duration::from_millis(20 * fabric.nodes.len() as u64)
+}
+
+/// The address-space limit when none is configured: half of MemTotal
+/// (8 GiB when /proc/meminfo cannot be read).
+pub fn default_memory_mib() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines().find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))
+    });
+    total_kib.map_or(8 * 1024, |k| (k / 1024 / 2).max(256))
+}
+
+/// What ended an attempt in the engine host, other than the engine's own
+/// answer.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HostFailure {
+    /// The host could not be started.
+    #[error("engine host not started: {0}")]
+    Spawn(String),
+    /// Killed by a signal (a crash, an abort, the CPU limit).
+    #[error("crashed: signal {signal}{hint}")]
+    Signal {
+        /// Its name (SIGSEGV, SIGABRT, ...).
+        signal: String,
+        /// What the signal usually means here.
+        hint: String,
+    },
+    /// Exited (the engine called `exit`) before answering.
+    #[error("exited with status {0} before answering (the engine ended its process)")]
+    Exited(i32),
+    /// Still running when the wall-clock limit passed: killed.
+    #[error("timed out after {0:?} (engine_timeout); killed")]
+    TimedOut(Duration),
+    /// An answer that does not parse.
+    #[error("malformed answer: {0}")]
+    Malformed(String),
+}
+
+/// Runs one attempt of `entry` in an engine host.
+pub fn route(
+    entry: &EngineEntry,
+    config: &str,
+    fabric: &FabricSnapshot,
+    previous: Option<&PreviousRouting>,
+    isolation: &Isolation,
+) -> Result<Answer, HostFailure> {
+    let spawn = |e: &dyn std::fmt::Display| HostFailure::Spawn(e.to_string());
+    let request = Request {
+        engine: entry.name.clone(),
+        library: entry.library.clone(),
+        config: config.to_string(),
+        fabric: fabric.clone(),
+        previous: previous.cloned(),
+    };
+    let mut request_file = memory_file("smcore-engine-request").map_err(|e| spawn(&e))?;
+    request_file.write_all(&wire::encode_request(&request)).map_err(|e| spawn(&e))?;
+    request_file.flush().map_err(|e| spawn(&e))?;
+    let mut answer_file = memory_file("smcore-engine-answer").map_err(|e| spawn(&e))?;
+    let timeout = isolation.timeout.unwrap_or_else(|| default_timeout(fabric));
+    let memory = isolation.memory_mib.unwrap_or_else(default_memory_mib);
+    let binary = host_binary().map_err(|e| spawn(&e))?;
+    let mut child = Command::new(&binary)
+        .arg("engine-host")
+        .arg("--request-fd")
+        .arg(request_file.as_raw_fd().to_string())
+        .arg("--answer-fd")
+        .arg(answer_file.as_raw_fd().to_string())
+        .arg("--memory-mib")
+        .arg(memory.to_string())
+        .arg("--cpu-seconds")
+        .arg(timeout.as_secs().saturating_add(1).to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| spawn(&format!("{}: {e}", binary.display())))?;
+    // The SM's own copies of the files stay open: the answer is read from
+    // them once the host is gone.
+    let started = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(spawn(&e)),
+        }
+        if started.elapsed() >= timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(HostFailure::TimedOut(timeout));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
+    if let Some(signal) = status.signal() {
+        let name = nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("{signal}"), |s| s.as_str().to_string());
+        let hint = match name.as_str() {
+            "SIGSEGV" | "SIGBUS" => " (invalid memory access)",
+            "SIGABRT" => " (abort; also what an allocation past the memory limit ends in)",
+            "SIGXCPU" => " (its CPU time limit)",
+            "SIGKILL" => " (killed: out of memory, or by an administrator)",
+            _ => "",
+        };
+        return Err(HostFailure::Signal { signal: name, hint: hint.to_string() });
+    }
+    let mut bytes = Vec::new();
+    answer_file.seek(SeekFrom::Start(0)).map_err(|e| HostFailure::Malformed(e.to_string()))?;
+    answer_file.read_to_end(&mut bytes).map_err(|e| HostFailure::Malformed(e.to_string()))?;
+    if bytes.is_empty() {
+        return Err(match status.code() {
+            Some(HOST_ERROR) => HostFailure::Spawn(format!("the engine host could not serve the request (status {HOST_ERROR}; its reason is on stderr)")),
+            code => HostFailure::Exited(code.unwrap_or(-1)),
+        });
+    }
+    wire::decode_answer(&bytes, fabric).map_err(|e| HostFailure::Malformed(e.to_string()))
+}
+
+/// A file in memory (memfd), inherited by the engine host.
+fn memory_file(name: &str) -> std::io::Result<std::fs::File> {
+    // No MFD_CLOEXEC: the engine host inherits it.
+    let fd = nix::sys::memfd::memfd_create(name, nix::sys::memfd::MFdFlags::empty()).map_err(std::io::Error::from)?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// The binary that serves `engine-host`: `SMCORE_ENGINE_HOST` when set,
+/// the running `smcore` itself, else an `smcore` beside the running
+/// executable or one directory up (a test binary in `target/*/deps`).
+pub fn host_binary() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("SMCORE_ENGINE_HOST") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("the running executable: {e}"))?;
+    if exe.file_name().is_some_and(|n| n == "smcore") {
+        return Ok(exe);
+    }
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    for candidate in [dir.join("smcore"), dir.join("../smcore")] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    Err(format!("no smcore binary beside {} to host engines (set SMCORE_ENGINE_HOST)", exe.display()))
+}
+
+/// The engine host's exit status when it could not read the request or
+/// write the answer (told apart from an engine's own `exit`).
+const HOST_ERROR: i32 = 125;
+
+/// The engine host's side (`smcore engine-host`): limits itself, reads
+/// the request, loads the library, routes, writes the answer. Exit status
+/// 0 once the answer is written, [`HOST_ERROR`] when it cannot be.
+pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
+    use nix::sys::resource::{setrlimit, Resource};
+    let limits = [
+        (Resource::RLIMIT_AS, memory_mib.saturating_mul(1024 * 1024)),
+        (Resource::RLIMIT_CPU, cpu_seconds),
+        (Resource::RLIMIT_CORE, 0),
+    ];
+    for (resource, limit) in limits {
+        if let Err(e) = setrlimit(resource, limit, limit) {
+            eprintln!("smcore engine-host: {resource:?}: {e}");
+            return ExitCode::from(HOST_ERROR as u8);
+        }
+    }
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(format!("/proc/self/fd/{request_fd}")).and_then(|mut f| f.read_to_end(&mut bytes));
+    if let Err(e) = read {
+        eprintln!("smcore engine-host: request: {e}");
+        return ExitCode::from(HOST_ERROR as u8);
+    }
+    let request = match wire::decode_request(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("smcore engine-host: request: {e}");
+            return ExitCode::from(HOST_ERROR as u8);
+        }
+    };
+    drop(bytes);
+    let answer = answer_of(&request);
+    let bytes = wire::encode_answer(&answer, request.fabric.max_lid);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/self/fd/{answer_fd}"))
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.flush()));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("smcore engine-host: answer: {e}");
+            ExitCode::from(HOST_ERROR as u8)
+        }
+    }
+}
+
+fn answer_of(request: &Request) -> Answer {
+    let entries = match super::loader::open_library(&request.library) {
+        Ok(e) => e,
+        Err(p) => return Answer::Create(sm_abi::EngineError::new(format!("library not loaded in the engine host: {p}"))),
+    };
+    let Some(entry) = entries.iter().find(|e| e.name == request.engine) else {
+        return Answer::Create(sm_abi::EngineError::new(format!(
+            "{} no longer provides engine {}",
+            request.library.display(),
+            request.engine
+        )));
+    };
+    let engine = match entry.create(&request.config) {
+        Ok(e) => e,
+        Err(e) => return Answer::Create(e),
+    };
+    let result = match &request.previous {
+        Some(previous) => engine.reroute(&request.fabric, previous),
+        None => engine.route(&request.fabric),
+    };
+    match result.into_result() {
+        Ok(routing) => Answer::Routed(routing),
+        Err(e) => Answer::Error(e),
+    }
+}
