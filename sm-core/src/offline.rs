@@ -121,5 +121,8 @@ pub fn route_file(
     let outcome = route_fabric(&fabric, registry, engines, settings, dump_dir, &mut report)?;
     report.phase("total", total.elapsed());
     report.peak_rss_mib = peak_rss_mib();
+    if settings.isolation.mode == crate::engines::host::Mode::Process {
+        report.engine_host_peak_rss_mib = crate::report::children_peak_rss_mib();
+    }
     Ok((report, outcome))
 }

@@ -74,6 +74,9 @@ pub struct RouteReport {
     pub phases_ms: BTreeMap<String, f64>,
     /// Peak resident memory of the process, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Peak resident set size of the largest engine host process, MiB
+    /// (`None`: engines ran inline).
+    pub engine_host_peak_rss_mib: Option<f64>,
     /// The SMP window of the SM's port since it was opened (None offline
     /// and on the embedded fabric, which answers at once).
     pub smp_window: Option<sm_transport::window::WindowStats>,
@@ -127,6 +130,15 @@ impl RouteReport {
     }
 }
 
+/// Peak resident set size of the largest child process this process
+/// waited for (the engine hosts), MiB; `None` before any.
+pub fn children_peak_rss_mib() -> Option<f64> {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;
+    // Linux gives ru_maxrss in KiB.
+    let kib = usage.max_rss();
+    (kib > 0).then(|| kib as f64 / 1024.0)
+}
+
 /// Peak resident set size of this process (Linux), MiB.
 pub fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -177,7 +189,10 @@ impl fmt::Display for RouteReport {
         let phases: Vec<String> = self.phases_ms.iter().map(|(k, v)| format!("{k} {v:.1} ms")).collect();
         writeln!(f, "time          {}", phases.join(", "))?;
         if let Some(m) = self.peak_rss_mib {
-            writeln!(f, "peak memory   {m:.1} MiB")?;
+            match self.engine_host_peak_rss_mib {
+                Some(h) => writeln!(f, "peak memory   {m:.1} MiB (engine host {h:.1} MiB)")?,
+                None => writeln!(f, "peak memory   {m:.1} MiB")?,
+            }
         }
         if let Some(w) = self.smp_window {
             writeln!(

@@ -185,7 +185,7 @@ fn a_reroute_hands_the_routing_in_force_to_the_engines_and_a_first_route_does_no
     assert_eq!(previous.engine.as_str(), engine);
     assert_eq!(previous.lfts.len(), lfts.len());
     // Nothing changed: every entry is kept, and the tables are the same.
-    let again = chain::run_after(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default(), Some(&previous));
+    let again = chain::run_after(&reg, &spec, &fabric, &|n| cfg.engine_text(n), &Default::default(), Some(&previous), &Default::default());
     let again = again.routed.expect("routes again");
     assert_eq!(again.engine, engine);
     assert!(continued(&again.routing), "{:?}", again.routing.diagnostics);
