@@ -76,6 +76,7 @@ pub mod sa_vlarb_record;
 pub mod sl2vl;
 pub mod sm_info;
 pub mod smp;
+pub mod speed;
 pub mod switch_info;
 pub mod vlarb;
 

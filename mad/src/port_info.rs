@@ -26,7 +26,9 @@
 //!        52  reserved(3)|RespTimeValue(5)
 //!        53  LocalPhyErrors(4)|OverrunErrors(4)
 //!        54  MaxCreditHint (16)
-//!        56  reserved(8)|LinkRoundTripLatency(24)
+//!        56  reserved(1)|LinkSpeedExtActive2(2)|LinkSpeedExtSupported2(2)
+//!            |LinkSpeedExtEnabled2(3)   (IBA 1.7: XDR; reserved before)
+//!        57  LinkRoundTripLatency(24)
 //!        60  CapabilityMask2 (16)
 //!        62  LinkSpeedExtActive(4)|LinkSpeedExtSupported(4)
 //!        63  reserved(3)|LinkSpeedExtEnabled(5)
@@ -214,6 +216,44 @@ pub mod capability {
     pub const IS_MULTICAST_FDB_TOP_SUPPORTED: u32 = 0x4000_0000;
 }
 
+/// CapabilityMask2 bits the SM cares about (valid only with
+/// [`capability::IS_CAPABILITY_MASK2_SUPPORTED`]).
+pub mod capability2 {
+    /// IsLinkWidth2xSupported.
+    pub const IS_LINK_WIDTH_2X_SUPPORTED: u16 = 0x0010;
+    /// IsLinkSpeedHDRSupported.
+    pub const IS_LINK_SPEED_HDR_SUPPORTED: u16 = 0x0020;
+    /// IsLinkSpeedNDRSupported.
+    pub const IS_LINK_SPEED_NDR_SUPPORTED: u16 = 0x0400;
+    /// IsExtendedSpeeds2Supported: the LinkSpeedExt*2 fields of byte 56
+    /// are valid.
+    pub const IS_EXTENDED_SPEEDS_2_SUPPORTED: u16 = 0x0800;
+    /// IsLinkSpeedXDRSupported.
+    pub const IS_LINK_SPEED_XDR_SUPPORTED: u16 = 0x1000;
+}
+
+/// LinkSpeedExt* bits (FDR and up).
+pub mod link_speed_ext {
+    /// 14.0625 Gb/s (FDR).
+    pub const FDR: u8 = 0x1;
+    /// 25.78125 Gb/s (EDR).
+    pub const EDR: u8 = 0x2;
+    /// 53.125 Gb/s (HDR).
+    pub const HDR: u8 = 0x4;
+    /// 106.25 Gb/s (NDR).
+    pub const NDR: u8 = 0x8;
+    /// LinkSpeedExtEnabled 30: extended speeds off.
+    pub const DISABLE: u8 = 30;
+    /// LinkSpeedExtEnabled 31: set to LinkSpeedExtSupported.
+    pub const SET_TO_SUPPORTED: u8 = 31;
+}
+
+/// LinkSpeedExt*2 bits (IBA 1.7, byte 56).
+pub mod link_speed_ext2 {
+    /// 212.5 Gb/s (XDR).
+    pub const XDR: u8 = 0x1;
+}
+
 packet!(
     /// A view of PortInfo.
     Packet,
@@ -313,6 +353,12 @@ fields! { Packet;
     overrun_errors, set_overrun_errors: u8 @ 53 => bits 0, 4;
     /// MaxCreditHint.
     max_credit_hint, set_max_credit_hint: u16 @ 54;
+    /// LinkSpeedExtActive2 (XDR; see [`link_speed_ext2`]).
+    link_speed_ext2_active, set_link_speed_ext2_active: u8 @ 56 => bits 5, 2;
+    /// LinkSpeedExtSupported2.
+    link_speed_ext2_supported, set_link_speed_ext2_supported: u8 @ 56 => bits 3, 2;
+    /// LinkSpeedExtEnabled2.
+    link_speed_ext2_enabled, set_link_speed_ext2_enabled: u8 @ 56 => bits 0, 3;
     /// LinkRoundTripLatency (24 bits).
     link_round_trip_latency, set_link_round_trip_latency: u24 @ 57;
     /// CapabilityMask2.
@@ -331,7 +377,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let buf = self.buffer.as_mut();
         buf[34] &= 0xC7;
         buf[52] &= 0x1F;
-        buf[56] = 0;
+        buf[56] &= 0x7F;
         buf[63] &= 0x1F;
     }
 }
@@ -407,6 +453,12 @@ pub struct Repr {
     /// 4 bits.
     pub overrun_errors: u8,
     pub max_credit_hint: u16,
+    /// 2 bits.
+    pub link_speed_ext2_active: u8,
+    /// 2 bits.
+    pub link_speed_ext2_supported: u8,
+    /// 3 bits.
+    pub link_speed_ext2_enabled: u8,
     /// 24 bits.
     pub link_round_trip_latency: u32,
     pub capability_mask2: u16,
@@ -470,6 +522,9 @@ impl Repr {
             local_phy_errors: packet.local_phy_errors(),
             overrun_errors: packet.overrun_errors(),
             max_credit_hint: packet.max_credit_hint(),
+            link_speed_ext2_active: packet.link_speed_ext2_active(),
+            link_speed_ext2_supported: packet.link_speed_ext2_supported(),
+            link_speed_ext2_enabled: packet.link_speed_ext2_enabled(),
             link_round_trip_latency: packet.link_round_trip_latency(),
             capability_mask2: packet.capability_mask2(),
             link_speed_ext_active: packet.link_speed_ext_active(),
@@ -532,6 +587,9 @@ impl Repr {
         packet.set_local_phy_errors(self.local_phy_errors);
         packet.set_overrun_errors(self.overrun_errors);
         packet.set_max_credit_hint(self.max_credit_hint);
+        packet.set_link_speed_ext2_active(self.link_speed_ext2_active);
+        packet.set_link_speed_ext2_supported(self.link_speed_ext2_supported);
+        packet.set_link_speed_ext2_enabled(self.link_speed_ext2_enabled);
         packet.set_link_round_trip_latency(self.link_round_trip_latency);
         packet.set_capability_mask2(self.capability_mask2);
         packet.set_link_speed_ext_active(self.link_speed_ext_active);
@@ -607,6 +665,9 @@ mod tests {
             local_phy_errors: 0xb,
             overrun_errors: 0xd,
             max_credit_hint: 0x2b2c,
+            link_speed_ext2_active: 1,
+            link_speed_ext2_supported: 3,
+            link_speed_ext2_enabled: 5,
             link_round_trip_latency: 0x2d2e2f,
             capability_mask2: 0x3031,
             link_speed_ext_active: 0x2,
@@ -640,7 +701,8 @@ mod tests {
             0x11, // RespTimeValue
             0xbd, // LocalPhyErrors | OverrunErrors
             0x2b, 0x2c, // MaxCreditHint
-            0x00, 0x2d, 0x2e, 0x2f, // reserved | LinkRoundTripLatency
+            0x3d, // reserved | LinkSpeedExtActive2 1 | Supported2 3 | Enabled2 5
+            0x2d, 0x2e, 0x2f, // LinkRoundTripLatency
             0x30, 0x31, // CapabilityMask2
             0x23, // LinkSpeedExtActive 2 | Supported 3
             0x17, // LinkSpeedExtEnabled

@@ -178,7 +178,7 @@ fn phys_state() -> impl Strategy<Value = PhysState> {
 }
 
 fn port_info() -> impl Strategy<Value = PortInfoRepr> {
-    (port_state(), phys_state(), words(52)).prop_map(|(port_state, port_physical_state, w)| {
+    (port_state(), phys_state(), words(55)).prop_map(|(port_state, port_physical_state, w)| {
         PortInfoRepr {
             m_key: w[0],
             gid_prefix: w[1],
@@ -231,6 +231,9 @@ fn port_info() -> impl Strategy<Value = PortInfoRepr> {
             link_speed_ext_active: low(w[46], 4) as u8,
             link_speed_ext_supported: low(w[47], 4) as u8,
             link_speed_ext_enabled: low(w[48], 5) as u8,
+            link_speed_ext2_active: low(w[52], 2) as u8,
+            link_speed_ext2_supported: low(w[53], 2) as u8,
+            link_speed_ext2_enabled: low(w[54], 3) as u8,
         }
     })
 }

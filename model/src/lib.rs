@@ -17,6 +17,7 @@ use std::sync::Arc;
 use sm_abi::abi_stable::std_types::{RString, RVec};
 use sm_abi::{FabricSnapshot, NodeKind, Port, PortState as AbiPortState, NONE};
 use sm_mad::port_info::link_width;
+use sm_mad::speed::{LaneSpeed, SpeedCaps};
 use sm_mad::{NodeInfoRepr, NodeType, PortInfoRepr, PortState, SwitchInfoRepr};
 use sm_topology::{TopoLink, TopoNode, Topology};
 
@@ -103,6 +104,27 @@ impl FabricNode {
         } else {
             port
         }
+    }
+
+    /// Which speed groups of `port`'s PortInfo are valid: its capability
+    /// masks, or on a switch those of port 0 (IBA: a switch says them
+    /// there for all its ports). Every group when they were not read.
+    pub fn speed_caps(&self, port: u8) -> SpeedCaps {
+        let holder = if self.is_switch() { 0 } else { usize::from(port) };
+        self.ports.get(holder).and_then(|p| p.info.as_ref()).map_or(SpeedCaps::ALL, SpeedCaps::of)
+    }
+
+    /// The active lane speed of `port`, from whichever speed group says it.
+    pub fn active_speed(&self, port: u8) -> Option<LaneSpeed> {
+        let info = self.ports.get(usize::from(port))?.info.as_ref()?;
+        sm_mad::speed::active(info, self.speed_caps(port))
+    }
+
+    /// `port`'s active link as infiniband-diags name it and its rate:
+    /// `4X NDR (400 Gb/s)`; `None` when its PortInfo was not read.
+    pub fn link_description(&self, port: u8) -> Option<String> {
+        let info = self.ports.get(usize::from(port))?.info.as_ref()?;
+        Some(sm_mad::speed::describe_active(info, self.speed_caps(port)))
     }
 }
 
@@ -225,9 +247,7 @@ impl Fabric {
                         _ => 0,
                     },
                     speed: match info {
-                        Some(i) if linked => {
-                            speed_units(i.link_speed_active, i.link_speed_ext_active)
-                        }
+                        Some(_) if linked => n.active_speed(p as u8).map_or(0, LaneSpeed::units),
                         _ => 0,
                     },
                 });
@@ -267,7 +287,7 @@ impl Fabric {
             let mut link = TopoLink::new(a, b);
             if let Some(info) = &self.nodes[a.0].ports[usize::from(a.1)].info {
                 link.width = link_width::lanes(info.link_width_active);
-                link.speed = speed_units(info.link_speed_active, info.link_speed_ext_active);
+                link.speed = self.nodes[a.0].active_speed(a.1).map_or(0, LaneSpeed::units);
             }
             topo.links.push(link);
         }
@@ -285,24 +305,6 @@ fn abi_state(state: PortState) -> AbiPortState {
 }
 
 
-
-/// LinkSpeedActive/LinkSpeedExtActive as the snapshot's 2.5 Gb/s units;
-/// an extended speed, when there is one, overrides the base field.
-fn speed_units(active: u8, ext_active: u8) -> u8 {
-    use sm_topology::model::{
-        SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_HDR, SPEED_NDR, SPEED_QDR, SPEED_SDR,
-    };
-    match (ext_active, active) {
-        (1, _) => SPEED_FDR,
-        (2, _) => SPEED_EDR,
-        (4, _) => SPEED_HDR,
-        (8, _) => SPEED_NDR,
-        (_, 1) => SPEED_SDR,
-        (_, 2) => SPEED_DDR,
-        (_, 4) => SPEED_QDR,
-        _ => 0,
-    }
-}
 
 pub fn node_kind(t: NodeType) -> NodeKind {
     match t {

@@ -153,6 +153,16 @@ pub struct SimOptions {
     /// SMSupportExtendedSpeeds (AttributeModifier bit 31), as some
     /// switches do (what OpenSM's fix for NDR fabrics answers).
     pub ext_speeds_on_request: std::collections::BTreeSet<u64>,
+    /// The generation every node's ports support (`--sim-caps speed=`):
+    /// speeds up to it, and a link trains to the fastest its two ends
+    /// support and enable. `None`: ports support SDR to NDR (and XDR on a
+    /// cable the topology says runs it) and their links run at the
+    /// topology's speed.
+    pub link_speed: Option<sm_mad::speed::LaneSpeed>,
+    /// The widest width, in lanes, every node's ports support
+    /// (`--sim-caps width=`); links train to the widest both ends
+    /// support. `None`: the topology's width.
+    pub link_width: Option<u8>,
 }
 
 impl Default for SimOptions {
@@ -172,23 +182,35 @@ impl Default for SimOptions {
             ca_device_id: 0x1017,
             partition_enforcement_cap: 0,
             ext_speeds_on_request: std::collections::BTreeSet::new(),
+            link_speed: None,
+            link_width: None,
         }
     }
 }
 
-/// The VLCap and MTUCap a node's ports report.
+/// The VLCap, MTUCap, speeds and widths a node's ports report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortCaps {
     /// PortInfo.VLCap, 1..=5.
     pub vl_cap: u8,
     /// PortInfo.MTUCap, 1..=5.
     pub mtu_cap: u8,
+    /// The fastest generation the ports support (see
+    /// [`SimOptions::link_speed`]).
+    pub speed: Option<sm_mad::speed::LaneSpeed>,
+    /// The widest width, in lanes (see [`SimOptions::link_width`]).
+    pub width: Option<u8>,
 }
 
 impl SimOptions {
     /// The caps of node `guid`'s ports.
     pub(crate) fn caps_of(&self, guid: u64) -> PortCaps {
-        self.node_caps.get(&guid).copied().unwrap_or(PortCaps { vl_cap: self.vl_cap, mtu_cap: self.mtu_cap })
+        self.node_caps.get(&guid).copied().unwrap_or(PortCaps {
+            vl_cap: self.vl_cap,
+            mtu_cap: self.mtu_cap,
+            speed: self.link_speed,
+            width: self.link_width,
+        })
     }
 
     fn check(&self) -> Result<(), SimError> {

@@ -162,6 +162,9 @@ impl SimFabric {
                     p.set_link_speed_ext_active(0);
                     p.set_link_speed_ext_supported(0);
                     p.set_link_speed_ext_enabled(0);
+                    p.set_link_speed_ext2_active(0);
+                    p.set_link_speed_ext2_supported(0);
+                    p.set_link_speed_ext2_enabled(0);
                 }
                 Ok(data)
             }
@@ -407,11 +410,43 @@ impl SimFabric {
         info.local_port_num = via;
         info.port_state = p.state;
         info.port_physical_state = self.phys_state(node, target);
-        info.link_width_active = width_bit(p.width);
-        (info.link_speed_active, info.link_speed_ext_active) = speed_bits(p.speed);
+        let (width, speed) = self.trained(node, target);
+        info.link_width_active = width_bit(width);
+        let bits = speed_bits(speed);
+        (info.link_speed_active, info.link_speed_ext_active, info.link_speed_ext2_active) = (bits.base, bits.ext, bits.ext2);
         let mut data = [0; DATA_LEN];
         info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));
         data
+    }
+
+    /// The width (lanes) and lane speed (2.5 Gb/s units) `port` of `node`
+    /// runs at: its cable's, or, where an end was given a generation or a
+    /// width, the best both ends support and enable (as links train).
+    fn trained(&self, node: usize, port: u8) -> (u8, u8) {
+        let p = &self.nodes[node].ports[usize::from(port)];
+        let peer = self
+            .link_at(node, port)
+            .and_then(|l| self.links.get(l))
+            .map(|l| l.other_end((node, port)))
+            .and_then(|(n, q)| self.nodes.get(n)?.port(q));
+        let Some(q) = peer else { return (p.width, p.speed) };
+        let speed = if p.trains_speed || q.trains_speed {
+            let all = sm_mad::speed::SpeedCaps::ALL;
+            let common = sm_mad::speed::usable(&p.info, all).common(sm_mad::speed::usable(&q.info, all));
+            common.fastest().map_or(p.speed, sm_mad::speed::LaneSpeed::units)
+        } else {
+            p.speed
+        };
+        let width = if p.trains_width || q.trains_width {
+            let both = p.info.link_width_enabled & p.info.link_width_supported & q.info.link_width_enabled & q.info.link_width_supported;
+            match sm_mad::speed::widest(both) {
+                0 => p.width,
+                w => w,
+            }
+        } else {
+            p.width
+        };
+        (width, speed)
     }
 
     fn phys_state(&self, node: usize, port: u8) -> PhysState {
@@ -506,6 +541,13 @@ impl SimFabric {
             v if v & !info.link_speed_ext_supported == 0 => v,
             _ => return Err(Refusal::Value),
         };
+        // LinkSpeedExtEnabled2 (XDR): 0 leaves it; otherwise a subset of
+        // what the port supports.
+        let ext2_enabled = match req.link_speed_ext2_enabled() {
+            0 => info.link_speed_ext2_enabled,
+            v if v & !info.link_speed_ext2_supported == 0 => v,
+            _ => return Err(Refusal::Value),
+        };
 
         if req.client_reregister()
             && role == PortRole::Ca
@@ -533,6 +575,7 @@ impl SimFabric {
         info.link_width_enabled = width_enabled;
         info.link_speed_enabled = speed_enabled;
         info.link_speed_ext_enabled = ext_enabled;
+        info.link_speed_ext2_enabled = ext2_enabled;
         info.link_down_default_state = match req.link_down_default_state() {
             0 => info.link_down_default_state,
             v => v,

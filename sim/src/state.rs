@@ -3,12 +3,11 @@
 
 use sm_abi::NodeKind;
 use sm_mad::forwarding::{LFT_BLOCK_LEN, MFT_BLOCK_LEN, NO_ROUTE};
-use sm_mad::port_info::{capability, link_speed, link_width};
+use sm_mad::port_info::{capability, capability2, link_speed, link_width};
+use sm_mad::speed::{LaneSpeed, SpeedBits};
 use sm_mad::sl2vl::SLS;
 use sm_mad::{PhysState, PortInfoRepr, PortState, SmInfoRepr, SwitchInfoRepr, VlArbEntry};
-use sm_topology::model::{
-    DEFAULT_SPEED, DEFAULT_WIDTH, SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_HDR, SPEED_SDR,
-};
+use sm_topology::model::{DEFAULT_SPEED, DEFAULT_WIDTH};
 use sm_topology::TopoNode;
 
 use super::SimOptions;
@@ -39,8 +38,12 @@ fn default_pkeys(cap: u16) -> Vec<u16> {
     table
 }
 
-/// LinkSpeedExtSupported: FDR, EDR, HDR and NDR.
-const EXT_SPEEDS_SUPPORTED: u8 = 0xF;
+/// The generation a node supports when it is given none: NDR, or XDR
+/// when the topology says one of its cables runs at XDR (every port of
+/// the node alike: a switch says its capabilities on port 0).
+fn default_top_speed(rates: &[(u8, u8)]) -> LaneSpeed {
+    rates.iter().filter_map(|&(_, s)| LaneSpeed::from_units(s)).fold(LaneSpeed::Ndr, LaneSpeed::max)
+}
 
 /// One node as its SMA sees it.
 #[derive(Debug, Clone)]
@@ -80,8 +83,11 @@ impl Node {
                     (true, _) => PortRole::SwitchExternal,
                     (false, _) => PortRole::Ca,
                 };
-                let caps = options.caps_of(topo.node_guid);
+                let mut caps = options.caps_of(topo.node_guid);
+                let trains_speed = caps.speed.is_some();
+                caps.speed = Some(caps.speed.unwrap_or_else(|| default_top_speed(rates)));
                 let mut port = Port::power_up(topo.port_guid(p), role, width, speed, options, caps);
+                port.trains_speed = trains_speed;
                 if sm_port == Some(p) {
                     port.info.capability_mask |= capability::IS_SM;
                     port.sm_info = Some(SmInfoRepr {
@@ -175,6 +181,11 @@ pub(super) struct Port {
     /// fabric default when it has none.
     pub width: u8,
     pub speed: u8,
+    /// The node was given a generation or a width (`--sim-caps`): its
+    /// links train to the best both ends support and enable, not to the
+    /// cable's rate.
+    pub trains_speed: bool,
+    pub trains_width: bool,
     pub info: PortInfoRepr,
     /// SL to VL on a CA port (switches keep theirs per port pair).
     pub sl2vl: [u8; SLS],
@@ -192,9 +203,21 @@ pub(super) struct Port {
 
 impl Port {
     fn power_up(guid: u64, role: PortRole, width: u8, speed: u8, options: &SimOptions, caps: super::PortCaps) -> Self {
-        let width_bit = width_bit(width);
-        let widths = link_width::W1X | link_width::W4X | width_bit;
-        let mut capability_mask = capability::IS_EXTENDED_SPEEDS_SUPPORTED;
+        let widths = match caps.width {
+            Some(w) if w >= 4 => link_width::W1X | link_width::W4X | width_bit(w),
+            Some(w) => link_width::W1X | width_bit(w),
+            None => link_width::W1X | link_width::W4X | width_bit(width),
+        };
+        let speeds = SpeedBits::up_to(caps.speed.unwrap_or(LaneSpeed::Ndr));
+        let mut capability_mask = 0;
+        let mut capability_mask2 = 0;
+        if speeds.ext != 0 {
+            capability_mask |= capability::IS_EXTENDED_SPEEDS_SUPPORTED;
+        }
+        if speeds.ext2 != 0 {
+            capability_mask |= capability::IS_CAPABILITY_MASK2_SUPPORTED;
+            capability_mask2 |= capability2::IS_EXTENDED_SPEEDS_2_SUPPORTED | capability2::IS_LINK_SPEED_XDR_SUPPORTED;
+        }
         match role {
             PortRole::Ca => {
                 capability_mask |= capability::IS_TRAP_SUPPORTED
@@ -212,10 +235,11 @@ impl Port {
         let info = PortInfoRepr {
             gid_prefix: DEFAULT_GID_PREFIX,
             capability_mask,
+            capability_mask2,
             link_width_enabled: widths,
             link_width_supported: widths,
-            link_speed_supported: link_speed::SDR | link_speed::DDR | link_speed::QDR,
-            link_speed_enabled: link_speed::SDR | link_speed::DDR | link_speed::QDR,
+            link_speed_supported: speeds.base,
+            link_speed_enabled: speeds.base,
             port_physical_state: PhysState::Polling,
             // Polling: a port whose link drops looks for its peer again.
             link_down_default_state: 2,
@@ -232,8 +256,10 @@ impl Port {
             vl_stall_count: 7,
             guid_cap: u8::from(role != PortRole::SwitchExternal),
             resp_time_value: RESP_TIME_VALUE,
-            link_speed_ext_supported: EXT_SPEEDS_SUPPORTED,
-            link_speed_ext_enabled: EXT_SPEEDS_SUPPORTED,
+            link_speed_ext_supported: speeds.ext,
+            link_speed_ext_enabled: speeds.ext,
+            link_speed_ext2_supported: speeds.ext2,
+            link_speed_ext2_enabled: speeds.ext2,
             ..PortInfoRepr::default()
         };
         Self {
@@ -250,6 +276,8 @@ impl Port {
             disabled: false,
             width,
             speed,
+            trains_speed: caps.speed.is_some(),
+            trains_width: caps.width.is_some(),
             info,
             sl2vl: [0; SLS],
             vlarb_high: [VlArbEntry::default(); VLARB_ENTRIES],
@@ -278,19 +306,18 @@ pub(super) fn width_bit(lanes: u8) -> u8 {
     }
 }
 
-/// (LinkSpeedActive, LinkSpeedExtActive) of a lane speed in 2.5 Gb/s
-/// units. An extended speed reports QDR in LinkSpeedActive, which readers
-/// ignore when LinkSpeedExtActive is non-zero. XDR has no encoding in
-/// these fields and reads as NDR.
-pub(super) fn speed_bits(units: u8) -> (u8, u8) {
-    match units {
-        SPEED_SDR => (link_speed::SDR, 0),
-        SPEED_DDR => (link_speed::DDR, 0),
-        SPEED_FDR => (link_speed::QDR, 1),
-        SPEED_EDR => (link_speed::QDR, 2),
-        SPEED_HDR => (link_speed::QDR, 4),
-        u if u > SPEED_HDR => (link_speed::QDR, 8),
-        _ => (link_speed::QDR, 0),
+/// The active speed fields (LinkSpeedActive, LinkSpeedExtActive,
+/// LinkSpeedExtActive2) of a lane speed in 2.5 Gb/s units. An extended
+/// speed reports QDR in LinkSpeedActive, which readers ignore when a
+/// higher group says a speed; a speed with no generation reads as the
+/// next slower one.
+pub(super) fn speed_bits(units: u8) -> SpeedBits {
+    let lane = LaneSpeed::ALL.into_iter().rev().find(|s| s.units() <= units).unwrap_or(LaneSpeed::Qdr);
+    let bits = lane.bits();
+    if bits.base == 0 {
+        SpeedBits { base: link_speed::QDR, ..bits }
+    } else {
+        bits
     }
 }
 

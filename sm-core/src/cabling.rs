@@ -29,12 +29,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Serialize, Serializer};
 use sm_abi::NodeKind;
-use sm_mad::port_info::{capability, link_speed, link_width};
+use sm_mad::port_info::link_width;
+use sm_mad::speed::{self, LaneSpeed, SpeedCaps};
 use sm_mad::PortInfoRepr;
 use sm_model::Fabric;
-use sm_topology::model::{
-    kind_name, rate_string, SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_HDR, SPEED_NDR, SPEED_QDR, SPEED_SDR,
-};
+use sm_topology::model::{kind_name, rate_string};
 use sm_topology::{StatedRates, Topology};
 use sm_transport::{ReadOnly, ReadOnlyStats, SmpPort};
 use thiserror::Error;
@@ -186,14 +185,12 @@ impl Cabling {
         }
         for ((i, p), (j, q)) in fabric.links() {
             let (na, nb) = (&fabric.nodes[i], &fabric.nodes[j]);
-            let info = |n: &sm_model::FabricNode, port: u8| -> Option<(PortInfoRepr, bool)> {
-                let info = n.ports.get(usize::from(port))?.info?;
-                // A switch says it supports extended speeds on port 0.
-                let holder = if n.is_switch() { n.ports.first().and_then(|p0| p0.info).unwrap_or(info) } else { info };
-                Some((info, holder.capability_mask & capability::IS_EXTENDED_SPEEDS_SUPPORTED != 0))
+            // A switch says which speed groups it supports on port 0.
+            let info = |n: &sm_model::FabricNode, port: u8| -> Option<(PortInfoRepr, SpeedCaps)> {
+                Some((n.ports.get(usize::from(port))?.info?, n.speed_caps(port)))
             };
             let (ia, ib) = (info(na, p), info(nb, q));
-            let rate = match (ia.map(|x| active(&x.0)), ib.map(|x| active(&x.0))) {
+            let rate = match (ia.map(|x| active(&x.0, x.1)), ib.map(|x| active(&x.0, x.1))) {
                 (Some(x), Some(y)) => Some(Rate { width: x.width.min(y.width), speed: x.speed.min(y.speed) }),
                 (x, y) => x.or(y),
             };
@@ -208,25 +205,10 @@ impl Cabling {
 }
 
 /// The rate a port's PortInfo says its link runs at.
-fn active(info: &PortInfoRepr) -> Rate {
+fn active(info: &PortInfoRepr, caps: SpeedCaps) -> Rate {
     Rate {
         width: link_width::lanes(info.link_width_active),
-        speed: speed_units(info.link_speed_active, info.link_speed_ext_active),
-    }
-}
-
-/// LinkSpeedActive/LinkSpeedExtActive as 2.5 Gb/s units; an extended
-/// speed, when there is one, overrides the base field.
-fn speed_units(base: u8, ext: u8) -> u8 {
-    match (ext, base) {
-        (e, _) if e & 8 != 0 => SPEED_NDR,
-        (e, _) if e & 4 != 0 => SPEED_HDR,
-        (e, _) if e & 2 != 0 => SPEED_EDR,
-        (e, _) if e & 1 != 0 => SPEED_FDR,
-        (_, b) if b & link_speed::QDR != 0 => SPEED_QDR,
-        (_, b) if b & link_speed::DDR != 0 => SPEED_DDR,
-        (_, b) if b & link_speed::SDR != 0 => SPEED_SDR,
-        _ => 0,
+        speed: speed::active(info, caps).map_or(0, LaneSpeed::units),
     }
 }
 
@@ -240,9 +222,9 @@ fn usable(supported: u8, enabled: u8) -> u8 {
     }
 }
 
-/// The best rate two linked ports both support and have enabled; extended
-/// speeds count only when both ends support them.
-fn best_common(a: &PortInfoRepr, a_ext: bool, b: &PortInfoRepr, b_ext: bool) -> Rate {
+/// The best rate two linked ports both support and have enabled; an
+/// extended speed group counts only when both ends support it.
+fn best_common(a: &PortInfoRepr, a_caps: SpeedCaps, b: &PortInfoRepr, b_caps: SpeedCaps) -> Rate {
     let widths = usable(a.link_width_supported, a.link_width_enabled) & usable(b.link_width_supported, b.link_width_enabled);
     let width = [link_width::W1X, link_width::W2X, link_width::W4X, link_width::W8X, link_width::W12X]
         .into_iter()
@@ -250,15 +232,8 @@ fn best_common(a: &PortInfoRepr, a_ext: bool, b: &PortInfoRepr, b_ext: bool) -> 
         .map(link_width::lanes)
         .max()
         .unwrap_or(0);
-    let base = usable(a.link_speed_supported, a.link_speed_enabled) & usable(b.link_speed_supported, b.link_speed_enabled);
-    let ext = if a_ext && b_ext {
-        usable(a.link_speed_ext_supported, a.link_speed_ext_enabled)
-            & usable(b.link_speed_ext_supported, b.link_speed_ext_enabled)
-            & 0x1f
-    } else {
-        0
-    };
-    Rate { width, speed: speed_units(base, ext) }
+    let speeds = speed::usable(a, a_caps).common(speed::usable(b, b_caps));
+    Rate { width, speed: speeds.fastest().map_or(0, LaneSpeed::units) }
 }
 
 /// The cabling a topology file describes.
@@ -663,6 +638,8 @@ impl CablingWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sm_mad::port_info::link_speed;
+    use sm_topology::model::{SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_QDR, SPEED_SDR, SPEED_XDR};
 
     const QDR4: Rate = Rate { width: 4, speed: SPEED_QDR };
 
@@ -812,15 +789,26 @@ mod tests {
             ..PortInfoRepr::default()
         };
         let mut b = a;
-        assert_eq!(best_common(&a, true, &b, true), Rate { width: 4, speed: SPEED_EDR });
-        assert_eq!(best_common(&a, true, &b, false), QDR4, "extended speeds need both ends");
+        let ext = SpeedCaps { ext: true, ext2: false };
+        let all = SpeedCaps::ALL;
+        assert_eq!(best_common(&a, ext, &b, ext), Rate { width: 4, speed: SPEED_EDR });
+        assert_eq!(best_common(&a, ext, &b, SpeedCaps::default()), QDR4, "extended speeds need both ends");
+        // XDR counts where both ends support it and have the group.
+        a.link_speed_ext2_supported = 1;
+        b.link_speed_ext2_supported = 1;
+        assert_eq!(best_common(&a, all, &b, all), Rate { width: 4, speed: SPEED_XDR });
+        assert_eq!(best_common(&a, all, &b, ext), Rate { width: 4, speed: SPEED_EDR });
+        b.link_speed_ext2_supported = 0;
+        assert_eq!(best_common(&a, all, &b, all), Rate { width: 4, speed: SPEED_EDR });
         b.link_width_enabled = link_width::W1X;
         b.link_speed_ext_enabled = 0b01;
-        assert_eq!(best_common(&a, true, &b, true), Rate { width: 1, speed: SPEED_FDR });
+        assert_eq!(best_common(&a, ext, &b, ext), Rate { width: 1, speed: SPEED_FDR });
         a.link_width_active = link_width::W4X;
         a.link_speed_active = link_speed::QDR;
         a.link_speed_ext_active = 2;
-        assert_eq!(active(&a), Rate { width: 4, speed: SPEED_EDR });
+        assert_eq!(active(&a, ext), Rate { width: 4, speed: SPEED_EDR });
+        a.link_speed_ext2_active = 1;
+        assert_eq!(active(&a, all), Rate { width: 4, speed: SPEED_XDR });
     }
 
     #[test]

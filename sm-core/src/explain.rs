@@ -32,6 +32,7 @@ use sm_abi::abi_stable::std_types::RString;
 use sm_abi::{FabricSnapshot, NodeKind, PortState as AbiPortState, NONE};
 use sm_mad::port_info::{link_speed, link_width, mtu};
 use sm_mad::sa_path_record::{component as pc, Packet as PrPacket, Repr as PrRepr};
+use sm_mad::speed::{LaneSpeed, SpeedBits};
 use sm_mad::{PortInfoRepr, PortState};
 use sm_model::{Fabric, FabricNode, FabricPort};
 use sm_partition::SaPartitions;
@@ -706,18 +707,14 @@ fn width_bit(lanes: u8) -> u8 {
     }
 }
 
-/// (LinkSpeedActive, LinkSpeedExtActive) of a lane speed in the
-/// snapshot's 2.5 Gb/s units.
-fn speed_bits(units: u8) -> (u8, u8) {
-    use sm_topology::model::{SPEED_DDR, SPEED_EDR, SPEED_FDR, SPEED_HDR, SPEED_SDR};
-    match units {
-        SPEED_SDR => (link_speed::SDR, 0),
-        SPEED_DDR => (link_speed::DDR, 0),
-        SPEED_FDR => (link_speed::QDR, 1),
-        SPEED_EDR => (link_speed::QDR, 2),
-        SPEED_HDR => (link_speed::QDR, 4),
-        u if u > SPEED_HDR => (link_speed::QDR, 8),
-        _ => (link_speed::QDR, 0),
+/// The PortInfo speed fields of a lane speed in 2.5 Gb/s units: an
+/// extended speed says QDR in LinkSpeedActive and itself in its group;
+/// anything unknown reads as QDR.
+fn speed_bits(units: u8) -> SpeedBits {
+    match LaneSpeed::from_units(units).map(LaneSpeed::bits) {
+        Some(b) if b.base == 0 => SpeedBits { base: link_speed::QDR, ..b },
+        Some(b) => b,
+        None => SpeedBits { base: link_speed::QDR, ..SpeedBits::default() },
     }
 }
 
@@ -749,7 +746,7 @@ pub fn fabric_of(s: &FabricSnapshot) -> Fabric {
                         .flatten()
                         .map(|q| (q.node as usize, q.num));
                     let placeholder = p == 0 && n.kind != NodeKind::Switch;
-                    let (speed, ext) = speed_bits(port.speed);
+                    let speed = speed_bits(port.speed);
                     let info = (!placeholder).then(|| PortInfoRepr {
                         lid: port.lid,
                         lmc: port.lmc,
@@ -757,8 +754,9 @@ pub fn fabric_of(s: &FabricSnapshot) -> Fabric {
                         mtu_cap: mtu::MTU_4096,
                         neighbor_mtu: if peer.is_some() { mtu::MTU_4096 } else { 0 },
                         link_width_active: width_bit(port.width),
-                        link_speed_active: speed,
-                        link_speed_ext_active: ext,
+                        link_speed_active: speed.base,
+                        link_speed_ext_active: speed.ext,
+                        link_speed_ext2_active: speed.ext2,
                         operational_vls: vls_code(port.op_vls),
                         port_state: match port.state {
                             AbiPortState::Active => PortState::Active,

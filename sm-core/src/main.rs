@@ -54,10 +54,12 @@ struct SmArgs {
     /// (the SM sits on its first CA with a linked port).
     #[arg(long, value_name = "TOPOLOGY")]
     fabric: Option<PathBuf>,
-    /// With --fabric: the VLCap/MTUCap the simulated ports report, as
-    /// `vls=N,mtu=BYTES` for every node or `GUID:vls=N,mtu=BYTES` for one
-    /// (repeatable; default vls=8,mtu=4096). Ports still come up at one VL
-    /// and 256 bytes, as hardware does.
+    /// With --fabric: the VLCap/MTUCap, speeds and widths the simulated
+    /// ports report, as `vls=N,mtu=BYTES,speed=SDR..XDR,width=1x..12x` for
+    /// every node or `GUID:...` for one (repeatable; default
+    /// vls=8,mtu=4096, speeds up to NDR at the topology's rates). Ports
+    /// still come up at one VL and 256 bytes, as hardware does; a link
+    /// with an end given a speed or width trains to the best both support.
     #[arg(long, value_name = "SPEC", requires = "fabric")]
     sim_caps: Vec<sm_core::sim::CapsSpec>,
     /// Lose and corrupt the SM's own SMPs on purpose, to see it cope (for

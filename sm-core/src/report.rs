@@ -42,6 +42,9 @@ pub struct RouteReport {
     pub max_lid: u16,
     /// LMC.
     pub lmc: u8,
+    /// Links by width and lane speed as infiniband-diags name them, with
+    /// their rate (`4X NDR (400 Gb/s)`), each link counted once.
+    pub links: BTreeMap<String, usize>,
     /// (source end port, destination LID) pairs checked.
     pub pairs: u64,
     /// Pairs routed to their destination.
@@ -92,6 +95,7 @@ impl RouteReport {
         self.end_ports = fabric.end_ports().count();
         self.max_lid = fabric.max_lid;
         self.lmc = fabric.lmc;
+        self.links = link_names(fabric);
         self.attempts = outcome
             .attempts
             .iter()
@@ -139,6 +143,21 @@ pub fn children_peak_rss_mib() -> Option<f64> {
     (kib > 0).then(|| kib as f64 / 1024.0)
 }
 
+/// Every link of `fabric` (counted at the end with the lower port index)
+/// by its name and rate.
+pub fn link_names(fabric: &FabricSnapshot) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (i, p) in fabric.ports.iter().enumerate() {
+        if !p.is_linked() || (p.peer as usize) < i {
+            continue;
+        }
+        let lane = sm_mad::speed::LaneSpeed::from_units(p.speed);
+        let rate = sm_mad::speed::gbps(sm_mad::speed::link_rate(p.width, lane));
+        *out.entry(format!("{} ({rate} Gb/s)", sm_mad::speed::link_name(p.width, lane))).or_default() += 1;
+    }
+    out
+}
+
 /// Peak resident set size of this process (Linux), MiB.
 pub fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -155,6 +174,10 @@ impl fmt::Display for RouteReport {
             "fabric        {} switches, {} end nodes, {} end ports, max LID {}, LMC {}",
             self.switches, self.end_nodes, self.end_ports, self.max_lid, self.lmc
         )?;
+        if !self.links.is_empty() {
+            let links: Vec<String> = self.links.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            writeln!(f, "links         {}", links.join(", "))?;
+        }
         for a in &self.attempts {
             match &a.reason {
                 None => writeln!(f, "engine        {}: routed in {:.1} ms (verified in {:.1} ms)", a.engine, a.route_ms, a.verify_ms)?,

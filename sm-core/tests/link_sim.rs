@@ -154,7 +154,7 @@ fn smaller_caps_bound_their_links_and_the_gate_names_the_port() {
     let (sm_node, sm_port) = sm_location(&topo);
     let small = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).expect("a switch");
     let mut options = SimOptions::default();
-    options.node_caps.insert(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 2 });
+    options.node_caps.insert(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 2, speed: None, width: None });
     let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, options).expect("sim");
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = run_once(&mut sim, "minhop", &Config::default(), &mut g2l, &mut held);
@@ -170,7 +170,7 @@ fn smaller_caps_bound_their_links_and_the_gate_names_the_port() {
     // The snapshot shows the engines what the ports operate: lash itself
     // declines a torus whose switch runs one VL.
     let capped = SimOptions {
-        node_caps: [(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 5 })].into(),
+        node_caps: [(topo.nodes[small].node_guid, PortCaps { vl_cap: 1, mtu_cap: 5, speed: None, width: None })].into(),
         ..SimOptions::default()
     };
     let mut sim = SimFabric::with_options(&topo, sm_node, sm_port, capped).expect("sim");

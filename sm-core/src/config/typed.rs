@@ -14,11 +14,13 @@ use crate::engines::chain::GateOptions;
 use sm_partition::{PartEnforce, PartitionConfig, PartitionError, PartitionSettings, DEFAULT_PARTITION_CONFIG_FILE};
 use crate::qos::{QosError, QosKeySets, QosKeys, QosPolicy, QosSettings};
 use crate::sweep::program::LinkConfig;
+use sm_mad::port_info::link_speed_ext;
 
 impl Config {
     /// The link parameters over OpenSM's defaults. Out-of-range values are
     /// brought into the field's range (HOQLife and VLStallCount are 5 and
-    /// 3 bits wide, OperationalVLs 1..=5).
+    /// 3 bits wide, OperationalVLs 1..=5); a `force_link_speed_ext` that
+    /// is none of 0-15, 30 and 31 is 31, as OpenSM takes it.
     pub fn link_config(&self) -> LinkConfig {
         let d = LinkConfig::default();
         LinkConfig {
@@ -30,7 +32,10 @@ impl Config {
             subnet_timeout: self.subnet_timeout.unwrap_or(d.subnet_timeout).min(0x1f),
             force_link_speed: self.force_link_speed.unwrap_or(d.force_link_speed) & 0xf,
             force_link_width: self.force_link_width.unwrap_or(d.force_link_width),
-            force_link_speed_ext: self.force_link_speed_ext.unwrap_or(d.force_link_speed_ext) & 0x1f,
+            force_link_speed_ext: match self.force_link_speed_ext.unwrap_or(d.force_link_speed_ext) {
+                v @ (0..=0xF | link_speed_ext::DISABLE | link_speed_ext::SET_TO_SUPPORTED) => v,
+                _ => link_speed_ext::SET_TO_SUPPORTED,
+            },
         }
     }
 
@@ -147,6 +152,13 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn force_link_speed_ext_outside_opensms_values_is_set_to_supported() {
+        let ext = |v: u8| super::Config { force_link_speed_ext: Some(v), ..Default::default() }.link_config().force_link_speed_ext;
+        assert_eq!((ext(0), ext(2), ext(15), ext(30), ext(31)), (0, 2, 15, 30, 31));
+        assert_eq!((ext(16), ext(29), ext(32), ext(255)), (31, 31, 31, 31));
+    }
+
     use std::path::Path;
 
     use super::*;

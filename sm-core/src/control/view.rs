@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sm_abi::{NodeKind, NO_ROUTE};
-use sm_mad::port_info::{link_width, PhysState, PortState};
+use sm_mad::port_info::{PhysState, PortState};
+use sm_mad::speed::{self, LaneSpeed, SpeedBits, SpeedCaps};
 use sm_mad::PortInfoRepr;
 
 use crate::config::Config;
@@ -72,6 +73,9 @@ pub struct PortStatus {
     pub widths: BTreeMap<String, usize>,
     /// Ports with a link by speed (`QDR`, `EDR`).
     pub speeds: BTreeMap<String, usize>,
+    /// Ports with a link by width and speed as infiniband-diags name
+    /// them, with the rate (`4X NDR (400 Gb/s)`).
+    pub links: BTreeMap<String, usize>,
     /// Ports whose PortPhysicalState is Disabled.
     pub disabled: PortList,
     /// Ports with a link that is not Active (Init or Armed): the SM has
@@ -276,6 +280,7 @@ impl SweepView {
         out += &format!("states: {}\n", counts(&p.states));
         out += &format!("widths: {}\n", counts(&p.widths));
         out += &format!("speeds: {}\n", counts(&p.speeds));
+        out += &format!("links: {}\n", counts(&p.links));
         for (name, list) in [
             ("disabled", &p.disabled),
             ("not active", &p.not_active),
@@ -344,41 +349,10 @@ fn flatten(prefix: &str, map: serde_json::Map<String, Value>, out: &mut Vec<(Str
 }
 
 
-/// The widest width in a LinkWidth mask, as lanes.
-fn widest(mask: u8) -> u8 {
-    (0..8).map(|b| link_width::lanes(mask & (1 << b))).max().unwrap_or(0)
-}
-
-/// Speeds in order; extended speeds above the base ones.
-const SPEED_NAMES: [&str; 8] = ["?", "SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR"];
-
-/// Rank (index into [`SPEED_NAMES`]) of the fastest speed in base and
-/// extended masks.
-fn fastest(base: u8, ext: u8) -> usize {
-    let ext_rank = (0..4).rev().find(|b| ext & (1 << b) != 0).map_or(0, |b| 4 + b as usize);
-    let base_rank = (0..3).rev().find(|b| base & (1 << b) != 0).map_or(0, |b| 1 + b as usize);
-    ext_rank.max(base_rank)
-}
-
-/// Rank of the active speed (LinkSpeedExtActive wins when set).
-fn active_speed(info: &PortInfoRepr) -> usize {
-    if info.link_speed_ext_active != 0 {
-        fastest(0, info.link_speed_ext_active)
-    } else {
-        fastest(info.link_speed_active, 0)
-    }
-}
-
-/// The widest width and fastest speed a port may run at by itself:
+/// The widest width and fastest speed a port may train to by itself:
 /// enabled and supported.
-fn port_best(info: &PortInfoRepr) -> (u8, usize) {
-    let width = widest(info.link_width_enabled & info.link_width_supported);
-    let ext = if info.link_speed_ext_supported != 0 {
-        info.link_speed_ext_enabled & info.link_speed_ext_supported
-    } else {
-        0
-    };
-    (width, fastest(info.link_speed_enabled & info.link_speed_supported, ext))
+fn port_best(info: &PortInfoRepr, caps: SpeedCaps) -> (u8, SpeedBits) {
+    (speed::widest(info.link_width_enabled & info.link_width_supported), speed::usable(info, caps))
 }
 
 fn port_status(fabric: &Fabric) -> PortStatus {
@@ -412,28 +386,34 @@ fn port_status(fabric: &Fabric) -> PortStatus {
                 // No link: no width or speed to speak of.
                 _ => continue,
             }
-            let width = link_width::lanes(info.link_width_active);
-            let speed = active_speed(info);
+            let width = speed::active_lanes(info);
+            let active = speed::active(info, node.speed_caps(num as u8));
+            let name = |s: Option<LaneSpeed>| s.map_or("?", LaneSpeed::name);
             *st.widths.entry(format!("{width}x")).or_default() += 1;
-            *st.speeds.entry(SPEED_NAMES[speed].to_string()).or_default() += 1;
+            *st.speeds.entry(name(active).to_string()).or_default() += 1;
+            let rate = speed::gbps(speed::link_rate(width, active));
+            *st.links.entry(format!("{} ({rate} Gb/s)", speed::link_name(width, active))).or_default() += 1;
             // What the link could run at: the best both ends allow.
-            let (mut best_width, mut best_speed) = port_best(info);
-            if let Some(peer) =
-                port.peer.and_then(|(n, p)| fabric.nodes.get(n)?.ports.get(usize::from(p))?.info.as_ref())
-            {
-                best_width = widest(
+            let (mut best_width, mut best_speeds) = port_best(info, node.speed_caps(num as u8));
+            let peer = port.peer.and_then(|(n, p)| {
+                let peer_node = fabric.nodes.get(n)?;
+                Some((peer_node.ports.get(usize::from(p))?.info.as_ref()?, peer_node.speed_caps(p)))
+            });
+            if let Some((peer, peer_caps)) = peer {
+                best_width = speed::widest(
                     info.link_width_enabled
                         & info.link_width_supported
                         & peer.link_width_enabled
                         & peer.link_width_supported,
                 );
-                best_speed = best_speed.min(port_best(peer).1);
+                best_speeds = best_speeds.common(port_best(peer, peer_caps).1);
             }
             if width < best_width {
                 st.reduced_width.push(r(format!("{width}x of {best_width}x")));
             }
-            if speed < best_speed {
-                st.reduced_speed.push(r(format!("{} of {}", SPEED_NAMES[speed], SPEED_NAMES[best_speed])));
+            let best = best_speeds.fastest();
+            if active < best {
+                st.reduced_speed.push(r(format!("{} of {}", name(active), name(best))));
             }
         }
     }
@@ -500,15 +480,17 @@ fn lid_balance(snapshot: &sm_abi::FabricSnapshot, lfts: &[sm_abi::Lft]) -> LidBa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sm_mad::port_info::link_width;
 
     #[test]
     fn widths_and_speeds_rank_as_links_run() {
         // 2x has the highest bit of the mask but only two lanes.
-        assert_eq!(widest(link_width::W4X | link_width::W2X), 4);
-        assert_eq!(widest(link_width::W1X | link_width::W4X | link_width::W12X), 12);
-        assert_eq!(SPEED_NAMES[fastest(0x7, 0)], "QDR");
-        assert_eq!(SPEED_NAMES[fastest(0x7, 0x2)], "EDR");
-        assert_eq!(SPEED_NAMES[fastest(0x1, 0)], "SDR");
+        assert_eq!(speed::widest(link_width::W4X | link_width::W2X), 4);
+        assert_eq!(speed::widest(link_width::W1X | link_width::W4X | link_width::W12X), 12);
+        let bits = |base, ext| SpeedBits { base, ext, ext2: 0 }.fastest();
+        assert_eq!(bits(0x7, 0), Some(LaneSpeed::Qdr));
+        assert_eq!(bits(0x7, 0x2), Some(LaneSpeed::Edr));
+        assert_eq!(bits(0x1, 0), Some(LaneSpeed::Sdr));
     }
 
     /// A switch with a 4x and a 1x host link and two empty ports, swept

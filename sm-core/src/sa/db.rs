@@ -132,28 +132,13 @@ fn port_mtu(info: &PortInfoRepr) -> u8 {
     }
 }
 
-/// Link data rate in 0.1 Gb/s from LinkWidthActive and the speeds.
-pub(crate) fn port_rate(info: &PortInfoRepr) -> u32 {
-    let lanes = match info.link_width_active {
-        0x01 => 1,
-        0x02 => 4,
-        0x04 => 8,
-        0x08 => 12,
-        0x10 => 2,
-        _ => 1,
-    };
-    let lane = match info.link_speed_ext_active {
-        0x01 => 140,
-        0x02 => 250,
-        0x04 => 500,
-        0x08 => 1000,
-        _ => match info.link_speed_active {
-            0x02 => 50,
-            0x04 => 100,
-            _ => 25,
-        },
-    };
-    lanes * lane
+/// Link data rate in 0.1 Gb/s from LinkWidthActive and the speeds
+/// (`caps`: the speed groups the port's capability masks make valid); a
+/// port that says no width or speed counts as 1x SDR.
+pub(crate) fn port_rate(info: &PortInfoRepr, caps: sm_mad::speed::SpeedCaps) -> u32 {
+    let lanes = sm_mad::speed::active_lanes(info).max(1);
+    let lane = sm_mad::speed::active(info, caps).unwrap_or(sm_mad::speed::LaneSpeed::Sdr);
+    sm_mad::speed::link_rate(lanes, Some(lane))
 }
 
 // The IBA rate codes live with the wire formats.
@@ -548,7 +533,7 @@ impl SaDb {
         // Wires: peers, MTU and rate of every port.
         for n in &fabric.nodes {
             db.first_wire.push(db.wires.len() as u32);
-            for port in &n.ports {
+            for (num, port) in n.ports.iter().enumerate() {
                 let mut wire = Wire {
                     peer: port.peer.map(|(node, q)| (node as u32, q)),
                     mtu: 0,
@@ -556,22 +541,19 @@ impl SaDb {
                 };
                 if let Some(info) = &port.info {
                     wire.mtu = port_mtu(info);
-                    wire.rate = port_rate(info);
+                    wire.rate = port_rate(info, n.speed_caps(num as u8));
                 }
                 if let Some((pn, pq)) = port.peer {
-                    if let Some(far) = fabric
-                        .nodes
-                        .get(pn)
-                        .and_then(|f| f.ports.get(usize::from(pq)))
-                        .and_then(|p| p.info.as_ref())
-                    {
+                    if let Some((far, far_caps)) = fabric.nodes.get(pn).and_then(|f| {
+                        Some((f.ports.get(usize::from(pq))?.info.as_ref()?, f.speed_caps(pq)))
+                    }) {
                         let far_mtu = port_mtu(far);
                         wire.mtu = if wire.mtu == 0 {
                             far_mtu
                         } else {
                             wire.mtu.min(far_mtu)
                         };
-                        let far_rate = port_rate(far);
+                        let far_rate = port_rate(far, far_caps);
                         wire.rate = if wire.rate == 0 {
                             far_rate
                         } else {
@@ -882,11 +864,15 @@ mod tests {
             link_speed_active: 0x04,
             ..Default::default()
         };
-        assert_eq!(port_rate(&qdr4), 400);
+        let all = sm_mad::speed::SpeedCaps::ALL;
+        assert_eq!(port_rate(&qdr4, all), 400);
         let edr4 = PortInfoRepr {
             link_speed_ext_active: 0x02,
             ..qdr4
         };
-        assert_eq!(port_rate(&edr4), 1000);
+        assert_eq!(port_rate(&edr4, all), 1000);
+        let xdr4 = PortInfoRepr { link_speed_ext2_active: 1, ..edr4 };
+        assert_eq!(port_rate(&xdr4, all), 8000);
+        assert_eq!(rate_code(port_rate(&xdr4, all)), 23, "4x XDR is 800 Gb/s");
     }
 }
