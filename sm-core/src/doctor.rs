@@ -172,6 +172,16 @@ fn port_check(devices: &[UmadDevice], q: &Question, root: &str, checks: &mut Vec
             let verdict = if d.state >= 2 { Verdict::Ok } else { Verdict::Warn };
             let check = Check::new("port", verdict, format!("{}: {why}", describe(&d)));
             checks.push(if d.state >= 2 { check } else { check.next("plug the port's cable in: a port without a link reaches no fabric") });
+            let gmp = match umad::gsi_pair(devices, &d) {
+                Some(g) => format!(
+                    "SMPs on {}, SA and PMA on {} (an SMI/GSI pair of port GUID {:#018x}: its GSI device says IsSMDisabled)",
+                    describe(&d),
+                    describe(&g),
+                    d.port_guid
+                ),
+                None => "SMPs, SA and PMA on the same port (no SMI/GSI pair)".to_string(),
+            };
+            checks.push(Check::new("gmp port", Verdict::Ok, gmp));
             Some(d)
         }
         Err(e) => {

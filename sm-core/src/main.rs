@@ -951,7 +951,9 @@ impl OpenedPort {
                     source: format!("umad:{}/{}", u.device().ca, u.device().port),
                     responders: Some((u.sender(), u.take_smp_requests(), u.take_sa_requests())),
                     trap_drops: Some(u.trap_drop_counter()),
-                    umad_device: Some(u.device().clone()),
+                    // The performance manager's agent: on the GSI device
+                    // of an SMI/GSI pair.
+                    umad_device: Some(u.gsi_device().clone()),
                     port: Opened::Umad(u),
                 })
             }

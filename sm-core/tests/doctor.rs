@@ -132,3 +132,28 @@ fn on_this_machine_the_text_names_each_check_and_the_outcome() {
     assert!(text.contains("FAIL  devices") && text.contains("next: install the HCA"), "{text}");
     assert!(text.ends_with("the SM cannot start: fix what FAILed\n"), "{text}");
 }
+
+#[test]
+fn an_smi_gsi_pair_binds_smps_to_the_smi_device_and_general_mads_to_the_gsi_one() {
+    // Two devices of one port GUID (rdma-core's SMI/GSI pairs); the first
+    // listed, Active too, says IsSMDisabled in its CapabilityMask.
+    let (sys, dev) = (tempfile::tempdir().expect("tmp"), tempfile::tempdir().expect("tmp"));
+    tree(sys.path(), &[("mlx5_0", 1, "4: ACTIVE", "InfiniBand"), ("mlx5_1", 1, "4: ACTIVE", "InfiniBand")]);
+    for (ca, cap) in [("mlx5_0", "0xa651ec48"), ("mlx5_1", "0xa651e848")] {
+        let ports = sys.path().join(format!("class/infiniband/{ca}/ports/1"));
+        std::fs::write(ports.join("cap_mask"), format!("{cap}\n")).expect("write");
+        std::fs::write(ports.join("gids/0"), "fe80:0000:0000:0000:0002:c903:0000:0042\n").expect("write");
+    }
+    let (_, json) = doctor(sys.path(), dev.path(), &[]);
+    let (verdict, detail) = check(&json, "port");
+    assert_eq!(verdict, "ok", "{detail}");
+    assert!(detail.contains("mlx5_1"), "the SMI device is bound: {detail}");
+    let (verdict, detail) = check(&json, "gmp port");
+    assert_eq!(verdict, "ok");
+    assert!(detail.contains("SA and PMA on umad0 mlx5_0") && detail.contains("SMI/GSI pair"), "{detail}");
+    // The GSI half named is refused, naming the SMI device.
+    let (_, json) = doctor(sys.path(), dev.path(), &["--device", "mlx5_0"]);
+    let (verdict, detail) = check(&json, "port");
+    assert_eq!(verdict, "fail");
+    assert!(detail.contains("IsSMDisabled") && detail.contains("mlx5_1 port 1"), "{detail}");
+}

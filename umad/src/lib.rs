@@ -109,7 +109,15 @@ pub struct UmadDevice {
     pub port_guid: u64,
     /// The port's link layer (sysfs `link_layer`).
     pub link_layer: LinkLayer,
+    /// Whether the port's CapabilityMask (sysfs `cap_mask`) says
+    /// IsSMDisabled: the GSI half of a port that exposes its SMI and GSI
+    /// on two devices of one port GUID (rdma-core's SMI/GSI pairs). No SM
+    /// runs there; the SM's general MADs (SA, PMA) do.
+    pub sm_disabled: bool,
 }
+
+/// PortInfo CapabilityMask IsSMDisabled (IBA 14.2.5.6).
+pub const CAP_IS_SM_DISABLED: u32 = 0x0000_0400;
 
 /// What a port carries, as sysfs `link_layer` says: an RDMA device in
 /// Ethernet mode (RoCE) has umad devices too, and an SM must never bind
@@ -180,6 +188,27 @@ pub enum NoPort {
         /// What there is.
         have: String,
     },
+    /// The port asked for says IsSMDisabled: the GSI half of an SMI/GSI
+    /// pair.
+    #[error("{ca} port {port} says IsSMDisabled (the GSI device of an SMI/GSI pair): the SM binds the pair's SMI device ({smi}) and sends its general MADs here")]
+    SmDisabled {
+        /// The HCA.
+        ca: String,
+        /// Its port.
+        port: u8,
+        /// The pair's SMI device, as `CA port N`.
+        smi: String,
+    },
+}
+
+/// The GSI device paired with `smi` (rdma-core's SMI/GSI pairs): another
+/// umad device of the same port GUID whose port says IsSMDisabled. `None`
+/// when the port has one device for both, as most do.
+pub fn gsi_pair(devices: &[UmadDevice], smi: &UmadDevice) -> Option<UmadDevice> {
+    if smi.port_guid == 0 || smi.sm_disabled {
+        return None;
+    }
+    devices.iter().find(|d| d.index != smi.index && d.port_guid == smi.port_guid && d.sm_disabled).cloned()
 }
 
 /// Where sysfs is: `SMCORE_SYSFS_ROOT` (tests point it at a tree of their
@@ -239,7 +268,11 @@ pub fn devices_in(root: &str) -> Vec<UmadDevice> {
             .unwrap_or(0);
         let port_guid = read_sysfs(&format!("{ports}/gids/0")).and_then(|g| gid_port_guid(&g)).unwrap_or(0);
         let link_layer = LinkLayer::parse(read_sysfs(&format!("{ports}/link_layer")).as_deref());
-        found.push(UmadDevice { index, ca, port, state, port_guid, link_layer });
+        let cap_mask = read_sysfs(&format!("{ports}/cap_mask"))
+            .and_then(|v| u32::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+            .unwrap_or(0);
+        let sm_disabled = cap_mask & CAP_IS_SM_DISABLED != 0;
+        found.push(UmadDevice { index, ca, port, state, port_guid, link_layer, sm_disabled });
     }
     found
 }
@@ -276,8 +309,8 @@ pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>, root: 
         return Err(NoPort::NoMatch { ca: ca.map(str::to_string), port, have: list(&all) });
     }
     let ib: Vec<&UmadDevice> = wanted.iter().copied().filter(|d| d.link_layer == LinkLayer::InfiniBand).collect();
+    let named = ca.is_some() || port.is_some();
     if ib.is_empty() {
-        let named = ca.is_some() || port.is_some();
         return Err(match wanted.as_slice() {
             [only] if named => {
                 NoPort::NotInfiniBand { ca: only.ca.clone(), port: only.port, layer: only.link_layer.clone() }
@@ -285,6 +318,25 @@ pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>, root: 
             _ => NoPort::NoInfiniBand { have: list(&wanted) },
         });
     }
+    // The GSI half of an SMI/GSI pair carries no SMPs: the SM binds the
+    // SMI device of the pair (and its general MADs go to the GSI one,
+    // [`gsi_pair`]).
+    let smi: Vec<&UmadDevice> = ib.iter().copied().filter(|d| !d.sm_disabled).collect();
+    if smi.is_empty() {
+        return Err(match ib.as_slice() {
+            [only] if named => NoPort::SmDisabled {
+                ca: only.ca.clone(),
+                port: only.port,
+                smi: devices
+                    .iter()
+                    .find(|d| d.port_guid == only.port_guid && d.port_guid != 0 && !d.sm_disabled)
+                    .map(|d| format!("{} port {}", d.ca, d.port))
+                    .unwrap_or_else(|| "none found".into()),
+            },
+            _ => NoPort::NoInfiniBand { have: format!("{} (every InfiniBand port says IsSMDisabled)", list(&ib)) },
+        });
+    }
+    let ib = smi;
     Ok(ib
         .iter()
         .find(|d| d.state == 4)
@@ -294,9 +346,11 @@ pub fn choose(devices: &[UmadDevice], ca: Option<&str>, port: Option<u8>, root: 
         .expect("not empty"))
 }
 
-/// The device serving the port of GUID `guid`.
+/// The device serving the port of GUID `guid` (of an SMI/GSI pair, the
+/// SMI device: the one an SM binds).
 pub fn find_guid(devices: &[UmadDevice], guid: u64) -> Option<UmadDevice> {
-    devices.iter().find(|d| d.port_guid == guid && guid != 0).cloned()
+    let of_guid = || devices.iter().filter(|d| d.port_guid == guid && guid != 0);
+    of_guid().find(|d| !d.sm_disabled).or_else(|| of_guid().next()).cloned()
 }
 
 /// A umad or issm descriptor. Not an `OwnedFd`: umad2sim's descriptors
@@ -358,6 +412,11 @@ pub struct UmadPort {
     fault: Arc<OnceLock<String>>,
     stop: Arc<AtomicBool>,
     reader: Option<std::thread::JoinHandle<()>>,
+    /// The device general MADs (SA, PMA) use: the GSI device of an
+    /// SMI/GSI pair, else `device` itself.
+    gsi_device: UmadDevice,
+    /// The GSI device's poll thread, when there is one.
+    gsi_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for UmadPort {
@@ -378,6 +437,9 @@ impl Drop for UmadPort {
         self.turn.wake();
         if let Some(reader) = self.reader.take() {
             // It wakes from poll() within READER_SLICE.
+            let _ = reader.join();
+        }
+        if let Some(reader) = self.gsi_reader.take() {
             let _ = reader.join();
         }
     }
@@ -737,6 +799,9 @@ struct Writer {
     dr_agent: u32,
     lid_agent: u32,
     sa_agent: u32,
+    /// The GSI device of an SMI/GSI pair, when the port has one: the SA
+    /// agent is registered there and its MADs go out by it.
+    gsi_fd: Option<UmadFd>,
     lock: std::sync::Mutex<()>,
 }
 
@@ -769,7 +834,11 @@ impl Writer {
             && sa::Packet::new_checked(mad).is_ok_and(|p| p.rmpp_flags() & sa::rmpp::FLAG_ACTIVE != 0);
         let len = if rmpp_active { mad.len() } else { mad.len().max(MAD_LEN) };
         let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        write_umad(self.fd.0, agent, Address { dlid, dqpn, qkey }, mad, len, timeout_ms)
+        let fd = match (&self.gsi_fd, class) {
+            (Some(gsi), CLASS_SA) => gsi.0,
+            _ => self.fd.0,
+        };
+        write_umad(fd, agent, Address { dlid, dqpn, qkey }, mad, len, timeout_ms)
     }
 }
 
@@ -884,7 +953,17 @@ impl UmadPort {
             | (1 << method::GET_TRACE_TABLE)
             | (1 << method::GET_MULTI)
             | (1 << method::DELETE);
-        let sa_agent = Self::register_gsi(&fd, CLASS_SA, 2, if sm { sa_methods } else { 0 }, 1)?;
+        // A port whose SMI and GSI are two devices (rdma-core's SMI/GSI
+        // pairs): the SA agent goes on the GSI one.
+        let gsi = if sm { gsi_pair(&devices_in(&root), &device) } else { None };
+        let gsi_fd = match &gsi {
+            Some(g) => {
+                let path = format!("/dev/infiniband/umad{}", g.index);
+                Some(UmadFd::open(&path, OFlag::O_RDWR | OFlag::O_NONBLOCK).map_err(|e| io(&path, e))?)
+            }
+            None => None,
+        };
+        let sa_agent = Self::register_gsi(gsi_fd.as_ref().unwrap_or(&fd), CLASS_SA, 2, if sm { sa_methods } else { 0 }, 1)?;
         // Non-blocking: another SM holding issm must not hang us.
         let issm_path = format!("/dev/infiniband/issm{}", device.index);
         let issm = if !sm {
@@ -915,11 +994,31 @@ impl UmadPort {
                 move || reader_loop(FdSource(raw), stop, sinks, turn)
             })
             .map_err(|e| io("umad poll thread", e))?;
+        // The GSI device's requests and answers, read by a thread of
+        // its own into the same queues.
+        let gsi_reader = match &gsi_fd {
+            Some(g) => {
+                let (stop, raw, sinks) = (Arc::clone(&stop), g.0, sweep_sinks.clone());
+                let own_turn = Arc::new(ReadTurn::default());
+                Some(
+                    std::thread::Builder::new()
+                        .name("umad-gsi-poll".into())
+                        .spawn(move || read_until_stopped(FdSource(raw), &stop, sinks, &own_turn))
+                        .map_err(|e| io("umad GSI poll thread", e))?,
+                )
+            }
+            None => None,
+        };
+        if let Some(g) = &gsi {
+            tracing::info!(ca = %g.ca, port = g.port, umad = g.index, "SA agent on the GSI device of the port's SMI/GSI pair");
+        }
         tracing::info!(ca = %device.ca, port = device.port, umad = device.index, window, observer = !sm, "umad transport bound");
         Ok(Self {
+            gsi_device: gsi.unwrap_or_else(|| device.clone()),
+            gsi_reader,
             device,
             _issm: issm,
-            writer: Arc::new(Writer { fd, dr_agent, lid_agent, sa_agent, lock: std::sync::Mutex::new(()) }),
+            writer: Arc::new(Writer { fd, dr_agent, lid_agent, sa_agent, gsi_fd, lock: std::sync::Mutex::new(()) }),
             sa_requests: Some(sa_requests),
             smp_requests: Some(smp_requests),
             timeout,
@@ -991,6 +1090,13 @@ impl UmadPort {
     /// The device and port bound.
     pub fn device(&self) -> &UmadDevice {
         &self.device
+    }
+
+    /// The device the SM's general MADs use (the SA here, the performance
+    /// manager's own agent): the GSI device of an SMI/GSI pair, else
+    /// [`Self::device`].
+    pub fn gsi_device(&self) -> &UmadDevice {
+        &self.gsi_device
     }
 
     /// Writes one SMP to `dlid` (see [`Writer::write`]).
@@ -1343,7 +1449,15 @@ mod tests {
     use super::*;
 
     fn dev(index: u32, ca: &str, port: u8, state: u8) -> UmadDevice {
-        UmadDevice { index, ca: ca.into(), port, state, port_guid: 0x100 + u64::from(index), link_layer: LinkLayer::InfiniBand }
+        UmadDevice {
+            index,
+            ca: ca.into(),
+            port,
+            state,
+            port_guid: 0x100 + u64::from(index),
+            link_layer: LinkLayer::InfiniBand,
+            sm_disabled: false,
+        }
     }
 
     #[test]
@@ -1387,6 +1501,39 @@ mod tests {
             }
         }
         root
+    }
+
+    #[test]
+    fn of_an_smi_gsi_pair_the_sm_binds_the_smi_device_and_sends_general_mads_by_the_gsi_one() {
+        // Two devices of one port GUID (a planarized port): the second's
+        // CapabilityMask says IsSMDisabled, as rdma-core tells the pair.
+        let root = tempfile::tempdir().expect("temp dir");
+        for (i, (ca, cap)) in [("mlx5_gsi", "0xa651ec48"), ("mlx5_smi", "0xa651e848"), ("mlx5_9", "0xa651e848")].iter().enumerate() {
+            let umad = root.path().join(format!("class/infiniband_mad/umad{i}"));
+            std::fs::create_dir_all(&umad).expect("mkdir");
+            std::fs::write(umad.join("ibdev"), format!("{ca}\n")).expect("write");
+            std::fs::write(umad.join("port"), "1\n").expect("write");
+            let p = root.path().join(format!("class/infiniband/{ca}/ports/1"));
+            std::fs::create_dir_all(p.join("gids")).expect("mkdir");
+            std::fs::write(p.join("state"), "4: ACTIVE\n").expect("write");
+            let guid = if i < 2 { 0x77 } else { 0x99 };
+            std::fs::write(p.join("gids/0"), format!("fe80:0000:0000:0000:0002:c903:0000:{guid:04x}\n")).expect("write");
+            std::fs::write(p.join("cap_mask"), format!("{cap}\n")).expect("write");
+        }
+        let r = root.path().to_str().expect("utf-8");
+        let all = devices_in(r);
+        assert_eq!(all.iter().map(|d| d.sm_disabled).collect::<Vec<_>>(), [true, false, false]);
+        // Active and first, the GSI half is still passed over.
+        let smi = choose(&all, None, None, r).expect("a port");
+        assert_eq!(smi.ca, "mlx5_smi");
+        assert_eq!(gsi_pair(&all, &smi).map(|d| d.ca), Some("mlx5_gsi".to_string()));
+        // A port without a pair sends everything itself.
+        assert_eq!(gsi_pair(&all, &all[2]), None);
+        // By GUID, the pair's SMI device.
+        assert_eq!(find_guid(&all, 0x0002_c903_0000_0077).map(|d| d.ca), Some("mlx5_smi".to_string()));
+        // Named, the GSI half is refused, naming the SMI device.
+        let e = choose(&all, Some("mlx5_gsi"), None, r).expect_err("SM disabled");
+        assert!(e.to_string().contains("IsSMDisabled") && e.to_string().contains("mlx5_smi port 1"), "{e}");
     }
 
     fn choose_in(root: &tempfile::TempDir, ca: Option<&str>, port: Option<u8>) -> Result<(String, u8), NoPort> {

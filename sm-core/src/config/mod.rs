@@ -455,6 +455,7 @@ mod tests {
             m_key: Some(0),
             m_key_protection_level: Some(0),
             m_key_lease_period: Some(0),
+            engine_isolation: Some(crate::engines::host::Mode::default()),
             ..Config::default()
         };
         assert_eq!(shipped, defaults);
