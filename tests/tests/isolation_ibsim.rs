@@ -18,7 +18,8 @@ use smcore_tests::smcore::{target_dir, workspace_root, Profile, Smcore};
 
 /// The deliberately broken engines, built and copied into `out`.
 fn broken_engines(out: &Path) -> PathBuf {
-    let target = target_dir().join("fixtures-isolation");
+    // The directory scripts/test.sh builds the fixtures into: a no-op there.
+    let target = target_dir().join("fixtures");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "smcore-test-engines", "--manifest-path"])
         .arg(workspace_root().join("tests/fixtures/Cargo.toml"))

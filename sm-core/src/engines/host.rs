@@ -175,7 +175,8 @@ pub fn route(
         };
         return Err(HostFailure::Signal { signal: name, hint: hint.to_string() });
     }
-    let mut bytes = Vec::new();
+    let size = answer_file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     answer_file.seek(SeekFrom::Start(0)).map_err(|e| HostFailure::Malformed(e.to_string()))?;
     answer_file.read_to_end(&mut bytes).map_err(|e| HostFailure::Malformed(e.to_string()))?;
     if bytes.is_empty() {
