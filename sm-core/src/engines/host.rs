@@ -124,9 +124,11 @@ pub fn route(
         fabric: fabric.clone(),
         previous: previous.cloned(),
     };
+    let begun = Instant::now();
     let mut request_file = memory_file("smcore-engine-request").map_err(|e| spawn(&e))?;
     request_file.write_all(&wire::encode_request(&request)).map_err(|e| spawn(&e))?;
     request_file.flush().map_err(|e| spawn(&e))?;
+    let written = begun.elapsed();
     let mut answer_file = memory_file("smcore-engine-answer").map_err(|e| spawn(&e))?;
     let timeout = isolation.timeout.unwrap_or_else(|| default_timeout(fabric));
     let memory = isolation.memory_mib.unwrap_or_else(default_memory_mib);
@@ -176,16 +178,69 @@ pub fn route(
         return Err(HostFailure::Signal { signal: name, hint: hint.to_string() });
     }
     let size = answer_file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    answer_file.seek(SeekFrom::Start(0)).map_err(|e| HostFailure::Malformed(e.to_string()))?;
-    answer_file.read_to_end(&mut bytes).map_err(|e| HostFailure::Malformed(e.to_string()))?;
-    if bytes.is_empty() {
+    let size = usize::try_from(size).map_err(|_| HostFailure::Malformed(format!("an answer of {size} bytes")))?;
+    if size == 0 {
         return Err(match status.code() {
             Some(HOST_ERROR) => HostFailure::Spawn(format!("the engine host could not serve the request (status {HOST_ERROR}; its reason is on stderr)")),
             code => HostFailure::Exited(code.unwrap_or(-1)),
         });
     }
-    wire::decode_answer(&bytes, fabric).map_err(|e| HostFailure::Malformed(e.to_string()))
+    let exited = started.elapsed();
+    let decoded = Instant::now();
+    let answer = match Mapped::new(&answer_file, size) {
+        Ok(map) => wire::decode_answer(map.bytes(), fabric),
+        // No mapping (an unusual kernel): read it instead.
+        Err(_) => {
+            let mut bytes = Vec::with_capacity(size);
+            answer_file.seek(SeekFrom::Start(0)).map_err(|e| HostFailure::Malformed(e.to_string()))?;
+            answer_file.read_to_end(&mut bytes).map_err(|e| HostFailure::Malformed(e.to_string()))?;
+            wire::decode_answer(&bytes, fabric)
+        }
+    }
+    .map_err(|e| HostFailure::Malformed(e.to_string()));
+    tracing::debug!(
+        engine = %entry.name,
+        request_ms = written.as_secs_f64() * 1e3,
+        host_ms = exited.as_secs_f64() * 1e3,
+        decode_ms = decoded.elapsed().as_secs_f64() * 1e3,
+        answer_bytes = size,
+        "engine host"
+    );
+    answer
+}
+
+/// The answer's memory file mapped read-only, so that the routing is
+/// decoded straight from the pages the host wrote.
+struct Mapped {
+    addr: std::ptr::NonNull<std::ffi::c_void>,
+    len: usize,
+}
+
+impl Mapped {
+    fn new(file: &std::fs::File, len: usize) -> nix::Result<Mapped> {
+        let size = std::num::NonZeroUsize::new(len).ok_or(nix::errno::Errno::EINVAL)?;
+        // SAFETY: a private read-only mapping of a memory file only this
+        // process still holds (the host has exited, and nothing else was
+        // given the file), of exactly its length: nobody writes or
+        // truncates it while the mapping lives, and the slice handed out
+        // never outlives `self`, which unmaps it.
+        let addr = unsafe {
+            nix::sys::mman::mmap(None, size, nix::sys::mman::ProtFlags::PROT_READ, nix::sys::mman::MapFlags::MAP_PRIVATE | nix::sys::mman::MapFlags::MAP_POPULATE, file, 0)?
+        };
+        Ok(Mapped { addr, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `addr` maps `len` readable bytes for as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.addr.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        let _ = unsafe { nix::sys::mman::munmap(self.addr, self.len) };
+    }
 }
 
 /// A file in memory (memfd), inherited by the engine host.
@@ -236,7 +291,10 @@ pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64)
         }
     }
     let mut bytes = Vec::new();
-    let read = std::fs::File::open(format!("/proc/self/fd/{request_fd}")).and_then(|mut f| f.read_to_end(&mut bytes));
+    let read = std::fs::File::open(format!("/proc/self/fd/{request_fd}")).and_then(|mut f| {
+        bytes.reserve(f.metadata().map_or(0, |m| m.len() as usize));
+        f.read_to_end(&mut bytes)
+    });
     if let Err(e) = read {
         eprintln!("smcore engine-host: request: {e}");
         return ExitCode::from(HOST_ERROR as u8);
@@ -250,13 +308,14 @@ pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64)
     };
     drop(bytes);
     let answer = answer_of(&request);
-    let bytes = wire::encode_answer(&answer, request.fabric.max_lid);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/self/fd/{answer_fd}"))
-        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.flush()));
+        .and_then(|f| wire::write_answer(std::io::BufWriter::with_capacity(1 << 20, f), &answer, request.fabric.max_lid).map(drop));
     match written {
-        Ok(()) => ExitCode::SUCCESS,
+        // At once: the routing and the engine need not be taken apart
+        // piece by piece when the process ends anyway.
+        Ok(()) => std::process::exit(0),
         Err(e) => {
             eprintln!("smcore engine-host: answer: {e}");
             ExitCode::from(HOST_ERROR as u8)

@@ -35,32 +35,53 @@ fn bad(what: &'static str, why: impl Into<String>) -> WireError {
     WireError { what, why: why.into() }
 }
 
-/// Appends fields.
-#[derive(Default)]
-struct Writer(Vec<u8>);
+/// Appends fields to any writer (a `Vec`, or the answer's memory file
+/// through a buffer, so that a 148 M-entry routing is not first copied
+/// whole into memory); the first error is kept and reported at the end.
+struct Writer<W: std::io::Write> {
+    out: W,
+    error: Option<std::io::Error>,
+}
 
-impl Writer {
+impl<W: std::io::Write> Writer<W> {
+    fn new(out: W) -> Self {
+        Writer { out, error: None }
+    }
+    fn raw(&mut self, b: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.out.write_all(b) {
+                self.error = Some(e);
+            }
+        }
+    }
     fn u8(&mut self, v: u8) {
-        self.0.push(v);
+        self.raw(&[v]);
     }
     fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     fn len(&mut self, n: usize) {
         self.u64(n as u64);
     }
     fn bytes(&mut self, b: &[u8]) {
         self.len(b.len());
-        self.0.extend_from_slice(b);
+        self.raw(b);
     }
     fn str(&mut self, s: &str) {
         self.bytes(s.as_bytes());
+    }
+    fn finish(mut self) -> std::io::Result<W> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        Ok(self.out)
     }
 }
 
@@ -141,8 +162,8 @@ pub struct Request {
 
 /// The request as bytes.
 pub fn encode_request(r: &Request) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.0.extend_from_slice(REQUEST_MAGIC);
+    let mut w = Writer::new(Vec::new());
+    w.raw(REQUEST_MAGIC);
     w.str(&r.engine);
     w.bytes(r.library.as_os_str().as_encoded_bytes());
     w.str(&r.config);
@@ -184,7 +205,8 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
             }
         }
     }
-    w.0
+    // Writing into a Vec cannot fail.
+    w.finish().unwrap_or_default()
 }
 
 /// The request back from bytes (in the host; written by the SM itself).
@@ -305,8 +327,14 @@ fn sls_of(routing: &Routing, max_lid: u16) -> Sls {
 /// The answer as bytes (in the host). `max_lid` bounds the path-SL matrix
 /// of an oracle without a table.
 pub fn encode_answer(a: &Answer, max_lid: u16) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.0.extend_from_slice(ANSWER_MAGIC);
+    // Writing into a Vec cannot fail.
+    write_answer(Vec::new(), a, max_lid).unwrap_or_default()
+}
+
+/// [`encode_answer`] into `out`.
+pub fn write_answer<W: std::io::Write>(out: W, a: &Answer, max_lid: u16) -> std::io::Result<W> {
+    let mut w = Writer::new(out);
+    w.raw(ANSWER_MAGIC);
     match a {
         Answer::Create(e) | Answer::Error(e) => {
             w.u8(if matches!(a, Answer::Create(_)) { 1 } else { 2 });
@@ -345,7 +373,7 @@ pub fn encode_answer(a: &Answer, max_lid: u16) -> Vec<u8> {
                 w.u32(e.node);
                 w.u8(e.in_port);
                 w.u8(e.out_port);
-                w.0.extend_from_slice(&e.vl);
+                w.raw(&e.vl);
             }
             w.len(r.vlarb.len());
             for v in r.vlarb.iter() {
@@ -380,7 +408,7 @@ pub fn encode_answer(a: &Answer, max_lid: u16) -> Vec<u8> {
             }
         }
     }
-    w.0
+    w.finish()
 }
 
 /// The answer back from bytes (in the SM: untrusted). `fabric` bounds
