@@ -197,6 +197,9 @@ enum Command {
         /// The memory file the answer goes to.
         #[arg(long)]
         answer_fd: i32,
+        /// The engine library's file, as the SM loaded it.
+        #[arg(long)]
+        library_fd: Option<i32>,
         /// Address-space limit in MiB.
         #[arg(long)]
         memory_mib: u64,
@@ -700,8 +703,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The engine host answers before anything else is set up: no log, no
     // configuration, only the request in its memory file.
-    if let Some(Command::EngineHost { request_fd, answer_fd, memory_mib, cpu_seconds }) = &cli.command {
-        return sm_core::engines::host::serve(*request_fd, *answer_fd, *memory_mib, *cpu_seconds);
+    if let Some(Command::EngineHost { request_fd, answer_fd, library_fd, memory_mib, cpu_seconds }) = &cli.command {
+        return sm_core::engines::host::serve(*request_fd, *answer_fd, *library_fd, *memory_mib, *cpu_seconds);
     }
     // The doctor reports a configuration that does not load; it does not
     // stop at it.

@@ -176,3 +176,24 @@ fn the_sm_on_the_embedded_fabric_survives_a_crashing_engine_and_keeps_its_sa() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn the_host_loads_the_build_in_service_not_what_the_path_holds_now() {
+    // The SM loaded the test engines; then a broken file is renamed over
+    // the library (as a failed upgrade would leave it). The engine host
+    // must still run the build the SM holds.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = engines_dir(tmp.path());
+    let registry = Registry::scan(&[dir.clone(), bin_dir()]);
+    let junk = tmp.path().join("junk.so");
+    std::fs::write(&junk, b"not a library").expect("junk");
+    std::fs::rename(&junk, dir.join("libsmcore_test_engines.so")).expect("rename over");
+    let fabric = sm_core::offline::load_fabric(&workspace().join("config/topologies/fat-tree-64.net"), 0).expect("fabric");
+    let config = sm_core::config::Config::default();
+    let settings = config.route_settings();
+    assert_eq!(settings.isolation.mode, Mode::Process, "isolation is the default");
+    let mut report = sm_core::report::RouteReport::default();
+    let out = sm_core::offline::route_fabric(&fabric, &registry, "test-panic,minhop", &settings, None, &mut report).expect("chain");
+    let failure = out.attempts[0].failure.clone().expect("test-panic fails");
+    assert!(matches!(&failure, Failure::Panic(m) if m.contains("deliberate test panic")), "{failure:?}");
+}

@@ -133,8 +133,15 @@ pub fn route(
     let timeout = isolation.timeout.unwrap_or_else(|| default_timeout(fabric));
     let memory = isolation.memory_mib.unwrap_or_else(default_memory_mib);
     let binary = host_binary().map_err(|e| spawn(&e))?;
-    let mut child = Command::new(&binary)
-        .arg("engine-host")
+    // The build in service, as the SM loaded it: its path may hold another
+    // build by now (or a broken file the SM refused to load).
+    let image = entry.image().map(|i| i.inheritable()).transpose().map_err(|e| spawn(&format!("the library's file: {e}")))?;
+    let mut command = Command::new(&binary);
+    command.arg("engine-host");
+    if let Some(fd) = &image {
+        command.arg("--library-fd").arg(fd.as_raw_fd().to_string());
+    }
+    let mut child = command
         .arg("--request-fd")
         .arg(request_file.as_raw_fd().to_string())
         .arg("--answer-fd")
@@ -148,6 +155,8 @@ pub fn route(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| spawn(&format!("{}: {e}", binary.display())))?;
+    // The host has its own copy of the descriptor now.
+    drop(image);
     // The SM's own copies of the files stay open: the answer is read from
     // them once the host is gone.
     let started = Instant::now();
@@ -277,7 +286,7 @@ const HOST_ERROR: i32 = 125;
 /// The engine host's side (`smcore engine-host`): limits itself, reads
 /// the request, loads the library, routes, writes the answer. Exit status
 /// 0 once the answer is written, [`HOST_ERROR`] when it cannot be.
-pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
+pub fn serve(request_fd: i32, answer_fd: i32, library_fd: Option<i32>, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     use nix::sys::resource::{setrlimit, Resource};
     let limits = [
         (Resource::RLIMIT_AS, memory_mib.saturating_mul(1024 * 1024)),
@@ -307,7 +316,7 @@ pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64)
         }
     };
     drop(bytes);
-    let answer = answer_of(&request);
+    let answer = answer_of(&request, library_fd);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/self/fd/{answer_fd}"))
@@ -323,8 +332,12 @@ pub fn serve(request_fd: i32, answer_fd: i32, memory_mib: u64, cpu_seconds: u64)
     }
 }
 
-fn answer_of(request: &Request) -> Answer {
-    let entries = match super::loader::open_library(&request.library) {
+fn answer_of(request: &Request, library_fd: Option<i32>) -> Answer {
+    let file = match library_fd {
+        Some(fd) => PathBuf::from(format!("/proc/self/fd/{fd}")),
+        None => request.library.clone(),
+    };
+    let entries = match super::loader::open_library(&file) {
         Ok(e) => e,
         Err(p) => return Answer::Create(sm_abi::EngineError::new(format!("library not loaded in the engine host: {p}"))),
     };

@@ -41,6 +41,7 @@
 //! predict, plant or replace.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sm_abi::abi_stable::abi_stability::abi_checking::{check_layout_compatibility_with_globals, CheckingGlobals};
 use sm_abi::abi_stable::library::{lib_header_from_path, LibHeader, LibraryError, RootModule};
@@ -76,6 +77,31 @@ pub struct EngineEntry {
     /// That file as it was when loaded, to tell a new build on reload.
     identity: Option<FileIdentity>,
     module: EngineLibraryRef,
+    /// The file of this build as it was loaded, open, so that an engine
+    /// host loads exactly it (the path may hold another build by now, or
+    /// a broken one the SM refused).
+    image: Option<Arc<LibraryImage>>,
+}
+
+/// An open file holding a loaded library's build.
+#[derive(Debug)]
+pub struct LibraryImage {
+    /// The file as opened and checked before loading, held open for `fd`;
+    /// `None` for a private copy in memory, whose descriptor is never
+    /// closed (see [`load_private_copy`]).
+    _file: Option<std::fs::File>,
+    fd: std::os::fd::RawFd,
+}
+
+impl LibraryImage {
+    /// A descriptor of the file, without close-on-exec, for an engine host
+    /// to inherit (closed when dropped).
+    pub fn inheritable(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        // SAFETY: `fd` stays open as long as `self` (the file held here)
+        // or for the whole process (a private copy's, never closed).
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        nix::unistd::dup(borrowed).map_err(std::io::Error::from)
+    }
 }
 
 /// What tells one build of a library file from the next: a new build
@@ -114,6 +140,12 @@ impl EngineEntry {
     pub fn create(&self, config: &str) -> Result<EngineBox, EngineError> {
         let create = self.module.create();
         create(RStr::from_str(&self.name), RStr::from_str(config)).into_result()
+    }
+
+    /// The build's file, open (`None` for a library opened by
+    /// [`open_library`] alone, outside a [`Registry`]).
+    pub fn image(&self) -> Option<&Arc<LibraryImage>> {
+        self.image.as_ref()
     }
 
     /// Check the engine's configuration without routing, when its library
@@ -213,12 +245,23 @@ impl Registry {
             .ok_or_else(|| format!("{} has no directory", path.display()))
             .and_then(|dir| trusted_dir(dir).map_err(|why| format!("engine directory refused: {why}")))
             .and_then(|_| open_trusted(path).map_err(|why| format!("refused: {why}")));
-        if let Err(reason) = checked {
-            self.problems.push(LoadProblem { path: path.to_path_buf(), reason });
-            return;
-        }
+        let file = match checked {
+            Ok(f) => f,
+            Err(reason) => {
+                self.problems.push(LoadProblem { path: path.to_path_buf(), reason });
+                return;
+            }
+        };
         match open_library(path) {
-            Ok(found) => self.add(path, found),
+            Ok(mut found) => {
+                use std::os::fd::AsRawFd;
+                let fd = file.as_raw_fd();
+                let image = Arc::new(LibraryImage { _file: Some(file), fd });
+                for e in &mut found {
+                    e.image = Some(Arc::clone(&image));
+                }
+                self.add(path, found)
+            }
             Err(p) => self.problems.push(p),
         }
     }
@@ -254,6 +297,7 @@ pub fn open_library(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
             library: path.to_path_buf(),
             identity: identity(path),
             module,
+            image: None,
         })
         .collect())
 }
@@ -438,7 +482,12 @@ fn load_private_copy(path: &Path) -> Result<Vec<EngineEntry>, LoadProblem> {
     std::io::copy(&mut source, &mut copy).map_err(|e| problem(format!("cannot copy for loading: {e}")))?;
     // Never closed: see above.
     let fd = copy.into_raw_fd();
-    open_library(Path::new(&format!("/proc/self/fd/{fd}")))
+    let image = Arc::new(LibraryImage { _file: None, fd });
+    let mut found = open_library(Path::new(&format!("/proc/self/fd/{fd}")))?;
+    for e in &mut found {
+        e.image = Some(Arc::clone(&image));
+    }
+    Ok(found)
 }
 
 /// `memfd_create` for a file the loader may map executable: `MFD_EXEC`
