@@ -122,6 +122,32 @@ impl std::fmt::Display for LaneSpeed {
     }
 }
 
+/// LinkWidth bit of a lane count; 4x for anything IBA does not define.
+pub fn width_bit(lanes: u8) -> u8 {
+    match lanes {
+        1 => link_width::W1X,
+        2 => link_width::W2X,
+        8 => link_width::W8X,
+        12 => link_width::W12X,
+        _ => link_width::W4X,
+    }
+}
+
+/// The active speed fields (LinkSpeedActive, LinkSpeedExtActive,
+/// LinkSpeedExtActive2) of a lane speed in 2.5 Gb/s units. An extended
+/// speed reports QDR in LinkSpeedActive, which readers ignore when a
+/// higher group says a speed; a unit count of no generation reads as the
+/// next slower one (QDR at the least).
+pub fn active_bits(units: u8) -> SpeedBits {
+    let lane = LaneSpeed::ALL.into_iter().rev().find(|s| s.units() <= units).unwrap_or(LaneSpeed::Qdr);
+    let bits = lane.bits();
+    if bits.base == 0 {
+        SpeedBits { base: link_speed::QDR, ..bits }
+    } else {
+        bits
+    }
+}
+
 /// Speed masks of the three PortInfo groups (LinkSpeed*, LinkSpeedExt*,
 /// LinkSpeedExt*2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -20,7 +20,7 @@ use sm_mad::{
 };
 
 use super::state::{
-    speed_bits, width_bit, PortRole, CA_PARTITION_CAP, SWITCH_PARTITION_CAP, VLARB_ENTRIES,
+    PortRole, CA_PARTITION_CAP, SWITCH_PARTITION_CAP, VLARB_ENTRIES,
 };
 use super::{DropReason, SimFabric};
 
@@ -411,8 +411,8 @@ impl SimFabric {
         info.port_state = p.state;
         info.port_physical_state = self.phys_state(node, target);
         let (width, speed) = self.trained(node, target);
-        info.link_width_active = width_bit(width);
-        let bits = speed_bits(speed);
+        info.link_width_active = sm_mad::speed::width_bit(width);
+        let bits = sm_mad::speed::active_bits(speed);
         (info.link_speed_active, info.link_speed_ext_active, info.link_speed_ext2_active) = (bits.base, bits.ext, bits.ext2);
         let mut data = [0; DATA_LEN];
         info.emit(&mut PortInfoPacket::new_unchecked(&mut data[..]));

@@ -3,8 +3,8 @@
 
 use sm_abi::NodeKind;
 use sm_mad::forwarding::{LFT_BLOCK_LEN, MFT_BLOCK_LEN, NO_ROUTE};
-use sm_mad::port_info::{capability, capability2, link_speed, link_width};
-use sm_mad::speed::{LaneSpeed, SpeedBits};
+use sm_mad::port_info::{capability, capability2, link_width};
+use sm_mad::speed::{width_bit, LaneSpeed, SpeedBits};
 use sm_mad::sl2vl::SLS;
 use sm_mad::{PhysState, PortInfoRepr, PortState, SmInfoRepr, SwitchInfoRepr, VlArbEntry};
 use sm_topology::model::{DEFAULT_SPEED, DEFAULT_WIDTH};
@@ -291,33 +291,6 @@ impl Port {
             sm_info: None,
             pma: super::gsi::PmaCounters::default(),
         }
-    }
-}
-
-/// LinkWidth bit of a lane count; 4x for anything IBA does not define
-/// (the topology validator refuses those anyway).
-pub(super) fn width_bit(lanes: u8) -> u8 {
-    match lanes {
-        1 => link_width::W1X,
-        2 => link_width::W2X,
-        8 => link_width::W8X,
-        12 => link_width::W12X,
-        _ => link_width::W4X,
-    }
-}
-
-/// The active speed fields (LinkSpeedActive, LinkSpeedExtActive,
-/// LinkSpeedExtActive2) of a lane speed in 2.5 Gb/s units. An extended
-/// speed reports QDR in LinkSpeedActive, which readers ignore when a
-/// higher group says a speed; a speed with no generation reads as the
-/// next slower one.
-pub(super) fn speed_bits(units: u8) -> SpeedBits {
-    let lane = LaneSpeed::ALL.into_iter().rev().find(|s| s.units() <= units).unwrap_or(LaneSpeed::Qdr);
-    let bits = lane.bits();
-    if bits.base == 0 {
-        SpeedBits { base: link_speed::QDR, ..bits }
-    } else {
-        bits
     }
 }
 

@@ -30,9 +30,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use sm_abi::abi_stable::std_types::RString;
 use sm_abi::{FabricSnapshot, NodeKind, PortState as AbiPortState, NONE};
-use sm_mad::port_info::{link_speed, link_width, mtu};
+use sm_mad::port_info::mtu;
 use sm_mad::sa_path_record::{component as pc, Packet as PrPacket, Repr as PrRepr};
-use sm_mad::speed::{LaneSpeed, SpeedBits};
 use sm_mad::{PortInfoRepr, PortState};
 use sm_model::{Fabric, FabricNode, FabricPort};
 use sm_partition::SaPartitions;
@@ -696,28 +695,6 @@ impl Explanation {
     }
 }
 
-/// LinkWidth bit of a lane count (4x for anything IBA does not define).
-fn width_bit(lanes: u8) -> u8 {
-    match lanes {
-        1 => link_width::W1X,
-        2 => link_width::W2X,
-        8 => link_width::W8X,
-        12 => link_width::W12X,
-        _ => link_width::W4X,
-    }
-}
-
-/// The PortInfo speed fields of a lane speed in 2.5 Gb/s units: an
-/// extended speed says QDR in LinkSpeedActive and itself in its group;
-/// anything unknown reads as QDR.
-fn speed_bits(units: u8) -> SpeedBits {
-    match LaneSpeed::from_units(units).map(LaneSpeed::bits) {
-        Some(b) if b.base == 0 => SpeedBits { base: link_speed::QDR, ..b },
-        Some(b) => b,
-        None => SpeedBits { base: link_speed::QDR, ..SpeedBits::default() },
-    }
-}
-
 /// OperationalVLs code of a data VL count.
 fn vls_code(count: u8) -> u8 {
     match count {
@@ -746,14 +723,14 @@ pub fn fabric_of(s: &FabricSnapshot) -> Fabric {
                         .flatten()
                         .map(|q| (q.node as usize, q.num));
                     let placeholder = p == 0 && n.kind != NodeKind::Switch;
-                    let speed = speed_bits(port.speed);
+                    let speed = sm_mad::speed::active_bits(port.speed);
                     let info = (!placeholder).then(|| PortInfoRepr {
                         lid: port.lid,
                         lmc: port.lmc,
                         gid_prefix: DEFAULT_GID_PREFIX,
                         mtu_cap: mtu::MTU_4096,
                         neighbor_mtu: if peer.is_some() { mtu::MTU_4096 } else { 0 },
-                        link_width_active: width_bit(port.width),
+                        link_width_active: sm_mad::speed::width_bit(port.width),
                         link_speed_active: speed.base,
                         link_speed_ext_active: speed.ext,
                         link_speed_ext2_active: speed.ext2,

@@ -320,8 +320,14 @@ struct ExplainArgs {
 /// `smcore explain SRC DST`: `smcore ctl explain SRC DST`, the answer
 /// printed; exit 2 on an error.
 fn explain_cmd(args: &ExplainArgs) -> ExitCode {
-    let line = format!("{}explain {} {}", if args.json { "--json " } else { "" }, args.src, args.dst);
-    match sm_core::control::request(&args.socket, &line) {
+    ctl_request(&args.socket, &format!("explain {} {}", args.src, args.dst), args.json)
+}
+
+/// Sends `line` (with `--json` in front when `json`) to the control socket
+/// and prints the answer; exit 2 on an error answer or none.
+fn ctl_request(socket: &Path, line: &str, json: bool) -> ExitCode {
+    let line = if json { format!("--json {line}") } else { line.to_string() };
+    match sm_core::control::request(socket, &line) {
         Ok(answer) => {
             print!("{answer}");
             if answer.starts_with("error") || answer.starts_with("{\"error\"") {
@@ -330,7 +336,7 @@ fn explain_cmd(args: &ExplainArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) if args.json => {
+        Err(e) if json => {
             println!("{}", serde_json::json!({ "error": e.to_string() }));
             ExitCode::from(EXIT_BAD_INPUT)
         }
@@ -759,25 +765,7 @@ fn main() -> ExitCode {
         return explain_cmd(args);
     }
     if let Command::Ctl(args) = command {
-        let mut line = args.command.join(" ");
-        if args.json {
-            line = format!("--json {line}");
-        }
-        return match sm_core::control::request(&args.socket, &line) {
-            Ok(answer) => {
-                print!("{answer}");
-                if answer.starts_with("error") || answer.starts_with("{\"error\"") {
-                    ExitCode::from(EXIT_BAD_INPUT)
-                } else {
-                    ExitCode::SUCCESS
-                }
-            }
-            Err(e) if args.json => {
-                println!("{}", serde_json::json!({ "error": e.to_string() }));
-                ExitCode::from(EXIT_BAD_INPUT)
-            }
-            Err(e) => fail(EXIT_BAD_INPUT, e),
-        };
+        return ctl_request(&args.socket, &args.command.join(" "), args.json);
     }
     let env = std::env::var("SMCORE_ENGINE_PATH").ok();
     let registry = Registry::scan(&search_path_with_config(&cli.engine_dirs, &config.engine_dirs, env.as_deref()));
