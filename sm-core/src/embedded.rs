@@ -20,17 +20,10 @@ const SA_TIMEOUT: Duration = Duration::from_secs(2);
 pub fn find_host(fabric: &SharedFabric, name: &str) -> Result<(usize, u8), String> {
     let f = fabric.lock();
     let topo = f.topology();
-    let links = topo.port_links();
-    let first_cabled = |i: usize| {
-        (1..=topo.nodes[i].num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some))
-    };
     let guid = name.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
     let lid: Option<u16> = name.parse().ok();
-    for (i, node) in topo.nodes.iter().enumerate() {
-        if node.kind != sm_abi::NodeKind::Ca {
-            continue;
-        }
-        let Some(port) = first_cabled(i) else { continue };
+    for (i, port) in topo.cabled_cas() {
+        let node = &topo.nodes[i];
         let by_lid = lid.is_some_and(|l| f.port_lid(i, port) == Some(l) && l != 0);
         if node.desc == name || guid == Some(node.node_guid) || by_lid {
             return Ok((i, port));

@@ -1465,14 +1465,7 @@ fn sim_fabric(topology: &std::path::Path, caps: &[sm_core::sim::CapsSpec]) -> Re
     };
     // Where the offline snapshot puts its sm_node: the first CA with a
     // cable, on its first cabled port.
-    let links = topo.port_links();
-    let sm = topo.nodes.iter().enumerate().find_map(|(i, n)| {
-        (n.kind == sm_abi::NodeKind::Ca)
-            .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
-            .flatten()
-            .map(|p| (i, p))
-    });
-    let Some((sm_node, sm_port)) = sm else {
+    let Some(&(sm_node, sm_port)) = topo.cabled_cas().first() else {
         return Err(fail(EXIT_BAD_INPUT, format!("{}: no CA with a linked port to run the SM on", topology.display())));
     };
     let mut options = sm_core::sim::SimOptions::default();

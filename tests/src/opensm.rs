@@ -25,7 +25,7 @@
 //! its dump files).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ibsim::Ibsim;
@@ -143,40 +143,12 @@ impl OpenSmRun {
 
 /// Run `opensm -o -R <engines>` against `sim`.
 pub fn run(sim: &Ibsim, opts: &OpenSmOptions) -> Result<OpenSmRun> {
-    let (tmp, dir) = match &opts.dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
-            // OpenSM runs in the simulator's client directory.
-            let d = std::path::absolute(d).map_err(|e| Error::io(format!("resolving {}", d.display()), e))?;
-            (None, d)
-        }
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("opensm-run-")
-                .tempdir()
-                .map_err(|e| Error::io("creating a temporary directory for OpenSM", e))?;
-            let p = t.path().to_path_buf();
-            (Some(t), p)
-        }
-    };
+    let (tmp, dir) = run_dir(opts, "opensm-run-")?;
     let log_file = dir.join("opensm.log");
     let requested: Vec<String> =
         opts.engines.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
 
-    let mut cmd = sim.client_command("opensm")?;
-    cmd.arg("-o")
-        .arg("-R")
-        .arg(&opts.engines)
-        .arg("-f")
-        .arg(&log_file)
-        .arg("-D")
-        .arg(format!("0x{:02X}", opts.log.level()))
-        .args(&opts.extra_args)
-        .env("OSM_TMP_DIR", &dir)
-        .env("OSM_CACHE_DIR", &dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut cmd = command(sim, None, opts, &dir, &log_file, &["-o"])?;
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|e| Error::io("starting opensm (Debian package opensm)", e))?;
     let out = child.stdout.take().map(proc::drain);
@@ -198,6 +170,50 @@ pub fn run(sim: &Ibsim, opts: &OpenSmOptions) -> Result<OpenSmRun> {
     let first = requested.first().map(String::as_str).unwrap_or("minhop");
     let log = parse_log(&text, first);
     Ok(OpenSmRun { _tmp: tmp, dir, log_file, outcome, wall, log, requested, output })
+}
+
+/// Where a run's files go: `opts.dir` (made absolute: OpenSM runs in the
+/// simulator's client directory), else a temporary directory kept with
+/// the run.
+fn run_dir(opts: &OpenSmOptions, prefix: &str) -> Result<(Option<tempfile::TempDir>, PathBuf)> {
+    match &opts.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+            let d = std::path::absolute(d).map_err(|e| Error::io(format!("resolving {}", d.display()), e))?;
+            Ok((None, d))
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir()
+                .map_err(|e| Error::io("creating a temporary directory for OpenSM", e))?;
+            let p = t.path().to_path_buf();
+            Ok((Some(t), p))
+        }
+    }
+}
+
+/// `opensm MODE_ARGS -R ENGINES -f LOG -D LEVEL EXTRA` on `sim` (attached
+/// to `host` when given), its files in `dir`, its output piped.
+fn command(sim: &Ibsim, host: Option<&str>, opts: &OpenSmOptions, dir: &Path, log_file: &Path, mode_args: &[&str]) -> Result<Command> {
+    let mut cmd = sim.client_command("opensm")?;
+    if let Some(h) = host {
+        cmd.env("SIM_HOST", h);
+    }
+    cmd.args(mode_args)
+        .arg("-R")
+        .arg(&opts.engines)
+        .arg("-f")
+        .arg(log_file)
+        .arg("-D")
+        .arg(format!("0x{:02X}", opts.log.level()))
+        .args(&opts.extra_args)
+        .env("OSM_TMP_DIR", dir)
+        .env("OSM_CACHE_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(cmd)
 }
 
 /// Start of OpenSM's error line when every engine (and the fallback) failed.
@@ -373,43 +389,11 @@ impl OpenSmDaemon {
     /// first sweep left them) on `sim`, attached to `host` when given;
     /// returns once its log says `SUBNET UP`.
     pub fn start(sim: &Ibsim, host: Option<&str>, opts: &OpenSmOptions) -> Result<OpenSmDaemon> {
-        let (tmp, dir) = match &opts.dir {
-            Some(d) => {
-                std::fs::create_dir_all(d).map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
-                let d = std::path::absolute(d).map_err(|e| Error::io(format!("resolving {}", d.display()), e))?;
-                (None, d)
-            }
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("opensm-daemon-")
-                    .tempdir()
-                    .map_err(|e| Error::io("creating a temporary directory for OpenSM", e))?;
-                let p = t.path().to_path_buf();
-                (Some(t), p)
-            }
-        };
+        let (tmp, dir) = run_dir(opts, "opensm-daemon-")?;
         let log_file = dir.join("opensm.log");
-        let mut cmd = sim.client_command("opensm")?;
-        if let Some(h) = host {
-            cmd.env("SIM_HOST", h);
-        }
         // -d2: the log is flushed after every line, so SUBNET UP is seen
         // when it happens.
-        cmd.arg("-R")
-            .arg(&opts.engines)
-            .arg("-d2")
-            .arg("-s")
-            .arg("0")
-            .arg("-f")
-            .arg(&log_file)
-            .arg("-D")
-            .arg(format!("0x{:02X}", opts.log.level()))
-            .args(&opts.extra_args)
-            .env("OSM_TMP_DIR", &dir)
-            .env("OSM_CACHE_DIR", &dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = command(sim, host, opts, &dir, &log_file, &["-d2", "-s", "0"])?;
         let mut child = cmd.spawn().map_err(|e| Error::io("starting opensm (Debian package opensm)", e))?;
         let out = child.stdout.take().map(proc::drain);
         let err = child.stderr.take().map(proc::drain);

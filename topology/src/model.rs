@@ -219,6 +219,20 @@ impl Topology {
         table
     }
 
+    /// Every CA with a cable, on its first cabled port, in file order:
+    /// where an SM (the first) or a host of the fabric sits.
+    pub fn cabled_cas(&self) -> Vec<(usize, u8)> {
+        let links = self.port_links();
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Ca)
+            .filter_map(|(i, n)| {
+                (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)).map(|p| (i, p))
+            })
+            .collect()
+    }
+
     /// Indices of all switches.
     pub fn switches(&self) -> impl Iterator<Item = usize> + '_ {
         self.nodes.iter().enumerate().filter(|(_, n)| n.is_switch()).map(|(i, _)| i)

@@ -282,7 +282,7 @@ pub fn round(
         read::read_tables(&mut client, &fabric)
     };
     let master_lid = master_lid(&fabric);
-    let lids = lids_in_use(&snapshot);
+    let owners = lid_owners(&snapshot);
     let (oracle, path_sl) = match path_sls {
         PathSls::Sa { agent, limit, timeout } => ask_sa(agent, master_lid, &snapshot, limit, timeout),
         PathSls::File(p) => read_psl(p, &snapshot)?,
@@ -302,7 +302,7 @@ pub fn round(
     let smcore_attempts = outcome.describe();
     let (smcore_engine, smcore, diff) = match &outcome.routed {
         Some(r) => {
-            let diff = compare(&snapshot, &lids, &live_routing, &r.routing, &oracle);
+            let diff = compare(&snapshot, &owners, &live_routing, &r.routing, &oracle);
             (Some(r.engine.clone()), Some(Verdict::of(&r.verification, &snapshot)), Some(diff))
         }
         None => (None, None, None),
@@ -424,31 +424,30 @@ fn unaddressed(s: &FabricSnapshot) -> usize {
         .count()
 }
 
-/// Every LID in use: each end port's 2^LMC and each switch's own.
-fn lids_in_use(s: &FabricSnapshot) -> Vec<u16> {
-    let mut lids: Vec<u16> = Vec::new();
-    for p in s.ports.iter() {
+/// Every LID in use (each end port's 2^LMC and each switch's own), with
+/// the port index that owns it: where a packet for it must arrive.
+fn lid_owners(s: &FabricSnapshot) -> BTreeMap<u16, u32> {
+    let mut owners = BTreeMap::new();
+    for (i, p) in s.ports.iter().enumerate() {
         if p.lid == 0 {
             continue;
         }
         let Some(node) = s.nodes.get(p.node as usize) else { continue };
-        let (first, count) = if node.kind == NodeKind::Switch {
+        let count = if node.kind == NodeKind::Switch {
             if p.num != 0 {
                 continue;
             }
-            (p.lid, 1u32)
+            1
         } else {
-            (p.lid, 1u32 << p.lmc)
+            1u32 << p.lmc
         };
         for k in 0..count {
-            if let Ok(lid) = u16::try_from(u32::from(first) + k) {
-                lids.push(lid);
+            if let Ok(lid) = u16::try_from(u32::from(p.lid) + k) {
+                owners.insert(lid, i as u32);
             }
         }
     }
-    lids.sort_unstable();
-    lids.dedup();
-    lids
+    owners
 }
 
 /// The path SLs the shadow learnt, as an oracle (SL 0 where unknown).
@@ -553,12 +552,9 @@ fn ask_sa(
 fn read_psl(path: &Path, s: &FabricSnapshot) -> Result<(AnsweredSl, PathSlSummary), ShadowError> {
     let text = std::fs::read_to_string(path).map_err(|e| ShadowError::PathSlFile(format!("{}: {e}", path.display())))?;
     let mut by_guid: HashMap<u64, Vec<u16>> = HashMap::new();
-    for (_, lid, lmc) in end_ports(s) {
-        let _ = lmc;
-        if let Some(p) = s.ports.iter().find(|p| p.lid == lid) {
-            if let Some(n) = s.nodes.get(p.node as usize) {
-                by_guid.entry(n.guid).or_default().push(lid);
-            }
+    for (port, lid, _) in end_ports(s) {
+        if let Some(n) = s.ports.get(port as usize).and_then(|p| s.nodes.get(p.node as usize)) {
+            by_guid.entry(n.guid).or_default().push(lid);
         }
     }
     let mut oracle = AnsweredSl::default();
@@ -601,15 +597,15 @@ fn live_routing(t: &LiveTables, oracle: AnsweredSl) -> Routing {
     r
 }
 
-/// The LFT entry of switch `node` for `lid` in `r`.
+/// The LFT entry of switch `node` for `lid` in `lfts`.
 fn entry(lfts: &HashMap<u32, &[u8]>, node: u32, lid: u16) -> u8 {
     lfts.get(&node).and_then(|p| p.get(usize::from(lid)).copied()).unwrap_or(NO_ROUTE)
 }
 
-/// Where a packet for `dlid` injected at port index `from` (an end port)
-/// ends: `Some(port index)` of the destination, `None` when lost or
-/// looping.
-fn walk(s: &FabricSnapshot, owner: &HashMap<u16, u32>, lfts: &HashMap<u32, &[u8]>, from: u32, dlid: u16) -> bool {
+/// Whether a packet for `dlid` injected at port index `from` (an end
+/// port) arrives at the port that owns `dlid` (false when it is lost or
+/// loops: 64 hops at most).
+fn walk(s: &FabricSnapshot, owner: &BTreeMap<u16, u32>, lfts: &HashMap<u32, &[u8]>, from: u32, dlid: u16) -> bool {
     let Some(&target) = owner.get(&dlid) else { return false };
     let mut at = s.ports.get(from as usize).map_or(NONE, |p| p.peer);
     for _ in 0..64 {
@@ -641,7 +637,7 @@ fn walk(s: &FabricSnapshot, owner: &HashMap<u16, u32>, lfts: &HashMap<u32, &[u8]
     false
 }
 
-fn compare(s: &FabricSnapshot, lids: &[u16], live: &Routing, ours: &Routing, oracle: &AnsweredSl) -> Diff {
+fn compare(s: &FabricSnapshot, owner: &BTreeMap<u16, u32>, live: &Routing, ours: &Routing, oracle: &AnsweredSl) -> Diff {
     let live_lfts: HashMap<u32, &[u8]> = live.lfts.iter().map(|l| (l.node, &l.ports[..])).collect();
     let our_lfts: HashMap<u32, &[u8]> = ours.lfts.iter().map(|l| (l.node, &l.ports[..])).collect();
     let mut diff = Diff::default();
@@ -652,7 +648,7 @@ fn compare(s: &FabricSnapshot, lids: &[u16], live: &Routing, ours: &Routing, ora
         }
         let i = i as u32;
         let mut n = 0u64;
-        for &lid in lids {
+        for &lid in owner.keys() {
             diff.entries_compared += 1;
             if entry(&live_lfts, i, lid) != entry(&our_lfts, i, lid) {
                 n += 1;
@@ -668,31 +664,14 @@ fn compare(s: &FabricSnapshot, lids: &[u16], live: &Routing, ours: &Routing, ora
     diff.switches_differ = diff.switches.len();
     diff.destinations_differ = destinations.len();
     diff.percent = if diff.entries_compared == 0 { 0.0 } else { (diff.entries_differ as f64 * 1e5 / diff.entries_compared as f64).round() / 1e3 };
-    // Who owns each LID: the port a packet for it must reach.
-    let mut owner: HashMap<u16, u32> = HashMap::new();
-    for (i, p) in s.ports.iter().enumerate() {
-        if p.lid == 0 {
-            continue;
-        }
-        let Some(node) = s.nodes.get(p.node as usize) else { continue };
-        if node.kind == NodeKind::Switch && p.num != 0 {
-            continue;
-        }
-        let count = if node.kind == NodeKind::Switch { 1 } else { 1u32 << p.lmc };
-        for k in 0..count {
-            if let Ok(lid) = u16::try_from(u32::from(p.lid) + k) {
-                owner.insert(lid, i as u32);
-            }
-        }
-    }
     let sources: Vec<(u32, u16, u8)> = end_ports(s).collect();
     for &(from, slid, _) in &sources {
         for &(_, dlid, _) in &sources {
             if dlid == slid {
                 continue;
             }
-            let a = walk(s, &owner, &live_lfts, from, dlid);
-            let b = walk(s, &owner, &our_lfts, from, dlid);
+            let a = walk(s, owner, &live_lfts, from, dlid);
+            let b = walk(s, owner, &our_lfts, from, dlid);
             match (a, b) {
                 (true, false) => diff.reachable_only_live += 1,
                 (false, true) => diff.reachable_only_smcore += 1,

@@ -315,18 +315,7 @@ pub struct EmbeddedMaster {
 pub fn embedded_master(topology: &Path, engines: &str, registry: &Registry, config: &Config) -> Result<EmbeddedMaster, RunError> {
     let bad = |e: String| RunError::Input(format!("{}: {e}", topology.display()));
     let topo = sm_topology::parse_file(topology).map_err(|e| bad(e.to_string()))?;
-    let links = topo.port_links();
-    let sm = topo
-        .nodes
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| {
-            (n.kind == sm_abi::NodeKind::Ca)
-                .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
-                .flatten()
-                .map(|p| (i, p))
-        })
-        .ok_or_else(|| bad("no CA with a linked port to run the master on".into()))?;
+    let sm = topo.cabled_cas().first().copied().ok_or_else(|| bad("no CA with a linked port to run the master on".into()))?;
     let fabric = SharedFabric::new(sm_sim::SimFabric::from_topology(&topo, sm.0, sm.1).map_err(|e| bad(e.to_string()))?);
     let options = crate::pipeline::OnceOptions { sweep: crate::sweep::SweepOptions::default(), engines, dump_dir: None };
     let (mut g2l, mut held) = (crate::sweep::Guid2Lid::default(), crate::sweep::HeldTables::default());
@@ -347,17 +336,11 @@ pub fn embedded_host(fabric: &SharedFabric, name: Option<&str>) -> Result<(usize
         return crate::embedded::find_host(fabric, name).map_err(RunError::Input);
     }
     let f = fabric.lock();
-    let topo = f.topology();
-    let links = topo.port_links();
-    topo.nodes
-        .iter()
-        .enumerate()
+    let sm = f.sm_location().0;
+    f.topology()
+        .cabled_cas()
+        .into_iter()
         .rev()
-        .find_map(|(i, n)| {
-            (n.kind == sm_abi::NodeKind::Ca && i != f.sm_location().0)
-                .then(|| (1..=n.num_ports).find(|&p| links[i].get(usize::from(p)).is_some_and(Option::is_some)))
-                .flatten()
-                .map(|p| (i, p))
-        })
+        .find(|&(i, _)| i != sm)
         .ok_or_else(|| RunError::Input("no second CA with a cable to look from".into()))
 }
