@@ -429,10 +429,7 @@ fn shadow(args: &ShadowArgs, mut config: Config, registry: &Registry) -> ExitCod
                 Err(e) => return fail(EXIT_BAD_INPUT, e),
             };
             println!("master      an SM on the embedded fabric, routed by {}; the shadow looks from node {} port {}", master.engine, at.0, at.1);
-            // The master's SA answers while `master` lives: to the end.
-            let fabric = master.fabric.clone();
-            std::mem::forget(master);
-            Vantage::Embedded { fabric, at }
+            Vantage::Embedded { fabric: master.fabric.clone(), at, master: Some(master) }
         }
         None => {
             let (ca, port) = match args.guid {

@@ -272,14 +272,7 @@ fn console_verbs_report_the_fabric_and_steer_the_running_sm() {
     assert!(ok && answer.starts_with("ok"), "{answer}");
     wait_for(&mut child, "the reroute sweep", || heavy_sweeps(&report) >= 3);
     assert!(phases(&report).get("route").is_some(), "reroute computed the routing: {}", phases(&report));
-    // The report file and the console's status are published one after
-    // the other: the status may lag the report by a moment.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut status = ctl_json(&socket, &["status"]);
-    while status["last_cause"] != "Reroute" && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        status = ctl_json(&socket, &["status"]);
-    }
+    let status = ctl_json(&socket, &["status"]);
     assert_eq!(status["last_cause"], "Reroute", "{status}");
 
     let unknown = ctl_json(&socket, &["teleport"]);

@@ -931,7 +931,8 @@ impl UmadPort {
 
     fn open_as(ca: Option<&str>, port: Option<u8>, timeout: Duration, window: usize, role: Role) -> Result<Self, TransportError> {
         let root = sysfs_root();
-        let device = choose(&devices_in(&root), ca, port, &root).map_err(|e| TransportError::Closed(e.to_string()))?;
+        let all = devices_in(&root);
+        let device = choose(&all, ca, port, &root).map_err(|e| TransportError::Closed(e.to_string()))?;
         let path = format!("/dev/infiniband/umad{}", device.index);
         // Non-blocking: the sweep and the poll thread may both be woken
         // for one message, and the one that does not get it must not
@@ -955,7 +956,7 @@ impl UmadPort {
             | (1 << method::DELETE);
         // A port whose SMI and GSI are two devices (rdma-core's SMI/GSI
         // pairs): the SA agent goes on the GSI one.
-        let gsi = if sm { gsi_pair(&devices_in(&root), &device) } else { None };
+        let gsi = if sm { gsi_pair(&all, &device) } else { None };
         let gsi_fd = match &gsi {
             Some(g) => {
                 let path = format!("/dev/infiniband/umad{}", g.index);

@@ -684,7 +684,8 @@ impl Daemon<'_, '_> {
                 warn!("{e}");
             }
         }
-        on_heavy(outcome, n, cause);
+        // The console first, the caller (the report file) after: whoever
+        // sees the report of sweep n finds the console at sweep n too.
         if let Some(status) = &self.ctx.options.status {
             crate::control::publish(status, outcome);
         }
@@ -698,6 +699,7 @@ impl Daemon<'_, '_> {
                 outcome.accepted.as_ref().map_or("nothing (tables kept)".to_string(), |r| r.engine.clone()),
             );
         });
+        on_heavy(outcome, n, cause);
     }
 
     /// Keeps what the loop needs of a heavy sweep from here on (the fabric

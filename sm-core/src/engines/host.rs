@@ -25,7 +25,7 @@ use sm_abi::{FabricSnapshot, PreviousRouting};
 use thiserror::Error;
 
 use super::loader::EngineEntry;
-use super::wire::{self, Answer, Request};
+use super::wire::{self, Answer, Request, RequestParts};
 
 /// Where engines run (config `engine_isolation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -117,13 +117,7 @@ pub fn route(
     isolation: &Isolation,
 ) -> Result<Answer, HostFailure> {
     let spawn = |e: &dyn std::fmt::Display| HostFailure::Spawn(e.to_string());
-    let request = Request {
-        engine: entry.name.clone(),
-        library: entry.library.clone(),
-        config: config.to_string(),
-        fabric: fabric.clone(),
-        previous: previous.cloned(),
-    };
+    let request = RequestParts { engine: &entry.name, library: &entry.library, config, fabric, previous };
     let begun = Instant::now();
     let mut request_file = memory_file("smcore-engine-request").map_err(|e| spawn(&e))?;
     request_file.write_all(&wire::encode_request(&request)).map_err(|e| spawn(&e))?;

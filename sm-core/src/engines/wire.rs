@@ -160,14 +160,30 @@ pub struct Request {
     pub previous: Option<PreviousRouting>,
 }
 
+/// What [`encode_request`] writes: the parts of a [`Request`], borrowed
+/// from the SM (the snapshot is not copied to be sent).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestParts<'a> {
+    /// The engine's name.
+    pub engine: &'a str,
+    /// Its library.
+    pub library: &'a std::path::Path,
+    /// Its configuration text.
+    pub config: &'a str,
+    /// The fabric.
+    pub fabric: &'a FabricSnapshot,
+    /// The routing in force, for a re-route.
+    pub previous: Option<&'a PreviousRouting>,
+}
+
 /// The request as bytes.
-pub fn encode_request(r: &Request) -> Vec<u8> {
+pub fn encode_request(r: &RequestParts<'_>) -> Vec<u8> {
     let mut w = Writer::new(Vec::new());
     w.raw(REQUEST_MAGIC);
-    w.str(&r.engine);
+    w.str(r.engine);
     w.bytes(r.library.as_os_str().as_encoded_bytes());
-    w.str(&r.config);
-    let f = &r.fabric;
+    w.str(r.config);
+    let f = r.fabric;
     w.u8(f.lmc);
     w.u16(f.max_lid);
     w.u32(f.sm_node);
@@ -193,7 +209,7 @@ pub fn encode_request(r: &Request) -> Vec<u8> {
         w.u8(p.width);
         w.u8(p.speed);
     }
-    match &r.previous {
+    match r.previous {
         None => w.u8(0),
         Some(p) => {
             w.u8(1);
@@ -541,7 +557,13 @@ mod tests {
     fn a_request_comes_back_as_it_went() {
         let f = fabric();
         let previous = PreviousRouting { engine: "minhop".into(), lfts: vec![PreviousLft { guid: 7, ports: vec![1, 2, 255].into() }].into() };
-        let req = Request { engine: "x".into(), library: "/lib/x.so".into(), config: "a = 1".into(), fabric: f.clone(), previous: Some(previous.clone()) };
+        let req = RequestParts {
+            engine: "x",
+            library: std::path::Path::new("/lib/x.so"),
+            config: "a = 1",
+            fabric: &f,
+            previous: Some(&previous),
+        };
         let back = decode_request(&encode_request(&req)).expect("decodes");
         assert_eq!((back.engine.as_str(), back.config.as_str()), ("x", "a = 1"));
         assert_eq!(back.fabric.nodes, f.nodes);

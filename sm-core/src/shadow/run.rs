@@ -43,6 +43,9 @@ pub enum Vantage {
         fabric: SharedFabric,
         /// The host's node and port.
         at: (usize, u8),
+        /// The SM that programmed it, kept (its SA answering) while the
+        /// shadow runs.
+        master: Option<EmbeddedMaster>,
     },
 }
 
@@ -260,7 +263,7 @@ fn write_report(path: &Path, report: &ShadowReport) -> Result<(), RunError> {
 /// The shadow's port and SA agent, opened.
 enum Opened {
     Umad { port: Box<crate::sweep::UmadPort>, agent: Option<crate::sweep::umad::GsiClient> },
-    Embedded { port: sm_sim::SharedSimPort, agent: sm_sim::SimGmpAgent },
+    Embedded { port: sm_sim::SharedSimPort, agent: sm_sim::SimGmpAgent, _master: Option<EmbeddedMaster> },
 }
 
 impl Opened {
@@ -286,14 +289,16 @@ impl Opened {
                 info!(ca = %device.ca, port = device.port, "shadow bound as an observer");
                 Ok(Opened::Umad { port: Box::new(smp), agent })
             }
-            Vantage::Embedded { fabric, at } => Ok(Opened::Embedded { port: fabric.smp_port_at(at), agent: fabric.agent(at) }),
+            Vantage::Embedded { fabric, at, master } => {
+                Ok(Opened::Embedded { port: fabric.smp_port_at(at), agent: fabric.agent(at), _master: master })
+            }
         }
     }
 
     fn parts(&mut self) -> (&mut dyn SmpPort, Option<&mut dyn GmpAgent>) {
         match self {
             Opened::Umad { port, agent } => (&mut **port, agent.as_mut().map(|a| a as &mut dyn GmpAgent)),
-            Opened::Embedded { port, agent } => (port, Some(agent)),
+            Opened::Embedded { port, agent, .. } => (port, Some(agent)),
         }
     }
 }
