@@ -57,7 +57,10 @@ fn every_broken_engine_is_its_attempts_failure_and_the_next_engine_routes() {
     ];
     for (bad, expected) in cases {
         let started = Instant::now();
-        let (failure, routed) = attempt(bad, limited());
+        // Only the endless loop is meant to meet the 3 s limit; the others
+        // get room for a slow start on a busy machine.
+        let isolation = if bad == "test-spin" { limited() } else { Isolation { timeout: Some(Duration::from_secs(25)), ..limited() } };
+        let (failure, routed) = attempt(bad, isolation);
         let failure = failure.unwrap_or_else(|| panic!("{bad} routed"));
         assert!(expected(&failure), "{bad}: {failure:?} ({failure})");
         assert_eq!(routed.as_deref(), Some("minhop"), "{bad}: the next engine routes");
