@@ -23,6 +23,9 @@ pub enum Support {
     /// Passed to every routing engine as the option of the same name; the
     /// text names the engines that read it.
     Engine(&'static str),
+    /// Accepted and not read, because smcore does at least as much by its
+    /// own means, which the text names (a value is not checked).
+    Superseded(&'static str),
     /// Accepted, not used; the text says what smcore does instead.
     NotSupported(&'static str),
 }
@@ -36,7 +39,7 @@ pub struct Key {
     pub support: Support,
 }
 
-use Support::{Core, Engine, NotSupported};
+use Support::{Core, Engine, NotSupported, Superseded};
 
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
@@ -259,6 +262,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             return Err(fail(format!("unknown key `{name}`: not an OpenSM option (see docs/opensm-conf-keys.md)")));
         };
         match entry.support {
+            // Nothing to read: the document says what does it instead.
+            Superseded(_) => {}
             NotSupported(_) => {
                 if !config.not_supported.iter().any(|k| k == name) {
                     config.not_supported.push(name.to_string());
@@ -501,6 +506,7 @@ pub fn keys_markdown() -> String {
          or `0` octal, `(null)` for unset, one pair of surrounding quotes dropped, `#` to the end of a line a \
          comment; a key given twice takes the later value. A value smcore cannot use (out of range, not a \
          number, `sweep_interval 0`) and a key OpenSM does not know are errors naming file and line. Keys marked \
+         *superseded* are accepted and not read: smcore does at least as much by the means the table names. Keys marked \
          *not supported* are accepted and listed once at startup in one warning.\n\n\
          Where a key is absent smcore uses its own default, which is OpenSM's except for `max_wire_smps` \
          (smcore: a window ceiling of 64, OpenSM: 4); a file written by `opensm -c` states OpenSM's value, so that one is used.\n\n\
@@ -510,6 +516,7 @@ pub fn keys_markdown() -> String {
         let (what, note) = match k.support {
             Core(field) => ("honoured".to_string(), format!("`Config::{field}`")),
             Engine(engines) => ("honoured".to_string(), format!("engine option, read by {engines}")),
+            Superseded(by) => ("superseded".to_string(), by.to_string()),
             NotSupported(why) => ("not supported".to_string(), why.to_string()),
         };
         out.push_str(&format!("| `{}` | {what} | {note} |\n", k.name));
@@ -521,9 +528,11 @@ pub fn keys_markdown() -> String {
 /// carries between its `opensm-keys` markers (a test keeps the two the
 /// same; `SMCORE_BLESS=1` rewrites the document's copy).
 pub fn supported_keys_markdown() -> String {
-    let honoured = KEYS.iter().filter(|k| !matches!(k.support, NotSupported(_))).count();
+    let honoured = KEYS.iter().filter(|k| matches!(k.support, Core(_) | Engine(_))).count();
+    let superseded = KEYS.iter().filter(|k| matches!(k.support, Superseded(_))).count();
     let mut out = format!(
-        "{honoured} of the {} keys are honoured; the others are accepted and reported once at startup.\n\n\
+        "{honoured} of the {} keys are honoured and {superseded} superseded by smcore's own means \
+         (docs/opensm-conf-keys.md names them); the others are accepted and reported once at startup.\n\n\
          | Key | Read by |\n|---|---|\n",
         KEYS.len()
     );
@@ -531,7 +540,7 @@ pub fn supported_keys_markdown() -> String {
         match k.support {
             Core(_) => out.push_str(&format!("| `{}` | the SM |\n", k.name)),
             Engine(engines) => out.push_str(&format!("| `{}` | engines: {engines} |\n", k.name)),
-            NotSupported(_) => {}
+            Superseded(_) | NotSupported(_) => {}
         }
     }
     out
@@ -558,7 +567,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for k in KEYS {
             assert!(seen.insert(k.name), "{} twice", k.name);
-            if !matches!(k.support, NotSupported(_)) {
+            if matches!(k.support, Core(_) | Engine(_)) {
                 // One of a number, a boolean or a path is every key's type;
                 // the reader must take one of them.
                 let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both", "0:4,1:0", "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"]
