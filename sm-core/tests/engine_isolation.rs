@@ -55,6 +55,8 @@ fn every_broken_engine_is_its_attempts_failure_and_the_next_engine_routes() {
         ("test-wrong-size", |f| matches!(f, Failure::Host(HostFailure::Malformed(m)) if m.starts_with("lfts"))),
         ("test-panic", |f| matches!(f, Failure::Panic(m) if m.contains("deliberate test panic"))),
     ];
+    // Built first: the time limit below is the attempt's, not cargo's.
+    fixtures_dir();
     for (bad, expected) in cases {
         let started = Instant::now();
         // Only the endless loop is meant to meet the 3 s limit; the others
@@ -199,4 +201,47 @@ fn the_host_loads_the_build_in_service_not_what_the_path_holds_now() {
     let out = sm_core::offline::route_fabric(&fabric, &registry, "test-panic,minhop", &settings, None, &mut report).expect("chain");
     let failure = out.attempts[0].failure.clone().expect("test-panic fails");
     assert!(matches!(&failure, Failure::Panic(m) if m.contains("deliberate test panic")), "{failure:?}");
+}
+
+#[test]
+fn an_isolated_engine_writes_only_in_its_dump_dir_connects_nowhere_and_starts_nothing() {
+    // test-escape tries to write a file outside, connect to a TCP port,
+    // start /bin/true and write into its dump_dir, and says what worked.
+    // Isolated, only the dump_dir write does; inline (the same engine in
+    // the SM's process) everything does: what the sandbox takes away.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let registry = Registry::scan(&[engines_dir(tmp.path()), bin_dir()]);
+    let fabric = sm_core::offline::load_fabric(&workspace().join("config/topologies/fat-tree-64.net"), 0).expect("fabric");
+    let outside = tmp.path().join("outside");
+    let dumps = tmp.path().join("dumps");
+    std::fs::create_dir_all(&outside).expect("dir");
+    std::fs::create_dir_all(&dumps).expect("dir");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    // Read by test-escape alone (the host inherits the environment).
+    std::env::set_var("TEST_ESCAPE_DIR", &outside);
+    std::env::set_var("TEST_ESCAPE_PORT", listener.local_addr().expect("addr").port().to_string());
+    let run = |mode: Mode| {
+        let config = sm_core::config::Config { dump_dir: Some(dumps.clone()), ..Default::default() };
+        let mut settings = config.route_settings();
+        settings.isolation = Isolation { mode, timeout: Some(Duration::from_secs(25)), memory_mib: Some(512) };
+        let mut report = sm_core::report::RouteReport::default();
+        let out = sm_core::offline::route_fabric(&fabric, &registry, "test-escape,minhop", &settings, None, &mut report).expect("chain");
+        assert_eq!(out.routed.map(|r| r.engine).as_deref(), Some("minhop"));
+        out.attempts[0].failure.clone().expect("test-escape declines").to_string()
+    };
+    let said = run(Mode::Process);
+    for denied in ["write=denied", "connect=denied", "spawn=denied"] {
+        assert!(said.contains(denied), "{said}");
+    }
+    assert!(said.contains("dump_dir=ok"), "{said}");
+    assert!(!outside.join("escaped").exists(), "{said}");
+    assert!(matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock), "a connection arrived: {said}");
+    assert_eq!(std::fs::read(dumps.join("test-escape.dump")).expect("written in the dump_dir"), b"allowed");
+    let said = run(Mode::Inline);
+    for done in ["write=ok", "connect=ok", "spawn=ok", "dump_dir=ok"] {
+        assert!(said.contains(done), "inline: {said}");
+    }
+    assert!(outside.join("escaped").exists());
+    assert!(listener.accept().is_ok(), "inline, the engine connects");
 }

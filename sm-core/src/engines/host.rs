@@ -123,13 +123,18 @@ pub fn route(
     request_file.write_all(&wire::encode_request(&request)).map_err(|e| spawn(&e))?;
     request_file.flush().map_err(|e| spawn(&e))?;
     let written = begun.elapsed();
-    let mut answer_file = memory_file("smcore-engine-answer").map_err(|e| spawn(&e))?;
+    let answer_file = memory_file("smcore-engine-answer").map_err(|e| spawn(&e))?;
     let timeout = isolation.timeout.unwrap_or_else(|| default_timeout(fabric));
     let memory = isolation.memory_mib.unwrap_or_else(default_memory_mib);
     let binary = host_binary().map_err(|e| spawn(&e))?;
     // The build in service, as the SM loaded it: its path may hold another
     // build by now (or a broken file the SM refused to load).
     let image = entry.image().map(|i| i.inheritable()).transpose().map_err(|e| spawn(&format!("the library's file: {e}")))?;
+    // The host says "answered" on a pipe of its own, so that the SM reads
+    // the answer while the host's memory is still being given back.
+    let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| spawn(&e))?;
+    // A dup has no close-on-exec: the host's copy.
+    let ready_child = nix::unistd::dup(&ready_write).map_err(|e| spawn(&e))?;
     let mut command = Command::new(&binary);
     command.arg("engine-host");
     if let Some(fd) = &image {
@@ -140,6 +145,8 @@ pub fn route(
         .arg(request_file.as_raw_fd().to_string())
         .arg("--answer-fd")
         .arg(answer_file.as_raw_fd().to_string())
+        .arg("--ready-fd")
+        .arg(ready_child.as_raw_fd().to_string())
         .arg("--memory-mib")
         .arg(memory.to_string())
         .arg("--cpu-seconds")
@@ -149,67 +156,149 @@ pub fn route(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| spawn(&format!("{}: {e}", binary.display())))?;
-    // The host has its own copy of the descriptor now.
-    drop(image);
-    // The SM's own copies of the files stay open: the answer is read from
-    // them once the host is gone.
+    // The host has its own copies of these now: the pipe reads end of file
+    // once the host (and whatever it started) is gone.
+    drop((image, ready_child, ready_write));
     let started = Instant::now();
-    let mut pause = Duration::from_micros(200);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => return Err(spawn(&e)),
+    let answered = wait_ready(&ready_read, timeout.saturating_sub(started.elapsed()));
+    let host_ms = started.elapsed();
+    let status = match answered {
+        Ready::Answered => {
+            // Its answer is sealed and complete; whatever the host still
+            // does (its exit, or an engine thread that does not stop) is
+            // of no use: it ends now, and the SM reads meanwhile.
+            let _ = child.kill();
+            None
         }
-        if started.elapsed() >= timeout {
+        // Gone (or closed the pipe and still running: it has until the
+        // limit to end).
+        Ready::Gone => match wait_until(&mut child, started + timeout).map_err(|e| spawn(&e))? {
+            Some(status) => Some(status),
+            None => return Err(HostFailure::TimedOut(timeout)),
+        },
+        Ready::TimedOut => {
             let _ = child.kill();
             let _ = child.wait();
             return Err(HostFailure::TimedOut(timeout));
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
     };
-    if let Some(signal) = status.signal() {
-        let name = nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("{signal}"), |s| s.as_str().to_string());
-        let hint = match name.as_str() {
-            "SIGSEGV" | "SIGBUS" => " (invalid memory access)",
-            "SIGABRT" => " (abort; also what an allocation past the memory limit ends in)",
-            "SIGXCPU" => " (its CPU time limit)",
-            "SIGKILL" => " (killed: out of memory, or by an administrator)",
-            _ => "",
-        };
-        return Err(HostFailure::Signal { signal: name, hint: hint.to_string() });
-    }
-    let size = answer_file.metadata().map(|m| m.len()).unwrap_or(0);
-    let size = usize::try_from(size).map_err(|_| HostFailure::Malformed(format!("an answer of {size} bytes")))?;
-    if size == 0 {
+    if let Some(status) = status {
+        if let Some(signal) = status.signal() {
+            let name = nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("{signal}"), |s| s.as_str().to_string());
+            let hint = match name.as_str() {
+                "SIGSEGV" | "SIGBUS" => " (invalid memory access)",
+                "SIGABRT" => " (abort; also what an allocation past the memory limit ends in)",
+                "SIGXCPU" => " (its CPU time limit)",
+                "SIGKILL" => " (killed: out of memory, or by an administrator)",
+                "SIGSYS" => " (a system call the sandbox forbids)",
+                _ => "",
+            };
+            return Err(HostFailure::Signal { signal: name, hint: hint.to_string() });
+        }
         return Err(match status.code() {
             Some(HOST_ERROR) => HostFailure::Spawn(format!("the engine host could not serve the request (status {HOST_ERROR}; its reason is on stderr)")),
             code => HostFailure::Exited(code.unwrap_or(-1)),
         });
     }
-    let exited = started.elapsed();
     let decoded = Instant::now();
-    let answer = match Mapped::new(&answer_file, size) {
+    let answer = read_sealed(&answer_file, fabric);
+    let decode_ms = decoded.elapsed();
+    // Reaped once the SM has what it needs (it was killed above).
+    let _ = child.wait();
+    tracing::debug!(
+        engine = %entry.name,
+        request_ms = written.as_secs_f64() * 1e3,
+        host_ms = host_ms.as_secs_f64() * 1e3,
+        decode_ms = decode_ms.as_secs_f64() * 1e3,
+        reaped_ms = decoded.elapsed().saturating_sub(decode_ms).as_secs_f64() * 1e3,
+        "engine host"
+    );
+    answer
+}
+
+/// The host's exit status once it ends, or `None` (killed) when it is
+/// still running at `deadline`.
+fn wait_until(child: &mut std::process::Child, deadline: Instant) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let mut pause = Duration::from_micros(200);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// How the wait for the host's answer ended.
+enum Ready {
+    /// It wrote the byte: its answer is sealed.
+    Answered,
+    /// The pipe closed without it: the host is gone (or going).
+    Gone,
+    /// Neither within the limit.
+    TimedOut,
+}
+
+fn wait_ready(pipe: &std::os::fd::OwnedFd, limit: Duration) -> Ready {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ready::TimedOut;
+        }
+        let wait = PollTimeout::try_from(left.as_millis().min(60_000) as i32 + 1).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(std::os::fd::AsFd::as_fd(pipe), PollFlags::POLLIN)];
+        match poll(&mut fds, wait) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => return Ready::Gone,
+        }
+        let mut byte = [0u8; 1];
+        return match nix::unistd::read(pipe, &mut byte) {
+            Ok(1) => Ready::Answered,
+            Err(nix::errno::Errno::EINTR) => continue,
+            _ => Ready::Gone,
+        };
+    }
+}
+
+/// The seals the host puts on its answer before it says so: nothing can
+/// change, grow or shrink it after the SM has begun to read.
+const ANSWER_SEALS: nix::fcntl::SealFlag = nix::fcntl::SealFlag::F_SEAL_WRITE
+    .union(nix::fcntl::SealFlag::F_SEAL_SHRINK)
+    .union(nix::fcntl::SealFlag::F_SEAL_GROW)
+    .union(nix::fcntl::SealFlag::F_SEAL_SEAL);
+
+/// Decodes the answer in `file` once it is sealed.
+fn read_sealed(file: &std::fs::File, fabric: &FabricSnapshot) -> Result<Answer, HostFailure> {
+    let malformed = |m: String| HostFailure::Malformed(m);
+    let seals = nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GET_SEALS).map_err(|e| malformed(format!("answer seals: {e}")))?;
+    if !nix::fcntl::SealFlag::from_bits_truncate(seals).contains(ANSWER_SEALS) {
+        return Err(malformed("an answer said ready but not sealed (it could still change)".into()));
+    }
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let size = usize::try_from(size).map_err(|_| malformed(format!("an answer of {size} bytes")))?;
+    if size == 0 {
+        return Err(malformed("an empty answer".into()));
+    }
+    match Mapped::new(file, size) {
         Ok(map) => wire::decode_answer(map.bytes(), fabric),
         // No mapping (an unusual kernel): read it instead.
         Err(_) => {
             let mut bytes = Vec::with_capacity(size);
-            answer_file.seek(SeekFrom::Start(0)).map_err(|e| HostFailure::Malformed(e.to_string()))?;
-            answer_file.read_to_end(&mut bytes).map_err(|e| HostFailure::Malformed(e.to_string()))?;
+            let mut f = file;
+            f.seek(SeekFrom::Start(0)).map_err(|e| malformed(e.to_string()))?;
+            f.read_to_end(&mut bytes).map_err(|e| malformed(e.to_string()))?;
             wire::decode_answer(&bytes, fabric)
         }
     }
-    .map_err(|e| HostFailure::Malformed(e.to_string()));
-    tracing::debug!(
-        engine = %entry.name,
-        request_ms = written.as_secs_f64() * 1e3,
-        host_ms = exited.as_secs_f64() * 1e3,
-        decode_ms = decoded.elapsed().as_secs_f64() * 1e3,
-        answer_bytes = size,
-        "engine host"
-    );
-    answer
+    .map_err(|e| malformed(e.to_string()))
 }
 
 /// The answer's memory file mapped read-only, so that the routing is
@@ -249,7 +338,7 @@ impl Drop for Mapped {
 /// A file in memory (memfd), inherited by the engine host.
 fn memory_file(name: &str) -> std::io::Result<std::fs::File> {
     // No MFD_CLOEXEC: the engine host inherits it.
-    let fd = nix::sys::memfd::memfd_create(name, nix::sys::memfd::MFdFlags::empty()).map_err(std::io::Error::from)?;
+    let fd = nix::sys::memfd::memfd_create(name, nix::sys::memfd::MFdFlags::MFD_ALLOW_SEALING).map_err(std::io::Error::from)?;
     Ok(std::fs::File::from(fd))
 }
 
@@ -277,11 +366,29 @@ pub fn host_binary() -> Result<PathBuf, String> {
 /// write the answer (told apart from an engine's own `exit`).
 const HOST_ERROR: i32 = 125;
 
+/// The descriptors an engine host is given.
+#[derive(Debug, Clone, Copy)]
+pub struct HostFds {
+    /// The request's memory file.
+    pub request: i32,
+    /// The answer's memory file.
+    pub answer: i32,
+    /// The library as the SM loaded it.
+    pub library: Option<i32>,
+    /// The pipe to say "answered" on.
+    pub ready: Option<i32>,
+}
+
 /// The engine host's side (`smcore engine-host`): limits itself, reads
-/// the request, loads the library, routes, writes the answer. Exit status
+/// the request, enters the sandbox ([`super::sandbox`]), loads the
+/// library, routes, writes the answer, seals it and says so. Exit status
 /// 0 once the answer is written, [`HOST_ERROR`] when it cannot be.
-pub fn serve(request_fd: i32, answer_fd: i32, library_fd: Option<i32>, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
+pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     use nix::sys::resource::{setrlimit, Resource};
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        eprintln!("smcore engine-host: {what}: {e}");
+        ExitCode::from(HOST_ERROR as u8)
+    };
     let limits = [
         (Resource::RLIMIT_AS, memory_mib.saturating_mul(1024 * 1024)),
         (Resource::RLIMIT_CPU, cpu_seconds),
@@ -289,41 +396,49 @@ pub fn serve(request_fd: i32, answer_fd: i32, library_fd: Option<i32>, memory_mi
     ];
     for (resource, limit) in limits {
         if let Err(e) = setrlimit(resource, limit, limit) {
-            eprintln!("smcore engine-host: {resource:?}: {e}");
-            return ExitCode::from(HOST_ERROR as u8);
+            return fail(&format!("{resource:?}"), &e);
         }
     }
+    let own: Vec<i32> = [Some(fds.request), Some(fds.answer), fds.library, fds.ready].into_iter().flatten().collect();
+    super::sandbox::close_inherited(&own);
     let mut bytes = Vec::new();
-    let read = std::fs::File::open(format!("/proc/self/fd/{request_fd}")).and_then(|mut f| {
+    let read = std::fs::File::open(format!("/proc/self/fd/{}", fds.request)).and_then(|mut f| {
         bytes.reserve(f.metadata().map_or(0, |m| m.len() as usize));
         f.read_to_end(&mut bytes)
     });
     if let Err(e) = read {
-        eprintln!("smcore engine-host: request: {e}");
-        return ExitCode::from(HOST_ERROR as u8);
+        return fail("request", &e);
     }
     let request = match wire::decode_request(&bytes) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("smcore engine-host: request: {e}");
-            return ExitCode::from(HOST_ERROR as u8);
-        }
+        Err(e) => return fail("request", &e),
     };
     drop(bytes);
-    let answer = answer_of(&request, library_fd);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/self/fd/{answer_fd}"))
-        .and_then(|f| wire::write_answer(std::io::BufWriter::with_capacity(1 << 20, f), &answer, request.fabric.max_lid).map(drop));
-    match written {
-        // At once: the routing and the engine need not be taken apart
-        // piece by piece when the process ends anyway.
-        Ok(()) => std::process::exit(0),
-        Err(e) => {
-            eprintln!("smcore engine-host: answer: {e}");
-            ExitCode::from(HOST_ERROR as u8)
-        }
+    // Opened for writing before the sandbox, which allows no such open.
+    let out = match std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", fds.answer)) {
+        Ok(f) => f,
+        Err(e) => return fail("answer", &e),
+    };
+    let sandbox = super::sandbox::enter(&super::sandbox::writable_dirs(&request.config));
+    if !sandbox.complete() {
+        eprintln!("smcore engine-host: sandbox: {}", sandbox.describe());
     }
+    let answer = answer_of(&request, fds.library);
+    let written = wire::write_answer(std::io::BufWriter::with_capacity(1 << 20, &out), &answer, request.fabric.max_lid)
+        .and_then(|w| w.into_inner().map_err(|e| e.into_error()).map(drop))
+        .and_then(|()| nix::fcntl::fcntl(&out, nix::fcntl::FcntlArg::F_ADD_SEALS(ANSWER_SEALS)).map(drop).map_err(std::io::Error::from));
+    if let Err(e) = written {
+        return fail("answer", &e);
+    }
+    if let Some(ready) = fds.ready {
+        // SAFETY: the pipe's write end this process was given; written
+        // once, never closed here (the process ends next).
+        let pipe = unsafe { std::os::fd::BorrowedFd::borrow_raw(ready) };
+        let _ = nix::unistd::write(pipe, b"1");
+    }
+    // At once: the routing and the engine need not be taken apart piece
+    // by piece when the process ends anyway.
+    std::process::exit(0)
 }
 
 fn answer_of(request: &Request, library_fd: Option<i32>) -> Answer {

@@ -2,6 +2,7 @@
 
 pub mod chain;
 pub mod host;
+pub mod sandbox;
 pub mod wire;
 pub mod loader;
 
