@@ -160,6 +160,8 @@ pub fn route(
     // once the host (and whatever it started) is gone.
     drop((image, ready_child, ready_write));
     let started = Instant::now();
+    // While the host routes.
+    let pool = wire::lft_pool(fabric);
     let answered = wait_ready(&ready_read, timeout.saturating_sub(started.elapsed()));
     let host_ms = started.elapsed();
     let status = match answered {
@@ -201,7 +203,7 @@ pub fn route(
         });
     }
     let decoded = Instant::now();
-    let answer = read_sealed(&answer_file, fabric);
+    let answer = read_sealed(&answer_file, fabric, pool);
     let decode_ms = decoded.elapsed();
     // Reaped once the SM has what it needs (it was killed above).
     let _ = child.wait();
@@ -276,7 +278,7 @@ const ANSWER_SEALS: nix::fcntl::SealFlag = nix::fcntl::SealFlag::F_SEAL_WRITE
     .union(nix::fcntl::SealFlag::F_SEAL_SEAL);
 
 /// Decodes the answer in `file` once it is sealed.
-fn read_sealed(file: &std::fs::File, fabric: &FabricSnapshot) -> Result<Answer, HostFailure> {
+fn read_sealed(file: &std::fs::File, fabric: &FabricSnapshot, pool: Vec<Vec<u8>>) -> Result<Answer, HostFailure> {
     let malformed = |m: String| HostFailure::Malformed(m);
     let seals = nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_GET_SEALS).map_err(|e| malformed(format!("answer seals: {e}")))?;
     if !nix::fcntl::SealFlag::from_bits_truncate(seals).contains(ANSWER_SEALS) {
@@ -288,7 +290,7 @@ fn read_sealed(file: &std::fs::File, fabric: &FabricSnapshot) -> Result<Answer, 
         return Err(malformed("an empty answer".into()));
     }
     match Mapped::new(file, size) {
-        Ok(map) => wire::decode_answer(map.bytes(), fabric),
+        Ok(map) => wire::decode_answer_into(map.bytes(), fabric, pool),
         // No mapping (an unusual kernel): read it instead.
         Err(_) => {
             let mut bytes = Vec::with_capacity(size);
@@ -423,9 +425,24 @@ pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     if !sandbox.complete() {
         eprintln!("smcore engine-host: sandbox: {}", sandbox.describe());
     }
-    let answer = answer_of(&request, fds.library);
+    // The answer's pages, allocated while the engine routes: writing it
+    // is then a copy. Room for one LFT per switch; cut to size after.
+    let lids = u64::from(request.fabric.max_lid) + 1;
+    let switches = request.fabric.nodes.iter().filter(|n| n.kind == sm_abi::NodeKind::Switch).count() as u64;
+    let room = switches * (lids + 16) + (1 << 20);
+    let prepared = std::thread::scope(|scope| {
+        let prepare = scope.spawn(|| nix::fcntl::fallocate(&out, nix::fcntl::FallocateFlags::empty(), 0, room as i64));
+        let answer = answer_of(&request, fds.library);
+        (answer, prepare.join())
+    });
+    let answer = prepared.0;
     let written = wire::write_answer(std::io::BufWriter::with_capacity(1 << 20, &out), &answer, request.fabric.max_lid)
-        .and_then(|w| w.into_inner().map_err(|e| e.into_error()).map(drop))
+        .and_then(|w| w.into_inner().map_err(|e| e.into_error()))
+        .and_then(|mut f| {
+            use std::io::Seek;
+            let end = f.stream_position()?;
+            f.set_len(end)
+        })
         .and_then(|()| nix::fcntl::fcntl(&out, nix::fcntl::FcntlArg::F_ADD_SEALS(ANSWER_SEALS)).map(drop).map_err(std::io::Error::from));
     if let Err(e) = written {
         return fail("answer", &e);
