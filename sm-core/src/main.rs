@@ -203,6 +203,9 @@ enum Command {
         /// A pipe the host writes one byte to once its answer is sealed.
         #[arg(long)]
         ready_fd: Option<i32>,
+        /// A directory the engine may write beneath (its dump_dir).
+        #[arg(long)]
+        writable: Vec<std::path::PathBuf>,
         /// Address-space limit in MiB.
         #[arg(long)]
         memory_mib: u64,
@@ -709,8 +712,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The engine host answers before anything else is set up: no log, no
     // configuration, only the request in its memory file.
-    if let Some(Command::EngineHost { request_fd, answer_fd, library_fd, ready_fd, memory_mib, cpu_seconds }) = &cli.command {
-        let fds = sm_core::engines::host::HostFds { request: *request_fd, answer: *answer_fd, library: *library_fd, ready: *ready_fd };
+    if let Some(Command::EngineHost { request_fd, answer_fd, library_fd, ready_fd, writable, memory_mib, cpu_seconds }) = &cli.command {
+        let fds = sm_core::engines::host::HostFds { request: *request_fd, answer: *answer_fd, library: *library_fd, ready: *ready_fd, writable };
         return sm_core::engines::host::serve(fds, *memory_mib, *cpu_seconds);
     }
     // The doctor reports a configuration that does not load; it does not

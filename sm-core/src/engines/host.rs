@@ -118,11 +118,7 @@ pub fn route(
 ) -> Result<Answer, HostFailure> {
     let spawn = |e: &dyn std::fmt::Display| HostFailure::Spawn(e.to_string());
     let request = RequestParts { engine: &entry.name, library: &entry.library, config, fabric, previous };
-    let begun = Instant::now();
     let mut request_file = memory_file("smcore-engine-request").map_err(|e| spawn(&e))?;
-    request_file.write_all(&wire::encode_request(&request)).map_err(|e| spawn(&e))?;
-    request_file.flush().map_err(|e| spawn(&e))?;
-    let written = begun.elapsed();
     let answer_file = memory_file("smcore-engine-answer").map_err(|e| spawn(&e))?;
     let timeout = isolation.timeout.unwrap_or_else(|| default_timeout(fabric));
     let memory = isolation.memory_mib.unwrap_or_else(default_memory_mib);
@@ -140,6 +136,9 @@ pub fn route(
     if let Some(fd) = &image {
         command.arg("--library-fd").arg(fd.as_raw_fd().to_string());
     }
+    for dir in super::sandbox::writable_dirs(config) {
+        command.arg("--writable").arg(dir);
+    }
     let mut child = command
         .arg("--request-fd")
         .arg(request_file.as_raw_fd().to_string())
@@ -151,7 +150,7 @@ pub fn route(
         .arg(memory.to_string())
         .arg("--cpu-seconds")
         .arg(timeout.as_secs().saturating_add(1).to_string())
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -159,7 +158,20 @@ pub fn route(
     // The host has its own copies of these now: the pipe reads end of file
     // once the host (and whatever it started) is gone.
     drop((image, ready_child, ready_write));
+    // The host starts, enters its sandbox and loads the library while the
+    // request is written; one byte on its stdin says the request is there.
     let started = Instant::now();
+    let go = child.stdin.take();
+    let sent = request_file
+        .write_all(&wire::encode_request(&request))
+        .and_then(|()| request_file.flush())
+        .and_then(|()| go.ok_or_else(|| std::io::Error::other("no stdin")).and_then(|mut g| g.write_all(b"1")));
+    let written = started.elapsed();
+    if let Err(e) = sent {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(spawn(&format!("the request: {e}")));
+    }
     // While the host routes.
     let pool = wire::lft_pool(fabric);
     let answered = wait_ready(&ready_read, timeout.saturating_sub(started.elapsed()));
@@ -370,7 +382,7 @@ const HOST_ERROR: i32 = 125;
 
 /// The descriptors an engine host is given.
 #[derive(Debug, Clone, Copy)]
-pub struct HostFds {
+pub struct HostFds<'a> {
     /// The request's memory file.
     pub request: i32,
     /// The answer's memory file.
@@ -379,13 +391,15 @@ pub struct HostFds {
     pub library: Option<i32>,
     /// The pipe to say "answered" on.
     pub ready: Option<i32>,
+    /// Where the engine may write (its dump_dir).
+    pub writable: &'a [PathBuf],
 }
 
 /// The engine host's side (`smcore engine-host`): limits itself, reads
 /// the request, enters the sandbox ([`super::sandbox`]), loads the
 /// library, routes, writes the answer, seals it and says so. Exit status
 /// 0 once the answer is written, [`HOST_ERROR`] when it cannot be.
-pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
+pub fn serve(fds: HostFds<'_>, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     use nix::sys::resource::{setrlimit, Resource};
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         eprintln!("smcore engine-host: {what}: {e}");
@@ -403,6 +417,23 @@ pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     }
     let own: Vec<i32> = [Some(fds.request), Some(fds.answer), fds.library, fds.ready].into_iter().flatten().collect();
     super::sandbox::close_inherited(&own);
+    // Opened for writing before the sandbox, which allows no such open.
+    let out = match std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", fds.answer)) {
+        Ok(f) => f,
+        Err(e) => return fail("answer", &e),
+    };
+    let sandbox = super::sandbox::enter(fds.writable);
+    if !sandbox.complete() {
+        eprintln!("smcore engine-host: sandbox: {}", sandbox.describe());
+    }
+    // The library's constructors run inside the sandbox, while the SM
+    // writes the request.
+    let loaded = fds.library.map(|fd| super::loader::open_library(Path::new(&format!("/proc/self/fd/{fd}"))));
+    let mut go = [0u8; 1];
+    if !matches!(std::io::stdin().read(&mut go), Ok(1)) {
+        // The SM gave up on this attempt before sending it.
+        return ExitCode::from(HOST_ERROR as u8);
+    }
     let mut bytes = Vec::new();
     let read = std::fs::File::open(format!("/proc/self/fd/{}", fds.request)).and_then(|mut f| {
         bytes.reserve(f.metadata().map_or(0, |m| m.len() as usize));
@@ -416,15 +447,6 @@ pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
         Err(e) => return fail("request", &e),
     };
     drop(bytes);
-    // Opened for writing before the sandbox, which allows no such open.
-    let out = match std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", fds.answer)) {
-        Ok(f) => f,
-        Err(e) => return fail("answer", &e),
-    };
-    let sandbox = super::sandbox::enter(&super::sandbox::writable_dirs(&request.config));
-    if !sandbox.complete() {
-        eprintln!("smcore engine-host: sandbox: {}", sandbox.describe());
-    }
     // The answer's pages, allocated while the engine routes: writing it
     // is then a copy. Room for one LFT per switch; cut to size after.
     let lids = u64::from(request.fabric.max_lid) + 1;
@@ -432,7 +454,7 @@ pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     let room = switches * (lids + 16) + (1 << 20);
     let prepared = std::thread::scope(|scope| {
         let prepare = scope.spawn(|| nix::fcntl::fallocate(&out, nix::fcntl::FallocateFlags::empty(), 0, room as i64));
-        let answer = answer_of(&request, fds.library);
+        let answer = answer_of(&request, loaded);
         (answer, prepare.join())
     });
     let answer = prepared.0;
@@ -458,12 +480,8 @@ pub fn serve(fds: HostFds, memory_mib: u64, cpu_seconds: u64) -> ExitCode {
     std::process::exit(0)
 }
 
-fn answer_of(request: &Request, library_fd: Option<i32>) -> Answer {
-    let file = match library_fd {
-        Some(fd) => PathBuf::from(format!("/proc/self/fd/{fd}")),
-        None => request.library.clone(),
-    };
-    let entries = match super::loader::open_library(&file) {
+fn answer_of(request: &Request, loaded: Option<Result<Vec<EngineEntry>, super::loader::LoadProblem>>) -> Answer {
+    let entries = match loaded.unwrap_or_else(|| super::loader::open_library(&request.library)) {
         Ok(e) => e,
         Err(p) => return Answer::Create(sm_abi::EngineError::new(format!("library not loaded in the engine host: {p}"))),
     };
