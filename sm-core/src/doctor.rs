@@ -86,7 +86,24 @@ pub fn examine(q: &Question) -> Vec<Check> {
     }
     let config = config_check(q, &mut checks);
     engines_check(q, config.as_ref(), &mut checks);
+    checks.push(sandbox_check(config.as_ref()));
     checks
+}
+
+fn sandbox_check(config: Option<&Config>) -> Check {
+    use crate::engines::host::Mode;
+    if config.is_some_and(|c| c.route_settings().isolation.mode == Mode::Inline) {
+        return Check::new("engine sandbox", Verdict::Warn, "engine_isolation = \"inline\": engines run in the SM's process, unconfined")
+            .next("keep \"inline\" for trusted builds only; the default \"process\" confines them");
+    }
+    match crate::engines::sandbox::support() {
+        (Some(abi), true) => Check::new("engine sandbox", Verdict::Ok, format!("engines run in a process of their own: Landlock ABI {abi}, seccomp")),
+        (abi, seccomp) => {
+            let missing: Vec<&str> = [abi.is_none().then_some("Landlock"), (!seccomp).then_some("seccomp")].into_iter().flatten().collect();
+            Check::new("engine sandbox", Verdict::Warn, format!("engines run in a process of their own, but this kernel has no {}", missing.join(" and ")))
+                .next("a kernel with Landlock (5.13+, in CONFIG_LSM) and seccomp filters confines what an engine may write and call")
+        }
+    }
 }
 
 /// Whether the SM can start: no check failed.
@@ -341,5 +358,22 @@ fn engines_check(q: &Question, config: Option<&Config>, checks: &mut Vec<Check>)
     match crate::engines::chain::ChainSpec::parse(&list, &registry) {
         Ok(_) => checks.push(Check::new("chain", Verdict::Ok, format!("`{list}` loads"))),
         Err(e) => checks.push(Check::new("chain", Verdict::Fail, e.to_string()).next("name engines `smcore engines` lists")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sandbox_check_says_what_confines_engines() {
+        let inline = Config { engine_isolation: Some(crate::engines::host::Mode::Inline), ..Config::default() };
+        let check = sandbox_check(Some(&inline));
+        assert_eq!(check.verdict, Verdict::Warn);
+        assert!(check.detail.contains("unconfined"), "{check:?}");
+        let check = sandbox_check(None);
+        let (landlock, seccomp) = crate::engines::sandbox::support();
+        assert_eq!(check.verdict == Verdict::Ok, landlock.is_some() && seccomp, "{check:?}");
+        assert!(check.detail.contains("a process of their own"), "{check:?}");
     }
 }

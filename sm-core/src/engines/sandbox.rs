@@ -83,6 +83,18 @@ pub fn close_inherited(keep: &[i32]) {
     }
 }
 
+/// What this kernel offers the sandbox, without entering it (for
+/// `smcore doctor`): Landlock's ABI version (`None`: no Landlock), and
+/// whether seccomp filters are there.
+pub fn support() -> (Option<i64>, bool) {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    // only returns the ABI version (or an error); it creates nothing.
+    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    // The kernel shows a Seccomp line for every process when it has it.
+    let seccomp = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:")));
+    ((abi > 0).then_some(abi), seccomp)
+}
+
 /// Enters the sandbox for the calling thread and everything it starts.
 pub fn enter(writable: &[PathBuf]) -> Status {
     Status { landlock: landlock(writable), seccomp: seccomp() }
