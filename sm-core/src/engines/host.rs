@@ -161,16 +161,17 @@ pub fn route(
     // The host starts, enters its sandbox and loads the library while the
     // request is written; one byte on its stdin says the request is there.
     let started = Instant::now();
-    let go = child.stdin.take();
-    let sent = request_file
-        .write_all(&wire::encode_request(&request))
-        .and_then(|()| request_file.flush())
-        .and_then(|()| go.ok_or_else(|| std::io::Error::other("no stdin")).and_then(|mut g| g.write_all(b"1")));
+    let sent = request_file.write_all(&wire::encode_request(&request)).and_then(|()| request_file.flush());
     let written = started.elapsed();
     if let Err(e) = sent {
         let _ = child.kill();
         let _ = child.wait();
         return Err(spawn(&format!("the request: {e}")));
+    }
+    // A host already gone (its library's constructor crashed) cannot take
+    // the byte: the wait below says how it ended.
+    if let Some(mut go) = child.stdin.take() {
+        let _ = go.write_all(b"1");
     }
     // While the host routes.
     let pool = wire::lft_pool(fabric);
