@@ -61,6 +61,8 @@ impl SimFabric {
         let n = request.len().min(MAD_LEN);
         answer[..n].copy_from_slice(&request[..n]);
         let switch = self.nodes[at.0].is_switch();
+        // A switch has one agent, on port 0, whichever port the MAD came in by.
+        let at = if switch { (at.0, 0) } else { at };
         let header = cc::Packet::new_checked(&answer[..]).ok()?;
         let (m, attribute, modifier, key) = (header.method(), header.attribute_id(), header.attribute_modifier(), header.cc_key());
         let version = header.class_version();
@@ -135,6 +137,11 @@ impl SimFabric {
         });
         agent.key = key;
         agent.key_protected = protected;
+    }
+
+    /// Drops what `node`'s agents hold: the node powered up again.
+    pub(super) fn forget_cc(&mut self, node: usize) {
+        self.gsi.cc.retain(|&(n, _), _| n != node);
     }
 
     /// What the congestion control agent at `node`'s `port` (a switch:
