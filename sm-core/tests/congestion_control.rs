@@ -290,3 +290,41 @@ fn each_key_reads_opensm_values_and_refuses_bad_ones_by_line() {
     let c = Config::load(&bad).unwrap_or_else(|e| panic!("{e}"));
     assert!(CcSettings::from_config(&c).expect_err("4 bits").contains("cc_sw_cong_setting_threshold"));
 }
+
+fn heavy_sweeps(report: &std::path::Path) -> u64 {
+    std::fs::read_to_string(report)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|j| j["heavy_sweep"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_running_sm_programs_after_each_heavy_sweep_and_only_what_changed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let conf = write(tmp.path(), "opensm.conf", &site_conf(0));
+    let (report, socket) = (tmp.path().join("report.json"), tmp.path().join("smcore.sock"));
+    let mut child = common::spawn_sm([
+        "--config".as_ref(),
+        conf.as_os_str(),
+        "--sweep-interval".as_ref(),
+        "60".as_ref(),
+        "--report".as_ref(),
+        report.as_os_str(),
+        "--control-socket".as_ref(),
+        socket.as_os_str(),
+    ]);
+    common::wait_for(&mut child, "the first heavy sweep", || heavy_sweeps(&report) >= 1);
+    let (ok, status) = common::ctl(&socket, &["status"]);
+    assert!(ok, "{status}");
+    assert!(status.contains("congestion_control: 204 Sets acknowledged, 0 failed, 0 ports unchanged"), "{status}");
+    let (ok, answer) = common::ctl(&socket, &["sweep"]);
+    assert!(ok, "{answer}");
+    common::wait_for(&mut child, "the requested sweep", || heavy_sweeps(&report) >= 2);
+    let (_, status) = common::ctl(&socket, &["status"]);
+    // 12 switches and 64 host ports hold their settings: nothing sent.
+    assert!(status.contains("congestion_control: 0 Sets acknowledged, 0 failed, 76 ports unchanged"), "{status}");
+    common::signal(&child, libc::SIGTERM);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+}
