@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::engines::CreditLoopPolicy;
 
+pub mod cc_keys;
 pub mod opensm;
 pub mod typed;
 
@@ -248,7 +249,7 @@ pub struct Config {
     /// link downed or link integrity threshold (off by default).
     pub perfmgr_isolate_ports: bool,
     /// Program congestion control on every switch and CA port after each
-    /// heavy sweep (OpenSM `congestion_control`; [`crate::cc`]).
+    /// heavy sweep (OpenSM `congestion_control`; the `cc` module).
     pub congestion_control: bool,
     /// CC_Key sent in every congestion control MAD (OpenSM `cc_key`,
     /// default 0).

@@ -401,11 +401,11 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "cc_max_outstanding_mads" => c.cc_max_outstanding_mads = Some(ranged(v, 1, U32, "")? as usize),
         "cc_sw_cong_setting_control_map" => c.cc_sw_cong_setting_control_map = Some(number(v, U32)? as u32),
         "cc_sw_cong_setting_victim_mask" => {
-            crate::cc::parse_port_mask(v)?;
+            super::cc_keys::parse_port_mask(v)?;
             c.cc_sw_cong_setting_victim_mask = Some(v.to_string());
         }
         "cc_sw_cong_setting_credit_mask" => {
-            crate::cc::parse_port_mask(v)?;
+            super::cc_keys::parse_port_mask(v)?;
             c.cc_sw_cong_setting_credit_mask = Some(v.to_string());
         }
         "cc_sw_cong_setting_threshold" => {
@@ -416,30 +416,30 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
             c.cc_sw_cong_setting_credit_starvation_threshold = Some(number(v, 15).map_err(|e| format!("{e} (4 bits)"))? as u8)
         }
         "cc_sw_cong_setting_credit_starvation_return_delay" => {
-            crate::cc::parse_shift_multiplier(v)?;
+            super::cc_keys::parse_shift_multiplier(v)?;
             c.cc_sw_cong_setting_credit_starvation_return_delay = Some(v.to_string());
         }
         "cc_sw_cong_setting_marking_rate" => c.cc_sw_cong_setting_marking_rate = Some(number(v, 0xffff)? as u16),
         "cc_ca_cong_setting_port_control" => c.cc_ca_cong_setting_port_control = Some(number(v, 0xffff)? as u16),
         "cc_ca_cong_setting_control_map" => c.cc_ca_cong_setting_control_map = Some(number(v, 0xffff)? as u16),
         "cc_ca_cong_setting_ccti_timer" => {
-            let (sl, n) = crate::cc::parse_sl_value(v, 0xffff)?;
-            crate::cc::set_sl(&mut c.cc_ca_cong_setting_ccti_timer, sl, n as u16);
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xffff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_timer, sl, n as u16);
         }
         "cc_ca_cong_setting_ccti_increase" => {
-            let (sl, n) = crate::cc::parse_sl_value(v, 0xff)?;
-            crate::cc::set_sl(&mut c.cc_ca_cong_setting_ccti_increase, sl, n as u8);
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_increase, sl, n as u8);
         }
         "cc_ca_cong_setting_trigger_threshold" => {
-            let (sl, n) = crate::cc::parse_sl_value(v, 0xff)?;
-            crate::cc::set_sl(&mut c.cc_ca_cong_setting_trigger_threshold, sl, n as u8);
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_trigger_threshold, sl, n as u8);
         }
         "cc_ca_cong_setting_ccti_min" => {
-            let (sl, n) = crate::cc::parse_sl_value(v, 0xff)?;
-            crate::cc::set_sl(&mut c.cc_ca_cong_setting_ccti_min, sl, n as u8);
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_min, sl, n as u8);
         }
         "cc_cct" => {
-            crate::cc::parse_cct(v)?;
+            super::cc_keys::parse_cct(v)?;
             c.cc_cct = text(v)?;
         }
         "log_file" => c.log_file = text(v)?.map(Into::into),
