@@ -62,7 +62,7 @@ fn settings(text: &str) -> CcSettings {
 
 /// fat-tree-64.net on the embedded fabric, swept and routed by minhop.
 fn routed() -> (SharedFabric, OnceOutcome, HeldTables, Guid2Lid) {
-    let topo = sm_topology::parse_file(&workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
     let (node, port) = sm_location(&topo);
     let fabric = SharedFabric::new(SimFabric::from_topology(&topo, node, port).expect("sim"));
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());

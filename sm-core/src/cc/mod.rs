@@ -445,7 +445,7 @@ impl CcManager {
                     }
                     let tid = p.transaction_id() as u32;
                     // The answer must come from the LID asked.
-                    if !in_flight.get(&tid).is_some_and(|(r, _)| targets[r.target].lid == slid) {
+                    if in_flight.get(&tid).is_none_or(|(r, _)| targets[r.target].lid != slid) {
                         continue;
                     }
                     if let Some((r, _)) = in_flight.remove(&tid) {
