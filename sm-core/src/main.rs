@@ -1406,6 +1406,11 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         if let (Some((manager, agent)), Some(_)) = (congestion.as_mut(), &outcome.accepted) {
             let span = tracing::info_span!("congestion_control");
             let _enter = span.enter();
+            // As OpenSM on becoming master: whatever another SM set in
+            // between, every port is sent everything again.
+            if cause == sm_core::daemon::Cause::Takeover {
+                manager.forget();
+            }
             let r = manager.program(&outcome.sweep.fabric, agent.as_mut());
             let line = format!("{} Sets acknowledged, {} failed, {} ports unchanged", r.acknowledged, r.failures.len(), r.unchanged);
             cc_status.lock().map(|mut s| s.set("congestion_control", line)).ok();

@@ -148,6 +148,11 @@ fn every_switch_and_ca_holds_the_configured_settings_and_table() {
     // Nothing changed: nothing is sent.
     let again = program(&fabric, &mut manager, &out);
     assert_eq!((again.sent, again.unchanged), (0, (switches.len() + cas.len()) as u64), "{again:?}");
+    // After a takeover the SM forgets what the ports answered: everything
+    // is sent again, as OpenSM does on becoming master.
+    manager.forget();
+    let after_takeover = program(&fabric, &mut manager, &out);
+    assert_eq!((after_takeover.sent, after_takeover.acknowledged), (expected, expected));
 }
 
 #[test]
