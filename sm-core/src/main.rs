@@ -1292,13 +1292,15 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         if let (Some((mut manager, mut agent)), Some(_)) =
             (start_congestion_control(cc_settings, sim.as_ref(), umad_device.as_ref()), &outcome.accepted)
         {
+            let started = std::time::Instant::now();
             let r = manager.program(&outcome.sweep.fabric, agent.as_mut());
             println!(
-                "CC            {} Sets sent, {} acknowledged, {} failed, {} ports without congestion control",
+                "CC            {} Sets sent, {} acknowledged, {} failed, {} ports without congestion control ({} µs)",
                 r.sent,
                 r.acknowledged,
                 r.failures.len(),
-                r.unavailable
+                r.unavailable,
+                started.elapsed().as_micros()
             );
             for f in &r.failures {
                 println!("CC            failed: {f}");

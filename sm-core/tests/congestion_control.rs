@@ -79,6 +79,30 @@ fn sweep(fabric: &SharedFabric, g2l: &mut Guid2Lid, held: &mut HeldTables) -> On
     out
 }
 
+/// A GSI agent that counts the requests in flight (sent, not yet
+/// answered) and keeps the most it saw.
+struct Counting<A> {
+    inner: A,
+    in_flight: usize,
+    most: usize,
+}
+
+impl<A: sm_transport::gmp::GmpAgent> sm_transport::gmp::GmpAgent for Counting<A> {
+    fn send(&mut self, dlid: u16, dqpn: u32, mad: &[u8], timeout_ms: u32) -> Result<(), sm_transport::port::TransportError> {
+        self.in_flight += 1;
+        self.most = self.most.max(self.in_flight);
+        self.inner.send(dlid, dqpn, mad, timeout_ms)
+    }
+
+    fn receive(&mut self, deadline: std::time::Instant) -> Result<Option<(u16, Vec<u8>)>, sm_transport::port::TransportError> {
+        let got = self.inner.receive(deadline)?;
+        if got.is_some() {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        Ok(got)
+    }
+}
+
 fn program(fabric: &SharedFabric, manager: &mut CcManager, out: &OnceOutcome) -> sm_core::cc::CcReport {
     let sm = fabric.lock().sm_location();
     let mut agent = fabric.class_agent(sm, sm_mad::cc::MGMT_CLASS);
@@ -138,8 +162,12 @@ fn every_switch_and_ca_holds_the_configured_settings_and_table() {
         fabric.lock().set_cc_key(ca, port, key, false);
     }
     let mut manager = CcManager::new(s.clone());
-    let report = program(&fabric, &mut manager, &out);
+    let sm = fabric.lock().sm_location();
+    let mut agent = Counting { inner: fabric.class_agent(sm, sm_mad::cc::MGMT_CLASS), in_flight: 0, most: 0 };
+    let report = manager.program(&out.sweep.fabric, &mut agent);
     assert!(report.failures.is_empty(), "{:?}", report.failures);
+    // cc_max_outstanding_mads 4: never more in flight, and the window is used.
+    assert_eq!(agent.most, 4);
     // One Set per switch, a setting and two table blocks per CA port.
     let expected = (switches.len() + 3 * cas.len()) as u64;
     assert_eq!((report.sent, report.acknowledged), (expected, expected));
