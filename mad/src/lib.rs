@@ -25,6 +25,7 @@
 //! | [`vlarb`] | VLArbitrationTable |
 //! | [`sm_info`] | SMInfo |
 //! | [`notice`] | Notice (traps) |
+//! | [`cc`] | congestion control: CC MAD header, CongestionInfo, Switch/CA settings, CongestionControlTable |
 //!
 //! ```
 //! use sm_mad::{mad, node_info, smp, Mad};
@@ -46,6 +47,7 @@
 
 mod field;
 
+pub mod cc;
 pub mod forwarding;
 pub mod mad;
 pub mod node_description;

@@ -232,6 +232,8 @@ impl SimFabric {
             return Err(SimError::NoSuchNode(node));
         }
         self.nodes[node] = self.power_up(node);
+        // Congestion control settings do not survive a power cycle.
+        self.forget_cc(node);
         for link in self.links_of(node) {
             let changed = self.settle_link(link, None);
             self.report_port_changes(changed);

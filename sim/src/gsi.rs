@@ -13,6 +13,8 @@
 //! * The PMA answers Get and Set (clear) of PortCounters and
 //!   PortCountersExtended; [`SimFabric::add_port_errors`] injects errors
 //!   and [`SimFabric::send_data`] carries data traffic.
+//! * Every switch and CA port answers congestion control (class 0x21) as
+//!   the `cc` module says.
 //!
 //! Not modelled: QP numbers other than 1 (every GMP goes to QP1), Q_Keys,
 //! P_Key checks, redirection, RMPP segmentation (a long MAD arrives whole,
@@ -125,6 +127,9 @@ pub(super) struct Gsi {
     inboxes: HashMap<(usize, u8), VecDeque<(u16, Vec<u8>)>>,
     /// Agents that take the requests of one class at a port.
     listeners: HashMap<(usize, u8, u8), SyncSender<IncomingMad>>,
+    /// Congestion control agents by (node, port) (a switch's on port 0),
+    /// made when the first CC MAD reaches them.
+    pub(super) cc: HashMap<(usize, u8), super::cc::CcAgentState>,
 }
 
 /// What the fabric counts of general MADs (see [`super::SimCounters`]).
@@ -136,6 +141,8 @@ pub struct GmpCounters {
     pub delivered: u64,
     /// Requests the PMAs answered.
     pub pma_answers: u64,
+    /// Requests the congestion control agents answered.
+    pub cc_answers: u64,
     /// Lost on the way (no LID, no route, a full inbox or agent queue).
     pub dropped: u64,
 }
@@ -187,6 +194,14 @@ impl SimFabric {
                 let answer_slid = self.responder_lid(at.0, at.1);
                 return self.queue(back, answer_slid, answer);
             }
+            if class == sm_mad::cc::MGMT_CLASS {
+                // A wrong CC_Key: discarded, the requester times out.
+                let Some(answer) = self.cc_agent(at, mad) else { return Ok(()) };
+                self.counters.gmps.cc_answers += 1;
+                let back = self.carry(at, slid, 1, answer.len())?;
+                let answer_slid = self.responder_lid(at.0, at.1);
+                return self.queue(back, answer_slid, answer);
+            }
         }
         self.queue(at, slid, mad.to_vec())
     }
@@ -222,6 +237,15 @@ impl SimFabric {
     /// The oldest MAD waiting at `at`'s QP1, with the LID it came from.
     pub fn take_gmp(&mut self, at: (usize, u8)) -> Option<(u16, Vec<u8>)> {
         self.gsi.inboxes.get_mut(&at)?.pop_front()
+    }
+
+    /// The oldest MAD of management class `class` waiting at `at`'s QP1,
+    /// as a GSI agent registered for that class alone gets it: MADs of
+    /// other classes stay for their own agents.
+    pub fn take_gmp_of(&mut self, at: (usize, u8), class: u8) -> Option<(u16, Vec<u8>)> {
+        let inbox = self.gsi.inboxes.get_mut(&at)?;
+        let i = inbox.iter().position(|(_, m)| m.get(1) == Some(&class))?;
+        inbox.remove(i)
     }
 
     /// Hands every request of management class `class` that arrives at

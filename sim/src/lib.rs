@@ -49,7 +49,9 @@
 //!   each packet carried ([`SimFabric::send_data`] adds data traffic,
 //!   [`SimFabric::add_port_errors`] errors). [`SharedFabric`] puts the
 //!   fabric behind a lock for an SM whose SA and performance manager run
-//!   on threads of their own.
+//!   on threads of their own. Every switch and CA port answers
+//!   congestion control (class 0x21) and keeps the settings and table an
+//!   SM sets, with CC_Key checks (the `cc` module).
 //! * **More than one SM**: [`SimFabric::add_sm`] puts another SM on a CA
 //!   port; its SMPs start there ([`SimFabric::handle_from`],
 //!   [`SharedFabric::smp_port_at`]), the traps addressed to its LID wait
@@ -88,6 +90,7 @@
 //! ```
 
 mod caps;
+mod cc;
 mod counters;
 mod events;
 mod gsi;
@@ -104,6 +107,7 @@ use sm_topology::model::{DEFAULT_SPEED, DEFAULT_WIDTH};
 use sm_topology::{Topology, TopologyError};
 
 pub use caps::{CapsSpec, CapsSpecError};
+pub use cc::{CcAgentState, CC_TABLE_BLOCKS};
 pub use counters::{AttributeCounters, DropReason, SimCounters};
 pub use gsi::{GmpCounters, PmaCounters, INBOX_LEN};
 pub use port::{SharedFabric, SharedSimPort, SimGmpAgent, SimGmpSender, SimPort};

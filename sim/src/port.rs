@@ -109,7 +109,15 @@ impl SharedFabric {
 
     /// A GSI agent on `at` (node, port).
     pub fn agent(&self, at: (usize, u8)) -> SimGmpAgent {
-        SimGmpAgent { fabric: self.clone(), at }
+        SimGmpAgent { fabric: self.clone(), at, class: None }
+    }
+
+    /// A GSI agent on `at` that receives MADs of management class `class`
+    /// only, as a umad agent registered for one class does: agents of
+    /// several classes on one port (the performance manager, congestion
+    /// control) do not take each other's answers.
+    pub fn class_agent(&self, at: (usize, u8), class: u8) -> SimGmpAgent {
+        SimGmpAgent { fabric: self.clone(), at, class: Some(class) }
     }
 
     /// The sending end of the SM's port.
@@ -168,6 +176,8 @@ impl SmpPort for SharedSimPort {
 pub struct SimGmpAgent {
     fabric: SharedFabric,
     at: (usize, u8),
+    /// The class it takes, when it is one class's agent.
+    class: Option<u8>,
 }
 
 impl SimGmpAgent {
@@ -188,7 +198,11 @@ impl GmpAgent for SimGmpAgent {
         // host asking thousands of queries is not held 2 ms by each.
         let mut pause = Duration::from_micros(10);
         loop {
-            if let Some(m) = self.fabric.lock().take_gmp(self.at) {
+            let taken = match self.class {
+                Some(class) => self.fabric.lock().take_gmp_of(self.at, class),
+                None => self.fabric.lock().take_gmp(self.at),
+            };
+            if let Some(m) = taken {
                 return Ok(Some(m));
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -6,6 +6,7 @@
 //! itself: every routing engine is a shared library loaded through `sm-abi`.
 
 pub mod cabling;
+pub mod cc;
 pub mod config;
 pub mod control;
 pub mod daemon;

@@ -1081,7 +1081,7 @@ fn start_perfmgr(
     match (sim, device) {
         (Some(fabric), _) => {
             let at = fabric.lock().sm_location();
-            spawn_perfmgr(cfg, Ok(fabric.agent(at)), perf, signals)
+            spawn_perfmgr(cfg, Ok(fabric.class_agent(at, sm_mad::perf::MGMT_CLASS)), perf, signals)
         }
         (None, Some(device)) => {
             let agent = sm_core::sweep::GsiClient::open(
@@ -1095,6 +1095,35 @@ fn start_perfmgr(
         }
         (None, None) => None,
     }
+}
+
+/// The congestion control manager and its GSI agent (class 0x21, on the
+/// SM's port: umad, or the embedded fabric), when `congestion_control` is
+/// on; a port with no such agent is logged and the SM runs without.
+#[allow(clippy::type_complexity)]
+fn start_congestion_control(
+    settings: Option<sm_core::cc::CcSettings>,
+    sim: Option<&sm_core::sim::SharedFabric>,
+    device: Option<&sm_core::sweep::UmadDevice>,
+) -> Option<(sm_core::cc::CcManager, Box<dyn sm_transport::gmp::GmpAgent>)> {
+    let settings = settings?;
+    let agent: Box<dyn sm_transport::gmp::GmpAgent> = match (sim, device) {
+        (Some(fabric), _) => {
+            let at = fabric.lock().sm_location();
+            Box::new(fabric.class_agent(at, sm_mad::cc::MGMT_CLASS))
+        }
+        (None, Some(device)) => {
+            match sm_core::sweep::GsiClient::open(Some(&device.ca), Some(device.port), sm_mad::cc::MGMT_CLASS, sm_mad::cc::CLASS_VERSION, 0) {
+                Ok(a) => Box::new(a),
+                Err(e) => {
+                    warn!("congestion control not programmed: no GSI agent for class 0x21: {e}");
+                    return None;
+                }
+            }
+        }
+        (None, None) => return None,
+    };
+    Some((sm_core::cc::CcManager::new(settings), agent))
 }
 
 /// The performance manager's thread on `agent`.
@@ -1174,6 +1203,10 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     // starts; later errors keep the last good set (sweep::pkey).
     let perf_config = match sm_core::perfmgr::PerfMgrConfig::from_config(&config) {
         Ok(p) => p,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    let cc_settings = match sm_core::cc::CcSettings::from_config(&config) {
+        Ok(c) => c,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let partitions = match config.check_partitions() {
@@ -1262,6 +1295,24 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             return code;
         }
         report_faults(faulty.as_ref().map(|f| f.stats()));
+        // As OpenSM: congestion control once the fabric is routed.
+        if let (Some((mut manager, mut agent)), Some(_)) =
+            (start_congestion_control(cc_settings, sim.as_ref(), umad_device.as_ref()), &outcome.accepted)
+        {
+            let started = std::time::Instant::now();
+            let r = manager.program(&outcome.sweep.fabric, agent.as_mut());
+            println!(
+                "CC            {} Sets sent, {} acknowledged, {} failed, {} ports without congestion control ({} µs)",
+                r.sent,
+                r.acknowledged,
+                r.failures.len(),
+                r.unavailable,
+                started.elapsed().as_micros()
+            );
+            for f in &r.failures {
+                println!("CC            failed: {f}");
+            }
+        }
         // The embedded fabric's hosts and PMAs answer too: one SA query
         // and one PMA read show it.
         if let (Some(fabric), Some(_)) = (&sim, &outcome.accepted) {
@@ -1313,6 +1364,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     };
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
+    let cc_status = Arc::clone(&status);
     // The performance manager reads the PMAs on a thread and GSI agent of
     // its own, on a umad port or on the embedded fabric.
     let perf = sm_core::perfmgr::Shared::default();
@@ -1351,11 +1403,26 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     let qos = config.qos;
     let ignore_cas = perf_config.as_ref().is_some_and(|c| c.ignore_cas);
     let perf_targets = perf_thread.as_ref().map(|_| Arc::clone(&perf.targets));
+    // Congestion control after every heavy sweep that routed, on a GSI
+    // agent of class 0x21 of its own (OpenSM: once the subnet is up).
+    let mut congestion = start_congestion_control(cc_settings, sim.as_ref(), umad_device.as_ref());
     let mut on_heavy = |outcome: &sm_core::pipeline::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
         metrics.record_heavy(outcome);
         if let Some(targets) = &perf_targets {
             let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
             *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;
+        }
+        if let (Some((manager, agent)), Some(_)) = (congestion.as_mut(), &outcome.accepted) {
+            let span = tracing::info_span!("congestion_control");
+            let _enter = span.enter();
+            // As OpenSM on becoming master: whatever another SM set in
+            // between, every port is sent everything again.
+            if cause == sm_core::daemon::Cause::Takeover {
+                manager.forget();
+            }
+            let r = manager.program(&outcome.sweep.fabric, agent.as_mut());
+            let line = format!("{} Sets acknowledged, {} failed, {} ports unchanged", r.acknowledged, r.failures.len(), r.unchanged);
+            cc_status.lock().map(|mut s| s.set("congestion_control", line)).ok();
         }
         if let Some(p) = &outcome.partitions {
             let wanted = sm_core::mcast::precreate::partition_groups(&p.resolved.config, Some(&p.resolved.members), qos);

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("manpages", 6),
     // What runs the SM and shows it.
     ("perfmgr", 7),
+    ("cc", 7),
     ("control", 7),
     ("doctor", 7),
     ("cabling", 7),

@@ -83,7 +83,10 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!(toml.get("lash_start_vl").and_then(|v| v.as_integer()), Some(0));
 
     // The keys it does not use are listed, each once, and only those.
-    assert!(c.not_supported.iter().any(|k| k == "congestion_control"), "{:?}", c.not_supported);
+    // Congestion control as OpenSM writes it: off, its keys honoured.
+    assert!(!c.not_supported.iter().any(|k| k == "congestion_control" || k.starts_with("cc_")), "{:?}", c.not_supported);
+    assert!(!c.congestion_control);
+    assert_eq!((c.cc_key, c.cc_max_outstanding_mads, c.cc_cct.as_deref()), (Some(0), Some(500), None));
     // The performance manager and logging keys as OpenSM writes them.
     assert!(!c.not_supported.iter().any(|k| k == "perfmgr" || k == "log_file"), "{:?}", c.not_supported);
     assert!(!c.perfmgr);
@@ -187,7 +190,8 @@ fn smcore_runs_one_sweep_with_the_file_opensm_writes() {
     assert!(!err.contains("not supported by smcore"), "{err}");
     let warnings: Vec<&str> = logged.lines().filter(|l| l.contains("not supported by smcore")).collect();
     assert_eq!(warnings.len(), 1, "one warning line listing the keys:\n{logged}");
-    assert!(warnings[0].contains("congestion_control") && warnings[0].contains(conf.to_str().unwrap()), "{}", warnings[0]);
+    let unsupported = Config::load(&conf).unwrap().not_supported;
+    assert!(warnings[0].contains(&unsupported[0]) && warnings[0].contains(conf.to_str().unwrap()), "{}", warnings[0]);
     // The SM routed: minhop (routing_engine is (null)) wrote its tables.
     let lfts =
         std::fs::read_to_string(dumps.join("opensm-lfts.dump")).unwrap_or_else(|e| panic!("no LFT dump: {e}\n{err}"));

@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::engines::CreditLoopPolicy;
 
+pub mod cc_keys;
 pub mod opensm;
 pub mod typed;
 
@@ -247,6 +248,58 @@ pub struct Config {
     /// Disable a switch port whose link crosses a symbol, link recovery,
     /// link downed or link integrity threshold (off by default).
     pub perfmgr_isolate_ports: bool,
+    /// Program congestion control on every switch and CA port after each
+    /// heavy sweep (OpenSM `congestion_control`; the `cc` module).
+    pub congestion_control: bool,
+    /// CC_Key sent in every congestion control MAD (OpenSM `cc_key`,
+    /// default 0).
+    #[serde(default, deserialize_with = "de_key")]
+    pub cc_key: Option<u64>,
+    /// Congestion control MADs in flight (OpenSM `cc_max_outstanding_mads`,
+    /// default 500).
+    pub cc_max_outstanding_mads: Option<usize>,
+    /// SwitchCongestionSetting Control_Map (OpenSM
+    /// `cc_sw_cong_setting_control_map`).
+    pub cc_sw_cong_setting_control_map: Option<u32>,
+    /// SwitchCongestionSetting Victim_Mask, 256 bits in hex (OpenSM
+    /// `cc_sw_cong_setting_victim_mask`).
+    pub cc_sw_cong_setting_victim_mask: Option<String>,
+    /// SwitchCongestionSetting Credit_Mask, 256 bits in hex (OpenSM
+    /// `cc_sw_cong_setting_credit_mask`).
+    pub cc_sw_cong_setting_credit_mask: Option<String>,
+    /// SwitchCongestionSetting Threshold, 0..15 (OpenSM
+    /// `cc_sw_cong_setting_threshold`).
+    pub cc_sw_cong_setting_threshold: Option<u8>,
+    /// SwitchCongestionSetting Packet_Size (OpenSM
+    /// `cc_sw_cong_setting_packet_size`).
+    pub cc_sw_cong_setting_packet_size: Option<u8>,
+    /// SwitchCongestionSetting CS_Threshold, 0..15 (OpenSM
+    /// `cc_sw_cong_setting_credit_starvation_threshold`).
+    pub cc_sw_cong_setting_credit_starvation_threshold: Option<u8>,
+    /// SwitchCongestionSetting CS_ReturnDelay, `SHIFT:MULTIPLIER` (OpenSM
+    /// `cc_sw_cong_setting_credit_starvation_return_delay`).
+    pub cc_sw_cong_setting_credit_starvation_return_delay: Option<String>,
+    /// SwitchCongestionSetting Marking_Rate (OpenSM
+    /// `cc_sw_cong_setting_marking_rate`).
+    pub cc_sw_cong_setting_marking_rate: Option<u16>,
+    /// CACongestionSetting Port_Control (OpenSM
+    /// `cc_ca_cong_setting_port_control`).
+    pub cc_ca_cong_setting_port_control: Option<u16>,
+    /// CACongestionSetting Control_Map (OpenSM
+    /// `cc_ca_cong_setting_control_map`).
+    pub cc_ca_cong_setting_control_map: Option<u16>,
+    /// CACongestionSetting CCTI_Timer by SL (index = SL; OpenSM's
+    /// `cc_ca_cong_setting_ccti_timer SL VALUE` lines).
+    pub cc_ca_cong_setting_ccti_timer: Vec<u16>,
+    /// CACongestionSetting CCTI_Increase by SL.
+    pub cc_ca_cong_setting_ccti_increase: Vec<u8>,
+    /// CACongestionSetting Trigger_Threshold by SL.
+    pub cc_ca_cong_setting_trigger_threshold: Vec<u8>,
+    /// CACongestionSetting CCTI_Min by SL.
+    pub cc_ca_cong_setting_ccti_min: Vec<u8>,
+    /// The CongestionControlTable: a comma list of `SHIFT:MULTIPLIER`,
+    /// at most 128 (OpenSM `cc_cct`).
+    pub cc_cct: Option<String>,
     /// Serve Prometheus metrics on this loopback address
     /// (`127.0.0.1:9464`; also --metrics-listen).
     pub metrics_listen: Option<String>,

@@ -44,7 +44,6 @@ use Support::{Core, Engine, NotSupported, Superseded};
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
 const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
-const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
 const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
 const UNUSED: Support = NotSupported("no such behaviour in smcore");
@@ -198,24 +197,24 @@ pub const KEYS: &[Key] = &[
     k("qos_rtr_vlarb_high", Core("qos_rtr_vlarb_high")),
     k("qos_rtr_vlarb_low", Core("qos_rtr_vlarb_low")),
     k("qos_rtr_sl2vl", Core("qos_rtr_sl2vl")),
-    k("congestion_control", CC),
-    k("cc_key", CC),
-    k("cc_max_outstanding_mads", CC),
-    k("cc_sw_cong_setting_control_map", CC),
-    k("cc_sw_cong_setting_victim_mask", CC),
-    k("cc_sw_cong_setting_credit_mask", CC),
-    k("cc_sw_cong_setting_threshold", CC),
-    k("cc_sw_cong_setting_packet_size", CC),
-    k("cc_sw_cong_setting_credit_starvation_threshold", CC),
-    k("cc_sw_cong_setting_credit_starvation_return_delay", CC),
-    k("cc_sw_cong_setting_marking_rate", CC),
-    k("cc_ca_cong_setting_port_control", CC),
-    k("cc_ca_cong_setting_control_map", CC),
-    k("cc_ca_cong_setting_ccti_timer", CC),
-    k("cc_ca_cong_setting_ccti_increase", CC),
-    k("cc_ca_cong_setting_trigger_threshold", CC),
-    k("cc_ca_cong_setting_ccti_min", CC),
-    k("cc_cct", CC),
+    k("congestion_control", Core("congestion_control")),
+    k("cc_key", Core("cc_key")),
+    k("cc_max_outstanding_mads", Core("cc_max_outstanding_mads")),
+    k("cc_sw_cong_setting_control_map", Core("cc_sw_cong_setting_control_map")),
+    k("cc_sw_cong_setting_victim_mask", Core("cc_sw_cong_setting_victim_mask")),
+    k("cc_sw_cong_setting_credit_mask", Core("cc_sw_cong_setting_credit_mask")),
+    k("cc_sw_cong_setting_threshold", Core("cc_sw_cong_setting_threshold")),
+    k("cc_sw_cong_setting_packet_size", Core("cc_sw_cong_setting_packet_size")),
+    k("cc_sw_cong_setting_credit_starvation_threshold", Core("cc_sw_cong_setting_credit_starvation_threshold")),
+    k("cc_sw_cong_setting_credit_starvation_return_delay", Core("cc_sw_cong_setting_credit_starvation_return_delay")),
+    k("cc_sw_cong_setting_marking_rate", Core("cc_sw_cong_setting_marking_rate")),
+    k("cc_ca_cong_setting_port_control", Core("cc_ca_cong_setting_port_control")),
+    k("cc_ca_cong_setting_control_map", Core("cc_ca_cong_setting_control_map")),
+    k("cc_ca_cong_setting_ccti_timer", Core("cc_ca_cong_setting_ccti_timer")),
+    k("cc_ca_cong_setting_ccti_increase", Core("cc_ca_cong_setting_ccti_increase")),
+    k("cc_ca_cong_setting_trigger_threshold", Core("cc_ca_cong_setting_trigger_threshold")),
+    k("cc_ca_cong_setting_ccti_min", Core("cc_ca_cong_setting_ccti_min")),
+    k("cc_cct", Core("cc_cct")),
     k("prefix_routes_file", UNUSED),
     k("consolidate_ipv6_snm_req", UNUSED),
     k("log_prefix", LOG),
@@ -396,6 +395,53 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "perfmgr_log_errors" => c.perfmgr_log_errors = Some(boolean(v)?),
         "perfmgr_xmit_wait_log" => c.perfmgr_xmit_wait_log = boolean(v)?,
         "perfmgr_xmit_wait_threshold" => c.perfmgr_xmit_wait_threshold = Some(number(v, U32)?),
+        // Congestion control (`crate::cc`), each value its field's width.
+        "congestion_control" => c.congestion_control = boolean(v)?,
+        "cc_key" => c.cc_key = Some(number(v, u64::MAX)?),
+        "cc_max_outstanding_mads" => c.cc_max_outstanding_mads = Some(ranged(v, 1, U32, "")? as usize),
+        "cc_sw_cong_setting_control_map" => c.cc_sw_cong_setting_control_map = Some(number(v, U32)? as u32),
+        "cc_sw_cong_setting_victim_mask" => {
+            super::cc_keys::parse_port_mask(v)?;
+            c.cc_sw_cong_setting_victim_mask = Some(v.to_string());
+        }
+        "cc_sw_cong_setting_credit_mask" => {
+            super::cc_keys::parse_port_mask(v)?;
+            c.cc_sw_cong_setting_credit_mask = Some(v.to_string());
+        }
+        "cc_sw_cong_setting_threshold" => {
+            c.cc_sw_cong_setting_threshold = Some(number(v, 15).map_err(|e| format!("{e} (4 bits)"))? as u8)
+        }
+        "cc_sw_cong_setting_packet_size" => c.cc_sw_cong_setting_packet_size = Some(number(v, 0xff)? as u8),
+        "cc_sw_cong_setting_credit_starvation_threshold" => {
+            c.cc_sw_cong_setting_credit_starvation_threshold = Some(number(v, 15).map_err(|e| format!("{e} (4 bits)"))? as u8)
+        }
+        "cc_sw_cong_setting_credit_starvation_return_delay" => {
+            super::cc_keys::parse_shift_multiplier(v)?;
+            c.cc_sw_cong_setting_credit_starvation_return_delay = Some(v.to_string());
+        }
+        "cc_sw_cong_setting_marking_rate" => c.cc_sw_cong_setting_marking_rate = Some(number(v, 0xffff)? as u16),
+        "cc_ca_cong_setting_port_control" => c.cc_ca_cong_setting_port_control = Some(number(v, 0xffff)? as u16),
+        "cc_ca_cong_setting_control_map" => c.cc_ca_cong_setting_control_map = Some(number(v, 0xffff)? as u16),
+        "cc_ca_cong_setting_ccti_timer" => {
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xffff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_timer, sl, n as u16);
+        }
+        "cc_ca_cong_setting_ccti_increase" => {
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_increase, sl, n as u8);
+        }
+        "cc_ca_cong_setting_trigger_threshold" => {
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_trigger_threshold, sl, n as u8);
+        }
+        "cc_ca_cong_setting_ccti_min" => {
+            let (sl, n) = super::cc_keys::parse_sl_value(v, 0xff)?;
+            super::cc_keys::set_sl(&mut c.cc_ca_cong_setting_ccti_min, sl, n as u8);
+        }
+        "cc_cct" => {
+            super::cc_keys::parse_cct(v)?;
+            c.cc_cct = text(v)?;
+        }
         "log_file" => c.log_file = text(v)?.map(Into::into),
         "log_max_size" => c.log_max_size = Some(number(v, u64::MAX >> 20)?),
         "accum_log_file" => c.accum_log_file = Some(boolean(v)?),
@@ -570,11 +616,11 @@ mod tests {
             if matches!(k.support, Core(_) | Engine(_)) {
                 // One of a number, a boolean or a path is every key's type;
                 // the reader must take one of them.
-                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both", "0:4,1:0", "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7"]
+                let errors: Vec<String> = ["1", "TRUE", "/x", "0:4", "both", "0:4,1:0", "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7", "0 1"]
                     .iter()
                     .map_while(|sample| apply(&mut Config::default(), k.name, sample).err())
                     .collect();
-                assert!(errors.len() < 7, "{}: {errors:?}", k.name);
+                assert!(errors.len() < 8, "{}: {errors:?}", k.name);
             }
         }
     }
