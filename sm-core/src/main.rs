@@ -143,6 +143,11 @@ struct SmArgs {
     /// 127.0.0.1:9464 (config `metrics_listen`).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Show nodes by these names in dumps and explanations: rdma-core's
+    /// node-name-map format, `0xGUID "name"` lines (config
+    /// `node_name_map`, OpenSM `node_name_map_name`).
+    #[arg(long, value_name = "FILE")]
+    node_name_map: Option<PathBuf>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -350,6 +355,11 @@ fn route_explain(args: &RouteArgs, registry: &Registry, config: &Config, outcome
     let Some(routed) = outcome.routed else { return ExitCode::from(EXIT_NOT_ROUTED) };
     let snapshot = match sm_core::offline::load_fabric(&args.topology, config.route_settings().lmc) {
         Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    // Nodes the node name map names are shown, and found, by that name.
+    let snapshot = match config.node_names() {
+        Ok(names) => names.rename(&snapshot).into_owned(),
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
@@ -870,6 +880,7 @@ impl SmArgs {
             control_socket: self.control_socket.clone(),
             pid_file: self.pid_file.clone(),
             metrics_listen: self.metrics_listen.clone(),
+            node_name_map: self.node_name_map.clone(),
         }
     }
 }
@@ -1235,7 +1246,9 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             ..SweepOptions::default()
         },
         engines: &settings.engines,
-        dump_dir: settings.dump_dir.as_deref(),
+        // OpenSM's dump_files_dir takes the dumps when no dump directory
+        // is given (a failure to write them is only logged).
+        dump_dir: settings.dump_dir.as_deref().or(config.dump_files_dir.as_deref()),
     };
     let mut held = HeldTables::default();
     if args.once {
@@ -1543,6 +1556,7 @@ fn log_settings(cli: &Cli, config: &Config) -> Result<sm_core::logging::LogSetti
         max_size: config.log_max_size.unwrap_or(0).saturating_mul(1 << 20),
         append: config.accum_log_file.unwrap_or(true),
         format,
+        prefix: config.log_prefix.clone(),
     })
 }
 

@@ -623,7 +623,8 @@ impl Daemon<'_, '_> {
         self.keep(&outcome);
         let mut outcome = outcome;
         if let Some(dir) = dump_dir {
-            crate::pipeline::write_dumps(dir, &mut outcome);
+            let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
+            crate::pipeline::write_dumps(dir, &mut outcome, config);
         }
         self.publish(&outcome, n, cause, on_heavy);
         self.check_cabling(&outcome.sweep.fabric);

@@ -73,6 +73,10 @@ pub struct PerfMgrConfig {
     /// [`ISOLATING_COUNTERS`], and to enable it again later (smcore
     /// `perfmgr_isolate_ports`, off by default; [`isolation`]).
     pub isolate: bool,
+    /// Forget the counters of ports that left the fabric (OpenSM
+    /// `perfmgr_rm_nodes`, default true); false keeps them, totals and
+    /// all, and their port comes back to them when it returns.
+    pub rm_nodes: bool,
 }
 
 /// The counters that tell a failing link rather than congestion or a
@@ -119,6 +123,7 @@ impl PerfMgrConfig {
             log_errors: config.perfmgr_log_errors.unwrap_or(true),
             thresholds,
             isolate: config.perfmgr_isolate_ports,
+            rm_nodes: config.perfmgr_rm_nodes.unwrap_or(true),
         }))
     }
 }
@@ -269,10 +274,13 @@ impl PerfDb {
 
     /// Takes in one read of `targets`: deltas and threshold crossings;
     /// returns the crossings and the ports to clear. Ports no longer in
-    /// `targets` are forgotten (they left the fabric).
+    /// `targets` are forgotten (they left the fabric), unless
+    /// [`PerfMgrConfig::rm_nodes`] is off.
     fn record(&mut self, targets: &[Target], samples: Vec<Option<counters::Sample>>, cfg: &PerfMgrConfig) -> (Vec<Event>, Vec<Target>) {
-        let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
-        self.ports.retain(|k, _| keep.contains(k));
+        if cfg.rm_nodes {
+            let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
+            self.ports.retain(|k, _| keep.contains(k));
+        }
         let mut events = Vec::new();
         let mut to_clear = Vec::new();
         for (t, sample) in targets.iter().zip(samples) {
@@ -546,5 +554,29 @@ mod tests {
         assert_eq!(db.ports[&(b.node_guid, 1)].history.lost, 1);
         db.sweep(&mut pma, std::slice::from_ref(&a), &cfg());
         assert!(!db.ports.contains_key(&(b.node_guid, 1)));
+    }
+
+    #[test]
+    fn perfmgr_rm_nodes_false_keeps_the_counters_of_ports_that_left() {
+        let config = Config { perfmgr: true, perfmgr_rm_nodes: Some(false), ..Config::default() };
+        let mut cfg = PerfMgrConfig::from_config(&config).expect("valid").expect("on");
+        cfg.timeout = Duration::from_millis(20);
+        assert!(!cfg.rm_nodes);
+        let mut pma = FakePma::default();
+        let (a, b) = (target(5, 1), target(6, 1));
+        pma.counters.insert((5, 1), [0; COUNTERS]);
+        let mut v = [0; COUNTERS];
+        v[idx::SYMBOL_ERRORS] = 7;
+        pma.counters.insert((6, 1), v);
+        let mut db = PerfDb::default();
+        db.sweep(&mut pma, &[a.clone(), b.clone()], &cfg);
+        // b leaves: its record stays, with what it had counted.
+        db.sweep(&mut pma, std::slice::from_ref(&a), &cfg);
+        let kept = &db.ports[&(b.node_guid, 1)];
+        assert_eq!(kept.history.totals[idx::SYMBOL_ERRORS], 7);
+        // It comes back: counting goes on from the kept totals.
+        pma.counters.get_mut(&(6, 1)).expect("port")[idx::SYMBOL_ERRORS] = 9;
+        db.sweep(&mut pma, &[a, b.clone()], &cfg);
+        assert_eq!(db.ports[&(b.node_guid, 1)].history.totals[idx::SYMBOL_ERRORS], 9);
     }
 }
