@@ -96,15 +96,15 @@ pub const KEYS: &[Key] = &[
     k("dimn_ports_file", Engine("minhop, minhop-balanced, dor (its order of dimensions), updn, dnup, as `port_search_ordering_file`")),
     k("port_search_ordering_file", Engine("minhop, minhop-balanced, dor (its order of dimensions), updn, dnup")),
     k("routing_engine", Core("routing_engine")),
-    k("avoid_throttled_links", UNUSED),
+    k("avoid_throttled_links", NotSupported("the engines see each link's active width and speed only, not the widths and speeds both ends enable, so a throttled link (running below them) cannot be told apart")),
     k("connect_roots", Engine("ftree")),
     k("use_ucast_cache", Core("use_ucast_cache")),
-    k("lid_matrix_dump_file", NotSupported("an input of OpenSM's file engine (hop counts loaded instead of computed); smcore's file engine loads LFTs (lfts_file) and always computes hop counts from the fabric; smcore writes opensm-lid-matrix.dump with its dumps")),
+    k("lid_matrix_dump_file", Engine("file: min hop over the file's hop counts when no lfts_file is given")),
     k("lfts_file", Engine("file")),
     k("root_guid_file", Engine("ftree, updn")),
     k("cn_guid_file", Engine("ftree, dfsssp, sssp")),
     k("io_guid_file", Engine("ftree, dfsssp, sssp")),
-    k("quasi_ftree_indexing", UNUSED),
+    k("quasi_ftree_indexing", Engine("ftree")),
     k("max_reverse_hops", Engine("ftree")),
     k("ids_guid_file", Engine("updn")),
     k("guid_routing_order_file", Engine("minhop, updn, dnup")),
@@ -463,6 +463,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         | "hop_weights_file"
         | "port_search_ordering_file"
         | "ids_guid_file"
+        | "lid_matrix_dump_file"
         | "torus_config" => match text(v)? {
             Some(s) => {
                 c.options.insert(name.into(), toml::Value::String(s));
@@ -483,7 +484,12 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "scatter_ports" => {
             c.options.insert(name.into(), toml::Value::Integer(number(v, u32::MAX as u64)? as i64));
         }
-        "connect_roots" | "do_mesh_analysis" | "nue_include_switches" | "port_shifting" | "guid_routing_order_no_scatter" => {
+        "connect_roots"
+        | "do_mesh_analysis"
+        | "nue_include_switches"
+        | "port_shifting"
+        | "guid_routing_order_no_scatter"
+        | "quasi_ftree_indexing" => {
             c.options.insert(name.into(), toml::Value::Boolean(boolean(v)?));
         }
         "max_reverse_hops" => {
