@@ -1357,10 +1357,13 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     let qos = config.qos;
     let ignore_cas = perf_config.as_ref().is_some_and(|c| c.ignore_cas);
     let perf_targets = perf_thread.as_ref().map(|_| Arc::clone(&perf.targets));
+    // Checked at startup (SmSettings::resolve).
+    let node_names = config.node_names().unwrap_or_default();
     let mut on_heavy = |outcome: &sm_core::pipeline::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
         metrics.record_heavy(outcome);
         if let Some(targets) = &perf_targets {
-            let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
+            let mut ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
+            sm_core::perfmgr::name_targets(&mut ports, &node_names);
             *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;
         }
         if let Some(p) = &outcome.partitions {

@@ -128,6 +128,17 @@ impl PerfMgrConfig {
     }
 }
 
+/// Targets of nodes the node name map names carry that name (OpenSM
+/// gives its perfmgr the mapped name too): in `smcore ctl perfmgr`, the
+/// metrics and the threshold events.
+pub fn name_targets(targets: &mut [Target], names: &crate::node_names::NodeNameMap) {
+    for t in targets {
+        if let Some(name) = names.get(t.node_guid) {
+            t.node_desc = name.to_string();
+        }
+    }
+}
+
 /// The ports of `fabric` with a cable and a LID to reach them by: every
 /// linked switch port (through the switch's LID) and every CA port with a
 /// LID of its own.
@@ -554,6 +565,15 @@ mod tests {
         assert_eq!(db.ports[&(b.node_guid, 1)].history.lost, 1);
         db.sweep(&mut pma, std::slice::from_ref(&a), &cfg());
         assert!(!db.ports.contains_key(&(b.node_guid, 1)));
+    }
+
+    #[test]
+    fn targets_take_the_names_of_the_node_name_map() {
+        let names = crate::node_names::NodeNameMap::parse(&format!("0x{:x} \"leaf-3\"\n", 0x105), std::path::Path::new("m"))
+            .expect("map");
+        let mut targets = vec![target(5, 1), target(6, 1)];
+        name_targets(&mut targets, &names);
+        assert_eq!((targets[0].node_desc.as_str(), targets[1].node_desc.as_str()), ("leaf-3", "sw6"));
     }
 
     #[test]
