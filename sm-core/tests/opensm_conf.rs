@@ -119,7 +119,7 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!((c.node_name_map.as_ref(), c.log_prefix.as_ref()), (None, None), "(null) is unset");
     assert_eq!(c.dump_files_dir.as_deref(), Some(std::path::Path::new("/var/log/")));
     assert_eq!(c.perfmgr_rm_nodes, Some(true));
-    for key in ["node_name_map_name", "port_shifting", "hop_weights_file", "log_prefix", "perfmgr_rm_nodes", "console"] {
+    for key in ["node_name_map_name", "port_shifting", "hop_weights_file", "log_prefix", "perfmgr_rm_nodes", "perfmgr_redir", "console"] {
         assert!(!c.not_supported.iter().any(|k| k == key), "{key}: {:?}", c.not_supported);
     }
     let mut sorted = c.not_supported.clone();

@@ -245,6 +245,8 @@ pub struct Config {
     /// Forget the counters of ports that left the fabric (OpenSM
     /// `perfmgr_rm_nodes`, default true).
     pub perfmgr_rm_nodes: Option<bool>,
+    /// Follow PMA redirects (OpenSM `perfmgr_redir`, default true).
+    pub perfmgr_redir: Option<bool>,
     /// Also raise events on PortXmitWait (OpenSM `perfmgr_xmit_wait_log`).
     pub perfmgr_xmit_wait_log: bool,
     /// PortXmitWait per interval that raises one (OpenSM

@@ -77,6 +77,9 @@ pub struct PerfMgrConfig {
     /// `perfmgr_rm_nodes`, default true); false keeps them, totals and
     /// all, and their port comes back to them when it returns.
     pub rm_nodes: bool,
+    /// Follow a PMA's redirect to the LID and QP its ClassPortInfo names
+    /// (OpenSM `perfmgr_redir`, default true).
+    pub redirect: bool,
 }
 
 /// The counters that tell a failing link rather than congestion or a
@@ -124,6 +127,7 @@ impl PerfMgrConfig {
             thresholds,
             isolate: config.perfmgr_isolate_ports,
             rm_nodes: config.perfmgr_rm_nodes.unwrap_or(true),
+            redirect: config.perfmgr_redir.unwrap_or(true),
         }))
     }
 }
@@ -252,7 +256,7 @@ impl PerfDb {
     pub fn sweep(&mut self, transport: &mut dyn PmaTransport, targets: &[Target], cfg: &PerfMgrConfig) -> Vec<Event> {
         let mut tid = self.take_tid();
         let mut stats = QueryStats::default();
-        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let samples = query::read_all_with(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats, cfg.redirect);
         let (events, to_clear) = self.record(targets, samples, cfg);
         let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
         self.finish(&to_clear, cleared, stats, &events, tid);
@@ -266,7 +270,7 @@ impl PerfDb {
         let lock = || db.lock().unwrap_or_else(PoisonError::into_inner);
         let mut tid = lock().take_tid();
         let mut stats = QueryStats::default();
-        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let samples = query::read_all_with(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats, cfg.redirect);
         let (events, to_clear) = lock().record(targets, samples, cfg);
         let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
         lock().finish(&to_clear, cleared, stats, &events, tid);
@@ -411,7 +415,7 @@ fn clear_counters(transport: &mut dyn PmaTransport, to_clear: &[Target], cfg: &P
         return false;
     }
     let refs: Vec<&Target> = to_clear.iter().collect();
-    let cleared = query::clear(transport, &refs, cfg.window, cfg.timeout, tid, stats);
+    let cleared = query::clear_with(transport, &refs, cfg.window, cfg.timeout, tid, stats, cfg.redirect);
     if cleared != to_clear.len() {
         warn!(asked = to_clear.len(), cleared, "not every PMA acknowledged the counter clear");
     }
