@@ -802,6 +802,9 @@ fn main() -> ExitCode {
                 Ok(x) => x,
                 Err(code) => return code,
             };
+            if let Err(e) = config.node_names() {
+                return fail(EXIT_BAD_INPUT, e);
+            }
             let (report, outcome) =
                 match sm_core::offline::route_file(&args.topology, &registry, &engines, &config.route_settings(), dump_dir.as_deref()) {
                     Ok(r) => r,

@@ -69,3 +69,34 @@ fn a_bad_node_name_map_line_stops_the_sm_naming_file_and_line() {
     assert_ne!(code, 0);
     assert!(err.contains(&format!("{}:2: `not-a-guid` is not a GUID", map.display())), "{err}");
 }
+
+#[test]
+fn smcore_route_dumps_show_the_names_of_the_toml_node_name_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let net = workspace().join("config/topologies/fat-tree-64.net");
+    let plain = tmp.path().join("plain");
+    let (code, _, err) = smcore(&["route", net.to_str().unwrap(), "--engines", "minhop", "--dump-dir", plain.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (guid, _) = first_switch(&std::fs::read_to_string(plain.join("opensm-lfts.dump")).unwrap());
+    let map = write(tmp.path(), "nn.map", &format!("{guid} \"core-1\"\n"));
+    let toml = write(tmp.path(), "smcore.toml", &format!("node_name_map = {:?}\n", map.display().to_string()));
+    let named = tmp.path().join("named");
+    let (code, _, err) = smcore(&[
+        "--config",
+        toml.to_str().unwrap(),
+        "route",
+        net.to_str().unwrap(),
+        "--engines",
+        "minhop",
+        "--dump-dir",
+        named.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lfts = std::fs::read_to_string(named.join("opensm-lfts.dump")).unwrap();
+    assert_eq!(first_switch(&lfts), (guid, "core-1".to_string()));
+    // A bad map stops `smcore route` too, naming file and line.
+    std::fs::write(&map, "0x1 \"a\"\n0x2\n").unwrap();
+    let (code, _, err) = smcore(&["--config", toml.to_str().unwrap(), "route", net.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("{}:2: no name", map.display())), "{err}");
+}
