@@ -183,10 +183,14 @@ impl BalanceFiles {
                 }
             }
         }
-        let switch = |guid: u64| {
-            fabric.nodes.iter().position(|n| n.guid == guid && n.kind == NodeKind::Switch).map(|n| n as u32)
+        let switches: std::collections::HashMap<u64, u32> = if self.port_search_ordering_file.is_some() || self.hop_weights_file.is_some() {
+            fabric.switches().map(|n| (fabric.nodes[n as usize].guid, n)).collect()
+        } else {
+            Default::default()
         };
+        let switch = |guid: u64| switches.get(&guid).copied();
         if let Some(p) = &self.port_search_ordering_file {
+            let mut listed = std::collections::HashSet::new();
             let list = read_guid_list(p)?;
             inputs.warnings.extend(list.warnings.iter().cloned());
             for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
@@ -195,7 +199,7 @@ impl BalanceFiles {
                     inputs.warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored"));
                     continue;
                 };
-                if inputs.search_orders.iter().any(|(m, _)| *m == n) {
+                if !listed.insert(n) {
                     inputs.warnings.push(format!("{at}: switch 0x{guid:016x} listed before, line ignored"));
                     continue;
                 }
@@ -275,11 +279,12 @@ impl BalanceInputs {
         });
         let mut no_scatter = Vec::new();
         if self.guid_routing_order_no_scatter && self.scatter_ports != 0 {
+            let listed: std::collections::HashSet<u64> = self.guid_order.iter().copied().collect();
             no_scatter = fabric
                 .ports
                 .iter()
                 .enumerate()
-                .filter(|(_, p)| p.lid != 0 && self.guid_order.contains(&p.guid))
+                .filter(|(_, p)| p.lid != 0 && listed.contains(&p.guid))
                 .map(|(i, _)| i as u32)
                 .collect();
         }

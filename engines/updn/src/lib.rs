@@ -327,9 +327,11 @@ fn read_ids(fabric: &FabricSnapshot, graph: &Graph, path: &std::path::Path, note
     notes.warn_all(list.warnings.iter().cloned());
     let mut ids: Vec<u64> =
         graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].guid).collect();
+    let by_guid: std::collections::HashMap<u64, Sw> =
+        graph.switch_nodes.iter().enumerate().map(|(s, &n)| (fabric.nodes[n as usize].guid, s as Sw)).collect();
     for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
         let at = format!("{}:{line}", path.display());
-        let s = fabric.nodes.iter().position(|n| n.guid == *guid).map(|n| graph.sw_of_node[n]).filter(|&s| s != NONE);
+        let s = by_guid.get(guid).copied();
         let Some(s) = s else {
             notes.warn(format!("updn: {at}: switch 0x{guid:016x} not in the fabric, line ignored"));
             continue;
