@@ -354,7 +354,8 @@ fn answer(
         },
         "explain" => {
             let paths = paths.ok_or_else(|| "no heavy sweep has finished yet".to_string())?;
-            let e = crate::explain::explain_words(&paths.db, &paths.defaults, args).map_err(|e| e.to_string())?;
+            let mut e = crate::explain::explain_words(&paths.db, &paths.defaults, args).map_err(|e| e.to_string())?;
+            e.rename(&paths.names);
             Ok((e.render(), serde_json::to_value(&e).unwrap_or(Value::Null)))
         }
         other => Err(format!("unknown command {other:?} ({COMMANDS})")),

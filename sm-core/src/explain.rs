@@ -212,6 +212,25 @@ pub struct Explanation {
     pub warnings: Vec<String>,
 }
 
+impl Explanation {
+    /// Every node the node name map names shown by that name instead of
+    /// its NodeDescription (OpenSM's `node_name_map_name`).
+    pub fn rename(&mut self, names: &crate::node_names::NodeNameMap) {
+        let name = |guid: &str, description: &mut String| {
+            let g = guid.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+            if let Some(n) = g.and_then(|g| names.get(g)) {
+                *description = n.to_string();
+            }
+        };
+        name(&self.source.node_guid, &mut self.source.description);
+        name(&self.destination.node_guid, &mut self.destination.description);
+        for h in &mut self.hops {
+            name(&h.node_guid, &mut h.description);
+            name(&h.to.node_guid, &mut h.to.description);
+        }
+    }
+}
+
 /// The explanation of the path `src` → `dst` on `accepted`, with the
 /// partitions in force (`None`: every port a full member of the default
 /// partition). Ports are named by LID, port or node GUID (`0x...`) or
@@ -250,11 +269,13 @@ pub struct PathView {
     pub db: Arc<SaDb>,
     /// PathRecord settings the routing does not decide.
     pub defaults: PathDefaults,
+    /// Names shown instead of NodeDescriptions ([`Explanation::rename`]).
+    pub names: Arc<crate::node_names::NodeNameMap>,
 }
 
 impl PartialEq for PathView {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.db, &other.db) && self.defaults == other.defaults
+        Arc::ptr_eq(&self.db, &other.db) && self.defaults == other.defaults && self.names == other.names
     }
 }
 
@@ -1027,5 +1048,26 @@ mod tests {
         assert_eq!((e.source.description.as_str(), e.destination.description.as_str()), ("node a HCA-1", "node b HCA-1"));
         assert!(matches!(explain_words(&db, &d, &["node"]), Err(ExplainError::Usage(_))));
         assert!(matches!(explain_words(&db, &d, &["node", "c", "x"]), Err(ExplainError::Usage(_))));
+    }
+
+    #[test]
+    fn the_node_name_map_names_ends_and_hops() {
+        let accepted = routed(snapshot(|_| {}));
+        let cas: Vec<String> =
+            accepted.snapshot.nodes.iter().filter(|n| n.kind == NodeKind::Ca).map(|n| n.description.to_string()).collect();
+        let mut e = explain(&accepted, None, &cas[0], &cas[cas.len() - 1]).expect("a path");
+        assert!(!e.hops.is_empty());
+        let sw = e.hops.iter().find(|h| h.kind == "switch").expect("a switch on the path").node_guid.clone();
+        let map = format!("{} \"source-host\"\n{sw} \"spine-7\"\n", e.source.node_guid);
+        let names = crate::node_names::NodeNameMap::parse(&map, std::path::Path::new("m")).expect("map");
+        let before = e.destination.description.clone();
+        e.rename(&names);
+        assert_eq!(e.source.description, "source-host");
+        assert!(e.hops.iter().filter(|h| h.node_guid == sw).all(|h| h.description == "spine-7"));
+        assert!(e.hops.iter().filter(|h| h.to.node_guid == sw).all(|h| h.to.description == "spine-7"));
+        assert!(e.render().contains("spine-7"));
+        if e.destination.node_guid != e.source.node_guid && e.destination.node_guid != sw {
+            assert_eq!(e.destination.description, before, "unnamed nodes keep their description");
+        }
     }
 }

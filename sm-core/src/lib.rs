@@ -20,6 +20,7 @@ pub mod logging;
 pub mod manpages;
 pub mod mcast;
 pub mod metrics;
+pub mod node_names;
 pub mod offline;
 pub mod perfmgr;
 pub mod pipeline;

@@ -82,11 +82,23 @@ pub struct LogSettings {
     pub append: bool,
     /// Text or JSON.
     pub format: Format,
+    /// Written with `": "` at the head of every record (OpenSM's
+    /// `log_prefix`, which heads every message in its log file and in
+    /// syslog); a JSON record gets it as a `"prefix"` field instead, so
+    /// that every line stays one JSON object.
+    pub prefix: Option<String>,
 }
 
 impl Default for LogSettings {
     fn default() -> Self {
-        Self { filter: "warn".into(), destination: Destination::Stderr, max_size: 0, append: true, format: Format::Text }
+        Self {
+            filter: "warn".into(),
+            destination: Destination::Stderr,
+            max_size: 0,
+            append: true,
+            format: Format::Text,
+            prefix: None,
+        }
     }
 }
 
@@ -311,6 +323,50 @@ pub struct Record {
     sink: Sink,
     level: Level,
     buffer: Vec<u8>,
+    /// A JSON member (`"prefix":"..",`) to put after the record's `{`.
+    member: Option<Arc<[u8]>>,
+}
+
+/// A [`Sink`] whose records start with a prefix (OpenSM's `log_prefix`).
+#[derive(Debug, Clone)]
+pub struct Prefixed {
+    /// Where the records go.
+    pub sink: Sink,
+    /// `PREFIX: ` as text, or the `"prefix":"PREFIX",` JSON member.
+    head: Arc<[u8]>,
+}
+
+impl Prefixed {
+    /// Records to `sink`, each headed by `prefix` (a JSON record gets a
+    /// `"prefix"` member first).
+    pub fn new(sink: Sink, prefix: &str, format: Format) -> Prefixed {
+        let head = match format {
+            Format::Text => format!("{prefix}: "),
+            Format::Json => format!("\"prefix\":{},", serde_json::Value::String(prefix.to_string())),
+        };
+        Prefixed { sink, head: head.into_bytes().into() }
+    }
+
+    fn record(&self, level: Level) -> Record {
+        let json = self.head.first() == Some(&b'"');
+        let mut buffer = Vec::with_capacity(256);
+        if !json {
+            buffer.extend_from_slice(&self.head);
+        }
+        Record { sink: self.sink.clone(), level, buffer, member: json.then(|| Arc::clone(&self.head)) }
+    }
+}
+
+impl<'a> MakeWriter<'a> for Prefixed {
+    type Writer = Record;
+
+    fn make_writer(&'a self) -> Record {
+        self.record(Level::INFO)
+    }
+
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Record {
+        self.record(*meta.level())
+    }
 }
 
 impl Write for Record {
@@ -326,6 +382,11 @@ impl Write for Record {
 
 impl Drop for Record {
     fn drop(&mut self) {
+        if let Some(member) = self.member.take() {
+            if let Some(at) = self.buffer.iter().position(|&b| b == b'{') {
+                self.buffer.splice(at + 1..at + 1, member.iter().copied());
+            }
+        }
         if self.buffer.is_empty() {
             return;
         }
@@ -347,11 +408,11 @@ impl<'a> MakeWriter<'a> for Sink {
     type Writer = Record;
 
     fn make_writer(&'a self) -> Record {
-        Record { sink: self.clone(), level: Level::INFO, buffer: Vec::new() }
+        Record { sink: self.clone(), level: Level::INFO, buffer: Vec::new(), member: None }
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Record {
-        Record { sink: self.clone(), level: *meta.level(), buffer: Vec::new() }
+        Record { sink: self.clone(), level: *meta.level(), buffer: Vec::new(), member: None }
     }
 }
 
@@ -445,8 +506,12 @@ pub fn init(settings: &LogSettings) -> Result<Logging, LogError> {
     let reopen = Reopen::default();
     let sink = Sink::open(settings, &reopen)?;
     use std::io::IsTerminal;
-    let ansi = matches!(sink, Sink::Stderr) && io::stderr().is_terminal();
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(sink).with_ansi(ansi).with_target(false);
+    let ansi = matches!(sink, Sink::Stderr) && io::stderr().is_terminal() && settings.prefix.is_none();
+    let writer = match &settings.prefix {
+        Some(prefix) => Prefixed::new(sink, prefix, settings.format),
+        None => Prefixed { sink, head: Arc::from(&b""[..]) },
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi).with_target(false);
     // Each format is its own subscriber type, and so is its reload handle.
     macro_rules! install {
         ($builder:expr) => {{
@@ -477,6 +542,28 @@ mod tests {
         assert!(parse_strict("sm_core::sweep=trace,info").is_ok());
         assert!(matches!(parse_strict("verbose"), Err(LogError::Filter { .. })));
         assert!(matches!(parse_strict("sm_core=loud"), Err(LogError::Filter { .. })));
+    }
+
+    #[test]
+    fn log_prefix_heads_every_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("smcore.log");
+        let file = Arc::new(LogFile::open(&path, true, 0, Reopen::default()).expect("open"));
+        let text = Prefixed::new(Sink::File(Arc::clone(&file)), "fabric-a", Format::Text);
+        {
+            let mut r = text.make_writer();
+            r.write_all(b"Nov 29 06:00:00 INFO sweep done\n").expect("write");
+        }
+        let json = Prefixed::new(Sink::File(file), "fabric-a", Format::Json);
+        {
+            let mut r = json.make_writer();
+            r.write_all(b"{\"level\":\"INFO\"}\n").expect("write");
+        }
+        let logged = std::fs::read_to_string(&path).expect("log");
+        let lines: Vec<&str> = logged.lines().collect();
+        assert_eq!(lines[0], "fabric-a: Nov 29 06:00:00 INFO sweep done");
+        let v: serde_json::Value = serde_json::from_str(lines[1]).expect("one JSON object");
+        assert_eq!((v["prefix"].as_str(), v["level"].as_str()), (Some("fabric-a"), Some("INFO")));
     }
 
     #[test]

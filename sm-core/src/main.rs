@@ -143,6 +143,11 @@ struct SmArgs {
     /// 127.0.0.1:9464 (config `metrics_listen`).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Show nodes by these names in dumps and explanations: rdma-core's
+    /// node-name-map format, `0xGUID "name"` lines (config
+    /// `node_name_map`, OpenSM `node_name_map_name`).
+    #[arg(long, value_name = "FILE")]
+    node_name_map: Option<PathBuf>,
     #[command(flatten)]
     options: EngineOptions,
 }
@@ -356,6 +361,11 @@ fn route_explain(args: &RouteArgs, registry: &Registry, config: &Config, outcome
     let Some(routed) = outcome.routed else { return ExitCode::from(EXIT_NOT_ROUTED) };
     let snapshot = match sm_core::offline::load_fabric(&args.topology, config.route_settings().lmc) {
         Ok(s) => s,
+        Err(e) => return fail(EXIT_BAD_INPUT, e),
+    };
+    // Nodes the node name map names are shown, and found, by that name.
+    let snapshot = match config.node_names() {
+        Ok(names) => names.rename(&snapshot).into_owned(),
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
     let deadlock_free = registry.get(&routed.engine).is_some_and(|e| e.deadlock_free);
@@ -799,6 +809,9 @@ fn main() -> ExitCode {
                 Ok(x) => x,
                 Err(code) => return code,
             };
+            if let Err(e) = config.node_names() {
+                return fail(EXIT_BAD_INPUT, e);
+            }
             let (report, outcome) =
                 match sm_core::offline::route_file(&args.topology, &registry, &engines, &config.route_settings(), dump_dir.as_deref()) {
                     Ok(r) => r,
@@ -877,6 +890,7 @@ impl SmArgs {
             control_socket: self.control_socket.clone(),
             pid_file: self.pid_file.clone(),
             metrics_listen: self.metrics_listen.clone(),
+            node_name_map: self.node_name_map.clone(),
         }
     }
 }
@@ -1275,7 +1289,9 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             ..SweepOptions::default()
         },
         engines: &settings.engines,
-        dump_dir: settings.dump_dir.as_deref(),
+        // OpenSM's dump_files_dir takes the dumps when no dump directory
+        // is given (a failure to write them is only logged).
+        dump_dir: settings.dump_dir.as_deref().or(config.dump_files_dir.as_deref()),
     };
     let mut held = HeldTables::default();
     if args.once {
@@ -1406,10 +1422,13 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
     // Congestion control after every heavy sweep that routed, on a GSI
     // agent of class 0x21 of its own (OpenSM: once the subnet is up).
     let mut congestion = start_congestion_control(cc_settings, sim.as_ref(), umad_device.as_ref());
+    // Checked at startup (SmSettings::resolve).
+    let node_names = config.node_names().unwrap_or_default();
     let mut on_heavy = |outcome: &sm_core::pipeline::OnceOutcome, n: u64, cause: sm_core::daemon::Cause| {
         metrics.record_heavy(outcome);
         if let Some(targets) = &perf_targets {
-            let ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
+            let mut ports = sm_core::perfmgr::targets_from_fabric(&outcome.sweep.fabric, ignore_cas);
+            sm_core::perfmgr::name_targets(&mut ports, &node_names);
             *targets.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = ports;
         }
         if let (Some((manager, agent)), Some(_)) = (congestion.as_mut(), &outcome.accepted) {
@@ -1617,6 +1636,7 @@ fn log_settings(cli: &Cli, config: &Config) -> Result<sm_core::logging::LogSetti
         max_size: config.log_max_size.unwrap_or(0).saturating_mul(1 << 20),
         append: config.accum_log_file.unwrap_or(true),
         format,
+        prefix: config.log_prefix.clone(),
     })
 }
 

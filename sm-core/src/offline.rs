@@ -46,6 +46,8 @@ pub struct RouteSettings<'a> {
     pub engine_text: Box<dyn Fn(&str) -> String + 'a>,
     /// Where the engines run (a process of their own by default).
     pub isolation: crate::engines::host::Isolation,
+    /// Names the dumps show nodes by (OpenSM `node_name_map_name`).
+    pub node_names: crate::node_names::NodeNameMap,
 }
 
 /// Route a fabric through the chain from scratch, filling a report; writes
@@ -92,7 +94,8 @@ pub fn route_fabric_after(
     report.fill(fabric, &outcome);
     if let (Some(dir), Some(routed)) = (dump_dir, &outcome.routed) {
         let t = Instant::now();
-        let files = dump::write_all(dir, fabric, &routed.routing)?;
+        let named = settings.node_names.rename(fabric);
+        let files = dump::write_all(dir, &named, &routed.routing)?;
         report.phase("dump", t.elapsed());
         report.dumps = files.iter().map(|p| p.display().to_string()).collect();
     }

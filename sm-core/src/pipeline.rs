@@ -409,10 +409,19 @@ pub fn program(
 /// Stage 6: OpenSM-format files of the routing now in the switches. A
 /// by-product: a failure is logged and the SM goes on. `guid2lid` is left
 /// to the SM, which writes it with the ports that are away too.
-pub fn write_dumps(dir: &Path, outcome: &mut OnceOutcome) {
+///
+/// Nodes the configuration's node name map names are written by that name
+/// (the map is read again for each call: an edit shows at the next heavy
+/// sweep; an unreadable map is logged and the descriptions are used).
+pub fn write_dumps(dir: &Path, outcome: &mut OnceOutcome, config: &Config) {
     let Some(accepted) = &outcome.accepted else { return };
     let t = Instant::now();
-    match crate::dump::write_routing_dumps(dir, &accepted.snapshot, &accepted.routing) {
+    let names = config.node_names().unwrap_or_else(|e| {
+        tracing::warn!("{e}: the dumps show NodeDescriptions");
+        crate::node_names::NodeNameMap::default()
+    });
+    let snapshot = names.rename(&accepted.snapshot);
+    match crate::dump::write_routing_dumps(dir, &snapshot, &accepted.routing) {
         Ok(files) => outcome.report.dumps = files.iter().map(|p| p.display().to_string()).collect(),
         Err(e) => tracing::warn!("dumps not written (the fabric is programmed all the same): {e}"),
     }
@@ -519,7 +528,7 @@ pub fn once_from(
     let decided = route(port, options, linked, registry, config, cache, held, previous)?;
     let mut outcome = program(port, &options.sweep, decided, held, &limits)?;
     if let Some(dir) = options.dump_dir {
-        write_dumps(dir, &mut outcome);
+        write_dumps(dir, &mut outcome, config);
     }
     outcome.report.phase("total", total.elapsed());
     outcome.report.peak_rss_mib = crate::report::peak_rss_mib();

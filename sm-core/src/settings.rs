@@ -97,6 +97,8 @@ pub struct Overrides {
     pub pid_file: Option<PathBuf>,
     /// `--metrics-listen`.
     pub metrics_listen: Option<String>,
+    /// `--node-name-map`.
+    pub node_name_map: Option<PathBuf>,
 }
 
 /// The command line, recorded once at start and laid over every
@@ -188,6 +190,9 @@ impl CommandLine {
         if flag(o.metrics_listen.is_some(), "metrics_listen") {
             config.metrics_listen = o.metrics_listen.clone();
         }
+        if flag(o.node_name_map.is_some(), "node_name_map") {
+            config.node_name_map = o.node_name_map.clone();
+        }
         if flag(self.log_file.is_some(), "log_file") {
             config.log_file = self.log_file.clone();
         }
@@ -228,6 +233,10 @@ impl fmt::Display for Origin {
 /// A setting out of range, with the flag or key that gave it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingsError {
+    /// The node name map cannot be read, or has a bad line (the text
+    /// names file and line).
+    #[error("{0}")]
+    NodeNames(String),
     /// The sweep interval is not in (0, [`MAX_SECONDS`]] seconds.
     #[error("sweep interval {value} ({origin}): must be a number of seconds above 0 and at most {MAX_SECONDS}")]
     SweepInterval {
@@ -408,6 +417,9 @@ impl SmSettings {
         if sm_sl > 15 {
             return Err(SettingsError::SmSl { value: sm_sl });
         }
+        // A bad node name map stops the SM at startup, naming file and
+        // line (the dumps read it again at every heavy sweep).
+        config.node_names().map_err(|e| SettingsError::NodeNames(e.to_string()))?;
         let transport = match &o.fabric {
             Some(topology) => Transport::Sim { topology: topology.clone() },
             None => umad(o, config)?,

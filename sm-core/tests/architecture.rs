@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("listener", 0),
     ("logging", 0),
     ("pidfile", 0),
+    ("node_names", 0),
     // The small core: discovery, LIDs, programming.
     ("sweep", 1),
     // Routing: the engine chain, the accepted routing, its cache.

@@ -113,6 +113,18 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!(c.leaf_head_of_queue_lifetime, Some(0x10));
     assert_eq!(c.subnet_timeout, Some(18));
     assert!(!c.not_supported.iter().any(|k| k == "sm_key" || k == "routing_engine"));
+    // The unicast manager's and the engines' keys as OpenSM writes them
+    // reach the engines; the logging, dump and perfmgr keys the SM.
+    assert_eq!(c.options.get("port_shifting").and_then(|v| v.as_bool()), Some(false));
+    assert_eq!(c.options.get("scatter_ports").and_then(|v| v.as_integer()), Some(0));
+    assert_eq!(c.options.get("guid_routing_order_no_scatter").and_then(|v| v.as_bool()), Some(false));
+    assert_eq!(c.options.get("quasi_ftree_indexing").and_then(|v| v.as_bool()), Some(false));
+    assert_eq!((c.node_name_map.as_ref(), c.log_prefix.as_ref()), (None, None), "(null) is unset");
+    assert_eq!(c.dump_files_dir.as_deref(), Some(std::path::Path::new("/var/log/")));
+    assert_eq!(c.perfmgr_rm_nodes, Some(true));
+    for key in ["node_name_map_name", "port_shifting", "hop_weights_file", "log_prefix", "perfmgr_rm_nodes", "perfmgr_redir", "console"] {
+        assert!(!c.not_supported.iter().any(|k| k == key), "{key}: {:?}", c.not_supported);
+    }
     let mut sorted = c.not_supported.clone();
     sorted.sort();
     sorted.dedup();

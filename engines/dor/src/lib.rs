@@ -37,12 +37,14 @@
 
 use sm_abi::{EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine};
 use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
-use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::balance::{assign_lfts, routing_order, BalanceFiles};
 use smcore_kit::config;
 use smcore_kit::Graph;
 
-/// Options, named as OpenSM's (`guid_routing_order_file`,
-/// `port_prof_ignore_file`), shared with min hop.
+/// Options, named as OpenSM's, shared with min hop (`guid_routing_order_file`,
+/// `port_prof_ignore_file`, `hop_weights_file`, `port_shifting`,
+/// `scatter_ports`, `guid_routing_order_no_scatter`, and
+/// `port_search_ordering_file`, which orders the dimensions).
 pub type DorConfig = BalanceFiles;
 
 /// The engine.
@@ -70,14 +72,14 @@ impl RoutingEngine for Dor {
             .cfg
             .load(fabric)
             .map_err(|e| EngineError::new(format!("dor: {e}")))?;
-        let opts = BalanceOptions {
-            dor: true,
-            ignored_ports: inputs.ignored_ports,
-            ..Default::default()
-        };
-        let dist = graph.distance_matrix();
+        // A port search ordering is DOR's order of dimensions.
+        let opts = inputs.options(fabric, &graph, true);
         let order = routing_order(fabric, &graph, &inputs.guid_order);
-        let mut routing = Routing::single_vl(assign_lfts(fabric, &graph, &dist, &order, &opts));
+        let lfts = match inputs.weighted_hops(fabric, &graph) {
+            Some(hops) => assign_lfts(fabric, &graph, &hops, &order, &opts),
+            None => assign_lfts(fabric, &graph, &graph.distance_matrix(), &order, &opts),
+        };
+        let mut routing = Routing::single_vl(lfts);
         for n in inputs.warnings {
             routing.diag(Level::Warn, n);
         }

@@ -311,3 +311,27 @@ fn lmc_lids_of_a_port_spread_over_parallel_links() {
     }
     assert!(spread > 0, "LMC LIDs never use the parallel cable");
 }
+
+/// OpenSM's `port_search_ordering_file` is DOR's order of dimensions: `a`
+/// reaches `d` through `b` (port 1) or `c` (port 2) in two hops; DOR takes
+/// the first dimension in search order, so naming port 2 first turns the
+/// route.
+#[test]
+fn a_port_search_ordering_file_orders_the_dimensions() {
+    let text = "Switch 2 \"a\"\n[1] \"b\"[1]\n[2] \"c\"[1]\n\nSwitch 2 \"b\"\n[2] \"d\"[1]\n\n\
+                Switch 2 \"c\"\n[2] \"d\"[2]\n\nSwitch 3 \"d\"\n[3] \"h\"[1]\n\nHca 1 \"h\"\n";
+    let f = lids::snapshot(&sm_topology::parse_str(text, "square").unwrap(), 0).unwrap();
+    let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap();
+    let h = f.ports[f.nodes[node("h")].first_port as usize + 1].lid as usize;
+    let a_port = |dor: &Dor| {
+        let r = dor.route(&f).unwrap();
+        r.lfts.iter().find(|l| l.node as usize == node("a")).unwrap().ports[h]
+    };
+    assert_eq!(a_port(&Dor::default()), 1, "port order: the first dimension is port 1");
+    let file = std::env::temp_dir().join(format!("smcore-dor-order-{}", std::process::id()));
+    std::fs::write(&file, format!("0x{:x} 2\n", f.nodes[node("a")].guid)).unwrap();
+    let dor = Dor::from_config(&format!("port_search_ordering_file = {:?}", file.display().to_string())).unwrap();
+    let port = a_port(&dor);
+    std::fs::remove_file(&file).ok();
+    assert_eq!(port, 2, "port 2 named first is the first dimension");
+}

@@ -44,6 +44,12 @@ use smcore_kit::lfts_file::{parse_lfts_file_detailed, SwitchLft};
 pub struct FileConfig {
     /// The LFT file to load (OpenSM `lfts_file`, `-U`; smcore `--lfts-file`).
     pub lfts_file: Option<PathBuf>,
+    /// Hop counts to route with instead of the fabric's, an
+    /// `opensm-lid-matrix.dump` (OpenSM `lid_matrix_dump_file`, `-M`):
+    /// without `lfts_file` the tables are min hop over these counts, as
+    /// OpenSM's file engine falls back to its min-hop builder on the
+    /// loaded matrix. With `lfts_file` the LFTs are that file's.
+    pub lid_matrix_dump_file: Option<PathBuf>,
 }
 
 /// The engine.
@@ -87,6 +93,7 @@ impl FileEngine {
         FileEngine {
             cfg: FileConfig {
                 lfts_file: Some(path.into()),
+                lid_matrix_dump_file: None,
             },
         }
     }
@@ -100,6 +107,9 @@ impl FileEngine {
 
 impl RoutingEngine for FileEngine {
     fn route(&self, fabric: &FabricSnapshot) -> Result<Routing, EngineError> {
+        if let (None, Some(matrix)) = (&self.cfg.lfts_file, &self.cfg.lid_matrix_dump_file) {
+            return route_by_lid_matrix(fabric, matrix);
+        }
         let path = self.path()?;
         let sections =
             parse_lfts_file_detailed(path).map_err(|e| EngineError::new(format!("file: {e}")))?;
@@ -111,6 +121,113 @@ impl RoutingEngine for FileEngine {
         }
         load(fabric, &sections, &path.display().to_string())
     }
+}
+
+/// One switch's rows of an `opensm-lid-matrix.dump`: (LID, port GUID or
+/// 0, hops per port from port 0).
+type MatrixRows = Vec<(u16, u64, Vec<u8>)>;
+
+/// Parse `opensm-lid-matrix.dump` text as OpenSM's `-M` does: `Switch ...
+/// guid 0x<GUID>` starts a switch, `0x<LID>: <hh> <hh> ... # portguid
+/// 0x<GUID>` gives its hop counts to that LID by port; `#` lines are
+/// comments. A line that cannot be read is an error naming file and line.
+pub fn parse_lid_matrix(text: &str, origin: &str) -> Result<HashMap<u64, MatrixRows>, EngineError> {
+    let mut out: HashMap<u64, MatrixRows> = HashMap::new();
+    let mut current: Option<u64> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let fail = |m: String| EngineError::new(format!("file: {origin}:{}: {m}", i + 1));
+        let line = raw.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("Switch") {
+            let at = line.find(" guid 0x").ok_or_else(|| fail("cannot parse switch definition".into()))?;
+            let word = line[at + 8..].split_whitespace().next().unwrap_or("");
+            let guid = u64::from_str_radix(word, 16).map_err(|_| fail(format!("cannot parse switch guid `{word}`")))?;
+            out.entry(guid).or_default();
+            current = Some(guid);
+        } else if let (Some(sw), Some(rest)) = (current, line.strip_prefix("0x")) {
+            let (row, comment) = rest.split_once('#').unwrap_or((rest, ""));
+            let (lid, hops) = row.split_once(':').unwrap_or((row, ""));
+            let lid = u16::from_str_radix(lid.trim(), 16).map_err(|_| fail(format!("cannot parse lid `{}`", lid.trim())))?;
+            let hops = hops
+                .split_whitespace()
+                .map(|h| u8::from_str_radix(h, 16).map_err(|_| fail(format!("cannot parse hops number `{h}`"))))
+                .collect::<Result<Vec<u8>, _>>()?;
+            let guid = comment
+                .split_once("portguid 0x")
+                .and_then(|(_, g)| u64::from_str_radix(g.split_whitespace().next().unwrap_or(""), 16).ok())
+                .unwrap_or(0);
+            out.entry(sw).or_default().push((lid, guid, hops));
+        }
+    }
+    Ok(out)
+}
+
+/// Hop counts from a lid matrix, as a hop table over the fabric's
+/// switches: `rows[s * n + t]` is switch `s`'s row for switch `t`'s LID.
+struct MatrixHops {
+    n: usize,
+    rows: Vec<Option<Vec<u8>>>,
+}
+
+impl smcore_kit::balance::HopTable for MatrixHops {
+    fn least(&self, s: u32, t: u32) -> u8 {
+        if s == t {
+            return 0;
+        }
+        self.rows[s as usize * self.n + t as usize]
+            .as_ref()
+            .and_then(|r| r.iter().skip(1).copied().min())
+            .unwrap_or(u8::MAX)
+    }
+
+    fn via(&self, s: u32, link: &smcore_kit::graph::SwPort, t: u32) -> u8 {
+        self.rows[s as usize * self.n + t as usize]
+            .as_ref()
+            .and_then(|r| r.get(link.port as usize).copied())
+            .unwrap_or(u8::MAX)
+    }
+}
+
+/// Min-hop tables over the hop counts of `path` (OpenSM's file engine
+/// with `-M` and no `-U`). A row is matched to its destination switch by
+/// the port GUID it names, else by LID; switches the file does not list
+/// reach nothing, which the core's verifier reports.
+fn route_by_lid_matrix(fabric: &FabricSnapshot, path: &Path) -> Result<Routing, EngineError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EngineError::new(format!("file: cannot read {}: {e}", path.display())))?;
+    let matrix = parse_lid_matrix(&text, &path.display().to_string())?;
+    let graph = smcore_kit::Graph::new(fabric);
+    let n = graph.switch_count();
+    let lid_port = |node: u32| &fabric.ports[fabric.nodes[node as usize].first_port as usize];
+    let by_guid: HashMap<u64, usize> =
+        (0..n).map(|t| (lid_port(graph.switch_nodes[t]).guid, t)).collect();
+    let by_lid: HashMap<u16, usize> =
+        (0..n).map(|t| (lid_port(graph.switch_nodes[t]).lid, t)).filter(|(l, _)| *l != 0).collect();
+    let mut rows = vec![None; n * n];
+    let mut listed = 0;
+    for s in 0..n {
+        let Some(lines) = matrix.get(&fabric.nodes[graph.switch_nodes[s] as usize].guid) else { continue };
+        listed += 1;
+        for (lid, guid, hops) in lines {
+            let t = by_guid.get(guid).or_else(|| by_lid.get(lid));
+            if let Some(&t) = t {
+                rows[s * n + t] = Some(hops.clone());
+            }
+        }
+    }
+    if listed == 0 {
+        return Err(EngineError::new(format!("file: {} lists none of the fabric's switches", path.display())));
+    }
+    let hops = MatrixHops { n, rows };
+    let order = smcore_kit::balance::routing_order(fabric, &graph, &[]);
+    let lfts = smcore_kit::balance::assign_lfts(fabric, &graph, &hops, &order, &Default::default());
+    let mut routing = Routing::single_vl(lfts);
+    if listed < n {
+        routing.diag(Level::Warn, format!("file: {} lists {listed} of the fabric's {n} switches", path.display()));
+    }
+    Ok(routing)
 }
 
 /// Apply parsed LFT sections to `fabric`; `origin` names the file in messages.

@@ -394,3 +394,58 @@ fn ibroute_without_guids_stays_at_its_lids_and_says_so() {
     let v = verify(&same, &loaded, &VerifyOptions::default());
     assert_eq!((v.unreachable, v.looping), (0, 0));
 }
+
+/// OpenSM's `lid_matrix_dump_file` without `lfts_file`: min hop over the
+/// file's hop counts. The file says `a` reaches `b` in 3 hops by its port 1
+/// and 2 by port 2 (through `c`), so `a` sends `b`'s hosts by port 2,
+/// where the fabric's own counts would take the direct port 1.
+#[test]
+fn a_lid_matrix_routes_min_hop_over_its_hop_counts() {
+    let text = "Switch 3 \"a\"\n[1] \"b\"[1]\n[2] \"c\"[1]\n\nSwitch 4 \"b\"\n[2] \"c\"[2]\n[3] \"h1\"[1]\n[4] \"h2\"[1]\n\n\
+                Switch 2 \"c\"\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n";
+    let f = sm_topology::lids::snapshot(&sm_topology::parse_str(text, "triangle").unwrap(), 0).unwrap();
+    let g = smcore_kit::Graph::new(&f);
+    let d = g.distance_matrix();
+    let node = |name: &str| f.nodes.iter().position(|n| n.description.as_str() == name).unwrap();
+    let p0 = |n: usize| &f.ports[f.nodes[n].first_port as usize];
+    let mut matrix = String::from("# written by hand\n");
+    for s in 0..g.switch_count() {
+        let sn = g.switch_nodes[s] as usize;
+        matrix.push_str(&format!("Switch: guid 0x{:016x}\n", f.nodes[sn].guid));
+        for t in 0..g.switch_count() {
+            let tn = g.switch_nodes[t] as usize;
+            let mut hops = vec![0xffu8; f.nodes[sn].num_ports as usize + 1];
+            if s == t {
+                hops[0] = 0;
+            }
+            for l in &g.sw_ports[s] {
+                if l.peer_sw != sm_abi::NONE {
+                    hops[l.port as usize] = d.get(l.peer_sw, t as u32).saturating_add(1);
+                }
+            }
+            if f.nodes[sn].description.as_str() == "a" && f.nodes[tn].description.as_str() == "b" {
+                hops[1] = 3;
+            }
+            let cols: Vec<String> = hops.iter().map(|h| format!("{h:02x}")).collect();
+            matrix.push_str(&format!("0x{:04x}: {} # portguid 0x{:016x}\n", p0(tn).lid, cols.join(" "), p0(tn).guid));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "opensm-lid-matrix.dump", &matrix);
+    let config = format!("lid_matrix_dump_file = {:?}", path.display().to_string());
+    let routing = FileEngine::from_config(&config).unwrap().route(&f).unwrap_or_else(|e| panic!("{e}"));
+    let lft = routing.lfts.iter().find(|l| l.node as usize == node("a")).unwrap();
+    for h in ["h1", "h2"] {
+        let lid = f.ports[f.nodes[node(h)].first_port as usize + 1].lid as usize;
+        assert_eq!(lft.ports[lid], 2, "{h} through c, as the file's counts say");
+    }
+    let v = verify(&f, &routing, &VerifyOptions::default());
+    assert_eq!((v.unreachable, v.looping), (0, 0));
+    // A line that cannot be read names file and line.
+    let bad = write(dir.path(), "bad.dump", "Switch: guid 0x1\n0x0001: 00 zz\n");
+    let e = FileEngine::from_config(&format!("lid_matrix_dump_file = {:?}", bad.display().to_string()))
+        .unwrap()
+        .route(&f)
+        .unwrap_err();
+    assert!(e.reason.contains("bad.dump:2: cannot parse hops number `zz`"), "{e}");
+}

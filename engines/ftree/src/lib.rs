@@ -113,6 +113,8 @@ pub struct FtreeConfig {
     pub lmc: u8,
     /// Where to write the CA order file (shared key).
     pub dump_dir: Option<PathBuf>,
+    /// Index the tree from its roots (OpenSM `quasi_ftree_indexing`).
+    pub quasi_ftree_indexing: bool,
 }
 
 /// The engine.
@@ -159,6 +161,7 @@ impl Ftree {
             cns,
             ios,
             leaves_from_cns: false,
+            quasi_indexing: self.cfg.quasi_ftree_indexing,
         })
     }
 }

@@ -102,6 +102,11 @@ pub struct Roles {
     /// Without roots, rank from the switches with compute nodes rather
     /// than from all switches with CAs.
     pub leaves_from_cns: bool,
+    /// OpenSM's `quasi_ftree_indexing`: index from every root switch in
+    /// turn (each starting its own subtree number) instead of from the
+    /// first leaf only, for quasi fat trees whose switches one leaf's
+    /// breadth-first walk does not index in their tree order.
+    pub quasi_indexing: bool,
 }
 
 /// The fat tree found in a fabric.
@@ -139,6 +144,8 @@ pub struct Tree {
     pub unranked: usize,
     /// Things the admin should know (GUIDs of the files not found, ...).
     pub notes: Vec<String>,
+    /// Index from the roots ([`Roles::quasi_indexing`]).
+    pub quasi_indexing: bool,
 }
 
 fn err(msg: impl Into<String>) -> EngineError {
@@ -472,6 +479,7 @@ impl Tree {
             degraded: None,
             unranked,
             notes,
+            quasi_indexing: roles.quasi_indexing,
         };
         tree.index(false);
         tree.make_leaf_array()?;
@@ -538,12 +546,38 @@ impl Tree {
         let nsw = self.switches.len();
         let mut by_guid: Vec<Sw> = (0..nsw as Sw).collect();
         by_guid.sort_by_key(|&s| self.switches[s as usize].guid);
-        let first = by_guid
-            .iter()
-            .copied()
-            .find(|&s| self.switches[s as usize].is_leaf);
         let mut taken: HashSet<Tuple> = HashSet::new();
-        if let Some(first) = first {
+        if self.quasi_indexing {
+            // OpenSM's quasi_ftree_indexing: every root in turn, one not
+            // indexed yet starting subtree `n` at `[0, i, 0.., n]` (the
+            // first free `i`), each walk going on from what the earlier
+            // ones indexed.
+            let roots: Vec<Sw> = by_guid.iter().copied().filter(|&s| self.switches[s as usize].rank == 0).collect();
+            let mut subtree = 0u8;
+            for r in roots {
+                if self.switches[r as usize].tuple == UNASSIGNED {
+                    let mut t = UNASSIGNED;
+                    t[0] = 0;
+                    for d in t.iter_mut().take(self.leaf_rank as usize + 1).skip(1) {
+                        *d = 0;
+                    }
+                    if self.leaf_rank > 1 {
+                        t[self.leaf_rank as usize] = subtree;
+                    }
+                    subtree = subtree.wrapping_add(1);
+                    let Some(i) = (0..u8::MAX).find(|&i| {
+                        t[1] = i;
+                        !taken.contains(&t)
+                    }) else {
+                        continue;
+                    };
+                    t[1] = i;
+                    self.switches[r as usize].tuple = t;
+                    taken.insert(t);
+                }
+                self.index_from(r, by_port, &lowest, &mut taken);
+            }
+        } else if let Some(first) = by_guid.iter().copied().find(|&s| self.switches[s as usize].is_leaf) {
             let mut t = UNASSIGNED;
             t[0] = self.switches[first as usize].rank as u8;
             for d in t.iter_mut().take(self.leaf_rank as usize + 1).skip(1) {
@@ -551,6 +585,14 @@ impl Tree {
             }
             self.switches[first as usize].tuple = t;
             taken.insert(t);
+            self.index_from(first, by_port, &lowest, &mut taken);
+        }
+        self.sort_by_index();
+    }
+
+    /// The breadth-first walk of [`Self::index`] from `first` (indexed).
+    fn index_from(&mut self, first: Sw, by_port: bool, lowest: &[[u8; 2]], taken: &mut HashSet<Tuple>) {
+        {
             let mut queue = vec![first];
             let mut head = 0;
             while head < queue.len() {
@@ -582,7 +624,7 @@ impl Tree {
                         } else {
                             0
                         };
-                        if let Some(t) = new_tuple(&taken, from, up, start) {
+                        if let Some(t) = new_tuple(taken, from, up, start) {
                             self.switches[r].tuple = t;
                             taken.insert(t);
                             queue.push(r as Sw);
@@ -591,6 +633,11 @@ impl Tree {
                 }
             }
         }
+    }
+
+    /// Switch order and group lists by index tuple.
+    fn sort_by_index(&mut self) {
+        let nsw = self.switches.len();
         let mut sorted: Vec<Sw> = (0..nsw as Sw).collect();
         sorted.sort_by_key(|&s| {
             (
@@ -830,6 +877,35 @@ mod tests {
     /// On complete trees, indexing by port position gives the order (on
     /// k-ary n-trees the very tuples) the first-free indexing gives: a degraded tree's index then differs
     /// from its pristine tree's only where something is missing.
+    /// OpenSM's quasi_ftree_indexing indexes from the roots, the first
+    /// root (by GUID) at `[0, 0]`; without it the walk starts at the first
+    /// leaf. On this quasi fat tree (the first leaf hangs off the second
+    /// root only) the two walks number the roots the other way round.
+    #[test]
+    fn quasi_indexing_starts_from_the_roots() {
+        let text = "Switch 3 \"s1\"\n[1] \"l2\"[1]\n[2] \"l3\"[1]\n\nSwitch 3 \"s2\"\n[1] \"l1\"[1]\n[2] \"l2\"[2]\n\n\
+                    Switch 3 \"l1\"\n[3] \"h1\"[1]\n\nSwitch 3 \"l2\"\n[3] \"h2\"[1]\n\nSwitch 3 \"l3\"\n[3] \"h3\"[1]\n\n\
+                    Hca 1 \"h1\"\n\nHca 1 \"h2\"\n\nHca 1 \"h3\"\n";
+        let f = lids::snapshot(&sm_topology::parse_str(text, "quasi").unwrap(), 0).unwrap();
+        let graph = Graph::new(&f);
+        let guid = |name: &str| f.nodes.iter().find(|n| n.description.as_str() == name).unwrap().guid;
+        let sw = |t: &Tree, name: &str| t.switches.iter().find(|s| s.guid == guid(name)).unwrap().tuple;
+        assert!(guid("s1") < guid("s2") && guid("l1") < guid("l2"), "GUIDs in the order written");
+        let roots = Some(vec![guid("s1"), guid("s2")]);
+        let plain = Tree::build(&f, &graph, &Roles { roots: roots.clone(), ..Roles::default() }).unwrap();
+        let quasi = Tree::build(&f, &graph, &Roles { roots, quasi_indexing: true, ..Roles::default() }).unwrap();
+        let t = |rank: u8, d: u8| {
+            let mut t = UNASSIGNED;
+            t[0] = rank;
+            t[1] = d;
+            t
+        };
+        // Plain: l1 [1,0], up to s2 [0,0], down to l2 [1,1], up to s1 [0,1].
+        assert_eq!((sw(&plain, "l1"), sw(&plain, "s2"), sw(&plain, "s1")), (t(1, 0), t(0, 0), t(0, 1)));
+        // Quasi: s1 [0,0], down to l2 [1,0] and l3 [1,1], up to s2 [0,1], down to l1 [1,2].
+        assert_eq!((sw(&quasi, "s1"), sw(&quasi, "s2"), sw(&quasi, "l1")), (t(0, 0), t(0, 1), t(1, 2)));
+    }
+
     #[test]
     fn port_position_index_matches_on_complete_trees() {
         let trees = [

@@ -94,6 +94,21 @@ pub struct BalanceOptions {
     pub search_order: Option<Vec<Vec<u8>>>,
     /// Ports (node index, port number) left out of the route counting.
     pub ignored_ports: Vec<(u32, u8)>,
+    /// OpenSM's `port_shifting`: among the least-hop ports of a LID, the
+    /// scan for the least loaded one starts at candidate `(routes on all
+    /// candidates / candidates)` instead of the first, so that LIDs do not
+    /// line up on the same port number in every switch.
+    pub port_shifting: bool,
+    /// OpenSM's `scatter_ports`: when not 0, a target's first LID goes
+    /// through a port drawn at random among its equally least loaded
+    /// least-hop ports, from a generator seeded with this value (and the
+    /// switch's GUID, so that every switch draws its own sequence whatever
+    /// order the switches are routed in); the same seed gives the same
+    /// tables.
+    pub scatter_ports: u32,
+    /// Targets (port indices, sorted) never scattered: the ports of the
+    /// GUID routing order under OpenSM's `guid_routing_order_no_scatter`.
+    pub no_scatter: Vec<u32>,
 }
 
 /// OpenSM's options of the engines sharing this LFT builder, keyed as in
@@ -106,6 +121,21 @@ pub struct BalanceFiles {
     /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
     /// (OpenSM `port_prof_ignore_file`, `-i`).
     pub port_prof_ignore_file: Option<PathBuf>,
+    /// Per switch, the ports searched first, in this order: lines
+    /// `<switch guid> <port> <port> ...`, the ports not named following in
+    /// port order (OpenSM `port_search_ordering_file`, also read as
+    /// `dimn_ports_file`; for DOR the order of the dimensions).
+    pub port_search_ordering_file: Option<PathBuf>,
+    /// Switch ports counted as more than one hop: lines `<switch guid>
+    /// <port> <weight 1..255>` (OpenSM `hop_weights_file`).
+    pub hop_weights_file: Option<PathBuf>,
+    /// See [`BalanceOptions::port_shifting`] (OpenSM `port_shifting`).
+    pub port_shifting: bool,
+    /// See [`BalanceOptions::scatter_ports`] (OpenSM `scatter_ports`).
+    pub scatter_ports: u32,
+    /// The ports of the GUID routing order are not scattered (OpenSM
+    /// `guid_routing_order_no_scatter`).
+    pub guid_routing_order_no_scatter: bool,
 }
 
 /// What [`BalanceFiles`] say about one fabric.
@@ -115,6 +145,18 @@ pub struct BalanceInputs {
     pub guid_order: Vec<u64>,
     /// For [`BalanceOptions::ignored_ports`].
     pub ignored_ports: Vec<(u32, u8)>,
+    /// Search orders by switch node index: position → port number, port 0
+    /// at position 0 (see [`BalanceInputs::options`]).
+    pub search_orders: Vec<(u32, Vec<u8>)>,
+    /// Hop weight factors (node index, port, weight) for
+    /// [`crate::weights::WeightedHops`].
+    pub hop_weights: Vec<(u32, u8, u8)>,
+    /// [`BalanceFiles::port_shifting`], passed through.
+    pub port_shifting: bool,
+    /// [`BalanceFiles::scatter_ports`], passed through.
+    pub scatter_ports: u32,
+    /// [`BalanceFiles::guid_routing_order_no_scatter`], passed through.
+    pub guid_routing_order_no_scatter: bool,
     /// Lines that were skipped, for `Routing::diag`: OpenSM goes on without
     /// them, and so do we.
     pub warnings: Vec<String>,
@@ -141,7 +183,124 @@ impl BalanceFiles {
                 }
             }
         }
+        let switches: std::collections::HashMap<u64, u32> = if self.port_search_ordering_file.is_some() || self.hop_weights_file.is_some() {
+            fabric.switches().map(|n| (fabric.nodes[n as usize].guid, n)).collect()
+        } else {
+            Default::default()
+        };
+        let switch = |guid: u64| switches.get(&guid).copied();
+        if let Some(p) = &self.port_search_ordering_file {
+            let mut listed = std::collections::HashSet::new();
+            let list = read_guid_list(p)?;
+            inputs.warnings.extend(list.warnings.iter().cloned());
+            for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
+                let at = format!("{}:{line}", p.display());
+                let Some(n) = switch(*guid) else {
+                    inputs.warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored"));
+                    continue;
+                };
+                if !listed.insert(n) {
+                    inputs.warnings.push(format!("{at}: switch 0x{guid:016x} listed before, line ignored"));
+                    continue;
+                }
+                match search_order(fabric, n, rest) {
+                    Ok(Some(order)) => inputs.search_orders.push((n, order)),
+                    Ok(None) => {}
+                    Err(e) => inputs.warnings.push(format!("{at}: {e}, line ignored")),
+                }
+            }
+        }
+        if let Some(p) = &self.hop_weights_file {
+            let list = read_guid_list(p)?;
+            inputs.warnings.extend(list.warnings.iter().cloned());
+            for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
+                let at = format!("{}:{line}", p.display());
+                let Some(n) = switch(*guid) else {
+                    inputs.warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored"));
+                    continue;
+                };
+                let num_ports = fabric.nodes[n as usize].num_ports as u64;
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let port = words.first().and_then(|w| crate::config::parse_guid(w)).filter(|&p| p >= 1 && p <= num_ports);
+                let weight = words.get(1).and_then(|w| crate::config::parse_guid(w)).filter(|&w| (1..=255).contains(&w));
+                match (port, weight) {
+                    (Some(port), Some(w)) => inputs.hop_weights.push((n, port as u8, w as u8)),
+                    (None, _) => inputs.warnings.push(format!("{at}: bad port in `{rest}` (1..{num_ports}), line ignored")),
+                    (_, None) => inputs.warnings.push(format!("{at}: bad hop weight in `{rest}` (1..255), line ignored")),
+                }
+            }
+        }
+        inputs.port_shifting = self.port_shifting;
+        inputs.scatter_ports = self.scatter_ports;
+        inputs.guid_routing_order_no_scatter = self.guid_routing_order_no_scatter;
         Ok(inputs)
+    }
+}
+
+/// One line of a port search ordering file for switch node `n`: the ports
+/// named (each 1..num_ports, once), then the others in port order, port 0
+/// at position 0; `None` when the line names no port.
+fn search_order(fabric: &FabricSnapshot, n: u32, rest: &str) -> Result<Option<Vec<u8>>, String> {
+    let num_ports = fabric.nodes[n as usize].num_ports as usize + 1;
+    let mut seen = vec![false; num_ports];
+    let mut order = vec![0u8];
+    for word in rest.split_whitespace() {
+        let port = crate::config::parse_guid(word)
+            .filter(|&p| p >= 1 && (p as usize) < num_ports)
+            .ok_or_else(|| format!("bad port `{word}` (1..{})", num_ports - 1))? as usize;
+        if seen[port] {
+            return Err(format!("port {port} named twice"));
+        }
+        seen[port] = true;
+        order.push(port as u8);
+    }
+    if order.len() == 1 {
+        return Ok(None);
+    }
+    order.extend((1..num_ports).filter(|&p| !seen[p]).map(|p| p as u8));
+    Ok(Some(order))
+}
+
+impl BalanceInputs {
+    /// The port selection's options on `graph`: ignored ports, search
+    /// orders by switch number, shifting and scatter (with the GUID routing
+    /// order's ports left out of the scatter under
+    /// `guid_routing_order_no_scatter`). `dor` as [`BalanceOptions::dor`].
+    pub fn options(&self, fabric: &FabricSnapshot, graph: &Graph, dor: bool) -> BalanceOptions {
+        let search_order = (!self.search_orders.is_empty()).then(|| {
+            let mut orders = vec![Vec::new(); graph.switch_count()];
+            for (n, order) in &self.search_orders {
+                let s = graph.sw_of_node[*n as usize];
+                if s != NONE {
+                    orders[s as usize] = order.clone();
+                }
+            }
+            orders
+        });
+        let mut no_scatter = Vec::new();
+        if self.guid_routing_order_no_scatter && self.scatter_ports != 0 {
+            let listed: std::collections::HashSet<u64> = self.guid_order.iter().copied().collect();
+            no_scatter = fabric
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.lid != 0 && listed.contains(&p.guid))
+                .map(|(i, _)| i as u32)
+                .collect();
+        }
+        BalanceOptions {
+            dor,
+            search_order,
+            ignored_ports: self.ignored_ports.clone(),
+            port_shifting: self.port_shifting,
+            scatter_ports: self.scatter_ports,
+            no_scatter,
+        }
+    }
+
+    /// The hop table with the file's weights, `None` without weights.
+    pub fn weighted_hops(&self, fabric: &FabricSnapshot, graph: &Graph) -> Option<crate::weights::WeightedHops> {
+        (!self.hop_weights.is_empty()).then(|| crate::weights::WeightedHops::new(fabric, graph, &self.hop_weights))
     }
 }
 
@@ -212,7 +371,9 @@ pub fn assign_lfts<H: HopTable>(
     opts: &BalanceOptions,
 ) -> Vec<Lft> {
     let targets = targets(fabric, graph, order);
-    let runs = (fabric.lmc == 0).then(|| Runs::new(&targets, fabric.max_lid));
+    // Shifting and scatter decide LID by LID: the general pass.
+    let plain = !opts.port_shifting && opts.scatter_ports == 0;
+    let runs = (fabric.lmc == 0 && plain).then(|| Runs::new(&targets, fabric.max_lid));
     (0..graph.switch_count() as Sw)
         .into_par_iter()
         .map(|s| {
@@ -548,6 +709,7 @@ fn assign_switch<H: HopTable>(
     let mut cand = Candidates::new(num_ports);
     let mut ordered: Vec<(usize, SwPort)> = Vec::with_capacity(num_ports);
     let mut scan: Vec<SwPort> = Vec::with_capacity(num_ports);
+    let mut rng = Scatter::new(opts.scatter_ports, fabric.nodes[graph.switch_nodes[s as usize] as usize].guid);
     for offset in 0..(1u16 << fabric.lmc) {
         for (oi, tg) in targets.iter().enumerate() {
             if offset >= tg.lid_count {
@@ -582,7 +744,16 @@ fn assign_switch<H: HopTable>(
             ordered.sort_by_key(|&(pos, _)| (pos + num_ports - rot) % num_ports);
             scan.clear();
             scan.extend(ordered.iter().map(|&(_, l)| l));
-            let Some(choice) = choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor) else {
+            // OpenSM scatters only a target's first LID.
+            let scatter = opts.scatter_ports != 0 && offset == 0 && opts.no_scatter.binary_search(&tg.port).is_err();
+            let choice = if scatter {
+                rng.pick(&scan, &counts)
+            } else if opts.port_shifting {
+                choose_shifted(fabric, &scan, &counts, &remotes[oi], opts.dor, fabric.lmc > 0)
+            } else {
+                choose(fabric, &scan, &counts, Some(remotes[oi].as_slice()), opts.dor)
+            };
+            let Some(choice) = choice else {
                 continue;
             };
             lft[lid] = choice.port;
@@ -696,6 +867,105 @@ fn choose(
         }
     }
     best
+}
+
+/// OpenSM's choice under `port_shifting`: the candidates (in search
+/// order) are scanned from index `(their routes / their number)` round,
+/// taking the first with the fewest routes; with LMC the system and node
+/// rules apply in that order too (in DOR mode every far end counts as a
+/// new system, as in OpenSM, whose DOR branch never marks one found).
+fn choose_shifted(
+    fabric: &FabricSnapshot,
+    candidates: &[SwPort],
+    counts: &[u32],
+    remotes: &[Remote],
+    dor: bool,
+    lmc: bool,
+) -> Option<SwPort> {
+    if candidates.is_empty() {
+        return None;
+    }
+    // (link, routes, same system used, same node used, forwarded to).
+    let paths: Vec<(SwPort, u32, bool, bool, u32)> = candidates
+        .iter()
+        .map(|c| {
+            let count = counts[c.port as usize];
+            let peer = &fabric.ports[c.peer_port as usize];
+            if !lmc {
+                return (*c, count, false, false, 0);
+            }
+            if dor {
+                let used = remotes.iter().find(|r| r.node == peer.node && r.port == peer.num);
+                return (*c, count, false, false, used.map_or(0, |u| u.forwarded_to));
+            }
+            let sys = fabric.nodes[peer.node as usize].system_guid;
+            if !remotes.iter().any(|r| fabric.nodes[r.node as usize].system_guid == sys) {
+                return (*c, count, false, false, 0);
+            }
+            let used = remotes.iter().find(|r| r.node == peer.node);
+            (*c, count, true, used.is_some(), used.map_or(0, |u| u.forwarded_to))
+        })
+        .collect();
+    let n = paths.len();
+    let total: u64 = paths.iter().map(|p| u64::from(p.1)).sum();
+    let shift = (total / n as u64) as usize;
+    let (mut least, mut least_sys, mut least_node, mut least_fwd) = (u32::MAX, u32::MAX, u32::MAX, u32::MAX);
+    let (mut best, mut best_sys, mut best_node) = (None, None, None);
+    for i in 0..n {
+        let (link, count, sys, node, fwd) = paths[(shift + i) % n];
+        if lmc {
+            if !sys && count < least_sys {
+                least_sys = count;
+                best_sys = Some(link);
+                least_fwd = 0;
+            } else if !node && count < least_node {
+                least_node = count;
+                best_node = Some(link);
+                least_fwd = 0;
+            }
+        }
+        let used = lmc && (sys || node);
+        if count < least {
+            best = Some(link);
+            least = count;
+            if used && fwd < least_fwd {
+                least_fwd = fwd;
+            }
+        } else if used && count == least && fwd < least_fwd {
+            least_fwd = fwd;
+            best = Some(link);
+        }
+    }
+    if lmc && best.is_some() {
+        return best_sys.or(best_node).or(best);
+    }
+    best
+}
+
+/// The generator behind `scatter_ports`: splitmix64 from the seed and the
+/// switch's GUID.
+struct Scatter(u64);
+
+impl Scatter {
+    fn new(seed: u32, guid: u64) -> Scatter {
+        Scatter(u64::from(seed) << 32 ^ guid)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A candidate drawn among those with the fewest routes.
+    fn pick(&mut self, candidates: &[SwPort], counts: &[u32]) -> Option<SwPort> {
+        let least = candidates.iter().map(|c| counts[c.port as usize]).min()?;
+        let lightest: Vec<&SwPort> = candidates.iter().filter(|c| counts[c.port as usize] == least).collect();
+        let i = (self.next() % lightest.len() as u64) as usize;
+        Some(*lightest[i])
+    }
 }
 
 /// Min-hop tables weighted by traffic: like [`assign_lfts`], each switch

@@ -24,6 +24,9 @@ pub fn parse<T: DeserializeOwned>(engine: &str, text: &str) -> Result<T, EngineE
 pub struct GuidList {
     /// GUIDs in file order, with whatever followed them on the line.
     pub entries: Vec<(u64, String)>,
+    /// The line (from 1) each entry of `entries` is on, for messages about
+    /// the fields after the GUID.
+    pub lines: Vec<usize>,
     /// One message per line that was skipped, naming file and line.
     pub warnings: Vec<String>,
 }
@@ -66,7 +69,10 @@ pub fn parse_guid_list(text: &str, origin: &str) -> GuidList {
         let mut words = line.splitn(2, char::is_whitespace);
         let first = words.next().unwrap_or("");
         match parse_guid(first) {
-            Some(g) if g != 0 => list.entries.push((g, words.next().unwrap_or("").trim().to_string())),
+            Some(g) if g != 0 => {
+                list.entries.push((g, words.next().unwrap_or("").trim().to_string()));
+                list.lines.push(i + 1);
+            }
             _ => list.warnings.push(format!("{origin}:{}: `{first}` is not a GUID, line ignored", i + 1)),
         }
     }
@@ -82,6 +88,7 @@ mod tests {
         let l = parse_guid_list("0x10 a\n# c\n\nzz\n17\n0\n", "f");
         assert_eq!(l.guids(), vec![0x10, 17]);
         assert_eq!(l.entries[0].1, "a");
+        assert_eq!(l.lines, vec![1, 5]);
         assert_eq!(l.warnings.len(), 2);
         assert!(l.warnings[0].starts_with("f:4:"), "{:?}", l.warnings);
         assert!(l.warnings[1].starts_with("f:6:"), "{:?}", l.warnings);

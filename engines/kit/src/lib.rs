@@ -21,6 +21,8 @@
 //! * [`continuity`] — a re-route after a change that keeps every previous
 //!   LFT entry still valid under the engine's rule, routes what broke and
 //!   rebalances only where the kept routes overload a link.
+//! * [`weights`] — OpenSM's hop weights (`hop_weights_file`) as a
+//!   [`HopTable`](balance::HopTable).
 //! * [`config`] — parsing of the engine's TOML configuration text.
 //! * [`lfts_file`] — reading `opensm-lfts.dump` and `ibroute` output (the
 //!   `file` engine's input) and writing `opensm-lfts.dump`.
@@ -43,6 +45,7 @@ pub mod renumber;
 #[cfg(feature = "proptest-fabrics")]
 pub mod strategy;
 pub mod verify;
+pub mod weights;
 
 pub use graph::Graph;
 pub use verify::{verify, verify_with_mcast, McastRoute, Verification, VerifyOptions};

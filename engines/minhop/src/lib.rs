@@ -16,25 +16,18 @@
 //! pass judges the whole fabric's link loads instead and only ever lowers
 //! the busiest one. It is smcore's default routing.
 
-use std::path::PathBuf;
-
-use serde::Deserialize;
 use sm_abi::{EngineError, FabricSnapshot, Level, PreviousRouting, Routing, RoutingEngine};
 use smcore_kit::continuity::{continue_fresh, ContinuityOptions, FabricRule};
-use smcore_kit::balance::{assign_lfts, balanced_lfts, routing_order, BalanceFiles, BalanceOptions};
+use smcore_kit::balance::{assign_lfts, balanced_lfts, routing_order, BalanceFiles};
 use smcore_kit::config;
 use smcore_kit::Graph;
 
-/// Options, named as OpenSM's.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct MinHopConfig {
-    /// Route the ports of these GUIDs first (OpenSM `guid_routing_order_file`).
-    pub guid_routing_order_file: Option<PathBuf>,
-    /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
-    /// (OpenSM `port_prof_ignore_file`, `-i`).
-    pub port_prof_ignore_file: Option<PathBuf>,
-}
+/// Options, named as OpenSM's: those of OpenSM's unicast manager
+/// (`guid_routing_order_file`, `port_prof_ignore_file`,
+/// `port_search_ordering_file`, `hop_weights_file`, `port_shifting`,
+/// `scatter_ports`, `guid_routing_order_no_scatter`), shared with dor and
+/// updn.
+pub type MinHopConfig = BalanceFiles;
 
 /// The engine.
 #[derive(Debug, Clone, Default)]
@@ -68,17 +61,21 @@ impl RoutingEngine for MinHop {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("minhop: the fabric has no switches"));
         }
-        let files = BalanceFiles {
-            guid_routing_order_file: self.cfg.guid_routing_order_file.clone(),
-            port_prof_ignore_file: self.cfg.port_prof_ignore_file.clone(),
-        };
-        let inputs = files.load(fabric)?;
-        let notes = inputs.warnings;
-        let guid_order = inputs.guid_order;
-        let opts = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
+        let inputs = self.cfg.load(fabric)?;
+        let opts = inputs.options(fabric, &graph, false);
+        let order = routing_order(fabric, &graph, &inputs.guid_order);
+        let mut notes = inputs.warnings.clone();
+        let weighted = inputs.weighted_hops(fabric, &graph);
+        if weighted.is_some() && self.balanced {
+            notes.push(
+                "minhop-balanced: hop_weights_file given: OpenSM's rule over the weighted hop counts, without the balancing pass (it knows plain hops only)"
+                    .into(),
+            );
+        }
         let dist = graph.distance_matrix();
-        let order = routing_order(fabric, &graph, &guid_order);
-        let (lfts, pass) = if self.balanced {
+        let (lfts, pass) = if let Some(hops) = &weighted {
+            (assign_lfts(fabric, &graph, hops, &order, &opts), None)
+        } else if self.balanced {
             let (lfts, pass) = balanced_lfts(fabric, &graph, &dist, &order, &opts);
             (lfts, Some(pass))
         } else {

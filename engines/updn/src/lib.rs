@@ -51,6 +51,34 @@ pub struct UpDnConfig {
     /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
     /// (OpenSM `port_prof_ignore_file`, `-i`).
     pub port_prof_ignore_file: Option<PathBuf>,
+    /// Switch ids: lines `<switch guid> <id>`; between switches of equal
+    /// rank the step towards the smaller id goes up (OpenSM `ids_guid_file`;
+    /// without it the id is the GUID).
+    pub ids_guid_file: Option<PathBuf>,
+    /// OpenSM's unicast manager options, as minhop reads them
+    /// (`port_search_ordering_file`, `port_shifting`, `scatter_ports`,
+    /// `guid_routing_order_no_scatter`).
+    pub port_search_ordering_file: Option<PathBuf>,
+    /// See `smcore_kit::balance::BalanceFiles::port_shifting`.
+    pub port_shifting: bool,
+    /// See `smcore_kit::balance::BalanceFiles::scatter_ports`.
+    pub scatter_ports: u32,
+    /// See `smcore_kit::balance::BalanceFiles::guid_routing_order_no_scatter`.
+    pub guid_routing_order_no_scatter: bool,
+}
+
+impl UpDnConfig {
+    fn files(&self) -> BalanceFiles {
+        BalanceFiles {
+            guid_routing_order_file: self.guid_routing_order_file.clone(),
+            port_prof_ignore_file: self.port_prof_ignore_file.clone(),
+            port_search_ordering_file: self.port_search_ordering_file.clone(),
+            hop_weights_file: None,
+            port_shifting: self.port_shifting,
+            scatter_ports: self.scatter_ports,
+            guid_routing_order_no_scatter: self.guid_routing_order_no_scatter,
+        }
+    }
 }
 
 /// dnup options, named as OpenSM's.
@@ -61,6 +89,28 @@ pub struct DnUpConfig {
     pub guid_routing_order_file: Option<PathBuf>,
     /// Switch ports left out of load equalisation (OpenSM `port_prof_ignore_file`).
     pub port_prof_ignore_file: Option<PathBuf>,
+    /// As updn's.
+    pub port_search_ordering_file: Option<PathBuf>,
+    /// As updn's.
+    pub port_shifting: bool,
+    /// As updn's.
+    pub scatter_ports: u32,
+    /// As updn's.
+    pub guid_routing_order_no_scatter: bool,
+}
+
+impl DnUpConfig {
+    fn files(&self) -> BalanceFiles {
+        BalanceFiles {
+            guid_routing_order_file: self.guid_routing_order_file.clone(),
+            port_prof_ignore_file: self.port_prof_ignore_file.clone(),
+            port_search_ordering_file: self.port_search_ordering_file.clone(),
+            hop_weights_file: None,
+            port_shifting: self.port_shifting,
+            scatter_ports: self.scatter_ports,
+            guid_routing_order_no_scatter: self.guid_routing_order_no_scatter,
+        }
+    }
 }
 
 /// The updn engine.
@@ -159,9 +209,13 @@ impl UpDn {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("updn: the fabric has no switches"));
         }
-        let shared = Shared::read(&self.cfg.guid_routing_order_file, &self.cfg.port_prof_ignore_file, fabric)?;
+        let shared = Shared::read(&self.cfg.files(), fabric, &graph)?;
         let (roots, mut notes) = self.roots(fabric, &graph)?;
-        let orient = rank::updn(fabric, &graph, &roots);
+        let ids = match &self.cfg.ids_guid_file {
+            Some(path) => Some(read_ids(fabric, &graph, path, &mut notes)?),
+            None => None,
+        };
+        let orient = rank::updn_with_ids(fabric, &graph, &roots, ids.as_deref());
         notes.info(format!("updn: switches ranked from the roots, highest rank {}", orient.max_rank()));
         let hint = format!(
             "ranked from {}; name roots in root_guid_file that every CA switch can climb to (a single root in each \
@@ -208,7 +262,7 @@ impl DnUp {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("dnup: the fabric has no switches"));
         }
-        let shared = Shared::read(&self.cfg.guid_routing_order_file, &self.cfg.port_prof_ignore_file, fabric)?;
+        let shared = Shared::read(&self.cfg.files(), fabric, &graph)?;
         let leaves = rank::ca_switches(&graph);
         if leaves.is_empty() {
             return Err(EngineError::new(
@@ -256,14 +310,38 @@ struct Shared {
 }
 
 impl Shared {
-    fn read(order: &Option<PathBuf>, ignore: &Option<PathBuf>, fabric: &FabricSnapshot) -> Result<Shared, EngineError> {
-        let files = BalanceFiles { guid_routing_order_file: order.clone(), port_prof_ignore_file: ignore.clone() };
+    fn read(files: &BalanceFiles, fabric: &FabricSnapshot, graph: &Graph) -> Result<Shared, EngineError> {
         let inputs = files.load(fabric)?;
         let mut notes = Notes::default();
         notes.warn_all(inputs.warnings.iter().cloned());
-        let balance = BalanceOptions { ignored_ports: inputs.ignored_ports, ..BalanceOptions::default() };
+        let balance = inputs.options(fabric, graph, false);
         Ok(Shared { guid_order: inputs.guid_order, balance, notes })
     }
+}
+
+/// OpenSM's `ids_guid_file`: each switch's id (its GUID unless a line
+/// `<switch guid> <id>` names it). Lines naming no switch of the fabric or
+/// with a bad id are skipped with a warning naming file and line.
+fn read_ids(fabric: &FabricSnapshot, graph: &Graph, path: &std::path::Path, notes: &mut Notes) -> Result<Vec<u64>, EngineError> {
+    let list = read_guid_list(path)?;
+    notes.warn_all(list.warnings.iter().cloned());
+    let mut ids: Vec<u64> =
+        graph.switch_nodes.iter().map(|&n| fabric.nodes[n as usize].guid).collect();
+    let by_guid: std::collections::HashMap<u64, Sw> =
+        graph.switch_nodes.iter().enumerate().map(|(s, &n)| (fabric.nodes[n as usize].guid, s as Sw)).collect();
+    for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
+        let at = format!("{}:{line}", path.display());
+        let s = by_guid.get(guid).copied();
+        let Some(s) = s else {
+            notes.warn(format!("updn: {at}: switch 0x{guid:016x} not in the fabric, line ignored"));
+            continue;
+        };
+        match rest.split_whitespace().next().and_then(config::parse_guid) {
+            Some(id) => ids[s as usize] = id,
+            None => notes.warn(format!("updn: {at}: bad id `{rest}`, line ignored")),
+        }
+    }
+    Ok(ids)
 }
 
 /// Tables, reachability check, LFTs; continued from `previous` on a

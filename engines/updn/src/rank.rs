@@ -123,6 +123,13 @@ fn guid(fabric: &FabricSnapshot, graph: &Graph, s: Sw) -> u64 {
 /// no pair OpenSM connects through root links is lost, and the order stays
 /// strict.
 pub fn updn(fabric: &FabricSnapshot, graph: &Graph, roots: &[Sw]) -> Orientation {
+    updn_with_ids(fabric, graph, roots, None)
+}
+
+/// [`updn`] with OpenSM's node ids (`ids_guid_file`): equal ranks are
+/// ordered by `ids[s]` (smaller up) instead of the GUID, the GUID only
+/// breaking ties between equal ids.
+pub fn updn_with_ids(fabric: &FabricSnapshot, graph: &Graph, roots: &[Sw], ids: Option<&[u64]>) -> Orientation {
     let n = graph.switch_count();
     let rank = bfs_levels(graph, roots, None);
     let mut is_root = vec![false; n];
@@ -143,10 +150,12 @@ pub fn updn(fabric: &FabricSnapshot, graph: &Graph, roots: &[Sw]) -> Orientation
             }
         }
     }
-    let keys: Vec<(u32, u32, u64)> = (0..n as Sw)
+    let keys: Vec<(u32, u32, u64, u64)> = (0..n as Sw)
         .map(|s| {
             let own = if is_root[s as usize] { sub[s as usize] } else { 0 };
-            (rank[s as usize], own, guid(fabric, graph, s))
+            let g = guid(fabric, graph, s);
+            let id = ids.and_then(|ids| ids.get(s as usize).copied()).unwrap_or(g);
+            (rank[s as usize], own, id, g)
         })
         .collect();
     Orientation::from_keys(keys, rank)
@@ -195,4 +204,32 @@ pub fn dnup(fabric: &FabricSnapshot, graph: &Graph, leaves: &[Sw]) -> Orientatio
     let keys: Vec<(Reverse<u32>, u32, u64)> =
         (0..n as Sw).map(|s| (Reverse(rank[s as usize]), dist[s as usize], guid(fabric, graph, s))).collect();
     Orientation::from_keys(keys, rank)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OpenSM's `ids_guid_file`: between switches of equal rank the one
+    /// with the smaller id is up; the GUID is the default id.
+    #[test]
+    fn ids_order_switches_of_equal_rank() {
+        // Root r over a and b, which are cabled to each other.
+        let text = "Switch 3 \"r\"\n[1] \"a\"[1]\n[2] \"b\"[1]\n\nSwitch 3 \"a\"\n[2] \"b\"[2]\n[3] \"h1\"[1]\n\n\
+                    Switch 3 \"b\"\n[3] \"h2\"[1]\n\nHca 1 \"h1\"\n\nHca 1 \"h2\"\n";
+        let f = sm_topology::lids::snapshot(&sm_topology::parse_str(text, "v").unwrap(), 0).unwrap();
+        let g = Graph::new(&f);
+        let sw = |name: &str| g.sw_of_node[f.nodes.iter().position(|n| n.description.as_str() == name).unwrap()];
+        let (r, a, b) = (sw("r"), sw("a"), sw("b"));
+        let by_guid = updn(&f, &g, &[r]);
+        let a_smaller = guid(&f, &g, a) < guid(&f, &g, b);
+        assert_eq!(by_guid.up(b, a), a_smaller, "by GUID, the smaller is up");
+        // Ids the other way round turn the link between a and b.
+        let mut ids: Vec<u64> = (0..g.switch_count() as Sw).map(|s| guid(&f, &g, s)).collect();
+        ids[a as usize] = if a_smaller { 20 } else { 10 };
+        ids[b as usize] = if a_smaller { 10 } else { 20 };
+        let by_id = updn_with_ids(&f, &g, &[r], Some(&ids));
+        assert_eq!(by_id.up(b, a), !a_smaller);
+        assert!(by_id.up(a, r) && by_id.up(b, r), "ranks still come first");
+    }
 }

@@ -214,3 +214,22 @@ fn bad_configuration_is_an_error() {
     assert!(e.reason.starts_with("updn: bad configuration"), "{e}");
     assert!(UpDn::from_config("root_guid_file = \"/etc/opensm/roots\"\nlmc = 2\n").is_ok());
 }
+
+#[test]
+fn unicast_manager_options_reach_updn() {
+    // port_shifting changes which up port a leaf gives some hosts, and the
+    // routing stays clean; the ids file is read, its bad lines named.
+    let f = kary(4, 2);
+    let plain = UpDn::default().route(&f).unwrap();
+    let shifted = UpDn::from_config("port_shifting = true").unwrap().route(&f).unwrap();
+    assert_clean(&f, &shifted);
+    assert_ne!(plain.lfts, shifted.lfts, "port_shifting must change some entries");
+    let spine = f.nodes.iter().find(|n| n.description.as_str().starts_with("spine")).unwrap().guid;
+    let ids = scratch_file("ids", &format!("{spine:#x} 0x10\n{spine:#x} nope\n0xdead 3\n"));
+    let engine = UpDn::from_config(&format!("ids_guid_file = {:?}", ids.display().to_string())).unwrap();
+    let r = engine.route(&f).unwrap();
+    assert_clean(&f, &r);
+    let warns = messages(&r, Level::Warn);
+    assert!(warns.iter().any(|w| w.contains(":2: bad id `nope`")), "{warns:?}");
+    assert!(warns.iter().any(|w| w.contains(":3: switch 0x000000000000dead not in the fabric")), "{warns:?}");
+}

@@ -83,6 +83,10 @@ pub struct Config {
     pub engine_dirs: Vec<PathBuf>,
     /// Where dumps go.
     pub dump_dir: Option<PathBuf>,
+    /// Where the SM writes its dumps when no dump directory is given
+    /// (OpenSM `dump_files_dir`, default /var/log there): the dumps only;
+    /// guid2lid and guid2mkey are read back from `dump_dir` alone.
+    pub dump_files_dir: Option<PathBuf>,
     /// Seconds between light sweeps (OpenSM `sweep_interval`).
     pub sweep_interval: Option<f64>,
     /// SMPs in flight at once on the umad port (OpenSM `max_wire_smps`).
@@ -221,6 +225,8 @@ pub struct Config {
     pub syslog: bool,
     /// `text` or `json`.
     pub log_format: Option<String>,
+    /// Text heading every log record, `PREFIX: ` (OpenSM `log_prefix`).
+    pub log_prefix: Option<String>,
     /// The local port to run on, by port GUID (OpenSM `guid`; 0 or unset:
     /// --device/--port or the first active port).
     pub guid: Option<u64>,
@@ -237,6 +243,11 @@ pub struct Config {
     pub perfmgr_ignore_cas: bool,
     /// Log threshold crossings (OpenSM `perfmgr_log_errors`, default true).
     pub perfmgr_log_errors: Option<bool>,
+    /// Forget the counters of ports that left the fabric (OpenSM
+    /// `perfmgr_rm_nodes`, default true).
+    pub perfmgr_rm_nodes: Option<bool>,
+    /// Follow PMA redirects (OpenSM `perfmgr_redir`, default true).
+    pub perfmgr_redir: Option<bool>,
     /// Also raise events on PortXmitWait (OpenSM `perfmgr_xmit_wait_log`).
     pub perfmgr_xmit_wait_log: bool,
     /// PortXmitWait per interval that raises one (OpenSM
@@ -307,6 +318,12 @@ pub struct Config {
     /// format): compared with the fabric after every heavy sweep, each
     /// difference logged once ([`crate::cabling`]; `smcore check`).
     pub expect_topology: Option<PathBuf>,
+    /// Names to show nodes by instead of their NodeDescription, in the
+    /// format of rdma-core's `--node-name-map` (`0xGUID "name"` lines;
+    /// [`crate::node_names`]; OpenSM `node_name_map_name`, also
+    /// --node-name-map). Read at startup, where a bad line stops the SM,
+    /// and again for every heavy sweep's dumps.
+    pub node_name_map: Option<PathBuf>,
     /// OpenSM's partitions.conf (OpenSM `partition_config_file`; default
     /// /etc/opensm/partitions.conf, whose absence means the default
     /// partition only; a file given here must exist).
@@ -424,6 +441,14 @@ impl Config {
             protect_bits: self.m_key_protection_level.unwrap_or(0),
             lease_period: self.m_key_lease_period.unwrap_or(0),
             per_port: self.m_key_per_port,
+        }
+    }
+
+    /// The node name map `node_name_map` names, empty when unset.
+    pub fn node_names(&self) -> Result<crate::node_names::NodeNameMap, crate::node_names::NodeNameMapError> {
+        match &self.node_name_map {
+            Some(path) => crate::node_names::NodeNameMap::load(path),
+            None => Ok(crate::node_names::NodeNameMap::default()),
         }
     }
 

@@ -44,8 +44,6 @@ use Support::{Core, Engine, NotSupported, Superseded};
 const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
 const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
 const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
-const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
-const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
 const UNUSED: Support = NotSupported("no such behaviour in smcore");
 
 const fn k(name: &'static str, support: Support) -> Key {
@@ -93,29 +91,29 @@ pub const KEYS: &[Key] = &[
     k("sweep_on_trap", NotSupported("traps always start a sweep")),
     k("port_profile_switch_nodes", UNUSED),
     k("port_prof_ignore_file", Engine("minhop, updn, dnup")),
-    k("hop_weights_file", UNUSED),
-    k("dimn_ports_file", UNUSED),
-    k("port_search_ordering_file", UNUSED),
+    k("hop_weights_file", Engine("minhop, dor; minhop-balanced without its balancing pass")),
+    k("dimn_ports_file", Engine("minhop, minhop-balanced, dor (its order of dimensions), updn, dnup, as `port_search_ordering_file`")),
+    k("port_search_ordering_file", Engine("minhop, minhop-balanced, dor (its order of dimensions), updn, dnup")),
     k("routing_engine", Core("routing_engine")),
-    k("avoid_throttled_links", UNUSED),
+    k("avoid_throttled_links", NotSupported("the engines see each link's active width and speed only, not the widths and speeds both ends enable, so a throttled link (running below them) cannot be told apart")),
     k("connect_roots", Engine("ftree")),
     k("use_ucast_cache", Core("use_ucast_cache")),
-    k("lid_matrix_dump_file", NotSupported("dumps go to --dump-dir")),
+    k("lid_matrix_dump_file", Engine("file: min hop over the file's hop counts when no lfts_file is given")),
     k("lfts_file", Engine("file")),
     k("root_guid_file", Engine("ftree, updn")),
     k("cn_guid_file", Engine("ftree, dfsssp, sssp")),
     k("io_guid_file", Engine("ftree, dfsssp, sssp")),
-    k("quasi_ftree_indexing", UNUSED),
+    k("quasi_ftree_indexing", Engine("ftree")),
     k("max_reverse_hops", Engine("ftree")),
-    k("ids_guid_file", UNUSED),
+    k("ids_guid_file", Engine("updn")),
     k("guid_routing_order_file", Engine("minhop, updn, dnup")),
     k("do_mesh_analysis", Engine("lash")),
     k("lash_start_vl", Engine("lash")),
     k("nue_max_num_vls", Engine("nue")),
     k("nue_include_switches", Engine("nue")),
-    k("port_shifting", UNUSED),
-    k("scatter_ports", UNUSED),
-    k("guid_routing_order_no_scatter", UNUSED),
+    k("port_shifting", Engine("minhop, minhop-balanced, dor, updn, dnup")),
+    k("scatter_ports", Engine("minhop, minhop-balanced, dor, updn, dnup (seeded per switch: the same seed gives the same tables, not glibc's random() sequence)")),
+    k("guid_routing_order_no_scatter", Engine("minhop, minhop-balanced, dor, updn, dnup")),
     k("sa_db_file", NotSupported("SA registrations are not kept across restarts")),
     k("sa_db_dump", NotSupported("SA registrations are not kept across restarts")),
     k("torus_config", Engine("torus-2QoS")),
@@ -143,32 +141,32 @@ pub const KEYS: &[Key] = &[
     k("use_optimized_slvl", UNUSED),
     k("fsync_high_avail_files", UNUSED),
     k("perfmgr", Core("perfmgr")),
-    k("perfmgr_redir", NotSupported("PMA redirection (ClassPortInfo redirect) is not followed")),
+    k("perfmgr_redir", Core("perfmgr_redir")),
     k("perfmgr_sweep_time_s", Core("perfmgr_sweep_time_s")),
     k("perfmgr_max_outstanding_queries", Core("perfmgr_max_outstanding_queries")),
     k("perfmgr_ignore_cas", Core("perfmgr_ignore_cas")),
-    k("perfmgr_rm_nodes", NotSupported("ports that leave the fabric are always forgotten")),
+    k("perfmgr_rm_nodes", Core("perfmgr_rm_nodes")),
     k("perfmgr_log_errors", Core("perfmgr_log_errors")),
-    k("perfmgr_query_cpi", NotSupported("PortCountersExtended is asked of every port; PortCounters serves where it is refused")),
+    k("perfmgr_query_cpi", Superseded("a PMA's support for extended counters is learnt by asking: PortCountersExtended of every port, PortCounters where it is refused")),
     k("perfmgr_xmit_wait_log", Core("perfmgr_xmit_wait_log")),
     k("perfmgr_xmit_wait_threshold", Core("perfmgr_xmit_wait_threshold")),
-    k("event_db_dump_file", PERF),
-    k("event_plugin_name", NotSupported("no event plugins")),
-    k("event_plugin_options", NotSupported("no event plugins")),
-    k("node_name_map_name", UNUSED),
+    k("event_db_dump_file", Superseded("the counters are read live with `smcore ctl perfmgr` and exported as Prometheus metrics (--metrics-listen)")),
+    k("event_plugin_name", NotSupported("no event plugin interface: counter events are logged and exported as Prometheus metrics (--metrics-listen)")),
+    k("event_plugin_options", NotSupported("no event plugin interface (see event_plugin_name)")),
+    k("node_name_map_name", Core("node_name_map")),
     k("log_flags", Core("log_flags")),
-    k("force_log_flush", NotSupported("every record is written through at once, as with TRUE")),
+    k("force_log_flush", Superseded("every log record is written through to the file or syslog socket at once, as OpenSM's TRUE does")),
     k("log_file", Core("log_file")),
     k("log_max_size", Core("log_max_size")),
     k("accum_log_file", Core("accum_log_file")),
-    k("per_module_logging_file", LOG),
-    k("dump_files_dir", NotSupported("dumps go to --dump-dir (written every sweep, not only at OpenSM's log levels)")),
+    k("per_module_logging_file", Superseded("per-module log levels are set by the tracing filter (`--log 'sm_core::sa=debug,info'`, SMCORE_LOG), changed at run time by `smcore ctl loglevel`")),
+    k("dump_files_dir", Core("dump_files_dir")),
     k("enable_quirks", UNUSED),
     k("no_clients_rereg", Core("no_clients_rereg")),
     k("disable_multicast", UNUSED),
     k("exit_on_fatal", UNUSED),
-    k("console", NotSupported("use `smcore ctl` on the control socket")),
-    k("console_port", NotSupported("use `smcore ctl` on the control socket")),
+    k("console", Superseded("`smcore ctl` on the control socket (a Unix socket, --control-socket/control_socket) gives the console's commands: status, sweeps, port and perfmgr state, log level")),
+    k("console_port", Superseded("`smcore ctl` talks to a Unix socket (--control-socket/control_socket), not a TCP port")),
     k("qos", Core("qos")),
     k("qos_policy_file", Core("qos_policy_file")),
     k("suppress_sl2vl_mad_status_errors", QOS),
@@ -215,9 +213,9 @@ pub const KEYS: &[Key] = &[
     k("cc_ca_cong_setting_trigger_threshold", Core("cc_ca_cong_setting_trigger_threshold")),
     k("cc_ca_cong_setting_ccti_min", Core("cc_ca_cong_setting_ccti_min")),
     k("cc_cct", Core("cc_cct")),
-    k("prefix_routes_file", UNUSED),
+    k("prefix_routes_file", NotSupported("the SA answers PathRecords inside the subnet only: no router ports to send other subnet prefixes to")),
     k("consolidate_ipv6_snm_req", UNUSED),
-    k("log_prefix", LOG),
+    k("log_prefix", Core("log_prefix")),
     // smcore's own, not OpenSM's (OpenSM logs it as unrecognised and goes on).
     k("m_key_per_port", Core("m_key_per_port")),
 ];
@@ -393,6 +391,8 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "perfmgr_max_outstanding_queries" => c.perfmgr_max_outstanding_queries = Some(ranged(v, 1, U32, "")? as usize),
         "perfmgr_ignore_cas" => c.perfmgr_ignore_cas = boolean(v)?,
         "perfmgr_log_errors" => c.perfmgr_log_errors = Some(boolean(v)?),
+        "perfmgr_rm_nodes" => c.perfmgr_rm_nodes = Some(boolean(v)?),
+        "perfmgr_redir" => c.perfmgr_redir = Some(boolean(v)?),
         "perfmgr_xmit_wait_log" => c.perfmgr_xmit_wait_log = boolean(v)?,
         "perfmgr_xmit_wait_threshold" => c.perfmgr_xmit_wait_threshold = Some(number(v, U32)?),
         // Congestion control (`crate::cc`), each value its field's width.
@@ -443,6 +443,9 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
             c.cc_cct = text(v)?;
         }
         "log_file" => c.log_file = text(v)?.map(Into::into),
+        "node_name_map_name" => c.node_name_map = text(v)?.map(Into::into),
+        "log_prefix" => c.log_prefix = text(v)?,
+        "dump_files_dir" => c.dump_files_dir = text(v)?.map(Into::into),
         "log_max_size" => c.log_max_size = Some(number(v, u64::MAX >> 20)?),
         "accum_log_file" => c.accum_log_file = Some(boolean(v)?),
         "log_flags" => c.log_flags = Some(number(v, 0xff)? as u8),
@@ -504,6 +507,10 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         | "cn_guid_file"
         | "io_guid_file"
         | "guid_routing_order_file"
+        | "hop_weights_file"
+        | "port_search_ordering_file"
+        | "ids_guid_file"
+        | "lid_matrix_dump_file"
         | "torus_config" => match text(v)? {
             Some(s) => {
                 c.options.insert(name.into(), toml::Value::String(s));
@@ -512,7 +519,24 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
                 c.options.remove(name);
             }
         },
-        "connect_roots" | "do_mesh_analysis" | "nue_include_switches" => {
+        // OpenSM's older name of the same option.
+        "dimn_ports_file" => match text(v)? {
+            Some(s) => {
+                c.options.insert("port_search_ordering_file".into(), toml::Value::String(s));
+            }
+            None => {
+                c.options.remove("port_search_ordering_file");
+            }
+        },
+        "scatter_ports" => {
+            c.options.insert(name.into(), toml::Value::Integer(number(v, u32::MAX as u64)? as i64));
+        }
+        "connect_roots"
+        | "do_mesh_analysis"
+        | "nue_include_switches"
+        | "port_shifting"
+        | "guid_routing_order_no_scatter"
+        | "quasi_ftree_indexing" => {
             c.options.insert(name.into(), toml::Value::Boolean(boolean(v)?));
         }
         "max_reverse_hops" => {
@@ -649,6 +673,22 @@ mod tests {
         let c = parse("root_guid_file /r\nroot_guid_file (null)\nmax_reverse_hops 3\n", Path::new("o")).unwrap();
         assert!(!c.options.contains_key("root_guid_file"), "the later (null) unsets it");
         assert_eq!(c.options["max_reverse_hops"].as_integer(), Some(3));
+        // The unicast manager's options reach the engines under the names
+        // they read; dimn_ports_file is OpenSM's other name for the search
+        // ordering.
+        let c = parse(
+            "port_shifting TRUE\nscatter_ports 0x10\nguid_routing_order_no_scatter FALSE\ndimn_ports_file /d\n\
+             hop_weights_file /w\nids_guid_file /i\n",
+            Path::new("o"),
+        )
+        .unwrap();
+        assert_eq!(c.options["port_shifting"].as_bool(), Some(true));
+        assert_eq!(c.options["scatter_ports"].as_integer(), Some(16));
+        assert_eq!(c.options["guid_routing_order_no_scatter"].as_bool(), Some(false));
+        assert_eq!(c.options["port_search_ordering_file"].as_str(), Some("/d"));
+        assert_eq!(c.options["hop_weights_file"].as_str(), Some("/w"));
+        assert_eq!(c.options["ids_guid_file"].as_str(), Some("/i"));
+        assert!(parse("port_shifting yes\n", Path::new("o")).is_err());
     }
 
     #[test]

@@ -134,6 +134,8 @@ impl Config {
                 timeout: self.engine_timeout.filter(|t| t.is_finite() && *t > 0.0).map(std::time::Duration::from_secs_f64),
                 memory_mib: self.engine_memory_limit.filter(|&m| m > 0),
             },
+            // `smcore route` checks the map before it routes.
+            node_names: self.node_names().unwrap_or_default(),
         }
     }
 

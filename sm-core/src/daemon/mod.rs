@@ -623,7 +623,8 @@ impl Daemon<'_, '_> {
         self.keep(&outcome);
         let mut outcome = outcome;
         if let Some(dir) = dump_dir {
-            crate::pipeline::write_dumps(dir, &mut outcome);
+            let config = self.settings.reloaded.as_ref().unwrap_or(self.ctx.config);
+            crate::pipeline::write_dumps(dir, &mut outcome, config);
         }
         self.publish(&outcome, n, cause, on_heavy);
         self.check_cabling(&outcome.sweep.fabric);
@@ -650,6 +651,9 @@ impl Daemon<'_, '_> {
     /// The trap intake and the SA learn of a heavy sweep.
     fn publish_sa(&mut self, outcome: &OnceOutcome) {
         self.traps.filter.set_fabric(fabric_lids(outcome));
+        // `explain` shows the node name map's names (read again, as the
+        // dumps do; checked at startup).
+        let names = Arc::new(self.settings.reloaded.as_ref().unwrap_or(self.ctx.config).node_names().unwrap_or_default());
         let paths = if let Some(sa) = &self.ctx.options.sa {
             // The SA holds the accepted routing itself and asks its own
             // SL oracle, whatever the fabric's size. The records of nodes
@@ -658,11 +662,11 @@ impl Daemon<'_, '_> {
             let db = crate::sa::db::SaDb::build_after(outcome, previous.as_deref());
             sa.publish(db.with_qos_policy(self.settings.qos_policy.clone()));
             let defaults = sa.sa().config().path;
-            sa.sa().db().map(|db| crate::explain::PathView { db, defaults })
+            sa.sa().db().map(|db| crate::explain::PathView { db, defaults, names })
         } else if self.ctx.options.status.is_some() {
             // No SA: the console's `explain` gets a database of its own.
             let db = crate::sa::db::SaDb::build_shared(outcome).with_qos_policy(self.settings.qos_policy.clone());
-            Some(crate::explain::PathView { db: Arc::new(db), defaults: Default::default() })
+            Some(crate::explain::PathView { db: Arc::new(db), defaults: Default::default(), names })
         } else {
             None
         };

@@ -73,6 +73,13 @@ pub struct PerfMgrConfig {
     /// [`ISOLATING_COUNTERS`], and to enable it again later (smcore
     /// `perfmgr_isolate_ports`, off by default; [`isolation`]).
     pub isolate: bool,
+    /// Forget the counters of ports that left the fabric (OpenSM
+    /// `perfmgr_rm_nodes`, default true); false keeps them, totals and
+    /// all, and their port comes back to them when it returns.
+    pub rm_nodes: bool,
+    /// Follow a PMA's redirect to the LID and QP its ClassPortInfo names
+    /// (OpenSM `perfmgr_redir`, default true).
+    pub redirect: bool,
 }
 
 /// The counters that tell a failing link rather than congestion or a
@@ -119,7 +126,20 @@ impl PerfMgrConfig {
             log_errors: config.perfmgr_log_errors.unwrap_or(true),
             thresholds,
             isolate: config.perfmgr_isolate_ports,
+            rm_nodes: config.perfmgr_rm_nodes.unwrap_or(true),
+            redirect: config.perfmgr_redir.unwrap_or(true),
         }))
+    }
+}
+
+/// Targets of nodes the node name map names carry that name (OpenSM
+/// gives its perfmgr the mapped name too): in `smcore ctl perfmgr`, the
+/// metrics and the threshold events.
+pub fn name_targets(targets: &mut [Target], names: &crate::node_names::NodeNameMap) {
+    for t in targets {
+        if let Some(name) = names.get(t.node_guid) {
+            t.node_desc = name.to_string();
+        }
     }
 }
 
@@ -236,7 +256,7 @@ impl PerfDb {
     pub fn sweep(&mut self, transport: &mut dyn PmaTransport, targets: &[Target], cfg: &PerfMgrConfig) -> Vec<Event> {
         let mut tid = self.take_tid();
         let mut stats = QueryStats::default();
-        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let samples = query::read_all_with(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats, cfg.redirect);
         let (events, to_clear) = self.record(targets, samples, cfg);
         let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
         self.finish(&to_clear, cleared, stats, &events, tid);
@@ -250,7 +270,7 @@ impl PerfDb {
         let lock = || db.lock().unwrap_or_else(PoisonError::into_inner);
         let mut tid = lock().take_tid();
         let mut stats = QueryStats::default();
-        let samples = query::read_all(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats);
+        let samples = query::read_all_with(transport, targets, cfg.window, cfg.timeout, &mut tid, &mut stats, cfg.redirect);
         let (events, to_clear) = lock().record(targets, samples, cfg);
         let cleared = clear_counters(transport, &to_clear, cfg, &mut tid, &mut stats);
         lock().finish(&to_clear, cleared, stats, &events, tid);
@@ -269,10 +289,13 @@ impl PerfDb {
 
     /// Takes in one read of `targets`: deltas and threshold crossings;
     /// returns the crossings and the ports to clear. Ports no longer in
-    /// `targets` are forgotten (they left the fabric).
+    /// `targets` are forgotten (they left the fabric), unless
+    /// [`PerfMgrConfig::rm_nodes`] is off.
     fn record(&mut self, targets: &[Target], samples: Vec<Option<counters::Sample>>, cfg: &PerfMgrConfig) -> (Vec<Event>, Vec<Target>) {
-        let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
-        self.ports.retain(|k, _| keep.contains(k));
+        if cfg.rm_nodes {
+            let keep: std::collections::HashSet<(u64, u8)> = targets.iter().map(|t| (t.node_guid, t.port)).collect();
+            self.ports.retain(|k, _| keep.contains(k));
+        }
         let mut events = Vec::new();
         let mut to_clear = Vec::new();
         for (t, sample) in targets.iter().zip(samples) {
@@ -392,7 +415,7 @@ fn clear_counters(transport: &mut dyn PmaTransport, to_clear: &[Target], cfg: &P
         return false;
     }
     let refs: Vec<&Target> = to_clear.iter().collect();
-    let cleared = query::clear(transport, &refs, cfg.window, cfg.timeout, tid, stats);
+    let cleared = query::clear_with(transport, &refs, cfg.window, cfg.timeout, tid, stats, cfg.redirect);
     if cleared != to_clear.len() {
         warn!(asked = to_clear.len(), cleared, "not every PMA acknowledged the counter clear");
     }
@@ -546,5 +569,38 @@ mod tests {
         assert_eq!(db.ports[&(b.node_guid, 1)].history.lost, 1);
         db.sweep(&mut pma, std::slice::from_ref(&a), &cfg());
         assert!(!db.ports.contains_key(&(b.node_guid, 1)));
+    }
+
+    #[test]
+    fn targets_take_the_names_of_the_node_name_map() {
+        let names = crate::node_names::NodeNameMap::parse(&format!("0x{:x} \"leaf-3\"\n", 0x105), std::path::Path::new("m"))
+            .expect("map");
+        let mut targets = vec![target(5, 1), target(6, 1)];
+        name_targets(&mut targets, &names);
+        assert_eq!((targets[0].node_desc.as_str(), targets[1].node_desc.as_str()), ("leaf-3", "sw6"));
+    }
+
+    #[test]
+    fn perfmgr_rm_nodes_false_keeps_the_counters_of_ports_that_left() {
+        let config = Config { perfmgr: true, perfmgr_rm_nodes: Some(false), ..Config::default() };
+        let mut cfg = PerfMgrConfig::from_config(&config).expect("valid").expect("on");
+        cfg.timeout = Duration::from_millis(20);
+        assert!(!cfg.rm_nodes);
+        let mut pma = FakePma::default();
+        let (a, b) = (target(5, 1), target(6, 1));
+        pma.counters.insert((5, 1), [0; COUNTERS]);
+        let mut v = [0; COUNTERS];
+        v[idx::SYMBOL_ERRORS] = 7;
+        pma.counters.insert((6, 1), v);
+        let mut db = PerfDb::default();
+        db.sweep(&mut pma, &[a.clone(), b.clone()], &cfg);
+        // b leaves: its record stays, with what it had counted.
+        db.sweep(&mut pma, std::slice::from_ref(&a), &cfg);
+        let kept = &db.ports[&(b.node_guid, 1)];
+        assert_eq!(kept.history.totals[idx::SYMBOL_ERRORS], 7);
+        // It comes back: counting goes on from the kept totals.
+        pma.counters.get_mut(&(6, 1)).expect("port")[idx::SYMBOL_ERRORS] = 9;
+        db.sweep(&mut pma, &[a, b.clone()], &cfg);
+        assert_eq!(db.ports[&(b.node_guid, 1)].history.totals[idx::SYMBOL_ERRORS], 9);
     }
 }

@@ -22,6 +22,15 @@ pub trait PmaTransport {
     /// The next answer before `deadline` with the LID it came from,
     /// `None` when none came.
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String>;
+    /// Sends one request to `dlid`'s queue pair `qp` (a PMA's redirect,
+    /// with the GSI Q_Key); only QP1 unless the transport can do more.
+    fn send_to(&mut self, dlid: u16, qp: u32, mad: &[u8], timeout: Duration) -> Result<(), String> {
+        if qp == 1 {
+            self.send(dlid, mad, timeout)
+        } else {
+            Err(format!("cannot send to QP {qp}"))
+        }
+    }
 }
 
 /// Any GSI agent of the PMA class: a umad one, one on the embedded fabric.
@@ -33,6 +42,11 @@ impl<A: GmpAgent + ?Sized> PmaTransport for A {
 
     fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
         GmpAgent::receive(self, deadline).map_err(|e| e.to_string())
+    }
+
+    fn send_to(&mut self, dlid: u16, qp: u32, mad: &[u8], timeout: Duration) -> Result<(), String> {
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).max(1);
+        GmpAgent::send(self, dlid, qp, mad, ms).map_err(|e| e.to_string())
     }
 }
 
@@ -101,7 +115,13 @@ enum Answer {
     Counters(CountersRepr),
     Extended(ExtendedRepr),
     Refused,
+    /// "Redirect required": ask again at this LID (0: the same) and QP.
+    Redirect { lid: u16, qp: u32 },
 }
+
+/// The GSI's well-known Q_Key: the only one a redirect may name here (the
+/// transports send with it).
+const GSI_QKEY: u32 = 0x8001_0000;
 
 fn parse_answer(mad: &[u8]) -> Option<(u64, Answer)> {
     let header = HeaderRepr::parse(&Header::new_checked(mad).ok()?).ok()?;
@@ -109,6 +129,16 @@ fn parse_answer(mad: &[u8]) -> Option<(u64, Answer)> {
         return None;
     }
     let tid = header.transaction_id;
+    if header.status & sm_mad::mad::status::REDIRECT != 0 {
+        // The answer carries ClassPortInfo saying where to ask (IBA
+        // 13.4.8.1); a Q_Key other than the GSI's cannot be used.
+        let cpi = sm_mad::sa_class_port_info::Repr::parse(
+            &sm_mad::sa_class_port_info::Packet::new_checked(mad.get(DATA_OFFSET..)?).ok()?,
+        )
+        .ok()?;
+        let usable = cpi.redirect_qp != 0 && (cpi.redirect_qkey == GSI_QKEY || cpi.redirect_qkey == 0);
+        return Some((tid, if usable { Answer::Redirect { lid: cpi.redirect_lid, qp: cpi.redirect_qp } } else { Answer::Refused }));
+    }
     if header.status & 0x1F != 0 || header.status >> 8 != 0 {
         return Some((tid, Answer::Refused));
     }
@@ -122,17 +152,22 @@ fn parse_answer(mad: &[u8]) -> Option<(u64, Answer)> {
 }
 
 /// Sends `requests` (target index, MAD) with at most `window` in flight;
-/// the answers by target index. Transaction IDs are the caller's.
+/// the answers by target index. Transaction IDs are the caller's. With
+/// `redirect` (OpenSM's `perfmgr_redir`) a PMA's "redirect required" is
+/// followed once, to the LID and QP its ClassPortInfo names; without it,
+/// or for a second redirect, the answer counts as refused.
 fn exchange(
     transport: &mut dyn PmaTransport,
     requests: Vec<(usize, u64, [u8; MAD_LEN], u16)>,
     window: usize,
     timeout: Duration,
     stats: &mut QueryStats,
+    redirect: bool,
 ) -> Vec<(usize, Answer)> {
     let mut pending = requests.into_iter();
-    // By TID: the target, the LID the answer must come from, the deadline.
-    let mut in_flight: HashMap<u64, (usize, u16, Instant)> = HashMap::new();
+    // By TID: the target, the LID the answer must come from, the deadline,
+    // the request and whether it was redirected already.
+    let mut in_flight: HashMap<u64, (usize, u16, Instant, [u8; MAD_LEN], bool)> = HashMap::new();
     let mut answers = Vec::new();
     loop {
         while in_flight.len() < window.max(1) {
@@ -142,12 +177,12 @@ fn exchange(
                 stats.lost += 1;
                 continue;
             }
-            in_flight.insert(tid & 0xFFFF_FFFF, (target, lid, Instant::now() + timeout));
+            in_flight.insert(tid & 0xFFFF_FFFF, (target, lid, Instant::now() + timeout, mad, false));
         }
         if in_flight.is_empty() {
             return answers;
         }
-        let Some(deadline) = in_flight.values().map(|&(_, _, d)| d).min() else { return answers };
+        let Some(deadline) = in_flight.values().map(|v| v.2).min() else { return answers };
         match transport.receive(deadline) {
             Ok(Some((slid, mad))) => {
                 // The kernel owns the TID's upper half: match the lower. An
@@ -155,8 +190,20 @@ fn exchange(
                 // guesses a TID must not write a port's counters (with the
                 // isolation policy on, that would disable links).
                 let key = parse_answer(&mad).map(|(tid, answer)| (tid & 0xFFFF_FFFF, answer));
-                if let Some((tid, answer)) = key.filter(|(tid, _)| in_flight.get(tid).is_some_and(|&(_, lid, _)| lid == slid)) {
-                    if let Some((target, _, _)) = in_flight.remove(&tid) {
+                if let Some((tid, answer)) = key.filter(|(tid, _)| in_flight.get(tid).is_some_and(|v| v.1 == slid)) {
+                    if let Some((target, lid, _, mad, redirected)) = in_flight.remove(&tid) {
+                        if let Answer::Redirect { lid: to, qp } = answer {
+                            let to = if to == 0 { lid } else { to };
+                            stats.sent += 1;
+                            if redirect && !redirected && transport.send_to(to, qp, &mad, timeout).is_ok() {
+                                in_flight.insert(tid, (target, to, Instant::now() + timeout, mad, true));
+                                continue;
+                            }
+                            stats.answered += 1;
+                            stats.refused += 1;
+                            answers.push((target, Answer::Refused));
+                            continue;
+                        }
                         stats.answered += 1;
                         if matches!(answer, Answer::Refused) {
                             stats.refused += 1;
@@ -168,7 +215,7 @@ fn exchange(
             Ok(None) | Err(_) => {
                 let now = Instant::now();
                 let before = in_flight.len();
-                in_flight.retain(|_, &mut (_, _, d)| d > now);
+                in_flight.retain(|_, v| v.2 > now);
                 stats.lost += (before - in_flight.len()) as u64;
             }
         }
@@ -186,6 +233,20 @@ pub fn read_all(
     next_tid: &mut u64,
     stats: &mut QueryStats,
 ) -> Vec<Option<Sample>> {
+    read_all_with(transport, targets, window, timeout, next_tid, stats, true)
+}
+
+/// [`read_all`], following PMA redirects only with `redirect` (OpenSM's
+/// `perfmgr_redir`).
+pub fn read_all_with(
+    transport: &mut dyn PmaTransport,
+    targets: &[Target],
+    window: usize,
+    timeout: Duration,
+    next_tid: &mut u64,
+    stats: &mut QueryStats,
+    redirect: bool,
+) -> Vec<Option<Sample>> {
     let mut requests = Vec::with_capacity(targets.len() * 2);
     // Target index i: PortCounters at 2i, PortCountersExtended at 2i + 1.
     for (i, t) in targets.iter().enumerate() {
@@ -196,12 +257,12 @@ pub fn read_all(
     }
     let mut samples: Vec<Option<Sample>> = vec![None; targets.len()];
     let mut extended: Vec<Option<ExtendedRepr>> = vec![None; targets.len()];
-    for (slot, answer) in exchange(transport, requests, window, timeout, stats) {
+    for (slot, answer) in exchange(transport, requests, window, timeout, stats, redirect) {
         let i = slot / 2;
         match answer {
             Answer::Counters(c) => samples[i] = Some(Sample { values: c.values, extended: false }),
             Answer::Extended(e) => extended[i] = Some(e),
-            Answer::Refused => {}
+            Answer::Refused | Answer::Redirect { .. } => {}
         }
     }
     for (sample, ext) in samples.iter_mut().zip(extended) {
@@ -225,6 +286,19 @@ pub fn clear(
     next_tid: &mut u64,
     stats: &mut QueryStats,
 ) -> usize {
+    clear_with(transport, targets, window, timeout, next_tid, stats, true)
+}
+
+/// [`clear`], following PMA redirects only with `redirect`.
+pub fn clear_with(
+    transport: &mut dyn PmaTransport,
+    targets: &[&Target],
+    window: usize,
+    timeout: Duration,
+    next_tid: &mut u64,
+    stats: &mut QueryStats,
+    redirect: bool,
+) -> usize {
     let requests = targets
         .iter()
         .enumerate()
@@ -233,7 +307,7 @@ pub fn clear(
             (i, *next_tid, request(attr::PORT_COUNTERS, t.port, *next_tid, Some(CLEAR_ALL)), t.lid)
         })
         .collect();
-    exchange(transport, requests, window, timeout, stats)
+    exchange(transport, requests, window, timeout, stats, redirect)
         .into_iter()
         .filter(|(_, a)| matches!(a, Answer::Counters(_)))
         .count()
@@ -253,14 +327,59 @@ pub struct FakePma {
     /// A host at this LID answers every request before the real PMA,
     /// with these counters (a forger that guessed the TIDs).
     pub forger: Option<(u16, [u64; perf::COUNTERS])>,
+    /// LIDs whose PMA redirects QP1 requests to (LID, QP); the counters
+    /// are then those of the redirect LID.
+    pub redirects: HashMap<u16, (u16, u32)>,
     queue: std::collections::VecDeque<(u16, Vec<u8>)>,
 }
 
 impl PmaTransport for FakePma {
+    fn send_to(&mut self, dlid: u16, qp: u32, mad: &[u8], timeout: Duration) -> Result<(), String> {
+        if qp == 1 {
+            return self.send(dlid, mad, timeout);
+        }
+        if !self.redirects.values().any(|&(l, q)| l == dlid && q == qp) {
+            return Err(format!("no QP {qp} at LID {dlid}"));
+        }
+        self.answer(dlid, mad)
+    }
+
     fn send(&mut self, dlid: u16, mad: &[u8], _timeout: Duration) -> Result<(), String> {
         if self.silent.contains(&dlid) {
             return Ok(());
         }
+        if let Some(&(lid, qp)) = self.redirects.get(&dlid) {
+            let mut answer = mad.to_vec();
+            let mut h = Header::new_unchecked(&mut answer[..]);
+            h.set_method(method::GET_RESP);
+            h.set_status(sm_mad::mad::status::REDIRECT);
+            let cpi = sm_mad::sa_class_port_info::Repr {
+                redirect_lid: lid,
+                redirect_qp: qp,
+                redirect_qkey: GSI_QKEY,
+                ..sm_mad::sa_class_port_info::Repr::default()
+            };
+            cpi.emit(&mut sm_mad::sa_class_port_info::Packet::new_unchecked(&mut answer[DATA_OFFSET..]));
+            self.queue.push_back((dlid, answer));
+            return Ok(());
+        }
+        self.answer(dlid, mad)
+    }
+
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
+        match self.queue.pop_front() {
+            Some(m) => Ok(Some(m)),
+            None => {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl FakePma {
+    /// The PMA at `dlid` answers `mad`.
+    fn answer(&mut self, dlid: u16, mad: &[u8]) -> Result<(), String> {
         let header = HeaderRepr::parse(&Header::new_checked(mad).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         let port = mad[DATA_OFFSET + 1];
         let mut answer = mad.to_vec();
@@ -297,21 +416,30 @@ impl PmaTransport for FakePma {
         self.queue.push_back((dlid, answer));
         Ok(())
     }
-
-    fn receive(&mut self, deadline: Instant) -> Result<Option<(u16, Vec<u8>)>, String> {
-        match self.queue.pop_front() {
-            Some(m) => Ok(Some(m)),
-            None => {
-                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                Ok(None)
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// OpenSM's perfmgr_redir: a PMA that redirects to another LID and QP
+    /// is read there; with redirects off its port reads as refused.
+    #[test]
+    fn a_redirecting_pma_is_followed_only_when_redirects_are_on() {
+        let mut pma = FakePma::default();
+        let t = target(7, 1);
+        let mut v = [0u64; perf::COUNTERS];
+        v[idx::SYMBOL_ERRORS] = 42;
+        pma.counters.insert((70, 1), v);
+        pma.redirects.insert(7, (70, 5));
+        let (mut stats, mut tid) = (QueryStats::default(), 0);
+        let samples = read_all_with(&mut pma, std::slice::from_ref(&t), 4, Duration::from_millis(20), &mut tid, &mut stats, true);
+        assert_eq!(samples[0].expect("read at the redirect").values[idx::SYMBOL_ERRORS], 42);
+        let mut stats = QueryStats::default();
+        let samples = read_all_with(&mut pma, std::slice::from_ref(&t), 4, Duration::from_millis(20), &mut tid, &mut stats, false);
+        assert!(samples[0].is_none());
+        assert_eq!(stats.refused, 2, "both attributes refused: {stats:?}");
+    }
 
     fn target(lid: u16, port: u8) -> Target {
         Target { lid, port, node_guid: u64::from(lid), node_desc: format!("n{lid}"), switch: port > 1, peer: None }

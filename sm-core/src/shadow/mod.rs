@@ -378,7 +378,7 @@ impl Live {
             accepted: Some(&self.live),
             partitions: None,
         });
-        crate::explain::PathView { db: Arc::new(db), defaults: Default::default() }
+        crate::explain::PathView { db: Arc::new(db), defaults: Default::default(), names: Default::default() }
     }
 }
 
