@@ -963,7 +963,16 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
             ((r.lid, r.in_port_num, r.out_port_num), r.vl)
         })
         .collect();
-    assert_eq!(got, want, "every map programmed, nothing else");
+    // Every port answered, as OpenSM's SA: a switch's every input port
+    // (0 included) to every output port (0 included), a CA port's one
+    // map; what was programmed where it was, zeros elsewhere.
+    let keys = all_sl2vl_keys(&out);
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), keys, "one record for each map OpenSM answers");
+    for (key, vl) in &got {
+        assert_eq!(vl, want.get(key).unwrap_or(&[0; 16]), "{key:?}");
+    }
+    assert!(want.keys().all(|k| got.contains_key(k)), "every map programmed is answered");
+    assert!(want.len() < got.len(), "lash leaves some maps (port 0's) unprogrammed");
 
     // Get by (LID, in, out) on a switch: exactly that map.
     let (&(lid, inp, outp), vl) = want.iter().find(|((_, i, o), _)| *i != 0 || *o != 0).expect("a switch map");
@@ -987,8 +996,15 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
         assert_eq!(slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec").vl(0), vl[0]);
     }
 
-    // A port pair nobody programmed: no record (the SA does not invent one).
+    // A switch's port 0 to itself: a record (zeros: not programmed).
     let sw = end_lids(&out).into_iter().find(|e| e.2).expect("a switch").0;
+    let t = lid_key::<{ slr::LEN }>(sw);
+    let a = get(&mut sa, attr::SL2VL_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = slr::Repr::parse(&slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!((r.lid, r.in_port_num, r.out_port_num), (sw, 0, 0));
+    assert_eq!(&r.vl, want.get(&(sw, 0, 0)).unwrap_or(&[0; 16]));
+    // Ports the switch does not have: no record.
     let mut t = lid_key::<{ slr::LEN }>(sw);
     t[2] = 200;
     t[3] = 201;
@@ -1000,17 +1016,76 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
     );
 }
 
-#[test]
-fn sl2vl_and_vlarb_records_without_tables_are_empty() {
-    // minhop programs no VL tables: both tables are empty, answered with
-    // the header alone (no padding a client would read as records).
-    let mut sa = sa_with(SaDb::build_shared(&small()));
-    for attribute in [attr::SL2VL_RECORD, attr::VLARB_RECORD] {
-        let a = get_all(&mut sa, attribute);
-        assert_eq!(status_of(&a), 0);
-        assert_eq!(a.len(), sa::HEADER_LEN, "an empty table is the header only");
-        assert!(records(&a, if attribute == attr::SL2VL_RECORD { slr::LEN } else { var::LEN }).is_empty());
+/// The (LID, in port, out port) keys of the SL2VL records OpenSM's SA
+/// answers (osm_sa_slvl_record.c): every pair of a switch's ports 0..=N,
+/// one (LID, 0, 0) for each CA port; sorted.
+fn all_sl2vl_keys(out: &OnceOutcome) -> Vec<(u16, u8, u8)> {
+    let f = &out.sweep.fabric;
+    let mut keys = Vec::new();
+    for n in &f.nodes {
+        if n.is_switch() {
+            let lid = n.ports[0].info.as_ref().expect("port 0").lid;
+            for o in 0..=n.num_ports {
+                for i in 0..=n.num_ports {
+                    keys.push((lid, i, o));
+                }
+            }
+        } else {
+            for p in n.ports.iter().skip(1).filter_map(|p| p.info.as_ref()).filter(|i| i.lid != 0) {
+                keys.push((p.lid, 0, 0));
+            }
+        }
     }
+    keys.sort();
+    keys
+}
+
+/// The (LID, port, block) keys of the VLArb records OpenSM's SA answers
+/// (osm_sa_vlarb_record.c): blocks 1-4 of every port of a switch (0
+/// included) and of every CA port (by its number); sorted.
+fn all_vlarb_keys(out: &OnceOutcome) -> Vec<(u16, u8, u8)> {
+    let f = &out.sweep.fabric;
+    let mut keys = Vec::new();
+    for n in &f.nodes {
+        let ports: Vec<(u16, u8)> = if n.is_switch() {
+            let lid = n.ports[0].info.as_ref().expect("port 0").lid;
+            (0..=n.num_ports).map(|p| (lid, p)).collect()
+        } else {
+            n.ports
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(p, x)| x.info.as_ref().filter(|i| i.lid != 0).map(|i| (i.lid, p as u8)))
+                .collect()
+        };
+        for (lid, p) in ports {
+            keys.extend((1..=4).map(|b| (lid, p, b)));
+        }
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn sl2vl_and_vlarb_records_without_tables_are_zeros_for_every_port() {
+    // minhop programs no VL tables (nor does QoS, off): every port is
+    // still answered, as OpenSM answers the tables it never set, all zeros.
+    let out = small();
+    let mut sa = sa_with(SaDb::build_shared(&out));
+    let maps: Vec<slr::Repr> = records(&get_all(&mut sa, attr::SL2VL_RECORD), slr::LEN)
+        .iter()
+        .map(|r| slr::Repr::parse(&slr::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    let keys: Vec<(u16, u8, u8)> = maps.iter().map(|r| (r.lid, r.in_port_num, r.out_port_num)).collect();
+    assert_eq!(keys, all_sl2vl_keys(&out));
+    assert!(maps.iter().all(|r| r.vl == [0; 16]));
+    let arbs: Vec<var::Repr> = records(&get_all(&mut sa, attr::VLARB_RECORD), var::LEN)
+        .iter()
+        .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    let keys: Vec<(u16, u8, u8)> = arbs.iter().map(|r| (r.lid, r.out_port_num, r.block_num)).collect();
+    assert_eq!(keys, all_vlarb_keys(&out));
+    assert!(arbs.iter().all(|r| r.entries == [(0, 0); var::ENTRIES]));
     assert_eq!(
         get_all(&mut sa, attr::MC_MEMBER_RECORD).len(),
         sa::HEADER_LEN,
@@ -1052,13 +1127,14 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
         .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
         .collect();
     let keys: Vec<(u16, u8, u8)> = all.iter().map(|r| (r.lid, r.out_port_num, r.block_num)).collect();
-    let mut want = vec![(sw_lid, 3, 1), (sw_lid, 3, 2), (sw_lid, 3, 3), (ca_lid, 0, 1)];
-    want.sort();
-    let mut sorted = keys.clone();
-    sorted.sort();
-    assert_eq!(sorted, want, "the nonempty blocks programmed, nothing else");
+    assert_eq!(keys, all_vlarb_keys(&out), "blocks 1-4 of every port, as OpenSM answers");
+    let written = [(sw_lid, 3, 1), (sw_lid, 3, 2), (sw_lid, 3, 3), (ca_lid, 1, 1)];
+    for r in &all {
+        let key = (r.lid, r.out_port_num, r.block_num);
+        assert_eq!(written.contains(&key), r.entries != [(0, 0); var::ENTRIES], "{key:?}: {:?}", r.entries);
+    }
     // Block 2 holds low entries 32..40; the rest of the block is empty.
-    let b2 = all.iter().find(|r| r.lid == sw_lid && r.block_num == 2).expect("block 2");
+    let b2 = all.iter().find(|r| (r.lid, r.out_port_num, r.block_num) == (sw_lid, 3, 2)).expect("block 2");
     assert_eq!(b2.entries[0], (0, 32));
     assert_eq!(b2.entries[7], (7, 32));
     assert_eq!(b2.entries[8], (0, 0));
@@ -1069,8 +1145,17 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
     assert_eq!(status_of(&a), 0);
     let r = var::Repr::parse(&var::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
     assert_eq!(&r.entries[..3], &[(0, 64), (1, 64), (0, 0)]);
-    // Block 4 was not written: no record.
+    assert_eq!(r.out_port_num, 1, "a CA's record names its port, as OpenSM's");
+    // Block 4 was not written: zeros.
     t[3] = 4;
+    let a = get(&mut sa, attr::VLARB_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = var::Repr::parse(&var::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!(r.entries, [(0, 0); var::ENTRIES]);
+    // A port the switch does not have: no record.
+    let mut t = lid_key::<{ var::LEN }>(sw_lid);
+    t[2] = 200;
+    t[3] = 1;
     assert_eq!(status_of(&get(&mut sa, attr::VLARB_RECORD, 0b111, &t)), status::NO_RECORDS);
 }
 

@@ -92,13 +92,11 @@ pub struct SaDb {
     pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
     pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
     pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
-    /// SLtoVLMappingTableRecords: the maps the routing had programmed,
-    /// sorted by (LID, in port, out port). A port whose map this SM did not
-    /// write has none (its contents are whatever the port holds, which
-    /// the SA does not know).
+    /// SLtoVLMappingTableRecords of every port (see `set_vl_tables`),
+    /// sorted by (LID, in port, out port).
     pub(crate) sl2vl_records: Vec<[u8; slr::PADDED_LEN]>,
-    /// VLArbitrationTableRecords: the blocks the routing had programmed,
-    /// sorted by (LID, out port, block); none for a block not written.
+    /// VLArbitrationTableRecords, blocks 1-4 of every port (see
+    /// `set_vl_tables`), sorted by (LID, out port, block).
     pub(crate) vlarb_records: Vec<[u8; var::PADDED_LEN]>,
     /// Partition membership and programmed P_Key tables; `None` for a
     /// database built without a sweep (every port then a full member of
@@ -175,8 +173,8 @@ impl SaDb {
     pub fn build_after<'a>(source: impl Into<SaSource<'a>>, previous: Option<&SaDb>) -> Self {
         let source = source.into();
         let mut db = Self::records(source.fabric, source.lmc, previous);
+        db.set_vl_tables(source.accepted.map(|a| &a.routing));
         if let Some(accepted) = source.accepted {
-            db.set_vl_tables(&accepted.routing);
             db.routing = Some(Arc::clone(accepted));
         }
         if let Some(p) = source.partitions {
@@ -357,53 +355,35 @@ impl SaDb {
         (i < next).then(|| &self.wires[i as usize])
     }
 
-    /// The LID a record of `node`'s `port` is keyed by: the switch's LID
-    /// for every port of a switch, the port's own base LID on a CA.
-    fn record_lid(&self, node: u32, port: u8) -> Option<u16> {
-        if self.node_kind.get(node as usize) == Some(&NodeKind::Switch) {
-            self.switch_lid(node)
-        } else {
-            self.ends_of(node).iter().find(|e| e.port == port).map(|e| e.lid)
-        }
-    }
-
-    /// SL2VL and VLArb records of what `routing` had the core program
-    /// (sweep::vl writes exactly these: every SL2VL entry, every nonempty
-    /// VLArb block). CA maps are keyed by the port's LID with ports 0, as
-    /// IBA has a CA port's map apply to everything it sends.
-    fn set_vl_tables(&mut self, routing: &sm_abi::Routing) {
-        for entry in routing.sl2vl.iter() {
+    /// SL2VL and VLArb records for every port, as OpenSM's SA answers them
+    /// (osm_sa_slvl_record.c, osm_sa_vlarb_record.c): on a switch, keyed
+    /// by its LID, a map for every input port to every output port, ports
+    /// 0 included, and VLArb blocks 1-4 of every port; on a CA or router,
+    /// keyed by the port's LID, its one map (ports 0) and the four blocks
+    /// of the port (by its number). The contents are what `routing` (the
+    /// engine's tables and QoS's) had the core program: sweep::vl writes
+    /// exactly these, every SL2VL entry, every nonempty VLArb block. A
+    /// table the SM did not write is answered all zeros, as OpenSM answers
+    /// the tables it never set (without `qos` it sets none).
+    fn set_vl_tables(&mut self, routing: Option<&sm_abi::Routing>) {
+        let mut maps: HashMap<(u32, u8, u8), [u8; 16]> = HashMap::new();
+        let mut blocks: HashMap<(u32, u8, u8), [(u8, u8); var::ENTRIES]> = HashMap::new();
+        for entry in routing.map_or(&[][..], |r| &r.sl2vl[..]) {
             let switch = self.node_kind.get(entry.node as usize) == Some(&NodeKind::Switch);
-            let Some(lid) = self.record_lid(entry.node, entry.out_port) else {
-                continue;
-            };
-            let (in_port_num, out_port_num) = if switch {
-                (entry.in_port, entry.out_port)
-            } else {
-                (0, 0)
-            };
-            let mut rec = [0u8; slr::PADDED_LEN];
-            slr::Repr {
-                lid,
-                in_port_num,
-                out_port_num,
-                vl: entry.vl,
-            }
-            .emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
-            self.sl2vl_records.push(rec);
+            // A CA port's map is its port's, whatever input it names.
+            let key = if switch { (entry.node, entry.in_port, entry.out_port) } else { (entry.node, 0, entry.out_port) };
+            // Later entries for the same key replace earlier ones, as the
+            // later write would on the port.
+            maps.insert(key, entry.vl);
         }
-        for arb in routing.vlarb.iter() {
-            let switch = self.node_kind.get(arb.node as usize) == Some(&NodeKind::Switch);
-            let Some(lid) = self.record_lid(arb.node, arb.port) else {
-                continue;
-            };
-            let blocks: [(u8, &[sm_abi::VlWeight]); 4] = [
+        for arb in routing.map_or(&[][..], |r| &r.vlarb[..]) {
+            let parts: [(u8, &[sm_abi::VlWeight]); 4] = [
                 (1, &arb.low[..arb.low.len().min(var::ENTRIES)]),
                 (2, arb.low.get(var::ENTRIES..).unwrap_or(&[])),
                 (3, &arb.high[..arb.high.len().min(var::ENTRIES)]),
                 (4, arb.high.get(var::ENTRIES..).unwrap_or(&[])),
             ];
-            for (block_num, weights) in blocks {
+            for (block_num, weights) in parts {
                 if weights.is_empty() {
                     continue;
                 }
@@ -411,29 +391,46 @@ impl SaDb {
                 for (slot, w) in entries.iter_mut().zip(weights) {
                     *slot = (w.vl, w.weight);
                 }
-                let mut rec = [0u8; var::PADDED_LEN];
-                var::Repr {
-                    lid,
-                    out_port_num: if switch { arb.port } else { 0 },
-                    block_num,
-                    entries,
-                }
-                .emit(&mut var::Packet::new_unchecked(&mut rec[..]));
-                self.vlarb_records.push(rec);
+                blocks.insert((arb.node, arb.port, block_num), entries);
             }
         }
-        // Later entries for the same key replace earlier ones, as the
-        // later write would on the port.
-        self.sl2vl_records.reverse();
-        self.sl2vl_records
-            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.sl2vl_records
-            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records.reverse();
-        self.vlarb_records
-            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records
-            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        // Every addressed port: (LID, node, port, switch), in LID order.
+        let mut ports: Vec<(u16, u32, u8, bool)> = self.ends.iter().map(|e| (e.lid, e.node, e.port, e.switch)).collect();
+        ports.sort_unstable();
+        for (lid, node, port, switch) in ports {
+            let outs: Vec<u8> = if switch {
+                let first = self.first_wire.get(node as usize).map_or(0, |&w| w as usize);
+                let end = self.first_wire.get(node as usize + 1).map_or(self.wires.len(), |&w| w as usize);
+                (0..end.saturating_sub(first).min(256)).map(|p| p as u8).collect()
+            } else {
+                vec![port]
+            };
+            for &out in &outs {
+                let ins: &[u8] = if switch { &outs } else { &[0] };
+                for &input in ins {
+                    let vl = maps.get(&(node, input, out)).copied().unwrap_or([0; 16]);
+                    let (in_port_num, out_port_num) = if switch { (input, out) } else { (0, 0) };
+                    let mut rec = [0u8; slr::PADDED_LEN];
+                    slr::Repr { lid, in_port_num, out_port_num, vl }.emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
+                    self.sl2vl_records.push(rec);
+                }
+            }
+            for &out in &outs {
+                for block_num in 1..=4u8 {
+                    let entries = blocks.get(&(node, out, block_num)).copied().unwrap_or([(0, 0); var::ENTRIES]);
+                    let mut rec = [0u8; var::PADDED_LEN];
+                    var::Repr { lid, out_port_num: out, block_num, entries }
+                        .emit(&mut var::Packet::new_unchecked(&mut rec[..]));
+                    self.vlarb_records.push(rec);
+                }
+            }
+        }
+        // Sorted by key already, but for LIDs two ports share (a broken
+        // fabric): keep the order stable and the first of each key.
+        self.sl2vl_records.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.sl2vl_records.dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.vlarb_records.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        self.vlarb_records.dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
     }
 
     /// The LID of switch `node` (its port 0), if it has one.
