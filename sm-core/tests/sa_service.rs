@@ -398,6 +398,37 @@ fn path_records_follow_the_lfts_on_a_fat_tree() {
     assert_eq!(records(&a, 64).len(), n * n);
 }
 
+/// `max_rate_enum` (OpenSM's key): PathRecords faster than the limit
+/// carry the fastest rate allowed; slower ones are untouched.
+#[test]
+fn path_records_keep_to_max_rate_enum() {
+    let out = small();
+    let rates = |max_rate_enum: u8| -> Vec<(u16, u16, u8)> {
+        let path = sm_core::sa::PathDefaults { max_rate_enum, ..Default::default() };
+        let sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig { path, ..SaConfig::default() });
+        sa.publish(SaDb::build_shared(&out));
+        let mut sa = sa;
+        records(&get_all(&mut sa, attr::PATH_RECORD), 64)
+            .iter()
+            .map(|r| {
+                let p = pr::Repr::parse(&pr::Packet::new_checked(&r[..]).expect("rec")).expect("parse");
+                (p.slid, p.dlid, p.rate)
+            })
+            .collect()
+    };
+    let free = rates(sm_core::sa::path::NO_RATE_LIMIT);
+    assert!(!free.is_empty());
+    let fastest = free.iter().map(|r| sm_mad::rate::rate_of(r.2)).max().expect("paths");
+    assert!(fastest > 100, "some path faster than 10 Gb/s: {free:?}");
+    let limited = rates(3);
+    assert_eq!(limited.len(), free.len());
+    for (f, l) in free.iter().zip(&limited) {
+        assert_eq!((f.0, f.1), (l.0, l.1));
+        let want = if f.2 <= 3 { f.2 } else if sm_mad::rate::rate_of(f.2) > 100 { 3 } else { 2 };
+        assert_eq!(l.2, want, "{f:?} under max_rate_enum 3");
+    }
+}
+
 #[test]
 fn path_records_carry_torus_2qos_sls() {
     let mut config = Config::default();
