@@ -33,8 +33,12 @@ fn routed_file(file: &str, engines: &str, config: &Config) -> OnceOutcome {
 }
 
 fn routed_topo(topo: &sm_topology::Topology, engines: &str, config: &Config) -> OnceOutcome {
+    routed_with(topo, engines, config, sm_core::sim::SimOptions::default())
+}
+
+fn routed_with(topo: &sm_topology::Topology, engines: &str, config: &Config, sim_options: sm_core::sim::SimOptions) -> OnceOutcome {
     let (node, port) = sm_location(topo);
-    let mut sim = SimFabric::from_topology(topo, node, port).expect("sim");
+    let mut sim = SimFabric::with_options(topo, node, port, sim_options).expect("sim");
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions {
         sweep: SweepOptions::default(),
@@ -1369,4 +1373,76 @@ mod services {
         let a = query(&mut sa, lid, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
         assert_eq!(status_of(&a), status::NO_RECORDS);
     }
+}
+
+/// Alias GUIDs (OpenSM's GUIDInfoRecord Set and Delete): a host sets
+/// GUIDs in its port's table, asks the SA to assign one, reads the table
+/// back with a GetTable; a PathRecord to the alias GID goes to the port;
+/// another port cannot take the same GUID; a delete frees it.
+#[test]
+fn guid_info_record_set_and_delete_give_ports_alias_guids() {
+    use sm_mad::sa_guid_info_record as gir;
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let options = sm_core::sim::SimOptions { ca_guid_cap: 16, ..Default::default() };
+    let out = routed_with(&topo, "minhop", &Config::default(), options);
+    let db = SaDb::build_shared(&out);
+    let prefix = u128::from(db.gid_prefix()) << 64;
+    let mut sa = sa_with(db);
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    assert!(cas.len() >= 2);
+    let ((lid, guid, _), (other, other_guid, _)) = (cas[0], cas[1]);
+    const LID_BLOCK: u64 = 0b11;
+    let gid = |i: u32| 1u64 << (4 + i);
+    let rec = |lid: u16, block_num: u8, guids: [u64; 8]| {
+        let mut t = [0u8; gir::LEN];
+        gir::Repr { lid, block_num, guids }.emit(&mut gir::Packet::new_unchecked(&mut t[..]));
+        t
+    };
+    let answer = |a: &[u8]| gir::Repr::parse(&gir::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    let alias = 0x0002_c9ff_fe00_0a01u64;
+    // Set GUID 1 to an alias, GUID 2 to 0 (the SA assigns one).
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1) | gid(2), &rec(lid, 0, [0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(status_of(&a), 0);
+    let set = answer(&a);
+    assert_eq!((set.lid, set.guids[0], set.guids[1]), (lid, guid, alias));
+    assert_eq!(set.guids[2] >> 40, 0x001405, "SM-assigned: OpenIB's OUI");
+    assert_eq!(&set.guids[3..], &[0; 5]);
+    // Without the block component: refused, as OpenSM.
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, 0b1 | gid(1), &rec(lid, 0, [0; 8]));
+    assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
+    // The port GUID is read-only; a block beyond GUIDCap has no record.
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(0), &rec(lid, 0, [1; 8]));
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(lid, 2, [1; 8]));
+    assert_eq!(status_of(&a), status::NO_RECORDS);
+    // The table read back: blocks 0 and 1 (GUIDCap 16), block 0 as set.
+    let t = lid_key::<{ gir::LEN }>(lid);
+    let table: Vec<gir::Repr> = records(&get_table(&mut sa, attr::GUID_INFO_RECORD, 0b1, &t), gir::LEN)
+        .iter()
+        .map(|r| gir::Repr::parse(&gir::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    assert_eq!(table.len(), 2, "{table:x?}");
+    assert_eq!(table[0].guids, set.guids);
+    assert_eq!((table[1].block_num, table[1].guids), (1, [0; 8]));
+    // A PathRecord to the alias GID (and to the SM-assigned one) goes to the port.
+    let gids = pr::component::SGID | pr::component::DGID;
+    for g in [alias, set.guids[2]] {
+        let q = pr::Repr { sgid: prefix | u128::from(other_guid), dgid: prefix | u128::from(g), ..Default::default() };
+        let a = path_query(&mut sa, other, false, gids, q);
+        assert_eq!(status_of(&a), 0, "path to alias {g:#x}");
+        let r = pr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec");
+        assert_eq!((r.slid(), r.dlid()), (other, lid));
+    }
+    // Another port cannot take the alias: its entry stays empty.
+    let a = query(&mut sa, other, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(other, 0, [0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!((status_of(&a), answer(&a).guids[1]), (0, 0));
+    // Delete frees it: the alias GID is unknown again.
+    let a = query(&mut sa, lid, method::DELETE, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(lid, 0, [0; 8]));
+    assert_eq!((status_of(&a), answer(&a).guids[1]), (0, 0));
+    let q = pr::Repr { sgid: prefix | u128::from(other_guid), dgid: prefix | u128::from(alias), ..Default::default() };
+    assert_eq!(status_of(&path_query(&mut sa, other, false, gids, q)), status::INVALID_GID);
+    // The table outlives a new sweep's database.
+    sa.publish(SaDb::build_shared(&out));
+    let a = get(&mut sa, attr::GUID_INFO_RECORD, 0b11, &rec(lid, 0, [0; 8]));
+    assert_eq!(answer(&a).guids[2], set.guids[2]);
 }

@@ -48,6 +48,8 @@ pub struct EndPort {
     pub lmc: u8,
     /// Whether the node is a switch.
     pub switch: bool,
+    /// PortInfo.GUIDCap: GUIDInfo entries of the port.
+    pub guid_cap: u8,
 }
 
 impl EndPort {
@@ -118,6 +120,10 @@ pub struct SaDb {
     /// (policy SL, engine SL) cases already logged: the engine's SL won
     /// where the policy asked for another (see [`crate::qos::decide_sl`]).
     pub(crate) sl_overruled: Mutex<HashSet<(u8, u8)>>,
+    /// The SA's alias GUID tables (shared with the SA, which changes them
+    /// on GUIDInfoRecord Set and Delete): GIDs of alias GUIDs resolve to
+    /// their port.
+    pub(crate) aliases: Arc<Mutex<super::alias::AliasGuids>>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -297,12 +303,16 @@ impl SaDb {
         self.by_guid.get(&guid).map(|&i| &self.ends[i as usize])
     }
 
-    /// The end port a GID names, if its prefix is the subnet's.
+    /// The end port a GID names, if its prefix is the subnet's: by its
+    /// port GUID, or an alias GUID the SA gave the port.
     pub fn end_by_gid(&self, gid: u128) -> Option<&EndPort> {
         if (gid >> 64) as u64 != self.gid_prefix {
             return None;
         }
-        self.end_by_guid(gid as u64)
+        self.end_by_guid(gid as u64).or_else(|| {
+            let port = self.aliases.lock().ok()?.port_of(gid as u64)?;
+            self.end_by_guid(port)
+        })
     }
 
     /// The SL the routing gives the path `slid` → `dlid` (0 when nothing
@@ -471,6 +481,7 @@ impl SaDb {
             rebuilt: 0,
             qos_policy: None,
             sl_overruled: Mutex::new(HashSet::new()),
+            aliases: Arc::default(),
         };
         if let Some(prefix) = fabric
             .nodes
@@ -505,6 +516,7 @@ impl SaDb {
                     lid: info.lid,
                     lmc: if n.is_switch() { 0 } else { info.lmc.min(7) },
                     switch: n.is_switch(),
+                    guid_cap: info.guid_cap,
                 };
                 if node_lid[i] == 0 {
                     node_lid[i] = end.lid;
