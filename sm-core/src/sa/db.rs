@@ -94,12 +94,17 @@ pub struct SaDb {
     pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
     pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
     pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
-    /// SLtoVLMappingTableRecords of every port (see `set_vl_tables`),
-    /// sorted by (LID, in port, out port).
-    pub(crate) sl2vl_records: Vec<[u8; slr::PADDED_LEN]>,
-    /// VLArbitrationTableRecords, blocks 1-4 of every port (see
-    /// `set_vl_tables`), sorted by (LID, out port, block).
-    pub(crate) vlarb_records: Vec<[u8; var::PADDED_LEN]>,
+    /// The SL2VL maps the routing had programmed, by (node, in port, out
+    /// port); a CA's with in port 0.
+    vl_maps: HashMap<(u32, u8, u8), [u8; 16]>,
+    /// The nonempty VLArb blocks the routing had programmed, by (node,
+    /// port, block 1-4).
+    vl_arbs: HashMap<(u32, u8, u8), [(u8, u8); var::ENTRIES]>,
+    /// Every addressed port the SL2VL and VLArb records are of: (LID,
+    /// node, port, switch, ports of the node), sorted. The records are
+    /// made when asked for ([`SaDb::sl2vl_records`]): a switch has one
+    /// map for each pair of its ports, too many to make at every sweep.
+    vl_ports: Vec<(u16, u32, u8, bool, u8)>,
     /// Partition membership and programmed P_Key tables; `None` for a
     /// database built without a sweep (every port then a full member of
     /// the default partition).
@@ -254,8 +259,8 @@ impl SaDb {
             == (other.gid_prefix, other.lmc, other.sm_lid, &other.ends, &other.wires, &other.first_wire)
             && (&self.node_records, &self.port_records, &self.link_records, &self.switch_records)
                 == (&other.node_records, &other.port_records, &other.link_records, &other.switch_records)
-            && (&self.guid_records, &self.pkey_records, &self.sl2vl_records, &self.vlarb_records)
-                == (&other.guid_records, &other.pkey_records, &other.sl2vl_records, &other.vlarb_records)
+            && (&self.guid_records, &self.pkey_records, &self.vl_maps, &self.vl_arbs, &self.vl_ports)
+                == (&other.guid_records, &other.pkey_records, &other.vl_maps, &other.vl_arbs, &other.vl_ports)
     }
 
     /// End ports known.
@@ -376,15 +381,13 @@ impl SaDb {
     /// table the SM did not write is answered all zeros, as OpenSM answers
     /// the tables it never set (without `qos` it sets none).
     fn set_vl_tables(&mut self, routing: Option<&sm_abi::Routing>) {
-        let mut maps: HashMap<(u32, u8, u8), [u8; 16]> = HashMap::new();
-        let mut blocks: HashMap<(u32, u8, u8), [(u8, u8); var::ENTRIES]> = HashMap::new();
         for entry in routing.map_or(&[][..], |r| &r.sl2vl[..]) {
             let switch = self.node_kind.get(entry.node as usize) == Some(&NodeKind::Switch);
             // A CA port's map is its port's, whatever input it names.
             let key = if switch { (entry.node, entry.in_port, entry.out_port) } else { (entry.node, 0, entry.out_port) };
             // Later entries for the same key replace earlier ones, as the
             // later write would on the port.
-            maps.insert(key, entry.vl);
+            self.vl_maps.insert(key, entry.vl);
         }
         for arb in routing.map_or(&[][..], |r| &r.vlarb[..]) {
             let parts: [(u8, &[sm_abi::VlWeight]); 4] = [
@@ -401,46 +404,78 @@ impl SaDb {
                 for (slot, w) in entries.iter_mut().zip(weights) {
                     *slot = (w.vl, w.weight);
                 }
-                blocks.insert((arb.node, arb.port, block_num), entries);
+                self.vl_arbs.insert((arb.node, arb.port, block_num), entries);
             }
         }
-        // Every addressed port: (LID, node, port, switch), in LID order.
-        let mut ports: Vec<(u16, u32, u8, bool)> = self.ends.iter().map(|e| (e.lid, e.node, e.port, e.switch)).collect();
+        let mut ports: Vec<(u16, u32, u8, bool, u8)> = Vec::with_capacity(self.ends.len());
+        for e in &self.ends {
+            let first = self.first_wire.get(e.node as usize).map_or(0, |&w| w as usize);
+            let end = self.first_wire.get(e.node as usize + 1).map_or(self.wires.len(), |&w| w as usize);
+            let count = end.saturating_sub(first).clamp(1, 256) - 1;
+            ports.push((e.lid, e.node, e.port, e.switch, count as u8));
+        }
         ports.sort_unstable();
-        for (lid, node, port, switch) in ports {
-            let outs: Vec<u8> = if switch {
-                let first = self.first_wire.get(node as usize).map_or(0, |&w| w as usize);
-                let end = self.first_wire.get(node as usize + 1).map_or(self.wires.len(), |&w| w as usize);
-                (0..end.saturating_sub(first).min(256)).map(|p| p as u8).collect()
-            } else {
-                vec![port]
-            };
-            for &out in &outs {
-                let ins: &[u8] = if switch { &outs } else { &[0] };
-                for &input in ins {
-                    let vl = maps.get(&(node, input, out)).copied().unwrap_or([0; 16]);
-                    let (in_port_num, out_port_num) = if switch { (input, out) } else { (0, 0) };
-                    let mut rec = [0u8; slr::PADDED_LEN];
-                    slr::Repr { lid, in_port_num, out_port_num, vl }.emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
-                    self.sl2vl_records.push(rec);
-                }
+        // A LID two ports share (a broken fabric): the first keys it.
+        ports.dedup_by_key(|p| p.0);
+        self.vl_ports = ports;
+    }
+
+    /// The ports the VL records of `lid` (all LIDs: `None`) are of.
+    fn vl_ports_of(&self, lid: Option<u16>) -> &[(u16, u32, u8, bool, u8)] {
+        match lid {
+            Some(lid) => {
+                let lo = self.vl_ports.partition_point(|p| p.0 < lid);
+                let hi = self.vl_ports.partition_point(|p| p.0 <= lid);
+                &self.vl_ports[lo..hi]
             }
-            for &out in &outs {
+            None => &self.vl_ports,
+        }
+    }
+
+    /// SLtoVLMappingTableRecords of `lid` (every LID: `None`), sorted by
+    /// (LID, in port, out port), as OpenSM's SA answers them
+    /// (osm_sa_slvl_record.c): a switch, keyed by its LID, has a map for
+    /// every input port to every output port, ports 0 included; a CA or
+    /// router port, keyed by its LID, its one map (ports 0). A map is
+    /// what the routing (the engine's tables and QoS's) had the core
+    /// program, which sweep::vl writes exactly; one the SM did not write
+    /// is answered all zeros, as OpenSM answers the tables it never set
+    /// (without `qos` it sets none).
+    pub(crate) fn sl2vl_records(&self, lid: Option<u16>) -> Vec<[u8; slr::PADDED_LEN]> {
+        let mut out = Vec::new();
+        for &(lid, node, port, switch, last) in self.vl_ports_of(lid) {
+            let pairs: Vec<(u8, u8)> =
+                if switch { (0..=last).flat_map(|i| (0..=last).map(move |o| (i, o))).collect() } else { vec![(0, port)] };
+            for (input, output) in pairs {
+                let vl = self.vl_maps.get(&(node, input, output)).copied().unwrap_or([0; 16]);
+                let (in_port_num, out_port_num) = if switch { (input, output) } else { (0, 0) };
+                let mut rec = [0u8; slr::PADDED_LEN];
+                slr::Repr { lid, in_port_num, out_port_num, vl }.emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
+                out.push(rec);
+            }
+        }
+        out
+    }
+
+    /// VLArbitrationTableRecords of `lid` (every LID: `None`), sorted by
+    /// (LID, port, block), as OpenSM's SA answers them
+    /// (osm_sa_vlarb_record.c): blocks 1-4 of every port of a switch (0
+    /// included) and of a CA port (by its number); the blocks the routing
+    /// had programmed, zeros for the others.
+    pub(crate) fn vlarb_records(&self, lid: Option<u16>) -> Vec<[u8; var::PADDED_LEN]> {
+        let mut out = Vec::new();
+        for &(lid, node, port, switch, last) in self.vl_ports_of(lid) {
+            let ports = if switch { 0..=last } else { port..=port };
+            for out_port_num in ports {
                 for block_num in 1..=4u8 {
-                    let entries = blocks.get(&(node, out, block_num)).copied().unwrap_or([(0, 0); var::ENTRIES]);
+                    let entries = self.vl_arbs.get(&(node, out_port_num, block_num)).copied().unwrap_or([(0, 0); var::ENTRIES]);
                     let mut rec = [0u8; var::PADDED_LEN];
-                    var::Repr { lid, out_port_num: out, block_num, entries }
-                        .emit(&mut var::Packet::new_unchecked(&mut rec[..]));
-                    self.vlarb_records.push(rec);
+                    var::Repr { lid, out_port_num, block_num, entries }.emit(&mut var::Packet::new_unchecked(&mut rec[..]));
+                    out.push(rec);
                 }
             }
         }
-        // Sorted by key already, but for LIDs two ports share (a broken
-        // fabric): keep the order stable and the first of each key.
-        self.sl2vl_records.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.sl2vl_records.dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records.dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        out
     }
 
     /// The LID of switch `node` (its port 0), if it has one.
@@ -472,8 +507,9 @@ impl SaDb {
             switch_records: Vec::new(),
             guid_records: Vec::new(),
             pkey_records: Vec::new(),
-            sl2vl_records: Vec::new(),
-            vlarb_records: Vec::new(),
+            vl_maps: HashMap::new(),
+            vl_arbs: HashMap::new(),
+            vl_ports: Vec::new(),
             partitions: None,
             source: fabric.nodes.clone(),
             node_lid: Vec::new(),

@@ -634,7 +634,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     slr::PADDED_LEN,
-                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, seen),
+                    select(&db.sl2vl_records(keyed_lid(mask, &t)), slr::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -644,7 +644,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     var::PADDED_LEN,
-                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, seen),
+                    select(&db.vlarb_records(keyed_lid(mask, &t)), var::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -1064,6 +1064,12 @@ fn ca_port_components(db: &SaDb, template: &[u8], mask: u64, ports: u64) -> u64 
 
 /// The query template with a LID of an LMC range replaced by the port's
 /// base LID, by which its records are keyed.
+/// The LID a query's record template names, when its mask gives one
+/// (component 0).
+fn keyed_lid(mask: u64, template: &[u8]) -> Option<u16> {
+    (mask & 1 != 0 && template.len() >= 2).then(|| u16::from_be_bytes([template[0], template[1]]))
+}
+
 fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
     let mut t = data.to_vec();
     if t.len() >= 2 {
