@@ -52,6 +52,7 @@ pub mod forwarding;
 pub mod mad;
 pub mod node_description;
 pub mod node_info;
+pub mod guid_info;
 pub mod pkey_table;
 pub mod notice;
 pub mod perf;

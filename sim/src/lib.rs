@@ -152,6 +152,10 @@ pub struct SimOptions {
     /// switch external port, and the enforcement bits stored (never
     /// applied). 0 (the default): switches do not enforce partitions.
     pub partition_enforcement_cap: u16,
+    /// PortInfo.GUIDCap of CA and router ports: GUIDInfo entries, the
+    /// port GUID at index 0 and alias GUIDs after it (at least 1, at most
+    /// 255). Switch port 0 has 1.
+    pub ca_guid_cap: u8,
     /// Nodes (by GUID) whose PortInfo leaves the extended speed fields
     /// (LinkSpeedExtActive/Supported/Enabled) out unless the Get carries
     /// SMSupportExtendedSpeeds (AttributeModifier bit 31), as some
@@ -185,6 +189,7 @@ impl Default for SimOptions {
             switch_device_id: 0xcb20,
             ca_device_id: 0x1017,
             partition_enforcement_cap: 0,
+            ca_guid_cap: 1,
             ext_speeds_on_request: std::collections::BTreeSet::new(),
             link_speed: None,
             link_width: None,
@@ -926,6 +931,52 @@ mod tests {
         f.reset_counters();
         assert_eq!(f.counters(), &SimCounters::default());
         assert_eq!(f.last_drop(), None);
+    }
+
+    /// GUIDInfo Get and Set on the SM's CA port (and a switch's port 0):
+    /// the table is PortInfo.GUIDCap entries long, entry 0 is the port
+    /// GUID and stays so, alias entries are kept as set, a block beyond
+    /// GUIDCap is refused.
+    #[test]
+    fn guid_info_is_kept_as_set() {
+        use sm_mad::guid_info;
+        let topo = gen::kary_ntree(2, 2, 1).unwrap();
+        let options = SimOptions { ca_guid_cap: 12, ..SimOptions::default() };
+        let mut f = SimFabric::with_options(&topo, 0, 1, options).unwrap();
+        let mut ask = |set: Option<[u64; 8]>, block: u32, path: &[u8]| -> (u16, [u64; 8]) {
+            let mut mad = Mad::zeroed();
+            let repr = match set {
+                Some(guids) => {
+                    let mut data = [0; smp::DATA_LEN];
+                    guid_info::Repr { guids }.emit(&mut guid_info::Packet::new_unchecked(&mut data[..]));
+                    smp::Repr::directed_set(7, sm_mad::mad::attr::GUID_INFO, block, 0, path, data)
+                }
+                None => smp::Repr::directed_get(7, sm_mad::mad::attr::GUID_INFO, block, 0, path),
+            };
+            repr.unwrap().emit(&mut mad.smp_mut());
+            let answer = f.handle(&mad.0).expect("an answer");
+            let answer = smp::Repr::parse(&smp::Packet::new_checked(&answer[..]).unwrap()).unwrap();
+            let block = guid_info::Repr::parse(&guid_info::Packet::new_checked(&answer.data[..]).unwrap()).unwrap();
+            (answer.status, block.guids)
+        };
+        let (status, first) = ask(None, 0, &[]);
+        assert_eq!(status, 0);
+        let port_guid = first[0];
+        assert_ne!(port_guid, 0);
+        assert_eq!(&first[1..], &[0; 7]);
+        // Entry 0 is read-only; the aliases are kept.
+        let (status, set) = ask(Some([0xdead, 0xa1, 0xa2, 0, 0, 0, 0, 0xa7]), 0, &[]);
+        assert_eq!((status, set), (0, [port_guid, 0xa1, 0xa2, 0, 0, 0, 0, 0xa7]));
+        assert_eq!(ask(None, 0, &[]).1, set);
+        // Block 1 holds entries 8..12: the rest of the block is not there.
+        let (status, b1) = ask(Some([0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf]), 1, &[]);
+        assert_eq!((status, b1), (0, [0xb8, 0xb9, 0xba, 0xbb, 0, 0, 0, 0]));
+        assert_eq!(ask(None, 2, &[]).0, 0x001C, "beyond GUIDCap");
+        assert_eq!(ask(None, 32, &[]).0, 0x001C, "no such block");
+        // A switch's port 0 has its one GUID, not settable.
+        let (status, sw) = ask(Some([1, 2, 3, 4, 5, 6, 7, 8]), 0, &[1]);
+        assert_eq!(status, 0);
+        assert!(sw[0] != 0 && sw[0] != 1 && sw[1..] == [0; 7], "{sw:x?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use sm_abi::NodeKind;
 use sm_mad::forwarding::{LftRepr, MftModifier, LFT_BLOCK_LEN, MFT_BLOCK_LEN};
+use sm_mad::guid_info;
 use sm_mad::mad::{attr, method, status};
 use sm_mad::node_info::{self, NodeType};
 use sm_mad::port_info::{link_speed, link_width};
@@ -239,6 +240,17 @@ impl SimFabric {
                 }
                 Ok(data)
             }
+            attr::GUID_INFO => {
+                let (target, first) = self.guid_block(node, port, modifier)?;
+                let table = &self.nodes[node].ports[usize::from(target)].guids;
+                let mut block = guid_info::Repr::default();
+                for (slot, &g) in block.guids.iter_mut().zip(table.iter().skip(first)) {
+                    *slot = g;
+                }
+                let mut data = [0; DATA_LEN];
+                block.emit(&mut guid_info::Packet::new_unchecked(&mut data[..]));
+                Ok(data)
+            }
             attr::SM_INFO => {
                 let target = self.sm_info_port(node, port)?;
                 let info = self.nodes[node].ports[usize::from(target)]
@@ -314,6 +326,18 @@ impl SimFabric {
                     .enumerate()
                 {
                     *pkey = u16::from_be_bytes([data[2 * i], data[2 * i + 1]]);
+                }
+            }
+            attr::GUID_INFO => {
+                let (target, first) = self.guid_block(node, port, modifier)?;
+                let block = guid_info::Repr::parse(&guid_info::Packet::new_unchecked(&data[..]))
+                    .map_err(|_| Refusal::Value)?;
+                let table = &mut self.nodes[node].ports[usize::from(target)].guids;
+                for (i, (slot, &g)) in table.iter_mut().skip(first).zip(block.guids.iter()).enumerate() {
+                    // Index 0 is the port GUID: read-only (IBA 14.2.5.5).
+                    if first + i != 0 {
+                        *slot = g;
+                    }
                 }
             }
             attr::SM_INFO => {
@@ -780,6 +804,24 @@ impl SimFabric {
         };
         let first = usize::from(modifier as u16) * PKEYS_PER_BLOCK;
         if first >= n.ports[usize::from(target)].pkeys.len() {
+            return Err(Refusal::Value);
+        }
+        Ok((target, first))
+    }
+
+    /// The port and first entry a GUIDInfo modifier names: the block, of
+    /// port 0 on a switch, of the port asked through on a CA; a block
+    /// beyond the port's GUIDCap is refused.
+    fn guid_block(&self, node: usize, port: u8, modifier: u32) -> Result<(u8, usize), Refusal> {
+        let target = if self.nodes[node].is_switch() {
+            0
+        } else {
+            self.ca_port(node, port)?;
+            port
+        };
+        let block = guid_info::from_modifier(modifier).map_err(|_| Refusal::Value)?;
+        let first = usize::from(block) * guid_info::GUIDS;
+        if first >= self.nodes[node].ports[usize::from(target)].guids.len() {
             return Err(Refusal::Value);
         }
         Ok((target, first))

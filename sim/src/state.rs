@@ -194,6 +194,9 @@ pub(super) struct Port {
     /// P_Key table, NodeInfo.PartitionCap entries long (on switch
     /// external ports SwitchInfo.PartitionEnforcementCap, by default 0).
     pub pkeys: Vec<u16>,
+    /// GUIDInfo, PortInfo.GUIDCap entries: the port GUID (read-only),
+    /// then alias GUIDs (0: unused). None on switch external ports.
+    pub guids: Vec<u64>,
     /// SMInfo of an SM behind this port; `None` where no SM runs, and the
     /// SMA then refuses the attribute as real CAs without an SM do.
     pub sm_info: Option<SmInfoRepr>,
@@ -254,7 +257,7 @@ impl Port {
             vl_arbitration_low_cap: options.vl_arb_low_cap,
             hoq_life: RESET_HOQ_LIFE,
             vl_stall_count: 7,
-            guid_cap: u8::from(role != PortRole::SwitchExternal),
+            guid_cap: guid_table(guid, role, options).len() as u8,
             resp_time_value: RESP_TIME_VALUE,
             link_speed_ext_supported: speeds.ext,
             link_speed_ext_enabled: speeds.ext,
@@ -288,10 +291,27 @@ impl Port {
                 PortRole::SwitchExternal if options.partition_enforcement_cap == 0 => Vec::new(),
                 PortRole::SwitchExternal => default_pkeys(options.partition_enforcement_cap),
             },
+            guids: guid_table(guid, role, options),
             sm_info: None,
             pma: super::gsi::PmaCounters::default(),
         }
     }
+}
+
+/// A port's GUIDInfo at power-up: its GUID, then unused alias entries up
+/// to GUIDCap ([`SimOptions::ca_guid_cap`] on a CA, 1 on switch port 0,
+/// none on a switch external port).
+fn guid_table(guid: u64, role: PortRole, options: &SimOptions) -> Vec<u64> {
+    let cap = match role {
+        PortRole::Ca => usize::from(options.ca_guid_cap.max(1)),
+        PortRole::SwitchPort0 => 1,
+        PortRole::SwitchExternal => 0,
+    };
+    let mut table = vec![0; cap];
+    if let Some(first) = table.first_mut() {
+        *first = guid;
+    }
+    table
 }
 
 /// Switch-wide state: SwitchInfo and the forwarding and SL-to-VL tables.

@@ -987,7 +987,11 @@ fn start_responders(
     String,
 > {
     let (priority, sm_key) = (settings.priority, settings.sm_key);
-    let path = sm_core::sa::PathDefaults { packet_life: settings.path_packet_life, ..Default::default() };
+    let path = sm_core::sa::PathDefaults {
+        packet_life: settings.path_packet_life,
+        max_rate_enum: settings.max_rate_enum,
+        ..Default::default()
+    };
     let sa_config = sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, path, ..Default::default() };
     if let Some(fabric) = sim {
         let requests = fabric.sa_requests(SIM_SA_QUEUE);

@@ -259,6 +259,12 @@ pub enum SettingsError {
         /// The value given.
         value: u8,
     },
+    /// `max_rate_enum` not a rate code (2..24) nor 63.
+    #[error("max_rate_enum {value}: a PathRecord rate code is 2..24 (63: no limit)")]
+    MaxRateEnum {
+        /// The value given.
+        value: u8,
+    },
     /// `sm_sl` above 15.
     #[error("sm_sl {value}: an SL is 0..15")]
     SmSl {
@@ -492,6 +498,10 @@ pub struct DaemonSettings {
     /// PacketLifeTime of the SA's PathRecords: `packet_life_time`, else
     /// 0x12.
     pub path_packet_life: u8,
+    /// Highest rate code of the SA's PathRecords: `max_rate_enum`, at
+    /// most 18 with `use_original_extended_sa_rates_only` (as OpenSM),
+    /// else [`crate::sa::path::NO_RATE_LIMIT`].
+    pub max_rate_enum: u8,
     /// `--metrics-listen`, else `metrics_listen`.
     pub metrics_listen: Option<SocketAddr>,
     /// `--control-socket`, else `control_socket`.
@@ -535,6 +545,13 @@ impl DaemonSettings {
                 Some(value) => value,
                 None => crate::sa::PathDefaults::default().packet_life,
             },
+            max_rate_enum: match config.max_rate_enum.unwrap_or(crate::sa::path::NO_RATE_LIMIT) {
+                value if !(2..=24).contains(&value) && value != crate::sa::path::NO_RATE_LIMIT => {
+                    return Err(SettingsError::MaxRateEnum { value })
+                }
+                value if config.use_original_extended_sa_rates_only => value.min(18),
+                value => value,
+            },
             metrics_listen,
             control_socket: o.control_socket.clone().or_else(|| config.control_socket.clone()),
             pid_file: o.pid_file.clone().or_else(|| config.pid_file.clone()),
@@ -572,6 +589,22 @@ mod tests {
 
     fn daemon(o: &Overrides, c: &Config) -> Result<DaemonSettings, SettingsError> {
         DaemonSettings::resolve(o, c, DEFAULT_SWEEP_INTERVAL)
+    }
+
+    #[test]
+    fn max_rate_enum_as_opensm_reads_it() {
+        let rate = |text: &str| daemon(&Overrides::default(), &opensm(text)).map(|d| d.max_rate_enum);
+        assert_eq!(rate("").unwrap(), crate::sa::path::NO_RATE_LIMIT);
+        assert_eq!(rate("max_rate_enum 22\n").unwrap(), 22);
+        // The deprecated key is max_rate_enum 18, over a higher limit only.
+        assert_eq!(rate("use_original_extended_sa_rates_only TRUE\n").unwrap(), 18);
+        assert_eq!(rate("use_original_extended_sa_rates_only TRUE\nmax_rate_enum 22\n").unwrap(), 18);
+        assert_eq!(rate("use_original_extended_sa_rates_only TRUE\nmax_rate_enum 7\n").unwrap(), 7);
+        assert_eq!(rate("use_original_extended_sa_rates_only FALSE\nmax_rate_enum 63\n").unwrap(), 63);
+        for bad in ["max_rate_enum 1\n", "max_rate_enum 25\n", "max_rate_enum 62\n"] {
+            let e = rate(bad).unwrap_err().to_string();
+            assert!(e.starts_with("max_rate_enum "), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -33,8 +33,12 @@ fn routed_file(file: &str, engines: &str, config: &Config) -> OnceOutcome {
 }
 
 fn routed_topo(topo: &sm_topology::Topology, engines: &str, config: &Config) -> OnceOutcome {
+    routed_with(topo, engines, config, sm_core::sim::SimOptions::default())
+}
+
+fn routed_with(topo: &sm_topology::Topology, engines: &str, config: &Config, sim_options: sm_core::sim::SimOptions) -> OnceOutcome {
     let (node, port) = sm_location(topo);
-    let mut sim = SimFabric::from_topology(topo, node, port).expect("sim");
+    let mut sim = SimFabric::with_options(topo, node, port, sim_options).expect("sim");
     let registry = Registry::scan(&[bin_dir()]);
     let options = OnceOptions {
         sweep: SweepOptions::default(),
@@ -396,6 +400,37 @@ fn path_records_follow_the_lfts_on_a_fat_tree() {
     let mut sa = sa_with(SaDb::build_shared(&out));
     let a = get_all(&mut sa, attr::PATH_RECORD);
     assert_eq!(records(&a, 64).len(), n * n);
+}
+
+/// `max_rate_enum` (OpenSM's key): PathRecords faster than the limit
+/// carry the fastest rate allowed; slower ones are untouched.
+#[test]
+fn path_records_keep_to_max_rate_enum() {
+    let out = small();
+    let rates = |max_rate_enum: u8| -> Vec<(u16, u16, u8)> {
+        let path = sm_core::sa::PathDefaults { max_rate_enum, ..Default::default() };
+        let sa = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig { path, ..SaConfig::default() });
+        sa.publish(SaDb::build_shared(&out));
+        let mut sa = sa;
+        records(&get_all(&mut sa, attr::PATH_RECORD), 64)
+            .iter()
+            .map(|r| {
+                let p = pr::Repr::parse(&pr::Packet::new_checked(&r[..]).expect("rec")).expect("parse");
+                (p.slid, p.dlid, p.rate)
+            })
+            .collect()
+    };
+    let free = rates(sm_core::sa::path::NO_RATE_LIMIT);
+    assert!(!free.is_empty());
+    let fastest = free.iter().map(|r| sm_mad::rate::rate_of(r.2)).max().expect("paths");
+    assert!(fastest > 100, "some path faster than 10 Gb/s: {free:?}");
+    let limited = rates(3);
+    assert_eq!(limited.len(), free.len());
+    for (f, l) in free.iter().zip(&limited) {
+        assert_eq!((f.0, f.1), (l.0, l.1));
+        let want = if f.2 <= 3 { f.2 } else if sm_mad::rate::rate_of(f.2) > 100 { 3 } else { 2 };
+        assert_eq!(l.2, want, "{f:?} under max_rate_enum 3");
+    }
 }
 
 #[test]
@@ -963,7 +998,16 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
             ((r.lid, r.in_port_num, r.out_port_num), r.vl)
         })
         .collect();
-    assert_eq!(got, want, "every map programmed, nothing else");
+    // Every port answered, as OpenSM's SA: a switch's every input port
+    // (0 included) to every output port (0 included), a CA port's one
+    // map; what was programmed where it was, zeros elsewhere.
+    let keys = all_sl2vl_keys(&out);
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), keys, "one record for each map OpenSM answers");
+    for (key, vl) in &got {
+        assert_eq!(vl, want.get(key).unwrap_or(&[0; 16]), "{key:?}");
+    }
+    assert!(want.keys().all(|k| got.contains_key(k)), "every map programmed is answered");
+    assert!(want.len() < got.len(), "lash leaves some maps (port 0's) unprogrammed");
 
     // Get by (LID, in, out) on a switch: exactly that map.
     let (&(lid, inp, outp), vl) = want.iter().find(|((_, i, o), _)| *i != 0 || *o != 0).expect("a switch map");
@@ -987,8 +1031,15 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
         assert_eq!(slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec").vl(0), vl[0]);
     }
 
-    // A port pair nobody programmed: no record (the SA does not invent one).
+    // A switch's port 0 to itself: a record (zeros: not programmed).
     let sw = end_lids(&out).into_iter().find(|e| e.2).expect("a switch").0;
+    let t = lid_key::<{ slr::LEN }>(sw);
+    let a = get(&mut sa, attr::SL2VL_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = slr::Repr::parse(&slr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!((r.lid, r.in_port_num, r.out_port_num), (sw, 0, 0));
+    assert_eq!(&r.vl, want.get(&(sw, 0, 0)).unwrap_or(&[0; 16]));
+    // Ports the switch does not have: no record.
     let mut t = lid_key::<{ slr::LEN }>(sw);
     t[2] = 200;
     t[3] = 201;
@@ -1000,17 +1051,76 @@ fn sl2vl_records_are_the_maps_the_routing_programmed() {
     );
 }
 
-#[test]
-fn sl2vl_and_vlarb_records_without_tables_are_empty() {
-    // minhop programs no VL tables: both tables are empty, answered with
-    // the header alone (no padding a client would read as records).
-    let mut sa = sa_with(SaDb::build_shared(&small()));
-    for attribute in [attr::SL2VL_RECORD, attr::VLARB_RECORD] {
-        let a = get_all(&mut sa, attribute);
-        assert_eq!(status_of(&a), 0);
-        assert_eq!(a.len(), sa::HEADER_LEN, "an empty table is the header only");
-        assert!(records(&a, if attribute == attr::SL2VL_RECORD { slr::LEN } else { var::LEN }).is_empty());
+/// The (LID, in port, out port) keys of the SL2VL records OpenSM's SA
+/// answers (osm_sa_slvl_record.c): every pair of a switch's ports 0..=N,
+/// one (LID, 0, 0) for each CA port; sorted.
+fn all_sl2vl_keys(out: &OnceOutcome) -> Vec<(u16, u8, u8)> {
+    let f = &out.sweep.fabric;
+    let mut keys = Vec::new();
+    for n in &f.nodes {
+        if n.is_switch() {
+            let lid = n.ports[0].info.as_ref().expect("port 0").lid;
+            for o in 0..=n.num_ports {
+                for i in 0..=n.num_ports {
+                    keys.push((lid, i, o));
+                }
+            }
+        } else {
+            for p in n.ports.iter().skip(1).filter_map(|p| p.info.as_ref()).filter(|i| i.lid != 0) {
+                keys.push((p.lid, 0, 0));
+            }
+        }
     }
+    keys.sort();
+    keys
+}
+
+/// The (LID, port, block) keys of the VLArb records OpenSM's SA answers
+/// (osm_sa_vlarb_record.c): blocks 1-4 of every port of a switch (0
+/// included) and of every CA port (by its number); sorted.
+fn all_vlarb_keys(out: &OnceOutcome) -> Vec<(u16, u8, u8)> {
+    let f = &out.sweep.fabric;
+    let mut keys = Vec::new();
+    for n in &f.nodes {
+        let ports: Vec<(u16, u8)> = if n.is_switch() {
+            let lid = n.ports[0].info.as_ref().expect("port 0").lid;
+            (0..=n.num_ports).map(|p| (lid, p)).collect()
+        } else {
+            n.ports
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(p, x)| x.info.as_ref().filter(|i| i.lid != 0).map(|i| (i.lid, p as u8)))
+                .collect()
+        };
+        for (lid, p) in ports {
+            keys.extend((1..=4).map(|b| (lid, p, b)));
+        }
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn sl2vl_and_vlarb_records_without_tables_are_zeros_for_every_port() {
+    // minhop programs no VL tables (nor does QoS, off): every port is
+    // still answered, as OpenSM answers the tables it never set, all zeros.
+    let out = small();
+    let mut sa = sa_with(SaDb::build_shared(&out));
+    let maps: Vec<slr::Repr> = records(&get_all(&mut sa, attr::SL2VL_RECORD), slr::LEN)
+        .iter()
+        .map(|r| slr::Repr::parse(&slr::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    let keys: Vec<(u16, u8, u8)> = maps.iter().map(|r| (r.lid, r.in_port_num, r.out_port_num)).collect();
+    assert_eq!(keys, all_sl2vl_keys(&out));
+    assert!(maps.iter().all(|r| r.vl == [0; 16]));
+    let arbs: Vec<var::Repr> = records(&get_all(&mut sa, attr::VLARB_RECORD), var::LEN)
+        .iter()
+        .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    let keys: Vec<(u16, u8, u8)> = arbs.iter().map(|r| (r.lid, r.out_port_num, r.block_num)).collect();
+    assert_eq!(keys, all_vlarb_keys(&out));
+    assert!(arbs.iter().all(|r| r.entries == [(0, 0); var::ENTRIES]));
     assert_eq!(
         get_all(&mut sa, attr::MC_MEMBER_RECORD).len(),
         sa::HEADER_LEN,
@@ -1052,13 +1162,14 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
         .map(|r| var::Repr::parse(&var::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
         .collect();
     let keys: Vec<(u16, u8, u8)> = all.iter().map(|r| (r.lid, r.out_port_num, r.block_num)).collect();
-    let mut want = vec![(sw_lid, 3, 1), (sw_lid, 3, 2), (sw_lid, 3, 3), (ca_lid, 0, 1)];
-    want.sort();
-    let mut sorted = keys.clone();
-    sorted.sort();
-    assert_eq!(sorted, want, "the nonempty blocks programmed, nothing else");
+    assert_eq!(keys, all_vlarb_keys(&out), "blocks 1-4 of every port, as OpenSM answers");
+    let written = [(sw_lid, 3, 1), (sw_lid, 3, 2), (sw_lid, 3, 3), (ca_lid, 1, 1)];
+    for r in &all {
+        let key = (r.lid, r.out_port_num, r.block_num);
+        assert_eq!(written.contains(&key), r.entries != [(0, 0); var::ENTRIES], "{key:?}: {:?}", r.entries);
+    }
     // Block 2 holds low entries 32..40; the rest of the block is empty.
-    let b2 = all.iter().find(|r| r.lid == sw_lid && r.block_num == 2).expect("block 2");
+    let b2 = all.iter().find(|r| (r.lid, r.out_port_num, r.block_num) == (sw_lid, 3, 2)).expect("block 2");
     assert_eq!(b2.entries[0], (0, 32));
     assert_eq!(b2.entries[7], (7, 32));
     assert_eq!(b2.entries[8], (0, 0));
@@ -1069,8 +1180,17 @@ fn vlarb_records_are_the_blocks_the_routing_programmed() {
     assert_eq!(status_of(&a), 0);
     let r = var::Repr::parse(&var::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
     assert_eq!(&r.entries[..3], &[(0, 64), (1, 64), (0, 0)]);
-    // Block 4 was not written: no record.
+    assert_eq!(r.out_port_num, 1, "a CA's record names its port, as OpenSM's");
+    // Block 4 was not written: zeros.
     t[3] = 4;
+    let a = get(&mut sa, attr::VLARB_RECORD, 0b111, &t);
+    assert_eq!(status_of(&a), 0);
+    let r = var::Repr::parse(&var::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    assert_eq!(r.entries, [(0, 0); var::ENTRIES]);
+    // A port the switch does not have: no record.
+    let mut t = lid_key::<{ var::LEN }>(sw_lid);
+    t[2] = 200;
+    t[3] = 1;
     assert_eq!(status_of(&get(&mut sa, attr::VLARB_RECORD, 0b111, &t)), status::NO_RECORDS);
 }
 
@@ -1253,4 +1373,76 @@ mod services {
         let a = query(&mut sa, lid, method::GET, attr::SERVICE_RECORD, sc::NAME, &rec);
         assert_eq!(status_of(&a), status::NO_RECORDS);
     }
+}
+
+/// Alias GUIDs (OpenSM's GUIDInfoRecord Set and Delete): a host sets
+/// GUIDs in its port's table, asks the SA to assign one, reads the table
+/// back with a GetTable; a PathRecord to the alias GID goes to the port;
+/// another port cannot take the same GUID; a delete frees it.
+#[test]
+fn guid_info_record_set_and_delete_give_ports_alias_guids() {
+    use sm_mad::sa_guid_info_record as gir;
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let options = sm_core::sim::SimOptions { ca_guid_cap: 16, ..Default::default() };
+    let out = routed_with(&topo, "minhop", &Config::default(), options);
+    let db = SaDb::build_shared(&out);
+    let prefix = u128::from(db.gid_prefix()) << 64;
+    let mut sa = sa_with(db);
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    assert!(cas.len() >= 2);
+    let ((lid, guid, _), (other, other_guid, _)) = (cas[0], cas[1]);
+    const LID_BLOCK: u64 = 0b11;
+    let gid = |i: u32| 1u64 << (4 + i);
+    let rec = |lid: u16, block_num: u8, guids: [u64; 8]| {
+        let mut t = [0u8; gir::LEN];
+        gir::Repr { lid, block_num, guids }.emit(&mut gir::Packet::new_unchecked(&mut t[..]));
+        t
+    };
+    let answer = |a: &[u8]| gir::Repr::parse(&gir::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse");
+    let alias = 0x0002_c9ff_fe00_0a01u64;
+    // Set GUID 1 to an alias, GUID 2 to 0 (the SA assigns one).
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1) | gid(2), &rec(lid, 0, [0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(status_of(&a), 0);
+    let set = answer(&a);
+    assert_eq!((set.lid, set.guids[0], set.guids[1]), (lid, guid, alias));
+    assert_eq!(set.guids[2] >> 40, 0x001405, "SM-assigned: OpenIB's OUI");
+    assert_eq!(&set.guids[3..], &[0; 5]);
+    // Without the block component: refused, as OpenSM.
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, 0b1 | gid(1), &rec(lid, 0, [0; 8]));
+    assert_eq!(status_of(&a), status::INSUFFICIENT_COMPONENTS);
+    // The port GUID is read-only; a block beyond GUIDCap has no record.
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(0), &rec(lid, 0, [1; 8]));
+    assert_eq!(status_of(&a), status::REQ_INVALID);
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(lid, 2, [1; 8]));
+    assert_eq!(status_of(&a), status::NO_RECORDS);
+    // The table read back: blocks 0 and 1 (GUIDCap 16), block 0 as set.
+    let t = lid_key::<{ gir::LEN }>(lid);
+    let table: Vec<gir::Repr> = records(&get_table(&mut sa, attr::GUID_INFO_RECORD, 0b1, &t), gir::LEN)
+        .iter()
+        .map(|r| gir::Repr::parse(&gir::Packet::new_checked(&r[..]).expect("rec")).expect("parse"))
+        .collect();
+    assert_eq!(table.len(), 2, "{table:x?}");
+    assert_eq!(table[0].guids, set.guids);
+    assert_eq!((table[1].block_num, table[1].guids), (1, [0; 8]));
+    // A PathRecord to the alias GID (and to the SM-assigned one) goes to the port.
+    let gids = pr::component::SGID | pr::component::DGID;
+    for g in [alias, set.guids[2]] {
+        let q = pr::Repr { sgid: prefix | u128::from(other_guid), dgid: prefix | u128::from(g), ..Default::default() };
+        let a = path_query(&mut sa, other, false, gids, q);
+        assert_eq!(status_of(&a), 0, "path to alias {g:#x}");
+        let r = pr::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec");
+        assert_eq!((r.slid(), r.dlid()), (other, lid));
+    }
+    // Another port cannot take the alias: its entry stays empty.
+    let a = query(&mut sa, other, method::SET, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(other, 0, [0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!((status_of(&a), answer(&a).guids[1]), (0, 0));
+    // Delete frees it: the alias GID is unknown again.
+    let a = query(&mut sa, lid, method::DELETE, attr::GUID_INFO_RECORD, LID_BLOCK | gid(1), &rec(lid, 0, [0; 8]));
+    assert_eq!((status_of(&a), answer(&a).guids[1]), (0, 0));
+    let q = pr::Repr { sgid: prefix | u128::from(other_guid), dgid: prefix | u128::from(alias), ..Default::default() };
+    assert_eq!(status_of(&path_query(&mut sa, other, false, gids, q)), status::INVALID_GID);
+    // The table outlives a new sweep's database.
+    sa.publish(SaDb::build_shared(&out));
+    let a = get(&mut sa, attr::GUID_INFO_RECORD, 0b11, &rec(lid, 0, [0; 8]));
+    assert_eq!(answer(&a).guids[2], set.guids[2]);
 }

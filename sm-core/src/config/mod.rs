@@ -173,6 +173,14 @@ pub struct Config {
     /// PacketLifeTime of the PathRecords the SA answers (OpenSM
     /// `packet_life_time`, default 0x12: 4.096 µs × 2^18 ≈ 1 s).
     pub packet_life_time: Option<u8>,
+    /// Highest rate code the SA's PathRecords carry, 2..24 (OpenSM
+    /// `max_rate_enum`, default 63: no limit); a faster path is answered
+    /// with the fastest rate allowed (`sa::path::limit_rate`).
+    pub max_rate_enum: Option<u8>,
+    /// PathRecord rates kept to the original extended codes, up to 18
+    /// (300 Gb/s): `max_rate_enum` at most 18 (OpenSM
+    /// `use_original_extended_sa_rates_only`, deprecated by it).
+    pub use_original_extended_sa_rates_only: bool,
     /// LinkSpeedEnabled written to every linked port; 0 leaves ports as
     /// they are, 15 (the default) sets every supported speed (OpenSM
     /// `force_link_speed`).

@@ -48,6 +48,8 @@ pub struct EndPort {
     pub lmc: u8,
     /// Whether the node is a switch.
     pub switch: bool,
+    /// PortInfo.GUIDCap: GUIDInfo entries of the port.
+    pub guid_cap: u8,
 }
 
 impl EndPort {
@@ -92,14 +94,17 @@ pub struct SaDb {
     pub(crate) switch_records: Vec<[u8; swr::PADDED_LEN]>,
     pub(crate) guid_records: Vec<[u8; gir::PADDED_LEN]>,
     pub(crate) pkey_records: Vec<[u8; pkr::PADDED_LEN]>,
-    /// SLtoVLMappingTableRecords: the maps the routing had programmed,
-    /// sorted by (LID, in port, out port). A port whose map this SM did not
-    /// write has none (its contents are whatever the port holds, which
-    /// the SA does not know).
-    pub(crate) sl2vl_records: Vec<[u8; slr::PADDED_LEN]>,
-    /// VLArbitrationTableRecords: the blocks the routing had programmed,
-    /// sorted by (LID, out port, block); none for a block not written.
-    pub(crate) vlarb_records: Vec<[u8; var::PADDED_LEN]>,
+    /// The SL2VL maps the routing had programmed, by (node, in port, out
+    /// port); a CA's with in port 0.
+    vl_maps: HashMap<(u32, u8, u8), [u8; 16]>,
+    /// The nonempty VLArb blocks the routing had programmed, by (node,
+    /// port, block 1-4).
+    vl_arbs: HashMap<(u32, u8, u8), [(u8, u8); var::ENTRIES]>,
+    /// Every addressed port the SL2VL and VLArb records are of: (LID,
+    /// node, port, switch, ports of the node), sorted. The records are
+    /// made when asked for ([`SaDb::sl2vl_records`]): a switch has one
+    /// map for each pair of its ports, too many to make at every sweep.
+    vl_ports: Vec<(u16, u32, u8, bool, u8)>,
     /// Partition membership and programmed P_Key tables; `None` for a
     /// database built without a sweep (every port then a full member of
     /// the default partition).
@@ -120,6 +125,10 @@ pub struct SaDb {
     /// (policy SL, engine SL) cases already logged: the engine's SL won
     /// where the policy asked for another (see [`crate::qos::decide_sl`]).
     pub(crate) sl_overruled: Mutex<HashSet<(u8, u8)>>,
+    /// The SA's alias GUID tables (shared with the SA, which changes them
+    /// on GUIDInfoRecord Set and Delete): GIDs of alias GUIDs resolve to
+    /// their port.
+    pub(crate) aliases: Arc<Mutex<super::alias::AliasGuids>>,
 }
 
 /// MTU code a port supports: its MTUCap (NeighborMTU when that is lower and set).
@@ -175,8 +184,8 @@ impl SaDb {
     pub fn build_after<'a>(source: impl Into<SaSource<'a>>, previous: Option<&SaDb>) -> Self {
         let source = source.into();
         let mut db = Self::records(source.fabric, source.lmc, previous);
+        db.set_vl_tables(source.accepted.map(|a| &a.routing));
         if let Some(accepted) = source.accepted {
-            db.set_vl_tables(&accepted.routing);
             db.routing = Some(Arc::clone(accepted));
         }
         if let Some(p) = source.partitions {
@@ -250,8 +259,8 @@ impl SaDb {
             == (other.gid_prefix, other.lmc, other.sm_lid, &other.ends, &other.wires, &other.first_wire)
             && (&self.node_records, &self.port_records, &self.link_records, &self.switch_records)
                 == (&other.node_records, &other.port_records, &other.link_records, &other.switch_records)
-            && (&self.guid_records, &self.pkey_records, &self.sl2vl_records, &self.vlarb_records)
-                == (&other.guid_records, &other.pkey_records, &other.sl2vl_records, &other.vlarb_records)
+            && (&self.guid_records, &self.pkey_records, &self.vl_maps, &self.vl_arbs, &self.vl_ports)
+                == (&other.guid_records, &other.pkey_records, &other.vl_maps, &other.vl_arbs, &other.vl_ports)
     }
 
     /// End ports known.
@@ -299,12 +308,16 @@ impl SaDb {
         self.by_guid.get(&guid).map(|&i| &self.ends[i as usize])
     }
 
-    /// The end port a GID names, if its prefix is the subnet's.
+    /// The end port a GID names, if its prefix is the subnet's: by its
+    /// port GUID, or an alias GUID the SA gave the port.
     pub fn end_by_gid(&self, gid: u128) -> Option<&EndPort> {
         if (gid >> 64) as u64 != self.gid_prefix {
             return None;
         }
-        self.end_by_guid(gid as u64)
+        self.end_by_guid(gid as u64).or_else(|| {
+            let port = self.aliases.lock().ok()?.port_of(gid as u64)?;
+            self.end_by_guid(port)
+        })
     }
 
     /// The SL the routing gives the path `slid` → `dlid` (0 when nothing
@@ -357,53 +370,33 @@ impl SaDb {
         (i < next).then(|| &self.wires[i as usize])
     }
 
-    /// The LID a record of `node`'s `port` is keyed by: the switch's LID
-    /// for every port of a switch, the port's own base LID on a CA.
-    fn record_lid(&self, node: u32, port: u8) -> Option<u16> {
-        if self.node_kind.get(node as usize) == Some(&NodeKind::Switch) {
-            self.switch_lid(node)
-        } else {
-            self.ends_of(node).iter().find(|e| e.port == port).map(|e| e.lid)
-        }
-    }
-
-    /// SL2VL and VLArb records of what `routing` had the core program
-    /// (sweep::vl writes exactly these: every SL2VL entry, every nonempty
-    /// VLArb block). CA maps are keyed by the port's LID with ports 0, as
-    /// IBA has a CA port's map apply to everything it sends.
-    fn set_vl_tables(&mut self, routing: &sm_abi::Routing) {
-        for entry in routing.sl2vl.iter() {
+    /// SL2VL and VLArb records for every port, as OpenSM's SA answers them
+    /// (osm_sa_slvl_record.c, osm_sa_vlarb_record.c): on a switch, keyed
+    /// by its LID, a map for every input port to every output port, ports
+    /// 0 included, and VLArb blocks 1-4 of every port; on a CA or router,
+    /// keyed by the port's LID, its one map (ports 0) and the four blocks
+    /// of the port (by its number). The contents are what `routing` (the
+    /// engine's tables and QoS's) had the core program: sweep::vl writes
+    /// exactly these, every SL2VL entry, every nonempty VLArb block. A
+    /// table the SM did not write is answered all zeros, as OpenSM answers
+    /// the tables it never set (without `qos` it sets none).
+    fn set_vl_tables(&mut self, routing: Option<&sm_abi::Routing>) {
+        for entry in routing.map_or(&[][..], |r| &r.sl2vl[..]) {
             let switch = self.node_kind.get(entry.node as usize) == Some(&NodeKind::Switch);
-            let Some(lid) = self.record_lid(entry.node, entry.out_port) else {
-                continue;
-            };
-            let (in_port_num, out_port_num) = if switch {
-                (entry.in_port, entry.out_port)
-            } else {
-                (0, 0)
-            };
-            let mut rec = [0u8; slr::PADDED_LEN];
-            slr::Repr {
-                lid,
-                in_port_num,
-                out_port_num,
-                vl: entry.vl,
-            }
-            .emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
-            self.sl2vl_records.push(rec);
+            // A CA port's map is its port's, whatever input it names.
+            let key = if switch { (entry.node, entry.in_port, entry.out_port) } else { (entry.node, 0, entry.out_port) };
+            // Later entries for the same key replace earlier ones, as the
+            // later write would on the port.
+            self.vl_maps.insert(key, entry.vl);
         }
-        for arb in routing.vlarb.iter() {
-            let switch = self.node_kind.get(arb.node as usize) == Some(&NodeKind::Switch);
-            let Some(lid) = self.record_lid(arb.node, arb.port) else {
-                continue;
-            };
-            let blocks: [(u8, &[sm_abi::VlWeight]); 4] = [
+        for arb in routing.map_or(&[][..], |r| &r.vlarb[..]) {
+            let parts: [(u8, &[sm_abi::VlWeight]); 4] = [
                 (1, &arb.low[..arb.low.len().min(var::ENTRIES)]),
                 (2, arb.low.get(var::ENTRIES..).unwrap_or(&[])),
                 (3, &arb.high[..arb.high.len().min(var::ENTRIES)]),
                 (4, arb.high.get(var::ENTRIES..).unwrap_or(&[])),
             ];
-            for (block_num, weights) in blocks {
+            for (block_num, weights) in parts {
                 if weights.is_empty() {
                     continue;
                 }
@@ -411,29 +404,78 @@ impl SaDb {
                 for (slot, w) in entries.iter_mut().zip(weights) {
                     *slot = (w.vl, w.weight);
                 }
-                let mut rec = [0u8; var::PADDED_LEN];
-                var::Repr {
-                    lid,
-                    out_port_num: if switch { arb.port } else { 0 },
-                    block_num,
-                    entries,
-                }
-                .emit(&mut var::Packet::new_unchecked(&mut rec[..]));
-                self.vlarb_records.push(rec);
+                self.vl_arbs.insert((arb.node, arb.port, block_num), entries);
             }
         }
-        // Later entries for the same key replace earlier ones, as the
-        // later write would on the port.
-        self.sl2vl_records.reverse();
-        self.sl2vl_records
-            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.sl2vl_records
-            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records.reverse();
-        self.vlarb_records
-            .sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
-        self.vlarb_records
-            .dedup_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2], r[3]));
+        let mut ports: Vec<(u16, u32, u8, bool, u8)> = Vec::with_capacity(self.ends.len());
+        for e in &self.ends {
+            let first = self.first_wire.get(e.node as usize).map_or(0, |&w| w as usize);
+            let end = self.first_wire.get(e.node as usize + 1).map_or(self.wires.len(), |&w| w as usize);
+            let count = end.saturating_sub(first).clamp(1, 256) - 1;
+            ports.push((e.lid, e.node, e.port, e.switch, count as u8));
+        }
+        ports.sort_unstable();
+        // A LID two ports share (a broken fabric): the first keys it.
+        ports.dedup_by_key(|p| p.0);
+        self.vl_ports = ports;
+    }
+
+    /// The ports the VL records of `lid` (all LIDs: `None`) are of.
+    fn vl_ports_of(&self, lid: Option<u16>) -> &[(u16, u32, u8, bool, u8)] {
+        match lid {
+            Some(lid) => {
+                let lo = self.vl_ports.partition_point(|p| p.0 < lid);
+                let hi = self.vl_ports.partition_point(|p| p.0 <= lid);
+                &self.vl_ports[lo..hi]
+            }
+            None => &self.vl_ports,
+        }
+    }
+
+    /// SLtoVLMappingTableRecords of `lid` (every LID: `None`), sorted by
+    /// (LID, in port, out port), as OpenSM's SA answers them
+    /// (osm_sa_slvl_record.c): a switch, keyed by its LID, has a map for
+    /// every input port to every output port, ports 0 included; a CA or
+    /// router port, keyed by its LID, its one map (ports 0). A map is
+    /// what the routing (the engine's tables and QoS's) had the core
+    /// program, which sweep::vl writes exactly; one the SM did not write
+    /// is answered all zeros, as OpenSM answers the tables it never set
+    /// (without `qos` it sets none).
+    pub(crate) fn sl2vl_records(&self, lid: Option<u16>) -> Vec<[u8; slr::PADDED_LEN]> {
+        let mut out = Vec::new();
+        for &(lid, node, port, switch, last) in self.vl_ports_of(lid) {
+            let pairs: Vec<(u8, u8)> =
+                if switch { (0..=last).flat_map(|i| (0..=last).map(move |o| (i, o))).collect() } else { vec![(0, port)] };
+            for (input, output) in pairs {
+                let vl = self.vl_maps.get(&(node, input, output)).copied().unwrap_or([0; 16]);
+                let (in_port_num, out_port_num) = if switch { (input, output) } else { (0, 0) };
+                let mut rec = [0u8; slr::PADDED_LEN];
+                slr::Repr { lid, in_port_num, out_port_num, vl }.emit(&mut slr::Packet::new_unchecked(&mut rec[..]));
+                out.push(rec);
+            }
+        }
+        out
+    }
+
+    /// VLArbitrationTableRecords of `lid` (every LID: `None`), sorted by
+    /// (LID, port, block), as OpenSM's SA answers them
+    /// (osm_sa_vlarb_record.c): blocks 1-4 of every port of a switch (0
+    /// included) and of a CA port (by its number); the blocks the routing
+    /// had programmed, zeros for the others.
+    pub(crate) fn vlarb_records(&self, lid: Option<u16>) -> Vec<[u8; var::PADDED_LEN]> {
+        let mut out = Vec::new();
+        for &(lid, node, port, switch, last) in self.vl_ports_of(lid) {
+            let ports = if switch { 0..=last } else { port..=port };
+            for out_port_num in ports {
+                for block_num in 1..=4u8 {
+                    let entries = self.vl_arbs.get(&(node, out_port_num, block_num)).copied().unwrap_or([(0, 0); var::ENTRIES]);
+                    let mut rec = [0u8; var::PADDED_LEN];
+                    var::Repr { lid, out_port_num, block_num, entries }.emit(&mut var::Packet::new_unchecked(&mut rec[..]));
+                    out.push(rec);
+                }
+            }
+        }
+        out
     }
 
     /// The LID of switch `node` (its port 0), if it has one.
@@ -465,8 +507,9 @@ impl SaDb {
             switch_records: Vec::new(),
             guid_records: Vec::new(),
             pkey_records: Vec::new(),
-            sl2vl_records: Vec::new(),
-            vlarb_records: Vec::new(),
+            vl_maps: HashMap::new(),
+            vl_arbs: HashMap::new(),
+            vl_ports: Vec::new(),
             partitions: None,
             source: fabric.nodes.clone(),
             node_lid: Vec::new(),
@@ -474,6 +517,7 @@ impl SaDb {
             rebuilt: 0,
             qos_policy: None,
             sl_overruled: Mutex::new(HashSet::new()),
+            aliases: Arc::default(),
         };
         if let Some(prefix) = fabric
             .nodes
@@ -508,6 +552,7 @@ impl SaDb {
                     lid: info.lid,
                     lmc: if n.is_switch() { 0 } else { info.lmc.min(7) },
                     switch: n.is_switch(),
+                    guid_cap: info.guid_cap,
                 };
                 if node_lid[i] == 0 {
                     node_lid[i] = end.lid;

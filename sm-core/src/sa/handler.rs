@@ -120,6 +120,9 @@ pub struct Sa {
     /// Copy on write: a query clones the `Arc` and reads outside the lock.
     subs: Mutex<Arc<Subscriptions>>,
     services: Mutex<Services>,
+    /// Alias GUID tables hosts set (shared with every published database,
+    /// whose GID lookups they extend).
+    aliases: Arc<Mutex<super::alias::AliasGuids>>,
     config: SaConfig,
 }
 
@@ -335,6 +338,8 @@ impl Sa {
     pub fn new(groups: Arc<Mutex<McGroups>>, config: SaConfig) -> Self {
         Self {
             view: Mutex::default(),
+            // OpenSM's default `sm_assigned_guid`, 0.
+            aliases: Arc::new(Mutex::new(super::alias::AliasGuids::new(0))),
             groups,
             subs: Mutex::default(),
             services: Mutex::default(),
@@ -417,7 +422,8 @@ impl Sa {
     /// service (trap 64) or went out of it (trap 65) since the last
     /// snapshot, and whether multicast membership changed (members that
     /// left the fabric are dropped from their groups).
-    pub fn publish(&self, db: SaDb) -> (Vec<Report>, bool) {
+    pub fn publish(&self, mut db: SaDb) -> (Vec<Report>, bool) {
+        db.aliases = Arc::clone(&self.aliases);
         let db = Arc::new(db);
         let mut reports = Vec::new();
         let sa_gid = db.end_by_lid(db.sm_lid).map_or(0, |e| db.gid(e));
@@ -509,7 +515,6 @@ impl Sa {
             | attr::SWITCH_INFO_RECORD
             | attr::LFT_RECORD
             | attr::MFT_RECORD
-            | attr::GUID_INFO_RECORD
             | attr::PKEY_TABLE_RECORD
             | attr::SL2VL_RECORD
             | attr::VLARB_RECORD
@@ -517,6 +522,7 @@ impl Sa {
             | attr::PATH_RECORD
             | attr::INFORM_INFO_RECORD => query,
             attr::MC_MEMBER_RECORD | attr::SERVICE_RECORD => m != method::GET_MULTI,
+            attr::GUID_INFO_RECORD => query || m == method::SET || m == method::DELETE,
             attr::MULTI_PATH_RECORD => m == method::GET_MULTI,
             attr::INFORM_INFO => m == method::SET,
             _ => false,
@@ -593,12 +599,16 @@ impl Sa {
                 select(&mft_records, mftr::COMPONENTS, mask, data, seen),
                 max,
             )),
+            attr::GUID_INFO_RECORD if m == method::SET || m == method::DELETE => {
+                reply(self.alias_change(&db, &req, m, mask, data))
+            }
             attr::GUID_INFO_RECORD => {
                 let t = normalise_lid(&db, data);
+                let records = self.guid_records(&db);
                 reply(answer_records(
                     &req,
                     gir::PADDED_LEN,
-                    select(&db.guid_records, gir::COMPONENTS, mask, &t, seen),
+                    select(&records, gir::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -624,7 +634,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     slr::PADDED_LEN,
-                    select(&db.sl2vl_records, slr::COMPONENTS, mask, &t, seen),
+                    select(&db.sl2vl_records(keyed_lid(mask, &t)), slr::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -634,7 +644,7 @@ impl Sa {
                 reply(answer_records(
                     &req,
                     var::PADDED_LEN,
-                    select(&db.vlarb_records, var::COMPONENTS, mask, &t, seen),
+                    select(&db.vlarb_records(keyed_lid(mask, &t)), var::COMPONENTS, mask, &t, seen),
                     max,
                 ))
             }
@@ -895,6 +905,64 @@ impl Sa {
         }
     }
 
+    /// GUIDInfoRecords: the database's (block 0 of every end port), with
+    /// the blocks of the ports hosts gave alias GUIDs as the SA holds them.
+    fn guid_records(&self, db: &SaDb) -> Vec<[u8; gir::PADDED_LEN]> {
+        let aliases = locked(&self.aliases);
+        let mut records: Vec<[u8; gir::PADDED_LEN]> = db
+            .guid_records
+            .iter()
+            .filter(|r| {
+                let lid = u16::from_be_bytes([r[0], r[1]]);
+                db.end_by_lid(lid).is_none_or(|e| aliases.blocks(e.guid) == 0)
+            })
+            .copied()
+            .collect();
+        for (port, _) in aliases.tables() {
+            let Some(e) = db.end_by_guid(port) else { continue };
+            for block_num in 0..aliases.blocks(port) {
+                let Some(guids) = aliases.block(port, block_num as u8) else { continue };
+                let mut rec = [0u8; gir::PADDED_LEN];
+                gir::Repr { lid: e.lid, block_num: block_num as u8, guids }.emit(&mut gir::Packet::new_unchecked(&mut rec[..]));
+                records.push(rec);
+            }
+        }
+        records.sort_by_key(|r| (u16::from_be_bytes([r[0], r[1]]), r[2]));
+        records
+    }
+
+    /// GUIDInfoRecord Set or Delete (OpenSM's rules: [`super::alias`]):
+    /// LID and block must be given; the answer is the block afterwards.
+    fn alias_change(&self, db: &SaDb, req: &[u8], m: u8, mask: u64, data: &[u8]) -> Vec<u8> {
+        const LID_AND_BLOCK: u64 = 0b11;
+        if mask & LID_AND_BLOCK != LID_AND_BLOCK {
+            return error(req, status::INSUFFICIENT_COMPONENTS);
+        }
+        let Ok(rec) = gir::Packet::new_checked(data).and_then(|p| gir::Repr::parse(&p)) else {
+            return error(req, status::REQ_INVALID);
+        };
+        let Some(end) = db.end_by_lid(rec.lid) else {
+            return error(req, status::NO_RECORDS);
+        };
+        // GUID i of the block is component 4 + i.
+        let named = (mask >> 4) as u8;
+        let mut aliases = locked(&self.aliases);
+        let result = if m == method::SET {
+            aliases.set(end.guid, end.guid_cap, rec.block_num, named, rec.guids)
+        } else {
+            aliases.delete(end.guid, end.guid_cap, rec.block_num, named)
+        };
+        drop(aliases);
+        match result {
+            Ok(guids) => {
+                let mut out = [0u8; gir::PADDED_LEN];
+                gir::Repr { lid: end.lid, block_num: rec.block_num, guids }.emit(&mut gir::Packet::new_unchecked(&mut out[..]));
+                single(req, &out)
+            }
+            Err(code) => error(req, code),
+        }
+    }
+
     fn mc_member(&self, db: &SaDb, slid: u16, trusted: bool, req: &[u8], mask: u64) -> Answer {
         use sm_mad::sa_mc_member_record::{Packet, PADDED_LEN};
         let view = request_view(req);
@@ -996,6 +1064,12 @@ fn ca_port_components(db: &SaDb, template: &[u8], mask: u64, ports: u64) -> u64 
 
 /// The query template with a LID of an LMC range replaced by the port's
 /// base LID, by which its records are keyed.
+/// The LID a query's record template names, when its mask gives one
+/// (component 0).
+fn keyed_lid(mask: u64, template: &[u8]) -> Option<u16> {
+    (mask & 1 != 0 && template.len() >= 2).then(|| u16::from_be_bytes([template[0], template[1]]))
+}
+
 fn normalise_lid(db: &SaDb, data: &[u8]) -> Vec<u8> {
     let mut t = data.to_vec();
     if t.len() >= 2 {

@@ -25,6 +25,7 @@
 //! first 256 bytes).
 
 mod access;
+pub mod alias;
 pub mod client;
 pub mod db;
 pub mod handler;

@@ -187,6 +187,10 @@ pub struct PathDefaults {
     /// P_Key of the default partition (paths take the P_Key their ports
     /// share; see [`sm_partition::common_pkey`]).
     pub pkey: u16,
+    /// Highest rate code a PathRecord carries (OpenSM `max_rate_enum`):
+    /// a higher code is lowered by [`limit_rate`]. [`NO_RATE_LIMIT`]
+    /// (OpenSM's default) lowers none.
+    pub max_rate_enum: u8,
 }
 
 impl Default for PathDefaults {
@@ -194,8 +198,30 @@ impl Default for PathDefaults {
         Self {
             packet_life: 18,
             pkey: 0xFFFF,
+            max_rate_enum: NO_RATE_LIMIT,
         }
     }
+}
+
+/// `max_rate_enum` that limits nothing (OpenSM's `SA_RATE_MAX_ENUM`).
+pub const NO_RATE_LIMIT: u8 = 63;
+
+/// `code` as a SA with `max_rate_enum` `max` answers it (OpenSM's
+/// osm_sa_limit_rate): unchanged when its code is not above `max`; else
+/// the fastest rate below it whose code is not above `max` and that is
+/// not faster than `max`'s rate; 2.5 Gb/s when there is none. (Codes are
+/// compared as numbers, as OpenSM does: with 18, the "original extended
+/// rates", 28 Gb/s (19) becomes 25 Gb/s, 400 Gb/s (21) 300 Gb/s.)
+pub fn limit_rate(code: u8, max: u8) -> u8 {
+    if code <= max {
+        return code;
+    }
+    let (rate, cap) = (rate_of(code), rate_of(max));
+    super::db::RATES
+        .iter()
+        .rev()
+        .find(|&&(c, r)| r < rate && c <= max && (cap == 0 || r <= cap))
+        .map_or(2, |&(c, _)| c)
 }
 
 /// Most records one query returns (beyond it: ERR_NO_RESOURCES).
@@ -352,7 +378,8 @@ fn record(
         q.rate_selector,
         q.rate,
         walk.rate,
-    )?;
+    )
+    .map(|rate| limit_rate(rate, defaults.max_rate_enum))?;
     let life = if s == d { 0 } else { defaults.packet_life };
     let packet_life = select(
         mask & pc::PKT_LIFE != 0,
@@ -470,5 +497,30 @@ fn select_rate(
         }
         selector::EXACTLY => (have >= want_rate).then_some(want),
         _ => Some(have_code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_above_max_rate_enum_are_lowered_as_opensm_does() {
+        // No limit, or a code not above it: unchanged.
+        for code in [2, 3, 7, 16, 21, 24] {
+            assert_eq!(limit_rate(code, NO_RATE_LIMIT), code);
+            assert_eq!(limit_rate(code, code), code);
+        }
+        // 18, the original extended rates: 2x and HDR codes go down.
+        assert_eq!(limit_rate(19, 18), 15, "28 Gb/s becomes 25 Gb/s");
+        assert_eq!(limit_rate(20, 18), 7, "50 Gb/s becomes 40 Gb/s");
+        assert_eq!(limit_rate(21, 18), 18, "400 Gb/s becomes 300 Gb/s");
+        assert_eq!(limit_rate(24, 18), 18);
+        // A code above the limit whose rate is below it: the fastest
+        // slower rate with a code not above the limit.
+        assert_eq!(limit_rate(12, 10), 7, "56 Gb/s under 120 Gb/s' code 10: 40 Gb/s");
+        assert_eq!(limit_rate(16, 3), 3, "100 Gb/s under 10 Gb/s");
+        assert_eq!(limit_rate(7, 3), 3);
+        assert_eq!(limit_rate(5, 2), 2, "nothing slower allowed: 2.5 Gb/s");
     }
 }
