@@ -116,10 +116,10 @@ pub struct Answer {
 #[derive(Debug)]
 pub struct Sa {
     view: Mutex<View>,
-    groups: Arc<Mutex<McGroups>>,
+    pub(super) groups: Arc<Mutex<McGroups>>,
     /// Copy on write: a query clones the `Arc` and reads outside the lock.
-    subs: Mutex<Arc<Subscriptions>>,
-    services: Mutex<Services>,
+    pub(super) subs: Mutex<Arc<Subscriptions>>,
+    pub(super) services: Mutex<Services>,
     config: SaConfig,
 }
 
@@ -131,7 +131,7 @@ struct View {
     mft_records: Arc<Vec<[u8; mftr::PADDED_LEN]>>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The guarded state stays consistent across a panic (each change is
     // one assignment), so a poisoned lock is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
