@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use sm_core::config::Config;
 use sm_core::engines::loader::{search_path_with_config, Registry};
-use tracing::warn;
+use tracing::{info, warn};
 
 mod gen_cmd;
 
@@ -967,7 +967,13 @@ fn start_responders(
 > {
     let (priority, sm_key) = (settings.priority, settings.sm_key);
     let path = sm_core::sa::PathDefaults { packet_life: settings.path_packet_life, ..Default::default() };
-    let sa_config = sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, path, ..Default::default() };
+    let sa_config = sm_core::sa::handler::SaConfig {
+        sm_priority: priority,
+        sm_key,
+        path,
+        drop_event_subscriptions: settings.drop_event_subscriptions,
+        ..Default::default()
+    };
     if let Some(fabric) = sim {
         let requests = fabric.sa_requests(SIM_SA_QUEUE);
         let sa = sm_core::sa::server::spawn(fabric.sender(), requests, Arc::clone(groups), sa_config);
@@ -982,6 +988,37 @@ fn start_responders(
             .map_err(|e| format!("SMInfo responder: {e}"))?;
     }
     Ok((sa, Some((state, standby_options))))
+}
+
+/// Reads `sa_db_file` into the SA (a file that cannot be read is logged,
+/// and the SA starts empty), and starts saving it with `sa_db_dump`.
+fn restore_sa(
+    sa: Option<&sm_core::sa::server::SaHandle>,
+    settings: &sm_core::settings::DaemonSettings,
+) -> Option<sm_core::sa::persist::Saver> {
+    let sa = sa?;
+    if let Some(path) = &settings.sa_db_file {
+        match sm_core::sa::persist::restore_file(sa.sa(), path) {
+            Ok(done) => {
+                info!(
+                    file = %path.display(),
+                    "SA database restored: {} multicast groups, {} services, {} subscriptions",
+                    done.groups,
+                    done.services,
+                    done.subscriptions
+                );
+                for s in &done.skipped {
+                    warn!("SA database {}: not restored: {s}", path.display());
+                }
+            }
+            Err(sm_core::sa::PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                info!(file = %path.display(), "no SA database to restore");
+            }
+            Err(e) => warn!("SA database not restored, the SA starts empty: {e}"),
+        }
+    }
+    let path = settings.sa_db_save.clone()?;
+    Some(sm_core::sa::persist::Saver::spawn(Arc::clone(sa.sa()), path, settings.fsync_high_avail_files))
 }
 
 /// The control socket and the metrics endpoint, when configured; each
@@ -1297,13 +1334,17 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         }
     };
     let mut groups_made = sm_core::mcast::precreate::partition_groups(&partitions, None, config.qos);
-    precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
     let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
     let (sa, standby) = match start_responders(sim.as_ref(), responders, &groups, &daemon_settings, standby_options) {
         Ok(started) => started,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
+    // The saved registrations come back before the SA answers (it answers
+    // BUSY until the first sweep publishes) and before the partitions'
+    // groups are made, so that saved groups keep their MLIDs.
+    let _sa_saver = restore_sa(sa.as_deref(), &daemon_settings);
+    precreate(&groups, &groups_made);
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
     // The performance manager reads the PMAs on a thread and GSI agent of

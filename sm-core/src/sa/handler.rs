@@ -72,6 +72,9 @@ pub struct SaConfig {
     pub mcast: McLimits,
     /// Bounds on registered ServiceRecords.
     pub services: ServiceLimits,
+    /// Drop a port's InformInfo subscriptions when it leaves the fabric
+    /// (OpenSM `drop_event_subscriptions`; OpenSM's default keeps them).
+    pub drop_event_subscriptions: bool,
 }
 
 impl SaConfig {
@@ -93,6 +96,7 @@ impl Default for SaConfig {
             max_subscriptions_per_port: 32,
             mcast: McLimits::default(),
             services: ServiceLimits::default(),
+            drop_event_subscriptions: false,
         }
     }
 }
@@ -452,7 +456,9 @@ impl Sa {
                 }
             }
         }
-        subs.retain(|gid| db.end_by_gid(gid).is_some());
+        if self.config.drop_event_subscriptions {
+            subs.retain(|gid| db.end_by_gid(gid).is_some());
+        }
         drop(subs_guard);
         // Services of ports that left the fabric go with them.
         locked(&self.services).retain_owners(|guid| db.end_by_guid(guid).is_some());

@@ -539,6 +539,82 @@ impl Sa {
     }
 }
 
+/// Reads the file at `path` into `sa` (at SM start, before the SA
+/// answers). A file that cannot be read leaves the SA empty: the error
+/// says which file and line.
+pub fn restore_file(sa: &Sa, path: &Path) -> Result<Restored, PersistError> {
+    let state = SaState::load(path)?;
+    Ok(sa.restore_state(&state, Instant::now(), unix_now()))
+}
+
+/// The thread that keeps the file at `path` up to date: once a second,
+/// while the SA serves (it has a snapshot published: this SM is master),
+/// the registrations are written when they differ from what was last
+/// written; once more when it stops. A standby, whose SA serves nothing,
+/// never overwrites the file.
+#[derive(Debug)]
+pub struct Saver {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Saver {
+    /// Starts saving `sa` to `path`, synced to disk when `fsync`.
+    pub fn spawn(sa: std::sync::Arc<Sa>, path: PathBuf, fsync: bool) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("sa-db".into())
+            .spawn(move || {
+                let mut last: Option<String> = None;
+                let mut last_error: Option<String> = None;
+                loop {
+                    let stopping = flag.load(Ordering::Relaxed);
+                    if sa.db().is_some() {
+                        let text = sa.saved_state(Instant::now()).render();
+                        if last.as_ref() != Some(&text) {
+                            match write_atomic(&path, text.as_bytes(), fsync) {
+                                Ok(()) => {
+                                    tracing::debug!(path = %path.display(), "SA database saved");
+                                    last = Some(text);
+                                    last_error = None;
+                                }
+                                Err(e) => {
+                                    let shown = e.to_string();
+                                    if last_error.as_ref() != Some(&shown) {
+                                        tracing::warn!("SA database not saved: {shown}");
+                                    }
+                                    last_error = Some(shown);
+                                }
+                            }
+                        }
+                    }
+                    if stopping {
+                        break;
+                    }
+                    for _ in 0..10 {
+                        if flag.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                }
+            })
+            .expect("spawn the SA database thread");
+        Self { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Saver {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Unix time now (re-exported for the daemon's restore).
 pub fn unix_now() -> u32 {
     service::unix_now()
