@@ -401,7 +401,8 @@ fn sent(reports: &[sm_core::sa::Report]) -> BTreeSet<(u16, u16)> {
 #[test]
 fn reports_reach_only_subscribers_that_may_know() {
     let Setup { mut run, out, h: [h1, h2, h3, h4] } = setup();
-    let (sa, _) = sa_on(&out, SaConfig::default());
+    // A port's subscriptions go with it (OpenSM's drop_event_subscriptions).
+    let (sa, _) = sa_on(&out, SaConfig { drop_event_subscriptions: true, ..SaConfig::default() });
     for h in [h1, h2, h3, h4] {
         for trap in 64..=67 {
             subscribe(&sa, h.lid, trap);
@@ -434,3 +435,31 @@ fn reports_reach_only_subscribers_that_may_know() {
     assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64), (h3.lid, 64)]));
 }
 
+
+/// OpenSM's default (`drop_event_subscriptions FALSE`): a port that left
+/// the fabric keeps its subscriptions, and is told of its own return;
+/// with the key on they went with it.
+#[test]
+fn subscriptions_outlive_their_port_unless_dropped() {
+    let Setup { mut run, out, h: [h1, _, _, h4] } = setup();
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let h4_sim = topo.nodes.iter().position(|n| n.name == "h4").expect("h4");
+    let (kept, _) = sa_on(&out, SaConfig::default());
+    let (dropped, _) = sa_on(&out, SaConfig { drop_event_subscriptions: true, ..SaConfig::default() });
+    for sa in [&kept, &dropped] {
+        subscribe(sa, h4.lid, 64);
+        subscribe(sa, h1.lid, 64);
+    }
+    run.sim.link_down(h4_sim, 1).expect("link down");
+    let without = once(&mut run);
+    kept.publish(SaDb::build_shared(&without));
+    dropped.publish(SaDb::build_shared(&without));
+    assert_eq!(kept.subscriptions().iter().count(), 2, "h4's subscription is kept while it is away");
+    assert_eq!(dropped.subscriptions().iter().count(), 1);
+    run.sim.link_up(h4_sim, 1).expect("link up");
+    let back = once(&mut run);
+    let (reports, _) = kept.publish(SaDb::build_shared(&back));
+    assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64), (h4.lid, 64)]));
+    let (reports, _) = dropped.publish(SaDb::build_shared(&back));
+    assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64)]));
+}
