@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use sm_core::config::Config;
 use sm_core::engines::loader::{search_path_with_config, Registry};
-use tracing::{info, warn};
+use tracing::warn;
 
 mod gen_cmd;
 
@@ -990,32 +990,16 @@ fn start_responders(
     Ok((sa, Some((state, standby_options))))
 }
 
-/// Reads `sa_db_file` into the SA (a file that cannot be read is logged,
-/// and the SA starts empty), and starts saving it with `sa_db_dump`.
+/// Has the SA read `sa_db_file` back when this SM first sweeps as master
+/// (a file that cannot be read is logged, and the SA starts empty), and
+/// starts saving it with `sa_db_dump`.
 fn restore_sa(
     sa: Option<&sm_core::sa::server::SaHandle>,
     settings: &sm_core::settings::DaemonSettings,
 ) -> Option<sm_core::sa::persist::Saver> {
     let sa = sa?;
     if let Some(path) = &settings.sa_db_file {
-        match sm_core::sa::persist::restore_file(sa.sa(), path) {
-            Ok(done) => {
-                info!(
-                    file = %path.display(),
-                    "SA database restored: {} multicast groups, {} services, {} subscriptions",
-                    done.groups,
-                    done.services,
-                    done.subscriptions
-                );
-                for s in &done.skipped {
-                    warn!("SA database {}: not restored: {s}", path.display());
-                }
-            }
-            Err(sm_core::sa::PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                info!(file = %path.display(), "no SA database to restore");
-            }
-            Err(e) => warn!("SA database not restored, the SA starts empty: {e}"),
-        }
+        sa.restore_at_first_publish(path.clone());
     }
     let path = settings.sa_db_save.clone()?;
     Some(sm_core::sa::persist::Saver::spawn(Arc::clone(sa.sa()), path, settings.fsync_high_avail_files))
@@ -1340,9 +1324,8 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         Ok(started) => started,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
-    // The saved registrations come back before the SA answers (it answers
-    // BUSY until the first sweep publishes) and before the partitions'
-    // groups are made, so that saved groups keep their MLIDs.
+    // The saved registrations come back at the first master sweep, before
+    // the SA answers (BUSY until that sweep publishes).
     let _sa_saver = restore_sa(sa.as_deref(), &daemon_settings);
     precreate(&groups, &groups_made);
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));

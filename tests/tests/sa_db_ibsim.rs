@@ -36,23 +36,48 @@ fn saquery(sim: &Ibsim, host: &str, arg: &str) -> String {
 }
 
 fn start(sim: &Ibsim, fabric: &Generated, host: &str, conf: &Path) -> RunningSm {
-    // A killed SM keeps its slot until it is disconnected.
-    sim.disconnect_stale().unwrap_or_else(|e| panic!("{e}"));
-    // The last run's report would pass for this one's first sweep.
-    let _ = std::fs::remove_file(fabric.dir().join("report.json"));
-    let conf = conf.display().to_string();
-    let mut sm = RunningSm::start_on(
-        sim,
-        Some(host),
-        &fabric.sm,
-        &fabric.dir().join("dumps"),
-        &fabric.dir().join("report.json"),
-        &["--sweep-interval", "1", "--log", "info", "--config", &conf],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut sm = spawn(sim, fabric, "sm", host, conf, &[]);
     sm.wait_for("the first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
         .unwrap_or_else(|e| panic!("{e}"));
     sm
+}
+
+/// smcore `name` on `host` with the opensm.conf `conf`, its own dump
+/// directory and report.
+fn spawn(sim: &Ibsim, fabric: &Generated, name: &str, host: &str, conf: &Path, extra: &[&str]) -> RunningSm {
+    // A killed SM keeps its slot until it is disconnected.
+    sim.disconnect_stale().unwrap_or_else(|e| panic!("{e}"));
+    // The last run's report would pass for this one's first sweep.
+    let report = fabric.dir().join(format!("{name}-report.json"));
+    let _ = std::fs::remove_file(&report);
+    let conf = conf.display().to_string();
+    let mut args = vec!["--sweep-interval", "1", "--log", "info", "--config", &conf];
+    args.extend_from_slice(extra);
+    RunningSm::start_on(sim, Some(host), &fabric.sm, &fabric.dir().join(format!("{name}-dumps")), &report, &args)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The opensm.conf of these tests: registrations saved to, and read back
+/// from, `sa.db` in the fabric's directory.
+fn sa_db_conf(fabric: &Generated) -> (std::path::PathBuf, std::path::PathBuf) {
+    let db = fabric.dir().join("sa.db");
+    let conf = fabric.dir().join("opensm.conf");
+    std::fs::write(&conf, format!("sa_db_dump TRUE\nsa_db_file {}\nfsync_high_avail_files TRUE\n", db.display()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    (db, conf)
+}
+
+/// Waits (up to 5 s) for `db` to hold what `done` looks for; its text.
+fn saved(db: &Path, done: impl Fn(&str) -> bool) -> String {
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = std::fs::read_to_string(db).unwrap_or_default();
+        if done(&text) {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{} never held what was registered:\n{text}", db.display());
 }
 
 #[test]
@@ -61,10 +86,7 @@ fn a_restarted_sm_answers_the_groups_services_and_subscriptions_it_had() {
     let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
     let hosts: Vec<String> = fabric.hosts().iter().map(|&h| fabric.topo.nodes[h].name.clone()).collect();
     let (sm_host, a, b, asker) = (&hosts[0], &hosts[1], &hosts[hosts.len() - 1], &hosts[2]);
-    let db = fabric.dir().join("sa.db");
-    let conf = fabric.dir().join("opensm.conf");
-    std::fs::write(&conf, format!("sa_db_dump TRUE\nsa_db_file {}\nfsync_high_avail_files TRUE\n", db.display()))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (db, conf) = sa_db_conf(&fabric);
 
     let sm = start(&sim, &fabric, sm_host, &conf);
     sa_client(&sim, a, &["join", "--mgid", MGID_A]);
@@ -94,15 +116,7 @@ fn a_restarted_sm_answers_the_groups_services_and_subscriptions_it_had() {
         assert!(text.contains(want), "saquery lists the {what} ({want}):\n{text}");
     }
     // Saved within a second of the last change.
-    let mut saved = String::new();
-    for _ in 0..50 {
-        saved = std::fs::read_to_string(&db).unwrap_or_default();
-        if saved.contains("InformInfo Record:") && saved.contains("name='forever'") && saved.matches("mcm_port:").count() >= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(saved.contains("InformInfo Record:") && saved.contains("name='forever'"), "the file:\n{saved}");
+    let saved = saved(&db, |t| t.contains("InformInfo Record:") && t.contains("name='forever'") && t.matches("mcm_port:").count() >= 3);
     sm.kill();
 
     let sm = start(&sim, &fabric, sm_host, &conf);
@@ -124,4 +138,53 @@ fn a_restarted_sm_answers_the_groups_services_and_subscriptions_it_had() {
     let output = sm.kill();
     let named = format!("{}:{line}:", db.display());
     assert!(output.contains(&named), "the SM names {named}:\n{output}");
+}
+
+/// The acceptance test of the handover: a master and a standby smcore on
+/// one fabric, keeping one SA database file (as two OpenSMs of a site do
+/// on shared storage); hosts join groups and register services with the
+/// master; the master is killed (SIGKILL); the standby takes over, reads
+/// the file at its first sweep as master, and `saquery -g` and `-S` from
+/// a host list the same groups and services as before the kill.
+#[test]
+fn the_standby_that_takes_over_answers_the_groups_and_services_of_the_master() {
+    let fabric = Generated::fat_tree("sa-db-standby-", 2, 2, 3, 2).unwrap_or_else(|e| panic!("{e}"));
+    let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
+    let hosts: Vec<String> = fabric.hosts().iter().map(|&h| fabric.topo.nodes[h].name.clone()).collect();
+    let (master_host, standby_host) = (&hosts[0], &hosts[hosts.len() - 1]);
+    let (a, b, asker) = (&hosts[1], &hosts[hosts.len() - 2], &hosts[2]);
+    let (db, conf) = sa_db_conf(&fabric);
+    let polls = ["--sm-poll-interval", "0.5", "--sm-poll-retries", "3"];
+    let mut master = spawn(&sim, &fabric, "master", master_host, &conf, &[&["--priority", "10"][..], &polls].concat());
+    master
+        .wait_for("the master's first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut standby = spawn(&sim, &fabric, "standby", standby_host, &conf, &[&["--priority", "5"][..], &polls].concat());
+    // The standby answers SMInfo as such; it never sweeps while the master
+    // lives.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(standby.heavy_sweeps(), 0, "the standby swept while the master lived");
+
+    sa_client(&sim, a, &["join", "--mgid", MGID_A]);
+    sa_client(&sim, b, &["join", "--mgid", MGID_A]);
+    sa_client(&sim, b, &["join", "--mgid", MGID_B]);
+    sa_client(&sim, a, &["service", "set", "--id", "0x42", "--name", "handed-over", "--lease", "3600"]);
+    let groups = saquery(&sim, asker, "-g");
+    let services = saquery(&sim, asker, "-S");
+    for want in ["ff12:601b:ffff::1:ff00:a1", "ff12:601b:ffff::1:ff00:b2"] {
+        assert!(groups.contains(want), "saquery -g lists {want}:\n{groups}");
+    }
+    assert!(services.contains("handed-over"), "saquery -S:\n{services}");
+    saved(&db, |t| t.contains("name='handed-over'") && t.matches("mcm_port:").count() >= 3);
+
+    let killed_at = std::time::Instant::now();
+    master.kill();
+    standby
+        .wait_for("the standby's first heavy sweep", Duration::from_secs(60), |r| r.heavy_sweeps() >= 1)
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("the standby took over {:.2} s after the kill", killed_at.elapsed().as_secs_f64());
+    assert_eq!(saquery(&sim, asker, "-g"), groups, "saquery -g from the new master");
+    assert_eq!(saquery(&sim, asker, "-S"), services, "saquery -S from the new master");
+    let output = standby.kill();
+    assert!(output.contains("SA database restored:") && output.contains(" 1 services"), "{output}");
 }

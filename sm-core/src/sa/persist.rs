@@ -506,6 +506,23 @@ impl Sa {
                     done.skipped.push(format!("group {mgid}: no full member"));
                     continue;
                 }
+                if let Some(present) = groups.get(&g.params.mgid) {
+                    // Made meanwhile (a partition's group, made at start):
+                    // the saved members join it.
+                    if present.mlid != g.mlid {
+                        done.skipped.push(format!(
+                            "group {mgid}: saved with MLID {:#06x}, present with {:#06x}; members joined",
+                            g.mlid, present.mlid
+                        ));
+                    }
+                    for m in g.members.values() {
+                        if let Err(e) = groups.join(&g.params.mgid, *m) {
+                            done.skipped.push(format!("group {mgid}: member {}: {e}", crate::mcast::groups::fmt_gid(&m.port_gid)));
+                        }
+                    }
+                    done.groups += 1;
+                    continue;
+                }
                 match groups.restore(g.clone()) {
                     Ok(()) => done.groups += 1,
                     Err(e) => done.skipped.push(format!("group {mgid} (MLID {:#06x}): {e}", g.mlid)),
@@ -545,6 +562,30 @@ impl Sa {
 pub fn restore_file(sa: &Sa, path: &Path) -> Result<Restored, PersistError> {
     let state = SaState::load(path)?;
     Ok(sa.restore_state(&state, Instant::now(), unix_now()))
+}
+
+/// [`restore_file`], logged: what was restored, what was not and why, or
+/// why the file was not read (a missing file is no error: nothing was
+/// saved yet).
+pub fn restore_file_logged(sa: &Sa, path: &Path) {
+    match restore_file(sa, path) {
+        Ok(done) => {
+            tracing::info!(
+                file = %path.display(),
+                "SA database restored: {} multicast groups, {} services, {} subscriptions",
+                done.groups,
+                done.services,
+                done.subscriptions
+            );
+            for s in &done.skipped {
+                tracing::warn!("SA database {}: not restored: {s}", path.display());
+            }
+        }
+        Err(PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(file = %path.display(), "no SA database to restore");
+        }
+        Err(e) => tracing::warn!("SA database not restored, the SA starts empty: {e}"),
+    }
 }
 
 /// The thread that keeps the file at `path` up to date: once a second,
