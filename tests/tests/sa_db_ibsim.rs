@@ -188,3 +188,56 @@ fn the_standby_that_takes_over_answers_the_groups_and_services_of_the_master() {
     let output = standby.kill();
     assert!(output.contains("SA database restored:") && output.contains(" 1 services"), "{output}");
 }
+
+/// A file OpenSM wrote is read back: OpenSM 3.3.23 runs on the fabric with
+/// `sa_db_dump TRUE`, hosts join two groups and register a service with
+/// it, it stops (SIGTERM: it saves `opensm-sa.dump` on its way out), and
+/// smcore started on the same fabric with `sa_db_file` naming that file
+/// answers `saquery -g` with both groups, `-S` with the service, and
+/// takes a restored member's leave.
+#[test]
+fn a_file_opensm_wrote_is_read_back() {
+    let fabric = Generated::fat_tree("sa-db-opensm-", 2, 2, 3, 2).unwrap_or_else(|e| panic!("{e}"));
+    let sim = Ibsim::start(&fabric.net).unwrap_or_else(|e| panic!("{e}"));
+    let hosts: Vec<String> = fabric.hosts().iter().map(|&h| fabric.topo.nodes[h].name.clone()).collect();
+    let (sm_host, a, b, asker) = (&hosts[0], &hosts[1], &hosts[hosts.len() - 1], &hosts[2]);
+    let osm_dir = fabric.dir().join("opensm");
+    std::fs::create_dir_all(&osm_dir).unwrap_or_else(|e| panic!("{e}"));
+    let osm_conf = fabric.dir().join("opensm-sa-dump.conf");
+    std::fs::write(&osm_conf, "sa_db_dump TRUE\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = smcore_tests::opensm::OpenSmOptions::new("minhop");
+    opts.extra_args = vec!["-F".into(), osm_conf.display().to_string()];
+    opts.dir = Some(osm_dir.clone());
+    let osm = smcore_tests::opensm::OpenSmDaemon::start(&sim, Some(sm_host), &opts).unwrap_or_else(|e| panic!("{e}"));
+    sa_client(&sim, a, &["join", "--mgid", MGID_A]);
+    sa_client(&sim, b, &["join", "--mgid", MGID_A]);
+    sa_client(&sim, b, &["join", "--mgid", MGID_B]);
+    sa_client(&sim, a, &["service", "set", "--id", "0x77", "--name", "from-opensm"]);
+    let sm_pid = sim
+        .attached()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .find(|c| c.is_sm)
+        .map(|c| c.pid)
+        .expect("OpenSM attached as an SM");
+    let term = std::process::Command::new("kill").args(["-TERM", &sm_pid.to_string()]).status();
+    assert!(term.is_ok_and(|s| s.success()), "SIGTERM to OpenSM");
+    let file = osm_dir.join("opensm-sa.dump");
+    let text = saved(&file, |t| t.contains("from-opensm") && t.matches("mcm_port:").count() >= 3);
+    println!("OpenSM's file:\n{text}");
+    drop(osm);
+
+    let conf = fabric.dir().join("smcore-from-opensm.conf");
+    std::fs::write(&conf, format!("sa_db_file {}\n", file.display())).unwrap_or_else(|e| panic!("{e}"));
+    let sm = start(&sim, &fabric, sm_host, &conf);
+    let groups = saquery(&sim, asker, "-g");
+    for want in ["ff12:601b:ffff::1:ff00:a1", "ff12:601b:ffff::1:ff00:b2"] {
+        assert!(groups.contains(want), "smcore lists {want} from OpenSM's file:\n{groups}\nthe file:\n{text}");
+    }
+    let services = saquery(&sim, asker, "-S");
+    assert!(services.contains("from-opensm"), "{services}");
+    let left = sa_client(&sim, b, &["leave", "--mgid", MGID_B]);
+    assert!(left.contains("status=0x0000"), "{left}");
+    let output = sm.kill();
+    assert!(output.contains("SA database restored:") && output.contains(" 1 services"), "{output}");
+}
