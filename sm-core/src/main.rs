@@ -972,6 +972,7 @@ fn start_responders(
         sm_key,
         path,
         drop_event_subscriptions: settings.drop_event_subscriptions,
+        mcgroup_join_validation: settings.mcgroup_join_validation,
         ..Default::default()
     };
     if let Some(fabric) = sim {

@@ -501,6 +501,8 @@ pub struct DaemonSettings {
     pub fsync_high_avail_files: bool,
     /// `drop_event_subscriptions`.
     pub drop_event_subscriptions: bool,
+    /// `mcgroup_join_validation`, default true.
+    pub mcgroup_join_validation: bool,
 }
 
 impl DaemonSettings {
@@ -550,6 +552,7 @@ impl DaemonSettings {
             }).flatten(),
             fsync_high_avail_files: config.fsync_high_avail_files.unwrap_or(true),
             drop_event_subscriptions: config.drop_event_subscriptions,
+            mcgroup_join_validation: config.mcgroup_join_validation.unwrap_or(true),
         })
     }
 

@@ -463,3 +463,25 @@ fn subscriptions_outlive_their_port_unless_dropped() {
     let (reports, _) = dropped.publish(SaDb::build_shared(&back));
     assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64)]));
 }
+
+/// OpenSM's `mcgroup_join_validation`: on (the default), a join naming a
+/// Q_Key other than its group's is refused; off, only MGID, PortGID and
+/// JoinState count and the port joins.
+#[test]
+fn a_join_disagreeing_with_its_group_is_refused_only_with_join_validation() {
+    let Setup { out, h: [_, h2, _, _], .. } = setup();
+    let mgid = 0xff12_0000_0000_0000_0000_0000_0000_0044u128;
+    for (validate, want) in [(true, status::REQ_INVALID), (false, 0)] {
+        let (sa, groups) = sa_on(&out, SaConfig { mcgroup_join_validation: validate, ..SaConfig::default() });
+        // The SM's port creates the group with Q_Key 0x11 (trusted: in
+        // every partition).
+        let db = sa.db().expect("published");
+        let h1_gid = db.end_by_lid(db.sm_lid()).map(|e| db.gid(e)).expect("the SM's port");
+        assert_eq!(mc(&sa, db.sm_lid(), method::SET, CREATE, &mc_record(mgid, h1_gid, 0xFFFF, FULL), KEY), 0);
+        let mut other = mc_record(mgid, h2.gid, 0xFFFF, FULL);
+        mcr::Packet::new_unchecked(&mut other[..]).set_qkey(0x22);
+        let got = mc(&sa, h2.lid, method::SET, JOIN | mcr::component::QKEY, &other, 0);
+        assert_eq!(got, want, "validation {validate}");
+        assert_eq!(membership(&groups, mgid, h2.gid).is_some(), !validate);
+    }
+}

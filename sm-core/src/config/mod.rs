@@ -208,6 +208,9 @@ pub struct Config {
     /// unless this is set (OpenSM `drop_event_subscriptions`, default
     /// false).
     pub drop_event_subscriptions: bool,
+    /// Refuse a join whose parameters disagree with its group's (OpenSM
+    /// `mcgroup_join_validation`, default true).
+    pub mcgroup_join_validation: Option<bool>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

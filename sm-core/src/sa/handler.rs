@@ -75,6 +75,9 @@ pub struct SaConfig {
     /// Drop a port's InformInfo subscriptions when it leaves the fabric
     /// (OpenSM `drop_event_subscriptions`; OpenSM's default keeps them).
     pub drop_event_subscriptions: bool,
+    /// A join must agree with the group's parameters it names (OpenSM
+    /// `mcgroup_join_validation`, default on).
+    pub mcgroup_join_validation: bool,
 }
 
 impl SaConfig {
@@ -97,6 +100,7 @@ impl Default for SaConfig {
             mcast: McLimits::default(),
             services: ServiceLimits::default(),
             drop_event_subscriptions: false,
+            mcgroup_join_validation: true,
         }
     }
 }
@@ -911,7 +915,7 @@ impl Sa {
         };
         let mut groups = locked(&self.groups);
         let result = match method_of(req) {
-            method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, data, mask),
+            method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, self.config.mcgroup_join_validation, data, mask),
             method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
                 let sight = Sight::new(db, slid, trusted);

@@ -206,12 +206,16 @@ fn valid_requested_mgid(mgid: &[u8; 16]) -> bool {
 }
 
 /// SubnAdmSet(MCMemberRecord): join, creating the group if need be
-/// (within `limits`, counted against the requesting port).
+/// (within `limits`, counted against the requesting port). A join of an
+/// existing group must agree with the group's parameters it names when
+/// `validate` (OpenSM's `mcgroup_join_validation`, on by default); without
+/// it only the MGID, PortGID and JoinState count.
 pub fn join(
     db: &SaDb,
     groups: &mut McGroups,
     by: Requester,
     limits: &McLimits,
+    validate: bool,
     data: &[u8],
     mask: u64,
 ) -> Result<Change, u16> {
@@ -256,7 +260,7 @@ pub fn join(
     }
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {
-            if !agrees(group, &q, mask) {
+            if validate && !agrees(group, &q, mask) {
                 return Err(status::REQ_INVALID);
             }
             if let Some(have) = group.members.get(&member.port_gid) {
