@@ -973,6 +973,7 @@ fn start_responders(
         path,
         drop_event_subscriptions: settings.drop_event_subscriptions,
         mcgroup_join_validation: settings.mcgroup_join_validation,
+        ipoib_mcgroup_creation_validation: settings.ipoib_mcgroup_creation_validation,
         ..Default::default()
     };
     if let Some(fabric) = sim {

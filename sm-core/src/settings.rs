@@ -503,6 +503,8 @@ pub struct DaemonSettings {
     pub drop_event_subscriptions: bool,
     /// `mcgroup_join_validation`, default true.
     pub mcgroup_join_validation: bool,
+    /// `ipoib_mcgroup_creation_validation`, default true.
+    pub ipoib_mcgroup_creation_validation: bool,
 }
 
 impl DaemonSettings {
@@ -553,6 +555,7 @@ impl DaemonSettings {
             fsync_high_avail_files: config.fsync_high_avail_files.unwrap_or(true),
             drop_event_subscriptions: config.drop_event_subscriptions,
             mcgroup_join_validation: config.mcgroup_join_validation.unwrap_or(true),
+            ipoib_mcgroup_creation_validation: config.ipoib_mcgroup_creation_validation.unwrap_or(true),
         })
     }
 

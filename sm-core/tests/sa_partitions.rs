@@ -485,3 +485,26 @@ fn a_join_disagreeing_with_its_group_is_refused_only_with_join_validation() {
         assert_eq!(membership(&groups, mgid, h2.gid).is_some(), !validate);
     }
 }
+
+/// OpenSM's `ipoib_mcgroup_creation_validation` (RFC 4391): on (the
+/// default), an IPoIB group is created only where its partition's IPv4
+/// broadcast group is, and with the broadcast group's Q_Key; off, any.
+#[test]
+fn an_ipoib_group_needs_its_broadcast_group_only_with_creation_validation() {
+    let Setup { out, h: [_, h2, _, _], .. } = setup();
+    let bcast = 0xff12_401b_ffff_0000_0000_0000_ffff_ffffu128;
+    let snm = 0xff12_601b_ffff_0000_0000_0001_ff00_0007u128;
+    let create = |sa: &Sa, mgid: u128, qkey: u32| {
+        let mut t = mc_record(mgid, h2.gid, 0xFFFF, FULL);
+        mcr::Packet::new_unchecked(&mut t[..]).set_qkey(qkey);
+        mc(sa, h2.lid, method::SET, CREATE, &t, 0)
+    };
+    for validate in [true, false] {
+        let (sa, _) = sa_on(&out, SaConfig { ipoib_mcgroup_creation_validation: validate, ..SaConfig::default() });
+        let refused = if validate { status::REQ_INVALID } else { 0 };
+        assert_eq!(create(&sa, snm, 0x11), refused, "no broadcast group yet, validation {validate}");
+        assert_eq!(create(&sa, bcast, 0x11), 0);
+        assert_eq!(create(&sa, snm + 1, 0x22), refused, "another Q_Key than the broadcast group's, validation {validate}");
+        assert_eq!(create(&sa, snm + 2, 0x11), 0, "the broadcast group's Q_Key");
+    }
+}

@@ -211,6 +211,10 @@ pub struct Config {
     /// Refuse a join whose parameters disagree with its group's (OpenSM
     /// `mcgroup_join_validation`, default true).
     pub mcgroup_join_validation: Option<bool>,
+    /// Check the MGID of a group created through the SA, and an IPoIB
+    /// group against its broadcast group (OpenSM
+    /// `ipoib_mcgroup_creation_validation`, default true).
+    pub ipoib_mcgroup_creation_validation: Option<bool>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

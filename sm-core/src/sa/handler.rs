@@ -78,6 +78,10 @@ pub struct SaConfig {
     /// A join must agree with the group's parameters it names (OpenSM
     /// `mcgroup_join_validation`, default on).
     pub mcgroup_join_validation: bool,
+    /// A group created with a requested MGID must have a valid one, and an
+    /// IPoIB group needs its partition's broadcast group and must agree
+    /// with it (OpenSM `ipoib_mcgroup_creation_validation`, default on).
+    pub ipoib_mcgroup_creation_validation: bool,
 }
 
 impl SaConfig {
@@ -101,6 +105,7 @@ impl Default for SaConfig {
             services: ServiceLimits::default(),
             drop_event_subscriptions: false,
             mcgroup_join_validation: true,
+            ipoib_mcgroup_creation_validation: true,
         }
     }
 }
@@ -915,7 +920,13 @@ impl Sa {
         };
         let mut groups = locked(&self.groups);
         let result = match method_of(req) {
-            method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, self.config.mcgroup_join_validation, data, mask),
+            method::SET => {
+                let rules = mcmember::JoinRules {
+                    join_validation: self.config.mcgroup_join_validation,
+                    ipoib_creation_validation: self.config.ipoib_mcgroup_creation_validation,
+                };
+                mcmember::join(db, &mut groups, by, &self.config.mcast, rules, data, mask)
+            }
             method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
                 let sight = Sight::new(db, slid, trusted);
