@@ -850,4 +850,87 @@ mod tests {
         assert_eq!(done.groups, 0);
         assert_eq!(locked(&sa.groups).len(), 0);
     }
+
+    #[test]
+    fn saved_members_join_a_group_made_meanwhile() {
+        // The partitions' broadcast group, made at start without members.
+        let mut made = McGroups::new();
+        let bcast = group(0xff12_401b_ffff_0000_0000_0000_ffff_ffff, 0xC000, &[], true);
+        made.set_well_known(&[bcast.params]);
+        let sa = Sa::new(Arc::new(Mutex::new(made)), SaConfig::default());
+        let done = sa.restore_state(&sample(1_700_000_000), Instant::now(), 1_700_000_000);
+        assert_eq!(done.groups, 2, "{:?}", done.skipped);
+        let groups = locked(&sa.groups);
+        let g = groups.get(&bcast.params.mgid).expect("the broadcast group");
+        assert_eq!((g.mlid, g.members.len(), g.well_known), (0xC000, 2, true));
+    }
+
+    struct Nowhere;
+
+    /// A database of the ports of [`sample`] (GUIDs 0x11 and 0x12).
+    fn two_ports() -> crate::sa::SaDb {
+        let mut db = crate::sa::SaDb::empty();
+        db.gid_prefix = 0xfe80_0000_0000_0000;
+        for (i, guid) in [0x11u64, 0x12].into_iter().enumerate() {
+            let lid = i as u16 + 1;
+            db.ends.push(crate::sa::EndPort { node: i as u32, port: 1, guid, lid, lmc: 0, switch: false });
+            db.by_lid.insert(lid, i as u32);
+            db.by_guid.insert(guid, i as u32);
+        }
+        db
+    }
+
+    impl crate::sa::Responder for Nowhere {
+        fn reply(&self, _: &sm_transport::gmp::IncomingMad, _: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+        fn report(&self, _: &crate::sa::Report) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// The handover, as the daemon wires it: the master's SA saves its
+    /// registrations while it serves; the standby's SA, told to restore
+    /// the same file at its first publish, holds nothing until then (and
+    /// writes nothing), and every registration after it.
+    #[test]
+    fn a_standby_sa_takes_the_saved_registrations_at_its_first_publish() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sa.db");
+        let wall = unix_now();
+        let spawn = || {
+            let (_tx, rx) = std::sync::mpsc::channel();
+            crate::sa::spawn(Nowhere, rx, Arc::new(Mutex::new(McGroups::new())), SaConfig::default())
+        };
+        let master = spawn();
+        master.sa().restore_state(&sample(wall), Instant::now(), wall);
+        let standby = spawn();
+        standby.restore_at_first_publish(path.clone());
+        let standby_saver = Saver::spawn(Arc::clone(standby.sa()), path.clone(), false);
+        {
+            let _master_saver = Saver::spawn(Arc::clone(master.sa()), path.clone(), false);
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!path.exists(), "an SA that serves nothing (a standby, a master before its first sweep) writes nothing");
+            master.publish(two_ports());
+            // Written within a second; the standby's saver never writes.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !std::fs::read_to_string(&path).unwrap_or_default().contains("Service Record:") {
+                assert!(Instant::now() < deadline, "the master's registrations were never saved");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let saved = SaState::load(&path).unwrap();
+        assert_eq!(saved.groups.len(), 2);
+        assert!(standby.sa().saved_state(Instant::now()).groups.is_empty(), "nothing before the first publish");
+        standby.publish(two_ports());
+        let mut taken = standby.sa().saved_state(Instant::now());
+        let mut expected = sample(wall);
+        for s in [&mut taken, &mut expected] {
+            s.services.sort_by_key(|x| x.record.rid());
+        }
+        assert_eq!(taken.groups, expected.groups);
+        assert_eq!(taken.services, expected.services);
+        assert_eq!(taken.subscriptions, expected.subscriptions);
+        drop(standby_saver);
+    }
 }
