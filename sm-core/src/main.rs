@@ -992,7 +992,15 @@ fn start_responders(
         max_rate_enum: settings.max_rate_enum,
         ..Default::default()
     };
-    let sa_config = sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, path, ..Default::default() };
+    let sa_config = sm_core::sa::handler::SaConfig {
+        sm_priority: priority,
+        sm_key,
+        path,
+        drop_event_subscriptions: settings.drop_event_subscriptions,
+        mcgroup_join_validation: settings.mcgroup_join_validation,
+        ipoib_mcgroup_creation_validation: settings.ipoib_mcgroup_creation_validation,
+        ..Default::default()
+    };
     if let Some(fabric) = sim {
         let requests = fabric.sa_requests(SIM_SA_QUEUE);
         let sa = sm_core::sa::server::spawn(fabric.sender(), requests, Arc::clone(groups), sa_config);
@@ -1007,6 +1015,21 @@ fn start_responders(
             .map_err(|e| format!("SMInfo responder: {e}"))?;
     }
     Ok((sa, Some((state, standby_options))))
+}
+
+/// Has the SA read `sa_db_file` back when this SM first sweeps as master
+/// (a file that cannot be read is logged, and the SA starts empty), and
+/// starts saving it with `sa_db_dump`.
+fn restore_sa(
+    sa: Option<&sm_core::sa::server::SaHandle>,
+    settings: &sm_core::settings::DaemonSettings,
+) -> Option<sm_core::sa::persist::Saver> {
+    let sa = sa?;
+    if let Some(path) = &settings.sa_db_file {
+        sa.restore_at_first_publish(path.clone());
+    }
+    let path = settings.sa_db_save.clone()?;
+    Some(sm_core::sa::persist::Saver::spawn(Arc::clone(sa.sa()), path, settings.fsync_high_avail_files))
 }
 
 /// The control socket and the metrics endpoint, when configured; each
@@ -1375,13 +1398,16 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         }
     };
     let mut groups_made = sm_core::mcast::precreate::partition_groups(&partitions, None, config.qos);
-    precreate(&groups, &groups_made);
     let heavy_groups = Arc::clone(&groups);
     let standby_options = daemon_settings.standby_options(&settings, options.sweep.m_keys.clone());
     let (sa, standby) = match start_responders(sim.as_ref(), responders, &groups, &daemon_settings, standby_options) {
         Ok(started) => started,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
+    // The saved registrations come back at the first master sweep, before
+    // the SA answers (BUSY until that sweep publishes).
+    let _sa_saver = restore_sa(sa.as_deref(), &daemon_settings);
+    precreate(&groups, &groups_made);
     let status = Arc::new(std::sync::Mutex::new(sm_core::control::Status::default()));
     status.lock().map(|mut s| s.set("transport", source.clone())).ok();
     let cc_status = Arc::clone(&status);

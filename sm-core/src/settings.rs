@@ -325,6 +325,9 @@ pub fn engines(flag: Option<&str>, config: &Config) -> String {
     flag.or(config.routing_engine.as_deref()).unwrap_or(DEFAULT_ENGINES).to_string()
 }
 
+/// The name OpenSM gives its SA database dump in the dump directory.
+pub const SA_DB_DUMP_NAME: &str = "opensm-sa.dump";
+
 /// The dump directory: `--dump-dir`, else `dump_dir` (shared with
 /// `smcore route`).
 pub fn dump_dir(flag: Option<&Path>, config: &Config) -> Option<PathBuf> {
@@ -508,6 +511,22 @@ pub struct DaemonSettings {
     pub control_socket: Option<PathBuf>,
     /// `--pid-file`, else `pid_file`.
     pub pid_file: Option<PathBuf>,
+    /// The file the SA's registrations are read back from at start:
+    /// `sa_db_file`.
+    pub sa_db_file: Option<PathBuf>,
+    /// Where the SA's registrations are saved whenever they change, with
+    /// `sa_db_dump`: `sa_db_file`, else `opensm-sa.dump` in the dump
+    /// directory (OpenSM's name); `None`: not saved.
+    pub sa_db_save: Option<PathBuf>,
+    /// Sync saved files to disk before they replace the old ones:
+    /// `fsync_high_avail_files`, default true.
+    pub fsync_high_avail_files: bool,
+    /// `drop_event_subscriptions`.
+    pub drop_event_subscriptions: bool,
+    /// `mcgroup_join_validation`, default true.
+    pub mcgroup_join_validation: bool,
+    /// `ipoib_mcgroup_creation_validation`, default true.
+    pub ipoib_mcgroup_creation_validation: bool,
 }
 
 impl DaemonSettings {
@@ -555,6 +574,17 @@ impl DaemonSettings {
             metrics_listen,
             control_socket: o.control_socket.clone().or_else(|| config.control_socket.clone()),
             pid_file: o.pid_file.clone().or_else(|| config.pid_file.clone()),
+            sa_db_file: config.sa_db_file.clone(),
+            sa_db_save: config.sa_db_dump.then(|| {
+                config
+                    .sa_db_file
+                    .clone()
+                    .or_else(|| dump_dir(o.dump_dir.as_deref(), config).map(|d| d.join(SA_DB_DUMP_NAME)))
+            }).flatten(),
+            fsync_high_avail_files: config.fsync_high_avail_files.unwrap_or(true),
+            drop_event_subscriptions: config.drop_event_subscriptions,
+            mcgroup_join_validation: config.mcgroup_join_validation.unwrap_or(true),
+            ipoib_mcgroup_creation_validation: config.ipoib_mcgroup_creation_validation.unwrap_or(true),
         })
     }
 

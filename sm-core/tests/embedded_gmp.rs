@@ -171,7 +171,7 @@ fn a_multicast_join_and_an_inform_info_report_travel_the_fabric() {
     // host 7 joins (creates) a group.
     let joiner = hosts[7];
     let guid = fabric.lock().topology().nodes[joiner.0].port_guid(joiner.1);
-    let mgid = 0xff12_601b_ffff_0000_0000_0000_0000_1234u128;
+    let mgid = 0xff12_0000_0000_0000_0000_0000_0000_1234u128;
     let mut t = [0u8; mcr::LEN];
     mcr::Repr { mgid, port_gid: (0xfe80u128 << 112) | u128::from(guid), qkey: 0xB1B, pkey: 0xFFFF, scope: 2, join_state: 1, ..Default::default() }
         .emit(&mut mcr::Packet::new_unchecked(&mut t[..]));

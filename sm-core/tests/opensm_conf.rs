@@ -125,6 +125,15 @@ fn the_file_opensm_writes_loads_with_its_values() {
     for key in ["node_name_map_name", "port_shifting", "hop_weights_file", "log_prefix", "perfmgr_rm_nodes", "perfmgr_redir", "console"] {
         assert!(!c.not_supported.iter().any(|k| k == key), "{key}: {:?}", c.not_supported);
     }
+    // The SA database's keys, as OpenSM writes them: no file, no dump,
+    // files synced, subscriptions kept.
+    for key in ["sa_db_file", "sa_db_dump", "fsync_high_avail_files", "drop_event_subscriptions", "mcgroup_join_validation",
+        "ipoib_mcgroup_creation_validation"] {
+        assert!(!c.not_supported.iter().any(|k| k == key), "{key}: {:?}", c.not_supported);
+    }
+    assert_eq!((c.sa_db_file.as_deref(), c.sa_db_dump), (None, false));
+    assert_eq!((c.fsync_high_avail_files, c.drop_event_subscriptions), (Some(true), false));
+    assert_eq!((c.mcgroup_join_validation, c.ipoib_mcgroup_creation_validation), (Some(true), Some(true)));
     let mut sorted = c.not_supported.clone();
     sorted.sort();
     sorted.dedup();

@@ -401,7 +401,8 @@ fn sent(reports: &[sm_core::sa::Report]) -> BTreeSet<(u16, u16)> {
 #[test]
 fn reports_reach_only_subscribers_that_may_know() {
     let Setup { mut run, out, h: [h1, h2, h3, h4] } = setup();
-    let (sa, _) = sa_on(&out, SaConfig::default());
+    // A port's subscriptions go with it (OpenSM's drop_event_subscriptions).
+    let (sa, _) = sa_on(&out, SaConfig { drop_event_subscriptions: true, ..SaConfig::default() });
     for h in [h1, h2, h3, h4] {
         for trap in 64..=67 {
             subscribe(&sa, h.lid, trap);
@@ -434,3 +435,76 @@ fn reports_reach_only_subscribers_that_may_know() {
     assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64), (h3.lid, 64)]));
 }
 
+
+/// OpenSM's default (`drop_event_subscriptions FALSE`): a port that left
+/// the fabric keeps its subscriptions, and is told of its own return;
+/// with the key on they went with it.
+#[test]
+fn subscriptions_outlive_their_port_unless_dropped() {
+    let Setup { mut run, out, h: [h1, _, _, h4] } = setup();
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let h4_sim = topo.nodes.iter().position(|n| n.name == "h4").expect("h4");
+    let (kept, _) = sa_on(&out, SaConfig::default());
+    let (dropped, _) = sa_on(&out, SaConfig { drop_event_subscriptions: true, ..SaConfig::default() });
+    for sa in [&kept, &dropped] {
+        subscribe(sa, h4.lid, 64);
+        subscribe(sa, h1.lid, 64);
+    }
+    run.sim.link_down(h4_sim, 1).expect("link down");
+    let without = once(&mut run);
+    kept.publish(SaDb::build_shared(&without));
+    dropped.publish(SaDb::build_shared(&without));
+    assert_eq!(kept.subscriptions().iter().count(), 2, "h4's subscription is kept while it is away");
+    assert_eq!(dropped.subscriptions().iter().count(), 1);
+    run.sim.link_up(h4_sim, 1).expect("link up");
+    let back = once(&mut run);
+    let (reports, _) = kept.publish(SaDb::build_shared(&back));
+    assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64), (h4.lid, 64)]));
+    let (reports, _) = dropped.publish(SaDb::build_shared(&back));
+    assert_eq!(sent(&reports), BTreeSet::from([(h1.lid, 64)]));
+}
+
+/// OpenSM's `mcgroup_join_validation`: on (the default), a join naming a
+/// Q_Key other than its group's is refused; off, only MGID, PortGID and
+/// JoinState count and the port joins.
+#[test]
+fn a_join_disagreeing_with_its_group_is_refused_only_with_join_validation() {
+    let Setup { out, h: [_, h2, _, _], .. } = setup();
+    let mgid = 0xff12_0000_0000_0000_0000_0000_0000_0044u128;
+    for (validate, want) in [(true, status::REQ_INVALID), (false, 0)] {
+        let (sa, groups) = sa_on(&out, SaConfig { mcgroup_join_validation: validate, ..SaConfig::default() });
+        // The SM's port creates the group with Q_Key 0x11 (trusted: in
+        // every partition).
+        let db = sa.db().expect("published");
+        let h1_gid = db.end_by_lid(db.sm_lid()).map(|e| db.gid(e)).expect("the SM's port");
+        assert_eq!(mc(&sa, db.sm_lid(), method::SET, CREATE, &mc_record(mgid, h1_gid, 0xFFFF, FULL), KEY), 0);
+        let mut other = mc_record(mgid, h2.gid, 0xFFFF, FULL);
+        mcr::Packet::new_unchecked(&mut other[..]).set_qkey(0x22);
+        let got = mc(&sa, h2.lid, method::SET, JOIN | mcr::component::QKEY, &other, 0);
+        assert_eq!(got, want, "validation {validate}");
+        assert_eq!(membership(&groups, mgid, h2.gid).is_some(), !validate);
+    }
+}
+
+/// OpenSM's `ipoib_mcgroup_creation_validation` (RFC 4391): on (the
+/// default), an IPoIB group is created only where its partition's IPv4
+/// broadcast group is, and with the broadcast group's Q_Key; off, any.
+#[test]
+fn an_ipoib_group_needs_its_broadcast_group_only_with_creation_validation() {
+    let Setup { out, h: [_, h2, _, _], .. } = setup();
+    let bcast = 0xff12_401b_ffff_0000_0000_0000_ffff_ffffu128;
+    let snm = 0xff12_601b_ffff_0000_0000_0001_ff00_0007u128;
+    let create = |sa: &Sa, mgid: u128, qkey: u32| {
+        let mut t = mc_record(mgid, h2.gid, 0xFFFF, FULL);
+        mcr::Packet::new_unchecked(&mut t[..]).set_qkey(qkey);
+        mc(sa, h2.lid, method::SET, CREATE, &t, 0)
+    };
+    for validate in [true, false] {
+        let (sa, _) = sa_on(&out, SaConfig { ipoib_mcgroup_creation_validation: validate, ..SaConfig::default() });
+        let refused = if validate { status::REQ_INVALID } else { 0 };
+        assert_eq!(create(&sa, snm, 0x11), refused, "no broadcast group yet, validation {validate}");
+        assert_eq!(create(&sa, bcast, 0x11), 0);
+        assert_eq!(create(&sa, snm + 1, 0x22), refused, "another Q_Key than the broadcast group's, validation {validate}");
+        assert_eq!(create(&sa, snm + 2, 0x11), 0, "the broadcast group's Q_Key");
+    }
+}

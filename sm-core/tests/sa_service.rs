@@ -570,7 +570,8 @@ fn mcmember_create_join_query_leave() {
     sa.publish(SaDb::build_shared(&out));
     let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
     let gid = |guid: u64| (0xfe80u128 << 112) | u128::from(guid);
-    let mgid = 0xff12_401b_ffff_0000_0000_0000_0000_0001u128;
+    // Not an IPoIB MGID: those need their partition's broadcast group first.
+    let mgid = 0xff12_0123_ffff_0000_0000_0000_0000_0001u128;
     let join = c::MGID | c::PORT_GID | c::JOIN_STATE;
     let create = c::MGID
         | c::PORT_GID

@@ -206,6 +206,28 @@ pub struct Config {
     pub engine_memory_limit: Option<u64>,
     /// Unix socket for `smcore ctl` (also --control-socket).
     pub control_socket: Option<PathBuf>,
+    /// The SA's registrations (multicast groups, services, subscriptions)
+    /// are read back from this file at start (OpenSM `sa_db_file`), and
+    /// kept in it while `sa_db_dump` is on.
+    pub sa_db_file: Option<PathBuf>,
+    /// Save the SA's registrations whenever they change (OpenSM
+    /// `sa_db_dump`): to `sa_db_file`, else `opensm-sa.dump` in the dump
+    /// directory, as OpenSM does.
+    pub sa_db_dump: bool,
+    /// Sync saved files to disk before renaming them into place (OpenSM
+    /// `fsync_high_avail_files`, default true).
+    pub fsync_high_avail_files: Option<bool>,
+    /// Keep a port's InformInfo subscriptions when it leaves the fabric
+    /// unless this is set (OpenSM `drop_event_subscriptions`, default
+    /// false).
+    pub drop_event_subscriptions: bool,
+    /// Refuse a join whose parameters disagree with its group's (OpenSM
+    /// `mcgroup_join_validation`, default true).
+    pub mcgroup_join_validation: Option<bool>,
+    /// Check the MGID of a group created through the SA, and an IPoIB
+    /// group against its broadcast group (OpenSM
+    /// `ipoib_mcgroup_creation_validation`, default true).
+    pub ipoib_mcgroup_creation_validation: Option<bool>,
     /// Verification.
     pub verify: VerifyConfig,
     /// Per-engine option tables.

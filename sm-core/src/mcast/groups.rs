@@ -352,6 +352,29 @@ impl McGroups {
         gone
     }
 
+    /// Puts back a group as a saved SA state had it (its MGID, MLID,
+    /// members and well-known mark): refused when the MGID or the MLID is
+    /// taken, the MLID is not a multicast one, or the group would not
+    /// live (no full member, not well known).
+    pub fn restore(&mut self, group: McGroup) -> Result<(), McError> {
+        let mgid = group.params.mgid;
+        if mgid[0] != 0xFF {
+            return Err(McError::NotMulticast(mgid));
+        }
+        if self.groups.contains_key(&mgid) {
+            return Err(McError::Exists(mgid));
+        }
+        if !(MLID_FIRST..=MLID_LAST).contains(&group.mlid) || self.by_mlid(group.mlid).is_some() {
+            return Err(McError::MlidTaken(group.mlid));
+        }
+        if !group.lives() {
+            return Err(McError::NoJoinState);
+        }
+        self.groups.insert(mgid, group);
+        self.generation += 1;
+        Ok(())
+    }
+
     /// Makes `wanted` the well-known groups (see [`super::precreate`]):
     /// each is created without members where its MGID is new (the lowest
     /// free MLID), or marked well known where a group has that MGID (its

@@ -72,6 +72,16 @@ pub struct SaConfig {
     pub mcast: McLimits,
     /// Bounds on registered ServiceRecords.
     pub services: ServiceLimits,
+    /// Drop a port's InformInfo subscriptions when it leaves the fabric
+    /// (OpenSM `drop_event_subscriptions`; OpenSM's default keeps them).
+    pub drop_event_subscriptions: bool,
+    /// A join must agree with the group's parameters it names (OpenSM
+    /// `mcgroup_join_validation`, default on).
+    pub mcgroup_join_validation: bool,
+    /// A group created with a requested MGID must have a valid one, and an
+    /// IPoIB group needs its partition's broadcast group and must agree
+    /// with it (OpenSM `ipoib_mcgroup_creation_validation`, default on).
+    pub ipoib_mcgroup_creation_validation: bool,
 }
 
 impl SaConfig {
@@ -93,6 +103,9 @@ impl Default for SaConfig {
             max_subscriptions_per_port: 32,
             mcast: McLimits::default(),
             services: ServiceLimits::default(),
+            drop_event_subscriptions: false,
+            mcgroup_join_validation: true,
+            ipoib_mcgroup_creation_validation: true,
         }
     }
 }
@@ -116,10 +129,10 @@ pub struct Answer {
 #[derive(Debug)]
 pub struct Sa {
     view: Mutex<View>,
-    groups: Arc<Mutex<McGroups>>,
+    pub(super) groups: Arc<Mutex<McGroups>>,
     /// Copy on write: a query clones the `Arc` and reads outside the lock.
-    subs: Mutex<Arc<Subscriptions>>,
-    services: Mutex<Services>,
+    pub(super) subs: Mutex<Arc<Subscriptions>>,
+    pub(super) services: Mutex<Services>,
     /// Alias GUID tables hosts set (shared with every published database,
     /// whose GID lookups they extend).
     aliases: Arc<Mutex<super::alias::AliasGuids>>,
@@ -134,7 +147,7 @@ struct View {
     mft_records: Arc<Vec<[u8; mftr::PADDED_LEN]>>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The guarded state stays consistent across a panic (each change is
     // one assignment), so a poisoned lock is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -458,7 +471,9 @@ impl Sa {
                 }
             }
         }
-        subs.retain(|gid| db.end_by_gid(gid).is_some());
+        if self.config.drop_event_subscriptions {
+            subs.retain(|gid| db.end_by_gid(gid).is_some());
+        }
         drop(subs_guard);
         // Services of ports that left the fabric go with them.
         locked(&self.services).retain_owners(|guid| db.end_by_guid(guid).is_some());
@@ -973,7 +988,13 @@ impl Sa {
         };
         let mut groups = locked(&self.groups);
         let result = match method_of(req) {
-            method::SET => mcmember::join(db, &mut groups, by, &self.config.mcast, data, mask),
+            method::SET => {
+                let rules = mcmember::JoinRules {
+                    join_validation: self.config.mcgroup_join_validation,
+                    ipoib_creation_validation: self.config.ipoib_mcgroup_creation_validation,
+                };
+                mcmember::join(db, &mut groups, by, &self.config.mcast, rules, data, mask)
+            }
             method::DELETE => mcmember::leave(db, &mut groups, by, data, mask),
             _ => {
                 let sight = Sight::new(db, slid, trusted);

@@ -122,6 +122,18 @@ impl Subscriptions {
         Ok(info)
     }
 
+    /// Puts back a saved subscription; false when one with the same
+    /// requester address and fields is held already.
+    pub fn restore(&mut self, sub: Subscription) -> bool {
+        let held = self.subs.iter().any(|s| {
+            s.subscriber_gid == sub.subscriber_gid && s.lid == sub.lid && s.qpn == sub.qpn && same(&s.info, &sub.info)
+        });
+        if !held {
+            self.subs.push(sub);
+        }
+        !held
+    }
+
     /// Drops the subscriptions of ports no longer in the fabric.
     pub fn retain(&mut self, alive: impl Fn(u128) -> bool) {
         self.subs.retain(|s| alive(s.subscriber_gid));

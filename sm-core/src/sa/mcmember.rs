@@ -205,13 +205,53 @@ fn valid_requested_mgid(mgid: &[u8; 16]) -> bool {
     mgid[1] & 0xE0 == 0 && !(signature == 0xA01B && mgid[1] & 0x0F == 2)
 }
 
+/// What a join is checked against, beyond IBA's musts (OpenSM's keys of
+/// the same names, both on by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinRules {
+    /// A join of an existing group must agree with the group's parameters
+    /// it names (`mcgroup_join_validation`); without it only the MGID,
+    /// PortGID and JoinState count.
+    pub join_validation: bool,
+    /// A group created with a requested MGID must have a valid one, and an
+    /// IPoIB group other than its partition's IPv4 broadcast group needs
+    /// that broadcast group, and must agree with its parameters (RFC 4391;
+    /// `ipoib_mcgroup_creation_validation`).
+    pub ipoib_creation_validation: bool,
+}
+
+impl Default for JoinRules {
+    fn default() -> Self {
+        Self { join_validation: true, ipoib_creation_validation: true }
+    }
+}
+
+/// The IPv4 broadcast group of the IPoIB MGID `mgid` (its scope and
+/// P_Key), when `mgid` is an IPoIB one and not that group itself.
+fn ipoib_broadcast_of(mgid: &[u8; 16]) -> Option<[u8; 16]> {
+    let signature = u16::from_be_bytes([mgid[2], mgid[3]]);
+    if signature != 0x401B && signature != 0x601B {
+        return None;
+    }
+    let mut bcast = [0u8; 16];
+    bcast[0] = 0xFF;
+    bcast[1] = 0x10 | (mgid[1] & 0x0F);
+    bcast[2] = 0x40;
+    bcast[3] = 0x1B;
+    bcast[4..6].copy_from_slice(&mgid[4..6]);
+    bcast[12..16].copy_from_slice(&[0xFF; 4]);
+    (bcast != *mgid).then_some(bcast)
+}
+
 /// SubnAdmSet(MCMemberRecord): join, creating the group if need be
-/// (within `limits`, counted against the requesting port).
+/// (within `limits`, counted against the requesting port), checked as
+/// `rules` say.
 pub fn join(
     db: &SaDb,
     groups: &mut McGroups,
     by: Requester,
     limits: &McLimits,
+    rules: JoinRules,
     data: &[u8],
     mask: u64,
 ) -> Result<Change, u16> {
@@ -256,7 +296,7 @@ pub fn join(
     }
     if q.mgid != 0 {
         if let Some(group) = groups.get(&mgid) {
-            if !agrees(group, &q, mask) {
+            if rules.join_validation && !agrees(group, &q, mask) {
                 return Err(status::REQ_INVALID);
             }
             if let Some(have) = group.members.get(&member.port_gid) {
@@ -281,8 +321,16 @@ pub fn join(
     if mask & CREATE_MASK != CREATE_MASK {
         return Err(status::INSUFFICIENT_COMPONENTS);
     }
-    if q.mgid != 0 && !valid_requested_mgid(&mgid) {
-        return Err(status::REQ_INVALID);
+    if q.mgid != 0 && rules.ipoib_creation_validation {
+        if !valid_requested_mgid(&mgid) {
+            return Err(status::REQ_INVALID);
+        }
+        if let Some(bcast) = ipoib_broadcast_of(&mgid) {
+            let fits = groups.get(&bcast).is_some_and(|b| agrees(b, &q, mask & !(mc::MGID | mc::PORT_GID | mc::JOIN_STATE)));
+            if !fits {
+                return Err(status::REQ_INVALID);
+            }
+        }
     }
     if q.join_state & join_state::FULL == 0 && q.join_state & join_state::SEND_ONLY_FULL == 0 {
         return Err(status::REQ_INVALID);

@@ -16,6 +16,8 @@
 //! - [`inform`]: InformInfo subscriptions and the Reports for traps 64–67;
 //! - [`handler`]: [`Sa::handle`], one MAD in, one answer out, with IBA's
 //!   statuses for everything it does not serve;
+//! - [`persist`]: the registrations saved to OpenSM's sa_db file and read
+//!   back at start;
 //! - [`server`]: the thread that serves the SM port's SA queue;
 //! - [`client`]: the host's side, the queries a client sends.
 //!
@@ -32,6 +34,7 @@ pub mod handler;
 pub mod inform;
 pub mod mcmember;
 pub mod path;
+pub mod persist;
 pub mod server;
 pub mod service;
 
@@ -39,5 +42,6 @@ pub use db::{EndPort, SaDb};
 pub use handler::{Answer, Sa, SaConfig};
 pub use inform::{Report, Subscription, Subscriptions};
 pub use path::PathDefaults;
+pub use persist::{PersistError, SaState};
 pub use server::{spawn, Responder, SaHandle};
 pub use service::{ServiceLimits, Services};

@@ -52,6 +52,8 @@ pub struct SaHandle {
     mcast_rx: Mutex<Option<Receiver<()>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// The saved registrations to read back before the first publish.
+    restore_from: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for SaHandle {
@@ -130,6 +132,7 @@ pub fn spawn<R: Responder + Sync>(
         mcast_rx: Mutex::new(Some(mcast_rx)),
         stop,
         thread: Some(thread),
+        restore_from: Mutex::new(None),
     }
 }
 
@@ -138,11 +141,25 @@ impl SaHandle {
     /// service, and signals a membership change when members that left
     /// the fabric were dropped.
     pub fn publish(&self, db: SaDb) {
+        let restore = self.restore_from.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(path) = restore {
+            super::persist::restore_file_logged(&self.sa, &path);
+        }
         let (reports, changed) = self.sa.publish(db);
         send_reports(self.responder.as_ref(), &reports);
         if changed {
             signal(&self.mcast_tx);
         }
+    }
+
+    /// Reads the registrations saved in `path` (OpenSM's `sa_db_file`)
+    /// into the SA at the first [`Self::publish`]: when this SM first
+    /// sweeps as master, as OpenSM does — at start, or when a standby
+    /// takes over from a master that kept the same file, so the new master
+    /// has every group, service and subscription the old one saved. Until
+    /// then the SA answers BUSY, so no query sees it without them.
+    pub fn restore_at_first_publish(&self, path: std::path::PathBuf) {
+        *self.restore_from.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
     }
 
     /// Takes the MFTs of a multicast plan, as programmed, for MFTRecord

@@ -54,6 +54,29 @@ struct Entry {
     owner: u64,
     /// `None`: never expires.
     expires: Option<Instant>,
+    /// Wall-clock seconds (Unix time) of the Set that stored it: what a
+    /// saved SA state counts the lease from (OpenSM's `modified_time`).
+    modified_time: u32,
+}
+
+/// A registered service as a saved SA state holds it (OpenSM's sa_db
+/// file): the record with its full lease, and the wall-clock second
+/// (Unix time) the lease runs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// The record as registered (its ServiceLease the full lease).
+    pub record: Repr,
+    /// Unix time, in seconds, of the registration.
+    pub modified_time: u32,
+    /// The lease in seconds ([`INFINITE_LEASE`]: never expires).
+    pub lease_period: u32,
+}
+
+/// Seconds since the Unix epoch, now (0 on a clock before it).
+pub fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs().min(u64::from(u32::MAX)) as u32)
 }
 
 type Rid = (u64, u128, u16);
@@ -153,9 +176,56 @@ impl Services {
                 record: r,
                 owner,
                 expires,
+                modified_time: unix_now(),
             },
         );
         Ok(emit(&r))
+    }
+
+    /// The live records at `now`, to save.
+    pub fn stored(&self, now: Instant) -> Vec<Stored> {
+        self.entries
+            .values()
+            .filter(|e| live(e, now))
+            .map(|e| Stored {
+                record: e.record,
+                modified_time: e.modified_time,
+                lease_period: e.record.service_lease,
+            })
+            .collect()
+    }
+
+    /// Puts back a saved record, its lease counted from its
+    /// `modified_time` against the wall clock `wall_now` (Unix seconds):
+    /// a record whose lease ran out meanwhile is not restored (returns
+    /// false), nor one whose RID is registered already. Its owner is the
+    /// port of its ServiceGID (a file does not say who registered it).
+    pub fn restore(&mut self, saved: &Stored, now: Instant, wall_now: u32) -> bool {
+        let expires = if saved.lease_period == INFINITE_LEASE {
+            None
+        } else {
+            let end = u64::from(saved.modified_time) + u64::from(saved.lease_period);
+            let Some(left) = end.checked_sub(u64::from(wall_now)).filter(|&l| l > 0) else {
+                return false;
+            };
+            Some(now + Duration::from_secs(left))
+        };
+        let mut record = saved.record;
+        record.service_lease = saved.lease_period;
+        let rid = record.rid();
+        if self.entries.contains_key(&rid) {
+            return false;
+        }
+        self.entries.insert(
+            rid,
+            Entry {
+                record,
+                owner: record.service_gid as u64,
+                expires,
+                modified_time: saved.modified_time,
+            },
+        );
+        true
     }
 
     /// SubnAdmDelete(ServiceRecord): removes the record with the RID of
