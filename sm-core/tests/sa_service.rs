@@ -1447,3 +1447,59 @@ fn guid_info_record_set_and_delete_give_ports_alias_guids() {
     let a = get(&mut sa, attr::GUID_INFO_RECORD, 0b11, &rec(lid, 0, [0; 8]));
     assert_eq!(answer(&a).guids[2], set.guids[2]);
 }
+
+#[test]
+fn alias_guids_hosts_set_are_written_to_their_ports() {
+    // A host sets an alias and has the SA assign another; the SM writes
+    // the port's GUIDInfo block; a second pass writes nothing; a Delete is
+    // written as an empty entry. Read back from the port with SubnGet.
+    use sm_core::daemon::aliases::{program, HeldAliases, Programmed};
+    use sm_mad::{guid_info, sa_guid_info_record as gir};
+    let topo = sm_topology::parse_str(common::SMALL_NET, "small").expect("topology");
+    let (node, port) = sm_location(&topo);
+    let mut sim = SimFabric::with_options(&topo, node, port, sm_core::sim::SimOptions { ca_guid_cap: 16, ..Default::default() }).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let options = OnceOptions { sweep: SweepOptions::default(), engines: "minhop", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let out = sm_core::pipeline::once(&mut SimPort::new(&mut sim), &options, &registry, &Config::default(), &mut g2l, &mut held).expect("sweep");
+    let mut sa = sa_with(SaDb::build_shared(&out));
+    let cas: Vec<_> = end_lids(&out).into_iter().filter(|e| !e.2).collect();
+    let (lid, guid, _) = cas[1];
+    let rec = |guids: [u64; 8]| {
+        let mut t = [0u8; gir::LEN];
+        gir::Repr { lid, block_num: 0, guids }.emit(&mut gir::Packet::new_unchecked(&mut t[..]));
+        t
+    };
+    let (lid_block, entry) = (0b11u64, |i: u32| 1u64 << (4 + i));
+    let alias = 0x0002_c9ff_fe00_0b01u64;
+    let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, lid_block | entry(1) | entry(2), &rec([0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(status_of(&a), 0);
+    let assigned = gir::Repr::parse(&gir::Packet::new_checked(&a[sa::HEADER_LEN..]).expect("rec")).expect("parse").guids[2];
+    assert_ne!(assigned, 0);
+    // The port's block 0, read with a SubnGet from the SM.
+    let read = |sim: &mut SimFabric| {
+        let f = out.sweep.fabric.clone();
+        let (n, p) = f.nodes.iter().find_map(|n| n.ports.iter().position(|p| p.guid == guid).map(|p| (n, p))).expect("the port");
+        let path = n.ports[p].path.clone().expect("a CA port's path");
+        let mut sp = SimPort::new(sim);
+        let mut client = sm_core::sweep::SmpClient::new(&mut sp, 2);
+        let d = client.get(sm_mad::mad::attr::GUID_INFO, 0, &path).expect("GUIDInfo Get");
+        guid_info::Repr::parse(&guid_info::Packet::new_checked(&d[..guid_info::LEN]).expect("block")).expect("parse").guids
+    };
+    assert_eq!(&read(&mut sim)[1..3], &[0, 0], "nothing on the port before the SM writes it");
+    let mut held_aliases = HeldAliases::default();
+    let aliases = sa.aliases();
+    let mut pass = |sim: &mut SimFabric, held_aliases: &mut HeldAliases| {
+        let mut sp = SimPort::new(sim);
+        let mut client = sm_core::sweep::SmpClient::new(&mut sp, 2);
+        program(&mut client, &out.sweep.fabric, &aliases, held_aliases)
+    };
+    let first = pass(&mut sim, &mut held_aliases);
+    assert_eq!((first.written, first.failed), (2, 0), "blocks 0 and 1 of GUIDCap 16: {first:?}");
+    assert_eq!(read(&mut sim)[..3], [guid, alias, assigned]);
+    assert_eq!(pass(&mut sim, &mut held_aliases), Programmed { written: 0, unchanged: 2, failed: 0 });
+    let a = query(&mut sa, lid, method::DELETE, attr::GUID_INFO_RECORD, lid_block | entry(1), &rec([0, alias, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(status_of(&a), 0);
+    assert_eq!(pass(&mut sim, &mut held_aliases).written, 1);
+    assert_eq!(read(&mut sim)[..3], [guid, 0, assigned]);
+}

@@ -58,6 +58,7 @@
 //! sliced so the loop notices it within a fraction of a second, and a sweep
 //! in progress finishes first, so the fabric is never left half-programmed.
 
+pub mod aliases;
 pub mod reload;
 pub mod traps;
 
@@ -189,6 +190,8 @@ enum Woken {
     Sweep(Cause),
     /// Multicast membership changed, or a failed programming is due again.
     Groups,
+    /// Hosts changed alias GUIDs, or a failed programming is due again.
+    Aliases,
     /// The transport is gone.
     Fatal(String),
 }
@@ -320,6 +323,8 @@ struct Daemon<'r, 'o> {
     schedule: Schedule,
     routing: RoutingState,
     mcast: McastState,
+    /// Alias GUIDs on the ports, and when a failed pass is tried again.
+    aliases: (aliases::HeldAliases, Option<Instant>),
     traps: TrapState,
     settings: Settings,
     /// The fabric compared with `expect_topology` after each heavy sweep.
@@ -351,6 +356,7 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         schedule: Schedule { due: None, interval: options.interval, check_peers: false, reregister: true },
         routing: RoutingState::default(),
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
+        aliases: Default::default(),
         traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
         settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None, qos_policy: None },
         cabling: crate::cabling::CablingWatch::default(),
@@ -411,6 +417,7 @@ impl Daemon<'_, '_> {
                         self.program_groups();
                     }
                 }
+                Woken::Aliases => self.program_aliases(),
                 Woken::Signal => {}
                 Woken::Fatal(why) => self.fatal(why),
                 Woken::Interval => self.light_sweep(),
@@ -726,6 +733,33 @@ impl Daemon<'_, '_> {
             self.mcast.backoff.succeeded();
             self.program_groups();
         }
+        // Ports that came back, hosts that rebooted: their aliases are
+        // written again.
+        self.aliases.0.forget();
+        self.program_aliases();
+    }
+
+    /// The SA's alias GUID tables, if the SM serves an SA.
+    fn alias_tables(&self) -> Option<Arc<Mutex<crate::sa::alias::AliasGuids>>> {
+        self.ctx.options.sa.as_ref().map(|sa| sa.sa().aliases())
+    }
+
+    /// Whether alias GUIDs are to be written: hosts changed them since,
+    /// and a failed pass's pause is over.
+    fn aliases_due(&self, now: Instant) -> bool {
+        let Some(tables) = self.alias_tables() else { return false };
+        let generation = tables.lock().map_or(0, |t| t.generation());
+        self.routing.fabric.is_some() && self.aliases.0.programmed != Some(generation) && self.aliases.1.is_none_or(|at| now >= at)
+    }
+
+    /// Writes the alias GUID tables to the ports (see [`aliases`]).
+    fn program_aliases(&mut self) {
+        let (Some(fabric), Some(tables)) = (self.routing.fabric.clone(), self.alias_tables()) else { return };
+        let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
+        let done = aliases::program(&mut client, &fabric, &tables, &mut self.aliases.0);
+        // A port that does not take its table is tried again in a while,
+        // not at every wait slice.
+        self.aliases.1 = (done.failed > 0).then(|| Instant::now() + Duration::from_secs(10));
     }
 
     /// The fabric read again behind what `changes` name, for a heavy sweep
@@ -919,6 +953,9 @@ impl Daemon<'_, '_> {
             }
             if sweep_at.is_none() && self.groups_due(now) {
                 return Woken::Groups;
+            }
+            if sweep_at.is_none() && self.aliases_due(now) {
+                return Woken::Aliases;
             }
             let until = sweep_at.map_or(end, |at| at.min(end));
             let timeout = if draining { Duration::ZERO } else { until.saturating_duration_since(now).min(SLICE) };

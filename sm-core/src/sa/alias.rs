@@ -42,6 +42,9 @@ pub struct AliasGuids {
     count: u32,
     /// Bits 39..32 of an SM-assigned GUID (OpenSM `sm_assigned_guid`).
     assigned_byte: u8,
+    /// Counts Sets and Deletes that changed a table: the SM programs the
+    /// ports' GUIDInfo when it moves.
+    generation: u64,
 }
 
 impl AliasGuids {
@@ -54,6 +57,11 @@ impl AliasGuids {
     /// themselves).
     pub fn port_of(&self, guid: u64) -> Option<u64> {
         self.owner.get(&guid).copied()
+    }
+
+    /// Changes so far (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Block `block` of the table of `port`, if the SA holds one.
@@ -155,6 +163,7 @@ impl AliasGuids {
             self.owner.insert(guid, port);
             if let Some(t) = self.tables.get_mut(&port) {
                 t[i] = guid;
+                self.generation += 1;
             }
         }
         self.block(port, block).ok_or(status::NO_RECORDS)
@@ -176,6 +185,7 @@ impl AliasGuids {
             if mask & 1 << (i % GUIDS) != 0 && t[i] != 0 {
                 self.owner.remove(&t[i]);
                 t[i] = 0;
+                self.generation += 1;
             }
         }
         self.block(port, block).ok_or(status::NO_RECORDS)

@@ -346,6 +346,11 @@ fn select<'a, const N: usize>(
 }
 
 impl Sa {
+    /// The alias GUID tables hosts set (the SM programs them on the ports).
+    pub fn aliases(&self) -> Arc<Mutex<super::alias::AliasGuids>> {
+        Arc::clone(&self.aliases)
+    }
+
     /// An SA with nothing published yet: queries are answered BUSY until
     /// [`Self::publish`].
     pub fn new(groups: Arc<Mutex<McGroups>>, config: SaConfig) -> Self {
