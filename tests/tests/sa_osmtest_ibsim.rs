@@ -67,6 +67,10 @@ fn osmtest_flows_against_smcore() {
     let (ok, q) = osmtest(&sim, &["-f", "q", "-i", inv_s]);
     assert!(ok && q.contains("PASS") && !q.contains("FAIL"), "osmtest -f q:\n{q}");
 
+    // -f f: the SA flooded with queries from the inventory.
+    let (ok, f) = osmtest(&sim, &["-f", "f", "-i", inv_s]);
+    assert!(ok && f.contains("PASS") && !f.contains("FAIL"), "osmtest -f f:\n{f}");
+
     // -f v with -d 1. Under ibsim OpenSM passes -f v in no form: umad2sim
     // has no RMPP, and osmtest waits for ever for OpenSM's multi-MAD
     // answer to its GetTable of every P_KeyTableRecord (checked by hand,
