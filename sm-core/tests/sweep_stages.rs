@@ -211,3 +211,34 @@ fn a_host_back_where_it_was_keeps_the_cached_verdict_and_anything_else_is_judged
     other_gate.verify.credit_loops = !other_gate.verify.credit_loops;
     assert!(cache.verification_for(&judged, &other_gate).is_none(), "judged by another gate");
 }
+
+#[test]
+fn hosts_whose_sa_state_was_restored_are_not_asked_to_re_register() {
+    // A new master's first sweep sets ClientReregister on every CA port,
+    // except those whose registrations it restored from sa_db_file.
+    let topo = sm_topology::parse_file(&workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
+    let (node, port) = sm_location(&topo);
+    let registry = Registry::scan(&[bin_dir()]);
+    let sweep_with = |known: std::collections::HashSet<u64>| {
+        let mut sim = SimFabric::from_topology(&topo, node, port).expect("sim");
+        let sweep = SweepOptions { client_reregister: true, reregister_known: std::sync::Arc::new(known), ..SweepOptions::default() };
+        let options = OnceOptions { sweep, engines: "minhop", dump_dir: None };
+        let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+        let out = sm_core::pipeline::once(&mut SimPort::new(&mut sim), &options, &registry, &Config::default(), &mut g2l, &mut held)
+            .expect("sweep");
+        (sim.counters().client_reregistrations, out)
+    };
+    let (all, out) = sweep_with(Default::default());
+    assert!(all > 2, "{all}");
+    let snapshot = out.snapshot();
+    let known: std::collections::HashSet<u64> = snapshot
+        .ports
+        .iter()
+        .filter(|p| p.lid != 0 && snapshot.nodes[p.node as usize].kind == sm_abi::NodeKind::Ca)
+        .map(|p| p.guid)
+        .take(2)
+        .collect();
+    assert_eq!(known.len(), 2);
+    let (asked, _) = sweep_with(known);
+    assert_eq!(asked, all - 2);
+}

@@ -61,6 +61,10 @@ pub struct SweepOptions {
     /// Never set ClientReregister, whatever `client_reregister` says
     /// (OpenSM `no_clients_rereg`).
     pub no_clients_rereg: bool,
+    /// End ports (port GUIDs) whose SA state the new master restored
+    /// (`sa_db_file`): not asked to re-register by `client_reregister`,
+    /// since their groups, services and subscriptions are there already.
+    pub reregister_known: Arc<std::collections::HashSet<u64>>,
     /// GID prefix written to every port (OpenSM `subnet_prefix`): ports
     /// that reset to another (ibsim's 0) would have GIDs no SA client can
     /// use.
@@ -103,6 +107,7 @@ impl PartialEq for SweepOptions {
             && self.sm_sl == other.sm_sl
             && self.client_reregister == other.client_reregister
             && self.no_clients_rereg == other.no_clients_rereg
+            && self.reregister_known == other.reregister_known
             && self.subnet_prefix == other.subnet_prefix
             && self.budget == other.budget
     }
@@ -126,6 +131,7 @@ impl Default for SweepOptions {
             sm_sl: 0,
             client_reregister: false,
             no_clients_rereg: false,
+            reregister_known: Arc::default(),
             subnet_prefix: DEFAULT_SUBNET_PREFIX,
             m_keys: MKeys::off(),
             stop: None,

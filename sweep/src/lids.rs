@@ -399,6 +399,7 @@ impl LidSets {
         fabric: &Fabric,
         sm_sl: u8,
         client_reregister: bool,
+        known: &std::collections::HashSet<u64>,
         subnet_prefix: u64,
         report: &mut ProgramReport,
     ) -> Self {
@@ -425,6 +426,7 @@ impl LidSets {
             };
             let reregister = client_reregister
                 && !fabric.nodes[node].is_switch()
+                && !known.contains(&slot.guid)
                 && current.capability_mask & sm_mad::port_info::capability::IS_CLIENT_REREGISTRATION_SUPPORTED != 0;
             let holds = current.lid == target.lid
                 && current.lmc == target.lmc
@@ -505,10 +507,11 @@ pub fn program(
     fabric: &mut Fabric,
     sm_sl: u8,
     client_reregister: bool,
+    known: &std::collections::HashSet<u64>,
     subnet_prefix: u64,
 ) -> ProgramReport {
     let mut report = ProgramReport::default();
-    let sets = LidSets::plan(client.m_keys(), read, fabric, sm_sl, client_reregister, subnet_prefix, &mut report);
+    let sets = LidSets::plan(client.m_keys(), read, fabric, sm_sl, client_reregister, known, subnet_prefix, &mut report);
     let mut ops = Vec::with_capacity(sets.ports.len());
     let mut sent = Vec::with_capacity(sets.ports.len());
     for set in &sets.ports {

@@ -140,7 +140,7 @@ pub fn address(
     let (program, lid_sets, relabelled) = match send {
         SendLids::Now => {
             let program =
-                super::lids::program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, options.subnet_prefix);
+                super::lids::program(&mut client, &read, &mut fabric, options.sm_sl, options.client_reregister, &options.reregister_known, options.subnet_prefix);
             (program, LidSets::default(), relabelled_switches(&read, &fabric))
         }
         SendLids::WithLinks => {
@@ -151,6 +151,7 @@ pub fn address(
                 &fabric,
                 options.sm_sl,
                 options.client_reregister,
+                &options.reregister_known,
                 options.subnet_prefix,
                 &mut program,
             );

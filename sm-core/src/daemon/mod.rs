@@ -587,6 +587,23 @@ impl Daemon<'_, '_> {
         let dump_dir = self.ctx.options.once.dump_dir;
         once.dump_dir = None;
         once.sweep.client_reregister = self.schedule.reregister && !once.sweep.no_clients_rereg;
+        if self.schedule.reregister {
+            // A new master that restores the SA's registrations from
+            // sa_db_file asks only the hosts it has nothing for to
+            // register again; if the file cannot be read, every host, even
+            // with no_clients_rereg (as OpenSM).
+            match self.ctx.options.sa.as_ref().and_then(|sa| sa.pending_restore_ports()) {
+                Some(Ok(known)) => {
+                    info!(ports = known.len(), "SA state restored from sa_db_file: those ports are not asked to re-register");
+                    once.sweep.reregister_known = Arc::new(known);
+                }
+                Some(Err(e)) => {
+                    warn!("{e}: every host is asked to register again");
+                    once.sweep.client_reregister = true;
+                }
+                None => {}
+            }
+        }
         once.sweep.stop = Some(Arc::clone(&self.ctx.signals.stop));
         if let Some(engines) = &self.settings.engines {
             once.engines = engines;

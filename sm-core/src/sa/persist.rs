@@ -104,6 +104,16 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 impl SaState {
+    /// The end ports (port GUIDs) with a registration here: members of a
+    /// group, owners of a service, subscribers. A new master that restores
+    /// this state need not ask them to re-register.
+    pub fn known_ports(&self) -> std::collections::HashSet<u64> {
+        let members = self.groups.iter().flat_map(|g| g.members.values().map(|m| m.port_guid));
+        let services = self.services.iter().map(|s| s.record.service_gid as u64);
+        let subscribers = self.subscriptions.iter().map(|s| s.subscriber_gid as u64);
+        members.chain(services).chain(subscribers).collect()
+    }
+
     /// The file's text.
     pub fn render(&self) -> String {
         let mut out = String::new();

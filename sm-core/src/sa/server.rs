@@ -162,6 +162,15 @@ impl SaHandle {
         *self.restore_from.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
     }
 
+    /// The end ports the pending restore (see
+    /// [`Self::restore_at_first_publish`]) has state for, read from the
+    /// file now: `None` when no restore is pending, an error when the file
+    /// cannot be read (then every host must re-register).
+    pub fn pending_restore_ports(&self) -> Option<Result<std::collections::HashSet<u64>, super::persist::PersistError>> {
+        let path = self.restore_from.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        Some(super::persist::SaState::load(&path).map(|state| state.known_ports()))
+    }
+
     /// Takes the MFTs of a multicast plan, as programmed, for MFTRecord
     /// queries (call after every MFT programming).
     pub fn publish_mcast(&self, plan: &crate::mcast::tree::McastPlan) {
