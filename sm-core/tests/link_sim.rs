@@ -56,6 +56,8 @@ fn check_engine(topo: &Topology, engines: &str, config: &Config) -> OnceOutcome 
             (true, false) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x10, 7), "node {n} port {p}"),
             _ => assert_eq!(info.subnet_timeout, 18, "CA node {n} port {p}"),
         }
+        // OpenSM's default thresholds (OSM_DEFAULT_ERROR_THRESHOLD).
+        assert_eq!((info.local_phy_errors, info.overrun_errors), (8, 8), "node {n} port {p}");
     }
     assert!(sm_mad::port_info::vls::count(caps.vl_cap) >= routed.routing.vls_used, "{engines} uses {} VLs", routed.routing.vls_used);
     let faults = sim.vl_faults(&|s, d| routed.routing.path_sl.path_sl(s, d));
@@ -118,7 +120,8 @@ fn config_keys_reach_the_ports() {
     let config = Config::parse(
         "max_op_vls = 2\nhead_of_queue_lifetime = 0x11\nleaf_head_of_queue_lifetime = 0x0f\n\
          vl_stall_count = 5\nleaf_vl_stall_count = 3\nsubnet_timeout = 15\n\
-         force_link_speed = 1\nforce_link_width = 1\nforce_link_speed_ext = 30\n",
+         force_link_speed = 1\nforce_link_width = 1\nforce_link_speed_ext = 30\n\
+         local_phy_errors_threshold = 0x3\noverrun_errors_threshold = 0xc\n",
         std::path::Path::new("x.toml"),
     )
     .expect("config");
@@ -137,6 +140,7 @@ fn config_keys_reach_the_ports() {
             (1, 1, 0),
             "forced speed, width, extended speeds off: node {n} port {p}"
         );
+        assert_eq!((info.local_phy_errors, info.overrun_errors), (0x3, 0xc), "error thresholds: node {n} port {p}");
         match (topo.nodes[n].kind == NodeKind::Switch, topo.nodes[peer].kind == NodeKind::Switch) {
             (true, true) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x11, 5)),
             (true, false) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x0f, 3)),
@@ -146,6 +150,8 @@ fn config_keys_reach_the_ports() {
     // Switch port 0 takes SubnetTimeOut too.
     let sw = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).expect("a switch");
     assert_eq!(sim.held_port_info(sw, 0).expect("port 0").subnet_timeout, 15);
+    let port0 = sim.held_port_info(sw, 0).expect("port 0");
+    assert_eq!((port0.local_phy_errors, port0.overrun_errors), (0x3, 0xc), "thresholds on switch port 0 too");
 }
 
 #[test]
