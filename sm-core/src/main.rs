@@ -976,7 +976,7 @@ fn start_responders(
     let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
     let sa = sa_requests
         .map(|requests| Arc::new(sm_core::sa::server::spawn(sender.clone(), requests, Arc::clone(groups), sa_config)));
-    let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
+    let state = Arc::new(settings.sm_info_state(0));
     if let Some(requests) = smp_requests {
         sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone())
             .map_err(|e| format!("SMInfo responder: {e}"))?;
@@ -1339,6 +1339,8 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         groups: Some(groups),
         sa,
         status: Some(status),
+        force_heavy_sweep: config.force_heavy_sweep,
+        sweep_on_trap: config.sweep_on_trap.unwrap_or(true),
     };
     let report_path = args.report.clone();
     let qos = config.qos;

@@ -486,6 +486,10 @@ pub struct DaemonSettings {
     pub control_socket: Option<PathBuf>,
     /// `--pid-file`, else `pid_file`.
     pub pid_file: Option<PathBuf>,
+    /// `sm_inactive`: start NotActive.
+    pub sm_inactive: bool,
+    /// `ignore_other_sm`: never read other SMs.
+    pub ignore_other_sm: bool,
 }
 
 impl DaemonSettings {
@@ -526,6 +530,8 @@ impl DaemonSettings {
             metrics_listen,
             control_socket: o.control_socket.clone().or_else(|| config.control_socket.clone()),
             pid_file: o.pid_file.clone().or_else(|| config.pid_file.clone()),
+            sm_inactive: config.sm_inactive,
+            ignore_other_sm: config.ignore_other_sm,
         })
     }
 
@@ -537,8 +543,21 @@ impl DaemonSettings {
             poll_retries: self.poll_retries,
             smp_retries: sm.retries,
             m_keys,
+            ignore_other_sm: self.ignore_other_sm,
             ..StandbyOptions::default()
         }
+    }
+
+    /// What this SM says of itself in SMInfo at start: `guid` (0: learnt
+    /// at discovery), the priority and SM_Key; NotActive with
+    /// `sm_inactive` (as OpenSM: no sweep until a master's STANDBY
+    /// control), else Discovering.
+    pub fn sm_info_state(&self, guid: u64) -> crate::standby::SmInfoState {
+        let state = crate::standby::SmInfoState::new(guid, self.priority, self.sm_key);
+        if self.sm_inactive {
+            state.set_state(sm_mad::sm_info::SmState::NotActive);
+        }
+        state
     }
 }
 
@@ -861,5 +880,33 @@ mod tests {
         let e = daemon(&unfix(|o| o.metrics_listen = None), &c).expect_err("refused");
         assert_eq!(e, SettingsError::MetricsListen { text: "nowhere".into(), origin: Origin::Key("metrics_listen") });
         assert!(e.to_string().contains("config `metrics_listen`"), "{e}");
+    }
+
+    #[test]
+    fn sm_inactive_starts_not_active_and_ignore_other_sm_reaches_the_election() {
+        use sm_mad::sm_info::SmState;
+        let plain = daemon(&Overrides::default(), &opensm("sm_priority 3\n")).unwrap();
+        assert_eq!(plain.sm_info_state(0).state(), SmState::Discovering);
+        assert!(!plain.standby_options(&sm(&Overrides::default(), &Config::default()).unwrap(), sm_transport::MKeys::off()).ignore_other_sm);
+        let c = opensm("sm_inactive TRUE\nignore_other_sm TRUE\n");
+        let d = daemon(&Overrides::default(), &c).unwrap();
+        let state = d.sm_info_state(7);
+        assert_eq!((state.state(), state.guid()), (SmState::NotActive, 7), "no sweep until a master's STANDBY");
+        let options = d.standby_options(&sm(&Overrides::default(), &c).unwrap(), sm_transport::MKeys::off());
+        assert!(options.ignore_other_sm);
+        // NotActive holds in the election: it does not make itself master.
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let topo = sm_topology::gen::fat_tree_2level(2, 1, 1, 1).unwrap();
+        let host = topo.nodes.iter().position(|n| !n.is_switch()).unwrap();
+        let mut fabric = crate::sim::SimFabric::from_topology(&topo, host, 1).unwrap();
+        let stopper = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            crate::standby::arbitrate(&mut crate::sim::SimPort::new(&mut fabric), &state, &options, &stop)
+        });
+        assert!(matches!(stopper, crate::standby::Arbitration::Stopped));
+        assert_eq!(state.state(), SmState::NotActive);
     }
 }

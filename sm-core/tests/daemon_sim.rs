@@ -81,6 +81,8 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
     }
 }
 
@@ -305,6 +307,8 @@ fn host_reboot_with(ucast_cache: bool, incremental: Option<u32>) -> Vec<(u64, Ca
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();
@@ -574,4 +578,75 @@ fn no_clients_rereg_asks_no_host_to_register_again() {
     let hosts = topo.nodes.iter().filter(|n| !n.is_switch()).count();
     let lids = (0..sim.node_count()).filter(|&n| sim.port_lid(n, 1).is_some_and(|l| l != 0)).count();
     assert!(lids >= hosts, "the sweep addressed the hosts all the same");
+}
+
+/// The causes of the heavy sweeps of an SM on a two-level fat tree with
+/// `force_heavy_sweep` and `sweep_on_trap` as given: after the first sweep
+/// a host's link goes down; the loop stops after `sweeps` heavy sweeps or
+/// after `limit`, whichever comes first.
+fn causes_with(force_heavy_sweep: bool, sweep_on_trap: bool, link_down: bool, sweeps: usize, limit: Duration) -> Vec<Cause> {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let host = topo.nodes.iter().rposition(|n| !n.is_switch()).expect("a host");
+    let pending = Rc::new(RefCell::new(VecDeque::new()));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions { force_heavy_sweep, sweep_on_trap, ..fast_minhop(false) };
+    let mut causes = Vec::new();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &signals.stop;
+        let done = &done;
+        s.spawn(move || {
+            let end = std::time::Instant::now() + limit;
+            while !done.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            assert!(out.accepted.is_some(), "sweep {n} routed");
+            causes.push(cause);
+            if n == 1 && link_down {
+                pending.borrow_mut().push_back(Act::LinkDown(host, 1));
+            }
+            if causes.len() >= sweeps {
+                done.store(true, Ordering::Relaxed);
+            }
+        };
+        let ctx = daemon::DaemonContext {
+            port: &mut port,
+            options: &options,
+            registry: &mut registry,
+            config: &Config::default(),
+            guid2lid: &mut g2l,
+            held: &mut held,
+            signals: &signals,
+        };
+        daemon::run(ctx, &mut on_heavy);
+        done.store(true, Ordering::Relaxed);
+    });
+    causes
+}
+
+#[test]
+fn force_heavy_sweep_sweeps_heavily_at_every_interval() {
+    // A quiet fabric: light sweeps find nothing, so one heavy sweep in
+    // 20 intervals.
+    let quiet = causes_with(false, true, false, 2, Duration::from_secs(1));
+    assert_eq!(quiet, vec![Cause::Start], "{quiet:?}");
+    // force_heavy_sweep: every interval is a heavy sweep.
+    let forced = causes_with(true, true, false, 4, Duration::from_secs(20));
+    assert_eq!(forced, vec![Cause::Start, Cause::Change, Cause::Change, Cause::Change], "{forced:?}");
+}
+
+#[test]
+fn without_sweep_on_trap_the_light_sweep_finds_what_a_trap_reported() {
+    let on_trap = causes_with(false, true, true, 2, Duration::from_secs(20));
+    assert_eq!(on_trap, vec![Cause::Start, Cause::Trap], "{on_trap:?}");
+    let no_trap_sweep = causes_with(false, false, true, 2, Duration::from_secs(20));
+    assert_eq!(no_trap_sweep, vec![Cause::Start, Cause::Change], "{no_trap_sweep:?}");
 }

@@ -44,6 +44,8 @@ fn run_sm(
             groups: None,
             sa: None,
             status: None,
+            force_heavy_sweep: false,
+            sweep_on_trap: true,
         };
         let mut registry = sm_core::engines::Registry::scan(&[bin_dir()]);
         let config = sm_core::config::Config::default();

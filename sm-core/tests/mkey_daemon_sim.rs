@@ -73,6 +73,8 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
     };
     let signals = Signals::default();
     let mut registry = Registry::scan(&[bin_dir()]);

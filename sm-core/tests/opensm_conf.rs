@@ -110,6 +110,9 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!(c.leaf_head_of_queue_lifetime, Some(0x10));
     assert_eq!(c.subnet_timeout, Some(18));
     assert!(!c.not_supported.iter().any(|k| k == "sm_key" || k == "routing_engine"));
+    // The SM-side keys honoured since, at OpenSM's defaults.
+    assert_eq!((c.local_phy_errors_threshold, c.overrun_errors_threshold), (Some(8), Some(8)));
+    assert_eq!((c.force_heavy_sweep, c.sweep_on_trap, c.sm_inactive, c.ignore_other_sm), (false, Some(true), false, false));
     let mut sorted = c.not_supported.clone();
     sorted.sort();
     sorted.dedup();

@@ -94,6 +94,8 @@ fn options(groups: Option<Arc<Mutex<McGroups>>>) -> DaemonOptions<'static> {
         groups,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
     }
 }
 

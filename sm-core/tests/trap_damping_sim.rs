@@ -106,6 +106,8 @@ fn options() -> DaemonOptions<'static> {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
     }
 }
 

@@ -180,6 +180,24 @@ pub struct Config {
     /// extended speeds; 0 leaves them, 30 disables extended speeds, 31 (the
     /// default) sets every supported one (OpenSM `force_link_speed_ext`).
     pub force_link_speed_ext: Option<u8>,
+    /// LocalPhyErrors threshold written to every port's PortInfo (OpenSM
+    /// `local_phy_errors_threshold`, default 8; 4 bits).
+    pub local_phy_errors_threshold: Option<u8>,
+    /// Sweep heavily at every sweep interval, never lightly (OpenSM
+    /// `force_heavy_sweep`).
+    pub force_heavy_sweep: bool,
+    /// Traps reporting a change cause a heavy sweep (OpenSM
+    /// `sweep_on_trap`, default true).
+    pub sweep_on_trap: Option<bool>,
+    /// Start in SMInfo state NotActive: no sweep until a master's STANDBY
+    /// control (OpenSM `sm_inactive`).
+    pub sm_inactive: bool,
+    /// Take no notice of other SMs: master at once, never hand over
+    /// (OpenSM `ignore_other_sm`).
+    pub ignore_other_sm: bool,
+    /// OverrunErrors threshold written to every port's PortInfo (OpenSM
+    /// `overrun_errors_threshold`, default 8; 4 bits).
+    pub overrun_errors_threshold: Option<u8>,
     /// Where routing engines run: `"process"` (the default: a child
     /// process per attempt, whose crash, exit, endless loop or runaway
     /// allocation is the engine's failure, not the SM's) or `"inline"`

@@ -125,6 +125,13 @@ pub struct DaemonOptions<'a> {
     /// The configuration file, re-read on SIGHUP ([`reload`]); `None`:
     /// SIGHUP rescans the engine directories only.
     pub config_file: Option<reload::ConfigSource>,
+    /// Every sweep interval sweeps heavily, whatever the light sweep would
+    /// find (OpenSM `force_heavy_sweep`).
+    pub force_heavy_sweep: bool,
+    /// Traps that report a change cause a heavy sweep (OpenSM
+    /// `sweep_on_trap`, default true); false: they are logged and the
+    /// next light sweep finds the change.
+    pub sweep_on_trap: bool,
 }
 
 /// Why a heavy sweep ran.
@@ -413,6 +420,10 @@ impl Daemon<'_, '_> {
                 }
                 Woken::Signal => {}
                 Woken::Fatal(why) => self.fatal(why),
+                Woken::Interval if self.ctx.options.force_heavy_sweep => {
+                    // As OpenSM with force_heavy_sweep: no light sweep decides.
+                    self.schedule.due = Some(Cause::Change);
+                }
                 Woken::Interval => self.light_sweep(),
             }
         }
@@ -759,7 +770,8 @@ impl Daemon<'_, '_> {
             return true;
         };
         let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
-        match standby::check_peers(&mut client, fabric, state) {
+        let ignore = self.ctx.options.standby.as_ref().is_some_and(|(_, o)| o.ignore_other_sm);
+        match standby::check_peers_unless(&mut client, fabric, state, ignore) {
             PeerAction::Stay => true,
             PeerAction::SweepNow => {
                 self.schedule.due = Some(Cause::Takeover);
@@ -924,6 +936,11 @@ impl Daemon<'_, '_> {
                     gathered = gathered.saturating_add(1);
                     let at = Instant::now();
                     match self.traps.filter.judge(&trap, at) {
+                        TrapVerdict::Sweep { number, issuer } if !self.ctx.options.sweep_on_trap => {
+                            // As OpenSM with sweep_on_trap FALSE: the light
+                            // sweep finds what the trap reports.
+                            info!(number, issuer, "trap received (sweep_on_trap is off: no sweep)");
+                        }
                         TrapVerdict::Sweep { number, issuer } => {
                             info!(number, issuer, "trap received");
                             self.routing.changes.add_trap(number, issuer, self.routing.fabric.as_ref());
