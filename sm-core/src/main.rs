@@ -1232,6 +1232,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             subnet_prefix: settings.subnet_prefix,
             sm_sl: settings.sm_sl,
             no_clients_rereg: config.no_clients_rereg,
+            optimized_sl2vl: config.use_optimized_slvl,
             ..SweepOptions::default()
         },
         engines: &settings.engines,

@@ -244,3 +244,57 @@ fn operational_vls_and_mtu_are_taken_only_in_init() {
     let now = set_vls_mtu(&mut sim, &info, 1, 1);
     assert_eq!((now.operational_vls, now.neighbor_mtu), (4, 5), "an Active port ignores them");
 }
+
+/// A directed-route Get answered by the simulator: its data.
+fn dr_get(sim: &mut SimFabric, attribute: u16, modifier: u32, path: &[u8]) -> [u8; DATA_LEN] {
+    let request = smp::Repr::directed_get(7, attribute, modifier, 0, path).expect("request");
+    let mut mad = Mad::zeroed();
+    request.emit(&mut mad.smp_mut());
+    let answer = sim.handle_to(PERMISSIVE_LID, &mad.0).expect("an answer");
+    let repr = smp::Repr::parse(&smp::Packet::new_checked(&answer.mad[..]).expect("smp")).expect("parse");
+    assert_eq!(repr.status, 0, "Get {attribute:#x} {modifier:#x} on {path:?}");
+    repr.data
+}
+
+/// The first torus-2QoS sweep of a 4x4x4 torus with `use_optimized_slvl`
+/// as given: the SL2VL SMPs it sent, and every switch SL2VL table the
+/// routing asked for as the switches hold it afterwards.
+fn torus_sl2vl(optimized: bool) -> (u64, Vec<((u64, u8, u8), [u8; 16])>) {
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
+    let mut config = Config::default();
+    config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let sweep = SweepOptions { optimized_sl2vl: optimized, ..SweepOptions::default() };
+    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let out = sm_core::pipeline::once(&mut SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held)
+        .expect("sweep");
+    let routing = &out.accepted.as_ref().expect("routed").routing;
+    assert_eq!(out.program.sl2vl.failed, 0, "{:?}", out.program.sl2vl);
+    let fabric = &out.sweep.fabric;
+    let mut tables = Vec::new();
+    for entry in routing.sl2vl.iter() {
+        let node = &fabric.nodes[entry.node as usize];
+        if !node.is_switch() || entry.out_port == 0 {
+            continue;
+        }
+        let modifier = u32::from(entry.in_port) << 8 | u32::from(entry.out_port);
+        let data = dr_get(&mut sim, attr::SL_TO_VL_MAPPING_TABLE, modifier, &node.path);
+        let held: [u8; 16] = std::array::from_fn(|sl| (data[sl / 2] >> if sl % 2 == 0 { 4 } else { 0 }) & 0xF);
+        assert_eq!(held, entry.vl, "switch {:#x} in {} out {}", node.guid, entry.in_port, entry.out_port);
+        tables.push(((node.guid, entry.in_port, entry.out_port), held));
+    }
+    (out.program.sl2vl.smps.sent, tables)
+}
+
+#[test]
+fn optimized_sl2vl_sends_far_fewer_smps_for_the_same_tables() {
+    let (plain_smps, plain) = torus_sl2vl(false);
+    let (optimized_smps, optimized) = torus_sl2vl(true);
+    assert!(!plain.is_empty());
+    assert_eq!(plain, optimized, "every switch port ends with the same SL2VL tables");
+    eprintln!("torus-2QoS 4x4x4, first sweep: {plain_smps} SL2VL SMPs, {optimized_smps} with use_optimized_slvl");
+    assert!(optimized_smps * 2 < plain_smps, "{optimized_smps} SMPs with use_optimized_slvl, {plain_smps} without");
+}

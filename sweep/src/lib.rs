@@ -79,6 +79,9 @@ pub struct SweepOptions {
     /// sweep ends with [`SweepError::OverBudget`] and programs nothing.
     /// `None`: no limit.
     pub budget: Option<Duration>,
+    /// SL2VL tables of a switch that takes it are written with one
+    /// AllInputPorts Set per output port (OpenSM `use_optimized_slvl`).
+    pub optimized_sl2vl: bool,
 }
 
 /// OpenSM's default `subnet_prefix`: the link-local prefix fe80::/64.
@@ -105,6 +108,7 @@ impl PartialEq for SweepOptions {
             && self.no_clients_rereg == other.no_clients_rereg
             && self.subnet_prefix == other.subnet_prefix
             && self.budget == other.budget
+            && self.optimized_sl2vl == other.optimized_sl2vl
     }
 }
 
@@ -130,6 +134,7 @@ impl Default for SweepOptions {
             m_keys: MKeys::off(),
             stop: None,
             budget: Some(DEFAULT_SWEEP_BUDGET),
+            optimized_sl2vl: false,
         }
     }
 }

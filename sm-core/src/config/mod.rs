@@ -195,6 +195,9 @@ pub struct Config {
     /// Take no notice of other SMs: master at once, never hand over
     /// (OpenSM `ignore_other_sm`).
     pub ignore_other_sm: bool,
+    /// Write a switch's SL2VL tables with one AllInputPorts Set per output
+    /// port where it takes them (OpenSM `use_optimized_slvl`).
+    pub use_optimized_slvl: bool,
     /// OverrunErrors threshold written to every port's PortInfo (OpenSM
     /// `overrun_errors_threshold`, default 8; 4 bits).
     pub overrun_errors_threshold: Option<u8>,
