@@ -965,9 +965,7 @@ fn start_responders(
     (Option<Arc<sm_core::sa::server::SaHandle>>, Option<(Arc<sm_core::standby::SmInfoState>, sm_core::standby::StandbyOptions)>),
     String,
 > {
-    let (priority, sm_key) = (settings.priority, settings.sm_key);
-    let path = sm_core::sa::PathDefaults { packet_life: settings.path_packet_life, ..Default::default() };
-    let sa_config = sm_core::sa::handler::SaConfig { sm_priority: priority, sm_key, path, ..Default::default() };
+    let sa_config = settings.sa_config();
     if let Some(fabric) = sim {
         let requests = fabric.sa_requests(SIM_SA_QUEUE);
         let sa = sm_core::sa::server::spawn(fabric.sender(), requests, Arc::clone(groups), sa_config);

@@ -490,6 +490,8 @@ pub struct DaemonSettings {
     pub sm_inactive: bool,
     /// `ignore_other_sm`: never read other SMs.
     pub ignore_other_sm: bool,
+    /// The SA's key: `sa_key`, else `sm_key`, else OpenSM's 1.
+    pub sa_key: u64,
 }
 
 impl DaemonSettings {
@@ -532,6 +534,7 @@ impl DaemonSettings {
             pid_file: o.pid_file.clone().or_else(|| config.pid_file.clone()),
             sm_inactive: config.sm_inactive,
             ignore_other_sm: config.ignore_other_sm,
+            sa_key: config.sa_key.or(config.sm_key).unwrap_or(DEFAULT_SM_KEY),
         })
     }
 
@@ -546,6 +549,13 @@ impl DaemonSettings {
             ignore_other_sm: self.ignore_other_sm,
             ..StandbyOptions::default()
         }
+    }
+
+    /// The SA's settings: its key is [`Self::sa_key`] (OpenSM checks SA
+    /// requests against `sa_key`, SMInfo against `sm_key`).
+    pub fn sa_config(&self) -> crate::sa::handler::SaConfig {
+        let path = crate::sa::PathDefaults { packet_life: self.path_packet_life, ..Default::default() };
+        crate::sa::handler::SaConfig { sm_priority: self.priority, sm_key: self.sa_key, path, ..Default::default() }
     }
 
     /// What this SM says of itself in SMInfo at start: `guid` (0: learnt
@@ -908,5 +918,19 @@ mod tests {
         });
         assert!(matches!(stopper, crate::standby::Arbitration::Stopped));
         assert_eq!(state.state(), SmState::NotActive);
+    }
+
+    #[test]
+    fn the_sa_checks_sa_key_not_sm_key() {
+        // As OpenSM: SA requests are checked against sa_key.
+        let d = daemon(&Overrides::default(), &opensm("sm_key 0x7\nsa_key 0x55\n")).unwrap();
+        assert_eq!((d.sm_key, d.sa_key), (7, 0x55));
+        let sa = d.sa_config();
+        assert!(sa.trusts(0x55) && !sa.trusts(7), "{sa:?}");
+        assert_eq!(d.sm_info_state(0).sm_key(), 7, "SMInfo keeps sm_key");
+        // Unset, the SA keeps smcore's key: sm_key.
+        let d = daemon(&Overrides::default(), &toml("sm_key = 9\n")).unwrap();
+        assert!(d.sa_config().trusts(9));
+        assert!(daemon(&Overrides::default(), &Config::default()).unwrap().sa_config().trusts(1));
     }
 }

@@ -198,6 +198,11 @@ pub struct Config {
     /// Write a switch's SL2VL tables with one AllInputPorts Set per output
     /// port where it takes them (OpenSM `use_optimized_slvl`).
     pub use_optimized_slvl: bool,
+    /// The SA's key (OpenSM `sa_key`): SA requests carrying another
+    /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
+    /// `sm_key`.
+    #[serde(default, deserialize_with = "de_key")]
+    pub sa_key: Option<u64>,
     /// OverrunErrors threshold written to every port's PortInfo (OpenSM
     /// `overrun_errors_threshold`, default 8; 4 bits).
     pub overrun_errors_threshold: Option<u8>,
