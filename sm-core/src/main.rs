@@ -1330,7 +1330,10 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         once: options,
         interval: settings.interval,
         trap_settle: daemon_settings.trap_settle,
-        trap_limits: Default::default(),
+        trap_limits: sm_core::daemon::traps::TrapLimits {
+            babbling_port_policy: config.babbling_port_policy,
+            ..Default::default()
+        },
         guid2lid_path: settings.guid2lid.clone(),
         ucast_cache: daemon_settings.ucast_cache,
         incremental: daemon_settings.incremental,

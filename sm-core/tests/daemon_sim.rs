@@ -650,3 +650,96 @@ fn without_sweep_on_trap_the_light_sweep_finds_what_a_trap_reported() {
     let no_trap_sweep = causes_with(false, false, true, 2, Duration::from_secs(20));
     assert_eq!(no_trap_sweep, vec![Cause::Start, Cause::Change], "{no_trap_sweep:?}");
 }
+
+/// The embedded fabric behind a port that, once `armed` holds the
+/// issuer's LID and port, plays that switch sending trap 129 (link
+/// integrity) `left` times.
+struct Babbler<'a> {
+    port: SimPort<'a>,
+    armed: Rc<RefCell<Option<(u16, u8)>>>,
+    left: usize,
+}
+
+impl SmpPort for Babbler<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        if let Some((lid, port)) = *self.armed.borrow() {
+            if self.left > 0 {
+                self.left -= 1;
+                let mut trap = sm_core::daemon::traps::generic_trap(lid, lid, 129);
+                // DataDetails (at 10 in the Notice, 64 in the SMP): LIDADDR at 2, PORTNO at 4.
+                trap.mad[64 + 12..64 + 14].copy_from_slice(&lid.to_be_bytes());
+                trap.mad[64 + 14] = port;
+                return Ok(Some(trap));
+            }
+        }
+        self.port.wait_trap(timeout)
+    }
+}
+
+/// A spine port facing a leaf sends 300 link integrity traps after the
+/// first sweep; returns the heavy sweeps' causes and that port's state.
+fn babbling(policy: bool) -> (Vec<Cause>, Option<sm_mad::PortState>) {
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let link = topo.links.iter().find(|l| l.a.0 == spines[0] || l.b.0 == spines[0]).expect("a spine link");
+    let (spine, spine_port) = if link.a.0 == spines[0] { link.a } else { link.b };
+    let spine_guid = topo.nodes[spine].node_guid;
+    let armed = Rc::new(RefCell::new(None));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let mut options = fast_minhop(false);
+    options.trap_limits.babbling_port_policy = policy;
+    let mut causes = Vec::new();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (stop, done) = (&signals.stop, &done);
+        s.spawn(move || {
+            let end = std::time::Instant::now() + Duration::from_secs(if policy { 20 } else { 2 });
+            while !done.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let mut port = Babbler { port: SimPort::new(&mut sim), armed: Rc::clone(&armed), left: 300 };
+        let mut on_heavy = |out: &OnceOutcome, _n: u64, cause: Cause| {
+            causes.push(cause);
+            if causes.len() == 1 {
+                let f = &out.sweep.fabric;
+                let sw = f.find(spine_guid).expect("the spine");
+                let lid = f.nodes[sw].ports[0].info.expect("port 0").lid;
+                *armed.borrow_mut() = Some((lid, spine_port));
+            } else {
+                done.store(true, Ordering::Relaxed);
+            }
+        };
+        let ctx = daemon::DaemonContext {
+            port: &mut port,
+            options: &options,
+            registry: &mut registry,
+            config: &Config::default(),
+            guid2lid: &mut g2l,
+            held: &mut held,
+            signals: &signals,
+        };
+        daemon::run(ctx, &mut on_heavy);
+        done.store(true, Ordering::Relaxed);
+    });
+    (causes, sim.port_state(spine, spine_port))
+}
+
+#[test]
+fn babbling_port_policy_disables_a_port_whose_error_traps_keep_coming() {
+    let (causes, state) = babbling(false);
+    assert_eq!(causes, vec![Cause::Start], "port error traps alone never sweep");
+    assert_eq!(state, Some(sm_mad::PortState::Active), "without the policy the port stays up");
+    let (causes, state) = babbling(true);
+    assert_eq!(causes, vec![Cause::Start, Cause::Change], "the disabled link is routed around");
+    assert_eq!(state, Some(sm_mad::PortState::Down), "the babbling port is disabled");
+}

@@ -198,6 +198,9 @@ pub struct Config {
     /// Write a switch's SL2VL tables with one AllInputPorts Set per output
     /// port where it takes them (OpenSM `use_optimized_slvl`).
     pub use_optimized_slvl: bool,
+    /// Disable a port whose error traps (129-131) keep coming (OpenSM
+    /// `babbling_port_policy`).
+    pub babbling_port_policy: bool,
     /// The SA's key (OpenSM `sa_key`): SA requests carrying another
     /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
     /// `sm_key`.

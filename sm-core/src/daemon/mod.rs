@@ -298,6 +298,8 @@ struct McastState {
 /// The trap intake.
 struct TrapState {
     filter: TrapFilter,
+    /// Port error traps counted for `babbling_port_policy`.
+    port_errors: traps::PortErrors,
     /// A trap-caused sweep deferred by the trap budget or settling.
     pending: bool,
     /// A sweep whose re-read found a flapping port waits until then, to
@@ -358,7 +360,12 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         schedule: Schedule { due: None, interval: options.interval, check_peers: false, reregister: true },
         routing: RoutingState::default(),
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
-        traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
+        traps: TrapState {
+            filter: TrapFilter::new(options.trap_limits),
+            port_errors: Default::default(),
+            pending: false,
+            settle_until: None,
+        },
         settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None, qos_policy: None },
         cabling: crate::cabling::CablingWatch::default(),
     };
@@ -463,6 +470,41 @@ impl Daemon<'_, '_> {
         if crate::perfmgr::isolation::apply(fabric, requests, &mut client) {
             self.schedule.due = Some(Cause::Change);
         }
+    }
+
+    /// OpenSM's `babbling_port_policy`: the port at `lid`/`port` sent its
+    /// port error trap [`traps::BABBLING_TRAPS`] times in a row; the end
+    /// of its link nearer the SM is disabled, through the isolation
+    /// requests (so never a link the SM needs to reach part of the
+    /// fabric; the wait ends and the loop applies it, then sweeps).
+    fn babbling(&mut self, lid: u16, port: u8) {
+        let Some(fabric) = self.routing.fabric.as_ref() else { return };
+        let owner = fabric.nodes.iter().position(|n| {
+            let at = if n.is_switch() { 0 } else { usize::from(port) };
+            n.ports.get(at).and_then(|p| p.info.as_ref()).is_some_and(|i| i.lid == lid)
+        });
+        let Some(node) = owner else { return };
+        let Some((peer, peer_port)) = fabric.nodes[node].ports.get(usize::from(port)).and_then(|p| p.peer) else {
+            return;
+        };
+        let hops = |n: usize| fabric.nodes[n].path.len();
+        let (switch, switch_port) = if fabric.nodes[node].is_switch()
+            && !(fabric.nodes[peer].is_switch() && hops(peer) < hops(node))
+        {
+            (node, port)
+        } else {
+            (peer, peer_port)
+        };
+        if !fabric.nodes[switch].is_switch() {
+            return;
+        }
+        let guid = fabric.nodes[switch].guid;
+        warn!(lid, port, switch = format_args!("{guid:#018x}"), switch_port, "babbling port: disabling its link");
+        self.ctx.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push(crate::perfmgr::isolation::Request {
+            switch_guid: guid,
+            port: switch_port,
+            action: crate::perfmgr::isolation::Action::Disable,
+        });
     }
 
     /// Re-reads the configuration file, applying what may change at
@@ -951,6 +993,11 @@ impl Daemon<'_, '_> {
                         }
                         TrapVerdict::Note { number, issuer } => {
                             warn!(number, issuer, "trap received: port error or key violation reported");
+                            if self.ctx.options.trap_limits.babbling_port_policy {
+                                if let Some((lid, port)) = self.traps.port_errors.count(&trap, at) {
+                                    self.babbling(lid, port);
+                                }
+                            }
                         }
                         TrapVerdict::Drop(why) => debug!(slid = trap.slid, "trap dropped: {why}"),
                     }
