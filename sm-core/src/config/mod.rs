@@ -201,6 +201,9 @@ pub struct Config {
     /// Disable a port whose error traps (129-131) keep coming (OpenSM
     /// `babbling_port_policy`).
     pub babbling_port_policy: bool,
+    /// A P_Key a port holds keeps its index from one sweep to the next
+    /// (OpenSM `keep_pkey_indexes`, default true).
+    pub keep_pkey_indexes: Option<bool>,
     /// The SA's key (OpenSM `sa_key`): SA requests carrying another
     /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
     /// `sm_key`.

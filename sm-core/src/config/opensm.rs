@@ -41,8 +41,6 @@ pub struct Key {
 
 use Support::{Core, Engine, NotSupported, Superseded};
 
-const LINK: Support = NotSupported("this link parameter is not programmed: ports keep the value they came up with");
-const PART: Support = NotSupported("P_Key indexes are not kept from one sweep to the next: tables are rewritten in OpenSM's order (default partition first)");
 const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
@@ -86,7 +84,7 @@ pub const KEYS: &[Key] = &[
     k("no_partition_enforcement", Core("no_partition_enforcement")),
     k("part_enforce", Core("part_enforce")),
     k("allow_both_pkeys", Core("allow_both_pkeys")),
-    k("keep_pkey_indexes", PART),
+    k("keep_pkey_indexes", Core("keep_pkey_indexes")),
     k("sm_assigned_guid", NotSupported("the SM generates no alias GUIDs, so there is no SM-assigned GUID byte")),
     k("sweep_interval", Core("sweep_interval")),
     k("reassign_lids", Core("reassign_lids")),
@@ -381,6 +379,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "ignore_other_sm" => c.ignore_other_sm = boolean(v)?,
         "use_optimized_slvl" => c.use_optimized_slvl = boolean(v)?,
         "babbling_port_policy" => c.babbling_port_policy = boolean(v)?,
+        "keep_pkey_indexes" => c.keep_pkey_indexes = Some(boolean(v)?),
         "reassign_lids" => c.reassign_lids = boolean(v)?,
         "sm_priority" => c.sm_priority = Some(number(v, 15)? as u8),
         "sminfo_polling_timeout" => c.sminfo_polling_timeout = Some(ranged(v, 1, U32, " ms")?),

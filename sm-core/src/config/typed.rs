@@ -56,6 +56,7 @@ impl Config {
                 .is_some_and(|p| p.as_path() != std::path::Path::new(DEFAULT_PARTITION_CONFIG_FILE)),
             enforce,
             allow_both: self.allow_both_pkeys,
+            keep_indexes: self.keep_pkey_indexes.unwrap_or(true),
         }
     }
 
