@@ -1343,6 +1343,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         status: Some(status),
         force_heavy_sweep: config.force_heavy_sweep,
         sweep_on_trap: config.sweep_on_trap.unwrap_or(true),
+        honor_guid2lid_file: config.honor_guid2lid_file,
     };
     let report_path = args.report.clone();
     let qos = config.qos;

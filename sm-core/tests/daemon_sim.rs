@@ -83,6 +83,7 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         status: None,
         force_heavy_sweep: false,
         sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 
@@ -309,6 +310,7 @@ fn host_reboot_with(ucast_cache: bool, incremental: Option<u32>) -> Vec<(u64, Ca
         status: None,
         force_heavy_sweep: false,
         sweep_on_trap: true,
+        honor_guid2lid_file: false,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();

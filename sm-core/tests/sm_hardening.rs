@@ -96,6 +96,7 @@ fn options(groups: Option<Arc<Mutex<McGroups>>>) -> DaemonOptions<'static> {
         status: None,
         force_heavy_sweep: false,
         sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 

@@ -108,6 +108,7 @@ fn options() -> DaemonOptions<'static> {
         status: None,
         force_heavy_sweep: false,
         sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 

@@ -204,6 +204,9 @@ pub struct Config {
     /// A P_Key a port holds keeps its index from one sweep to the next
     /// (OpenSM `keep_pkey_indexes`, default true).
     pub keep_pkey_indexes: Option<bool>,
+    /// Coming out of standby, take the LIDs of the guid2lid file again
+    /// (OpenSM `honor_guid2lid_file`).
+    pub honor_guid2lid_file: bool,
     /// The SA's key (OpenSM `sa_key`): SA requests carrying another
     /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
     /// `sm_key`.

@@ -132,6 +132,10 @@ pub struct DaemonOptions<'a> {
     /// `sweep_on_trap`, default true); false: they are logged and the
     /// next light sweep finds the change.
     pub sweep_on_trap: bool,
+    /// Coming out of standby, read `guid2lid_path` again and keep its LIDs
+    /// (OpenSM `honor_guid2lid_file`); false: forget the LIDs known before,
+    /// the ports' own LIDs stand.
+    pub honor_guid2lid_file: bool,
 }
 
 /// Why a heavy sweep ran.
@@ -866,10 +870,31 @@ impl Daemon<'_, '_> {
         match standby::arbitrate(&mut *self.ctx.port, state, standby_options, &self.ctx.signals.stop) {
             Arbitration::Stopped => None,
             Arbitration::Master { took_over_from, discovered } => {
+                if took_over_from.is_some() {
+                    self.out_of_standby();
+                }
                 self.routing.arbitrated = discovered.map(|d| *d);
                 // arbitrate() has logged from whom and how.
                 Some(if took_over_from.is_some() { Cause::Takeover } else { Cause::Start })
             }
+        }
+    }
+
+    /// As OpenSM coming out of standby: the guid2lid map known before is
+    /// dropped; with `honor_guid2lid_file` the file is read again in its
+    /// place (one that does not read leaves the map empty).
+    fn out_of_standby(&mut self) {
+        *self.ctx.guid2lid = Guid2Lid::default();
+        let Some(path) = self.ctx.options.guid2lid_path.as_ref().filter(|_| self.ctx.options.honor_guid2lid_file) else {
+            info!("out of standby: guid2lid forgotten, the ports' LIDs stand");
+            return;
+        };
+        match Guid2Lid::read(path) {
+            Ok(g) => {
+                info!(file = %path.display(), ports = g.entries.len(), "out of standby: guid2lid read again");
+                *self.ctx.guid2lid = g;
+            }
+            Err(e) => warn!(file = %path.display(), "out of standby: guid2lid not read ({e}); the ports' LIDs stand"),
         }
     }
 
