@@ -1218,6 +1218,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         None => Guid2Lid::default(),
     };
     let m_keys = match sweep::MKeys::new(config.m_key_config(), settings.guid2mkey.as_deref()) {
+        Ok(k) if config.m_key_lookup == Some(false) => k.without_lookup(),
         Ok(k) => k,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };

@@ -207,6 +207,9 @@ pub struct Config {
     /// Coming out of standby, take the LIDs of the guid2lid file again
     /// (OpenSM `honor_guid2lid_file`).
     pub honor_guid2lid_file: bool,
+    /// Try the keys recorded in guid2mkey (OpenSM `m_key_lookup`, default
+    /// true); false: SMPs carry the configured key only.
+    pub m_key_lookup: Option<bool>,
     /// The SA's key (OpenSM `sa_key`): SA requests carrying another
     /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
     /// `sm_key`.
