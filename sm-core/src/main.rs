@@ -1232,6 +1232,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             sm_sl: settings.sm_sl,
             no_clients_rereg: config.no_clients_rereg,
             optimized_sl2vl: config.use_optimized_slvl,
+            suppress_sl2vl_status_errors: config.suppress_sl2vl_mad_status_errors,
             ..SweepOptions::default()
         },
         engines: &settings.engines,

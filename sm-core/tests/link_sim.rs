@@ -298,3 +298,75 @@ fn optimized_sl2vl_sends_far_fewer_smps_for_the_same_tables() {
     eprintln!("torus-2QoS 4x4x4, first sweep: {plain_smps} SL2VL SMPs, {optimized_smps} with use_optimized_slvl");
     assert!(optimized_smps * 2 < plain_smps, "{optimized_smps} SMPs with use_optimized_slvl, {plain_smps} without");
 }
+
+/// The embedded fabric behind a port whose switches refuse every SL2VL Set
+/// (status 0x1C: attribute value not supported).
+struct RefusesSl2Vl<'a>(SimPort<'a>);
+
+impl sm_core::sweep::SmpPort for RefusesSl2Vl<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        let answer = self.0.send(mad)?;
+        let sl2vl_set = mad[3] == sm_mad::mad::method::SET && u16::from_be_bytes([mad[16], mad[17]]) == attr::SL_TO_VL_MAPPING_TABLE;
+        Ok(answer.map(|mut a| {
+            if sl2vl_set {
+                // A directed-route SMP's status shares its 16 bits with
+                // the D bit (the top one), which stays.
+                a[4] &= 0x80;
+                a[5] = 0x1C;
+            }
+            a
+        }))
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        self.0.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: std::time::Duration) -> Result<Option<sm_core::sweep::TrapMad>, sm_core::sweep::TransportError> {
+        self.0.wait_trap(timeout)
+    }
+}
+
+/// The log (warnings and up) of a torus-2QoS sweep whose SL2VL Sets are
+/// refused, with `suppress_sl2vl_mad_status_errors` as given.
+fn refused_sl2vl_log(suppress: bool) -> (String, usize) {
+    use std::io::Write;
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
+    let mut config = Config::default();
+    config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let sweep = SweepOptions { suppress_sl2vl_status_errors: suppress, ..SweepOptions::default() };
+    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).with_max_level(tracing::Level::WARN).finish();
+    let failed = tracing::subscriber::with_default(subscriber, || {
+        let out = sm_core::pipeline::once(&mut RefusesSl2Vl(SimPort::new(&mut sim)), &options, &registry, &config, &mut g2l, &mut held)
+            .expect("sweep");
+        out.program.sl2vl.failed
+    });
+    let log = String::from_utf8(buf.0.lock().expect("buffer").clone()).expect("utf-8");
+    (log, failed)
+}
+
+#[test]
+fn suppress_sl2vl_mad_status_errors_keeps_refused_sets_out_of_the_warnings() {
+    let (log, failed) = refused_sl2vl_log(false);
+    assert!(failed > 0);
+    assert!(log.contains("SL2VL Set failed"), "refusals are warnings by default:\n{log}");
+    let (log, failed_quiet) = refused_sl2vl_log(true);
+    assert_eq!(failed_quiet, failed, "counted as failed all the same");
+    assert!(!log.contains("SL2VL Set failed"), "suppressed:\n{log}");
+}

@@ -19,7 +19,7 @@ use sm_abi::Routing;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
 use sm_mad::{PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::discovery::Fabric;
 use super::program::{HeldTables, RoutingProgramReport};
@@ -58,6 +58,7 @@ pub fn program_vl_tables(
     held: &mut HeldTables,
     report: &mut RoutingProgramReport,
     optimized_sl2vl: bool,
+    suppress_status_errors: bool,
 ) {
     // CAs whose port trained afresh may have lost their tables.
     for node in fabric.nodes.iter().filter(|n| !n.is_switch()) {
@@ -191,6 +192,12 @@ pub fn program_vl_tables(
             }
             Ok(_) => {
                 warn!(guid = format_args!("{guid:#018x}"), in_port, out_port, "SL2VL Set did not take effect");
+                report.sl2vl.failed += 1;
+                held.sl2vl.remove(&key);
+            }
+            Err(e @ SmpError::Status(_)) if suppress_status_errors => {
+                // OpenSM's suppress_sl2vl_mad_status_errors: not an error.
+                debug!(guid = format_args!("{guid:#018x}"), in_port, out_port, error = %e, "SL2VL Set refused");
                 report.sl2vl.failed += 1;
                 held.sl2vl.remove(&key);
             }

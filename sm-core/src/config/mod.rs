@@ -210,6 +210,9 @@ pub struct Config {
     /// Try the keys recorded in guid2mkey (OpenSM `m_key_lookup`, default
     /// true); false: SMPs carry the configured key only.
     pub m_key_lookup: Option<bool>,
+    /// SL2VL Sets a port refuses are not logged as warnings (OpenSM
+    /// `suppress_sl2vl_mad_status_errors`).
+    pub suppress_sl2vl_mad_status_errors: bool,
     /// The SA's key (OpenSM `sa_key`): SA requests carrying another
     /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
     /// `sm_key`.

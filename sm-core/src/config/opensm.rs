@@ -41,7 +41,6 @@ pub struct Key {
 
 use Support::{Core, Engine, NotSupported, Superseded};
 
-const QOS: Support = NotSupported("SL2VL MAD errors are always logged");
 const CC: Support = NotSupported("no congestion control");
 const PERF: Support = NotSupported("the performance manager keeps its counters in memory (smcore ctl perfmgr)");
 const LOG: Support = NotSupported("one log for the whole SM: --log-file/log_file, --syslog, --log-format");
@@ -170,7 +169,7 @@ pub const KEYS: &[Key] = &[
     k("console_port", NotSupported("use `smcore ctl` on the control socket")),
     k("qos", Core("qos")),
     k("qos_policy_file", Core("qos_policy_file")),
-    k("suppress_sl2vl_mad_status_errors", QOS),
+    k("suppress_sl2vl_mad_status_errors", Core("suppress_sl2vl_mad_status_errors")),
     k("qos_max_vls", Core("qos_max_vls")),
     k("qos_high_limit", Core("qos_high_limit")),
     k("qos_vlarb_high", Core("qos_vlarb_high")),
@@ -382,6 +381,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         "keep_pkey_indexes" => c.keep_pkey_indexes = Some(boolean(v)?),
         "honor_guid2lid_file" => c.honor_guid2lid_file = boolean(v)?,
         "m_key_lookup" => c.m_key_lookup = Some(boolean(v)?),
+        "suppress_sl2vl_mad_status_errors" => c.suppress_sl2vl_mad_status_errors = boolean(v)?,
         "reassign_lids" => c.reassign_lids = boolean(v)?,
         "sm_priority" => c.sm_priority = Some(number(v, 15)? as u8),
         "sminfo_polling_timeout" => c.sminfo_polling_timeout = Some(ranged(v, 1, U32, " ms")?),
