@@ -164,7 +164,7 @@ pub const KEYS: &[Key] = &[
     k("enable_quirks", NotSupported("smcore has no vendor-specific quirks to enable")),
     k("no_clients_rereg", Core("no_clients_rereg")),
     k("disable_multicast", NotSupported("multicast groups are always served by the SA and programmed into the MFTs")),
-    k("exit_on_fatal", NotSupported("not read: smcore exits when its port or configuration cannot be used, and never on a fabric condition")),
+    k("exit_on_fatal", NotSupported("not read: once running, the SM loop ends only when its port is gone or on SIGTERM/SIGINT; a configuration it cannot use stops it at start")),
     k("console", NotSupported("use `smcore ctl` on the control socket")),
     k("console_port", NotSupported("use `smcore ctl` on the control socket")),
     k("qos", Core("qos")),
