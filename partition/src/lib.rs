@@ -81,6 +81,9 @@ pub struct PartitionSettings {
     /// `allow_both_pkeys`: a port may hold a full and a limited entry of
     /// one partition.
     pub allow_both: bool,
+    /// `keep_pkey_indexes`: a P_Key a port holds keeps its index from one
+    /// sweep to the next; new ones take free entries.
+    pub keep_indexes: bool,
 }
 
 impl PartitionSettings {
@@ -332,6 +335,7 @@ mod tests {
             explicit: false,
             enforce: PartEnforce::Both,
             allow_both: false,
+            keep_indexes: true,
         };
         assert_eq!(s.load().unwrap(), PartitionConfig::default());
         s.explicit = true;
@@ -344,7 +348,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("partitions.conf");
         std::fs::write(&file, "Default=0x7fff : ALL=full ; a=0x3 : ALL ;\n").unwrap();
-        let s = PartitionSettings { file: file.clone(), explicit: true, enforce: PartEnforce::Both, allow_both: false };
+        let s = PartitionSettings { file: file.clone(), explicit: true, enforce: PartEnforce::Both, allow_both: false, keep_indexes: true };
         let mut state = PartitionState::default();
         let good = state.refresh(&s);
         assert!(good.get(3).is_some());

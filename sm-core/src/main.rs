@@ -986,21 +986,7 @@ fn start_responders(
     (Option<Arc<sm_core::sa::server::SaHandle>>, Option<(Arc<sm_core::standby::SmInfoState>, sm_core::standby::StandbyOptions)>),
     String,
 > {
-    let (priority, sm_key) = (settings.priority, settings.sm_key);
-    let path = sm_core::sa::PathDefaults {
-        packet_life: settings.path_packet_life,
-        max_rate_enum: settings.max_rate_enum,
-        ..Default::default()
-    };
-    let sa_config = sm_core::sa::handler::SaConfig {
-        sm_priority: priority,
-        sm_key,
-        path,
-        drop_event_subscriptions: settings.drop_event_subscriptions,
-        mcgroup_join_validation: settings.mcgroup_join_validation,
-        ipoib_mcgroup_creation_validation: settings.ipoib_mcgroup_creation_validation,
-        ..Default::default()
-    };
+    let sa_config = settings.sa_config();
     if let Some(fabric) = sim {
         let requests = fabric.sa_requests(SIM_SA_QUEUE);
         let sa = sm_core::sa::server::spawn(fabric.sender(), requests, Arc::clone(groups), sa_config);
@@ -1009,7 +995,7 @@ fn start_responders(
     let Some((sender, smp_requests, sa_requests)) = responders else { return Ok((None, None)) };
     let sa = sa_requests
         .map(|requests| Arc::new(sm_core::sa::server::spawn(sender.clone(), requests, Arc::clone(groups), sa_config)));
-    let state = Arc::new(sm_core::standby::SmInfoState::new(0, priority, sm_key));
+    let state = Arc::new(settings.sm_info_state(0));
     if let Some(requests) = smp_requests {
         sm_core::standby::spawn_responder(Arc::clone(&state), requests, sender.clone())
             .map_err(|e| format!("SMInfo responder: {e}"))?;
@@ -1301,6 +1287,7 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         None => Guid2Lid::default(),
     };
     let m_keys = match sweep::MKeys::new(config.m_key_config(), settings.guid2mkey.as_deref()) {
+        Ok(k) if config.m_key_lookup == Some(false) => k.without_lookup(),
         Ok(k) => k,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
     };
@@ -1313,6 +1300,8 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
             subnet_prefix: settings.subnet_prefix,
             sm_sl: settings.sm_sl,
             no_clients_rereg: config.no_clients_rereg,
+            optimized_sl2vl: config.use_optimized_slvl,
+            suppress_sl2vl_status_errors: config.suppress_sl2vl_mad_status_errors,
             ..SweepOptions::default()
         },
         engines: &settings.engines,
@@ -1436,7 +1425,10 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         once: options,
         interval: settings.interval,
         trap_settle: daemon_settings.trap_settle,
-        trap_limits: Default::default(),
+        trap_limits: sm_core::daemon::traps::TrapLimits {
+            babbling_port_policy: config.babbling_port_policy,
+            ..Default::default()
+        },
         guid2lid_path: settings.guid2lid.clone(),
         ucast_cache: daemon_settings.ucast_cache,
         incremental: daemon_settings.incremental,
@@ -1444,6 +1436,9 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         groups: Some(groups),
         sa,
         status: Some(status),
+        force_heavy_sweep: config.force_heavy_sweep,
+        sweep_on_trap: config.sweep_on_trap.unwrap_or(true),
+        honor_guid2lid_file: config.honor_guid2lid_file,
     };
     let report_path = args.report.clone();
     let qos = config.qos;

@@ -389,7 +389,7 @@ pub fn program(
         let mut client = SmpClient::new(port, options.retries).with_m_keys(options.m_keys.clone());
         let fabric = &mut sweep.fabric;
         program_routing(&mut client, fabric, &accepted.routing, accepted.linear_fdb_top, held, &mut program);
-        crate::sweep::vl::program_vl_tables(&mut client, fabric, &accepted.routing, held, &mut program);
+        crate::sweep::vl::program_vl_tables(&mut client, fabric, &accepted.routing, held, &mut program, options.optimized_sl2vl, options.suppress_sl2vl_status_errors);
         activate_ports(&mut client, fabric, &mut program);
         report.phase("program", t.elapsed());
         report.smp_window = port.window_stats();

@@ -527,6 +527,12 @@ pub struct DaemonSettings {
     pub mcgroup_join_validation: bool,
     /// `ipoib_mcgroup_creation_validation`, default true.
     pub ipoib_mcgroup_creation_validation: bool,
+    /// `sm_inactive`: start NotActive.
+    pub sm_inactive: bool,
+    /// `ignore_other_sm`: never read other SMs.
+    pub ignore_other_sm: bool,
+    /// The SA's key: `sa_key`, else `sm_key`, else OpenSM's 1.
+    pub sa_key: u64,
 }
 
 impl DaemonSettings {
@@ -585,6 +591,9 @@ impl DaemonSettings {
             drop_event_subscriptions: config.drop_event_subscriptions,
             mcgroup_join_validation: config.mcgroup_join_validation.unwrap_or(true),
             ipoib_mcgroup_creation_validation: config.ipoib_mcgroup_creation_validation.unwrap_or(true),
+            sm_inactive: config.sm_inactive,
+            ignore_other_sm: config.ignore_other_sm,
+            sa_key: config.sa_key.or(config.sm_key).unwrap_or(DEFAULT_SM_KEY),
         })
     }
 
@@ -596,8 +605,36 @@ impl DaemonSettings {
             poll_retries: self.poll_retries,
             smp_retries: sm.retries,
             m_keys,
+            ignore_other_sm: self.ignore_other_sm,
             ..StandbyOptions::default()
         }
+    }
+
+    /// The SA's settings: its key is [`Self::sa_key`] (OpenSM checks SA
+    /// requests against `sa_key`, SMInfo against `sm_key`).
+    pub fn sa_config(&self) -> crate::sa::handler::SaConfig {
+        let path = crate::sa::PathDefaults { packet_life: self.path_packet_life, max_rate_enum: self.max_rate_enum, ..Default::default() };
+        crate::sa::handler::SaConfig {
+            sm_priority: self.priority,
+            sm_key: self.sa_key,
+            path,
+            drop_event_subscriptions: self.drop_event_subscriptions,
+            mcgroup_join_validation: self.mcgroup_join_validation,
+            ipoib_mcgroup_creation_validation: self.ipoib_mcgroup_creation_validation,
+            ..Default::default()
+        }
+    }
+
+    /// What this SM says of itself in SMInfo at start: `guid` (0: learnt
+    /// at discovery), the priority and SM_Key; NotActive with
+    /// `sm_inactive` (as OpenSM: no sweep until a master's STANDBY
+    /// control), else Discovering.
+    pub fn sm_info_state(&self, guid: u64) -> crate::standby::SmInfoState {
+        let state = crate::standby::SmInfoState::new(guid, self.priority, self.sm_key);
+        if self.sm_inactive {
+            state.set_state(sm_mad::sm_info::SmState::NotActive);
+        }
+        state
     }
 }
 
@@ -936,5 +973,47 @@ mod tests {
         let e = daemon(&unfix(|o| o.metrics_listen = None), &c).expect_err("refused");
         assert_eq!(e, SettingsError::MetricsListen { text: "nowhere".into(), origin: Origin::Key("metrics_listen") });
         assert!(e.to_string().contains("config `metrics_listen`"), "{e}");
+    }
+
+    #[test]
+    fn sm_inactive_starts_not_active_and_ignore_other_sm_reaches_the_election() {
+        use sm_mad::sm_info::SmState;
+        let plain = daemon(&Overrides::default(), &opensm("sm_priority 3\n")).unwrap();
+        assert_eq!(plain.sm_info_state(0).state(), SmState::Discovering);
+        assert!(!plain.standby_options(&sm(&Overrides::default(), &Config::default()).unwrap(), sm_transport::MKeys::off()).ignore_other_sm);
+        let c = opensm("sm_inactive TRUE\nignore_other_sm TRUE\n");
+        let d = daemon(&Overrides::default(), &c).unwrap();
+        let state = d.sm_info_state(7);
+        assert_eq!((state.state(), state.guid()), (SmState::NotActive, 7), "no sweep until a master's STANDBY");
+        let options = d.standby_options(&sm(&Overrides::default(), &c).unwrap(), sm_transport::MKeys::off());
+        assert!(options.ignore_other_sm);
+        // NotActive holds in the election: it does not make itself master.
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let topo = sm_topology::gen::fat_tree_2level(2, 1, 1, 1).unwrap();
+        let host = topo.nodes.iter().position(|n| !n.is_switch()).unwrap();
+        let mut fabric = crate::sim::SimFabric::from_topology(&topo, host, 1).unwrap();
+        let stopper = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            crate::standby::arbitrate(&mut crate::sim::SimPort::new(&mut fabric), &state, &options, &stop)
+        });
+        assert!(matches!(stopper, crate::standby::Arbitration::Stopped));
+        assert_eq!(state.state(), SmState::NotActive);
+    }
+
+    #[test]
+    fn the_sa_checks_sa_key_not_sm_key() {
+        // As OpenSM: SA requests are checked against sa_key.
+        let d = daemon(&Overrides::default(), &opensm("sm_key 0x7\nsa_key 0x55\n")).unwrap();
+        assert_eq!((d.sm_key, d.sa_key), (7, 0x55));
+        let sa = d.sa_config();
+        assert!(sa.trusts(0x55) && !sa.trusts(7), "{sa:?}");
+        assert_eq!(d.sm_info_state(0).sm_key(), 7, "SMInfo keeps sm_key");
+        // Unset, the SA keeps smcore's key: sm_key.
+        let d = daemon(&Overrides::default(), &toml("sm_key = 9\n")).unwrap();
+        assert!(d.sa_config().trusts(9));
+        assert!(daemon(&Overrides::default(), &Config::default()).unwrap().sa_config().trusts(1));
     }
 }

@@ -81,6 +81,9 @@ fn fast_minhop(ucast_cache: bool) -> DaemonOptions<'static> {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 
@@ -305,6 +308,9 @@ fn host_reboot_with(ucast_cache: bool, incremental: Option<u32>) -> Vec<(u64, Ca
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
+        honor_guid2lid_file: false,
     };
     let script = [vec![Act::LinkDown(host, 1)], vec![Act::LinkUp(host, 1)]];
     let mut seen = Vec::new();
@@ -574,4 +580,168 @@ fn no_clients_rereg_asks_no_host_to_register_again() {
     let hosts = topo.nodes.iter().filter(|n| !n.is_switch()).count();
     let lids = (0..sim.node_count()).filter(|&n| sim.port_lid(n, 1).is_some_and(|l| l != 0)).count();
     assert!(lids >= hosts, "the sweep addressed the hosts all the same");
+}
+
+/// The causes of the heavy sweeps of an SM on a two-level fat tree with
+/// `force_heavy_sweep` and `sweep_on_trap` as given: after the first sweep
+/// a host's link goes down; the loop stops after `sweeps` heavy sweeps or
+/// after `limit`, whichever comes first.
+fn causes_with(force_heavy_sweep: bool, sweep_on_trap: bool, link_down: bool, sweeps: usize, limit: Duration) -> Vec<Cause> {
+    let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let host = topo.nodes.iter().rposition(|n| !n.is_switch()).expect("a host");
+    let pending = Rc::new(RefCell::new(VecDeque::new()));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let options = DaemonOptions { force_heavy_sweep, sweep_on_trap, ..fast_minhop(false) };
+    let mut causes = Vec::new();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &signals.stop;
+        let done = &done;
+        s.spawn(move || {
+            let end = std::time::Instant::now() + limit;
+            while !done.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
+        let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
+            assert!(out.accepted.is_some(), "sweep {n} routed");
+            causes.push(cause);
+            if n == 1 && link_down {
+                pending.borrow_mut().push_back(Act::LinkDown(host, 1));
+            }
+            if causes.len() >= sweeps {
+                done.store(true, Ordering::Relaxed);
+            }
+        };
+        let ctx = daemon::DaemonContext {
+            port: &mut port,
+            options: &options,
+            registry: &mut registry,
+            config: &Config::default(),
+            guid2lid: &mut g2l,
+            held: &mut held,
+            signals: &signals,
+        };
+        daemon::run(ctx, &mut on_heavy);
+        done.store(true, Ordering::Relaxed);
+    });
+    causes
+}
+
+#[test]
+fn force_heavy_sweep_sweeps_heavily_at_every_interval() {
+    // A quiet fabric: light sweeps find nothing, so one heavy sweep in
+    // 20 intervals.
+    let quiet = causes_with(false, true, false, 2, Duration::from_secs(1));
+    assert_eq!(quiet, vec![Cause::Start], "{quiet:?}");
+    // force_heavy_sweep: every interval is a heavy sweep.
+    let forced = causes_with(true, true, false, 4, Duration::from_secs(20));
+    assert_eq!(forced, vec![Cause::Start, Cause::Change, Cause::Change, Cause::Change], "{forced:?}");
+}
+
+#[test]
+fn without_sweep_on_trap_the_light_sweep_finds_what_a_trap_reported() {
+    let on_trap = causes_with(false, true, true, 2, Duration::from_secs(20));
+    assert_eq!(on_trap, vec![Cause::Start, Cause::Trap], "{on_trap:?}");
+    let no_trap_sweep = causes_with(false, false, true, 2, Duration::from_secs(20));
+    assert_eq!(no_trap_sweep, vec![Cause::Start, Cause::Change], "{no_trap_sweep:?}");
+}
+
+/// The embedded fabric behind a port that, once `armed` holds the
+/// issuer's LID and port, plays that switch sending trap 129 (link
+/// integrity) `left` times.
+struct Babbler<'a> {
+    port: SimPort<'a>,
+    armed: Rc<RefCell<Option<(u16, u8)>>>,
+    left: usize,
+}
+
+impl SmpPort for Babbler<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send(mad)
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, TransportError> {
+        self.port.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: Duration) -> Result<Option<TrapMad>, TransportError> {
+        if let Some((lid, port)) = *self.armed.borrow() {
+            if self.left > 0 {
+                self.left -= 1;
+                let mut trap = sm_core::daemon::traps::generic_trap(lid, lid, 129);
+                // DataDetails (at 10 in the Notice, 64 in the SMP): LIDADDR at 2, PORTNO at 4.
+                trap.mad[64 + 12..64 + 14].copy_from_slice(&lid.to_be_bytes());
+                trap.mad[64 + 14] = port;
+                return Ok(Some(trap));
+            }
+        }
+        self.port.wait_trap(timeout)
+    }
+}
+
+/// A spine port facing a leaf sends 300 link integrity traps after the
+/// first sweep; returns the heavy sweeps' causes and that port's state.
+fn babbling(policy: bool) -> (Vec<Cause>, Option<sm_mad::PortState>) {
+    let (topo, (sm_node, sm_port), spines) = common::two_spine_tree();
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let link = topo.links.iter().find(|l| l.a.0 == spines[0] || l.b.0 == spines[0]).expect("a spine link");
+    let (spine, spine_port) = if link.a.0 == spines[0] { link.a } else { link.b };
+    let spine_guid = topo.nodes[spine].node_guid;
+    let armed = Rc::new(RefCell::new(None));
+    let signals = Signals::default();
+    let mut registry = Registry::scan(&[bin_dir()]);
+    let mut options = fast_minhop(false);
+    options.trap_limits.babbling_port_policy = policy;
+    let mut causes = Vec::new();
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (stop, done) = (&signals.stop, &done);
+        s.spawn(move || {
+            let end = std::time::Instant::now() + Duration::from_secs(if policy { 20 } else { 2 });
+            while !done.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        let mut port = Babbler { port: SimPort::new(&mut sim), armed: Rc::clone(&armed), left: 300 };
+        let mut on_heavy = |out: &OnceOutcome, _n: u64, cause: Cause| {
+            causes.push(cause);
+            if causes.len() == 1 {
+                let f = &out.sweep.fabric;
+                let sw = f.find(spine_guid).expect("the spine");
+                let lid = f.nodes[sw].ports[0].info.expect("port 0").lid;
+                *armed.borrow_mut() = Some((lid, spine_port));
+            } else {
+                done.store(true, Ordering::Relaxed);
+            }
+        };
+        let ctx = daemon::DaemonContext {
+            port: &mut port,
+            options: &options,
+            registry: &mut registry,
+            config: &Config::default(),
+            guid2lid: &mut g2l,
+            held: &mut held,
+            signals: &signals,
+        };
+        daemon::run(ctx, &mut on_heavy);
+        done.store(true, Ordering::Relaxed);
+    });
+    (causes, sim.port_state(spine, spine_port))
+}
+
+#[test]
+fn babbling_port_policy_disables_a_port_whose_error_traps_keep_coming() {
+    let (causes, state) = babbling(false);
+    assert_eq!(causes, vec![Cause::Start], "port error traps alone never sweep");
+    assert_eq!(state, Some(sm_mad::PortState::Active), "without the policy the port stays up");
+    let (causes, state) = babbling(true);
+    assert_eq!(causes, vec![Cause::Start, Cause::Change], "the disabled link is routed around");
+    assert_eq!(state, Some(sm_mad::PortState::Down), "the babbling port is disabled");
 }

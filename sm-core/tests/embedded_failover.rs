@@ -24,7 +24,8 @@ fn run_sm(
     state: Arc<SmInfoState>,
     signals: Arc<Signals>,
     heavy: Arc<AtomicU64>,
-) -> std::thread::JoinHandle<()> {
+    lids: Lids,
+) -> std::thread::JoinHandle<Guid2Lid> {
     std::thread::spawn(move || {
         let standby = StandbyOptions {
             poll_interval: Duration::from_millis(100),
@@ -37,17 +38,20 @@ fn run_sm(
             interval: Duration::from_millis(200),
             trap_settle: Duration::from_millis(10),
             trap_limits: Default::default(),
-            guid2lid_path: None,
+            guid2lid_path: lids.file.clone(),
             ucast_cache: false,
             incremental: None,
             standby: Some((state, standby)),
             groups: None,
             sa: None,
             status: None,
+            force_heavy_sweep: false,
+            sweep_on_trap: true,
+            honor_guid2lid_file: lids.honor,
         };
         let mut registry = sm_core::engines::Registry::scan(&[bin_dir()]);
         let config = sm_core::config::Config::default();
-        let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+        let (mut g2l, mut held) = (lids.known, HeldTables::default());
         let mut port = fabric.smp_port_at(at);
         let context = daemon::DaemonContext {
             port: &mut port,
@@ -61,7 +65,17 @@ fn run_sm(
         daemon::run(context, &mut |_, _, _| {
             heavy.fetch_add(1, Ordering::Relaxed);
         });
+        g2l
     })
+}
+
+/// An SM's guid2lid: the map it starts with, its file, and whether it
+/// reads the file again when it comes out of standby.
+#[derive(Clone, Default)]
+struct Lids {
+    known: Guid2Lid,
+    file: Option<std::path::PathBuf>,
+    honor: bool,
 }
 
 fn wait(what: &str, limit: Duration, done: impl Fn() -> bool) {
@@ -74,6 +88,33 @@ fn wait(what: &str, limit: Duration, done: impl Fn() -> bool) {
 
 #[test]
 fn the_standby_takes_over_when_the_masters_host_leaves() {
+    failover(Lids::default());
+}
+
+#[test]
+fn coming_out_of_standby_the_guid2lid_file_is_honoured_or_forgotten() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("guid2lid");
+    // B started knowing one absent port; its file, written since, names another.
+    let known = Guid2Lid { entries: [(0xbeef, (88, 88))].into_iter().collect() };
+    let in_file = Guid2Lid { entries: [(0xdead, (77, 77))].into_iter().collect() };
+    in_file.write(&file).expect("write guid2lid");
+    let honoured = failover(Lids { known: known.clone(), file: Some(file.clone()), honor: true });
+    assert_eq!(honoured.entries.get(&0xdead), Some(&(77, 77)), "the file is read again");
+    assert!(!honoured.entries.contains_key(&0xbeef), "what was known before is dropped");
+    in_file.write(&file).expect("write guid2lid");
+    let forgotten = failover(Lids { known, file: Some(file), honor: false });
+    assert!(
+        !forgotten.entries.contains_key(&0xbeef) && !forgotten.entries.contains_key(&0xdead),
+        "honor_guid2lid_file FALSE: only the ports' LIDs stand: {:?}",
+        forgotten.entries.len()
+    );
+    assert!(forgotten.entries.len() > 10, "the fabric's LIDs are recorded");
+}
+
+/// A is master, B stands by, A's host leaves, B takes over; B's guid2lid
+/// at the end.
+fn failover(lids_b: Lids) -> Guid2Lid {
     let topo = sm_topology::parse_file(&workspace().join("config/topologies/fat-tree-64.net")).expect("topology");
     let a = sm_location(&topo);
     let b = (topo.nodes.iter().enumerate().filter(|(_, n)| n.kind == sm_abi::NodeKind::Ca).nth(40).expect("a host").0, 1);
@@ -95,10 +136,10 @@ fn the_standby_takes_over_when_the_masters_host_leaves() {
 
     let (signals_a, signals_b) = (Arc::new(Signals::default()), Arc::new(Signals::default()));
     let (heavy_a, heavy_b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let sm_a = run_sm(fabric.clone(), a, Arc::clone(&state_a), Arc::clone(&signals_a), Arc::clone(&heavy_a));
+    let sm_a = run_sm(fabric.clone(), a, Arc::clone(&state_a), Arc::clone(&signals_a), Arc::clone(&heavy_a), Lids::default());
     wait("A's first heavy sweep", Duration::from_secs(30), || heavy_a.load(Ordering::Relaxed) >= 1);
     assert!(state_a.is_master());
-    let sm_b = run_sm(fabric.clone(), b, Arc::clone(&state_b), Arc::clone(&signals_b), Arc::clone(&heavy_b));
+    let sm_b = run_sm(fabric.clone(), b, Arc::clone(&state_b), Arc::clone(&signals_b), Arc::clone(&heavy_b), lids_b);
     wait("B to stand by", Duration::from_secs(30), || state_b.state() == sm_mad::SmState::Standby);
     // B polls A for a while and routes nothing.
     std::thread::sleep(Duration::from_millis(600));
@@ -113,5 +154,5 @@ fn the_standby_takes_over_when_the_masters_host_leaves() {
         s.stop.store(true, Ordering::Relaxed);
     }
     sm_a.join().expect("A ends");
-    sm_b.join().expect("B ends");
+    sm_b.join().expect("B ends")
 }

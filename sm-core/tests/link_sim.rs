@@ -56,6 +56,8 @@ fn check_engine(topo: &Topology, engines: &str, config: &Config) -> OnceOutcome 
             (true, false) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x10, 7), "node {n} port {p}"),
             _ => assert_eq!(info.subnet_timeout, 18, "CA node {n} port {p}"),
         }
+        // OpenSM's default thresholds (OSM_DEFAULT_ERROR_THRESHOLD).
+        assert_eq!((info.local_phy_errors, info.overrun_errors), (8, 8), "node {n} port {p}");
     }
     assert!(sm_mad::port_info::vls::count(caps.vl_cap) >= routed.routing.vls_used, "{engines} uses {} VLs", routed.routing.vls_used);
     let faults = sim.vl_faults(&|s, d| routed.routing.path_sl.path_sl(s, d));
@@ -118,7 +120,8 @@ fn config_keys_reach_the_ports() {
     let config = Config::parse(
         "max_op_vls = 2\nhead_of_queue_lifetime = 0x11\nleaf_head_of_queue_lifetime = 0x0f\n\
          vl_stall_count = 5\nleaf_vl_stall_count = 3\nsubnet_timeout = 15\n\
-         force_link_speed = 1\nforce_link_width = 1\nforce_link_speed_ext = 30\n",
+         force_link_speed = 1\nforce_link_width = 1\nforce_link_speed_ext = 30\n\
+         local_phy_errors_threshold = 0x3\noverrun_errors_threshold = 0xc\n",
         std::path::Path::new("x.toml"),
     )
     .expect("config");
@@ -137,6 +140,7 @@ fn config_keys_reach_the_ports() {
             (1, 1, 0),
             "forced speed, width, extended speeds off: node {n} port {p}"
         );
+        assert_eq!((info.local_phy_errors, info.overrun_errors), (0x3, 0xc), "error thresholds: node {n} port {p}");
         match (topo.nodes[n].kind == NodeKind::Switch, topo.nodes[peer].kind == NodeKind::Switch) {
             (true, true) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x11, 5)),
             (true, false) => assert_eq!((info.hoq_life, info.vl_stall_count), (0x0f, 3)),
@@ -146,6 +150,8 @@ fn config_keys_reach_the_ports() {
     // Switch port 0 takes SubnetTimeOut too.
     let sw = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).expect("a switch");
     assert_eq!(sim.held_port_info(sw, 0).expect("port 0").subnet_timeout, 15);
+    let port0 = sim.held_port_info(sw, 0).expect("port 0");
+    assert_eq!((port0.local_phy_errors, port0.overrun_errors), (0x3, 0xc), "thresholds on switch port 0 too");
 }
 
 #[test]
@@ -237,4 +243,130 @@ fn operational_vls_and_mtu_are_taken_only_in_init() {
     assert_eq!((info.operational_vls, info.neighbor_mtu), (4, 5));
     let now = set_vls_mtu(&mut sim, &info, 1, 1);
     assert_eq!((now.operational_vls, now.neighbor_mtu), (4, 5), "an Active port ignores them");
+}
+
+/// A directed-route Get answered by the simulator: its data.
+fn dr_get(sim: &mut SimFabric, attribute: u16, modifier: u32, path: &[u8]) -> [u8; DATA_LEN] {
+    let request = smp::Repr::directed_get(7, attribute, modifier, 0, path).expect("request");
+    let mut mad = Mad::zeroed();
+    request.emit(&mut mad.smp_mut());
+    let answer = sim.handle_to(PERMISSIVE_LID, &mad.0).expect("an answer");
+    let repr = smp::Repr::parse(&smp::Packet::new_checked(&answer.mad[..]).expect("smp")).expect("parse");
+    assert_eq!(repr.status, 0, "Get {attribute:#x} {modifier:#x} on {path:?}");
+    repr.data
+}
+
+/// The first torus-2QoS sweep of a 4x4x4 torus with `use_optimized_slvl`
+/// as given: the SL2VL SMPs it sent, and every switch SL2VL table the
+/// routing asked for as the switches hold it afterwards.
+fn torus_sl2vl(optimized: bool) -> (u64, Vec<((u64, u8, u8), [u8; 16])>) {
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
+    let mut config = Config::default();
+    config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let sweep = SweepOptions { optimized_sl2vl: optimized, ..SweepOptions::default() };
+    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let out = sm_core::pipeline::once(&mut SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held)
+        .expect("sweep");
+    let routing = &out.accepted.as_ref().expect("routed").routing;
+    assert_eq!(out.program.sl2vl.failed, 0, "{:?}", out.program.sl2vl);
+    let fabric = &out.sweep.fabric;
+    let mut tables = Vec::new();
+    for entry in routing.sl2vl.iter() {
+        let node = &fabric.nodes[entry.node as usize];
+        if !node.is_switch() || entry.out_port == 0 {
+            continue;
+        }
+        let modifier = u32::from(entry.in_port) << 8 | u32::from(entry.out_port);
+        let data = dr_get(&mut sim, attr::SL_TO_VL_MAPPING_TABLE, modifier, &node.path);
+        let held: [u8; 16] = std::array::from_fn(|sl| (data[sl / 2] >> if sl % 2 == 0 { 4 } else { 0 }) & 0xF);
+        assert_eq!(held, entry.vl, "switch {:#x} in {} out {}", node.guid, entry.in_port, entry.out_port);
+        tables.push(((node.guid, entry.in_port, entry.out_port), held));
+    }
+    (out.program.sl2vl.smps.sent, tables)
+}
+
+#[test]
+fn optimized_sl2vl_sends_far_fewer_smps_for_the_same_tables() {
+    let (plain_smps, plain) = torus_sl2vl(false);
+    let (optimized_smps, optimized) = torus_sl2vl(true);
+    assert!(!plain.is_empty());
+    assert_eq!(plain, optimized, "every switch port ends with the same SL2VL tables");
+    eprintln!("torus-2QoS 4x4x4, first sweep: {plain_smps} SL2VL SMPs, {optimized_smps} with use_optimized_slvl");
+    assert!(optimized_smps * 2 < plain_smps, "{optimized_smps} SMPs with use_optimized_slvl, {plain_smps} without");
+}
+
+/// The embedded fabric behind a port whose switches refuse every SL2VL Set
+/// (status 0x1C: attribute value not supported).
+struct RefusesSl2Vl<'a>(SimPort<'a>);
+
+impl sm_core::sweep::SmpPort for RefusesSl2Vl<'_> {
+    fn send(&mut self, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        let answer = self.0.send(mad)?;
+        let sl2vl_set = mad[3] == sm_mad::mad::method::SET && u16::from_be_bytes([mad[16], mad[17]]) == attr::SL_TO_VL_MAPPING_TABLE;
+        Ok(answer.map(|mut a| {
+            if sl2vl_set {
+                // A directed-route SMP's status shares its 16 bits with
+                // the D bit (the top one), which stays.
+                a[4] &= 0x80;
+                a[5] = 0x1C;
+            }
+            a
+        }))
+    }
+    fn send_to(&mut self, dlid: u16, mad: &[u8]) -> Result<Option<Vec<u8>>, sm_core::sweep::TransportError> {
+        self.0.send_to(dlid, mad)
+    }
+    fn wait_trap(&mut self, timeout: std::time::Duration) -> Result<Option<sm_core::sweep::TrapMad>, sm_core::sweep::TransportError> {
+        self.0.wait_trap(timeout)
+    }
+}
+
+/// The log (warnings and up) of a torus-2QoS sweep whose SL2VL Sets are
+/// refused, with `suppress_sl2vl_mad_status_errors` as given.
+fn refused_sl2vl_log(suppress: bool) -> (String, usize) {
+    use std::io::Write;
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
+    let mut config = Config::default();
+    config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
+    let (sm_node, sm_port) = sm_location(&topo);
+    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let registry = Registry::scan(&[bin_dir()]);
+    let sweep = SweepOptions { suppress_sl2vl_status_errors: suppress, ..SweepOptions::default() };
+    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).with_max_level(tracing::Level::WARN).finish();
+    let failed = tracing::subscriber::with_default(subscriber, || {
+        let out = sm_core::pipeline::once(&mut RefusesSl2Vl(SimPort::new(&mut sim)), &options, &registry, &config, &mut g2l, &mut held)
+            .expect("sweep");
+        out.program.sl2vl.failed
+    });
+    let log = String::from_utf8(buf.0.lock().expect("buffer").clone()).expect("utf-8");
+    (log, failed)
+}
+
+#[test]
+fn suppress_sl2vl_mad_status_errors_keeps_refused_sets_out_of_the_warnings() {
+    let (log, failed) = refused_sl2vl_log(false);
+    assert!(failed > 0);
+    assert!(log.contains("SL2VL Set failed"), "refusals are warnings by default:\n{log}");
+    let (log, failed_quiet) = refused_sl2vl_log(true);
+    assert_eq!(failed_quiet, failed, "counted as failed all the same");
+    assert!(!log.contains("SL2VL Set failed"), "suppressed:\n{log}");
 }

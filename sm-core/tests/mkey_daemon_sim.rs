@@ -73,6 +73,9 @@ fn light_sweeps_at_level_2_carry_the_keys_and_trigger_nothing() {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
+        honor_guid2lid_file: false,
     };
     let signals = Signals::default();
     let mut registry = Registry::scan(&[bin_dir()]);

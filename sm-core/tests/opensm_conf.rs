@@ -134,6 +134,9 @@ fn the_file_opensm_writes_loads_with_its_values() {
     assert_eq!((c.sa_db_file.as_deref(), c.sa_db_dump), (None, false));
     assert_eq!((c.fsync_high_avail_files, c.drop_event_subscriptions), (Some(true), false));
     assert_eq!((c.mcgroup_join_validation, c.ipoib_mcgroup_creation_validation), (Some(true), Some(true)));
+    // The SM-side keys honoured since, at OpenSM's defaults.
+    assert_eq!((c.local_phy_errors_threshold, c.overrun_errors_threshold), (Some(8), Some(8)));
+    assert_eq!((c.force_heavy_sweep, c.sweep_on_trap, c.sm_inactive, c.ignore_other_sm), (false, Some(true), false, false));
     let mut sorted = c.not_supported.clone();
     sorted.sort();
     sorted.dedup();

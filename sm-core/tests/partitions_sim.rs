@@ -314,3 +314,27 @@ fn a_power_cycled_host_is_programmed_again() {
         out.program.pkey
     );
 }
+
+/// Host h1's first P_Key block after a change of partitions, with
+/// `keep_pkey_indexes` as given.
+fn after_a_change(keep: bool) -> [u16; pkey_table::PKEYS] {
+    let (mut run, h1, h2, _, _) = setup();
+    run.config.keep_pkey_indexes = Some(keep);
+    let file = run.config.partition_config_file.clone().expect("file");
+    std::fs::write(&file, format!("Default=0x7fff : ALL=full ;\na = 0x0001 : {h1:#x} ;\nb = 0x0002 : {h1:#x} ;\n")).expect("write");
+    let out = once(&mut run);
+    assert_eq!(read_block(&mut run, &out, "h1"), block(&[0xFFFF, 0x0001, 0x0002]));
+    // Partition a goes, c comes.
+    std::fs::write(&file, format!("Default=0x7fff : ALL=full ;\nb = 0x0002 : {h1:#x} ;\nc = 0x0003 : {h1:#x}, {h2:#x} ;\n")).expect("write");
+    let out = once(&mut run);
+    read_block(&mut run, &out, "h1")
+}
+
+#[test]
+fn keep_pkey_indexes_keeps_each_partition_at_its_index() {
+    // As OpenSM with keep_pkey_indexes TRUE (its default): b stays at
+    // index 2, the new c takes the index a left.
+    assert_eq!(after_a_change(true), block(&[0xFFFF, 0x0003, 0x0002]));
+    // FALSE: the table is rewritten in order.
+    assert_eq!(after_a_change(false), block(&[0xFFFF, 0x0002, 0x0003]));
+}

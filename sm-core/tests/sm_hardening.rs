@@ -94,6 +94,9 @@ fn options(groups: Option<Arc<Mutex<McGroups>>>) -> DaemonOptions<'static> {
         groups,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 

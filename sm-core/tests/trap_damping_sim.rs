@@ -106,6 +106,9 @@ fn options() -> DaemonOptions<'static> {
         groups: None,
         sa: None,
         status: None,
+        force_heavy_sweep: false,
+        sweep_on_trap: true,
+        honor_guid2lid_file: false,
     }
 }
 

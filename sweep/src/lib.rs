@@ -83,6 +83,12 @@ pub struct SweepOptions {
     /// sweep ends with [`SweepError::OverBudget`] and programs nothing.
     /// `None`: no limit.
     pub budget: Option<Duration>,
+    /// SL2VL tables of a switch that takes it are written with one
+    /// AllInputPorts Set per output port (OpenSM `use_optimized_slvl`).
+    pub optimized_sl2vl: bool,
+    /// SL2VL Sets a port refuses (MAD status) are not logged as warnings
+    /// (OpenSM `suppress_sl2vl_mad_status_errors`).
+    pub suppress_sl2vl_status_errors: bool,
 }
 
 /// OpenSM's default `subnet_prefix`: the link-local prefix fe80::/64.
@@ -110,6 +116,8 @@ impl PartialEq for SweepOptions {
             && self.reregister_known == other.reregister_known
             && self.subnet_prefix == other.subnet_prefix
             && self.budget == other.budget
+            && self.optimized_sl2vl == other.optimized_sl2vl
+            && self.suppress_sl2vl_status_errors == other.suppress_sl2vl_status_errors
     }
 }
 
@@ -136,6 +144,8 @@ impl Default for SweepOptions {
             m_keys: MKeys::off(),
             stop: None,
             budget: Some(DEFAULT_SWEEP_BUDGET),
+            optimized_sl2vl: false,
+            suppress_sl2vl_status_errors: false,
         }
     }
 }

@@ -75,7 +75,7 @@ struct Target<'a> {
     /// Entries the port holds (PartitionCap / PartitionEnforcementCap).
     cap: usize,
     /// The wanted table: at most `cap` entries, zeros after them.
-    want: &'a [u16],
+    want: std::borrow::Cow<'a, [u16]>,
 }
 
 impl Target<'_> {
@@ -92,9 +92,41 @@ impl Target<'_> {
     /// table wanted.
     fn held_by(&self, have: &[u16]) -> bool {
         have.len() == blocks(self.cap) * PKEYS
-            && have[..self.want.len()] == *self.want
+            && have[..self.want.len()] == self.want[..]
             && have[self.want.len()..].iter().all(|&e| e == 0)
     }
+}
+
+/// `want` arranged as OpenSM's `keep_pkey_indexes` does: an entry the
+/// port holds (`have`) stays at its index (the same P_Key, else the same
+/// partition of the other membership), the others take the free entries
+/// in order; trailing zeros dropped.
+fn keep_indexes(want: &[u16], have: &[u16], cap: usize) -> Vec<u16> {
+    let mut out = vec![0u16; cap];
+    let mut placed = vec![false; want.len()];
+    for same in [|a: u16, b: u16| a == b, |a: u16, b: u16| a & 0x7FFF == b & 0x7FFF] {
+        for (i, &h) in have.iter().enumerate().take(cap) {
+            if h & 0x7FFF == 0 || out[i] != 0 {
+                continue;
+            }
+            if let Some(j) = (0..want.len()).find(|&j| !placed[j] && same(want[j], h)) {
+                out[i] = want[j];
+                placed[j] = true;
+            }
+        }
+    }
+    let mut free = (0..cap).filter(|&i| out[i] == 0).collect::<Vec<_>>().into_iter();
+    for (j, &w) in want.iter().enumerate() {
+        if !placed[j] {
+            match free.next() {
+                Some(i) => out[i] = w,
+                None => break,
+            }
+        }
+    }
+    let len = out.iter().rposition(|&e| e != 0).map_or(0, |i| i + 1);
+    out.truncate(len);
+    out
 }
 
 fn blocks(len: usize) -> usize {
@@ -134,6 +166,8 @@ struct SwitchPort {
 #[derive(Debug)]
 pub struct Partitions {
     resolved: Resolved,
+    /// `keep_pkey_indexes`.
+    keep_indexes: bool,
     /// By node, then port: switch ports with a PortInfo and a peer.
     switch_ports: Vec<Vec<Option<SwitchPort>>>,
 }
@@ -178,7 +212,7 @@ impl Partitions {
                     .collect()
             })
             .collect();
-        Self { resolved, switch_ports }
+        Self { resolved, switch_ports, keep_indexes: settings.keep_indexes }
     }
 
     /// The enforcement bits wanted on `port` of switch `node`, if it is
@@ -279,7 +313,7 @@ pub fn program_partitions(
     phase: &mut PhaseReport,
 ) {
     let before = client.stats().clone();
-    let Partitions { resolved, switch_ports } = partitions;
+    let Partitions { resolved, switch_ports, keep_indexes: keep } = partitions;
     let held = &mut held.pkeys;
 
     // Ports reset since the last sweep hold their power-up tables again.
@@ -306,6 +340,13 @@ pub fn program_partitions(
     // (most of them, at a sweep after the first).
     let no_table: &[u16] = &[];
     let table_of = |guid: u64| resolved.tables.get(&guid).map_or(no_table, Vec::as_slice);
+    // With keep_pkey_indexes, what a port holds decides where its entries go.
+    let arrange = |key: (u64, u8), want: &'_ [u16], cap: usize| -> Vec<u16> {
+        match held.tables.get(&key).filter(|_| keep) {
+            Some(have) => keep_indexes(want, have, cap),
+            None => want.to_vec(),
+        }
+    };
     let mut targets: Vec<Target<'_>> = Vec::new();
     let mut enforce: Vec<(usize, u8, Enforcement)> = Vec::new();
     for (i, n) in fabric.nodes.iter().enumerate() {
@@ -327,6 +368,7 @@ pub fn program_partitions(
                     "more partitions than the port's PartitionCap; the last ones left out");
                 want = &want[..cap];
             }
+            let want = std::borrow::Cow::Owned(arrange((n.guid, p), want, cap));
             targets.push(Target { node: i, port: p, path, modifier_port: 0, cap, want });
         }
         let Some(ports) = switch_ports.get(i) else { continue };
@@ -335,7 +377,7 @@ pub fn program_partitions(
             let (Some(info), Some(port)) = (n.ports.get(p).and_then(|s| s.info), port) else { continue };
             let p = p as u8;
             if let Some(guid) = port.table_of {
-                let want = table_of(guid);
+                let want = std::borrow::Cow::Owned(arrange((n.guid, p), table_of(guid), enforce_cap));
                 targets.push(Target { node: i, port: p, path: n.path.clone(), modifier_port: p, cap: enforce_cap, want });
             }
             if port.folded {
@@ -454,7 +496,7 @@ mod tests {
     #[test]
     fn a_table_is_cut_into_blocks_padded_to_its_cap() {
         let want: Vec<u16> = (1..=40).collect();
-        let t = Target { node: 0, port: 1, path: Arc::from(&[][..]), modifier_port: 0, cap: 64, want: &want };
+        let t = Target { node: 0, port: 1, path: Arc::from(&[][..]), modifier_port: 0, cap: 64, want: want[..].into() };
         assert_eq!(t.block(0)[..], want[..32]);
         assert_eq!(t.block(1)[..8], want[32..]);
         assert!(t.block(1)[8..].iter().all(|&e| e == 0));
@@ -469,12 +511,23 @@ mod tests {
         held[50] = 0x8001;
         assert!(!t.held_by(&held));
         // A cap short of a block: the block is held whole.
-        let short = Target { cap: 8, want: &want[..8], ..t };
+        let short = Target { cap: 8, want: want[..8].into(), ..t };
         let mut block = want[..8].to_vec();
         block.resize(PKEYS, 0);
         assert!(short.held_by(&block));
         assert!(!short.held_by(&block[..8]));
         assert_eq!(blocks(128), 4);
         assert_eq!(blocks(8), 1);
+    }
+
+    #[test]
+    fn kept_indexes_stay_and_new_entries_take_the_free_ones() {
+        // 0x8001 left, 0x8003 came: it takes the freed index 1.
+        assert_eq!(keep_indexes(&[0xFFFF, 0x8002, 0x8003], &[0xFFFF, 0x8001, 0x8002, 0, 0], 8), vec![0xFFFF, 0x8003, 0x8002]);
+        // The same partition of the other membership keeps the index.
+        assert_eq!(keep_indexes(&[0x8005, 0x7FFF], &[0xFFFF, 0x0005], 8), vec![0x7FFF, 0x8005]);
+        // Nothing held: the wanted order; a hole at the end is dropped.
+        assert_eq!(keep_indexes(&[0xFFFF, 0x8002], &[], 4), vec![0xFFFF, 0x8002]);
+        assert_eq!(keep_indexes(&[0x8002], &[0xFFFF, 0x8002], 4), vec![0, 0x8002]);
     }
 }

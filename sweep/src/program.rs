@@ -52,7 +52,7 @@ pub struct HeldTables {
     /// Link parameters last written per (node GUID, port) that the port
     /// answered otherwise (a device that does not keep a field): what was
     /// written and what came back. Not written again while both hold.
-    links: HashMap<(u64, u8), ([u8; 8], [u8; 8])>,
+    links: HashMap<(u64, u8), ([u8; 10], [u8; 10])>,
     /// The fabric as the last sweep knew it: a node or link whose SMPs are
     /// lost in a sweep is kept from here until proven gone.
     pub memory: FabricMemory,
@@ -465,6 +465,10 @@ pub struct LinkConfig {
     /// LinkSpeedExtEnabled to write where both ends support extended
     /// speeds; 0 leaves it, 30 disables, 31 = all supported.
     pub force_link_speed_ext: u8,
+    /// LocalPhyErrors threshold written to every port (4 bits).
+    pub local_phy_errors: u8,
+    /// OverrunErrors threshold written to every port (4 bits).
+    pub overrun_errors: u8,
 }
 
 /// LinkSpeedExtEnabled: turn extended speeds off (IBA 1.3).
@@ -492,6 +496,8 @@ impl Default for LinkConfig {
             force_link_speed: link_speed::SET_TO_SUPPORTED,
             force_link_width: link_width::SET_TO_SUPPORTED,
             force_link_speed_ext: SPEED_EXT_SET_TO_SUPPORTED,
+            local_phy_errors: 8,
+            overrun_errors: 8,
         }
     }
 }
@@ -510,6 +516,9 @@ fn wanted_link(fabric: &Fabric, node: usize, port: usize, current: &PortInfoRepr
     if addressed {
         want.subnet_timeout = config.subnet_timeout;
     }
+    // As OpenSM's link manager: every port, switch port 0 included.
+    want.local_phy_errors = config.local_phy_errors;
+    want.overrun_errors = config.overrun_errors;
     let Some((peer_node, peer_port)) = n.ports[port].peer.filter(|_| port != 0) else {
         return want;
     };
@@ -560,7 +569,7 @@ fn wanted_link(fabric: &Fabric, node: usize, port: usize, current: &PortInfoRepr
 
 /// The fields [`program_links`] writes, to recognise a port that
 /// answered a Set with other values before.
-fn link_fields(i: &PortInfoRepr) -> [u8; 8] {
+fn link_fields(i: &PortInfoRepr) -> [u8; 10] {
     [
         i.operational_vls,
         i.neighbor_mtu,
@@ -570,6 +579,8 @@ fn link_fields(i: &PortInfoRepr) -> [u8; 8] {
         i.link_width_enabled,
         i.link_speed_enabled,
         i.link_speed_ext_enabled,
+        i.local_phy_errors,
+        i.overrun_errors,
     ]
 }
 
@@ -597,6 +608,8 @@ fn link_holds(now: &PortInfoRepr, want: &PortInfoRepr) -> bool {
         && now.hoq_life == want.hoq_life
         && now.vl_stall_count == want.vl_stall_count
         && now.subnet_timeout == want.subnet_timeout
+        && now.local_phy_errors == want.local_phy_errors
+        && now.overrun_errors == want.overrun_errors
         && now.link_width_enabled == width
         && now.link_speed_enabled == speed
 }

@@ -19,7 +19,7 @@ use sm_abi::Routing;
 use sm_mad::mad::attr;
 use sm_mad::smp::DATA_LEN;
 use sm_mad::{PortState, Sl2VlModifier, Sl2VlPacket, Sl2VlRepr, VlArbBlock, VlArbEntry, VlArbModifier, VlArbPacket, VlArbRepr};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::discovery::Fabric;
 use super::program::{HeldTables, RoutingProgramReport};
@@ -29,13 +29,36 @@ fn enhanced_port0(node: &super::discovery::FabricNode) -> bool {
     node.switch_info.as_ref().is_some_and(|s| s.enhanced_port0)
 }
 
-/// Writes `routing`'s SL2VL and VLArb tables into `fabric`.
+/// One SL2VL table the routing wants written.
+struct Sl2VlWant {
+    key: (u64, u8, u8),
+    path: Vec<u8>,
+    modifier: u32,
+    vl: [u8; 16],
+    /// Written by a Set of its own (not held, or overwritten by an
+    /// all-input-ports Set with another table).
+    write: bool,
+    /// The node held it before this sweep.
+    was_held: bool,
+    /// Whether the switch takes AllInputPorts (SwitchInfo
+    /// OptimizedSLtoVLMappingProgramming) and the option is on.
+    optimizable: bool,
+}
+
+/// Writes `routing`'s SL2VL and VLArb tables into `fabric`. With
+/// `optimized_sl2vl` (OpenSM `use_optimized_slvl`), a switch that takes
+/// SwitchInfo:OptimizedSLtoVLMappingProgramming gets, per output port,
+/// one Set with AllInputPorts carrying the table most of its input ports
+/// want, then Sets of their own for the input ports that want another:
+/// the tables end as without the option, for fewer SMPs.
 pub fn program_vl_tables(
     client: &mut SmpClient<'_>,
     fabric: &mut Fabric,
     routing: &Routing,
     held: &mut HeldTables,
     report: &mut RoutingProgramReport,
+    optimized_sl2vl: bool,
+    suppress_status_errors: bool,
 ) {
     // CAs whose port trained afresh may have lost their tables.
     for node in fabric.nodes.iter().filter(|n| !n.is_switch()) {
@@ -45,8 +68,7 @@ pub fn program_vl_tables(
         }
     }
     let before = client.stats().clone();
-    let mut targets = Vec::new();
-    let mut ops = Vec::new();
+    let mut wants = Vec::new();
     for entry in routing.sl2vl.iter() {
         let Some(node) = fabric.nodes.get(entry.node as usize) else {
             warn!(node = entry.node, "SL2VL for a node not in the fabric; ignored");
@@ -70,14 +92,90 @@ pub fn program_vl_tables(
             continue;
         }
         let key = (node.guid, entry.in_port, entry.out_port);
-        if held.sl2vl.get(&key) == Some(&entry.vl) {
-            report.sl2vl.unchanged += 1;
+        let optimizable = optimized_sl2vl
+            && node.is_switch()
+            && node.switch_info.as_ref().is_some_and(|s| s.optimized_sl2vl_programming != 0);
+        let write = held.sl2vl.get(&key) != Some(&entry.vl);
+        wants.push(Sl2VlWant { key, path: path.to_vec(), modifier, vl: entry.vl, write, was_held: !write, optimizable });
+    }
+    // The AllInputPorts Sets: (node GUID, output port, table, the wants it
+    // covers), where one saves SMPs.
+    let mut all_inputs: Vec<((u64, u8), [u8; 16], Vec<usize>)> = Vec::new();
+    if optimized_sl2vl {
+        let mut by_output: std::collections::BTreeMap<(u64, u8), Vec<usize>> = Default::default();
+        for (i, w) in wants.iter().enumerate().filter(|(_, w)| w.optimizable) {
+            by_output.entry((w.key.0, w.key.2)).or_default().push(i);
+        }
+        for (output, members) in by_output {
+            // The table most input ports want (the first met among equals).
+            let mut counts: Vec<([u8; 16], usize)> = Vec::new();
+            for &i in &members {
+                match counts.iter_mut().find(|(t, _)| *t == wants[i].vl) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((wants[i].vl, 1)),
+                }
+            }
+            let Some(&(common, _)) = counts.iter().reduce(|a, b| if b.1 > a.1 { b } else { a }) else { continue };
+            let plain = members.iter().filter(|&&i| wants[i].write).count();
+            let others = members.iter().filter(|&&i| wants[i].vl != common).count();
+            if 1 + others >= plain {
+                continue;
+            }
+            let covered: Vec<usize> = members.iter().copied().filter(|&i| wants[i].vl == common).collect();
+            for &i in &members {
+                // The AllInputPorts Set overwrites every input port's table.
+                wants[i].write = wants[i].vl != common;
+            }
+            all_inputs.push((output, common, covered));
+        }
+    }
+    let mut ops = Vec::new();
+    for ((guid, out_port), vl, covered) in &all_inputs {
+        let m = Sl2VlModifier { output_port: *out_port, all_input_ports: true, ..Default::default() };
+        let mut data = [0u8; DATA_LEN];
+        Sl2VlRepr { vl_by_sl: *vl }.emit(&mut Sl2VlPacket::new_unchecked(&mut data[..]));
+        let path = &wants[covered[0]].path;
+        ops.push(SmpOp::set(attr::SL_TO_VL_MAPPING_TABLE, m.to_u32(), path, data));
+        // What the port held for any input is gone.
+        held.sl2vl.retain(|k, _| !(k.0 == *guid && k.2 == *out_port));
+    }
+    let answers = client.run_many(&ops);
+    for (((guid, out_port), vl, covered), answer) in all_inputs.into_iter().zip(answers) {
+        let now = answer.and_then(|d| {
+            Sl2VlPacket::new_checked(&d[..])
+                .and_then(|p| Sl2VlRepr::parse(&p))
+                .map_err(|e| SmpError::Malformed(format!("SL2VL: {e}")))
+        });
+        match now {
+            Ok(now) if now.vl_by_sl == vl => {
+                report.sl2vl.set += 1;
+                for i in covered {
+                    held.sl2vl.insert(wants[i].key, vl);
+                }
+            }
+            other => {
+                let error = other.err().map(|e| e.to_string()).unwrap_or_else(|| "did not take effect".into());
+                warn!(guid = format_args!("{guid:#018x}"), out_port, error, "SL2VL Set for all input ports failed; one Set per input port");
+                report.sl2vl.failed += 1;
+                for i in covered {
+                    wants[i].write = true;
+                }
+            }
+        }
+    }
+    let mut targets = Vec::new();
+    let mut ops = Vec::new();
+    for w in &wants {
+        if !w.write {
+            if w.was_held {
+                report.sl2vl.unchanged += 1;
+            }
             continue;
         }
         let mut data = [0u8; DATA_LEN];
-        Sl2VlRepr { vl_by_sl: entry.vl }.emit(&mut Sl2VlPacket::new_unchecked(&mut data[..]));
-        ops.push(SmpOp::set(attr::SL_TO_VL_MAPPING_TABLE, modifier, path, data));
-        targets.push((key, entry.vl));
+        Sl2VlRepr { vl_by_sl: w.vl }.emit(&mut Sl2VlPacket::new_unchecked(&mut data[..]));
+        ops.push(SmpOp::set(attr::SL_TO_VL_MAPPING_TABLE, w.modifier, &w.path, data));
+        targets.push((w.key, w.vl));
     }
     let answers = client.run_many(&ops);
     for ((key, vl), answer) in targets.into_iter().zip(answers) {
@@ -94,6 +192,12 @@ pub fn program_vl_tables(
             }
             Ok(_) => {
                 warn!(guid = format_args!("{guid:#018x}"), in_port, out_port, "SL2VL Set did not take effect");
+                report.sl2vl.failed += 1;
+                held.sl2vl.remove(&key);
+            }
+            Err(e @ SmpError::Status(_)) if suppress_status_errors => {
+                // OpenSM's suppress_sl2vl_mad_status_errors: not an error.
+                debug!(guid = format_args!("{guid:#018x}"), in_port, out_port, error = %e, "SL2VL Set refused");
                 report.sl2vl.failed += 1;
                 held.sl2vl.remove(&key);
             }

@@ -139,6 +139,9 @@ struct PathEnd {
 #[derive(Debug)]
 struct State {
     config: MKeyConfig,
+    /// Try the key recorded for a port (OpenSM `m_key_lookup`); false:
+    /// only the configured key.
+    lookup: bool,
     /// `guid2mkey`: the key each port was last seen or made to hold.
     keys: BTreeMap<u64, u64>,
     /// Who answers behind port `.1` of node `.0`, from the NodeInfo
@@ -239,6 +242,7 @@ impl MKeys {
         );
         Ok(Self(Some(Arc::new(Mutex::new(State {
             config,
+            lookup: true,
             keys,
             neighbors,
             local,
@@ -248,6 +252,16 @@ impl MKeys {
             keys_dirty: false,
             neighbors_dirty: false,
         })))))
+    }
+
+    /// As OpenSM with `m_key_lookup` FALSE: SMPs carry the configured key
+    /// (a port's own with `per_port`), never one recorded in `guid2mkey`
+    /// or learnt from a port's answer (those are still recorded).
+    pub fn without_lookup(self) -> Self {
+        if let Some(s) = &self.0 {
+            lock(s).lookup = false;
+        }
+        self
     }
 
     /// Whether M_Key is on.
@@ -413,7 +427,7 @@ impl State {
     fn candidates(&self, path: &[u8]) -> Vec<u64> {
         let mut out = Vec::with_capacity(3);
         if let Some(end) = self.end_of(path) {
-            if let Some(&k) = self.keys.get(&end.port_guid) {
+            if let Some(&k) = self.keys.get(&end.port_guid).filter(|_| self.lookup) {
                 out.push(k);
             }
             let wanted = self.config.wanted(end.port_guid);
@@ -626,6 +640,21 @@ mod tests {
         let p = PortInfoPacket::new_checked(&data[..]).unwrap();
         assert_eq!((p.m_key(), p.m_key_protect_bits(), p.m_key_lease_period()), (wanted, 2, 0));
         assert!(!keys.stamp(&[4, 4], 1, &mut data), "unknown port");
+    }
+
+    #[test]
+    fn without_lookup_only_the_configured_key_is_tried() {
+        let base = on(false).m_key;
+        let shared = MKeys::new(on(false), None).unwrap().without_lookup();
+        shared.learn_node(&[], 0x10, 0x11, false);
+        shared.learn_key(&[], 1, 0x42);
+        assert_eq!(shared.recorded(0x11), Some(0x42), "still recorded");
+        assert_eq!([0, 1, 2].map(|a| shared.key_for(&[], a)), [base; 3]);
+        // With lookup (the default) the recorded key comes first.
+        let looked = MKeys::new(on(false), None).unwrap();
+        looked.learn_node(&[], 0x10, 0x11, false);
+        looked.learn_key(&[], 1, 0x42);
+        assert_eq!(looked.key_for(&[], 0), 0x42);
     }
 
     #[test]

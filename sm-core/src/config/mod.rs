@@ -193,6 +193,47 @@ pub struct Config {
     /// extended speeds; 0 leaves them, 30 disables extended speeds, 31 (the
     /// default) sets every supported one (OpenSM `force_link_speed_ext`).
     pub force_link_speed_ext: Option<u8>,
+    /// LocalPhyErrors threshold written to every port's PortInfo (OpenSM
+    /// `local_phy_errors_threshold`, default 8; 4 bits).
+    pub local_phy_errors_threshold: Option<u8>,
+    /// Sweep heavily at every sweep interval, never lightly (OpenSM
+    /// `force_heavy_sweep`).
+    pub force_heavy_sweep: bool,
+    /// Traps reporting a change cause a heavy sweep (OpenSM
+    /// `sweep_on_trap`, default true).
+    pub sweep_on_trap: Option<bool>,
+    /// Start in SMInfo state NotActive: no sweep until a master's STANDBY
+    /// control (OpenSM `sm_inactive`).
+    pub sm_inactive: bool,
+    /// Take no notice of other SMs: master at once, never hand over
+    /// (OpenSM `ignore_other_sm`).
+    pub ignore_other_sm: bool,
+    /// Write a switch's SL2VL tables with one AllInputPorts Set per output
+    /// port where it takes them (OpenSM `use_optimized_slvl`).
+    pub use_optimized_slvl: bool,
+    /// Disable a port whose error traps (129-131) keep coming (OpenSM
+    /// `babbling_port_policy`).
+    pub babbling_port_policy: bool,
+    /// A P_Key a port holds keeps its index from one sweep to the next
+    /// (OpenSM `keep_pkey_indexes`, default true).
+    pub keep_pkey_indexes: Option<bool>,
+    /// Coming out of standby, take the LIDs of the guid2lid file again
+    /// (OpenSM `honor_guid2lid_file`).
+    pub honor_guid2lid_file: bool,
+    /// Try the keys recorded in guid2mkey (OpenSM `m_key_lookup`, default
+    /// true); false: SMPs carry the configured key only.
+    pub m_key_lookup: Option<bool>,
+    /// SL2VL Sets a port refuses are not logged as warnings (OpenSM
+    /// `suppress_sl2vl_mad_status_errors`).
+    pub suppress_sl2vl_mad_status_errors: bool,
+    /// The SA's key (OpenSM `sa_key`): SA requests carrying another
+    /// nonzero SM_Key are dropped, those carrying it are trusted. Unset:
+    /// `sm_key`.
+    #[serde(default, deserialize_with = "de_key")]
+    pub sa_key: Option<u64>,
+    /// OverrunErrors threshold written to every port's PortInfo (OpenSM
+    /// `overrun_errors_threshold`, default 8; 4 bits).
+    pub overrun_errors_threshold: Option<u8>,
     /// Where routing engines run: `"process"` (the default: a child
     /// process per attempt, whose crash, exit, endless loop or runaway
     /// allocation is the engine's failure, not the SM's) or `"inline"`

@@ -36,6 +36,8 @@ impl Config {
                 v @ (0..=0xF | link_speed_ext::DISABLE | link_speed_ext::SET_TO_SUPPORTED) => v,
                 _ => link_speed_ext::SET_TO_SUPPORTED,
             },
+            local_phy_errors: self.local_phy_errors_threshold.unwrap_or(d.local_phy_errors).min(0xf),
+            overrun_errors: self.overrun_errors_threshold.unwrap_or(d.overrun_errors).min(0xf),
         }
     }
 
@@ -54,6 +56,7 @@ impl Config {
                 .is_some_and(|p| p.as_path() != std::path::Path::new(DEFAULT_PARTITION_CONFIG_FILE)),
             enforce,
             allow_both: self.allow_both_pkeys,
+            keep_indexes: self.keep_pkey_indexes.unwrap_or(true),
         }
     }
 

@@ -126,6 +126,17 @@ pub struct DaemonOptions<'a> {
     /// The configuration file, re-read on SIGHUP ([`reload`]); `None`:
     /// SIGHUP rescans the engine directories only.
     pub config_file: Option<reload::ConfigSource>,
+    /// Every sweep interval sweeps heavily, whatever the light sweep would
+    /// find (OpenSM `force_heavy_sweep`).
+    pub force_heavy_sweep: bool,
+    /// Traps that report a change cause a heavy sweep (OpenSM
+    /// `sweep_on_trap`, default true); false: they are logged and the
+    /// next light sweep finds the change.
+    pub sweep_on_trap: bool,
+    /// Coming out of standby, read `guid2lid_path` again and keep its LIDs
+    /// (OpenSM `honor_guid2lid_file`); false: forget the LIDs known before,
+    /// the ports' own LIDs stand.
+    pub honor_guid2lid_file: bool,
 }
 
 /// Why a heavy sweep ran.
@@ -294,6 +305,8 @@ struct McastState {
 /// The trap intake.
 struct TrapState {
     filter: TrapFilter,
+    /// Port error traps counted for `babbling_port_policy`.
+    port_errors: traps::PortErrors,
     /// A trap-caused sweep deferred by the trap budget or settling.
     pending: bool,
     /// A sweep whose re-read found a flapping port waits until then, to
@@ -357,7 +370,12 @@ pub fn run(ctx: DaemonContext<'_, '_>, on_heavy: &mut dyn FnMut(&OnceOutcome, u6
         routing: RoutingState::default(),
         mcast: McastState { mfts: HeldMfts::new(), programmed: None, backoff: Backoff::default() },
         aliases: Default::default(),
-        traps: TrapState { filter: TrapFilter::new(options.trap_limits), pending: false, settle_until: None },
+        traps: TrapState {
+            filter: TrapFilter::new(options.trap_limits),
+            port_errors: Default::default(),
+            pending: false,
+            settle_until: None,
+        },
         settings: Settings { reloaded: None, source: options.config_file.clone(), engines: None, qos_policy: None },
         cabling: crate::cabling::CablingWatch::default(),
     };
@@ -420,6 +438,10 @@ impl Daemon<'_, '_> {
                 Woken::Aliases => self.program_aliases(),
                 Woken::Signal => {}
                 Woken::Fatal(why) => self.fatal(why),
+                Woken::Interval if self.ctx.options.force_heavy_sweep => {
+                    // As OpenSM with force_heavy_sweep: no light sweep decides.
+                    self.schedule.due = Some(Cause::Change);
+                }
                 Woken::Interval => self.light_sweep(),
             }
         }
@@ -459,6 +481,41 @@ impl Daemon<'_, '_> {
         if crate::perfmgr::isolation::apply(fabric, requests, &mut client) {
             self.schedule.due = Some(Cause::Change);
         }
+    }
+
+    /// OpenSM's `babbling_port_policy`: the port at `lid`/`port` sent its
+    /// port error trap [`traps::BABBLING_TRAPS`] times in a row; the end
+    /// of its link nearer the SM is disabled, through the isolation
+    /// requests (so never a link the SM needs to reach part of the
+    /// fabric; the wait ends and the loop applies it, then sweeps).
+    fn babbling(&mut self, lid: u16, port: u8) {
+        let Some(fabric) = self.routing.fabric.as_ref() else { return };
+        let owner = fabric.nodes.iter().position(|n| {
+            let at = if n.is_switch() { 0 } else { usize::from(port) };
+            n.ports.get(at).and_then(|p| p.info.as_ref()).is_some_and(|i| i.lid == lid)
+        });
+        let Some(node) = owner else { return };
+        let Some((peer, peer_port)) = fabric.nodes[node].ports.get(usize::from(port)).and_then(|p| p.peer) else {
+            return;
+        };
+        let hops = |n: usize| fabric.nodes[n].path.len();
+        let (switch, switch_port) = if fabric.nodes[node].is_switch()
+            && !(fabric.nodes[peer].is_switch() && hops(peer) < hops(node))
+        {
+            (node, port)
+        } else {
+            (peer, peer_port)
+        };
+        if !fabric.nodes[switch].is_switch() {
+            return;
+        }
+        let guid = fabric.nodes[switch].guid;
+        warn!(lid, port, switch = format_args!("{guid:#018x}"), switch_port, "babbling port: disabling its link");
+        self.ctx.signals.isolate.lock().unwrap_or_else(|p| p.into_inner()).push(crate::perfmgr::isolation::Request {
+            switch_guid: guid,
+            port: switch_port,
+            action: crate::perfmgr::isolation::Action::Disable,
+        });
     }
 
     /// Re-reads the configuration file, applying what may change at
@@ -814,7 +871,8 @@ impl Daemon<'_, '_> {
             return true;
         };
         let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
-        match standby::check_peers(&mut client, fabric, state) {
+        let ignore = self.ctx.options.standby.as_ref().is_some_and(|(_, o)| o.ignore_other_sm);
+        match standby::check_peers_unless(&mut client, fabric, state, ignore) {
             PeerAction::Stay => true,
             PeerAction::SweepNow => {
                 self.schedule.due = Some(Cause::Takeover);
@@ -867,10 +925,31 @@ impl Daemon<'_, '_> {
         match standby::arbitrate(&mut *self.ctx.port, state, standby_options, &self.ctx.signals.stop) {
             Arbitration::Stopped => None,
             Arbitration::Master { took_over_from, discovered } => {
+                if took_over_from.is_some() {
+                    self.out_of_standby();
+                }
                 self.routing.arbitrated = discovered.map(|d| *d);
                 // arbitrate() has logged from whom and how.
                 Some(if took_over_from.is_some() { Cause::Takeover } else { Cause::Start })
             }
+        }
+    }
+
+    /// As OpenSM coming out of standby: the guid2lid map known before is
+    /// dropped; with `honor_guid2lid_file` the file is read again in its
+    /// place (one that does not read leaves the map empty).
+    fn out_of_standby(&mut self) {
+        *self.ctx.guid2lid = Guid2Lid::default();
+        let Some(path) = self.ctx.options.guid2lid_path.as_ref().filter(|_| self.ctx.options.honor_guid2lid_file) else {
+            info!("out of standby: guid2lid forgotten, the ports' LIDs stand");
+            return;
+        };
+        match Guid2Lid::read(path) {
+            Ok(g) => {
+                info!(file = %path.display(), ports = g.entries.len(), "out of standby: guid2lid read again");
+                *self.ctx.guid2lid = g;
+            }
+            Err(e) => warn!(file = %path.display(), "out of standby: guid2lid not read ({e}); the ports' LIDs stand"),
         }
     }
 
@@ -982,6 +1061,11 @@ impl Daemon<'_, '_> {
                     gathered = gathered.saturating_add(1);
                     let at = Instant::now();
                     match self.traps.filter.judge(&trap, at) {
+                        TrapVerdict::Sweep { number, issuer } if !self.ctx.options.sweep_on_trap => {
+                            // As OpenSM with sweep_on_trap FALSE: the light
+                            // sweep finds what the trap reports.
+                            info!(number, issuer, "trap received (sweep_on_trap is off: no sweep)");
+                        }
                         TrapVerdict::Sweep { number, issuer } => {
                             info!(number, issuer, "trap received");
                             self.routing.changes.add_trap(number, issuer, self.routing.fabric.as_ref());
@@ -992,6 +1076,11 @@ impl Daemon<'_, '_> {
                         }
                         TrapVerdict::Note { number, issuer } => {
                             warn!(number, issuer, "trap received: port error or key violation reported");
+                            if self.ctx.options.trap_limits.babbling_port_policy {
+                                if let Some((lid, port)) = self.traps.port_errors.count(&trap, at) {
+                                    self.babbling(lid, port);
+                                }
+                            }
                         }
                         TrapVerdict::Drop(why) => debug!(slid = trap.slid, "trap dropped: {why}"),
                     }

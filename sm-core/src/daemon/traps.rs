@@ -62,11 +62,14 @@ pub struct TrapLimits {
     pub burst: u32,
     /// One more trap-caused heavy sweep is allowed per this much time.
     pub refill: Duration,
+    /// Disable a port that keeps reporting errors (OpenSM
+    /// `babbling_port_policy`; see [`PortErrors`]).
+    pub babbling_port_policy: bool,
 }
 
 impl Default for TrapLimits {
     fn default() -> Self {
-        TrapLimits { damping: Damping::default(), burst: 4, refill: Duration::from_secs(2) }
+        TrapLimits { damping: Damping::default(), burst: 4, refill: Duration::from_secs(2), babbling_port_policy: false }
     }
 }
 
@@ -393,6 +396,53 @@ pub fn generic_trap(slid: u16, issuer: u16, number: u16) -> TrapMad {
     let mut mad = Mad::zeroed();
     smp.emit(&mut mad.smp_mut());
     TrapMad { slid, mad: mad.0.to_vec() }
+}
+
+/// Traps 129–131 of one port in a row after which OpenSM's
+/// `babbling_port_policy` disables it.
+pub const BABBLING_TRAPS: u32 = 250;
+/// A trap not repeated within this long starts its count again (OpenSM's
+/// trap suppression timeout)...
+const PORT_ERROR_AGING: Duration = Duration::from_secs(5);
+/// ... or within this long once it came 10 times (OpenSM's unhealthy
+/// port timeout).
+const UNHEALTHY_AGING: Duration = Duration::from_secs(60);
+
+/// Port error traps (129–131) counted by (LIDADDR, PORTNO, trap) as
+/// OpenSM's trap aging counts them: each one that comes before the
+/// previous has aged out adds one.
+#[derive(Debug, Default)]
+pub struct PortErrors {
+    seen: HashMap<(u16, u8, u16), (u32, Instant)>,
+}
+
+impl PortErrors {
+    /// Counts `trap` if it is a port error trap; the LID and port it
+    /// names once it has come [`BABBLING_TRAPS`] times in a row (then
+    /// counted afresh).
+    pub fn count(&mut self, trap: &TrapMad, now: Instant) -> Option<(u16, u8)> {
+        use sm_mad::notice::Details;
+        let data = trap.mad.get(SMP_DATA_OFFSET..SMP_DATA_OFFSET + sm_mad::notice::LEN)?;
+        let notice = NoticePacket::new_checked(data).ok().and_then(|p| NoticeRepr::parse(&p).ok())?;
+        let (Source::Generic { trap_number, .. }, Details::PortError { lid, port }) = (notice.source, notice.details) else {
+            return None;
+        };
+        if self.seen.len() > 4096 {
+            self.seen.retain(|_, (_, last)| now.saturating_duration_since(*last) < UNHEALTHY_AGING);
+        }
+        let (n, last) = self.seen.entry((lid, port, trap_number)).or_insert((0, now));
+        let aging = if *n >= 10 { UNHEALTHY_AGING } else { PORT_ERROR_AGING };
+        if now.saturating_duration_since(*last) > aging {
+            *n = 0;
+        }
+        *n += 1;
+        *last = now;
+        if *n >= BABBLING_TRAPS {
+            *n = 0;
+            return Some((lid, port));
+        }
+        None
+    }
 }
 
 /// Trap number and IssuerLID of a well-formed generic SubnTrap(Notice).

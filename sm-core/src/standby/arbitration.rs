@@ -120,10 +120,12 @@ pub fn arbitrate(
         let our_master_lid = own
             .and_then(|p| p.info.as_ref())
             .map_or(0, |i| i.master_sm_lid);
-        let peers = electors(
-            without_hung(state, read_peers(&mut client, fabric, state)),
-            our_master_lid,
-        );
+        // As OpenSM with ignore_other_sm: other SMs' SMInfo is not asked.
+        let peers = if options.ignore_other_sm {
+            Vec::new()
+        } else {
+            electors(without_hung(state, read_peers(&mut client, fabric, state)), our_master_lid)
+        };
         if state.state() == SmState::Master {
             // A HANDOVER arrived while we discovered.
             let from = match state.take_control() {
@@ -232,6 +234,24 @@ mod tests {
         assert_eq!(state.guid(), me, "the GUID is learnt from discovery");
         assert_eq!(state.state(), SmState::Master);
         assert_eq!(port.sminfo_gets, 0);
+    }
+
+    #[test]
+    fn ignoring_other_sms_is_master_at_once_without_asking_them() {
+        // A master of priority 15 answers; it would be stood by for.
+        let (mut port, _, _) = with_peer(1, 15, SmState::Master);
+        let state = SmInfoState::new(0, 0, 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopper = Arc::clone(&stop);
+        // Without the option this would poll the master for ever: stop it.
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(3));
+            stopper.store(true, Ordering::Relaxed);
+        });
+        let options = StandbyOptions { ignore_other_sm: true, ..fast() };
+        assert_eq!(ended(&arbitrate(&mut port, &state, &options, &stop)), master_after(None));
+        assert_eq!(port.sminfo_gets, 0, "other SMs' SMInfo is not read");
+        assert_eq!(state.state(), SmState::Master);
     }
 
     #[test]

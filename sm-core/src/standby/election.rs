@@ -267,6 +267,13 @@ pub enum PeerAction {
 /// is standby or master (a higher SM still discovering will see us as
 /// master, stand by, and be handed over to at the next check).
 pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState) -> PeerAction {
+    check_peers_unless(client, fabric, state, false)
+}
+
+/// [`check_peers`], except that with `ignore_other_sm` (OpenSM's option
+/// of that name) other SMs are not read and never handed the subnet; the
+/// controls sent to us are still taken.
+pub fn check_peers_unless(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoState, ignore_other_sm: bool) -> PeerAction {
     // Called by the SM loop after each sweep: the loop is alive.
     state.bump_activity();
     let mut action = PeerAction::Stay;
@@ -279,7 +286,7 @@ pub fn check_peers(client: &mut SmpClient<'_>, fabric: &Fabric, state: &SmInfoSt
             action = PeerAction::SweepNow;
         }
     }
-    if !state.is_master() {
+    if !state.is_master() || ignore_other_sm {
         return action;
     }
     let peers = without_hung(state, read_peers(client, fabric, state));

@@ -140,7 +140,7 @@ mod state;
 mod testkit;
 
 pub use arbitration::{arbitrate, Arbitration, TakenFrom};
-pub use election::{check_peers, elect, is_higher, read_peers, sm_ports, Decision, Peer, PeerAction, SmPort};
+pub use election::{check_peers, check_peers_unless, elect, is_higher, read_peers, sm_ports, Decision, Peer, PeerAction, SmPort};
 pub use responder::{answer, answer_data, serve, spawn_responder};
 pub use state::{ActivityPort, Control, SmInfoState};
 
@@ -178,6 +178,10 @@ pub struct StandbyOptions {
     /// M_Key state shared with the sweeps: ports keyed at protection level
     /// 2 or 3 drop SMPs without their key, polls included.
     pub m_keys: sm_transport::MKeys,
+    /// Take no notice of other SMs (OpenSM `ignore_other_sm`): their
+    /// SMInfo is never read, so this SM is master at once and never
+    /// hands over to a higher one.
+    pub ignore_other_sm: bool,
 }
 
 /// Default [`StandbyOptions::stuck_polls`]: 30 s at the default interval.
@@ -191,6 +195,7 @@ impl Default for StandbyOptions {
             smp_retries: crate::config::DEFAULT_TRANSACTION_RETRIES,
             stuck_polls: DEFAULT_STUCK_POLLS,
             m_keys: sm_transport::MKeys::off(),
+            ignore_other_sm: false,
         }
     }
 }

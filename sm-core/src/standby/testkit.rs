@@ -119,6 +119,7 @@ pub(super) fn fast() -> StandbyOptions {
         // master set their own limit.
         stuck_polls: 1000,
         m_keys: sm_transport::MKeys::off(),
+        ignore_other_sm: false,
     }
 }
 
