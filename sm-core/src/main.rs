@@ -1279,14 +1279,29 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         Some(f) => faulty.insert(sm_transport::FaultInjector::new(base, f)),
         None => base,
     };
+    // A file that cannot be read stops the SM (OpenSM's exit_on_fatal);
+    // with exit_on_fatal FALSE it is logged and the SM starts without it.
+    let exit_on_fatal = config.exit_on_fatal.unwrap_or(true);
     let mut guid2lid = match &settings.guid2lid {
         Some(p) => match Guid2Lid::read(p) {
             Ok(g) => g,
+            Err(e) if !exit_on_fatal => {
+                tracing::error!("{e}; starting without it (exit_on_fatal FALSE): LIDs are assigned afresh");
+                Guid2Lid::default()
+            }
             Err(e) => return fail(EXIT_BAD_INPUT, e),
         },
         None => Guid2Lid::default(),
     };
     let m_keys = match sweep::MKeys::new(config.m_key_config(), settings.guid2mkey.as_deref()) {
+        Ok(k) => Ok(k),
+        Err(e) if !exit_on_fatal => {
+            tracing::error!("{e}; starting without it (exit_on_fatal FALSE): only the configured M_Key is tried");
+            sweep::MKeys::new(config.m_key_config(), None)
+        }
+        Err(e) => Err(e),
+    };
+    let m_keys = match m_keys {
         Ok(k) if config.m_key_lookup == Some(false) => k.without_lookup(),
         Ok(k) => k,
         Err(e) => return fail(EXIT_BAD_INPUT, e),
@@ -1433,7 +1448,9 @@ fn run_sm(cli: &Cli, mut config: Config, logging: &sm_core::logging::Logging) ->
         ucast_cache: daemon_settings.ucast_cache,
         incremental: daemon_settings.incremental,
         standby,
-        groups: Some(groups),
+        // disable_multicast: no MFT is programmed (the SA still keeps
+        // groups, as OpenSM's).
+        groups: (!config.disable_multicast).then_some(groups),
         sa,
         status: Some(status),
         force_heavy_sweep: config.force_heavy_sweep,

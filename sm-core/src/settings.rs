@@ -529,6 +529,10 @@ pub struct DaemonSettings {
     pub ipoib_mcgroup_creation_validation: bool,
     /// `sm_inactive`: start NotActive.
     pub sm_inactive: bool,
+    /// `sm_assigned_guid`: bits 39..32 of SA-assigned alias GUIDs.
+    pub sm_assigned_guid: u8,
+    /// `disable_multicast`: no MFT programming, no IsUDMulticastSupported.
+    pub disable_multicast: bool,
     /// `ignore_other_sm`: never read other SMs.
     pub ignore_other_sm: bool,
     /// The SA's key: `sa_key`, else `sm_key`, else OpenSM's 1.
@@ -592,6 +596,8 @@ impl DaemonSettings {
             mcgroup_join_validation: config.mcgroup_join_validation.unwrap_or(true),
             ipoib_mcgroup_creation_validation: config.ipoib_mcgroup_creation_validation.unwrap_or(true),
             sm_inactive: config.sm_inactive,
+            sm_assigned_guid: config.sm_assigned_guid,
+            disable_multicast: config.disable_multicast,
             ignore_other_sm: config.ignore_other_sm,
             sa_key: config.sa_key.or(config.sm_key).unwrap_or(DEFAULT_SM_KEY),
         })
@@ -621,6 +627,8 @@ impl DaemonSettings {
             drop_event_subscriptions: self.drop_event_subscriptions,
             mcgroup_join_validation: self.mcgroup_join_validation,
             ipoib_mcgroup_creation_validation: self.ipoib_mcgroup_creation_validation,
+            sm_assigned_guid: self.sm_assigned_guid,
+            multicast: !self.disable_multicast,
             ..Default::default()
         }
     }
@@ -1015,5 +1023,14 @@ mod tests {
         let d = daemon(&Overrides::default(), &toml("sm_key = 9\n")).unwrap();
         assert!(d.sa_config().trusts(9));
         assert!(daemon(&Overrides::default(), &Config::default()).unwrap().sa_config().trusts(1));
+    }
+
+    #[test]
+    fn disable_multicast_and_sm_assigned_guid_reach_the_sa() {
+        let d = daemon(&Overrides::default(), &opensm("disable_multicast TRUE\nsm_assigned_guid 0x2a\n")).unwrap();
+        let sa = d.sa_config();
+        assert_eq!((sa.multicast, sa.sm_assigned_guid), (false, 0x2a));
+        let sa = daemon(&Overrides::default(), &Config::default()).unwrap().sa_config();
+        assert_eq!((sa.multicast, sa.sm_assigned_guid), (true, 0));
     }
 }

@@ -263,3 +263,35 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn exit_on_fatal_false_starts_without_a_guid2lid_file_it_cannot_read() {
+    // As OpenSM: a damaged guid2lid stops the SM (exit_on_fatal TRUE,
+    // the default); with FALSE the SM logs it and numbers the fabric
+    // afresh.
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("guid2lid");
+    std::fs::write(&bad, "0x0002c90000000001 not-a-lid\n").unwrap();
+    let topo = workspace().join("config/topologies/fat-tree-64.net");
+    let run = |conf: &str| {
+        let conf_path = tmp.path().join("opensm.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_smcore"))
+            .arg("--config")
+            .arg(&conf_path)
+            .arg("--fabric")
+            .arg(&topo)
+            .arg("--once")
+            .arg("--guid2lid")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout))
+    };
+    let (code, said) = run("sm_priority 1\n");
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("guid2lid"), "{said}");
+    let (code, said) = run("sm_priority 1\nexit_on_fatal FALSE\n");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("exit_on_fatal FALSE"), "{said}");
+}

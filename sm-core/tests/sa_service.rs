@@ -188,6 +188,11 @@ fn class_port_info_and_busy_before_publish() {
     use sm_mad::sa_class_port_info::capability as cap;
     assert_eq!(cpi.capability_mask, cap::GET_SET_NOTICE | cap::UD_MULTICAST | cap::PORT_INFO_CAPMASK_MATCH);
     assert_eq!(cpi.capability_mask, 0x2202);
+    // disable_multicast: no IsUDMulticastSupported, as OpenSM.
+    let mut quiet = Sa::new(Arc::new(Mutex::new(McGroups::new())), SaConfig { multicast: false, ..SaConfig::default() });
+    let b = query(&mut quiet, 1, method::GET, attr::CLASS_PORT_INFO, 0, &[]);
+    let off = sm_mad::sa_class_port_info::Repr::parse(&sm_mad::sa_class_port_info::Packet::new_checked(&b[56..]).unwrap()).unwrap();
+    assert_eq!(off.capability_mask, cap::GET_SET_NOTICE | cap::PORT_INFO_CAPMASK_MATCH);
     let a = get_all(&mut sa, attr::NODE_RECORD);
     assert_eq!(status_of(&a), mad_status::BUSY, "nothing published yet");
     let a = get_all(&mut sa, attr::PATH_RECORD);
@@ -1407,6 +1412,7 @@ fn guid_info_record_set_and_delete_give_ports_alias_guids() {
     let set = answer(&a);
     assert_eq!((set.lid, set.guids[0], set.guids[1]), (lid, guid, alias));
     assert_eq!(set.guids[2] >> 40, 0x001405, "SM-assigned: OpenIB's OUI");
+    assert_eq!((set.guids[2] >> 32) & 0xff, 0, "sm_assigned_guid 0 (OpenSM's default) in bits 39..32");
     assert_eq!(&set.guids[3..], &[0; 5]);
     // Without the block component: refused, as OpenSM.
     let a = query(&mut sa, lid, method::SET, attr::GUID_INFO_RECORD, 0b1 | gid(1), &rec(lid, 0, [0; 8]));

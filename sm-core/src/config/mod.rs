@@ -208,6 +208,16 @@ pub struct Config {
     /// Take no notice of other SMs: master at once, never hand over
     /// (OpenSM `ignore_other_sm`).
     pub ignore_other_sm: bool,
+    /// Bits 39..32 of the alias GUIDs the SA assigns (OpenSM
+    /// `sm_assigned_guid`, default 0).
+    pub sm_assigned_guid: u8,
+    /// No multicast: the SA creates and joins no group and no MFT is
+    /// written (OpenSM `disable_multicast`).
+    pub disable_multicast: bool,
+    /// A guid2lid or guid2mkey file that cannot be read stops the SM at
+    /// start (OpenSM `exit_on_fatal`, default true); false: logged, and
+    /// the SM starts without it.
+    pub exit_on_fatal: Option<bool>,
     /// Write a switch's SL2VL tables with one AllInputPorts Set per output
     /// port where it takes them (OpenSM `use_optimized_slvl`).
     pub use_optimized_slvl: bool,

@@ -82,6 +82,12 @@ pub struct SaConfig {
     /// IPoIB group needs its partition's broadcast group and must agree
     /// with it (OpenSM `ipoib_mcgroup_creation_validation`, default on).
     pub ipoib_mcgroup_creation_validation: bool,
+    /// Bits 39..32 of the alias GUIDs this SA assigns
+    /// (`sm_assigned_guid`).
+    pub sm_assigned_guid: u8,
+    /// Multicast served: ClassPortInfo says IsUDMulticastSupported
+    /// (false with `disable_multicast`, as OpenSM).
+    pub multicast: bool,
 }
 
 impl SaConfig {
@@ -106,6 +112,8 @@ impl Default for SaConfig {
             drop_event_subscriptions: false,
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
+            sm_assigned_guid: 0,
+            multicast: true,
         }
     }
 }
@@ -356,8 +364,7 @@ impl Sa {
     pub fn new(groups: Arc<Mutex<McGroups>>, config: SaConfig) -> Self {
         Self {
             view: Mutex::default(),
-            // OpenSM's default `sm_assigned_guid`, 0.
-            aliases: Arc::new(Mutex::new(super::alias::AliasGuids::new(0))),
+            aliases: Arc::new(Mutex::new(super::alias::AliasGuids::new(config.sm_assigned_guid))),
             groups,
             subs: Mutex::default(),
             services: Mutex::default(),
@@ -1060,7 +1067,7 @@ impl Sa {
             // that promises TraceRecord and requests over dual-sided
             // RMPP, neither of which this SA answers.
             capability_mask: cpi::capability::GET_SET_NOTICE
-                | cpi::capability::UD_MULTICAST
+                | if self.config.multicast { cpi::capability::UD_MULTICAST } else { 0 }
                 | cpi::capability::PORT_INFO_CAPMASK_MATCH,
             capability_mask2: cpi::capability2::FULL_PORT_INFO_RECORD
                 | cpi::capability2::EXTENDED_SPEEDS,
