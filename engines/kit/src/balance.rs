@@ -109,6 +109,9 @@ pub struct BalanceOptions {
     /// Targets (port indices, sorted) never scattered: the ports of the
     /// GUID routing order under OpenSM's `guid_routing_order_no_scatter`.
     pub no_scatter: Vec<u32>,
+    /// OpenSM's `port_profile_switch_nodes`: routes to switch LIDs count
+    /// in a port's load too (by default only routes to end ports do).
+    pub port_profile_switch_nodes: bool,
 }
 
 /// OpenSM's options of the engines sharing this LFT builder, keyed as in
@@ -136,6 +139,8 @@ pub struct BalanceFiles {
     /// The ports of the GUID routing order are not scattered (OpenSM
     /// `guid_routing_order_no_scatter`).
     pub guid_routing_order_no_scatter: bool,
+    /// See [`BalanceOptions::port_profile_switch_nodes`].
+    pub port_profile_switch_nodes: bool,
 }
 
 /// What [`BalanceFiles`] say about one fabric.
@@ -157,6 +162,8 @@ pub struct BalanceInputs {
     pub scatter_ports: u32,
     /// [`BalanceFiles::guid_routing_order_no_scatter`], passed through.
     pub guid_routing_order_no_scatter: bool,
+    /// [`BalanceFiles::port_profile_switch_nodes`], passed through.
+    pub port_profile_switch_nodes: bool,
     /// Lines that were skipped, for `Routing::diag`: OpenSM goes on without
     /// them, and so do we.
     pub warnings: Vec<String>,
@@ -233,6 +240,7 @@ impl BalanceFiles {
         inputs.port_shifting = self.port_shifting;
         inputs.scatter_ports = self.scatter_ports;
         inputs.guid_routing_order_no_scatter = self.guid_routing_order_no_scatter;
+        inputs.port_profile_switch_nodes = self.port_profile_switch_nodes;
         Ok(inputs)
     }
 }
@@ -295,6 +303,7 @@ impl BalanceInputs {
             port_shifting: self.port_shifting,
             scatter_ports: self.scatter_ports,
             no_scatter,
+            port_profile_switch_nodes: self.port_profile_switch_nodes,
         }
     }
 
@@ -372,7 +381,7 @@ pub fn assign_lfts<H: HopTable>(
 ) -> Vec<Lft> {
     let targets = targets(fabric, graph, order);
     // Shifting and scatter decide LID by LID: the general pass.
-    let plain = !opts.port_shifting && opts.scatter_ports == 0;
+    let plain = !opts.port_shifting && opts.scatter_ports == 0 && !opts.port_profile_switch_nodes;
     let runs = (fabric.lmc == 0 && plain).then(|| Runs::new(&targets, fabric.max_lid));
     (0..graph.switch_count() as Sw)
         .into_par_iter()
@@ -724,7 +733,7 @@ fn assign_switch<H: HopTable>(
                 // The switch's own LID, or an end port on this switch: only
                 // one way to go.
                 lft[lid] = tg.t_port;
-                if !tg.is_switch && !ignored[tg.t_port as usize] {
+                if (!tg.is_switch || opts.port_profile_switch_nodes) && !ignored[tg.t_port as usize] {
                     counts[tg.t_port as usize] += 1;
                     note_remote(&mut remotes[oi], fabric, tg.port, opts.dor);
                 }
@@ -757,8 +766,9 @@ fn assign_switch<H: HopTable>(
                 continue;
             };
             lft[lid] = choice.port;
-            // OpenSM leaves routes to switches out of the port profile.
-            if !tg.is_switch && !ignored[choice.port as usize] {
+            // OpenSM leaves routes to switches out of the port profile
+            // unless port_profile_switch_nodes.
+            if (!tg.is_switch || opts.port_profile_switch_nodes) && !ignored[choice.port as usize] {
                 counts[choice.port as usize] += 1;
                 note_remote(&mut remotes[oi], fabric, choice.peer_port, opts.dor);
             }

@@ -143,3 +143,39 @@ fn a_heavy_hop_weight_turns_routes_away_from_a_port() {
     assert!(diags.iter().any(|d| d.contains(":2: bad hop weight")), "{diags:?}");
     assert!(diags.iter().any(|d| d.contains(":3: switch 0x000000000000dead not in the fabric")), "{diags:?}");
 }
+
+#[test]
+fn port_profile_switch_nodes_counts_routes_to_switches_in_a_ports_load() {
+    // Switch `a`'s four parallel links to `b`: eight host LIDs and b's own
+    // LID. OpenSM's default leaves the route to b out of the counts, so
+    // the hosts go round from port 1 whatever port b's LID took; with
+    // port_profile_switch_nodes b's route is counted and the host after
+    // it avoids its port.
+    let f = parallel();
+    let lid_b = f.ports[f.nodes[node(&f, "b")].first_port as usize].lid;
+    let route = |config: &str| {
+        let engine = MinHop::from_config(config).unwrap_or_else(|e| panic!("{e}"));
+        let routing = engine.route(&f).unwrap_or_else(|e| panic!("{e}"));
+        let lft = routing.lfts.iter().find(|l| l.node as usize == node(&f, "a")).unwrap().ports.to_vec();
+        lft
+    };
+    let counts = |lft: &[u8]| {
+        let mut c = [0u32; 5];
+        for h in HOSTS {
+            c[lft[port_of(&f, h).lid as usize] as usize] += 1;
+        }
+        c[lft[lid_b as usize] as usize] += 1;
+        c
+    };
+    // b's LID routed first (OpenSM routes switch LIDs after the end ports
+    // otherwise, when they can no longer change where the hosts go).
+    let order = scratch("order", &format!("0x{:016x}\n", f.ports[f.nodes[node(&f, "b")].first_port as usize].guid));
+    let plain = route(&format!("guid_routing_order_file = {:?}", order.display().to_string()));
+    let profiled = route(&format!("guid_routing_order_file = {:?}\nport_profile_switch_nodes = true", order.display().to_string()));
+    // Nine routes over four ports: counted together they differ by at most
+    // one; without the switch's route counted, b's port carries one more
+    // than the hosts alone would give it.
+    let c = counts(&profiled);
+    assert!(c[1..].iter().max().unwrap() - c[1..].iter().min().unwrap() <= 1, "{c:?}");
+    assert_ne!(plain, profiled, "the switch's route changes where the hosts go");
+}

@@ -86,7 +86,7 @@ pub const KEYS: &[Key] = &[
     k("reassign_lids", Core("reassign_lids")),
     k("force_heavy_sweep", Core("force_heavy_sweep")),
     k("sweep_on_trap", Core("sweep_on_trap")),
-    k("port_profile_switch_nodes", NotSupported("routes to switch LIDs are never counted in a port's load (engines/kit/src/balance.rs), as OpenSM with FALSE")),
+    k("port_profile_switch_nodes", Engine("minhop, dor, updn, dnup (OpenSM's port selection; minhop-balanced balances by pair load)")),
     k("port_prof_ignore_file", Engine("minhop, updn, dnup")),
     k("hop_weights_file", Engine("minhop, dor; minhop-balanced without its balancing pass")),
     k("dimn_ports_file", Engine("minhop, minhop-balanced, dor (its order of dimensions), updn, dnup, as `port_search_ordering_file`")),
@@ -148,8 +148,8 @@ pub const KEYS: &[Key] = &[
     k("perfmgr_xmit_wait_log", Core("perfmgr_xmit_wait_log")),
     k("perfmgr_xmit_wait_threshold", Core("perfmgr_xmit_wait_threshold")),
     k("event_db_dump_file", Superseded("the counters are read live with `smcore ctl perfmgr` and exported as Prometheus metrics (--metrics-listen)")),
-    k("event_plugin_name", NotSupported("no event plugin interface: counter events are logged and exported as Prometheus metrics (--metrics-listen)")),
-    k("event_plugin_options", NotSupported("no event plugin interface (see event_plugin_name)")),
+    k("event_plugin_name", Superseded("the performance manager's counters and events are exported on --metrics-listen (Prometheus), logged, and read with `smcore ctl perfmgr`: a site's collector reads them from outside, where OpenSM loads a plugin into the SM's process (third-party code smcore keeps out of it, as it keeps engines in a sandbox)")),
+    k("event_plugin_options", Superseded("see event_plugin_name: no plugin is loaded, so it has no options")),
     k("node_name_map_name", Core("node_name_map")),
     k("log_flags", Core("log_flags")),
     k("force_log_flush", Superseded("every log record is written through to the file or syslog socket at once, as OpenSM's TRUE does")),
@@ -557,6 +557,7 @@ fn apply(c: &mut Config, name: &str, v: &str) -> Result<(), String> {
         | "do_mesh_analysis"
         | "nue_include_switches"
         | "port_shifting"
+        | "port_profile_switch_nodes"
         | "guid_routing_order_no_scatter"
         | "quasi_ftree_indexing" => {
             c.options.insert(name.into(), toml::Value::Boolean(boolean(v)?));
