@@ -65,6 +65,8 @@ pub struct UpDnConfig {
     pub scatter_ports: u32,
     /// See `smcore_kit::balance::BalanceFiles::guid_routing_order_no_scatter`.
     pub guid_routing_order_no_scatter: bool,
+    /// See `smcore_kit::balance::BalanceFiles::port_profile_switch_nodes`.
+    pub port_profile_switch_nodes: bool,
 }
 
 impl UpDnConfig {
@@ -77,6 +79,7 @@ impl UpDnConfig {
             port_shifting: self.port_shifting,
             scatter_ports: self.scatter_ports,
             guid_routing_order_no_scatter: self.guid_routing_order_no_scatter,
+            port_profile_switch_nodes: self.port_profile_switch_nodes,
         }
     }
 }
@@ -97,6 +100,8 @@ pub struct DnUpConfig {
     pub scatter_ports: u32,
     /// As updn's.
     pub guid_routing_order_no_scatter: bool,
+    /// As updn's.
+    pub port_profile_switch_nodes: bool,
 }
 
 impl DnUpConfig {
@@ -109,6 +114,7 @@ impl DnUpConfig {
             port_shifting: self.port_shifting,
             scatter_ports: self.scatter_ports,
             guid_routing_order_no_scatter: self.guid_routing_order_no_scatter,
+            port_profile_switch_nodes: self.port_profile_switch_nodes,
         }
     }
 }
