@@ -1495,7 +1495,7 @@ fn alias_guids_hosts_set_are_written_to_their_ports() {
     assert_eq!(&read(&mut sim)[1..3], &[0, 0], "nothing on the port before the SM writes it");
     let mut held_aliases = HeldAliases::default();
     let aliases = sa.aliases();
-    let mut pass = |sim: &mut SimFabric, held_aliases: &mut HeldAliases| {
+    let pass = |sim: &mut SimFabric, held_aliases: &mut HeldAliases| {
         let mut sp = SimPort::new(sim);
         let mut client = sm_core::sweep::SmpClient::new(&mut sp, 2);
         program(&mut client, &out.sweep.fabric, &aliases, held_aliases)
