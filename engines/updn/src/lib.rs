@@ -46,18 +46,35 @@ pub struct UpDnConfig {
     /// GUID stands for the switch it is cabled to. Without it roots are
     /// detected from the CA hop histogram.
     pub root_guid_file: Option<PathBuf>,
+    /// Switch ids: lines `<switch guid> <id>`; between switches of equal
+    /// rank the step towards the smaller id goes up (OpenSM `ids_guid_file`;
+    /// without it the id is the GUID).
+    pub ids_guid_file: Option<PathBuf>,
+    /// The unicast manager's options updn shares with dnup.
+    #[serde(flatten)]
+    pub unicast: UnicastFiles,
+}
+
+/// dnup options, named as OpenSM's: updn's unicast manager options.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct DnUpConfig {
+    /// As updn's.
+    #[serde(flatten)]
+    pub unicast: UnicastFiles,
+}
+
+/// OpenSM's unicast manager options of updn and dnup (no hop weights: the
+/// up/down rule decides the hops), as minhop reads them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct UnicastFiles {
     /// Route the ports of these GUIDs first (OpenSM `guid_routing_order_file`).
     pub guid_routing_order_file: Option<PathBuf>,
     /// Switch ports left out of load equalisation: lines `<switch guid> <port>`
     /// (OpenSM `port_prof_ignore_file`, `-i`).
     pub port_prof_ignore_file: Option<PathBuf>,
-    /// Switch ids: lines `<switch guid> <id>`; between switches of equal
-    /// rank the step towards the smaller id goes up (OpenSM `ids_guid_file`;
-    /// without it the id is the GUID).
-    pub ids_guid_file: Option<PathBuf>,
-    /// OpenSM's unicast manager options, as minhop reads them
-    /// (`port_search_ordering_file`, `port_shifting`, `scatter_ports`,
-    /// `guid_routing_order_no_scatter`).
+    /// See `smcore_kit::balance::BalanceFiles::port_search_ordering_file`.
     pub port_search_ordering_file: Option<PathBuf>,
     /// See `smcore_kit::balance::BalanceFiles::port_shifting`.
     pub port_shifting: bool,
@@ -69,42 +86,7 @@ pub struct UpDnConfig {
     pub port_profile_switch_nodes: bool,
 }
 
-impl UpDnConfig {
-    fn files(&self) -> BalanceFiles {
-        BalanceFiles {
-            guid_routing_order_file: self.guid_routing_order_file.clone(),
-            port_prof_ignore_file: self.port_prof_ignore_file.clone(),
-            port_search_ordering_file: self.port_search_ordering_file.clone(),
-            hop_weights_file: None,
-            port_shifting: self.port_shifting,
-            scatter_ports: self.scatter_ports,
-            guid_routing_order_no_scatter: self.guid_routing_order_no_scatter,
-            port_profile_switch_nodes: self.port_profile_switch_nodes,
-        }
-    }
-}
-
-/// dnup options, named as OpenSM's.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct DnUpConfig {
-    /// Route the ports of these GUIDs first (OpenSM `guid_routing_order_file`).
-    pub guid_routing_order_file: Option<PathBuf>,
-    /// Switch ports left out of load equalisation (OpenSM `port_prof_ignore_file`).
-    pub port_prof_ignore_file: Option<PathBuf>,
-    /// As updn's.
-    pub port_search_ordering_file: Option<PathBuf>,
-    /// As updn's.
-    pub port_shifting: bool,
-    /// As updn's.
-    pub scatter_ports: u32,
-    /// As updn's.
-    pub guid_routing_order_no_scatter: bool,
-    /// As updn's.
-    pub port_profile_switch_nodes: bool,
-}
-
-impl DnUpConfig {
+impl UnicastFiles {
     fn files(&self) -> BalanceFiles {
         BalanceFiles {
             guid_routing_order_file: self.guid_routing_order_file.clone(),
@@ -215,7 +197,7 @@ impl UpDn {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("updn: the fabric has no switches"));
         }
-        let shared = Shared::read(&self.cfg.files(), fabric, &graph)?;
+        let shared = Shared::read(&self.cfg.unicast.files(), fabric, &graph)?;
         let (roots, mut notes) = self.roots(fabric, &graph)?;
         let ids = match &self.cfg.ids_guid_file {
             Some(path) => Some(read_ids(fabric, &graph, path, &mut notes)?),
@@ -268,7 +250,7 @@ impl DnUp {
         if graph.switch_count() == 0 {
             return Err(EngineError::new("dnup: the fabric has no switches"));
         }
-        let shared = Shared::read(&self.cfg.files(), fabric, &graph)?;
+        let shared = Shared::read(&self.cfg.unicast.files(), fabric, &graph)?;
         let leaves = rank::ca_switches(&graph);
         if leaves.is_empty() {
             return Err(EngineError::new(

@@ -193,7 +193,10 @@ fn routing_order_file_routes_its_ports_first() {
     let port = &f.ports[last_host as usize];
     let own_leaf = f.ports[port.peer as usize].node;
     let order = scratch_file("order", &format!("bad line\n{:#x}\n", port.guid));
-    let engine = UpDn::new(UpDnConfig { guid_routing_order_file: Some(order), ..Default::default() });
+    let engine = UpDn::new(UpDnConfig {
+        unicast: smcore_updn::UnicastFiles { guid_routing_order_file: Some(order), ..Default::default() },
+        ..Default::default()
+    });
     let r = engine.route(&f).unwrap();
     assert_clean(&f, &r);
     assert!(messages(&r, Level::Warn).iter().any(|w| w.contains("bad")));
