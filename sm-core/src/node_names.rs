@@ -66,7 +66,7 @@ impl NodeNameMap {
             }
             let end = line.find(|c: char| c.is_whitespace() || c == '#').unwrap_or(line.len());
             let (word, rest) = line.split_at(end);
-            let guid = guid(word).ok_or_else(|| fail(format!("`{word}` is not a GUID (0x hex, 0 octal or decimal)")))?;
+            let guid = smcore_kit::config::parse_guid(word).ok_or_else(|| fail(format!("`{word}` is not a GUID (0x hex, 0 octal or decimal)")))?;
             let rest = rest.trim_start();
             let name = if let Some(quoted) = rest.strip_prefix('"') {
                 let close = quoted.find('"').ok_or_else(|| fail("the name's closing `\"` is missing".into()))?;
@@ -115,17 +115,6 @@ impl NodeNameMap {
     }
 }
 
-/// A GUID as `strtoull(.., 0)` reads it: `0x` hex, leading `0` octal,
-/// else decimal.
-fn guid(word: &str) -> Option<u64> {
-    if let Some(h) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
-    } else if word.len() > 1 && word.starts_with('0') {
-        u64::from_str_radix(&word[1..], 8).ok()
-    } else {
-        word.parse().ok()
-    }
-}
 
 #[cfg(test)]
 mod tests {

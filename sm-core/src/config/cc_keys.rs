@@ -33,14 +33,7 @@ pub fn parse_port_mask(v: &str) -> Result<[u8; PORT_MASK_LEN], String> {
 /// A C number (decimal, `0x` hex, leading-`0` octal) up to `max`.
 fn c_number(v: &str, max: u64) -> Result<u64, String> {
     let v = v.trim();
-    let parsed = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else if v.len() > 1 && v.starts_with('0') {
-        u64::from_str_radix(&v[1..], 8)
-    } else {
-        v.parse::<u64>()
-    };
-    let n = parsed.map_err(|_| format!("`{v}` is not a number"))?;
+    let n = smcore_kit::config::parse_guid(v).ok_or_else(|| format!("`{v}` is not a number"))?;
     if n > max {
         return Err(format!("{n} out of range: at most {max}"));
     }
