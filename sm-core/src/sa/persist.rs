@@ -566,19 +566,13 @@ impl Sa {
     }
 }
 
-/// Reads the file at `path` into `sa` (at SM start, before the SA
-/// answers). A file that cannot be read leaves the SA empty: the error
-/// says which file and line.
-pub fn restore_file(sa: &Sa, path: &Path) -> Result<Restored, PersistError> {
-    let state = SaState::load(path)?;
-    Ok(sa.restore_state(&state, Instant::now(), unix_now()))
-}
-
-/// [`restore_file`], logged: what was restored, what was not and why, or
-/// why the file was not read (a missing file is no error: nothing was
-/// saved yet).
-pub fn restore_file_logged(sa: &Sa, path: &Path) {
-    match restore_file(sa, path) {
+/// Restores what was read from the file at `path` (`loaded`: the state,
+/// or why it could not be read) into `sa`, logged: what was restored, what
+/// was not and why, or why the file was not read (a missing file is no
+/// error: nothing was saved yet; a file that cannot be read leaves the SA
+/// empty, the error naming file and line).
+pub fn restore_logged(sa: &Sa, path: &Path, loaded: Result<SaState, PersistError>) {
+    match loaded.map(|state| sa.restore_state(&state, Instant::now(), unix_now())) {
         Ok(done) => {
             tracing::info!(
                 file = %path.display(),

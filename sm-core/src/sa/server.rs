@@ -53,7 +53,7 @@ pub struct SaHandle {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// The saved registrations to read back before the first publish.
-    restore_from: Mutex<Option<std::path::PathBuf>>,
+    restore_from: Mutex<Option<PendingRestore>>,
 }
 
 impl std::fmt::Debug for SaHandle {
@@ -142,8 +142,11 @@ impl SaHandle {
     /// the fabric were dropped.
     pub fn publish(&self, db: SaDb) {
         let restore = self.restore_from.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(path) = restore {
-            super::persist::restore_file_logged(&self.sa, &path);
+        if let Some(mut pending) = restore {
+            // Read once: the first sweep may have read it already.
+            pending.load();
+            let loaded = pending.state.take().unwrap_or_else(|| super::persist::SaState::load(&pending.path));
+            super::persist::restore_logged(&self.sa, &pending.path, loaded);
         }
         let (reports, changed) = self.sa.publish(db);
         send_reports(self.responder.as_ref(), &reports);
@@ -159,16 +162,22 @@ impl SaHandle {
     /// has every group, service and subscription the old one saved. Until
     /// then the SA answers BUSY, so no query sees it without them.
     pub fn restore_at_first_publish(&self, path: std::path::PathBuf) {
-        *self.restore_from.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+        *self.restore_from.lock().unwrap_or_else(|p| p.into_inner()) = Some(PendingRestore { path, state: None });
     }
 
     /// The end ports the pending restore (see
     /// [`Self::restore_at_first_publish`]) has state for, read from the
     /// file now: `None` when no restore is pending, an error when the file
     /// cannot be read (then every host must re-register).
-    pub fn pending_restore_ports(&self) -> Option<Result<std::collections::HashSet<u64>, super::persist::PersistError>> {
-        let path = self.restore_from.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        Some(super::persist::SaState::load(&path).map(|state| state.known_ports()))
+    pub fn pending_restore_ports(&self) -> Option<Result<std::collections::HashSet<u64>, String>> {
+        let mut pending = self.restore_from.lock().unwrap_or_else(|p| p.into_inner());
+        let pending = pending.as_mut()?;
+        Some(match pending.load() {
+            Ok(state) => Ok(state.known_ports()),
+            // No file yet: nothing is known, as with an empty SA.
+            Err(super::persist::PersistError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+            Err(e) => Err(e.to_string()),
+        })
     }
 
     /// Takes the MFTs of a multicast plan, as programmed, for MFTRecord
@@ -217,5 +226,19 @@ impl Drop for SaHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A restore from `sa_db_file` still to be done, with the file once read
+/// (the first master sweep reads it to know whom not to ask to register
+/// again; the first publish restores what it read).
+struct PendingRestore {
+    path: std::path::PathBuf,
+    state: Option<Result<super::persist::SaState, super::persist::PersistError>>,
+}
+
+impl PendingRestore {
+    fn load(&mut self) -> &Result<super::persist::SaState, super::persist::PersistError> {
+        self.state.get_or_insert_with(|| super::persist::SaState::load(&self.path))
     }
 }
