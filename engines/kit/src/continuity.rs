@@ -25,8 +25,11 @@
 //!    end-port routes than the fresh routing's busiest link, a route
 //!    crossing it is moved, at the link's own switch or at one upstream of
 //!    it, to another valid port whose new path avoids the link and stays
-//!    below its load on every link (the least loaded such move first); each
-//!    move is recorded with the link it relieved. When single moves cannot
+//!    below its load on every link; each move is recorded with the link it
+//!    relieved. Moves changing the fewest entries against the previous
+//!    routing come first (an entry the change already forced to move moves
+//!    again for free), then those loading no link above the fresh routing's
+//!    busiest, then those taking the most routes off the link. When single moves cannot
 //!    bring the busiest link down to the fresh routing's (none helps, or
 //!    their number or time runs out), the fresh routing's routes to whole
 //!    destinations are taken, one destination at a time, those relieving
@@ -297,6 +300,7 @@ pub fn continue_routing(
         let mut tables: Vec<Vec<u8>> = merged;
         let mut moves = loads.rebalance(
             &mut tables,
+            &prev_of,
             report.fresh_max,
             &|s, l, t| valid(s, l, t),
             opts.max_moves,
@@ -662,6 +666,24 @@ impl<'a> Loads<'a> {
         self.max(&load)
     }
 
+    /// The links from `u` towards `lid` (on switch `t`) in `tables`, with
+    /// `first` taken for u's own entry; None when the walk does not arrive.
+    fn path(&self, tables: &[Vec<u8>], u: Sw, first: u8, lid: u16, t: Sw) -> Option<Vec<usize>> {
+        let n = self.graph.switch_count();
+        let mut links = Vec::new();
+        let (mut s, mut port) = (u, first);
+        while s != t {
+            let peer = self.peer(s, port);
+            if peer == NONE || links.len() > n {
+                return None;
+            }
+            links.push(self.base[s as usize] + port as usize);
+            s = peer;
+            port = self.next(tables, s, lid).0;
+        }
+        Some(links)
+    }
+
     fn max(&self, load: &[u64]) -> u64 {
         load.iter().copied().max().unwrap_or(0)
     }
@@ -674,9 +696,11 @@ impl<'a> Loads<'a> {
     /// Move routes off links above `cap` (see the module comment); returns
     /// the moves as (switch, LID, from, to, relieved link, its load).
     #[allow(clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     fn rebalance(
         &self,
         tables: &mut [Vec<u8>],
+        prev: &[Option<&[u8]>],
         cap: u64,
         valid: &dyn Fn(Sw, &SwPort, Sw) -> bool,
         max_moves: usize,
@@ -705,27 +729,22 @@ impl<'a> Loads<'a> {
             let heavy = load[busiest];
             // The best move: a destination crossing the link, at a switch on
             // its way there, to another valid port whose new path stays
-            // below `heavy` on every link.
-            let mut best: Option<(u64, u64, Sw, u16, u8, u8)> = None;
+            // below `heavy` on every link. Among those: first the one that
+            // changes the fewest entries against the previous routing (an
+            // entry the change already forced to move, or one going back to
+            // its previous port, moves for free), then one that leaves every
+            // link of its new path at or below `cap` (no new link to
+            // relieve), then the one taking the most routes off the link (up
+            // to what it must shed: fewer moves), then the lowest load it
+            // leaves.
+            let mut best: Option<((i32, bool, std::cmp::Reverse<u64>, u64, u64), Sw, u16, u8, u8)> = None;
+            let need = heavy - cap;
             let n = self.graph.switch_count();
             let busiest_link = self.base[rs as usize] + rport as usize;
             // The links from `u` towards `lid` in the tables (`first`
             // replacing u's own entry), or None when the walk does not
             // arrive at `t`.
-            let path = |u: Sw, first: u8, lid: u16, t: Sw| -> Option<Vec<usize>> {
-                let mut links = Vec::new();
-                let (mut s, mut port) = (u, first);
-                while s != t {
-                    let peer = self.peer(s, port);
-                    if peer == NONE || links.len() > n {
-                        return None;
-                    }
-                    links.push(self.base[s as usize] + port as usize);
-                    s = peer;
-                    port = self.next(tables, s, lid).0;
-                }
-                Some(links)
-            };
+            let path = |u: Sw, first: u8, lid: u16, t: Sw| self.path(tables, u, first, lid, t);
             work += self.dests.len() as u64;
             for &(lid, t) in &self.dests {
                 let (p, _) = self.next(tables, rs, lid);
@@ -785,13 +804,19 @@ impl<'a> Loads<'a> {
                             .map(|&k| load[k] + c - if old_links.contains(&k) { c } else { 0 })
                             .max()
                             .unwrap_or(0);
-                        if worst < heavy && best.is_none_or(|b| (worst, c) < (b.0, b.1)) {
-                            best = Some((worst, c, u, lid, own, l.port));
+                        if worst >= heavy {
+                            continue;
+                        }
+                        let was = prev[u as usize].and_then(|p| p.get(lid as usize).copied());
+                        let cost = i32::from(was != Some(l.port)) - i32::from(was != Some(own));
+                        let key = (cost, worst > cap, std::cmp::Reverse(c.min(need)), worst, c);
+                        if best.as_ref().is_none_or(|b| key < b.0) {
+                            best = Some((key, u, lid, own, l.port));
                         }
                     }
                 }
             }
-            let Some((_, _, s, lid, from, to)) = best else {
+            let Some((_, s, lid, from, to)) = best else {
                 stuck[busiest] = true;
                 continue;
             };
