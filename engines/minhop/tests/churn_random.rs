@@ -33,7 +33,7 @@ fn busiest(f: &FabricSnapshot, r: &Routing) -> u64 {
 
 /// The rebalancing moves first the entries the fault already forced to
 /// change (moving them again costs nothing): summed over 180 link faults
-/// it adds 7.3 % to the forced entries (it added 10.4 % when it took the
+/// it adds 7.2 % to the forced entries (it added 10.4 % when it took the
 /// move leaving the lowest load first, whatever it cost). And the entries a
 /// fault forces on `minhop-balanced`'s tables are, summed, no more than on
 /// OpenSM's rule's: which single fault breaks more of one routing than the
