@@ -588,6 +588,11 @@ fn no_clients_rereg_asks_no_host_to_register_again() {
 /// a host's link goes down; the loop stops after `sweeps` heavy sweeps or
 /// after `limit`, whichever comes first.
 fn causes_with(force_heavy_sweep: bool, sweep_on_trap: bool, link_down: bool, sweeps: usize, limit: Duration) -> Vec<Cause> {
+    sweeps_with(force_heavy_sweep, sweep_on_trap, link_down, sweeps, limit).into_iter().map(|(c, _)| c).collect()
+}
+
+/// [`causes_with`], each cause with its sweep's discovery SMPs.
+fn sweeps_with(force_heavy_sweep: bool, sweep_on_trap: bool, link_down: bool, sweeps: usize, limit: Duration) -> Vec<(Cause, u64)> {
     let topo = gen::fat_tree_2level(4, 2, 2, 2).expect("fat tree");
     let (sm_node, sm_port) = sm_location(&topo);
     let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
@@ -612,7 +617,7 @@ fn causes_with(force_heavy_sweep: bool, sweep_on_trap: bool, link_down: bool, sw
         let mut port = Scripted { port: SimPort::new(&mut sim), pending: Rc::clone(&pending), deaf: false };
         let mut on_heavy = |out: &OnceOutcome, n: u64, cause: Cause| {
             assert!(out.accepted.is_some(), "sweep {n} routed");
-            causes.push(cause);
+            causes.push((cause, out.sweep.discovery_smps.sent));
             if n == 1 && link_down {
                 pending.borrow_mut().push_back(Act::LinkDown(host, 1));
             }
@@ -641,9 +646,13 @@ fn force_heavy_sweep_sweeps_heavily_at_every_interval() {
     // 20 intervals.
     let quiet = causes_with(false, true, false, 2, Duration::from_secs(1));
     assert_eq!(quiet, vec![Cause::Start], "{quiet:?}");
-    // force_heavy_sweep: every interval is a heavy sweep.
-    let forced = causes_with(true, true, false, 4, Duration::from_secs(20));
-    assert_eq!(forced, vec![Cause::Start, Cause::Change, Cause::Change, Cause::Change], "{forced:?}");
+    // force_heavy_sweep: every interval is a heavy sweep, and each reads
+    // the whole fabric (nothing names what changed: an incremental one
+    // would read nothing).
+    let forced = sweeps_with(true, true, false, 4, Duration::from_secs(20));
+    let causes: Vec<Cause> = forced.iter().map(|s| s.0).collect();
+    assert_eq!(causes, vec![Cause::Start, Cause::Change, Cause::Change, Cause::Change], "{forced:?}");
+    assert!(forced[1..].iter().all(|s| s.1 * 10 >= forced[0].1 * 9), "{forced:?}");
 }
 
 #[test]

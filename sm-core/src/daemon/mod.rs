@@ -479,6 +479,10 @@ impl Daemon<'_, '_> {
         let Some(fabric) = self.routing.fabric.as_ref() else { return };
         let mut client = SmpClient::new(&mut *self.ctx.port, self.ctx.options.once.sweep.retries).with_m_keys(self.ctx.options.once.sweep.m_keys.clone());
         if crate::perfmgr::isolation::apply(fabric, requests, &mut client) {
+            // The sweep reads the switches whose ports were Set (and,
+            // through a port found down, the far end), as a trap from
+            // them would have it do.
+            self.routing.changes.switches.extend(requests.iter().map(|r| r.switch_guid));
             self.schedule.due = Some(Cause::Change);
         }
     }
@@ -883,6 +887,12 @@ impl Daemon<'_, '_> {
             return None;
         }
         let (Some(fabric), Some(_)) = (&self.routing.fabric, &self.routing.accepted) else { return None };
+        if changes.is_empty() {
+            // Nothing names what changed (`force_heavy_sweep`'s sweep
+            // every interval, say): only reading it all can tell.
+            info!("full heavy sweep: nothing names what changed");
+            return None;
+        }
         if every != 0 && self.routing.since_full + 1 >= every {
             info!(every, "full heavy sweep: the periodic one");
             return None;
