@@ -98,8 +98,8 @@ pub struct ContinuityOptions {
     /// The most work placing the broken entries by load may do before the
     /// rebalancing (switches visited; counted, not timed): past it the rest
     /// keep the port with the fewest end-port LIDs. On the 12-ary 3-tree
-    /// with a middle switch down, placing all 9,226 takes about 7 million
-    /// (30 ms) and leaves the rebalancing nothing to move.
+    /// with a middle switch down, placing all 9,226 stays well within it
+    /// (about 30 ms) and leaves the rebalancing nothing to move.
     pub place_work: u64,
 }
 
@@ -399,6 +399,12 @@ pub fn continue_routing(
     (fresh, report)
 }
 
+/// The busiest of `links` once `c` routes now on the links of `old` take
+/// them (the links both share carry them already).
+fn busiest_with(load: &[u64], links: &[usize], old: &[usize], c: u64) -> u64 {
+    links.iter().map(|&k| load[k] + if old.contains(&k) { 0 } else { c }).max().unwrap_or(0)
+}
+
 /// The rules that need nothing of the engine but the fabric, for
 /// [`continue_fresh`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -559,8 +565,14 @@ impl<'a> Loads<'a> {
 
     /// Adds (or takes away) the routes to `lid` in `tables` to `load`.
     fn add_dest(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, load: &mut [u64], add: bool) {
+        self.add_traced(tables, lid, t, &self.through(tables, lid), load, add);
+    }
+
+    /// [`Loads::add_dest`] with the routes crossing each switch towards
+    /// `lid` already traced ([`Loads::through`] of `tables`).
+    fn add_traced(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, through: &[u64], load: &mut [u64], add: bool) {
         let mut crossed = Vec::new();
-        self.column(tables, lid, t, if add { 1 } else { -1 }, &mut crossed);
+        self.column_traced(tables, lid, t, through, if add { 1 } else { -1 }, &mut crossed);
         for (k, c) in crossed {
             load[k as usize] = (load[k as usize] as i64 + c).max(0) as u64;
         }
@@ -569,7 +581,11 @@ impl<'a> Loads<'a> {
     /// The routes to `lid` in `tables` per link they cross, pushed onto
     /// `out` as (link, `sign` × routes).
     fn column(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, sign: i64, out: &mut Vec<(u32, i64)>) {
-        let through = self.through(tables, lid);
+        self.column_traced(tables, lid, t, &self.through(tables, lid), sign, out);
+    }
+
+    /// [`Loads::column`] with [`Loads::through`] of `tables` given.
+    fn column_traced(&self, tables: &[impl AsRef<[u8]>], lid: u16, t: Sw, through: &[u64], sign: i64, out: &mut Vec<(u32, i64)>) {
         for (s, &c) in through.iter().enumerate() {
             if s as Sw == t || c == 0 {
                 continue;
@@ -730,30 +746,21 @@ impl<'a> Loads<'a> {
                 i = end;
                 continue;
             }
-            // Routes crossing each switch towards `lid`, traced again after
-            // a move.
-            let mut through: Option<Vec<u64>> = None;
+            // Routes crossing each switch towards `lid` in the tables as
+            // they are (traced once, and again after each move).
+            work += n;
+            let mut through = self.through(tables, lid);
             for &(u, _) in &broken[i..end] {
                 if work >= max_work {
                     return placed;
                 }
-                let c = match &through {
-                    Some(th) => th[u as usize],
-                    None => {
-                        work += n;
-                        through.insert(self.through(tables, lid))[u as usize]
-                    }
-                };
+                let c = through[u as usize];
                 if c == 0 {
                     continue;
                 }
                 let (own, _) = self.next(tables, u, lid);
                 let Some(old_links) = self.path(tables, u, own, lid, t) else { continue };
-                // The busiest link of a path with u's routes on it (they
-                // are on the old path's links already).
-                let score = |links: &[usize]| {
-                    links.iter().map(|&k| load[k] + if old_links.contains(&k) { 0 } else { c }).max().unwrap_or(0)
-                };
+                let score = |links: &[usize]| busiest_with(&load, links, &old_links, c);
                 let mut best = (score(&old_links), own);
                 for l in self.graph.sw_ports[u as usize].iter().filter(|l| l.peer_sw != NONE && l.port != own) {
                     if !valid(u, l, t) {
@@ -767,12 +774,12 @@ impl<'a> Loads<'a> {
                     }
                 }
                 if best.1 != own {
-                    self.add_dest(tables, lid, t, &mut load, false);
+                    self.add_traced(tables, lid, t, &through, &mut load, false);
                     tables[self.slot[u as usize] as usize][lid as usize] = best.1;
-                    self.add_dest(tables, lid, t, &mut load, true);
-                    through = None;
+                    through = self.through(tables, lid);
+                    self.add_traced(tables, lid, t, &through, &mut load, true);
                     placed += 1;
-                    work += 4 * n;
+                    work += 3 * n;
                 }
             }
             i = end;
@@ -895,11 +902,7 @@ impl<'a> Loads<'a> {
                         if new_links.contains(&busiest_link) {
                             continue;
                         }
-                        let worst = new_links
-                            .iter()
-                            .map(|&k| load[k] + c - if old_links.contains(&k) { c } else { 0 })
-                            .max()
-                            .unwrap_or(0);
+                        let worst = busiest_with(&load, &new_links, &old_links, c);
                         if worst >= heavy {
                             continue;
                         }
