@@ -737,13 +737,11 @@ impl Daemon<'_, '_> {
         };
         let mut changes = Changes::default();
         changes.add_relabelled(switches);
-        let mut options = self.ctx.options.once.sweep.clone();
-        options.stop = Some(Arc::clone(&self.ctx.signals.stop));
         let t = Instant::now();
-        let mut client = SmpClient::new(&mut *self.ctx.port, options.retries).with_m_keys(options.m_keys.clone());
-        match sweep::incremental::rediscover(&mut client, fabric, &changes, &options.limits()) {
+        let (read, smps) = read_behind(&mut self.ctx, fabric, &changes);
+        match read {
             Ok((read, _, r)) if r.links_down == 0 && r.added == 0 && r.dropped == 0 && r.probes == 0 => {
-                info!(switches = switches.len(), smps = client.stats().sent, took = ?t.elapsed(), "relabelled switches read again");
+                info!(switches = switches.len(), smps = smps.sent, took = ?t.elapsed(), "relabelled switches read again");
                 self.routing.fabric = Some(read);
             }
             Ok((_, _, r)) => {
@@ -897,18 +895,16 @@ impl Daemon<'_, '_> {
             info!(every, "full heavy sweep: the periodic one");
             return None;
         }
-        let mut options = self.ctx.options.once.sweep.clone();
-        options.stop = Some(Arc::clone(&self.ctx.signals.stop));
         let t = Instant::now();
-        let mut client = SmpClient::new(&mut *self.ctx.port, options.retries).with_m_keys(options.m_keys.clone());
-        match sweep::incremental::rediscover(&mut client, fabric, &changes, &options.limits()) {
+        let (read, smps) = read_behind(&mut self.ctx, fabric, &changes);
+        match read {
             Ok((fabric, report, _)) => {
                 self.routing.since_full += 1;
-                info!(smps = client.stats().sent, took = ?t.elapsed(), "incremental discovery");
-                Some(sweep::Discovered::new(fabric, report, client.stats().clone()))
+                info!(smps = smps.sent, took = ?t.elapsed(), "incremental discovery");
+                Some(sweep::Discovered::new(fabric, report, smps))
             }
             Err(why) => {
-                info!(smps = client.stats().sent, "full heavy sweep: {why}");
+                info!(smps = smps.sent, "full heavy sweep: {why}");
                 None
             }
         }
@@ -1290,4 +1286,23 @@ fn config_in_force(
     shown.routing_engine = Some(engines.to_string());
     shown.dump_dir = options.once.dump_dir.map(std::path::Path::to_path_buf);
     shown
+}
+
+/// `fabric` read again behind `changes` on the SM's port
+/// ([`sweep::incremental::rediscover`], with the sweep's options and the
+/// loop's stop signal), and the SMPs that took.
+#[allow(clippy::type_complexity)]
+fn read_behind(
+    ctx: &mut DaemonContext<'_, '_>,
+    fabric: &Fabric,
+    changes: &Changes,
+) -> (
+    Result<(Fabric, sweep::DiscoveryReport, sweep::incremental::IncrementalReport), sweep::incremental::Fallback>,
+    sm_transport::SmpStats,
+) {
+    let mut options = ctx.options.once.sweep.clone();
+    options.stop = Some(Arc::clone(&ctx.signals.stop));
+    let mut client = SmpClient::new(&mut *ctx.port, options.retries).with_m_keys(options.m_keys.clone());
+    let read = sweep::incremental::rediscover(&mut client, fabric, changes, &options.limits());
+    (read, client.stats().clone())
 }
