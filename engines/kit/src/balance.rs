@@ -195,22 +195,15 @@ impl BalanceFiles {
         } else {
             Default::default()
         };
-        let switch = |guid: u64| switches.get(&guid).copied();
         if let Some(p) = &self.port_search_ordering_file {
             let mut listed = std::collections::HashSet::new();
-            let list = read_guid_list(p)?;
-            inputs.warnings.extend(list.warnings.iter().cloned());
-            for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
-                let at = format!("{}:{line}", p.display());
-                let Some(n) = switch(*guid) else {
-                    inputs.warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored"));
-                    continue;
-                };
+            for (at, n, rest) in switch_lines(p, &switches, &mut inputs.warnings)? {
                 if !listed.insert(n) {
+                    let guid = fabric.nodes[n as usize].guid;
                     inputs.warnings.push(format!("{at}: switch 0x{guid:016x} listed before, line ignored"));
                     continue;
                 }
-                match search_order(fabric, n, rest) {
+                match search_order(fabric, n, &rest) {
                     Ok(Some(order)) => inputs.search_orders.push((n, order)),
                     Ok(None) => {}
                     Err(e) => inputs.warnings.push(format!("{at}: {e}, line ignored")),
@@ -218,14 +211,7 @@ impl BalanceFiles {
             }
         }
         if let Some(p) = &self.hop_weights_file {
-            let list = read_guid_list(p)?;
-            inputs.warnings.extend(list.warnings.iter().cloned());
-            for ((guid, rest), line) in list.entries.iter().zip(&list.lines) {
-                let at = format!("{}:{line}", p.display());
-                let Some(n) = switch(*guid) else {
-                    inputs.warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored"));
-                    continue;
-                };
+            for (at, n, rest) in switch_lines(p, &switches, &mut inputs.warnings)? {
                 let num_ports = fabric.nodes[n as usize].num_ports as u64;
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let port = words.first().and_then(|w| crate::config::parse_guid(w)).filter(|&p| p >= 1 && p <= num_ports);
@@ -248,6 +234,28 @@ impl BalanceFiles {
 /// One line of a port search ordering file for switch node `n`: the ports
 /// named (each 1..num_ports, once), then the others in port order, port 0
 /// at position 0; `None` when the line names no port.
+/// The lines of the GUID list at `p` naming a switch of `switches`, as
+/// (`file:line`, switch node, what follows the GUID); the list's own
+/// warnings, and one per GUID that is no switch of the fabric, go to
+/// `warnings`.
+fn switch_lines(
+    p: &std::path::Path,
+    switches: &std::collections::HashMap<u64, u32>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(String, u32, String)>, EngineError> {
+    let list = read_guid_list(p)?;
+    warnings.extend(list.warnings.iter().cloned());
+    let mut lines = Vec::with_capacity(list.entries.len());
+    for ((guid, rest), line) in list.entries.into_iter().zip(list.lines) {
+        let at = format!("{}:{line}", p.display());
+        match switches.get(&guid) {
+            Some(&n) => lines.push((at, n, rest)),
+            None => warnings.push(format!("{at}: switch 0x{guid:016x} not in the fabric, line ignored")),
+        }
+    }
+    Ok(lines)
+}
+
 fn search_order(fabric: &FabricSnapshot, n: u32, rest: &str) -> Result<Option<Vec<u8>>, String> {
     let num_ports = fabric.nodes[n as usize].num_ports as usize + 1;
     let mut seen = vec![false; num_ports];
