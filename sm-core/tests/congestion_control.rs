@@ -117,6 +117,19 @@ fn agents(fabric: &SharedFabric) -> (Vec<usize>, Vec<(usize, u8)>) {
     (switches, topo.cabled_cas())
 }
 
+/// [`agents`], every one of them given CC_Key `key`.
+fn keyed(fabric: &SharedFabric, key: u64) -> (Vec<usize>, Vec<(usize, u8)>) {
+    let (switches, cas) = agents(fabric);
+    let mut f = fabric.lock();
+    for &sw in &switches {
+        f.set_cc_key(sw, 0, key, false);
+    }
+    for &(ca, port) in &cas {
+        f.set_cc_key(ca, port, key, false);
+    }
+    (switches, cas)
+}
+
 /// Every switch and CA port holds `s`.
 fn assert_holds(fabric: &SharedFabric, s: &CcSettings, key: u64) {
     let (switches, cas) = agents(fabric);
@@ -154,13 +167,7 @@ fn every_switch_and_ca_holds_the_configured_settings_and_table() {
     assert_eq!(s.table[1].entries[5], ShiftMultiplier { shift: 1, multiplier: 169 });
 
     let (fabric, out, _, _) = routed();
-    let (switches, cas) = agents(&fabric);
-    for &sw in &switches {
-        fabric.lock().set_cc_key(sw, 0, key, false);
-    }
-    for &(ca, port) in &cas {
-        fabric.lock().set_cc_key(ca, port, key, false);
-    }
+    let (switches, cas) = keyed(&fabric, key);
     let mut manager = CcManager::new(s.clone());
     let sm = fabric.lock().sm_location();
     let mut agent = Counting { inner: fabric.class_agent(sm, sm_mad::cc::MGMT_CLASS), in_flight: 0, most: 0 };
@@ -210,13 +217,7 @@ fn a_wrong_cc_key_is_reported_and_the_others_are_programmed() {
     let key = 0x77;
     let s = settings(&site_conf(key));
     let (fabric, out, _, _) = routed();
-    let (switches, cas) = agents(&fabric);
-    for &sw in &switches {
-        fabric.lock().set_cc_key(sw, 0, key, false);
-    }
-    for &(ca, port) in &cas {
-        fabric.lock().set_cc_key(ca, port, key, false);
-    }
+    let (switches, cas) = keyed(&fabric, key);
     // One switch was given another key by someone else.
     let odd = switches[switches.len() / 2];
     fabric.lock().set_cc_key(odd, 0, 0x99, false);

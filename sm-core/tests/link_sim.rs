@@ -256,18 +256,23 @@ fn dr_get(sim: &mut SimFabric, attribute: u16, modifier: u32, path: &[u8]) -> [u
     repr.data
 }
 
-/// The first torus-2QoS sweep of a 4x4x4 torus with `use_optimized_slvl`
-/// as given: the SL2VL SMPs it sent, and every switch SL2VL table the
-/// routing asked for as the switches hold it afterwards.
-fn torus_sl2vl(optimized: bool) -> (u64, Vec<((u64, u8, u8), [u8; 16])>) {
+/// The 4x4x4 torus on the embedded fabric with torus-2QoS and its
+/// configuration, to sweep once with `sweep`.
+fn torus_2qos(sweep: SweepOptions) -> (Config, SimFabric, Registry, OnceOptions<'static>) {
     let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
     let mut config = Config::default();
     config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
     let (sm_node, sm_port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
+    let sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
     let registry = Registry::scan(&[bin_dir()]);
-    let sweep = SweepOptions { optimized_sl2vl: optimized, ..SweepOptions::default() };
-    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    (config, sim, registry, OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None })
+}
+
+/// The first torus-2QoS sweep of a 4x4x4 torus with `use_optimized_slvl`
+/// as given: the SL2VL SMPs it sent, and every switch SL2VL table the
+/// routing asked for as the switches hold it afterwards.
+fn torus_sl2vl(optimized: bool) -> (u64, Vec<((u64, u8, u8), [u8; 16])>) {
+    let (config, mut sim, registry, options) = torus_2qos(SweepOptions { optimized_sl2vl: optimized, ..SweepOptions::default() });
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let out = sm_core::pipeline::once(&mut SimPort::new(&mut sim), &options, &registry, &config, &mut g2l, &mut held)
         .expect("sweep");
@@ -340,14 +345,8 @@ fn refused_sl2vl_log(suppress: bool) -> (String, usize) {
             Ok(())
         }
     }
-    let topo = sm_topology::parse_file(workspace().join("config/topologies/torus-4x4x4.net")).expect("topology");
-    let mut config = Config::default();
-    config.set_option("torus_config", workspace().join("config/torus-2QoS.conf").display().to_string());
-    let (sm_node, sm_port) = sm_location(&topo);
-    let mut sim = SimFabric::from_topology(&topo, sm_node, sm_port).expect("sim");
-    let registry = Registry::scan(&[bin_dir()]);
-    let sweep = SweepOptions { suppress_sl2vl_status_errors: suppress, ..SweepOptions::default() };
-    let options = OnceOptions { sweep, engines: "torus-2QoS,no_fallback", dump_dir: None };
+    let (config, mut sim, registry, options) =
+        torus_2qos(SweepOptions { suppress_sl2vl_status_errors: suppress, ..SweepOptions::default() });
     let (mut g2l, mut held) = (Guid2Lid::default(), HeldTables::default());
     let buf = Buf::default();
     let writer = buf.clone();
